@@ -1,0 +1,21 @@
+//! On-disk and on-wire formats as zero-copy views.
+//!
+//! Everything here is safe code that takes untrusted bytes: constructors
+//! check lengths once (`new_checked`), after which accessors cannot fail.
+//! The capture path uses the `emit_*` helpers to lay records straight into
+//! arena memory; readers (`--read`, `index`, `query`) use the parsers.
+#![deny(unsafe_code)]
+
+pub mod pcap;
+pub mod pcapng;
+
+/// Link-layer header type numbers (LINKTYPE_*) used by pcap and pcapng.
+pub mod linktype {
+    pub const ETHERNET: u32 = 1;
+    pub const RAW: u32 = 101;
+    pub const LINUX_SLL: u32 = 113;
+}
+
+/// Largest snapshot length libpcap accepts for most link types
+/// (`MAXIMUM_SNAPLEN` in libpcap's pcap-int.h).
+pub const MAX_SNAPLEN: u32 = 262_144;

@@ -1,0 +1,4 @@
+//! One module per subcommand: clap arguments, validation, wiring.
+pub mod index;
+pub mod query;
+pub mod record;

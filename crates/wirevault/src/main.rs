@@ -1,0 +1,81 @@
+//! wirevault: a lossless network traffic recorder.
+//!
+//! This crate is glue: it parses and validates arguments, builds the real
+//! objects from the validated plan, and maps errors to exit codes. The
+//! mechanisms live in the library crates.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit codes (documented in the README).
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// A runtime error (I/O, kernel, input that could not be read).
+    pub const ERROR: u8 = 1;
+    /// Invalid arguments: bad option, filter expression or time.
+    pub const USAGE: u8 = 2;
+    /// The store's disk is full (or `--on-full stop` hit the budget): recording stopped cleanly.
+    pub const DISK_FULL: u8 = 3;
+}
+
+#[derive(Parser)]
+#[command(name = "wirevault", version, about = "Lossless network traffic recorder: capture, store as pcap, index, query.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Record packets from an interface, pcap files or the synthetic generator into a store.
+    Record(cmd::record::Args),
+    /// Build index files for existing pcap/pcapng files or a store.
+    Index(cmd::index::Args),
+    /// Select packets from a store by time range and tcpdump filter expression; writes pcap.
+    Query(cmd::query::Args),
+}
+
+/// An error that carries the exit code it maps to. Everything else is `ERROR`.
+#[derive(Debug)]
+pub struct Exit {
+    pub code: u8,
+    pub message: String,
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+impl std::error::Error for Exit {}
+
+/// Builds an error that exits with `code`.
+pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Exit { code, message: message.into() })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Record(a) => cmd::record::run(a),
+        Command::Index(a) => cmd::index::run(a),
+        Command::Query(a) => cmd::query::run(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            let code = e.downcast_ref::<Exit>().map_or(exit::ERROR, |x| x.code);
+            // One sentence per cause, no backtrace.
+            let mut msg = e.to_string();
+            for cause in e.chain().skip(1) {
+                msg.push_str(": ");
+                msg.push_str(&cause.to_string());
+            }
+            eprintln!("wirevault: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
