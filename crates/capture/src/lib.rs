@@ -1,1 +1,72 @@
-//! placeholder
+//! Packet sources and the capture worker.
+//!
+//! A [`Source`] delivers packets in batches to a [`Delivery`], which applies
+//! the user-space filter (where the kernel cannot filter), counts, and hands
+//! each packet to the stream's producer. [`worker::run`] drives one source
+//! until it ends or is stopped, then drains it so that every packet it
+//! accepted is either stored or counted.
+#![deny(unsafe_code)]
+
+pub mod afpacket;
+pub mod counters;
+pub mod file;
+pub mod filter;
+pub mod synthetic;
+pub mod worker;
+
+pub use counters::{Counts, SharedCounts};
+pub use worker::Delivery;
+
+/// What one poll of a source produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// Some packets were delivered (possibly zero after filtering).
+    Packets,
+    /// Nothing arrived within the source's wait time.
+    Idle,
+    /// The source is exhausted (end of files, count reached).
+    End,
+}
+
+/// Kernel-side counters of a source, cumulative since it opened.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct KernelCounts {
+    /// Packets the kernel filter rejected.
+    pub filtered: u64,
+    /// Packets accepted by the filter that the kernel dropped (ring full).
+    pub dropped: u64,
+}
+
+/// Errors of a source while it runs.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error(transparent)]
+    AfPacket(#[from] wv_sys::afpacket::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A packet source. Implementations deliver packets through `out` and must
+/// not allocate, lock or make a system call per packet.
+pub trait Source: Send {
+    /// Delivers the next batch of packets.
+    fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError>;
+    /// Stops new packets from entering the source (live capture); what is
+    /// already inside is still delivered by later polls until `Idle`/`End`.
+    fn stop_intake(&mut self) -> Result<(), CaptureError> {
+        Ok(())
+    }
+    /// True if, after `stop_intake`, a poll returning `Idle` means the
+    /// source is drained.
+    fn drained_when_idle(&self) -> bool {
+        true
+    }
+    /// Input problems met so far (damaged files), one sentence each.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Kernel counters so far.
+    fn kernel_counts(&mut self) -> Result<KernelCounts, CaptureError> {
+        Ok(KernelCounts::default())
+    }
+}

@@ -1,1 +1,70 @@
-//! placeholder
+//! The store: how captured packets become files on disk.
+//!
+//! * [`stream::StreamProducer`] runs on the capture worker: it lays each
+//!   record into the arena (a byte ring) exactly as it will be on disk and
+//!   decides where files begin and end.
+//! * [`writer::run`] runs on the writer thread: it hands arena memory to the
+//!   kernel with io_uring + O_DIRECT, closes files (trim, fsync, rename), feeds
+//!   the index builder and appends to the [`catalog`].
+//!
+//! The two talk through a bounded lock-free queue of [`stream::Msg`]; see
+//! DESIGN.md, "Record data path".
+#![deny(unsafe_code)]
+
+pub mod catalog;
+pub mod layout;
+pub mod recover;
+pub mod stream;
+pub mod writer;
+
+/// File format of the store's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Little-endian nanosecond pcap (magic a1b23c4d).
+    Pcap,
+    /// pcapng with one SHB, one IDB (if_tsresol 9) and EPBs.
+    Pcapng,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Pcap => "pcap",
+            Format::Pcapng => "pcapng",
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        self.name()
+    }
+
+    /// Bytes before the first record.
+    pub fn preamble_len(self) -> usize {
+        match self {
+            Format::Pcap => wv_wire::pcap::FILE_HEADER_LEN,
+            Format::Pcapng => wv_wire::pcapng::PREAMBLE_LEN,
+        }
+    }
+
+    /// Bytes a record of `caplen` captured bytes takes.
+    #[inline]
+    pub fn record_len(self, caplen: u32) -> u64 {
+        match self {
+            Format::Pcap => (wv_wire::pcap::RECORD_HEADER_LEN + caplen as usize) as u64,
+            Format::Pcapng => wv_wire::pcapng::epb_len(caplen) as u64,
+        }
+    }
+}
+
+/// What the writer does with each record of a file besides writing it:
+/// the index builder, behind a trait so the store does not depend on the index format.
+pub trait FileIndexer: Send {
+    /// One record, in file order: its timestamp, byte offset in the file,
+    /// captured bytes and original length.
+    fn add(&mut self, ts_ns: u64, offset: u64, frame: &[u8], origlen: u32);
+    /// Writes the index for the closed file to `path`.
+    fn finish(self: Box<Self>, path: &std::path::Path) -> std::io::Result<()>;
+}
+
+/// Makes a [`FileIndexer`] for a new file of the given link type.
+pub type IndexerFactory = std::sync::Arc<dyn Fn(u32) -> Box<dyn FileIndexer> + Send + Sync>;

@@ -6,8 +6,11 @@
 //! arena memory; readers (`--read`, `index`, `query`) use the parsers.
 #![deny(unsafe_code)]
 
+pub mod bpf;
+pub mod packet;
 pub mod pcap;
 pub mod pcapng;
+pub mod reader;
 
 /// Link-layer header type numbers (LINKTYPE_*) used by pcap and pcapng.
 pub mod linktype {

@@ -18,6 +18,29 @@ pub const BT_EPB: u32 = 0x0000_0006;
 /// Byte-order magic of a Section Header Block.
 pub const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
 
+/// Option code that ends an option list (`opt_endofopt`).
+pub const OPT_ENDOFOPT: u16 = 0;
+/// IDB option: timestamp resolution (`if_tsresol`), one byte.
+pub const IF_TSRESOL: u16 = 9;
+/// IDB option: timestamp offset in seconds (`if_tsoffset`), a signed 64-bit value.
+pub const IF_TSOFFSET: u16 = 14;
+
+/// Size of the block header (type + total length) every block starts with.
+pub const BLOCK_HEADER_LEN: usize = 8;
+/// Size of the trailing copy of the total length every block ends with.
+pub const BLOCK_TRAILER_LEN: usize = 4;
+/// Smallest legal block: header and trailer with an empty body.
+pub const MIN_BLOCK_LEN: u32 = (BLOCK_HEADER_LEN + BLOCK_TRAILER_LEN) as u32;
+/// Fixed body of an SHB: byte-order magic, major, minor, section length.
+pub const SHB_BODY_LEN: usize = 16;
+/// Fixed body of an IDB: link type (u16), reserved (u16), snaplen (u32).
+pub const IDB_BODY_LEN: usize = 8;
+/// Fixed body of an EPB (and of the obsolete PB): interface, timestamp
+/// high/low, captured length, original length.
+pub const EPB_BODY_LEN: usize = 20;
+/// Fixed body of an SPB: original length.
+pub const SPB_BODY_LEN: usize = 4;
+
 /// Length of the SHB + IDB preamble wirevault writes.
 pub const PREAMBLE_LEN: usize = SHB_LEN + IDB_LEN;
 const SHB_LEN: usize = 28;
@@ -96,11 +119,23 @@ mod tests {
     fn preamble_lengths_consistent() {
         let mut b = [0u8; PREAMBLE_LEN];
         emit_preamble(&mut b, 262_144, 1);
-        assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize, SHB_LEN);
-        assert_eq!(u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize, SHB_LEN);
+        assert_eq!(
+            u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize,
+            SHB_LEN
+        );
+        assert_eq!(
+            u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize,
+            SHB_LEN
+        );
         let idb = &b[SHB_LEN..];
-        assert_eq!(u32::from_le_bytes(idb[4..8].try_into().unwrap()) as usize, IDB_LEN);
-        assert_eq!(u32::from_le_bytes(idb[28..32].try_into().unwrap()) as usize, IDB_LEN);
+        assert_eq!(
+            u32::from_le_bytes(idb[4..8].try_into().unwrap()) as usize,
+            IDB_LEN
+        );
+        assert_eq!(
+            u32::from_le_bytes(idb[28..32].try_into().unwrap()) as usize,
+            IDB_LEN
+        );
     }
 
     #[test]

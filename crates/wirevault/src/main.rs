@@ -22,7 +22,11 @@ pub mod exit {
 }
 
 #[derive(Parser)]
-#[command(name = "wirevault", version, about = "Lossless network traffic recorder: capture, store as pcap, index, query.")]
+#[command(
+    name = "wirevault",
+    version,
+    about = "Lossless network traffic recorder: capture, store as pcap, index, query."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -54,7 +58,10 @@ impl std::error::Error for Exit {}
 
 /// Builds an error that exits with `code`.
 pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Exit { code, message: message.into() })
+    anyhow::Error::new(Exit {
+        code,
+        message: message.into(),
+    })
 }
 
 fn main() -> ExitCode {

@@ -1,9 +1,775 @@
-//! `wirevault record`.
+//! `wirevault record`: validate the plan, open sources and the store, start
+//! one capture worker and one writer per stream, report status, and account
+//! for every packet at the end.
+
+use crate::{exit, fail};
+use anyhow::Context;
+use crossbeam_queue::ArrayQueue;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wv_capture::afpacket::AfPacketSource;
+use wv_capture::file::FileSource;
+use wv_capture::filter::{self, Filter};
+use wv_capture::synthetic::{self, Synthetic};
+use wv_capture::{Counts, SharedCounts, Source};
+use wv_store::catalog::Catalog;
+use wv_store::stream::{StreamConfig, StreamProducer};
+use wv_store::writer::{self, WriterConfig, WriterShared};
+use wv_store::Format;
+use wv_sys::afpacket::{Fanout, FanoutMode, FilteredCounter, Ring, RingConfig};
+use wv_sys::mem::{AlignedBuf, Backing};
 
 /// Arguments of `wirevault record`.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(group(clap::ArgGroup::new("source").required(true).args(["interface", "read", "synthetic"])))]
+pub struct Args {
+    /// Store directory (created if missing).
+    #[arg(short = 'o', long = "output", value_name = "STORE_DIR")]
+    store: PathBuf,
+    /// Capture live from this network interface (AF_PACKET, TPACKET_V3).
+    #[arg(short = 'i', long, value_name = "IF")]
+    interface: Option<String>,
+    /// Ingest existing pcap/pcapng files, keeping their timestamps.
+    #[arg(long, value_name = "FILE", num_args = 1.., value_terminator = "--")]
+    read: Vec<PathBuf>,
+    /// Generate traffic in memory: e.g. size=64,count=10M or size=imix,duration=10s,rate=1M.
+    #[arg(long, value_name = "SPEC")]
+    synthetic: Option<String>,
+    /// Capture workers (fanout members, one stream directory each).
+    #[arg(short = 'w', long, default_value_t = 1, value_name = "N")]
+    workers: usize,
+    /// Bytes stored per packet at most.
+    #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES")]
+    snaplen: u32,
+    /// Arena size, split between workers (K/M/G suffixes; default 1G, or 1/8 of RAM if less).
+    #[arg(long, value_name = "SIZE")]
+    buffer: Option<String>,
+    /// Write block size (multiple of 4K; default 4M).
+    #[arg(long, default_value = "4M", value_name = "SIZE")]
+    block_size: String,
+    /// Close a file before it exceeds this size.
+    #[arg(long, default_value = "1G", value_name = "SIZE")]
+    file_size: String,
+    /// Also close files at clock-aligned multiples of this duration (e.g. 1m, 1h).
+    #[arg(long, value_name = "DURATION")]
+    file_time: Option<String>,
+    /// File format.
+    #[arg(long, default_value = "pcap", value_parser = ["pcap", "pcapng"])]
+    format: String,
+    /// CPUs to pin to: capture workers take the first N, writers the next N (e.g. 0,1 or 2-5).
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Do not put the interface into promiscuous mode.
+    #[arg(short = 'p', long)]
+    no_promisc: bool,
+    /// Stop after this long.
+    #[arg(long, value_name = "DURATION")]
+    duration: Option<String>,
+    /// Stop after storing this many packets (exact with one worker).
+    #[arg(short = 'c', long, value_name = "N")]
+    count: Option<u64>,
+    /// Write buffered instead of O_DIRECT.
+    #[arg(long)]
+    no_direct: bool,
+    /// Do not build index files.
+    #[arg(long)]
+    no_index: bool,
+    /// Print the status and the summary as JSON lines on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No status line (the summary is still printed).
+    #[arg(short = 'q', long)]
+    quiet: bool,
+    /// Also write the counters, every second, to this file (always written to STORE/stats.json).
+    #[arg(long, value_name = "FILE")]
+    stats_file: Option<PathBuf>,
+    /// Capture filter, in tcpdump's expression language.
+    #[arg(
+        value_name = "FILTER",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    filter: Vec<String>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<u8> {
-    Err(crate::fail(crate::exit::ERROR, "not implemented yet"))
+/// Parses `4096`, `64K`, `4M`, `1G`, `2T` (binary multiples; `KiB`.. and `KB`.. accepted).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().ok()?;
+    let mul: u64 = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KIB" => 1 << 10,
+        "M" | "MIB" => 1 << 20,
+        "G" | "GIB" => 1 << 30,
+        "T" | "TIB" => 1 << 40,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return None,
+    };
+    (v >= 0.0 && v.is_finite()).then(|| (v * mul as f64) as u64)
+}
+
+/// Parses `0,1` or `2-5,7`.
+fn parse_cpus(s: &str) -> Option<Vec<usize>> {
+    let mut v = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if a > b {
+                    return None;
+                }
+                v.extend(a..=b);
+            }
+            None => v.push(part.parse().ok()?),
+        }
+    }
+    (!v.is_empty()).then_some(v)
+}
+
+/// The validated plan.
+struct Plan {
+    store: PathBuf,
+    format: Format,
+    workers: usize,
+    snaplen: u32,
+    arena_per_worker: u64,
+    block_size: u64,
+    file_size: u64,
+    file_time_ns: Option<u64>,
+    cpus: Option<Vec<usize>>,
+    duration: Option<Duration>,
+    expression: Option<String>,
+}
+
+fn usage(msg: String) -> anyhow::Error {
+    fail(exit::USAGE, msg)
+}
+
+fn plan(a: &Args) -> anyhow::Result<Plan> {
+    let size = |what: &str, s: &str| {
+        parse_size(s).ok_or_else(|| usage(format!("{what} \"{s}\" is not a size like 4M or 1G")))
+    };
+    let block_size = size("--block-size", &a.block_size)?;
+    if block_size < 64 << 10 || block_size % 4096 != 0 || block_size > 64 << 20 {
+        return Err(usage(format!(
+            "--block-size must be a multiple of 4K between 64K and 64M, not {}",
+            a.block_size
+        )));
+    }
+    let file_size = size("--file-size", &a.file_size)?;
+    if file_size < 64 << 10 {
+        return Err(usage(format!(
+            "--file-size must be at least 64K, not {}",
+            a.file_size
+        )));
+    }
+    if a.workers == 0 || a.workers > 64 {
+        return Err(usage(format!(
+            "--workers must be 1..=64, not {}",
+            a.workers
+        )));
+    }
+    if a.workers > 1 && a.interface.is_none() {
+        return Err(usage(
+            "--workers > 1 needs --interface (fanout spreads live traffic over workers)".into(),
+        ));
+    }
+    if a.snaplen == 0 || a.snaplen > wv_wire::MAX_SNAPLEN {
+        return Err(usage(format!(
+            "--snaplen must be 1..={}, not {}",
+            wv_wire::MAX_SNAPLEN,
+            a.snaplen
+        )));
+    }
+    let buffer = match &a.buffer {
+        Some(b) => size("--buffer", b)?,
+        None => (1u64 << 30)
+            .min(wv_sys::cpu::total_memory() / 8)
+            .max(64 << 20),
+    };
+    let per = (buffer / a.workers as u64) / block_size * block_size;
+    if per < 4 * block_size {
+        return Err(usage(format!(
+            "--buffer {} is too small: each worker needs at least 4 blocks of {} bytes",
+            a.buffer.as_deref().unwrap_or("default"),
+            block_size
+        )));
+    }
+    let dur = |what: &str, s: &str| {
+        synthetic::parse_duration(s).ok_or_else(|| {
+            usage(format!(
+                "{what} \"{s}\" is not a duration like 30s, 5m or 1h"
+            ))
+        })
+    };
+    let file_time_ns = match &a.file_time {
+        Some(t) => {
+            let d = dur("--file-time", t)?;
+            if d < Duration::from_millis(10) {
+                return Err(usage("--file-time must be at least 10ms".into()));
+            }
+            Some(d.as_nanos() as u64)
+        }
+        None => None,
+    };
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| dur("--duration", d))
+        .transpose()?;
+    let cpus = match &a.cpus {
+        Some(c) => {
+            let v = parse_cpus(c)
+                .ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5")))?;
+            let allowed = wv_sys::cpu::allowed_cpus();
+            if let Some(bad) = v.iter().find(|c| !allowed.contains(c)) {
+                return Err(usage(format!(
+                    "--cpus: CPU {bad} is not available to this process (allowed: {allowed:?})"
+                )));
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    let expression = (!a.filter.is_empty()).then(|| a.filter.join(" "));
+    Ok(Plan {
+        store: a.store.clone(),
+        format: if a.format == "pcapng" {
+            Format::Pcapng
+        } else {
+            Format::Pcap
+        },
+        workers: a.workers,
+        snaplen: a.snaplen,
+        arena_per_worker: per,
+        block_size,
+        file_size,
+        file_time_ns,
+        cpus,
+        duration,
+        expression,
+    })
+}
+
+/// Creates the store directory and proves it is writable.
+fn prepare_store(store: &Path) -> anyhow::Result<()> {
+    let not_writable = |e: std::io::Error| {
+        fail(exit::ERROR, format!("store directory {} is not writable ({e}); choose another -o or fix its permissions", store.display()))
+    };
+    std::fs::create_dir_all(store).map_err(not_writable)?;
+    let probe = store.join(".wirevault-probe");
+    std::fs::write(&probe, b"").map_err(not_writable)?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+pub fn run(a: Args) -> anyhow::Result<u8> {
+    let p = plan(&a)?;
+
+    // Sources first: interface and filter errors should come before any file is created.
+    let mut sources: Vec<Box<dyn Source>> = Vec::new();
+    let mut file_source_idx = None;
+    let mut iface_note = None;
+    if let Some(ifname) = &a.interface {
+        let linktype = wv_sys::netif::linktype_of(ifname)
+            .map_err(|e| fail(exit::ERROR, e.to_string()))?
+            .ok_or_else(|| {
+                fail(
+                    exit::ERROR,
+                    format!("interface {ifname} has a link type wirevault cannot store yet"),
+                )
+            })?;
+        let filt: Option<Filter> = match &p.expression {
+            Some(e) => Some(
+                filter::compile_live(e, ifname, p.snaplen)
+                    .map_err(|e| fail(exit::USAGE, e.to_string()))?,
+            ),
+            None => None,
+        };
+        let mut prog = filt.as_ref().map(Filter::sock_filter);
+        if prog.is_none() && p.snaplen < wv_wire::MAX_SNAPLEN {
+            // Let the kernel cut packets at the snap length, as libpcap does.
+            prog = Some(vec![libc::sock_filter {
+                code: 0x06,
+                jt: 0,
+                jf: 0,
+                k: p.snaplen,
+            }]);
+        }
+        // The filtered-packet counter opens before the rings so it covers their lifetime.
+        let counter = match (&filt, &prog) {
+            (Some(_), Some(pr)) => match wv_sys::bpf::invert(pr) {
+                Some(inv) => Some(Arc::new(
+                    FilteredCounter::open(ifname, &inv)
+                        .map_err(|e| fail(exit::ERROR, e.to_string()))?,
+                )),
+                None => {
+                    iface_note = Some("this filter returns a computed length, so filtered packets are not counted".to_string());
+                    None
+                }
+            },
+            _ => None,
+        };
+        let group_id = (std::process::id() & 0xffff) as u16;
+        let ring_blocks = 64usize; // 64 × 4 MiB = 256 MiB of kernel ring per worker
+        for w in 0..p.workers {
+            let cfg = RingConfig {
+                block_size: 4 << 20,
+                block_count: ring_blocks,
+                retire_tov_ms: 10,
+                promisc: !a.no_promisc,
+                fanout: (p.workers > 1).then_some(Fanout {
+                    group_id,
+                    mode: FanoutMode::Hash,
+                }),
+                filter: prog.clone(),
+            };
+            let ring = Ring::open(ifname, &cfg).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+            let c = if w == 0 { counter.clone() } else { None };
+            sources.push(Box::new(AfPacketSource::new(ring, linktype, p.snaplen, c)));
+        }
+        if let (Some(node), Some(cpus)) = (wv_sys::netif::numa_node(ifname), &p.cpus) {
+            for c in cpus {
+                if wv_sys::cpu::cpu_numa_node(*c).is_some_and(|n| n != node) {
+                    eprintln!("wirevault: warning: CPU {c} is not on NUMA node {node} of {ifname}; capture will cross the interconnect");
+                }
+            }
+        }
+    } else if !a.read.is_empty() {
+        for f in &a.read {
+            if !f.is_file() {
+                return Err(fail(
+                    exit::USAGE,
+                    format!("--read: {} is not a readable file", f.display()),
+                ));
+            }
+        }
+        if let Some(e) = &p.expression {
+            // Validate once for Ethernet so a typo fails before anything is written.
+            filter::compile(e, wv_wire::linktype::ETHERNET, p.snaplen)
+                .map_err(|e| fail(exit::USAGE, e.to_string()))?;
+        }
+        file_source_idx = Some(0);
+        sources.push(Box::new(FileSource::new(
+            a.read.clone(),
+            p.expression.clone(),
+        )));
+    } else if let Some(spec) = &a.synthetic {
+        let spec = synthetic::parse_spec(spec).map_err(usage)?;
+        let filt = match &p.expression {
+            Some(e) => Some(
+                filter::compile(e, wv_wire::linktype::ETHERNET, p.snaplen)
+                    .map_err(|e| fail(exit::USAGE, e.to_string()))?,
+            ),
+            None => None,
+        };
+        sources.push(Box::new(Synthetic::new(spec, filt)));
+    }
+
+    prepare_store(&p.store)?;
+    let catalog = Arc::new(
+        Catalog::open(&p.store)
+            .with_context(|| format!("cannot open the catalog of {}", p.store.display()))?,
+    );
+    let indexer = (!a.no_index).then(indexer_factory);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+    }
+
+    // Streams: arena, queue, writer thread, worker thread.
+    let mut writers = Vec::new();
+    let mut workers = Vec::new();
+    let mut shared_counts = Vec::new();
+    let mut writer_shared = Vec::new();
+    let mut huge_fallback = false;
+    let nworkers = sources.len();
+    let mut file_problems_rx = None;
+    for (id, mut src) in sources.into_iter().enumerate() {
+        let buf = AlignedBuf::new(p.arena_per_worker as usize, true).map_err(|e| {
+            fail(
+                exit::ERROR,
+                format!(
+                    "cannot allocate a {} byte arena ({e}); lower --buffer",
+                    p.arena_per_worker
+                ),
+            )
+        })?;
+        huge_fallback |= buf.backing() != Backing::HugeTlb;
+        let (prod, cons) = wv_sys::byte_ring::byte_ring(buf);
+        let queue = Arc::new(ArrayQueue::new(65_536));
+        let wshared = Arc::new(WriterShared::default());
+        let wcfg = WriterConfig {
+            store: p.store.clone(),
+            stream: id,
+            format: p.format,
+            direct: !a.no_direct,
+            depth: 8,
+            chunk: p.block_size,
+            prealloc_step: 64 << 20,
+            indexer: indexer.clone(),
+        };
+        let (q2, c2, s2) = (queue.clone(), catalog.clone(), wshared.clone());
+        let wcpu = p.cpus.as_ref().map(|c| c[(nworkers + id) % c.len()]);
+        let wt = std::thread::Builder::new()
+            .name(format!("wv-writer-{id}"))
+            .spawn(move || {
+                if let Some(c) = wcpu {
+                    let _ = wv_sys::cpu::pin_current_thread(c);
+                }
+                writer::run(cons, q2, wcfg, c2, s2)
+            })
+            .context("cannot start a writer thread")?;
+        let mut sp = StreamProducer::new(
+            prod,
+            queue,
+            StreamConfig {
+                format: p.format,
+                file_size: p.file_size,
+                file_time_ns: p.file_time_ns,
+                block_size: p.block_size,
+                flush_after_ns: 1_000_000_000,
+            },
+        );
+        sp.set_writer(wt.thread().clone());
+        let sc = Arc::new(SharedCounts::default());
+        let (stop2, sc2) = (stop.clone(), sc.clone());
+        let ccpu = p.cpus.as_ref().map(|c| c[id % c.len()]);
+        let max = a.count;
+        let is_file = file_source_idx == Some(id);
+        let (ptx, prx) = std::sync::mpsc::channel::<Vec<String>>();
+        if is_file {
+            file_problems_rx = Some(prx);
+        }
+        let ct = std::thread::Builder::new()
+            .name(format!("wv-capture-{id}"))
+            .spawn(move || {
+                if let Some(c) = ccpu {
+                    let _ = wv_sys::cpu::pin_current_thread(c);
+                }
+                let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, max);
+                if is_file {
+                    let _ = ptx.send(file_problems(src.as_ref()));
+                }
+                r
+            })
+            .context("cannot start a capture thread")?;
+        writers.push(wt);
+        workers.push(ct);
+        shared_counts.push(sc);
+        writer_shared.push(wshared);
+    }
+    if huge_fallback {
+        eprintln!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses 4 KiB pages with transparent hugepages requested");
+    }
+    if let Some(n) = iface_note {
+        eprintln!("wirevault: note: {n}");
+    }
+
+    // Status loop.
+    let start = Instant::now();
+    let stats_path = p.store.join(wv_store::layout::STATS);
+    let mut last = (Instant::now(), Counts::default(), 0u64);
+    let mut stopped_for = None::<&str>;
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let all_done = workers.iter().all(|w| w.is_finished());
+        if p.duration.is_some_and(|d| start.elapsed() >= d) && !stop.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::Relaxed);
+            stopped_for.get_or_insert("duration reached");
+        }
+        if writer_shared
+            .iter()
+            .any(|w| w.failed.load(Ordering::Acquire))
+            && !stop.load(Ordering::Relaxed)
+        {
+            stop.store(true, Ordering::Relaxed);
+            stopped_for.get_or_insert("write error");
+        }
+        if last.0.elapsed() >= Duration::from_secs(1) || all_done {
+            let snap = Snapshot::take(&shared_counts, &writer_shared);
+            let dt = last.0.elapsed().as_secs_f64().max(1e-9);
+            let pps = (snap.counts.stored - last.1.stored) as f64 / dt;
+            let gbps = (snap.counts.wire_bytes - last.1.wire_bytes) as f64 * 8.0 / dt / 1e9;
+            let mbs = (snap.disk_bytes - last.2) as f64 / dt / 1e6;
+            let json = snap.json("running", start.elapsed().as_secs_f64(), pps, gbps, mbs);
+            write_stats(&stats_path, a.stats_file.as_deref(), &json);
+            if !a.quiet && !all_done {
+                if a.json {
+                    println!("{json}");
+                } else {
+                    eprintln!("{}", snap.line(pps, gbps, mbs));
+                }
+            }
+            last = (Instant::now(), snap.counts, snap.disk_bytes);
+        }
+        if all_done {
+            break;
+        }
+    }
+
+    // Join and account.
+    let mut capture_errors = Vec::new();
+    for w in workers {
+        match w.join() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => capture_errors.push(e.to_string()),
+            Err(_) => capture_errors.push("a capture thread panicked".into()),
+        }
+    }
+    for w in writers {
+        match w.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => capture_errors.push(format!("writer: {e}")),
+            Err(_) => capture_errors.push("a writer thread panicked".into()),
+        }
+    }
+    let problems = file_problems_rx
+        .and_then(|r| r.recv().ok())
+        .unwrap_or_default();
+    let snap = Snapshot::take(&shared_counts, &writer_shared);
+    let elapsed = start.elapsed().as_secs_f64();
+    let json = snap.json("done", elapsed, 0.0, 0.0, 0.0);
+    write_stats(&stats_path, a.stats_file.as_deref(), &json);
+    if a.json {
+        println!("{json}");
+    }
+    eprintln!("{}", snap.summary(elapsed, &p.store));
+    for w in &writer_shared {
+        for m in w.warnings.lock().unwrap_or_else(|x| x.into_inner()).iter() {
+            eprintln!("wirevault: warning: {m}");
+        }
+        if w.direct_refused.load(Ordering::Relaxed) {
+            eprintln!("wirevault: note: the file system refused O_DIRECT; wrote through the page cache instead");
+            break;
+        }
+    }
+    if !snap.balanced() {
+        eprintln!("wirevault: error: counters do not add up (a bug; please report it with the summary above)");
+    }
+    for pr in &problems {
+        eprintln!("wirevault: {pr}");
+    }
+    if let Some(e) = writer_shared
+        .iter()
+        .find_map(|w| w.error.lock().unwrap_or_else(|x| x.into_inner()).clone())
+    {
+        let (msg, full) = e;
+        return Err(if full {
+            fail(exit::DISK_FULL, format!("{msg}; recording stopped, every file written so far is closed and valid; free space or set a smaller --file-size/--max-size"))
+        } else {
+            fail(
+                exit::ERROR,
+                format!("{msg}; recording stopped, every file written so far is closed and valid"),
+            )
+        });
+    }
+    if let Some(e) = capture_errors.first() {
+        return Err(fail(exit::ERROR, format!("capture failed: {e}")));
+    }
+    if !problems.is_empty() {
+        return Err(fail(
+            exit::ERROR,
+            format!(
+                "{} input problem(s) (listed above); everything readable was stored",
+                problems.len()
+            ),
+        ));
+    }
+    let _ = stopped_for;
+    Ok(if snap.balanced() {
+        exit::OK
+    } else {
+        exit::ERROR
+    })
+}
+
+fn file_problems(src: &dyn Source) -> Vec<String> {
+    src.problems()
+}
+
+/// The index builder as the writer's per-file indexer.
+struct Indexer(wv_index::Builder);
+
+impl wv_store::FileIndexer for Indexer {
+    fn add(&mut self, ts_ns: u64, offset: u64, frame: &[u8], origlen: u32) {
+        self.0.add(ts_ns, offset, frame, origlen);
+    }
+
+    fn finish(self: Box<Self>, path: &Path) -> std::io::Result<()> {
+        self.0.finish(path).map(drop).map_err(std::io::Error::other)
+    }
+}
+
+fn indexer_factory() -> wv_store::IndexerFactory {
+    Arc::new(|linktype| {
+        Box::new(Indexer(wv_index::Builder::new(linktype))) as Box<dyn wv_store::FileIndexer>
+    })
+}
+
+fn write_stats(store_path: &Path, extra: Option<&Path>, json: &str) {
+    for p in std::iter::once(store_path).chain(extra) {
+        let tmp = p.with_extension("json.part");
+        if std::fs::File::create(&tmp)
+            .and_then(|mut f| {
+                f.write_all(json.as_bytes())
+                    .and_then(|()| f.write_all(b"\n"))
+            })
+            .is_ok()
+        {
+            let _ = std::fs::rename(&tmp, p);
+        }
+    }
+}
+
+/// All counters at one moment.
+struct Snapshot {
+    counts: Counts,
+    arena_fill: f64,
+    written: u64,
+    write_error: u64,
+    disk_bytes: u64,
+    file_bytes: u64,
+    files: u64,
+}
+
+impl Snapshot {
+    fn take(sc: &[Arc<SharedCounts>], ws: &[Arc<WriterShared>]) -> Snapshot {
+        let mut c = Counts::default();
+        let mut fill: f64 = 0.0;
+        for s in sc {
+            let (x, f) = s.load();
+            c.delivered += x.delivered;
+            c.filtered_user += x.filtered_user;
+            c.filtered_kernel += x.filtered_kernel;
+            c.dropped_kernel += x.dropped_kernel;
+            c.stored += x.stored;
+            c.stored_bytes += x.stored_bytes;
+            c.wire_bytes += x.wire_bytes;
+            c.dropped_arena_full += x.dropped_arena_full;
+            c.dropped_shutdown += x.dropped_shutdown;
+            fill = fill.max(f);
+        }
+        let sum = |f: fn(&WriterShared) -> u64| ws.iter().map(|w| f(w)).sum::<u64>();
+        Snapshot {
+            counts: c,
+            arena_fill: fill,
+            written: sum(|w| w.written_packets.load(Ordering::Relaxed)),
+            write_error: sum(|w| w.dropped_write_error.load(Ordering::Relaxed)),
+            disk_bytes: sum(|w| w.disk_bytes.load(Ordering::Relaxed)),
+            file_bytes: sum(|w| w.file_bytes.load(Ordering::Relaxed)),
+            files: sum(|w| w.files_closed.load(Ordering::Relaxed)),
+        }
+    }
+
+    fn received(&self) -> u64 {
+        self.counts.delivered + self.counts.filtered_kernel + self.counts.dropped_kernel
+    }
+
+    fn filtered(&self) -> u64 {
+        self.counts.filtered_user + self.counts.filtered_kernel
+    }
+
+    /// received = written + filtered + every drop, exactly.
+    fn balanced(&self) -> bool {
+        let c = &self.counts;
+        self.received()
+            == self.written
+                + self.filtered()
+                + c.dropped_kernel
+                + c.dropped_arena_full
+                + self.write_error
+                + c.dropped_shutdown
+    }
+
+    fn json(&self, state: &str, elapsed: f64, pps: f64, gbps: f64, mbs: f64) -> String {
+        let c = &self.counts;
+        serde_json::json!({
+            "state": state,
+            "elapsed_s": (elapsed * 1000.0).round() / 1000.0,
+            "received": self.received(),
+            "written": self.written,
+            "filtered": self.filtered(),
+            "dropped": {
+                "kernel": c.dropped_kernel,
+                "arena_full": c.dropped_arena_full,
+                "write_error": self.write_error,
+                "shutdown": c.dropped_shutdown,
+            },
+            "stored_in_arena": c.stored,
+            "wire_bytes": c.wire_bytes,
+            "files": self.files,
+            "file_bytes": self.file_bytes,
+            "disk_bytes": self.disk_bytes,
+            "arena_fill": (self.arena_fill * 1000.0).round() / 1000.0,
+            "pps": pps.round(),
+            "gbps": (gbps * 1000.0).round() / 1000.0,
+            "disk_mb_s": mbs.round(),
+            "balanced": self.balanced(),
+        })
+        .to_string()
+    }
+
+    fn line(&self, pps: f64, gbps: f64, mbs: f64) -> String {
+        let c = &self.counts;
+        format!(
+            "{:>10.0} pps {:>7.3} Gb/s | stored {} filtered {} | drops kernel {} arena {} write {} | arena {:>5.1}% | disk {:>6.0} MB/s",
+            pps,
+            gbps,
+            c.stored,
+            self.filtered(),
+            c.dropped_kernel,
+            c.dropped_arena_full,
+            self.write_error,
+            self.arena_fill * 100.0,
+            mbs
+        )
+    }
+
+    fn summary(&self, elapsed: f64, store: &Path) -> String {
+        let c = &self.counts;
+        let drops = c.dropped_kernel + c.dropped_arena_full + self.write_error + c.dropped_shutdown;
+        format!(
+            "wirevault: {} packets received in {:.2}s: {} written, {} filtered, {} dropped (kernel {}, arena full {}, write error {}, shutdown {}); {} files, {} bytes in {}",
+            self.received(),
+            elapsed,
+            self.written,
+            self.filtered(),
+            drops,
+            c.dropped_kernel,
+            c.dropped_arena_full,
+            self.write_error,
+            c.dropped_shutdown,
+            self.files,
+            self.file_bytes,
+            store.display()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_cpus() {
+        assert_eq!(parse_size("4M"), Some(4 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("1GB"), Some(1_000_000_000));
+        assert_eq!(parse_size("64k"), Some(64 << 10));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_cpus("0,2-4"), Some(vec![0, 2, 3, 4]));
+        assert_eq!(parse_cpus("3-1"), None);
+    }
 }

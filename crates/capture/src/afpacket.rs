@@ -1,0 +1,107 @@
+//! The live source: an AF_PACKET TPACKET_V3 ring (one per worker, joined in a
+//! fanout group), with the capture filter running in the kernel.
+//!
+//! Frames are stored as libpcap stores them for `tcpdump -i IF -w`: a VLAN
+//! tag the kernel stripped is put back after the MAC addresses (caplen and
+//! origlen grow by 4), then the snapshot length is applied.
+
+use crate::{CaptureError, Delivery, KernelCounts, Poll, Source};
+use std::sync::Arc;
+use wv_sys::afpacket::{FilteredCounter, Ring};
+
+/// How long one poll waits for a block.
+const POLL_MS: i32 = 50;
+
+/// One worker's ring.
+pub struct AfPacketSource {
+    ring: Ring,
+    linktype: u32,
+    snaplen: u32,
+    /// The stream that owns the filtered-packet counter reads it; others have `None`.
+    counter: Option<Arc<FilteredCounter>>,
+    kernel: KernelCounts,
+    stopping: bool,
+    idle_after_stop: u32,
+}
+
+impl AfPacketSource {
+    pub fn new(
+        ring: Ring,
+        linktype: u32,
+        snaplen: u32,
+        counter: Option<Arc<FilteredCounter>>,
+    ) -> AfPacketSource {
+        AfPacketSource {
+            ring,
+            linktype,
+            snaplen,
+            counter,
+            kernel: KernelCounts::default(),
+            stopping: false,
+            idle_after_stop: 0,
+        }
+    }
+}
+
+impl Source for AfPacketSource {
+    fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError> {
+        let (linktype, snaplen) = (self.linktype, self.snaplen as usize);
+        let Some(block) = self.ring.next_block(POLL_MS)? else {
+            if self.stopping {
+                self.idle_after_stop += 1;
+            }
+            return Ok(Poll::Idle);
+        };
+        for f in block.frames() {
+            let d = f.data;
+            match f.vlan {
+                Some(v) if linktype == wv_wire::linktype::ETHERNET && d.len() >= 12 => {
+                    let mut tag = [0u8; 4];
+                    tag[..2].copy_from_slice(&v.tpid.to_be_bytes());
+                    tag[2..].copy_from_slice(&v.tci.to_be_bytes());
+                    // Reinsert, then cut at the snapshot length, as libpcap does.
+                    let total = (d.len() + 4).min(snaplen);
+                    let mac = 12.min(total);
+                    let tag_len = 4.min(total - mac);
+                    let rest = total - mac - tag_len;
+                    out.packet(
+                        f.ts_ns,
+                        linktype,
+                        self.snaplen,
+                        f.wire_len + 4,
+                        &[&d[..mac], &tag[..tag_len], &d[12..12 + rest]],
+                    );
+                }
+                _ => {
+                    let n = d.len().min(snaplen);
+                    out.packet(f.ts_ns, linktype, self.snaplen, f.wire_len, &[&d[..n]]);
+                }
+            }
+        }
+        Ok(Poll::Packets)
+    }
+
+    fn stop_intake(&mut self) -> Result<(), CaptureError> {
+        self.stopping = true;
+        self.ring.stop_intake()?;
+        if let Some(c) = &self.counter {
+            c.stop_intake()?;
+        }
+        Ok(())
+    }
+
+    fn drained_when_idle(&self) -> bool {
+        // The kernel retires a partly filled block after its timeout; two
+        // empty polls after the stop mean no block is left to come.
+        self.idle_after_stop >= 2
+    }
+
+    fn kernel_counts(&mut self) -> Result<KernelCounts, CaptureError> {
+        let s = self.ring.take_stats()?;
+        self.kernel.dropped += s.drops;
+        if let Some(c) = &self.counter {
+            self.kernel.filtered += c.take_count()?;
+        }
+        Ok(self.kernel)
+    }
+}

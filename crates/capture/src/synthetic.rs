@@ -1,0 +1,305 @@
+//! The synthetic source: an in-memory generator of Ethernet/IPv4/UDP frames
+//! that runs as fast as the pipeline takes them (or at a set rate). It is the
+//! storage side's test bench, as the FPGA generator was for the papers.
+//!
+//! Spec: comma-separated `key=value`: `size=N` (captured frame length,
+//! 60..=9000; `size=64` stores 64 bytes per frame) or `size=imix` (7×60,
+//! 4×590, 1×1514: the simple IMIX of 64/594/1518-byte wire frames without
+//! FCS), `count=N` (k/M/G suffixes), `duration=10s`, `rate=N` (packets per
+//! second, with k/M/G; or `Ngbps`/`Nmbps` of frame bytes), `flows=N`
+//! (distinct 5-tuples, default 1024). Frames carry a 64-bit sequence number
+//! (big-endian) right after the UDP header.
+
+use crate::filter::Filter;
+use crate::{CaptureError, Delivery, Poll, Source};
+use std::time::{Duration, Instant};
+
+/// The classic simple IMIX, as captured lengths (no FCS).
+pub const IMIX: [u32; 12] = [60, 60, 60, 60, 60, 60, 60, 590, 590, 590, 590, 1514];
+const HDR: usize = 14 + 20 + 8;
+const BATCH: u64 = 256;
+
+/// A parsed synthetic spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    pub sizes: Vec<u32>,
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    pub rate_pps: Option<f64>,
+    pub flows: u32,
+}
+
+/// Parses `size=64,count=1M`; errors are one sentence.
+pub fn parse_spec(s: &str) -> Result<Spec, String> {
+    let mut spec = Spec {
+        sizes: vec![1514],
+        count: None,
+        duration: None,
+        rate_pps: None,
+        flows: 1024,
+    };
+    let mut rate_bps = None;
+    for kv in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("synthetic spec item \"{kv}\" is not key=value"))?;
+        match k {
+            "size" if v.eq_ignore_ascii_case("imix") => spec.sizes = IMIX.to_vec(),
+            "size" => {
+                let n: u32 = v
+                    .parse()
+                    .map_err(|_| format!("synthetic size \"{v}\" is not a number or imix"))?;
+                if !(60..=9000).contains(&n) {
+                    return Err(format!("synthetic size {n} is outside 60..=9000"));
+                }
+                spec.sizes = vec![n];
+            }
+            "count" => {
+                spec.count = Some(
+                    parse_count(v)
+                        .ok_or_else(|| format!("synthetic count \"{v}\" is not a number"))?,
+                )
+            }
+            "duration" => {
+                spec.duration = Some(parse_duration(v).ok_or_else(|| {
+                    format!("synthetic duration \"{v}\" is not a duration like 10s or 500ms")
+                })?)
+            }
+            "rate" => {
+                let l = v.to_ascii_lowercase();
+                if let Some(x) = l.strip_suffix("gbps") {
+                    rate_bps =
+                        Some(x.parse::<f64>().map_err(|_| format!("bad rate \"{v}\""))? * 1e9);
+                } else if let Some(x) = l.strip_suffix("mbps") {
+                    rate_bps =
+                        Some(x.parse::<f64>().map_err(|_| format!("bad rate \"{v}\""))? * 1e6);
+                } else {
+                    let l = l.trim_end_matches("pps");
+                    spec.rate_pps = Some(parse_count(l).ok_or_else(|| {
+                        format!("bad rate \"{v}\": use e.g. 1M (packets/s) or 10gbps")
+                    })? as f64);
+                }
+            }
+            "flows" => {
+                spec.flows = v
+                    .parse()
+                    .ok()
+                    .filter(|&n: &u32| (1..=1 << 24).contains(&n))
+                    .ok_or_else(|| format!("synthetic flows \"{v}\" must be 1..=16777216"))?
+            }
+            _ => return Err(format!(
+                "unknown synthetic spec key \"{k}\" (known: size, count, duration, rate, flows)"
+            )),
+        }
+    }
+    if let Some(bps) = rate_bps {
+        let mean = spec.sizes.iter().map(|&s| s as f64).sum::<f64>() / spec.sizes.len() as f64;
+        spec.rate_pps = Some(bps / 8.0 / mean);
+    }
+    if spec.rate_pps.is_some_and(|r| r <= 0.0) {
+        return Err("synthetic rate must be positive".into());
+    }
+    Ok(spec)
+}
+
+/// `1000`, `10k`, `1M`, `2G`.
+pub fn parse_count(s: &str) -> Option<u64> {
+    let (num, mul) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1_000),
+        'm' | 'M' => (&s[..s.len() - 1], 1_000_000),
+        'g' | 'G' => (&s[..s.len() - 1], 1_000_000_000),
+        _ => (s, 1),
+    };
+    let f: f64 = num.parse().ok()?;
+    (f >= 0.0).then_some((f * mul as f64) as u64)
+}
+
+/// `10s`, `500ms`, `2m`, `1h`, `1.5s`, bare seconds.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        "d" => v * 86400.0,
+        _ => return None,
+    };
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// The generator.
+pub struct Synthetic {
+    spec: Spec,
+    /// Per size in `spec.sizes` order, per flow: the 42 header bytes.
+    headers: Vec<Vec<[u8; HDR]>>,
+    payload: Vec<u8>,
+    filter: Option<Filter>,
+    scratch: Vec<u8>,
+    seq: u64,
+    start: Option<Instant>,
+    stopped: bool,
+}
+
+impl Synthetic {
+    pub fn new(spec: Spec, filter: Option<Filter>) -> Synthetic {
+        let headers = spec
+            .sizes
+            .iter()
+            .map(|&size| (0..spec.flows).map(|f| header(f, size)).collect())
+            .collect();
+        let payload = (0..9000u32).map(|i| (i * 7 + 3) as u8).collect();
+        Synthetic {
+            spec,
+            headers,
+            payload,
+            filter,
+            scratch: Vec::with_capacity(9000),
+            seq: 0,
+            start: None,
+            stopped: false,
+        }
+    }
+}
+
+/// Ethernet + IPv4 + UDP header of flow `f` for a frame of `size` bytes.
+fn header(f: u32, size: u32) -> [u8; HDR] {
+    let mut h = [0u8; HDR];
+    h[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    h[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    h[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut h[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((size - 14) as u16).to_be_bytes());
+    ip[6] = 0x40; // DF
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, (f >> 16) as u8, (f >> 8) as u8, f as u8]);
+    ip[16..20].copy_from_slice(&[10, 200, (f >> 8) as u8 ^ 0x5a, f as u8 ^ 0xa5]);
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let udp = &mut h[34..42];
+    udp[0..2].copy_from_slice(&(1024 + (f % 60000) as u16).to_be_bytes());
+    udp[2..4].copy_from_slice(&(5000 + (f % 16) as u16).to_be_bytes());
+    udp[4..6].copy_from_slice(&((size - 34) as u16).to_be_bytes());
+    h
+}
+
+impl Source for Synthetic {
+    fn stop_intake(&mut self) -> Result<(), CaptureError> {
+        self.stopped = true;
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError> {
+        if self.stopped {
+            return Ok(Poll::End);
+        }
+        let start = *self.start.get_or_insert_with(Instant::now);
+        let elapsed = start.elapsed();
+        if self.spec.duration.is_some_and(|d| elapsed >= d) {
+            return Ok(Poll::End);
+        }
+        let mut n = BATCH;
+        if let Some(c) = self.spec.count {
+            if self.seq >= c {
+                return Ok(Poll::End);
+            }
+            n = n.min(c - self.seq);
+        }
+        if let Some(rate) = self.spec.rate_pps {
+            let due = (elapsed.as_secs_f64() * rate) as u64;
+            if due <= self.seq {
+                let wait = ((self.seq + 1) as f64 / rate) - elapsed.as_secs_f64();
+                std::thread::sleep(Duration::from_secs_f64(wait.clamp(0.0, 0.001)));
+                return Ok(Poll::Idle);
+            }
+            n = n.min(due - self.seq);
+        }
+        // Unpaced, the generator runs as fast as the store takes packets and
+        // never drops; paced, it keeps its rate and the store counts drops.
+        if self.spec.rate_pps.is_none() && !out.has_room(9000 * BATCH as u32) {
+            std::thread::sleep(Duration::from_micros(50));
+            return Ok(Poll::Idle);
+        }
+        let now = crate::worker::now_ns();
+        let sizes = self.spec.sizes.len();
+        let flows = self.spec.flows as u64;
+        for i in 0..n {
+            let seq = self.seq + i;
+            let si = (seq % sizes as u64) as usize;
+            let size = self.spec.sizes[si] as usize;
+            // Spread consecutive packets over flows with a multiplicative hash.
+            let flow = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % flows;
+            let hdr = &self.headers[si][flow as usize];
+            let seqb = seq.to_be_bytes();
+            let rest = &self.payload[..size - HDR - 8];
+            let ts = now + i;
+            if let Some(f) = &self.filter {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(hdr);
+                self.scratch.extend_from_slice(&seqb);
+                self.scratch.extend_from_slice(rest);
+                if !f.matches(&self.scratch, size as u32) {
+                    out.filtered();
+                    continue;
+                }
+            }
+            out.packet(
+                ts,
+                wv_wire::linktype::ETHERNET,
+                wv_wire::MAX_SNAPLEN,
+                size as u32,
+                &[hdr, &seqb, rest],
+            );
+        }
+        self.seq += n;
+        Ok(Poll::Packets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_parsing() {
+        let s = parse_spec("size=64,count=1M,flows=10").unwrap();
+        assert_eq!(
+            (s.sizes.clone(), s.count, s.flows),
+            (vec![64], Some(1_000_000), 10)
+        );
+        assert_eq!(parse_spec("size=imix,duration=2s").unwrap().sizes.len(), 12);
+        let r = parse_spec("size=1514,rate=10gbps")
+            .unwrap()
+            .rate_pps
+            .unwrap();
+        assert!((r - 10e9 / 8.0 / 1514.0).abs() < 1.0);
+        assert!(parse_spec("size=59").unwrap_err().contains("60..=9000"));
+        assert!(parse_spec("bogus=1").unwrap_err().contains("unknown"));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn header_checksum_valid() {
+        let h = header(77, 1514);
+        let sum: u32 = h[14..34]
+            .chunks(2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+            .sum();
+        let folded = (sum & 0xffff) + (sum >> 16);
+        assert_eq!(folded as u16, 0xffff);
+    }
+}

@@ -1,0 +1,148 @@
+//! The capture worker loop (one per stream, on its own pinned thread).
+//!
+//! HOT PATH: [`Delivery::packet`] runs once per packet.
+
+use crate::{CaptureError, Counts, KernelCounts, Poll, SharedCounts, Source};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+use wv_store::stream::StreamProducer;
+
+/// Where a source puts its packets during one poll.
+pub struct Delivery<'a> {
+    stream: &'a mut StreamProducer,
+    counts: &'a mut Counts,
+    /// Packets that may still be stored before the count limit.
+    remaining: &'a mut u64,
+}
+
+impl Delivery<'_> {
+    /// Stores one packet whose captured bytes are the concatenation of `parts`.
+    #[inline]
+    pub fn packet(
+        &mut self,
+        ts_ns: u64,
+        linktype: u32,
+        snaplen: u32,
+        origlen: u32,
+        parts: &[&[u8]],
+    ) {
+        self.counts.delivered += 1;
+        if *self.remaining == 0 {
+            self.counts.dropped_shutdown += 1;
+            return;
+        }
+        if self.stream.append(ts_ns, linktype, snaplen, origlen, parts) {
+            *self.remaining -= 1;
+            self.counts.stored += 1;
+            self.counts.stored_bytes += parts.iter().map(|p| p.len() as u64).sum::<u64>();
+            self.counts.wire_bytes += origlen as u64;
+        } else {
+            self.counts.dropped_arena_full += 1;
+        }
+    }
+
+    /// True if a packet of up to `caplen` bytes can be stored now without a
+    /// drop. Lossless sources (files, the unpaced generator) check this and
+    /// return [`Poll::Idle`] to wait for the writer instead of dropping.
+    #[inline]
+    pub fn has_room(&mut self, caplen: u32) -> bool {
+        self.stream.has_room(caplen)
+    }
+
+    /// Counts one packet that reached user space and was rejected by the filter.
+    #[inline]
+    pub fn filtered(&mut self) {
+        self.counts.delivered += 1;
+        self.counts.filtered_user += 1;
+    }
+
+    /// True once the count limit is reached.
+    pub fn limit_reached(&self) -> bool {
+        *self.remaining == 0
+    }
+}
+
+/// Wall clock in nanoseconds since the epoch.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Drives `src` into `stream` until the source ends, `stop` is set, or
+/// `max_packets` are stored; then stops the source's intake, drains it, and
+/// closes the stream. Returns the final counts (also published to `shared`).
+pub fn run<S: Source + ?Sized>(
+    src: &mut S,
+    stream: &mut StreamProducer,
+    stop: &AtomicBool,
+    shared: &SharedCounts,
+    max_packets: Option<u64>,
+) -> Result<Counts, CaptureError> {
+    let mut counts = Counts::default();
+    let mut remaining = max_packets.unwrap_or(u64::MAX);
+    let result = pump(src, stream, stop, shared, &mut counts, &mut remaining);
+    // Drain what the source already accepted, even after an error, so
+    // nothing it took in goes uncounted.
+    let drained = src.stop_intake().and_then(|()| {
+        if result.is_err() {
+            return Ok(());
+        }
+        loop {
+            let mut d = Delivery {
+                stream,
+                counts: &mut counts,
+                remaining: &mut remaining,
+            };
+            match src.poll(&mut d)? {
+                Poll::Packets => continue,
+                Poll::Idle if !src.drained_when_idle() => continue,
+                _ => break,
+            }
+        }
+        Ok(())
+    });
+    let kc: KernelCounts = src.kernel_counts().unwrap_or_default();
+    counts.filtered_kernel = kc.filtered;
+    counts.dropped_kernel = kc.dropped;
+    stream.finish();
+    shared.publish(&counts, stream.arena_fill());
+    result.and(drained).map(|()| counts)
+}
+
+fn pump<S: Source + ?Sized>(
+    src: &mut S,
+    stream: &mut StreamProducer,
+    stop: &AtomicBool,
+    shared: &SharedCounts,
+    counts: &mut Counts,
+    remaining: &mut u64,
+) -> Result<(), CaptureError> {
+    let mut batches = 0u32;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut d = Delivery {
+            stream,
+            counts,
+            remaining,
+        };
+        let p = src.poll(&mut d)?;
+        let done = d.limit_reached();
+        batches = batches.wrapping_add(1);
+        // One clock read per batch (or every 16 when busy): time rotation and idle flushes.
+        if p != Poll::Packets || batches % 16 == 0 {
+            stream.tick(now_ns());
+            shared.publish(counts, stream.arena_fill());
+            if batches % 1024 == 0 {
+                let kc = src.kernel_counts()?;
+                counts.filtered_kernel = kc.filtered;
+                counts.dropped_kernel = kc.dropped;
+            }
+        }
+        if p == Poll::End || done {
+            return Ok(());
+        }
+    }
+}

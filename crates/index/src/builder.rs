@@ -1,0 +1,328 @@
+//! The index builder: fed every record of one capture file in file order,
+//! it writes the immutable index file when the capture file closes.
+//!
+//! Hot file: `add` runs once per packet on the writer thread. It parses the
+//! frame's headers, then appends to growing vectors only (amortised
+//! allocation, no system call, no lock). Posting lists are built already
+//! encoded (delta + varint), so `finish` only lays out the sections.
+
+use crate::format::{self, put_varint, zigzag, KeyClass};
+use crate::IndexError;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use wv_wire::packet::{self, Addr};
+
+/// Packets per block unless [`Builder::with_block_packets`] says otherwise.
+pub const DEFAULT_BLOCK_PACKETS: u32 = 64;
+
+/// What a finished index says about its capture file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexSummary {
+    pub linktype: u32,
+    pub packets: u64,
+    /// Smallest packet timestamp (0 when there are no packets).
+    pub first_ns: u64,
+    /// Largest packet timestamp.
+    pub last_ns: u64,
+    pub blocks: u32,
+    /// Size of the index file written.
+    pub index_bytes: u64,
+    /// Whether the posting lists cover every packet.
+    pub keys_complete: bool,
+}
+
+/// A posting list under construction, already delta + varint encoded.
+#[derive(Default, Clone)]
+struct Posting {
+    /// Last block added, plus one (0: none yet).
+    last: u32,
+    bytes: Vec<u8>,
+}
+
+impl Posting {
+    #[inline]
+    fn add(&mut self, block: u32) {
+        let b1 = block + 1;
+        if self.last != b1 {
+            put_varint(&mut self.bytes, u64::from(b1 - self.last));
+            self.last = b1;
+        }
+    }
+}
+
+/// A multiplicative hasher for the fixed-size integer keys of the maps
+/// (the FxHash mix); the keys are not attacker-chosen hash-flooding material
+/// worth a SipHash per packet.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn write_u128(&mut self, v: u128) {
+        self.write_u64(v as u64);
+        self.write_u64((v >> 64) as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+#[derive(Clone, Copy)]
+struct Block {
+    offset: u64,
+    min_ts: u64,
+    max_ts: u64,
+}
+
+/// Builds the index of one capture file.
+pub struct Builder {
+    linktype: u32,
+    block_mask: u64,
+    packets: u64,
+    keys_complete: bool,
+    blocks: Vec<Block>,
+    ipv4: FxMap<u32, Posting>,
+    ipv6: FxMap<u128, Posting>,
+    ports: Vec<Posting>,
+    protos: Vec<Posting>,
+    vlans: Vec<Posting>,
+    /// The last IPv4 address pair seen and its block: a flow's packets
+    /// repeat it, and then the two map look-ups are skipped.
+    last_v4: (u32, u32, u32),
+}
+
+impl Builder {
+    /// A builder for a file of the given link type.
+    pub fn new(linktype: u32) -> Builder {
+        Builder::with_block_packets(linktype, DEFAULT_BLOCK_PACKETS)
+    }
+
+    /// A builder with `block_packets` packets per block (rounded up to a power of two, at least 1).
+    pub fn with_block_packets(linktype: u32, block_packets: u32) -> Builder {
+        let bp = block_packets.max(1).next_power_of_two();
+        let probe = packet::parse(linktype, &[]);
+        Builder {
+            linktype,
+            block_mask: u64::from(bp) - 1,
+            packets: 0,
+            keys_complete: probe.linktype_supported,
+            blocks: Vec::new(),
+            ipv4: FxMap::default(),
+            ipv6: FxMap::default(),
+            ports: Vec::new(),
+            protos: Vec::new(),
+            vlans: Vec::new(),
+            last_v4: (0, 0, u32::MAX),
+        }
+    }
+
+    /// The link type this builder parses frames with.
+    pub fn linktype(&self) -> u32 {
+        self.linktype
+    }
+
+    /// Packets added so far.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Adds the time and place of one record and returns its block.
+    #[inline]
+    fn add_position(&mut self, ts_ns: u64, record_offset: u64) -> u32 {
+        if self.packets & self.block_mask == 0 {
+            self.blocks.push(Block { offset: record_offset, min_ts: ts_ns, max_ts: ts_ns });
+        } else if let Some(b) = self.blocks.last_mut() {
+            b.min_ts = b.min_ts.min(ts_ns);
+            b.max_ts = b.max_ts.max(ts_ns);
+        }
+        self.packets += 1;
+        (self.blocks.len() - 1) as u32
+    }
+
+    /// Adds one record, in file order. `record_offset` is the byte offset of
+    /// the record header (pcap) or block (pcapng) in the capture file;
+    /// `frame` the captured bytes; `origlen` the length on the wire.
+    #[inline]
+    pub fn add(&mut self, ts_ns: u64, record_offset: u64, frame: &[u8], origlen: u32) {
+        let _ = origlen; // length primitives (`less`, `greater`) are decided by the filter
+        let block = self.add_position(ts_ns, record_offset);
+        if !self.keys_complete {
+            return;
+        }
+        let k = packet::parse(self.linktype, frame);
+        for &v in k.vlans() {
+            posting_at(&mut self.vlans, v as usize, 4096).add(block);
+        }
+        for &p in k.protos() {
+            posting_at(&mut self.protos, p as usize, 256).add(block);
+        }
+        if let Some((s, d)) = k.ports {
+            posting_at(&mut self.ports, s as usize, 65536).add(block);
+            posting_at(&mut self.ports, d as usize, 65536).add(block);
+        }
+        match (k.src, k.dst) {
+            (Addr::V4(s), Addr::V4(d)) => {
+                let (s, d) = (u32::from_be_bytes(s), u32::from_be_bytes(d));
+                if self.last_v4 != (s, d, block) {
+                    self.ipv4.entry(s).or_default().add(block);
+                    self.ipv4.entry(d).or_default().add(block);
+                    self.last_v4 = (s, d, block);
+                }
+            }
+            (s, d) => {
+                for a in [s, d] {
+                    match a {
+                        Addr::V4(a) => self.ipv4.entry(u32::from_be_bytes(a)).or_default().add(block),
+                        Addr::V6(a) => self.ipv6.entry(u128::from_be_bytes(a)).or_default().add(block),
+                        Addr::None => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adds a record whose frame is not parsed (for example a pcapng packet
+    /// of an interface with another link type). Its keys are unknown, so the
+    /// index's posting lists no longer cover every packet and queries of
+    /// this file use its block table only.
+    pub fn add_opaque(&mut self, ts_ns: u64, record_offset: u64) {
+        self.add_position(ts_ns, record_offset);
+        self.keys_complete = false;
+    }
+
+    /// Writes the index to `path` (through `path.part`, fsynced, renamed).
+    pub fn finish(self, path: &Path) -> Result<IndexSummary, IndexError> {
+        let bytes = self.encode()?;
+        let mut part = PathBuf::from(path);
+        part.as_mut_os_string().push(".part");
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&part)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&part, path)
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&part);
+            return Err(IndexError::Io { path: path.to_path_buf(), source: e });
+        }
+        let (first_ns, last_ns) = self.time_range();
+        Ok(IndexSummary {
+            linktype: self.linktype,
+            packets: self.packets,
+            first_ns,
+            last_ns,
+            blocks: self.blocks.len() as u32,
+            index_bytes: bytes.len() as u64,
+            keys_complete: self.keys_complete,
+        })
+    }
+
+    fn time_range(&self) -> (u64, u64) {
+        let first = self.blocks.iter().map(|b| b.min_ts).min().unwrap_or(0);
+        let last = self.blocks.iter().map(|b| b.max_ts).max().unwrap_or(0);
+        (first, last)
+    }
+
+    /// Lays out the whole index file in memory.
+    pub fn encode(&self) -> Result<Vec<u8>, IndexError> {
+        let mut sections: Vec<Vec<u8>> = Vec::with_capacity(format::N_SECTIONS);
+        // Block table.
+        let mut blocks = Vec::with_capacity(self.blocks.len() * 6);
+        let (mut prev_off, mut prev_ts) = (0u64, 0u64);
+        for b in &self.blocks {
+            put_varint(&mut blocks, b.offset.wrapping_sub(prev_off));
+            put_varint(&mut blocks, zigzag(b.min_ts.wrapping_sub(prev_ts) as i64));
+            put_varint(&mut blocks, b.max_ts - b.min_ts);
+            prev_off = b.offset;
+            prev_ts = b.min_ts;
+        }
+        sections.push(blocks);
+        let mut v4: Vec<(u128, &Posting)> = self.ipv4.iter().map(|(k, p)| (u128::from(*k), p)).collect();
+        v4.sort_unstable_by_key(|e| e.0);
+        let mut v6: Vec<(u128, &Posting)> = self.ipv6.iter().map(|(k, p)| (*k, p)).collect();
+        v6.sort_unstable_by_key(|e| e.0);
+        for (class, entries) in [
+            (KeyClass::Ipv4, v4),
+            (KeyClass::Ipv6, v6),
+            (KeyClass::Port, dense(&self.ports)),
+            (KeyClass::Proto, dense(&self.protos)),
+            (KeyClass::Vlan, dense(&self.vlans)),
+        ] {
+            let (dir, post) = encode_class(class, &entries)?;
+            sections.push(dir);
+            sections.push(post);
+        }
+        let (first_ns, last_ns) = self.time_range();
+        let mut out = Vec::with_capacity(
+            format::HEADER_LEN + format::SECTION_TABLE_LEN + sections.iter().map(Vec::len).sum::<usize>(),
+        );
+        out.extend_from_slice(&format::MAGIC);
+        out.extend_from_slice(&format::VERSION.to_le_bytes());
+        let flags = if self.keys_complete { format::FLAG_KEYS_COMPLETE } else { 0 };
+        out.extend_from_slice(&flags.to_le_bytes());
+        out.extend_from_slice(&self.linktype.to_le_bytes());
+        out.extend_from_slice(&((self.block_mask + 1) as u32).to_le_bytes());
+        out.extend_from_slice(&self.packets.to_le_bytes());
+        out.extend_from_slice(&first_ns.to_le_bytes());
+        out.extend_from_slice(&last_ns.to_le_bytes());
+        out.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(format::N_SECTIONS as u32).to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        debug_assert_eq!(out.len(), format::HEADER_LEN);
+        let mut off = (format::HEADER_LEN + format::SECTION_TABLE_LEN) as u64;
+        for s in &sections {
+            out.extend_from_slice(&off.to_le_bytes());
+            out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            off += s.len() as u64;
+        }
+        for s in &sections {
+            out.extend_from_slice(s);
+        }
+        Ok(out)
+    }
+}
+
+#[inline]
+fn posting_at(v: &mut Vec<Posting>, i: usize, size: usize) -> &mut Posting {
+    if v.is_empty() {
+        v.resize(size, Posting::default());
+    }
+    &mut v[i]
+}
+
+fn dense(v: &[Posting]) -> Vec<(u128, &Posting)> {
+    v.iter().enumerate().filter(|(_, p)| p.last != 0).map(|(k, p)| (k as u128, p)).collect()
+}
+
+fn encode_class(class: KeyClass, entries: &[(u128, &Posting)]) -> Result<(Vec<u8>, Vec<u8>), IndexError> {
+    let mut dir = Vec::with_capacity(entries.len() * (class.key_len() + 4));
+    let mut post = Vec::new();
+    let mut key = [0u8; 16];
+    for (k, p) in entries {
+        post.extend_from_slice(&p.bytes);
+        let end = u32::try_from(post.len()).map_err(|_| IndexError::TooLarge)?;
+        let n = class.encode_key(*k, &mut key);
+        dir.extend_from_slice(&key[..n]);
+        dir.extend_from_slice(&end.to_le_bytes());
+    }
+    Ok((dir, post))
+}

@@ -1,0 +1,560 @@
+//! The query executor: choose files by time, narrow each file to candidate
+//! blocks with its index, read the candidates, let libpcap decide each
+//! packet, merge all files by timestamp, write pcap (ns).
+//!
+//! Files of a store are read lazily in order of their first timestamp: a
+//! file is opened only when the merge reaches its start, so a query over a
+//! long store keeps few files open. Each file yields its packets in file
+//! order; the merge takes the earliest head, so one file's order is kept.
+
+use crate::expr::Plan;
+use crate::filter::{CompileError, ExactFilter};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use wv_index::catalog::{self, Entry};
+use wv_index::{IndexError, IndexReader, KeyClass};
+use wv_wire::reader::Reader;
+
+/// What to select.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// A store directory (with `catalog.jsonl`) or a single capture file.
+    pub store: PathBuf,
+    /// Inclusive lower bound, ns since the epoch.
+    pub from_ns: Option<u64>,
+    /// Exclusive upper bound, ns since the epoch.
+    pub to_ns: Option<u64>,
+    /// tcpdump filter expression ("" selects everything).
+    pub expr: String,
+    /// Stop after this many matching packets.
+    pub limit: Option<u64>,
+}
+
+/// Why a query failed.
+#[derive(thiserror::Error, Debug)]
+#[non_exhaustive]
+pub enum QueryError {
+    #[error("invalid filter expression '{expr}': {message}")]
+    BadExpression { expr: String, message: String },
+    #[error("{} is neither a store (no {}) nor a capture file; run `wirevault index` on a directory of captures first", path.display(), catalog::CATALOG_FILE)]
+    NotAStore { path: PathBuf },
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the selected packets have different link types ({first} and {other}); one pcap file cannot hold both: narrow the query by time")]
+    MixedLinktypes { first: u32, other: u32 },
+    #[error("cannot write the output: {0}")]
+    Output(#[source] io::Error),
+}
+
+impl QueryError {
+    /// True when the output's reader went away (EPIPE): not a failure of the query.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, QueryError::Output(e) if e.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// What a query did, for the caller to report.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub matched: u64,
+    /// Catalog files considered.
+    pub files: usize,
+    /// Files skipped without opening, by their time range.
+    pub files_skipped_by_time: usize,
+    /// Files read through their index (only candidate blocks).
+    pub files_indexed: usize,
+    /// Files read whole (no index, unusable index, or unindexable expression).
+    pub files_scanned: usize,
+    /// Blocks read, over all indexed files, and blocks those files have.
+    pub blocks_read: u64,
+    pub blocks_total: u64,
+    /// Capture files still being written (`*.part`), not included.
+    pub part_files: usize,
+    /// Problems that did not stop the query (unreadable tails, bad indexes).
+    pub warnings: Vec<String>,
+}
+
+/// Where matching packets go.
+pub enum Sink<'a> {
+    /// Count only.
+    Count,
+    /// Write a nanosecond pcap file.
+    Pcap(&'a mut dyn Write),
+}
+
+/// A query that has been validated: the expression compiles and the store opens.
+pub struct Prepared {
+    query: Query,
+    entries: Vec<Entry>,
+    root: PathBuf,
+    filters: HashMap<u32, ExactFilter>,
+    plan: Option<Plan>,
+    part_files: usize,
+}
+
+impl Prepared {
+    /// The indexable plan of the expression (`None`: unindexable, scan).
+    pub fn plan(&self) -> Option<&Plan> {
+        self.plan.as_ref()
+    }
+}
+
+fn compile(expr: &str, linktype: u32) -> Result<ExactFilter, QueryError> {
+    ExactFilter::compile(expr, linktype).map_err(|CompileError { message }| QueryError::BadExpression {
+        expr: expr.to_string(),
+        message,
+    })
+}
+
+/// Opens the store, compiles the expression for every link type in it.
+pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
+    let path = query.store.clone();
+    let meta = std::fs::metadata(&path).map_err(|e| QueryError::Io { path: path.clone(), source: e })?;
+    let (root, entries, part_files) = if meta.is_dir() {
+        if !path.join(catalog::CATALOG_FILE).exists() {
+            return Err(QueryError::NotAStore { path });
+        }
+        let entries = catalog::read(&path)?;
+        let parts = count_part_files(&path);
+        (path, entries, parts)
+    } else {
+        single_file_entry(&path)?
+    };
+    let mut filters = HashMap::new();
+    let mut linktypes: Vec<u32> = entries.iter().map(|e| e.linktype).collect();
+    linktypes.sort_unstable();
+    linktypes.dedup();
+    if linktypes.is_empty() {
+        linktypes.push(wv_wire::linktype::ETHERNET);
+    }
+    for lt in linktypes {
+        filters.insert(lt, compile(&query.expr, lt)?);
+    }
+    let plan = crate::expr::plan(&query.expr);
+    Ok(Prepared { query, entries, root, filters, plan, part_files })
+}
+
+/// A single capture file as a one-entry store (its index beside it, if any).
+fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryError> {
+    let root = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let idx = wv_index::index_path_for(path);
+    let file = File::open(path).map_err(|e| QueryError::Io { path: path.to_path_buf(), source: e })?;
+    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut reader = Reader::new(file).map_err(|_| QueryError::NotAStore { path: path.to_path_buf() })?;
+    let (linktype, snaplen) = match reader.next_packet() {
+        Ok(Some(p)) => (p.linktype, p.snaplen),
+        _ => (wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN),
+    };
+    let entry = Entry {
+        stream: 0,
+        file: name.clone(),
+        index: idx.exists().then(|| format!("{name}.idx")),
+        format: String::new(),
+        linktype,
+        snaplen,
+        first_ns: 0,
+        last_ns: u64::MAX,
+        packets: u64::MAX,
+        bytes,
+    };
+    Ok((root, vec![entry], 0))
+}
+
+/// Capture files being written: `*.pcap.part` / `*.pcapng.part` in the
+/// store and its stream directories.
+fn count_part_files(store: &Path) -> usize {
+    let mut n = 0;
+    let mut dirs = vec![store.to_path_buf()];
+    if let Ok(rd) = std::fs::read_dir(store) {
+        dirs.extend(rd.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
+    }
+    for d in dirs {
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            n += rd
+                .flatten()
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.ends_with(".part") && !name.ends_with(".idx.part") && !name.starts_with("catalog.")
+                })
+                .count();
+        }
+    }
+    n
+}
+
+/// The packet at the head of one file's stream.
+struct Head {
+    ts_ns: u64,
+    origlen: u32,
+    linktype: u32,
+    data: Vec<u8>,
+}
+
+/// One file being read: its reader over the byte ranges to read.
+struct Cursor {
+    reader: Reader<RangeRead>,
+    path: PathBuf,
+    head: Head,
+}
+
+impl Cursor {
+    /// Moves to the next packet that is in the time range and passes the
+    /// filter. False at the end of the file (or at an unreadable record,
+    /// which is reported in `warnings`, as tcpdump stops there).
+    fn advance(
+        &mut self,
+        from: u64,
+        to: u64,
+        expr: &str,
+        filters: &mut HashMap<u32, ExactFilter>,
+        warnings: &mut Vec<String>,
+    ) -> Result<bool, QueryError> {
+        loop {
+            let p = match self.reader.next_packet() {
+                Ok(Some(p)) => p,
+                Ok(None) => return Ok(false),
+                Err(e) => {
+                    warnings.push(format!("{}: {e}", self.path.display()));
+                    return Ok(false);
+                }
+            };
+            if p.ts_ns < from || p.ts_ns >= to {
+                continue;
+            }
+            let f = match filters.get(&p.linktype) {
+                Some(f) => f,
+                None => {
+                    let f = compile(expr, p.linktype)?;
+                    filters.entry(p.linktype).or_insert(f)
+                }
+            };
+            if !f.matches(p.data, p.origlen) {
+                continue;
+            }
+            self.head.ts_ns = p.ts_ns;
+            self.head.origlen = p.origlen;
+            self.head.linktype = p.linktype;
+            self.head.data.clear();
+            self.head.data.extend_from_slice(p.data);
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads a prefix (the file's header blocks) then byte ranges of a file, as
+/// one continuous stream: the capture reader sees a valid, shorter file.
+struct RangeRead {
+    file: File,
+    prefix: Vec<u8>,
+    prefix_pos: usize,
+    ranges: Vec<(u64, u64)>,
+    cur: usize,
+    pos: u64,
+}
+
+impl Read for RangeRead {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.prefix_pos < self.prefix.len() {
+            let n = (self.prefix.len() - self.prefix_pos).min(buf.len());
+            buf[..n].copy_from_slice(&self.prefix[self.prefix_pos..self.prefix_pos + n]);
+            self.prefix_pos += n;
+            return Ok(n);
+        }
+        while let Some(&(s, e)) = self.ranges.get(self.cur) {
+            if self.pos < s {
+                self.pos = s;
+            }
+            if self.pos >= e {
+                self.cur += 1;
+                continue;
+            }
+            let want = (e - self.pos).min(buf.len() as u64) as usize;
+            let n = self.file.read_at(&mut buf[..want], self.pos)?;
+            if n == 0 {
+                self.cur = self.ranges.len();
+                return Ok(0);
+            }
+            self.pos += n as u64;
+            return Ok(n);
+        }
+        Ok(0)
+    }
+}
+
+/// Candidate blocks of one index for `plan`; `None` means every block.
+fn candidates(idx: &IndexReader, plan: &Plan) -> Result<Option<Vec<u32>>, IndexError> {
+    let ethernet = idx.linktype == wv_wire::linktype::ETHERNET;
+    Ok(match plan {
+        Plan::All => None,
+        Plan::V4(a, b) => Some(idx.lookup_range(KeyClass::Ipv4, u128::from(*a), u128::from(*b))?),
+        Plan::V6(a, b) => Some(idx.lookup_range(KeyClass::Ipv6, *a, *b)?),
+        Plan::Port(a, b) => Some(idx.lookup_range(KeyClass::Port, u128::from(*a), u128::from(*b))?),
+        Plan::Proto(p) => Some(idx.lookup_range(KeyClass::Proto, u128::from(*p), u128::from(*p))?),
+        Plan::Vlan(a, b) if ethernet => Some(idx.lookup_range(KeyClass::Vlan, u128::from(*a), u128::from(*b))?),
+        Plan::Vlan(..) => None,
+        Plan::And(a, b) => match (candidates(idx, a)?, candidates(idx, b)?) {
+            (None, x) | (x, None) => x,
+            (Some(x), Some(y)) => Some(intersect(&x, &y)),
+        },
+        Plan::Or(a, b) => match (candidates(idx, a)?, candidates(idx, b)?) {
+            (Some(x), Some(y)) => Some(union(&x, &y)),
+            _ => None,
+        },
+    })
+}
+
+fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+fn union(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::with_capacity(a.len() + b.len()));
+    while i < a.len() || j < b.len() {
+        let take_a = j >= b.len() || (i < a.len() && a[i] <= b[j]);
+        let v = if take_a { a[i] } else { b[j] };
+        if take_a {
+            i += 1;
+            if j < b.len() && b[j] == v {
+                j += 1;
+            }
+        } else {
+            j += 1;
+        }
+        out.push(v);
+    }
+    out
+}
+
+/// Writes a little-endian nanosecond pcap stream.
+struct PcapOut<'a> {
+    w: io::BufWriter<&'a mut dyn Write>,
+    linktype: Option<u32>,
+    snaplen: u32,
+}
+
+impl PcapOut<'_> {
+    fn header(&mut self, linktype: u32) -> io::Result<()> {
+        let mut h = [0u8; wv_wire::pcap::FILE_HEADER_LEN];
+        wv_wire::pcap::emit_file_header(&mut h, self.snaplen, linktype);
+        self.linktype = Some(linktype);
+        self.w.write_all(&h)
+    }
+    fn packet(&mut self, h: &Head) -> Result<(), QueryError> {
+        match self.linktype {
+            None => self.header(h.linktype).map_err(QueryError::Output)?,
+            Some(lt) if lt != h.linktype => {
+                return Err(QueryError::MixedLinktypes { first: lt, other: h.linktype });
+            }
+            Some(_) => {}
+        }
+        let mut rh = [0u8; wv_wire::pcap::RECORD_HEADER_LEN];
+        wv_wire::pcap::emit_record_header(&mut rh, h.ts_ns, h.data.len() as u32, h.origlen);
+        self.w.write_all(&rh).map_err(QueryError::Output)?;
+        self.w.write_all(&h.data).map_err(QueryError::Output)
+    }
+}
+
+/// Runs a prepared query into `sink`.
+pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
+    let from = p.query.from_ns.unwrap_or(0);
+    let to = p.query.to_ns.unwrap_or(u64::MAX);
+    let limit = p.query.limit.unwrap_or(u64::MAX);
+    let mut report = Report { files: p.entries.len(), part_files: p.part_files, ..Report::default() };
+
+    // Files that may hold packets in [from, to), by first timestamp.
+    let mut files: Vec<(usize, &Entry)> = Vec::new();
+    for (i, e) in p.entries.iter().enumerate() {
+        if e.packets == 0 || e.last_ns < from || e.first_ns >= to {
+            report.files_skipped_by_time += 1;
+        } else {
+            files.push((i, e));
+        }
+    }
+    files.sort_by_key(|(i, e)| (e.first_ns, *i));
+    let default_linktype = files.first().map_or(wv_wire::linktype::ETHERNET, |(_, e)| e.linktype);
+    let snaplen = files.iter().map(|(_, e)| e.snaplen).max().filter(|s| *s > 0).unwrap_or(wv_wire::MAX_SNAPLEN);
+
+    let mut out = match sink {
+        Sink::Count => None,
+        Sink::Pcap(w) => Some(PcapOut { w: io::BufWriter::with_capacity(1 << 20, w), linktype: None, snaplen }),
+    };
+    let mut cursors: Vec<Cursor> = Vec::new();
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    let mut next = 0;
+    let expr = p.query.expr.clone();
+    while report.matched < limit {
+        // Open every file that may start before the earliest head.
+        while next < files.len() && heap.peek().is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts) {
+            let (_, e) = files[next];
+            next += 1;
+            let Some(mut c) = open_cursor(&p.root, e, p.plan.as_ref(), from, to, &mut report)? else {
+                continue;
+            };
+            if c.advance(from, to, &expr, &mut p.filters, &mut report.warnings)? {
+                heap.push(Reverse((c.head.ts_ns, cursors.len())));
+            }
+            cursors.push(c);
+        }
+        let Some(Reverse((_, ci))) = heap.pop() else {
+            break;
+        };
+        let c = &mut cursors[ci];
+        report.matched += 1;
+        if let Some(o) = out.as_mut() {
+            o.packet(&c.head)?;
+        }
+        if c.advance(from, to, &expr, &mut p.filters, &mut report.warnings)? {
+            heap.push(Reverse((c.head.ts_ns, ci)));
+        } else {
+            // Release the reader's buffer; the slot keeps heap indices valid.
+            c.head.data = Vec::new();
+        }
+    }
+    if let Some(mut o) = out {
+        if o.linktype.is_none() {
+            o.header(default_linktype).map_err(QueryError::Output)?;
+        }
+        o.w.flush().map_err(QueryError::Output)?;
+    }
+    Ok(report)
+}
+
+/// Opens one file for reading: through its index when it has a usable one
+/// and the plan narrows, else whole. `None` when nothing in it can match.
+fn open_cursor(
+    root: &Path,
+    e: &Entry,
+    plan: Option<&Plan>,
+    from: u64,
+    to: u64,
+    report: &mut Report,
+) -> Result<Option<Cursor>, QueryError> {
+    let path = root.join(&e.file);
+    let file = File::open(&path).map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
+    let mut ranges = vec![(0u64, u64::MAX)];
+    let mut prefix = Vec::new();
+    let mut indexed = false;
+    if let Some(rel) = &e.index {
+        match IndexReader::open(&root.join(rel)) {
+            Ok(idx) => {
+                let cand = match plan {
+                    Some(pl) if idx.keys_complete => candidates(&idx, pl)?,
+                    _ => None,
+                };
+                let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || b.min_ts >= to);
+                if cand.is_some() || time_narrows {
+                    let (pre, r) = block_ranges(&file, &idx, cand.as_deref(), from, to, report)
+                        .map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
+                    prefix = pre;
+                    ranges = r;
+                    indexed = true;
+                    if ranges.is_empty() {
+                        report.files_indexed += 1;
+                        return Ok(None);
+                    }
+                }
+            }
+            Err(err) => report.warnings.push(format!("{err}; reading the whole file")),
+        }
+    }
+    if indexed {
+        report.files_indexed += 1;
+    } else {
+        report.files_scanned += 1;
+    }
+    let rr = RangeRead { file, prefix, prefix_pos: 0, ranges, cur: 0, pos: 0 };
+    match Reader::with_buffer_len(rr, 256 << 10) {
+        Ok(reader) => Ok(Some(Cursor {
+            reader,
+            path,
+            head: Head { ts_ns: 0, origlen: 0, linktype: 0, data: Vec::new() },
+        })),
+        Err(err) => {
+            report.warnings.push(format!("{}: {err}", path.display()));
+            Ok(None)
+        }
+    }
+}
+
+/// The file prefix to replay (its header blocks) and the byte ranges of the
+/// candidate blocks that overlap the time range, adjacent blocks joined.
+fn block_ranges(
+    file: &File,
+    idx: &IndexReader,
+    cand: Option<&[u32]>,
+    from: u64,
+    to: u64,
+    report: &mut Report,
+) -> io::Result<(Vec<u8>, Vec<(u64, u64)>)> {
+    let blocks = &idx.blocks;
+    report.blocks_total += blocks.len() as u64;
+    let Some(first) = blocks.first() else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    // pcap: the 24-byte file header; pcapng: everything before the first
+    // packet block (section header and interface descriptions).
+    let mut magic = [0u8; 4];
+    file.read_exact_at(&mut magic, 0)?;
+    let prefix_len = if u32::from_le_bytes(magic) == wv_wire::pcapng::BT_SHB {
+        first.offset
+    } else {
+        wv_wire::pcap::FILE_HEADER_LEN as u64
+    };
+    let mut prefix = vec![0u8; prefix_len.min(16 << 20) as usize];
+    file.read_exact_at(&mut prefix, 0)?;
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let mut push = |b: usize| {
+        let bi = &blocks[b];
+        if bi.max_ts < from || bi.min_ts >= to {
+            return;
+        }
+        report.blocks_read += 1;
+        let start = bi.offset;
+        let end = blocks.get(b + 1).map_or(u64::MAX, |n| n.offset);
+        match ranges.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => ranges.push((start, end)),
+        }
+    };
+    match cand {
+        Some(c) => c.iter().filter(|b| (**b as usize) < blocks.len()).for_each(|b| push(*b as usize)),
+        None => (0..blocks.len()).for_each(&mut push),
+    }
+    Ok((prefix, ranges))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_ops() {
+        assert_eq!(intersect(&[1, 3, 5, 7], &[2, 3, 7, 9]), vec![3, 7]);
+        assert_eq!(union(&[1, 3, 5], &[2, 3, 9]), vec![1, 2, 3, 5, 9]);
+        assert_eq!(union(&[], &[4]), vec![4]);
+    }
+}

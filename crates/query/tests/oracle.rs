@@ -1,0 +1,218 @@
+//! Oracle: for every Ethernet file of tcpdump's test corpus, indexed, and a
+//! set of expressions, the query's output equals what `tcpdump -r FILE -w -
+//! EXPRESSION` writes, frame for frame (ns timestamp, caplen, origlen, bytes).
+//! Expressions name hosts, ports and VLANs found in each file, so the index
+//! really narrows.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use wv_wire::packet::{self, Addr};
+use wv_wire::reader::Reader;
+
+fn corpus() -> Option<PathBuf> {
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests"));
+    p.is_dir().then_some(p)
+}
+
+fn have_tcpdump() -> bool {
+    Command::new("tcpdump").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wv-query-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+type Frame = (u64, u32, u32, Vec<u8>);
+
+fn frames(bytes: &[u8]) -> Vec<Frame> {
+    let mut out = Vec::new();
+    let Ok(mut r) = Reader::new(bytes) else {
+        return out;
+    };
+    while let Ok(Some(p)) = r.next_packet() {
+        out.push((p.ts_ns, p.caplen, p.origlen, p.data.to_vec()));
+    }
+    out
+}
+
+/// What tcpdump selects, as frames (an empty list when it writes nothing).
+fn tcpdump(file: &Path, expr: &str) -> Vec<Frame> {
+    let out = Command::new("tcpdump")
+        .args(["-n", "--time-stamp-precision=nano", "-r"])
+        .arg(file)
+        .args(["-w", "-"])
+        .arg(expr)
+        .output()
+        .unwrap();
+    frames(&out.stdout)
+}
+
+fn query(store: &Path, expr: &str, from: Option<u64>, to: Option<u64>) -> Vec<Frame> {
+    let q = wv_query::Query { store: store.to_path_buf(), from_ns: from, to_ns: to, expr: expr.into(), limit: None };
+    let p = wv_query::prepare(q).unwrap_or_else(|e| panic!("{}: {expr}: {e}", store.display()));
+    let mut out = Vec::new();
+    wv_query::run(p, wv_query::Sink::Pcap(&mut out)).unwrap();
+    frames(&out)
+}
+
+/// Keys seen in a file, to build expressions that hit something.
+#[derive(Default)]
+struct Seen {
+    v4: Vec<[u8; 4]>,
+    v6: Vec<[u8; 16]>,
+    ports: Vec<u16>,
+    vlans: Vec<u16>,
+}
+
+fn seen(file: &Path) -> Option<(u32, Seen)> {
+    let mut r = Reader::new(std::fs::File::open(file).ok()?).ok()?;
+    let mut s = Seen::default();
+    let mut lt = None;
+    let (mut v4, mut v6, mut ports, mut vlans) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    while let Ok(Some(p)) = r.next_packet() {
+        lt.get_or_insert(p.linktype);
+        let k = packet::parse(p.linktype, p.data);
+        for a in [k.src, k.dst] {
+            match a {
+                Addr::V4(a) if v4.len() < 3 && v4.insert(a) => s.v4.push(a),
+                Addr::V6(a) if v6.len() < 2 && v6.insert(a) => s.v6.push(a),
+                _ => {}
+            }
+        }
+        if let Some((a, b)) = k.ports {
+            for p in [a, b] {
+                if ports.len() < 2 && ports.insert(p) {
+                    s.ports.push(p);
+                }
+            }
+        }
+        for &v in k.vlans() {
+            if vlans.len() < 2 && vlans.insert(v) {
+                s.vlans.push(v);
+            }
+        }
+    }
+    Some((lt?, s))
+}
+
+fn expressions(s: &Seen) -> Vec<String> {
+    let mut e: Vec<String> = [
+        "ip",
+        "tcp",
+        "not tcp",
+        "udp port 53",
+        "port 80 or port 443",
+        "icmp or icmp6",
+        "vlan",
+        "arp or rarp",
+        "portrange 1-1023 and ip6",
+        "ip proto 17 and not port 53",
+        "greater 200",
+        "net 10.0.0.0/8 or net 192.168",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let ip4 = |a: &[u8; 4]| std::net::Ipv4Addr::from(*a).to_string();
+    if let Some(a) = s.v4.first() {
+        e.push(format!("host {}", ip4(a)));
+        e.push(format!("src host {} or dst net {}/24", ip4(a), std::net::Ipv4Addr::from([a[0], a[1], a[2], 0])));
+        e.push(format!("(tcp or udp) and not host {}", ip4(a)));
+        if let Some(b) = s.v4.get(1) {
+            e.push(format!("host {} or {}", ip4(a), ip4(b)));
+            e.push(format!("host {} and host {}", ip4(a), ip4(b)));
+        }
+    }
+    if let Some(a) = s.v6.first() {
+        e.push(format!("ip6 host {}", std::net::Ipv6Addr::from(*a)));
+    }
+    if let Some(p) = s.ports.first() {
+        e.push(format!("port {p}"));
+        e.push(format!("tcp dst port {p} or udp src port {p}"));
+        if let (Some(a), Some(q)) = (s.v4.first(), s.ports.get(1)) {
+            e.push(format!("host {} and (port {p} or {q})", ip4(a)));
+        }
+    }
+    if let Some(v) = s.vlans.first() {
+        e.push(format!("vlan {v}"));
+        e.push(format!("vlan {v} and ip"));
+        e.push(format!("not vlan {v}"));
+        if let Some(a) = s.v4.first() {
+            e.push(format!("vlan and host {}", ip4(a)));
+            e.push(format!("host {} or vlan {v}", ip4(a)));
+        }
+    }
+    e
+}
+
+#[test]
+fn equals_tcpdump_on_every_ethernet_corpus_file() {
+    let Some(corpus) = corpus() else {
+        eprintln!("skipped: the tcpdump-tests corpus is not at ../shared/corpus");
+        return;
+    };
+    if !have_tcpdump() {
+        eprintln!("skipped: tcpdump is not installed");
+        return;
+    }
+    let dir = temp_dir("oracle");
+    let mut names: Vec<_> = std::fs::read_dir(&corpus).unwrap().flatten().map(|e| e.path()).collect();
+    names.sort();
+    let mut work = Vec::new();
+    for src in names {
+        let Some((lt, s)) = seen(&src) else { continue };
+        if lt != 1 {
+            continue;
+        }
+        let dst = dir.join(src.file_name().unwrap());
+        std::fs::copy(&src, &dst).unwrap();
+        wv_index::index_file(&dst).unwrap_or_else(|e| panic!("{}: {e}", dst.display()));
+        work.push((dst, expressions(&s)));
+    }
+    assert!(work.len() > 400, "only {} Ethernet files", work.len());
+    let total: usize = work.iter().map(|w| w.1.len()).sum();
+    // Two workers: the machine has two cores and tcpdump is the slow part.
+    let chunks: Vec<Vec<(PathBuf, Vec<String>)>> = {
+        let mut c = vec![Vec::new(), Vec::new()];
+        for (i, w) in work.into_iter().enumerate() {
+            c[i % 2].push(w);
+        }
+        c
+    };
+    let results: Vec<(usize, Vec<String>)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = chunks
+            .iter()
+            .map(|chunk| {
+                sc.spawn(move || {
+                    let (mut nonempty, mut bad) = (0, Vec::new());
+                    for (file, exprs) in chunk {
+                        for e in exprs {
+                            let want = tcpdump(file, e);
+                            let got = query(file, e, None, None);
+                            nonempty += usize::from(!want.is_empty());
+                            if got != want {
+                                bad.push(format!(
+                                    "{} `{e}`: tcpdump {} frames, query {}",
+                                    file.display(),
+                                    want.len(),
+                                    got.len()
+                                ));
+                            }
+                        }
+                    }
+                    (nonempty, bad)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let nonempty: usize = results.iter().map(|r| r.0).sum();
+    let bad: Vec<&String> = results.iter().flat_map(|r| r.1.iter()).collect();
+    eprintln!("oracle: {total} (file, expression) pairs, {nonempty} with matches, {} differ", bad.len());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(bad.is_empty(), "{} differences:\n{}", bad.len(), bad.iter().take(40).map(|s| s.as_str()).collect::<Vec<_>>().join("\n"));
+}

@@ -1,0 +1,575 @@
+//! The writer thread of one stream: arena → files.
+//!
+//! It follows the producer's messages ([`Msg`]) in order. Data is written in
+//! aligned chunks straight from the arena with io_uring (O_DIRECT where the
+//! file system allows), several writes in flight. Ring space is released in
+//! stream order as writes complete. On the way it walks every record of the
+//! file (the capture thread does none of this): to feed the index builder and
+//! to count packets. A file is closed by trimming the aligned tail
+//! (`ftruncate`), `fsync`, renaming `NAME.part` to `NAME`, writing the index
+//! and appending the catalog line.
+//!
+//! A write error (ENOSPC, EIO) stops the stream cleanly: the file is cut at
+//! its last complete record on disk and kept; every later packet is counted
+//! as `dropped_write_error`, and the error is reported through [`WriterShared`].
+
+use crate::catalog::{Catalog, Entry};
+use crate::stream::Msg;
+use crate::{layout, Format, IndexerFactory};
+use crossbeam_queue::ArrayQueue;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wv_sys::byte_ring::Consumer;
+use wv_sys::uring::{self, Completion, DIRECT_ALIGN};
+use wv_wire::{pcap, pcapng};
+
+/// Choices for one writer.
+#[derive(Clone)]
+pub struct WriterConfig {
+    pub store: PathBuf,
+    pub stream: usize,
+    pub format: Format,
+    /// Try O_DIRECT.
+    pub direct: bool,
+    /// io_uring queue depth (writes in flight).
+    pub depth: u32,
+    /// Largest single write.
+    pub chunk: u64,
+    /// Preallocate disk space ahead of the writes in steps of this many bytes (0 = off).
+    pub prealloc_step: u64,
+    pub indexer: Option<IndexerFactory>,
+}
+
+/// What a writer reports while it runs (read by the status line and summary).
+#[derive(Default)]
+pub struct WriterShared {
+    /// Packets in files closed successfully.
+    pub written_packets: AtomicU64,
+    /// Bytes the disk accepted (including aligned tails later trimmed).
+    pub disk_bytes: AtomicU64,
+    /// Bytes of closed files.
+    pub file_bytes: AtomicU64,
+    pub files_closed: AtomicU64,
+    /// Packets lost because a write failed.
+    pub dropped_write_error: AtomicU64,
+    /// O_DIRECT was refused by the file system; buffered writes are used.
+    pub direct_refused: AtomicBool,
+    /// Set when the stream stopped because of a write error.
+    pub failed: AtomicBool,
+    /// The error that stopped the stream, and whether it was "disk full".
+    pub error: Mutex<Option<(String, bool)>>,
+    /// Non-fatal problems (index could not be written, ...), reported once each.
+    pub warnings: Mutex<Vec<String>>,
+}
+
+impl WriterShared {
+    fn fail(&self, msg: String, disk_full: bool) {
+        let mut e = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if e.is_none() {
+            *e = Some((msg, disk_full));
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    fn warn(&self, msg: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(msg);
+    }
+}
+
+struct Pending {
+    done: bool,
+    /// Ring position that may be released once this and all earlier writes are done.
+    release_to: u64,
+}
+
+struct CurFile {
+    file: File,
+    part: PathBuf,
+    name: String,
+    start: u64,
+    first_ns: u64,
+    last_ns: u64,
+    linktype: u32,
+    snaplen: u32,
+    /// Stream position up to which data has been submitted (4 KiB aligned).
+    submitted: u64,
+    /// Stream position of the next record to walk.
+    parse_pos: u64,
+    packets: u64,
+    allocated: u64,
+    /// File offset of the first failed write.
+    failed_at: Option<u64>,
+    indexer: Option<Box<dyn crate::FileIndexer>>,
+    /// False when the stream had already stopped: nothing is written, records are only counted.
+    real: bool,
+}
+
+struct Writer {
+    ring: Consumer,
+    queue: Arc<ArrayQueue<Msg>>,
+    cfg: WriterConfig,
+    catalog: Arc<Catalog>,
+    shared: Arc<WriterShared>,
+    io: uring::Writer,
+    direct: bool,
+    pending: VecDeque<Pending>,
+    /// Sequence number of `pending[0]`.
+    pending_base: u64,
+    completions: Vec<Completion>,
+    cur: Option<CurFile>,
+    /// After a write error: walk records only to count them as dropped.
+    stopped: bool,
+    /// Frame bytes of a record that wraps around the ring end, for the indexer.
+    scratch: Vec<u8>,
+    dir: PathBuf,
+}
+
+/// Runs the writer until the producer sends [`Msg::Done`].
+pub fn run(
+    ring: Consumer,
+    queue: Arc<ArrayQueue<Msg>>,
+    cfg: WriterConfig,
+    catalog: Arc<Catalog>,
+    shared: Arc<WriterShared>,
+) -> io::Result<()> {
+    let dir = cfg.store.join(layout::stream_dir(cfg.stream));
+    std::fs::create_dir_all(&dir)?;
+    let io = uring::Writer::new(cfg.depth.max(2))?;
+    let mut w = Writer {
+        ring,
+        queue,
+        direct: cfg.direct,
+        cfg,
+        catalog,
+        shared,
+        io,
+        pending: VecDeque::new(),
+        pending_base: 0,
+        completions: Vec::new(),
+        cur: None,
+        stopped: false,
+        scratch: Vec::new(),
+        dir,
+    };
+    w.run();
+    Ok(())
+}
+
+impl Writer {
+    fn run(&mut self) {
+        loop {
+            match self.queue.pop() {
+                Some(Msg::Done) => break,
+                Some(m) => self.handle(m),
+                None => {
+                    if self.io.in_flight() > 0 {
+                        self.reap(1);
+                    } else {
+                        std::thread::park_timeout(Duration::from_millis(5));
+                    }
+                }
+            }
+        }
+        // A producer always closes its file before Done; be safe anyway.
+        if let Some(c) = self.cur.as_ref() {
+            let end = c.parse_pos;
+            self.close(end);
+        }
+        self.reap(usize::MAX);
+    }
+
+    fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Open {
+                pos,
+                seq,
+                first_ns,
+                linktype,
+                snaplen,
+            } => self.open(pos, seq, first_ns, linktype, snaplen),
+            Msg::Commit { end, flush } => {
+                self.walk(end);
+                self.submit(end, flush);
+                self.release_ready();
+            }
+            Msg::Close { end, .. } => self.close(end),
+            Msg::Done => {}
+        }
+    }
+
+    fn open(&mut self, pos: u64, seq: u64, first_ns: u64, linktype: u32, snaplen: u32) {
+        let name = layout::file_name(first_ns, seq, self.cfg.format.extension());
+        let part = self.dir.join(format!("{name}{}", layout::PART));
+        let file = if self.stopped {
+            None
+        } else {
+            match uring::create_output(&part, self.direct) {
+                Ok((f, direct)) => {
+                    if self.direct && !direct {
+                        self.direct = false;
+                        self.shared.direct_refused.store(true, Ordering::Relaxed);
+                    }
+                    Some(f)
+                }
+                Err(e) => {
+                    let full = e.raw_os_error() == Some(libc::ENOSPC);
+                    self.shared
+                        .fail(format!("cannot create {}: {e}", part.display()), full);
+                    self.stopped = true;
+                    None
+                }
+            }
+        };
+        // Even when stopped we walk the stream to count what is dropped.
+        let real = file.is_some();
+        let indexer = self
+            .cfg
+            .indexer
+            .as_ref()
+            .filter(|_| real)
+            .map(|f| f(linktype));
+        let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
+            return;
+        };
+        self.cur = Some(CurFile {
+            file,
+            part,
+            name,
+            start: pos,
+            first_ns,
+            last_ns: first_ns,
+            linktype,
+            snaplen,
+            submitted: pos,
+            parse_pos: pos + self.cfg.format.preamble_len() as u64,
+            packets: 0,
+            allocated: 0,
+            failed_at: None,
+            indexer,
+            real,
+        });
+    }
+
+    /// Walks complete records in `[parse_pos, end)`: index and count them.
+    fn walk(&mut self, end: u64) {
+        let Some(c) = self.cur.as_mut() else { return };
+        let fmt = self.cfg.format;
+        let hdr_len = match fmt {
+            Format::Pcap => pcap::RECORD_HEADER_LEN,
+            Format::Pcapng => pcapng::EPB_HEADER_LEN,
+        } as u64;
+        while c.parse_pos + hdr_len <= end {
+            let Some((a, b)) = self.ring.slices(c.parse_pos, c.parse_pos + hdr_len) else {
+                break;
+            };
+            let mut h = [0u8; pcapng::EPB_HEADER_LEN];
+            h[..a.len()].copy_from_slice(a);
+            h[a.len()..a.len() + b.len()].copy_from_slice(b);
+            let (ts_ns, caplen, origlen) = match fmt {
+                Format::Pcap => {
+                    let r = pcap::RecordHeader::parse(
+                        h[..16].try_into().expect("16 bytes"),
+                        false,
+                        pcap::Precision::Nano,
+                    );
+                    (r.ts_ns, r.caplen, r.origlen)
+                }
+                Format::Pcapng => {
+                    let hi = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")) as u64;
+                    let lo = u32::from_le_bytes(h[16..20].try_into().expect("4 bytes")) as u64;
+                    let cap = u32::from_le_bytes(h[20..24].try_into().expect("4 bytes"));
+                    let orig = u32::from_le_bytes(h[24..28].try_into().expect("4 bytes"));
+                    (hi << 32 | lo, cap, orig)
+                }
+            };
+            let rec_len = fmt.record_len(caplen);
+            if c.parse_pos + rec_len > end {
+                break;
+            }
+            if let Some(ix) = c.indexer.as_mut() {
+                let data_start = c.parse_pos + hdr_len;
+                if let Some((a, b)) = self.ring.slices(data_start, data_start + caplen as u64) {
+                    let frame: &[u8] = if b.is_empty() {
+                        a
+                    } else {
+                        self.scratch.clear();
+                        self.scratch.extend_from_slice(a);
+                        self.scratch.extend_from_slice(b);
+                        &self.scratch
+                    };
+                    ix.add(ts_ns, c.parse_pos - c.start, frame, origlen);
+                }
+            }
+            c.packets += 1;
+            c.last_ns = ts_ns;
+            c.parse_pos += rec_len;
+        }
+    }
+
+    /// Submits writes for data up to `end`: whole aligned pages, or with
+    /// `flush` also the partial last page (rewritten later).
+    fn submit(&mut self, end: u64, flush: bool) {
+        let Some(c) = self.cur.as_ref() else { return };
+        if self.stopped || c.failed_at.is_some() {
+            return;
+        }
+        let full_end = end / DIRECT_ALIGN * DIRECT_ALIGN;
+        let from = c.submitted;
+        if full_end > from {
+            self.write_range(from, full_end, full_end);
+            if let Some(c) = self.cur.as_mut() {
+                c.submitted = full_end;
+            }
+        }
+        if flush && end > full_end {
+            let from = full_end.max(self.cur.as_ref().map_or(0, |c| c.submitted));
+            self.write_range(from, end.next_multiple_of(DIRECT_ALIGN), full_end);
+            // The partial page will be written again: wait for this write so
+            // the two can never complete out of order.
+            self.reap(usize::MAX);
+        }
+    }
+
+    /// Writes ring `[from, to)` to the current file, in chunks that neither
+    /// exceed the chunk size nor wrap the ring. The last chunk may release up
+    /// to `release_last` only.
+    fn write_range(&mut self, from: u64, to: u64, release_last: u64) {
+        let cap = self.ring.capacity();
+        let mut pos = from;
+        while pos < to {
+            let to_ring_end = cap - pos % cap;
+            let len = (to - pos).min(self.cfg.chunk).min(to_ring_end);
+            let release_to = if pos + len == to {
+                release_last.min(pos + len)
+            } else {
+                pos + len
+            };
+            self.write_one(pos, len, release_to);
+            pos += len;
+        }
+    }
+
+    fn write_one(&mut self, pos: u64, len: u64, release_to: u64) {
+        while self.io.in_flight() >= self.cfg.depth as usize {
+            self.reap(1);
+        }
+        let Some(c) = self.cur.as_mut() else { return };
+        let off = pos - c.start;
+        if self.cfg.prealloc_step > 0 && off + len > c.allocated {
+            let step = self.cfg.prealloc_step;
+            let _ = uring::fallocate_keep_size(
+                &c.file,
+                c.allocated,
+                (off + len - c.allocated).next_multiple_of(step),
+            );
+            c.allocated = (off + len).next_multiple_of(step);
+        }
+        let id = self.pending_base + self.pending.len() as u64;
+        let user_data = id << 32 | len;
+        match self
+            .io
+            .write_ring(&c.file, &self.ring, pos, len as u32, off, user_data)
+        {
+            Ok(()) => self.pending.push_back(Pending {
+                done: false,
+                release_to,
+            }),
+            Err(e) => {
+                self.pending.push_back(Pending {
+                    done: true,
+                    release_to,
+                });
+                self.write_failed(off, e);
+            }
+        }
+    }
+
+    /// Reaps completions until at least `min` arrived (`usize::MAX`: all in flight).
+    fn reap(&mut self, min: usize) {
+        let min = if min == usize::MAX {
+            self.io.in_flight()
+        } else {
+            min
+        };
+        let mut got = 0;
+        loop {
+            self.completions.clear();
+            let want = if got >= min { 0 } else { 1 };
+            if let Err(e) = self.io.wait(want, &mut self.completions) {
+                self.shared
+                    .fail(format!("io_uring wait failed: {e}"), false);
+                self.stopped = true;
+                return;
+            }
+            let n = self.completions.len();
+            for i in 0..n {
+                let c = self.completions[i];
+                let id = c.user_data >> 32;
+                let len = c.user_data & 0xffff_ffff;
+                if let Some(p) = self.pending.get_mut((id - self.pending_base) as usize) {
+                    p.done = true;
+                }
+                if c.result < 0 || (c.result as u64) < len {
+                    let err = if c.result < 0 {
+                        io::Error::from_raw_os_error(-c.result)
+                    } else {
+                        io::Error::from_raw_os_error(libc::ENOSPC)
+                    };
+                    // The failed write's file offset is unknown here; the
+                    // close walks the file for its last complete record.
+                    self.write_failed(u64::MAX, err);
+                } else {
+                    self.shared.disk_bytes.fetch_add(len, Ordering::Relaxed);
+                }
+            }
+            got += n;
+            if got >= min || self.io.in_flight() == 0 {
+                break;
+            }
+        }
+        self.release_ready();
+    }
+
+    fn write_failed(&mut self, off: u64, e: io::Error) {
+        let full = e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT);
+        if let Some(c) = self.cur.as_mut() {
+            c.failed_at = Some(c.failed_at.map_or(off, |x| x.min(off)));
+            let what = if full {
+                "the disk is full"
+            } else {
+                "a write failed"
+            };
+            self.shared.fail(
+                format!("{what} while writing {}: {e}", c.part.display()),
+                full,
+            );
+        }
+        self.stopped = true;
+    }
+
+    /// Releases ring space up to the newest write whose predecessors are all
+    /// done, but never past a record not walked yet.
+    fn release_ready(&mut self) {
+        let mut upto = None;
+        while let Some(p) = self.pending.front() {
+            if !p.done {
+                break;
+            }
+            upto = Some(p.release_to);
+            self.pending.pop_front();
+            self.pending_base += 1;
+        }
+        if let Some(mut u) = upto {
+            if let Some(c) = self.cur.as_ref() {
+                u = u.min(c.parse_pos);
+            }
+            self.ring.release(u);
+        }
+    }
+
+    fn close(&mut self, end: u64) {
+        self.walk(end);
+        let Some(c) = self.cur.as_ref() else { return };
+        let (start, walked_all) = (c.start, c.parse_pos == end);
+        if c.real && !self.stopped && c.failed_at.is_none() {
+            let from = c.submitted;
+            let to = end.next_multiple_of(DIRECT_ALIGN);
+            if to > from {
+                self.write_range(from, to, to);
+            }
+        }
+        self.reap(usize::MAX);
+        let c = self.cur.take().expect("checked above");
+        let next = end.next_multiple_of(DIRECT_ALIGN);
+        if !c.real {
+            // Opened after the stream stopped: nothing was written.
+            self.shared
+                .dropped_write_error
+                .fetch_add(c.packets, Ordering::Relaxed);
+        } else {
+            self.finish_file(c, end - start, walked_all);
+        }
+        self.ring.release(next);
+    }
+
+    fn finish_file(&mut self, c: CurFile, len: u64, walked_all: bool) {
+        debug_assert!(walked_all, "producer closes files at record boundaries");
+        let failed = c.failed_at.is_some() || self.stopped;
+        let (len, packets, last_ns) = if failed {
+            // Keep what reached the disk, cut at the last complete record.
+            drop(c.file.set_len(len.min(file_len(&c.file))));
+            match crate::recover::valid_prefix(&c.part, self.cfg.format) {
+                Ok(v) => (v.len, v.packets, v.last_ns.unwrap_or(c.first_ns)),
+                Err(_) => (0, 0, c.first_ns),
+            }
+        } else {
+            (len, c.packets, c.last_ns)
+        };
+        self.shared
+            .dropped_write_error
+            .fetch_add(c.packets - packets.min(c.packets), Ordering::Relaxed);
+        if packets == 0 && failed {
+            let _ = std::fs::remove_file(&c.part);
+            return;
+        }
+        let r = c.file.set_len(len).and_then(|()| c.file.sync_all());
+        drop(c.file);
+        let path = self.dir.join(&c.name);
+        if let Err(e) = r.and_then(|()| uring::rename_durable(&c.part, &path)) {
+            let full = e.raw_os_error() == Some(libc::ENOSPC);
+            self.shared
+                .fail(format!("cannot close {}: {e}", c.part.display()), full);
+            self.stopped = true;
+            self.shared
+                .dropped_write_error
+                .fetch_add(packets, Ordering::Relaxed);
+            return;
+        }
+        let rel = format!("{}/{}", layout::stream_dir(self.cfg.stream), c.name);
+        let mut index = None;
+        if let Some(ix) = c.indexer.filter(|_| !failed) {
+            let ipath = layout::index_path(&path);
+            match ix.finish(&ipath) {
+                Ok(()) => index = Some(format!("{rel}{}", layout::INDEX)),
+                Err(e) => self
+                    .shared
+                    .warn(format!("index of {} not written: {e}", path.display())),
+            }
+        }
+        let entry = Entry {
+            stream: self.cfg.stream,
+            file: rel,
+            index,
+            format: self.cfg.format.name().into(),
+            linktype: c.linktype,
+            snaplen: c.snaplen,
+            first_ns: c.first_ns,
+            last_ns,
+            packets,
+            bytes: len,
+        };
+        if let Err(e) = self.catalog.append(&entry) {
+            self.shared.warn(format!(
+                "catalog entry for {} not written: {e}",
+                path.display()
+            ));
+        }
+        self.shared
+            .written_packets
+            .fetch_add(packets, Ordering::Relaxed);
+        self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
+        self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn file_len(f: &File) -> u64 {
+    f.metadata().map_or(0, |m| m.len())
+}

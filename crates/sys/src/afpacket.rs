@@ -1,0 +1,1062 @@
+//! AF_PACKET capture: a TPACKET_V3 memory-mapped receive ring per capture worker, fanout groups
+//! to spread an interface over several rings, and an exact counter of filter-rejected packets.
+//!
+//! # The ring
+//!
+//! A TPACKET_V3 ring is `block_count` blocks of `block_size` bytes shared with the kernel. The
+//! kernel fills one block at a time with packets (each a `tpacket3_hdr` followed by the frame) and
+//! hands it to user space by setting the block's status word to `TP_STATUS_USER`, either when the
+//! block is full or when `retire_tov_ms` passed since it was opened. User space reads the block
+//! and hands it back by writing `TP_STATUS_KERNEL`. Blocks are handed over strictly in ring order,
+//! so user space only ever has to look at one block: the next one.
+//!
+//! The status word is the only synchronisation: the kernel writes the packets, issues a write
+//! barrier (`smp_wmb`) and then stores `TP_STATUS_USER`; we load the status with `Acquire`, so the
+//! packets are visible once we see it. When we are done we store `TP_STATUS_KERNEL` with
+//! `Release`, so our reads of the block happen before the kernel may overwrite it.
+//!
+//! # Set-up order
+//!
+//! A packet socket created with protocol 0 receives nothing until it is bound with a protocol, so
+//! everything that shapes what arrives (version, ring, filter) is configured first and `bind`
+//! comes last. Joining a fanout group needs a bound socket, so a socket that joins one is bound
+//! with a drop-all filter and gets its real filter only once it is in the group: otherwise, for a
+//! moment, it would receive *every* packet alongside the group and store some packets twice.
+//!
+//! # Loopback
+//!
+//! On a loopback device the kernel shows a packet socket every packet twice: once leaving
+//! (`PACKET_OUTGOING`) and once arriving. libpcap drops the outgoing copy, so `tcpdump -i lo`
+//! shows each packet once. The ring does the same in the kernel with `PACKET_IGNORE_OUTGOING`
+//! (`PACKET_FANOUT_FLAG_IGNORE_OUTGOING` for a fanout group), and so does [`FilteredCounter`].
+
+use std::io;
+use std::marker::PhantomData;
+use std::mem::{offset_of, size_of};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::bpf;
+use crate::netif;
+
+/// Why a capture socket could not be opened or read. Each message is one sentence a user can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The interface does not exist (in this network namespace).
+    #[error("no network interface named {0}; `ip link` lists them")]
+    NoSuchInterface(String),
+    /// `socket(AF_PACKET)` was refused.
+    #[error("capturing needs root or CAP_NET_RAW")]
+    PermissionDenied,
+    /// The interface is administratively down (at open), or went down or away (while reading).
+    #[error("network interface {0} is down; bring it up with `ip link set {0} up`")]
+    InterfaceDown(String),
+    /// A `RingConfig` the kernel cannot map.
+    #[error("invalid capture ring configuration: {0}")]
+    InvalidConfig(String),
+    /// Any other system call failure.
+    #[error("{what}: {source}")]
+    Os {
+        /// What was being done, e.g. "mapping the capture ring".
+        what: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl Error {
+    /// An `Os` error from `errno`.
+    pub(crate) fn os(what: &'static str) -> Error {
+        Error::Os {
+            what,
+            source: io::Error::last_os_error(),
+        }
+    }
+}
+
+/// How a fanout group spreads packets over its members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FanoutMode {
+    /// By flow hash (`PACKET_FANOUT_HASH`): both directions of a connection go to the same ring.
+    ///
+    /// `PACKET_FANOUT_FLAG_DEFRAG` is deliberately *not* set: with it the kernel reassembles IPv4
+    /// fragments before the fanout and the ring receives the reassembled datagram instead of the
+    /// fragments that were on the wire (and nothing at all for an incomplete set), which a
+    /// lossless recorder must not do. Without it, all fragments of a datagram still hash alike
+    /// (addresses and protocol only), though possibly to a different ring than the flow's
+    /// unfragmented packets.
+    Hash,
+    /// By the CPU that received the packet (`PACKET_FANOUT_CPU`); pairs with RSS and IRQ affinity.
+    Cpu,
+    /// Round robin (`PACKET_FANOUT_LB`); splits flows.
+    Lb,
+}
+
+/// Membership of a fanout group. All rings of one group must use the same interface, mode and
+/// `group_id`; ids are per network namespace, so two recorders must not share one by accident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fanout {
+    /// Group id (`PACKET_FANOUT` low 16 bits).
+    pub group_id: u16,
+    /// How packets are spread.
+    pub mode: FanoutMode,
+}
+
+/// Shape and behaviour of one ring.
+#[derive(Debug, Clone)]
+pub struct RingConfig {
+    /// Bytes per block; a multiple of the page size. 4 MiB is a good default.
+    pub block_size: usize,
+    /// Number of blocks; the ring is `block_size * block_count` bytes of locked memory.
+    pub block_count: usize,
+    /// Milliseconds after which the kernel hands over a block that is not full (0 lets the kernel
+    /// derive it from the link speed). Bounds the latency of a quiet link and of the shutdown drain.
+    pub retire_tov_ms: u32,
+    /// Put the interface into promiscuous mode while the ring is open.
+    pub promisc: bool,
+    /// Join this fanout group.
+    pub fanout: Option<Fanout>,
+    /// Kernel capture filter (cBPF, e.g. from `pcap_compile`); `None` captures everything.
+    /// A `ret #k` value limits the bytes stored per packet (the snap length).
+    pub filter: Option<Vec<libc::sock_filter>>,
+}
+
+/// Kernel counters of a ring since the previous [`Ring::take_stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets the filter accepted, including the dropped ones.
+    pub packets: u64,
+    /// Packets accepted but dropped because no block was free (user space too slow).
+    pub drops: u64,
+    /// How often the ring froze (all blocks owned by user space).
+    pub freeze_q_cnt: u64,
+}
+
+/// An 802.1Q/802.1ad tag the kernel removed from the frame (hardware VLAN offload, also done in
+/// software on receive): put it back after the MAC addresses to store the frame as on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vlan {
+    /// Tag protocol identifier: 0x8100 (802.1Q) or 0x88a8 (802.1ad).
+    pub tpid: u16,
+    /// Tag control information: priority (3 bits), DEI (1), VLAN id (12).
+    pub tci: u16,
+}
+
+/// One captured packet, borrowed from a [`Block`].
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    /// Receive time, nanoseconds since the Unix epoch (kernel software timestamp).
+    pub ts_ns: u64,
+    /// Length of the packet on the wire (without a removed VLAN tag).
+    pub wire_len: u32,
+    /// The captured bytes from the link-layer header on (`tp_snaplen` bytes at `tp_mac`); shorter
+    /// than `wire_len` when the filter's snap length cut it.
+    pub data: &'a [u8],
+    /// The VLAN tag the kernel stripped from `data`, if any.
+    pub vlan: Option<Vlan>,
+}
+
+// Kernel layout constants, checked against `libc`'s definitions by the layout tests.
+const BLOCK_STATUS: usize =
+    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, block_status);
+const BLOCK_NUM_PKTS: usize =
+    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, num_pkts);
+const BLOCK_FIRST_PKT: usize = offset_of!(libc::tpacket_block_desc, hdr)
+    + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt);
+const BLOCK_SEQ_NUM: usize =
+    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, seq_num);
+const BLOCK_HDR_LEN: usize = size_of::<libc::tpacket_block_desc>();
+const PKT_HDR_LEN: usize = size_of::<libc::tpacket3_hdr>();
+
+/// `tp_frame_size` of the request: meaningless for V3 but checked by the kernel (it must be
+/// TPACKET_ALIGNMENT-aligned, hold a header, and divide the block size).
+const FRAME_SIZE: usize = 2048;
+
+/// A TPACKET_V3 receive ring on one interface. See the module documentation.
+pub struct Ring {
+    // Field order is drop order: unmap before closing the socket.
+    map: Mapping,
+    fd: OwnedFd,
+    block_size: usize,
+    block_count: usize,
+    /// Index of the block user space reads next.
+    next: usize,
+    ifname: String,
+}
+
+// SAFETY: `Ring` exclusively owns its socket and mapping; nothing in it is tied to the thread
+// that created it, so it may move to a capture worker thread. It is not `Sync`: `next_block`
+// needs `&mut`, and other threads use a `Control`.
+unsafe impl Send for Ring {}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("ifname", &self.ifname)
+            .field("fd", &self.fd.as_raw_fd())
+            .field("block_size", &self.block_size)
+            .field("block_count", &self.block_count)
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+impl Ring {
+    /// Opens a ring on `ifname`. Fails with `NoSuchInterface`, `InterfaceDown` (not `IFF_UP`),
+    /// `PermissionDenied`, `InvalidConfig` or `Os`.
+    pub fn open(ifname: &str, cfg: &RingConfig) -> Result<Ring, Error> {
+        let map_len = validate(cfg)?;
+        let ifindex = netif::ifindex(ifname)?;
+        if !netif::is_up(ifname)? {
+            return Err(Error::InterfaceDown(ifname.to_owned()));
+        }
+        let loopback = netif::arphrd(ifname)? == libc::ARPHRD_LOOPBACK;
+
+        let fd = packet_socket()?;
+        let raw = fd.as_raw_fd();
+        setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            &(libc::tpacket_versions::TPACKET_V3 as libc::c_int),
+            "selecting TPACKET_V3",
+        )?;
+        if loopback && cfg.fanout.is_none() {
+            setsockopt(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_IGNORE_OUTGOING,
+                &(1 as libc::c_int),
+                "ignoring outgoing loopback packets",
+            )?;
+        }
+        if cfg.fanout.is_some() {
+            attach_filter(raw, &bpf::drop_all())?;
+        } else if let Some(f) = &cfg.filter {
+            attach_filter(raw, f)?;
+        }
+
+        let req = libc::tpacket_req3 {
+            tp_block_size: cfg.block_size as u32,
+            tp_block_nr: cfg.block_count as u32,
+            tp_frame_size: FRAME_SIZE as u32,
+            tp_frame_nr: (cfg.block_size / FRAME_SIZE * cfg.block_count) as u32,
+            tp_retire_blk_tov: cfg.retire_tov_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            libc::PACKET_RX_RING,
+            &req,
+            "creating the capture ring (PACKET_RX_RING)",
+        )
+        .map_err(|e| match e {
+            Error::Os { source, .. } if source.raw_os_error() == Some(libc::ENOMEM) => {
+                Error::InvalidConfig(format!(
+                    "the kernel could not allocate {} blocks of {} bytes",
+                    cfg.block_count, cfg.block_size
+                ))
+            }
+            e => e,
+        })?;
+        let map = Mapping::new(raw, map_len)?;
+
+        bind(raw, ifindex)?;
+        if let Some(fanout) = cfg.fanout {
+            let mut flags = 0;
+            if loopback {
+                flags |= libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
+            }
+            let mode = match fanout.mode {
+                FanoutMode::Hash => libc::PACKET_FANOUT_HASH,
+                FanoutMode::Cpu => libc::PACKET_FANOUT_CPU,
+                FanoutMode::Lb => libc::PACKET_FANOUT_LB,
+            };
+            let arg = u32::from(fanout.group_id) | ((mode | flags) << 16);
+            setsockopt(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_FANOUT,
+                &arg,
+                "joining the fanout group (another program may use the same group id)",
+            )?;
+            match &cfg.filter {
+                Some(f) => attach_filter(raw, f)?,
+                None => detach_filter(raw)?,
+            }
+        }
+        if cfg.promisc {
+            let mreq = libc::packet_mreq {
+                mr_ifindex: ifindex as libc::c_int,
+                mr_type: libc::PACKET_MR_PROMISC as libc::c_ushort,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            setsockopt(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_ADD_MEMBERSHIP,
+                &mreq,
+                "enabling promiscuous mode",
+            )?;
+        }
+        Ok(Ring {
+            map,
+            fd,
+            block_size: cfg.block_size,
+            block_count: cfg.block_count,
+            next: 0,
+            ifname: ifname.to_owned(),
+        })
+    }
+
+    /// Waits (`poll(2)`, at most `timeout_ms`; -1 = forever, 0 = don't wait) for the next block
+    /// the kernel handed to user space. `Ok(None)` on timeout or signal. Dropping the returned
+    /// [`Block`] hands it back to the kernel; do that promptly, the kernel drops packets when it
+    /// has no free block.
+    ///
+    /// `Err(InterfaceDown)` is reported once when the interface goes down or is deleted; the ring
+    /// stays usable and captures again if the interface comes back up.
+    pub fn next_block(&mut self, timeout_ms: i32) -> Result<Option<Block<'_>>, Error> {
+        let mut status = self.status(self.next).load(Ordering::Acquire);
+        if status & libc::TP_STATUS_USER == 0 {
+            let mut pfd = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN | libc::POLLERR,
+                revents: 0,
+            };
+            // SAFETY: one valid, exclusively borrowed pollfd.
+            let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    return Ok(None);
+                }
+                return Err(Error::Os {
+                    what: "waiting for packets (poll)",
+                    source: e,
+                });
+            }
+            status = self.status(self.next).load(Ordering::Acquire);
+            if status & libc::TP_STATUS_USER == 0 {
+                if pfd.revents & libc::POLLERR != 0 {
+                    self.take_socket_error()?;
+                }
+                return Ok(None);
+            }
+        }
+        let idx = self.next;
+        self.next = (idx + 1) % self.block_count;
+        // SAFETY: `idx < block_count`, so the offset stays inside the mapping.
+        let ptr = unsafe { self.map.ptr.add(idx * self.block_size) };
+        Ok(Some(Block {
+            ptr,
+            len: self.block_size,
+            status,
+            _ring: PhantomData,
+        }))
+    }
+
+    /// Kernel counters since the previous call (reading resets them).
+    pub fn take_stats(&self) -> Result<Stats, Error> {
+        take_stats(self.fd.as_raw_fd())
+    }
+
+    /// Stops new packets entering the ring (attaches a drop-all filter) for a clean shutdown:
+    /// afterwards, read with [`Ring::next_block`] until it returns `None` after waiting at least
+    /// `retire_tov_ms` (the kernel hands over the last partly filled block when its timer fires;
+    /// it never hands over an empty one).
+    pub fn stop_intake(&self) -> Result<(), Error> {
+        attach_filter(self.fd.as_raw_fd(), &bpf::drop_all())
+    }
+
+    /// A handle for another thread to read the counters and stop the intake while a worker owns
+    /// the ring (a duplicate of the socket descriptor).
+    pub fn control(&self) -> Result<Control, Error> {
+        Ok(Control {
+            fd: self.fd.try_clone().map_err(|source| Error::Os {
+                what: "duplicating the capture socket",
+                source,
+            })?,
+        })
+    }
+
+    /// The interface this ring captures on.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The status word of block `idx`, shared with the kernel.
+    fn status(&self, idx: usize) -> &AtomicU32 {
+        debug_assert!(idx < self.block_count);
+        // SAFETY: `idx < block_count`, so the word lies inside the mapping, which lives as long
+        // as `&self`; it is 4-byte aligned (blocks are page aligned, the offset is 8). The kernel
+        // accesses it concurrently, which is why it is only ever read and written atomically.
+        unsafe {
+            AtomicU32::from_ptr(
+                self.map
+                    .ptr
+                    .as_ptr()
+                    .add(idx * self.block_size + BLOCK_STATUS)
+                    .cast::<u32>(),
+            )
+        }
+    }
+
+    fn take_socket_error(&self) -> Result<(), Error> {
+        let mut err: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: valid out-pointers of the sizes given.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            return Err(Error::os("reading the capture socket error"));
+        }
+        match err {
+            0 => Ok(()),
+            libc::ENETDOWN | libc::ENODEV | libc::ENXIO => {
+                Err(Error::InterfaceDown(self.ifname.clone()))
+            }
+            e => Err(Error::Os {
+                what: "capture socket error",
+                source: io::Error::from_raw_os_error(e),
+            }),
+        }
+    }
+}
+
+/// A second handle on a ring's socket, for the thread that does not own the [`Ring`].
+#[derive(Debug)]
+pub struct Control {
+    fd: OwnedFd,
+}
+
+impl Control {
+    /// Same as [`Ring::take_stats`].
+    pub fn take_stats(&self) -> Result<Stats, Error> {
+        take_stats(self.fd.as_raw_fd())
+    }
+
+    /// Same as [`Ring::stop_intake`].
+    pub fn stop_intake(&self) -> Result<(), Error> {
+        attach_filter(self.fd.as_raw_fd(), &bpf::drop_all())
+    }
+}
+
+/// A block of packets owned by user space until dropped.
+///
+/// Invariant: `ptr..ptr + len` is one block of the ring's mapping whose status word had
+/// `TP_STATUS_USER` when the block was created (loaded with `Acquire`), so the kernel does not
+/// write it until `drop` stores `TP_STATUS_KERNEL`; the `&mut Ring` borrow keeps the mapping
+/// alive and prevents a second `Block` from existing.
+pub struct Block<'a> {
+    ptr: NonNull<u8>,
+    len: usize,
+    status: u32,
+    _ring: PhantomData<&'a mut Ring>,
+}
+
+impl std::fmt::Debug for Block<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Block")
+            .field("seq_num", &self.seq_num())
+            .field("num_frames", &self.num_frames())
+            .field("status", &format_args!("{:#x}", self.status))
+            .finish()
+    }
+}
+
+impl Block<'_> {
+    /// The block's bytes (header and packets).
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: see the type invariant: the range is mapped and the kernel leaves it alone
+        // while we own the block; the slice borrows `self`, so it ends before `drop` hands the
+        // block back.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The packets of this block, in arrival order.
+    pub fn frames(&self) -> Frames<'_> {
+        let block = self.bytes();
+        Frames {
+            block,
+            off: read_u32(block, BLOCK_FIRST_PKT).map_or(usize::MAX, |o| o as usize),
+            left: self.num_frames(),
+        }
+    }
+
+    /// Number of packets the kernel says the block holds.
+    pub fn num_frames(&self) -> u32 {
+        read_u32(self.bytes(), BLOCK_NUM_PKTS).unwrap_or(0)
+    }
+
+    /// The kernel's sequence number of this block (increments by one per block handed over).
+    pub fn seq_num(&self) -> u64 {
+        self.bytes()
+            .get(BLOCK_SEQ_NUM..BLOCK_SEQ_NUM + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_ne_bytes)
+    }
+
+    /// The block was handed over by the retire timer, not because it was full.
+    pub fn timed_out(&self) -> bool {
+        self.status & libc::TP_STATUS_BLK_TMO != 0
+    }
+
+    /// The kernel dropped packets since the counters were last read (`TP_STATUS_LOSING`).
+    pub fn losing(&self) -> bool {
+        self.status & libc::TP_STATUS_LOSING != 0
+    }
+}
+
+impl Drop for Block<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the status word is inside the block (BLOCK_STATUS + 4 <= block size) and
+        // 4-byte aligned (blocks are page aligned); the kernel accesses it concurrently, so it
+        // is only accessed atomically. No slice of the block is alive (they all borrow `self`).
+        // Release orders all our reads of the block before the kernel, which checks the status
+        // before reusing a block, can see it as its own again and overwrite it.
+        let status = unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(BLOCK_STATUS).cast()) };
+        status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
+    }
+}
+
+/// Iterator over the packets of a [`Block`]. Offsets come from the kernel and are checked: a
+/// packet header or frame that does not lie inside the block ends the walk.
+#[derive(Debug, Clone)]
+pub struct Frames<'b> {
+    block: &'b [u8],
+    off: usize,
+    left: u32,
+}
+
+impl<'b> Iterator for Frames<'b> {
+    type Item = Frame<'b>;
+
+    fn next(&mut self) -> Option<Frame<'b>> {
+        if self.left == 0 {
+            return None;
+        }
+        let frame = self.parse();
+        if frame.is_none() {
+            self.left = 0;
+        }
+        frame
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left as usize))
+    }
+}
+
+impl<'b> Frames<'b> {
+    fn parse(&mut self) -> Option<Frame<'b>> {
+        let off = self.off;
+        if off < BLOCK_HDR_LEN || off.checked_add(PKT_HDR_LEN)? > self.block.len() {
+            return None;
+        }
+        let h = &self.block[off..off + PKT_HDR_LEN];
+        let u32_at = |o: usize| u32::from_ne_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        let u16_at = |o: usize| u16::from_ne_bytes([h[o], h[o + 1]]);
+        use libc::{tpacket3_hdr as T, tpacket_hdr_variant1 as V};
+        let next = u32_at(offset_of!(T, tp_next_offset)) as usize;
+        let sec = u32_at(offset_of!(T, tp_sec));
+        let nsec = u32_at(offset_of!(T, tp_nsec));
+        let snaplen = u32_at(offset_of!(T, tp_snaplen)) as usize;
+        let wire_len = u32_at(offset_of!(T, tp_len));
+        let status = u32_at(offset_of!(T, tp_status));
+        let mac = u16_at(offset_of!(T, tp_mac)) as usize;
+        let hv1 = offset_of!(T, hv1);
+        let tci = u32_at(hv1 + offset_of!(V, tp_vlan_tci));
+        let tpid = u16_at(hv1 + offset_of!(V, tp_vlan_tpid));
+
+        let start = off.checked_add(mac)?;
+        let data = self.block.get(start..start.checked_add(snaplen)?)?;
+        let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(Vlan {
+            tpid: if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                tpid
+            } else {
+                0x8100
+            },
+            tci: tci as u16,
+        });
+
+        self.left -= 1;
+        // The last packet has tp_next_offset 0; a 0 before it would loop on one packet.
+        self.off = if self.left > 0 && next != 0 {
+            off.checked_add(next)?
+        } else {
+            usize::MAX
+        };
+        Some(Frame {
+            ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+            wire_len,
+            data,
+            vlan,
+        })
+    }
+}
+
+fn read_u32(b: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
+}
+
+/// Exact count of the packets the capture filter rejected on an interface.
+///
+/// A plain AF_PACKET socket (no ring, not in the fanout group) bound to the interface with the
+/// *inverted* capture filter (`bpf::invert`) and the smallest receive buffer. It is never read.
+/// The kernel counts a packet that passes the filter exactly once: `tp_packets` when it is queued,
+/// `tp_drops` when the (full) buffer has no room, and `PACKET_STATISTICS` reports
+/// `tp_packets + tp_drops` for a non-ring socket (af_packet.c, `packet_getsockopt`). Counting
+/// happens on arrival, so draining the queue would change nothing but cost system calls; the
+/// queued packets pin only the minimum receive buffer (about 4.6 KB; the filter keeps 1 byte).
+///
+/// Open it *before* the rings and read it after they are stopped, so that it covers at least the
+/// capture's lifetime. Note that it also counts packets that arrive before the rings are bound
+/// and after they stop; `stop_intake` on it freezes the count.
+#[derive(Debug)]
+pub struct FilteredCounter {
+    fd: OwnedFd,
+}
+
+impl FilteredCounter {
+    /// Opens the counter on `ifname` with `inverted_filter` (from [`bpf::invert`]).
+    pub fn open(ifname: &str, inverted_filter: &[libc::sock_filter]) -> Result<Self, Error> {
+        let ifindex = netif::ifindex(ifname)?;
+        if !netif::is_up(ifname)? {
+            return Err(Error::InterfaceDown(ifname.to_owned()));
+        }
+        let loopback = netif::arphrd(ifname)? == libc::ARPHRD_LOOPBACK;
+        let fd = packet_socket()?;
+        let raw = fd.as_raw_fd();
+        if loopback {
+            setsockopt(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_IGNORE_OUTGOING,
+                &(1 as libc::c_int),
+                "ignoring outgoing loopback packets",
+            )?;
+        }
+        attach_filter(raw, inverted_filter)?;
+        // 0 is raised to the kernel minimum (SOCK_MIN_RCVBUF).
+        setsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &(0 as libc::c_int),
+            "shrinking the counter socket buffer",
+        )?;
+        bind(raw, ifindex)?;
+        Ok(FilteredCounter { fd })
+    }
+
+    /// Packets the capture filter rejected since the previous call (reading resets the count).
+    pub fn take_count(&self) -> Result<u64, Error> {
+        let mut st = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        getsockopt(
+            self.fd.as_raw_fd(),
+            libc::PACKET_STATISTICS,
+            &mut st,
+            "reading the filtered-packet counter",
+        )?;
+        // tp_packets already includes tp_drops (see the type documentation).
+        Ok(u64::from(st.tp_packets))
+    }
+
+    /// Stops counting (attaches a drop-all filter); the count so far stays readable.
+    pub fn stop_intake(&self) -> Result<(), Error> {
+        attach_filter(self.fd.as_raw_fd(), &bpf::drop_all())
+    }
+}
+
+/// Checks `cfg` and returns the mapping length.
+fn validate(cfg: &RingConfig) -> Result<usize, Error> {
+    // SAFETY: plain libc call.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let bad = |m: String| Err(Error::InvalidConfig(m));
+    if cfg.block_size == 0 || cfg.block_size % page != 0 || cfg.block_size % FRAME_SIZE != 0 {
+        return bad(format!(
+            "block size {} is not a positive multiple of the page size ({page})",
+            cfg.block_size
+        ));
+    }
+    if cfg.block_size > u32::MAX as usize / 2 {
+        return bad(format!("block size {} is too large", cfg.block_size));
+    }
+    if cfg.block_count == 0 {
+        return bad("the ring needs at least one block".to_owned());
+    }
+    let frames = (cfg.block_size / FRAME_SIZE).checked_mul(cfg.block_count);
+    match (cfg.block_size.checked_mul(cfg.block_count), frames) {
+        (Some(len), Some(f)) if f <= u32::MAX as usize && len < isize::MAX as usize => Ok(len),
+        _ => bad(format!(
+            "{} blocks of {} bytes is too large",
+            cfg.block_count, cfg.block_size
+        )),
+    }
+}
+
+/// `socket(AF_PACKET, SOCK_RAW, 0)`: protocol 0 receives nothing until `bind`.
+fn packet_socket() -> Result<OwnedFd, Error> {
+    // SAFETY: plain syscall with constant arguments.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => Error::PermissionDenied,
+            _ => Error::Os {
+                what: "creating an AF_PACKET socket",
+                source: e,
+            },
+        });
+    }
+    // SAFETY: `fd` is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn bind(fd: RawFd, ifindex: u32) -> Result<(), Error> {
+    // SAFETY: `sockaddr_ll` is a plain C struct; all-zero bytes are a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: a valid sockaddr_ll and its exact size.
+    let rc = unsafe {
+        libc::bind(
+            fd,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(Error::os("binding the capture socket to the interface"));
+    }
+    Ok(())
+}
+
+fn attach_filter(fd: RawFd, prog: &[libc::sock_filter]) -> Result<(), Error> {
+    let len = u16::try_from(prog.len())
+        .ok()
+        .filter(|&n| n > 0 && usize::from(n) <= bpf::MAX_INSNS)
+        .ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "a capture filter has 1 to {} instructions, not {}",
+                bpf::MAX_INSNS,
+                prog.len()
+            ))
+        })?;
+    let fprog = libc::sock_fprog {
+        len,
+        // The kernel only reads the program (it copies it in setsockopt).
+        filter: prog.as_ptr().cast_mut(),
+    };
+    setsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_ATTACH_FILTER,
+        &fprog,
+        "attaching the capture filter",
+    )
+}
+
+fn detach_filter(fd: RawFd) -> Result<(), Error> {
+    setsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_DETACH_FILTER,
+        &(0 as libc::c_int),
+        "detaching the set-up filter",
+    )
+}
+
+fn take_stats(fd: RawFd) -> Result<Stats, Error> {
+    let mut st = libc::tpacket_stats_v3 {
+        tp_packets: 0,
+        tp_drops: 0,
+        tp_freeze_q_cnt: 0,
+    };
+    getsockopt(
+        fd,
+        libc::PACKET_STATISTICS,
+        &mut st,
+        "reading ring counters",
+    )?;
+    Ok(Stats {
+        packets: u64::from(st.tp_packets),
+        drops: u64::from(st.tp_drops),
+        freeze_q_cnt: u64::from(st.tp_freeze_q_cnt),
+    })
+}
+
+fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    val: &T,
+    what: &'static str,
+) -> Result<(), Error> {
+    // SAFETY: `val` is a valid `T` for the duration of the call and `size_of::<T>()` is its
+    // size; each caller passes the type the option expects.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(Error::os(what));
+    }
+    Ok(())
+}
+
+fn getsockopt<T>(
+    fd: RawFd,
+    name: libc::c_int,
+    out: &mut T,
+    what: &'static str,
+) -> Result<(), Error> {
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `out` is valid for writes of `size_of::<T>()` bytes, the length we pass; the
+    // kernel writes at most that many. Callers pass plain integer structs (any bytes valid).
+    let rc =
+        unsafe { libc::getsockopt(fd, libc::SOL_PACKET, name, (out as *mut T).cast(), &mut len) };
+    if rc < 0 {
+        return Err(Error::os(what));
+    }
+    Ok(())
+}
+
+/// The ring mapping; unmapped on drop.
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl Mapping {
+    /// Maps the RX ring of packet socket `fd`, locked in memory when the limits allow.
+    fn new(fd: RawFd, len: usize) -> Result<Mapping, Error> {
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let map = |flags| {
+            // SAFETY: a fresh shared mapping of the socket's ring at an address of the kernel's
+            // choosing; it aliases no Rust object.
+            unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) }
+        };
+        let mut p = map(libc::MAP_SHARED | libc::MAP_LOCKED);
+        if p == libc::MAP_FAILED {
+            // MAP_LOCKED fails (EAGAIN) beyond RLIMIT_MEMLOCK without CAP_IPC_LOCK. The ring's
+            // pages are kernel memory that is never swapped anyway; locking only pre-faults.
+            p = map(libc::MAP_SHARED);
+        }
+        if p == libc::MAP_FAILED {
+            return Err(Error::os("mapping the capture ring"));
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::Os {
+            what: "mapping the capture ring",
+            source: io::Error::other("mmap returned NULL"),
+        })?;
+        Ok(Mapping { ptr, len })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly the mapping created in `new`, and no borrow of it
+        // outlives the `Ring` that owns this `Mapping`.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kernel values from `linux/if_packet.h` on x86_64 (checked with a C program against the
+    /// Debian 12 headers): libc's definitions must match them.
+    #[test]
+    fn layout_matches_kernel() {
+        use libc::*;
+        assert_eq!(size_of::<tpacket_req3>(), 28);
+        assert_eq!(offset_of!(tpacket_req3, tp_block_size), 0);
+        assert_eq!(offset_of!(tpacket_req3, tp_block_nr), 4);
+        assert_eq!(offset_of!(tpacket_req3, tp_frame_size), 8);
+        assert_eq!(offset_of!(tpacket_req3, tp_frame_nr), 12);
+        assert_eq!(offset_of!(tpacket_req3, tp_retire_blk_tov), 16);
+        assert_eq!(offset_of!(tpacket_req3, tp_sizeof_priv), 20);
+        assert_eq!(offset_of!(tpacket_req3, tp_feature_req_word), 24);
+
+        assert_eq!(size_of::<tpacket_block_desc>(), 48);
+        assert_eq!(offset_of!(tpacket_block_desc, version), 0);
+        assert_eq!(offset_of!(tpacket_block_desc, offset_to_priv), 4);
+        assert_eq!(offset_of!(tpacket_block_desc, hdr), 8);
+
+        assert_eq!(size_of::<tpacket_hdr_v1>(), 40);
+        assert_eq!(std::mem::align_of::<tpacket_hdr_v1>(), 8);
+        assert_eq!(offset_of!(tpacket_hdr_v1, block_status), 0);
+        assert_eq!(offset_of!(tpacket_hdr_v1, num_pkts), 4);
+        assert_eq!(offset_of!(tpacket_hdr_v1, offset_to_first_pkt), 8);
+        assert_eq!(offset_of!(tpacket_hdr_v1, blk_len), 12);
+        assert_eq!(offset_of!(tpacket_hdr_v1, seq_num), 16);
+        assert_eq!(offset_of!(tpacket_hdr_v1, ts_first_pkt), 24);
+        assert_eq!(offset_of!(tpacket_hdr_v1, ts_last_pkt), 32);
+
+        assert_eq!(size_of::<tpacket3_hdr>(), 48);
+        assert_eq!(offset_of!(tpacket3_hdr, tp_next_offset), 0);
+        assert_eq!(offset_of!(tpacket3_hdr, tp_sec), 4);
+        assert_eq!(offset_of!(tpacket3_hdr, tp_nsec), 8);
+        assert_eq!(offset_of!(tpacket3_hdr, tp_snaplen), 12);
+        assert_eq!(offset_of!(tpacket3_hdr, tp_len), 16);
+        assert_eq!(offset_of!(tpacket3_hdr, tp_status), 20);
+        assert_eq!(offset_of!(tpacket3_hdr, tp_mac), 24);
+        assert_eq!(offset_of!(tpacket3_hdr, tp_net), 26);
+        assert_eq!(offset_of!(tpacket3_hdr, hv1), 28);
+        assert_eq!(offset_of!(tpacket3_hdr, tp_padding), 40);
+
+        assert_eq!(size_of::<tpacket_hdr_variant1>(), 12);
+        assert_eq!(offset_of!(tpacket_hdr_variant1, tp_rxhash), 0);
+        assert_eq!(offset_of!(tpacket_hdr_variant1, tp_vlan_tci), 4);
+        assert_eq!(offset_of!(tpacket_hdr_variant1, tp_vlan_tpid), 8);
+        assert_eq!(offset_of!(tpacket_hdr_variant1, tp_padding), 10);
+
+        assert_eq!(size_of::<tpacket_stats_v3>(), 12);
+        assert_eq!(offset_of!(tpacket_stats_v3, tp_packets), 0);
+        assert_eq!(offset_of!(tpacket_stats_v3, tp_drops), 4);
+        assert_eq!(offset_of!(tpacket_stats_v3, tp_freeze_q_cnt), 8);
+        assert_eq!(size_of::<tpacket_stats>(), 8);
+
+        assert_eq!(size_of::<packet_mreq>(), 16);
+        assert_eq!(offset_of!(packet_mreq, mr_type), 4);
+
+        assert_eq!(BLOCK_STATUS, 8);
+        assert_eq!(BLOCK_NUM_PKTS, 12);
+        assert_eq!(BLOCK_FIRST_PKT, 16);
+        assert_eq!(BLOCK_SEQ_NUM, 24);
+    }
+
+    fn cfg() -> RingConfig {
+        RingConfig {
+            block_size: 1 << 22,
+            block_count: 4,
+            retire_tov_ms: 10,
+            promisc: false,
+            fanout: None,
+            filter: None,
+        }
+    }
+
+    #[test]
+    fn config_validation() {
+        assert_eq!(validate(&cfg()).unwrap(), 16 << 20);
+        for (bs, bc) in [(0, 4), (1000, 4), (4096 + 2048, 4), (1 << 22, 0)] {
+            let c = RingConfig {
+                block_size: bs,
+                block_count: bc,
+                ..cfg()
+            };
+            assert!(
+                matches!(validate(&c), Err(Error::InvalidConfig(_))),
+                "{bs} {bc}"
+            );
+        }
+    }
+
+    /// A hand-made block: the walk must stop at offsets that leave the block.
+    #[test]
+    fn frame_walk_is_bounded() {
+        let mut b = vec![0u8; 4096];
+        let put = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+        put(&mut b, BLOCK_NUM_PKTS, 3);
+        put(&mut b, BLOCK_FIRST_PKT, 48);
+        // packet 1 at 48: mac at +68, 10 bytes, next at +96
+        put(&mut b, 48, 96);
+        put(&mut b, 48 + 4, 1);
+        put(&mut b, 48 + 8, 5);
+        put(&mut b, 48 + 12, 10);
+        put(&mut b, 48 + 16, 60);
+        b[48 + 24..48 + 26].copy_from_slice(&68u16.to_ne_bytes());
+        // packet 2 at 144: claims 10000 bytes of data -> ends the walk
+        put(&mut b, 144 + 12, 10_000);
+        b[144 + 24..144 + 26].copy_from_slice(&68u16.to_ne_bytes());
+        let frames = Frames {
+            block: &b,
+            off: 48,
+            left: 3,
+        };
+        let v: Vec<_> = frames.collect();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].ts_ns, 1_000_000_005);
+        assert_eq!((v[0].wire_len, v[0].data.len(), v[0].vlan), (60, 10, None));
+
+        // next offset pointing past the end
+        put(&mut b, 48, 5000);
+        assert_eq!(
+            Frames {
+                block: &b,
+                off: 48,
+                left: 3
+            }
+            .count(),
+            1
+        );
+        // first offset inside the block header or past the end
+        assert_eq!(
+            Frames {
+                block: &b,
+                off: 8,
+                left: 3
+            }
+            .count(),
+            0
+        );
+        assert_eq!(
+            Frames {
+                block: &b,
+                off: 4090,
+                left: 3
+            }
+            .count(),
+            0
+        );
+        // next offset 0 before the last packet
+        put(&mut b, 48, 0);
+        assert_eq!(
+            Frames {
+                block: &b,
+                off: 48,
+                left: 3
+            }
+            .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            Error::PermissionDenied.to_string(),
+            "capturing needs root or CAP_NET_RAW"
+        );
+        assert_eq!(
+            Error::InterfaceDown("eth1".into()).to_string(),
+            "network interface eth1 is down; bring it up with `ip link set eth1 up`"
+        );
+    }
+}

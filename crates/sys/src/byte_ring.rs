@@ -1,0 +1,239 @@
+//! A single-producer single-consumer byte ring over an [`AlignedBuf`]: the arena.
+//!
+//! The capture worker (producer) appends file bytes at `head`; the writer
+//! (consumer) hands committed regions to the kernel and then *releases* them,
+//! which lets the producer reuse the space. Positions are monotonic `u64`
+//! stream offsets; the ring offset is `pos % capacity`.
+//!
+//! Two positions are shared, each written by one side only:
+//! * `committed` (producer stores with Release, consumer loads with Acquire):
+//!   every byte before it is written and will not change until released;
+//! * `released` (consumer stores with Release, producer loads with Acquire):
+//!   the producer may overwrite every byte before `released + capacity`.
+//!
+//! The consumer's API is safe: it lends out only bytes in
+//! `[released, committed)`, and `release` needs `&mut self`, so no borrow can
+//! outlive the release of the bytes it points to.
+
+use crate::mem::AlignedBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+struct Shared {
+    buf: AlignedBuf,
+    /// Everything before this stream position may be overwritten.
+    released: AtomicU64,
+    /// Everything before this stream position is written and stable.
+    committed: AtomicU64,
+}
+
+/// Splits an aligned buffer into the two ends of a byte ring.
+pub fn byte_ring(buf: AlignedBuf) -> (Producer, Consumer) {
+    let cap = buf.len() as u64;
+    let base = buf.as_ptr();
+    let shared = Arc::new(Shared {
+        buf,
+        released: AtomicU64::new(0),
+        committed: AtomicU64::new(0),
+    });
+    (
+        Producer {
+            shared: shared.clone(),
+            base,
+            cap,
+            head: 0,
+            limit: cap,
+        },
+        Consumer {
+            shared,
+            base,
+            cap,
+            released: 0,
+        },
+    )
+}
+
+/// The writing end, owned by one capture worker. Hot path: no atomics unless
+/// the cached free space runs out.
+pub struct Producer {
+    shared: Arc<Shared>,
+    base: *mut u8,
+    cap: u64,
+    head: u64,
+    /// Cached `released + cap`: the producer may write below this position.
+    limit: u64,
+}
+
+// SAFETY: the producer is the only writer of the region between `released`
+// and `released + cap`; moving it to another thread moves that right with it.
+unsafe impl Send for Producer {}
+
+impl Producer {
+    /// Stream position of the next byte to be written.
+    #[inline]
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.cap
+    }
+
+    /// True if `n` more bytes fit without overwriting unreleased data.
+    #[inline]
+    pub fn has_room(&mut self, n: u64) -> bool {
+        if self.head + n <= self.limit {
+            return true;
+        }
+        self.limit = self.shared.released.load(Ordering::Acquire) + self.cap;
+        self.head + n <= self.limit
+    }
+
+    /// Fraction of the ring holding data not yet released, in 0..=1.
+    pub fn fill(&self) -> f64 {
+        let released = self.shared.released.load(Ordering::Relaxed);
+        self.head.saturating_sub(released) as f64 / self.cap as f64
+    }
+
+    /// Appends `bytes` at `head`, wrapping at the end of the ring.
+    ///
+    /// The caller must have checked [`Producer::has_room`] for at least
+    /// `bytes.len()`; this is asserted in debug builds and, in release builds,
+    /// enforced by refusing the write (returns false) rather than corrupting
+    /// data the consumer still uses.
+    #[inline]
+    pub fn write(&mut self, bytes: &[u8]) -> bool {
+        let n = bytes.len() as u64;
+        if self.head + n > self.limit {
+            debug_assert!(false, "byte ring overrun");
+            return false;
+        }
+        let off = (self.head % self.cap) as usize;
+        let first = bytes.len().min(self.cap as usize - off);
+        // SAFETY: [head, head+n) lies below `limit`, so the consumer released
+        // it (or never had it) and will not read it until the producer commits
+        // it again; off+first <= cap and the rest (n-first <= cap) starts at 0.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(off), first);
+            if first < bytes.len() {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr().add(first),
+                    self.base,
+                    bytes.len() - first,
+                );
+            }
+        }
+        self.head += n;
+        true
+    }
+
+    /// Makes every byte before `head` visible to the consumer.
+    #[inline]
+    pub fn publish(&self) {
+        self.shared.committed.store(self.head, Ordering::Release);
+    }
+
+    /// Advances `head` to the next multiple of `align` (bytes in between are
+    /// left as they are: they never reach a closed file). The caller checks room.
+    pub fn pad_to(&mut self, align: u64) {
+        self.head = self.head.div_ceil(align) * align;
+    }
+}
+
+/// The reading end, owned by the writer thread.
+pub struct Consumer {
+    shared: Arc<Shared>,
+    base: *mut u8,
+    cap: u64,
+    released: u64,
+}
+
+// SAFETY: the consumer only reads committed, unreleased regions, which the
+// producer does not touch; it may do so from any one thread.
+unsafe impl Send for Consumer {}
+
+impl Consumer {
+    pub fn capacity(&self) -> u64 {
+        self.cap
+    }
+
+    /// Position up to which the producer has published bytes.
+    pub fn committed(&self) -> u64 {
+        self.shared.committed.load(Ordering::Acquire)
+    }
+
+    /// Position before which bytes have been released.
+    pub fn released(&self) -> u64 {
+        self.released
+    }
+
+    /// Memory address of stream position `pos` and the number of bytes from
+    /// there to the end of the ring. For handing regions to the kernel
+    /// (see `uring::Writer::write_ring`); no Rust reference is formed.
+    pub fn addr_of(&self, pos: u64) -> (*const u8, u64) {
+        let off = pos % self.cap;
+        // SAFETY: off < cap, so the pointer stays inside the mapping.
+        (unsafe { self.base.add(off as usize) }, self.cap - off)
+    }
+
+    /// Borrows the bytes `[start, end)` as one or two slices (two when the
+    /// region wraps). `None` unless the whole region is committed and not yet
+    /// released.
+    pub fn slices(&self, start: u64, end: u64) -> Option<(&[u8], &[u8])> {
+        if start < self.released || end < start || end > self.committed() || end - start > self.cap
+        {
+            return None;
+        }
+        let (p, room) = self.addr_of(start);
+        let first = (end - start).min(room) as usize;
+        let rest = (end - start) as usize - first;
+        // SAFETY: [start, end) is committed (Acquire load above pairs with the
+        // producer's Release store after writing it) and not released, so the
+        // producer will not write it while `&self` is borrowed: releasing it
+        // takes `&mut self`. first <= cap - off and rest <= off.
+        unsafe {
+            Some((
+                std::slice::from_raw_parts(p, first),
+                std::slice::from_raw_parts(self.base, rest),
+            ))
+        }
+    }
+
+    /// Lets the producer overwrite everything before `upto`. Positions only
+    /// move forward; a smaller `upto` is ignored.
+    pub fn release(&mut self, upto: u64) {
+        if upto > self.released {
+            self.released = upto;
+            self.shared.released.store(upto, Ordering::Release);
+        }
+    }
+
+    /// The backing buffer.
+    pub fn buffer(&self) -> &AlignedBuf {
+        &self.shared.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_and_respects_release() {
+        let (mut p, mut c) = byte_ring(AlignedBuf::new(1, false).unwrap());
+        let cap = p.capacity();
+        let big = vec![7u8; cap as usize - 10];
+        assert!(p.has_room(big.len() as u64));
+        assert!(p.write(&big));
+        assert!(!p.has_room(20));
+        c.release(100);
+        assert!(p.has_room(20));
+        assert!(p.write(&[1u8; 20]));
+        assert!(c.slices(cap - 10, cap + 10).is_none(), "not published yet");
+        p.publish();
+        assert!(c.slices(50, 60).is_none(), "released");
+        let (a, b) = c.slices(cap - 10, cap + 10).unwrap();
+        assert_eq!((a.len(), b.len()), (10, 10));
+        assert!(a.iter().chain(b).all(|&x| x == 1));
+    }
+}

@@ -1,0 +1,222 @@
+//! A classic BPF interpreter with libpcap's semantics (`bpf_filter`).
+//!
+//! Used to apply a compiled tcpdump expression in user space (to packets of
+//! `--read` files, the synthetic source, and query candidates) with the real
+//! wire length, which `greater`, `less` and `len` need. Out-of-bounds loads
+//! and division by zero reject the packet, as in libpcap.
+
+/// One cBPF instruction (`struct bpf_insn` / `struct sock_filter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Insn {
+    pub code: u16,
+    pub jt: u8,
+    pub jf: u8,
+    pub k: u32,
+}
+
+impl Insn {
+    /// Parses libpcap's textual form "code jt jf k" (as `tcpdump -ddd` and
+    /// the pcap crate's `Display` print it).
+    pub fn parse(s: &str) -> Option<Insn> {
+        let mut it = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+        let (code, jt, jf, k) = (it.next()??, it.next()??, it.next()??, it.next()??);
+        Some(Insn {
+            code: u16::try_from(code).ok()?,
+            jt: u8::try_from(jt).ok()?,
+            jf: u8::try_from(jf).ok()?,
+            k: u32::try_from(k).ok()?,
+        })
+    }
+}
+
+// Instruction classes and fields (linux/filter.h, pcap/bpf.h).
+const LD: u16 = 0x00;
+const LDX: u16 = 0x01;
+const ST: u16 = 0x02;
+const STX: u16 = 0x03;
+const ALU: u16 = 0x04;
+const JMP: u16 = 0x05;
+const RET: u16 = 0x06;
+const MISC: u16 = 0x07;
+const W: u16 = 0x00;
+const H: u16 = 0x08;
+const B: u16 = 0x10;
+const IMM: u16 = 0x00;
+const ABS: u16 = 0x20;
+const IND: u16 = 0x40;
+const MEM: u16 = 0x60;
+const LEN: u16 = 0x80;
+const MSH: u16 = 0xa0;
+const K: u16 = 0x00;
+const A: u16 = 0x10;
+
+/// Runs `prog` on a packet whose captured bytes are `pkt` and whose original
+/// length is `wirelen`; returns the program's result (0 = reject). An empty
+/// program accepts everything, as libpcap's does.
+pub fn run(prog: &[Insn], pkt: &[u8], wirelen: u32) -> u32 {
+    if prog.is_empty() {
+        return u32::MAX;
+    }
+    let mut a: u32 = 0;
+    let mut x: u32 = 0;
+    let mut mem = [0u32; 16];
+    let mut pc = 0usize;
+    let load = |off: u32, size: u16| -> Option<u32> {
+        let off = off as usize;
+        match size {
+            W => pkt
+                .get(off..off.checked_add(4)?)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            H => pkt
+                .get(off..off.checked_add(2)?)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]) as u32),
+            B => pkt.get(off).map(|&b| b as u32),
+            _ => None,
+        }
+    };
+    while let Some(i) = prog.get(pc) {
+        pc += 1;
+        let class = i.code & 0x07;
+        match class {
+            RET => {
+                return match i.code & 0x18 {
+                    K => i.k,
+                    A => a,
+                    _ => 0,
+                }
+            }
+            LD => {
+                let size = i.code & 0x18;
+                a = match i.code & 0xe0 {
+                    IMM => i.k,
+                    LEN => wirelen,
+                    MEM => match mem.get(i.k as usize) {
+                        Some(&v) => v,
+                        None => return 0,
+                    },
+                    ABS => match load(i.k, size) {
+                        Some(v) => v,
+                        None => return 0,
+                    },
+                    IND => match x.checked_add(i.k).and_then(|o| load(o, size)) {
+                        Some(v) => v,
+                        None => return 0,
+                    },
+                    _ => return 0,
+                };
+            }
+            LDX => {
+                x = match i.code & 0xe0 {
+                    IMM => i.k,
+                    LEN => wirelen,
+                    MEM => match mem.get(i.k as usize) {
+                        Some(&v) => v,
+                        None => return 0,
+                    },
+                    MSH => match pkt.get(i.k as usize) {
+                        Some(&b) => ((b & 0x0f) as u32) << 2,
+                        None => return 0,
+                    },
+                    _ => return 0,
+                };
+            }
+            ST | STX => {
+                let v = if class == ST { a } else { x };
+                match mem.get_mut(i.k as usize) {
+                    Some(m) => *m = v,
+                    None => return 0,
+                }
+            }
+            ALU => {
+                let src = if i.code & 0x08 != 0 { x } else { i.k };
+                a = match i.code & 0xf0 {
+                    0x00 => a.wrapping_add(src),
+                    0x10 => a.wrapping_sub(src),
+                    0x20 => a.wrapping_mul(src),
+                    0x30 => match a.checked_div(src) {
+                        Some(v) => v,
+                        None => return 0,
+                    },
+                    0x40 => a | src,
+                    0x50 => a & src,
+                    0x60 => a.checked_shl(src).unwrap_or(0),
+                    0x70 => a.checked_shr(src).unwrap_or(0),
+                    0x80 => a.wrapping_neg(),
+                    0x90 => match a.checked_rem(src) {
+                        Some(v) => v,
+                        None => return 0,
+                    },
+                    0xa0 => a ^ src,
+                    _ => return 0,
+                };
+            }
+            JMP => {
+                let src = if i.code & 0x08 != 0 { x } else { i.k };
+                let taken = match i.code & 0xf0 {
+                    0x00 => {
+                        // JA: unconditional, offset in k.
+                        pc = match pc.checked_add(i.k as usize) {
+                            Some(p) => p,
+                            None => return 0,
+                        };
+                        continue;
+                    }
+                    0x10 => a == src,
+                    0x20 => a > src,
+                    0x30 => a >= src,
+                    0x40 => a & src != 0,
+                    _ => return 0,
+                };
+                pc += if taken { i.jt as usize } else { i.jf as usize };
+            }
+            MISC => {
+                if i.code & 0xf8 == 0 {
+                    x = a; // TAX
+                } else {
+                    a = x; // TXA
+                }
+            }
+            _ => return 0,
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prog(s: &str) -> Vec<Insn> {
+        s.lines().filter_map(Insn::parse).collect()
+    }
+
+    // `tcpdump -ddd 'udp port 53'` (Ethernet), minus the count line.
+    const UDP53: &str = "40 0 0 12\n21 0 6 34525\n48 0 0 20\n21 0 15 17\n40 0 0 54\n21 12 0 53\n40 0 0 56\n21 10 11 53\n21 0 10 2048\n48 0 0 23\n21 0 8 17\n40 0 0 20\n69 6 0 8191\n177 0 0 14\n72 0 0 14\n21 2 0 53\n72 0 0 16\n21 0 1 53\n6 0 0 262144\n6 0 0 0";
+
+    fn udp_frame(dport: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[23] = 17;
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn udp_port_53() {
+        let p = prog(UDP53);
+        assert_eq!(p.len(), 20);
+        assert_eq!(run(&p, &udp_frame(53), 60), 262_144);
+        assert_eq!(run(&p, &udp_frame(54), 60), 0);
+        // Truncated packet: the load fails, so reject.
+        assert_eq!(run(&p, &udp_frame(53)[..30], 60), 0);
+    }
+
+    #[test]
+    fn greater_uses_wire_length() {
+        // `tcpdump -ddd greater 100`: ld len; jge 100; ret 262144; ret 0
+        let p = prog("128 0 0 0\n53 0 1 100\n6 0 0 262144\n6 0 0 0");
+        assert_eq!(run(&p, &[0u8; 60], 1514), 262_144);
+        assert_eq!(run(&p, &[0u8; 60], 60), 0);
+    }
+}
