@@ -87,9 +87,11 @@ pub fn parse_spec(s: &str) -> Result<Spec, String> {
                     .filter(|&n: &u32| (1..=1 << 24).contains(&n))
                     .ok_or_else(|| format!("synthetic flows \"{v}\" must be 1..=16777216"))?
             }
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "unknown synthetic spec key \"{k}\" (known: size, count, duration, rate, flows)"
-            )),
+            ))
+            }
         }
     }
     if let Some(bps) = rate_bps {

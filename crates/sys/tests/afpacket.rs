@@ -98,12 +98,16 @@ struct Captured {
     vlan: Option<Vlan>,
 }
 
-/// Reads `rings` until none delivered a block for `quiet` (or 5 s passed).
-fn drain(rings: &mut [&mut Ring], quiet: Duration) -> Vec<Vec<Captured>> {
-    let mut out = vec![Vec::new(); rings.len()];
+/// Reads `rings` until they hold at least `min` frames in all and none delivered a block for
+/// `quiet` (the wait for late duplicates), or 10 s passed (a loaded machine can delay the
+/// kernel's block retire timer).
+fn drain(rings: &mut [&mut Ring], min: usize, quiet: Duration) -> Vec<Vec<Captured>> {
+    let mut out: Vec<Vec<Captured>> = vec![Vec::new(); rings.len()];
     let start = Instant::now();
     let mut last = Instant::now();
-    while last.elapsed() < quiet && start.elapsed() < Duration::from_secs(5) {
+    while (out.iter().map(Vec::len).sum::<usize>() < min || last.elapsed() < quiet)
+        && start.elapsed() < Duration::from_secs(10)
+    {
         for (i, ring) in rings.iter_mut().enumerate() {
             if let Some(block) = ring.next_block(20).expect("next_block") {
                 last = Instant::now();
@@ -209,7 +213,7 @@ fn lo_shows_each_datagram_once_like_tcpdump() {
             tx.send_to(format!("wv-lo-{i:04}").as_bytes(), "127.0.0.1:5555")
                 .unwrap();
         }
-        let frames = drain(&mut [&mut ring], Duration::from_millis(300)).remove(0);
+        let frames = drain(&mut [&mut ring], 100, Duration::from_millis(300)).remove(0);
         drop(rx);
 
         let counts = payload_counts(&frames, "wv-lo-");
@@ -286,7 +290,7 @@ fn filter_and_filtered_counter_are_exact() {
             send_raw(&raw, &sll, &frame);
         }
 
-        let frames = drain(&mut [&mut ring], Duration::from_millis(300)).remove(0);
+        let frames = drain(&mut [&mut ring], 50, Duration::from_millis(300)).remove(0);
         ring.stop_intake().unwrap();
         counter.stop_intake().unwrap();
 
@@ -317,7 +321,7 @@ fn stop_intake_then_drain_returns_the_last_partial_block() {
             tx.send_to(format!("wv-b-{i:04}").as_bytes(), "127.0.0.1:5555")
                 .unwrap();
         }
-        let frames = drain(&mut [&mut ring], Duration::from_millis(100)).remove(0);
+        let frames = drain(&mut [&mut ring], 5, Duration::from_millis(100)).remove(0);
         assert_eq!(payload_counts(&frames, "wv-a-").len(), 5);
         assert_eq!(payload_counts(&frames, "wv-b-").len(), 0);
         assert!(ring.next_block(50).unwrap().is_none());
@@ -349,10 +353,18 @@ fn fanout_delivers_each_packet_to_exactly_one_ring() {
                         .unwrap();
                 }
             }
-            let got = drain(&mut [&mut a, &mut b], Duration::from_millis(300));
+            let got = drain(&mut [&mut a, &mut b], 200, Duration::from_millis(300));
             let all: Vec<Captured> = got.concat();
             let counts = payload_counts(&all, "wv-f-");
-            assert_eq!(counts.len(), 200, "{mode:?}");
+            assert_eq!(
+                counts.len(),
+                200,
+                "{mode:?}: a {} b {} stats a {:?} b {:?}",
+                got[0].len(),
+                got[1].len(),
+                a.take_stats(),
+                b.take_stats()
+            );
             assert!(counts.values().all(|&n| n == 1), "{mode:?}: duplicates");
             assert_eq!(all.len(), 200, "{mode:?}: the filter applies to members");
             let (na, nb) = (got[0].len(), got[1].len());
@@ -405,6 +417,7 @@ fn vlan_tag_is_reported_not_inline() {
         }
         let got = drain(
             &mut [&mut rx_side, &mut tx_side],
+            12,
             Duration::from_millis(300),
         );
         for (tpid, tci, tag) in tags {
@@ -490,7 +503,7 @@ fn fanout_hash_keeps_ip_fragments() {
         let _rx = UdpSocket::bind("127.0.0.1:5555").unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         tx.send_to(&[b'x'; 4000], "127.0.0.1:5555").unwrap();
-        let got = drain(&mut [&mut a, &mut b], Duration::from_millis(300)).concat();
+        let got = drain(&mut [&mut a, &mut b], 3, Duration::from_millis(300)).concat();
         let mut lens: Vec<_> = got.iter().map(|f| f.wire_len).collect();
         lens.sort_unstable();
         assert_eq!(lens, [1082, 1514, 1514]);

@@ -35,7 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Record packets from an interface, pcap files or the synthetic generator into a store.
-    Record(cmd::record::Args),
+    Record(Box<cmd::record::Args>),
     /// Build index files for existing pcap/pcapng files or a store.
     Index(cmd::index::Args),
     /// Select packets from a store by time range and tcpdump filter expression; writes pcap.
@@ -67,7 +67,7 @@ pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Record(a) => cmd::record::run(a),
+        Command::Record(a) => cmd::record::run(*a),
         Command::Index(a) => cmd::index::run(a),
         Command::Query(a) => cmd::query::run(a),
     };

@@ -115,7 +115,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
         "TB" => 1_000_000_000_000,
         _ => return None,
     };
-    (v >= 0.0 && v.is_finite()).then(|| (v * mul as f64) as u64)
+    (v >= 0.0 && v.is_finite()).then_some((v * mul as f64) as u64)
 }
 
 /// Parses `0,1` or `2-5,7`.
