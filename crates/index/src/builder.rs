@@ -8,8 +8,6 @@
 
 use crate::format::{self, put_varint, zigzag, KeyClass};
 use crate::IndexError;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use wv_wire::packet::{self, Addr};
@@ -52,39 +50,36 @@ impl Posting {
     }
 }
 
-/// A multiplicative hasher for the fixed-size integer keys of the maps
-/// (the FxHash mix); the keys are not attacker-chosen hash-flooding material
-/// worth a SipHash per packet.
-#[derive(Default)]
-struct FxHasher(u64);
+/// Keys already recorded for the current block: a small direct-mapped
+/// table (L1-resident) that drops most repeats of a key within a block
+/// before they reach the pair list. A collision only costs a duplicate
+/// pair, removed when the index is written.
+struct Seen<K: Copy + PartialEq + Default, const N: usize> {
+    slots: Box<[(K, u32); N]>,
+}
 
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
+impl<K: Copy + PartialEq + Default, const N: usize> Seen<K, N> {
+    fn new() -> Self {
+        Seen {
+            slots: Box::new([(K::default(), 0); N]),
         }
     }
+    /// True when (key, block) is new; records it.
     #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    #[inline]
-    fn write_u128(&mut self, v: u128) {
-        self.write_u64(v as u64);
-        self.write_u64((v >> 64) as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
+    fn insert(&mut self, slot: usize, key: K, block: u32) -> bool {
+        let e = &mut self.slots[slot & (N - 1)];
+        if *e == (key, block + 1) {
+            return false;
+        }
+        *e = (key, block + 1);
+        true
     }
 }
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+#[inline]
+fn hash32(v: u32) -> usize {
+    (v.wrapping_mul(0x9e37_79b1) >> 20) as usize
+}
 
 #[derive(Clone, Copy)]
 struct Block {
@@ -100,14 +95,19 @@ pub struct Builder {
     packets: u64,
     keys_complete: bool,
     blocks: Vec<Block>,
-    ipv4: FxMap<u32, Posting>,
-    ipv6: FxMap<u128, Posting>,
-    ports: Vec<Posting>,
+    /// (address << 32 | block) pairs, appended in packet order; sorted
+    /// and grouped into posting lists when the index is written. Appending
+    /// to one sequential vector keeps the per-packet cost free of cache
+    /// misses however many distinct keys the traffic has.
+    ipv4: Vec<u64>,
+    ipv6: Vec<(u128, u32)>,
+    /// (port << 32 | block) pairs.
+    ports: Vec<u64>,
+    /// Few keys: posting lists built directly.
     protos: Vec<Posting>,
     vlans: Vec<Posting>,
-    /// The last IPv4 address pair seen and its block: a flow's packets
-    /// repeat it, and then the two map look-ups are skipped.
-    last_v4: (u32, u32, u32),
+    seen_v4: Seen<u32, 1024>,
+    seen_port: Seen<u16, 1024>,
 }
 
 impl Builder {
@@ -126,12 +126,13 @@ impl Builder {
             packets: 0,
             keys_complete: probe.linktype_supported,
             blocks: Vec::new(),
-            ipv4: FxMap::default(),
-            ipv6: FxMap::default(),
+            ipv4: Vec::new(),
+            ipv6: Vec::new(),
             ports: Vec::new(),
             protos: Vec::new(),
             vlans: Vec::new(),
-            last_v4: (0, 0, u32::MAX),
+            seen_v4: Seen::new(),
+            seen_port: Seen::new(),
         }
     }
 
@@ -149,7 +150,11 @@ impl Builder {
     #[inline]
     fn add_position(&mut self, ts_ns: u64, record_offset: u64) -> u32 {
         if self.packets & self.block_mask == 0 {
-            self.blocks.push(Block { offset: record_offset, min_ts: ts_ns, max_ts: ts_ns });
+            self.blocks.push(Block {
+                offset: record_offset,
+                min_ts: ts_ns,
+                max_ts: ts_ns,
+            });
         } else if let Some(b) = self.blocks.last_mut() {
             b.min_ts = b.min_ts.min(ts_ns);
             b.max_ts = b.max_ts.max(ts_ns);
@@ -176,26 +181,27 @@ impl Builder {
             posting_at(&mut self.protos, p as usize, 256).add(block);
         }
         if let Some((s, d)) = k.ports {
-            posting_at(&mut self.ports, s as usize, 65536).add(block);
-            posting_at(&mut self.ports, d as usize, 65536).add(block);
-        }
-        match (k.src, k.dst) {
-            (Addr::V4(s), Addr::V4(d)) => {
-                let (s, d) = (u32::from_be_bytes(s), u32::from_be_bytes(d));
-                if self.last_v4 != (s, d, block) {
-                    self.ipv4.entry(s).or_default().add(block);
-                    self.ipv4.entry(d).or_default().add(block);
-                    self.last_v4 = (s, d, block);
+            for p in [s, d] {
+                if self.seen_port.insert(p as usize, p, block) {
+                    self.ports.push(u64::from(p) << 32 | u64::from(block));
                 }
             }
-            (s, d) => {
-                for a in [s, d] {
-                    match a {
-                        Addr::V4(a) => self.ipv4.entry(u32::from_be_bytes(a)).or_default().add(block),
-                        Addr::V6(a) => self.ipv6.entry(u128::from_be_bytes(a)).or_default().add(block),
-                        Addr::None => {}
+        }
+        for a in [k.src, k.dst] {
+            match a {
+                Addr::V4(a) => {
+                    let a = u32::from_be_bytes(a);
+                    if self.seen_v4.insert(hash32(a), a, block) {
+                        self.ipv4.push(u64::from(a) << 32 | u64::from(block));
                     }
                 }
+                Addr::V6(a) => {
+                    let a = u128::from_be_bytes(a);
+                    if self.ipv6.last() != Some(&(a, block)) {
+                        self.ipv6.push((a, block));
+                    }
+                }
+                Addr::None => {}
             }
         }
     }
@@ -210,7 +216,7 @@ impl Builder {
     }
 
     /// Writes the index to `path` (through `path.part`, fsynced, renamed).
-    pub fn finish(self, path: &Path) -> Result<IndexSummary, IndexError> {
+    pub fn finish(mut self, path: &Path) -> Result<IndexSummary, IndexError> {
         let bytes = self.encode()?;
         let mut part = PathBuf::from(path);
         part.as_mut_os_string().push(".part");
@@ -222,7 +228,10 @@ impl Builder {
         };
         if let Err(e) = write() {
             let _ = std::fs::remove_file(&part);
-            return Err(IndexError::Io { path: path.to_path_buf(), source: e });
+            return Err(IndexError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            });
         }
         let (first_ns, last_ns) = self.time_range();
         Ok(IndexSummary {
@@ -243,7 +252,7 @@ impl Builder {
     }
 
     /// Lays out the whole index file in memory.
-    pub fn encode(&self) -> Result<Vec<u8>, IndexError> {
+    pub fn encode(&mut self) -> Result<Vec<u8>, IndexError> {
         let mut sections: Vec<Vec<u8>> = Vec::with_capacity(format::N_SECTIONS);
         // Block table.
         let mut blocks = Vec::with_capacity(self.blocks.len() * 6);
@@ -256,14 +265,22 @@ impl Builder {
             prev_ts = b.min_ts;
         }
         sections.push(blocks);
-        let mut v4: Vec<(u128, &Posting)> = self.ipv4.iter().map(|(k, p)| (u128::from(*k), p)).collect();
-        v4.sort_unstable_by_key(|e| e.0);
-        let mut v6: Vec<(u128, &Posting)> = self.ipv6.iter().map(|(k, p)| (*k, p)).collect();
-        v6.sort_unstable_by_key(|e| e.0);
+        self.ipv4.sort_unstable();
+        self.ipv4.dedup();
+        self.ports.sort_unstable();
+        self.ports.dedup();
+        self.ipv6.sort_unstable();
+        self.ipv6.dedup();
+        let v4 = group(self.ipv4.iter().map(|p| (u128::from(p >> 32), *p as u32)));
+        let ports = group(self.ports.iter().map(|p| (u128::from(p >> 32), *p as u32)));
+        let v6 = group(self.ipv6.iter().copied());
+        let v4: Vec<(u128, &Posting)> = v4.iter().map(|(k, p)| (*k, p)).collect();
+        let v6: Vec<(u128, &Posting)> = v6.iter().map(|(k, p)| (*k, p)).collect();
+        let ports: Vec<(u128, &Posting)> = ports.iter().map(|(k, p)| (*k, p)).collect();
         for (class, entries) in [
             (KeyClass::Ipv4, v4),
             (KeyClass::Ipv6, v6),
-            (KeyClass::Port, dense(&self.ports)),
+            (KeyClass::Port, ports),
             (KeyClass::Proto, dense(&self.protos)),
             (KeyClass::Vlan, dense(&self.vlans)),
         ] {
@@ -273,11 +290,17 @@ impl Builder {
         }
         let (first_ns, last_ns) = self.time_range();
         let mut out = Vec::with_capacity(
-            format::HEADER_LEN + format::SECTION_TABLE_LEN + sections.iter().map(Vec::len).sum::<usize>(),
+            format::HEADER_LEN
+                + format::SECTION_TABLE_LEN
+                + sections.iter().map(Vec::len).sum::<usize>(),
         );
         out.extend_from_slice(&format::MAGIC);
         out.extend_from_slice(&format::VERSION.to_le_bytes());
-        let flags = if self.keys_complete { format::FLAG_KEYS_COMPLETE } else { 0 };
+        let flags = if self.keys_complete {
+            format::FLAG_KEYS_COMPLETE
+        } else {
+            0
+        };
         out.extend_from_slice(&flags.to_le_bytes());
         out.extend_from_slice(&self.linktype.to_le_bytes());
         out.extend_from_slice(&((self.block_mask + 1) as u32).to_le_bytes());
@@ -309,11 +332,34 @@ fn posting_at(v: &mut Vec<Posting>, i: usize, size: usize) -> &mut Posting {
     &mut v[i]
 }
 
-fn dense(v: &[Posting]) -> Vec<(u128, &Posting)> {
-    v.iter().enumerate().filter(|(_, p)| p.last != 0).map(|(k, p)| (k as u128, p)).collect()
+/// Groups sorted, deduplicated (key, block) pairs into posting lists.
+fn group(pairs: impl Iterator<Item = (u128, u32)>) -> Vec<(u128, Posting)> {
+    let mut out: Vec<(u128, Posting)> = Vec::new();
+    for (k, b) in pairs {
+        match out.last_mut() {
+            Some((lk, p)) if *lk == k => p.add(b),
+            _ => {
+                let mut p = Posting::default();
+                p.add(b);
+                out.push((k, p));
+            }
+        }
+    }
+    out
 }
 
-fn encode_class(class: KeyClass, entries: &[(u128, &Posting)]) -> Result<(Vec<u8>, Vec<u8>), IndexError> {
+fn dense(v: &[Posting]) -> Vec<(u128, &Posting)> {
+    v.iter()
+        .enumerate()
+        .filter(|(_, p)| p.last != 0)
+        .map(|(k, p)| (k as u128, p))
+        .collect()
+}
+
+fn encode_class(
+    class: KeyClass,
+    entries: &[(u128, &Posting)],
+) -> Result<(Vec<u8>, Vec<u8>), IndexError> {
     let mut dir = Vec::with_capacity(entries.len() * (class.key_len() + 4));
     let mut post = Vec::new();
     let mut key = [0u8; 16];

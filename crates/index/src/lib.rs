@@ -46,7 +46,11 @@ pub enum IndexError {
         source: ReadError,
     },
     #[error("catalog {}: line {line}: {problem}", path.display())]
-    Catalog { path: PathBuf, line: usize, problem: String },
+    Catalog {
+        path: PathBuf,
+        line: usize,
+        problem: String,
+    },
 }
 
 /// The result of indexing one existing capture file.
@@ -76,11 +80,22 @@ pub fn index_path_for(capture: &Path) -> PathBuf {
 /// there, like tcpdump stops there; it is reported in
 /// [`FileIndexed::truncated`]. An unreadable file header is an error.
 pub fn index_file(capture: &Path) -> Result<FileIndexed, IndexError> {
-    let io = |e| IndexError::Io { path: capture.to_path_buf(), source: e };
+    index_file_with(capture, DEFAULT_BLOCK_PACKETS)
+}
+
+/// [`index_file`] with `block_packets` packets per block (tests use 1 to
+/// make every packet its own block).
+pub fn index_file_with(capture: &Path, block_packets: u32) -> Result<FileIndexed, IndexError> {
+    let io = |e| IndexError::Io {
+        path: capture.to_path_buf(),
+        source: e,
+    };
     let file = File::open(capture).map_err(io)?;
     let bytes = file.metadata().map_err(io)?.len();
-    let mut reader =
-        Reader::new(file).map_err(|e| IndexError::Capture { path: capture.to_path_buf(), source: e })?;
+    let mut reader = Reader::new(file).map_err(|e| IndexError::Capture {
+        path: capture.to_path_buf(),
+        source: e,
+    })?;
     let format = match reader.format() {
         wv_wire::reader::Format::Pcap => "pcap",
         wv_wire::reader::Format::Pcapng => "pcapng",
@@ -93,7 +108,7 @@ pub fn index_file(capture: &Path) -> Result<FileIndexed, IndexError> {
             Ok(Some(p)) => {
                 let b = builder.get_or_insert_with(|| {
                     snaplen = p.snaplen;
-                    Builder::new(p.linktype)
+                    Builder::with_block_packets(p.linktype, block_packets)
                 });
                 if p.linktype == b.linktype() {
                     b.add(p.ts_ns, p.offset, p.data, p.origlen);
@@ -111,7 +126,14 @@ pub fn index_file(capture: &Path) -> Result<FileIndexed, IndexError> {
     let builder = builder.unwrap_or_else(|| Builder::new(wv_wire::linktype::ETHERNET));
     let index_path = index_path_for(capture);
     let summary = builder.finish(&index_path)?;
-    Ok(FileIndexed { index_path, summary, format, snaplen, bytes, truncated })
+    Ok(FileIndexed {
+        index_path,
+        summary,
+        format,
+        snaplen,
+        bytes,
+        truncated,
+    })
 }
 
 /// What [`index_path`] did.
@@ -139,7 +161,10 @@ fn is_capture_name(name: &str) -> bool {
 /// so that the directory can be queried as a store).
 pub fn index_path(path: &Path) -> Result<IndexReport, IndexError> {
     let mut report = IndexReport::default();
-    let meta = std::fs::metadata(path).map_err(|e| IndexError::Io { path: path.to_path_buf(), source: e })?;
+    let meta = std::fs::metadata(path).map_err(|e| IndexError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
     if !meta.is_dir() {
         report.indexed.push(index_file(path)?);
         return Ok(report);
@@ -215,7 +240,10 @@ pub fn index_path(path: &Path) -> Result<IndexReport, IndexError> {
 }
 
 fn collect_captures(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), IndexError> {
-    let io = |e| IndexError::Io { path: dir.to_path_buf(), source: e };
+    let io = |e| IndexError::Io {
+        path: dir.to_path_buf(),
+        source: e,
+    };
     for ent in std::fs::read_dir(dir).map_err(io)? {
         let ent = ent.map_err(io)?;
         let p = ent.path();

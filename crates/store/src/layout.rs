@@ -21,6 +21,26 @@ pub fn file_name(first_ns: u64, seq: u64, ext: &str) -> String {
     format!("{}-{seq:06}.{ext}", utc_compact(first_ns))
 }
 
+/// The sequence number in a file name made by [`file_name`] (also with `.part`).
+pub fn seq_of(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(PART).unwrap_or(name);
+    let stem = stem.rsplit_once('.')?.0;
+    stem.rsplit_once('-')?.1.parse().ok()
+}
+
+/// The highest sequence number used in a stream directory (0 if none), so a
+/// new recording into an existing store never reuses a file name.
+pub fn max_seq(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| seq_of(e.file_name().to_str()?))
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
 /// Path of the index beside a capture file.
 pub fn index_path(capture: &Path) -> PathBuf {
     let mut s = capture.as_os_str().to_owned();
@@ -87,5 +107,11 @@ mod tests {
             "20261122T101500.123456789Z-000007.pcap"
         );
         assert_eq!(stream_dir(3), "stream-003");
+        assert_eq!(seq_of("20261122T101500.123456789Z-000007.pcap"), Some(7));
+        assert_eq!(
+            seq_of("20261122T101500.123456789Z-000012.pcapng.part"),
+            Some(12)
+        );
+        assert_eq!(seq_of("20261122T101500.123456789Z-000007.pcap.idx"), None);
     }
 }

@@ -131,3 +131,176 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
     }
     Ok(true)
 }
+
+/// What [`repair`] found and did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Partial files (`.part`) kept, cut at their last complete record.
+    pub recovered_files: u64,
+    pub recovered_packets: u64,
+    /// Bytes cut off recovered files (incomplete last records, aligned tails).
+    pub cut_bytes: u64,
+    /// Partial files without one complete packet, deleted.
+    pub deleted_empty: u64,
+    /// Closed files missing from the catalog (a crash between rename and append), added.
+    pub cataloged: u64,
+    /// Catalog entries whose file is gone (a crash during retention), removed.
+    pub removed_entries: u64,
+    /// Indexes rebuilt.
+    pub reindexed: u64,
+    /// Damaged catalog lines dropped.
+    pub bad_catalog_lines: u64,
+    /// One sentence per thing that could not be repaired.
+    pub problems: Vec<String>,
+}
+
+impl RepairReport {
+    /// True if the store needed no change.
+    pub fn is_clean(&self) -> bool {
+        *self == RepairReport::default()
+    }
+}
+
+/// Builds the index of a capture file at the given path (the binary passes
+/// the index crate's builder; the store does not depend on the index format).
+pub type IndexFn<'a> = &'a dyn Fn(&Path) -> io::Result<()>;
+
+fn format_of(name: &str) -> Option<Format> {
+    if name.ends_with(".pcap") {
+        Some(Format::Pcap)
+    } else if name.ends_with(".pcapng") {
+        Some(Format::Pcapng)
+    } else {
+        None
+    }
+}
+
+/// Brings a store back to a consistent state after a crash (kill -9, power
+/// loss): every `.part` capture file is cut at its last complete record,
+/// renamed, indexed and cataloged; stray `.part` indexes are removed; closed
+/// files missing from the catalog are added; catalog entries without a file
+/// are dropped; missing indexes are rebuilt. No complete record on disk is
+/// thrown away. Must not run while a recorder writes to the store.
+pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairReport> {
+    use crate::catalog::{self, Entry};
+    use crate::layout;
+    let mut rep = RepairReport::default();
+    let (mut entries, bad) = catalog::read(store)?;
+    rep.bad_catalog_lines = bad.len() as u64;
+    let before = entries.len();
+    entries.retain(|e| store.join(&e.file).is_file());
+    rep.removed_entries = (before - entries.len()) as u64;
+    let mut changed = rep.removed_entries > 0 || rep.bad_catalog_lines > 0;
+
+    let mut dirs: Vec<(usize, std::path::PathBuf)> = std::fs::read_dir(store)?
+        .flatten()
+        .filter_map(|d| {
+            let n = d
+                .file_name()
+                .to_str()?
+                .strip_prefix("stream-")?
+                .parse()
+                .ok()?;
+            d.path().is_dir().then(|| (n, d.path()))
+        })
+        .collect();
+    dirs.sort();
+    for (stream, dir) in dirs {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)?
+            .flatten()
+            .filter_map(|d| d.file_name().to_str().map(String::from))
+            .collect();
+        names.sort();
+        for name in names {
+            let path = dir.join(&name);
+            if name.ends_with(&format!("{}{}", layout::INDEX, layout::PART)) {
+                std::fs::remove_file(&path)?;
+                continue;
+            }
+            let (final_name, partial) = match name.strip_suffix(layout::PART) {
+                Some(f) => (f.to_string(), true),
+                None => (name.clone(), false),
+            };
+            let Some(format) = format_of(&final_name) else {
+                continue;
+            };
+            let rel = format!("{}/{final_name}", layout::stream_dir(stream));
+            if !partial && entries.iter().any(|e| e.file == rel) {
+                continue;
+            }
+            let v = valid_prefix(&path, format)?;
+            if v.packets == 0 {
+                if partial {
+                    std::fs::remove_file(&path)?;
+                    rep.deleted_empty += 1;
+                } else {
+                    rep.problems.push(format!(
+                        "{}: no complete packet; left as it is, not cataloged",
+                        path.display()
+                    ));
+                }
+                continue;
+            }
+            let len = std::fs::metadata(&path)?.len();
+            let final_path = dir.join(&final_name);
+            if partial {
+                let f = std::fs::OpenOptions::new().write(true).open(&path)?;
+                f.set_len(v.len)?;
+                f.sync_all()?;
+                drop(f);
+                crate::writer_rename(&path, &final_path)?;
+                rep.recovered_files += 1;
+                rep.recovered_packets += v.packets;
+                rep.cut_bytes += len - v.len;
+            } else {
+                if len > v.len {
+                    rep.problems.push(format!(
+                        "{}: {} bytes after the last complete record are not cataloged",
+                        final_path.display(),
+                        len - v.len
+                    ));
+                }
+                rep.cataloged += 1;
+            }
+            entries.push(Entry {
+                stream,
+                file: rel,
+                index: None,
+                format: format.name().into(),
+                linktype: v.linktype,
+                snaplen: v.snaplen,
+                first_ns: v.first_ns.unwrap_or(0),
+                last_ns: v.last_ns.unwrap_or(0),
+                packets: v.packets,
+                bytes: v.len,
+            });
+            changed = true;
+        }
+    }
+    if let Some(index) = index {
+        for e in entries.iter_mut() {
+            let capture = store.join(&e.file);
+            let ipath = layout::index_path(&capture);
+            let present = e.index.as_ref().is_some_and(|i| store.join(i).is_file());
+            if present {
+                continue;
+            }
+            match index(&capture) {
+                Ok(()) if ipath.is_file() => {
+                    e.index = Some(format!("{}{}", e.file, layout::INDEX));
+                    rep.reindexed += 1;
+                    changed = true;
+                }
+                Ok(()) => {}
+                Err(err) => rep
+                    .problems
+                    .push(format!("{}: index not rebuilt: {err}", capture.display())),
+            }
+        }
+    }
+    if changed {
+        entries.sort_by_key(|e| (e.first_ns, e.stream));
+        catalog::rewrite(store, &entries)?;
+    }
+    Ok(rep)
+}

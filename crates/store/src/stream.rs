@@ -105,6 +105,11 @@ impl StreamProducer {
         }
     }
 
+    /// Numbers the next file `seq + 1` (continue an existing stream directory).
+    pub fn set_last_seq(&mut self, seq: u64) {
+        self.seq = seq;
+    }
+
     /// The thread to wake when a message is queued.
     pub fn set_writer(&mut self, t: Thread) {
         self.writer = Some(t);

@@ -43,6 +43,11 @@ pub struct WriterConfig {
     /// Preallocate disk space ahead of the writes in steps of this many bytes (0 = off).
     pub prealloc_step: u64,
     pub indexer: Option<IndexerFactory>,
+    /// The store's byte budget, enforced before each new file.
+    pub budget: Option<crate::catalog::Budget>,
+    /// Bytes to keep free under the budget when a file opens: the most the
+    /// files being written (one per stream) can add.
+    pub reserve: u64,
 }
 
 /// What a writer reports while it runs (read by the status line and summary).
@@ -55,6 +60,9 @@ pub struct WriterShared {
     /// Bytes of closed files.
     pub file_bytes: AtomicU64,
     pub files_closed: AtomicU64,
+    /// Files (and bytes) retention deleted to stay under the budget.
+    pub retention_files: AtomicU64,
+    pub retention_bytes: AtomicU64,
     /// Packets lost because a write failed.
     pub dropped_write_error: AtomicU64,
     /// O_DIRECT was refused by the file system; buffered writes are used.
@@ -208,6 +216,33 @@ impl Writer {
     fn open(&mut self, pos: u64, seq: u64, first_ns: u64, linktype: u32, snaplen: u32) {
         let name = layout::file_name(first_ns, seq, self.cfg.format.extension());
         let part = self.dir.join(format!("{name}{}", layout::PART));
+        if let (Some(b), false) = (self.cfg.budget, self.stopped) {
+            match self.catalog.make_room(&b, self.cfg.reserve) {
+                Ok(d) => {
+                    self.shared
+                        .retention_files
+                        .fetch_add(d.files, Ordering::Relaxed);
+                    self.shared
+                        .retention_bytes
+                        .fetch_add(d.bytes, Ordering::Relaxed);
+                }
+                Err(e) if e.kind() == io::ErrorKind::StorageFull => {
+                    self.shared.fail(
+                        format!(
+                            "the store reached its --max-size budget of {} bytes (--on-full stop)",
+                            b.max_bytes
+                        ),
+                        true,
+                    );
+                    self.stopped = true;
+                }
+                Err(e) => {
+                    self.shared
+                        .fail(format!("retention could not delete old files: {e}"), false);
+                    self.stopped = true;
+                }
+            }
+        }
         let file = if self.stopped {
             None
         } else {

@@ -65,3 +65,42 @@ pub fn resident_bytes() -> u64 {
     // SAFETY: as above.
     pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64
 }
+
+/// Sets the process umask.
+pub fn set_umask(mask: u32) {
+    // SAFETY: umask has no memory-safety preconditions.
+    unsafe {
+        libc::umask(mask as libc::mode_t);
+    }
+}
+
+/// uid and primary gid of a user name (getpwnam_r).
+pub fn lookup_user(name: &str) -> Option<(u32, u32)> {
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: passwd is plain data; zeroed is a valid value to overwrite.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: all pointers are valid for the sizes passed; `out` is set to
+    // `&mut pw` or null, and the strings point into `buf`, which we do not keep.
+    let r = unsafe { libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    (r == 0 && !out.is_null()).then_some((pw.pw_uid, pw.pw_gid))
+}
+
+/// Drops to `uid`/`gid` for good: no supplementary groups, real, effective
+/// and saved ids all changed (so no capability survives), verified after.
+pub fn switch_user(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: plain syscalls; glibc applies set*id to every thread of the process.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(gid, gid, gid) != 0
+            || libc::setresuid(uid, uid, uid) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        if uid != 0 && (libc::setuid(0) == 0 || libc::geteuid() != uid) {
+            return Err(io::Error::other("privileges could not be dropped for good"));
+        }
+    }
+    Ok(())
+}

@@ -110,10 +110,7 @@ impl FlowKey {
 
 #[inline]
 fn be16(b: &[u8], at: usize) -> Option<u16> {
-    match b.get(at..at + 2) {
-        Some(s) => Some(u16::from_be_bytes([s[0], s[1]])),
-        None => None,
-    }
+    b.get(at..at + 2).map(|s| u16::from_be_bytes([s[0], s[1]]))
 }
 
 #[inline]

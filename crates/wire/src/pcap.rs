@@ -125,7 +125,12 @@ pub fn emit_file_header(out: &mut [u8; FILE_HEADER_LEN], snaplen: u32, linktype:
 
 /// Writes a little-endian nanosecond record header.
 #[inline]
-pub fn emit_record_header(out: &mut [u8; RECORD_HEADER_LEN], ts_ns: u64, caplen: u32, origlen: u32) {
+pub fn emit_record_header(
+    out: &mut [u8; RECORD_HEADER_LEN],
+    ts_ns: u64,
+    caplen: u32,
+    origlen: u32,
+) {
     let sec = (ts_ns / 1_000_000_000) as u32;
     let nsec = (ts_ns % 1_000_000_000) as u32;
     out[0..4].copy_from_slice(&sec.to_le_bytes());
@@ -144,7 +149,11 @@ pub struct RecordHeader {
 
 impl RecordHeader {
     /// Parses a record header of a file with the given byte order and precision.
-    pub fn parse(b: &[u8; RECORD_HEADER_LEN], big_endian: bool, precision: Precision) -> RecordHeader {
+    pub fn parse(
+        b: &[u8; RECORD_HEADER_LEN],
+        big_endian: bool,
+        precision: Precision,
+    ) -> RecordHeader {
         let sec = read_u32(&b[0..4], big_endian) as u64;
         let frac = read_u32(&b[4..8], big_endian) as u64;
         let ts_ns = match precision {

@@ -40,6 +40,8 @@ enum Command {
     Index(cmd::index::Args),
     /// Select packets from a store by time range and tcpdump filter expression; writes pcap.
     Query(cmd::query::Args),
+    /// Make a store consistent after a crash: keep partial files up to their last complete packet.
+    Repair(cmd::repair::Args),
 }
 
 /// An error that carries the exit code it maps to. Everything else is `ERROR`.
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Command::Record(a) => cmd::record::run(*a),
         Command::Index(a) => cmd::index::run(a),
         Command::Query(a) => cmd::query::run(a),
+        Command::Repair(a) => cmd::repair::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -2,3 +2,4 @@
 pub mod index;
 pub mod query;
 pub mod record;
+pub mod repair;

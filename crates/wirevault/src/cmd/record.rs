@@ -15,7 +15,7 @@ use wv_capture::file::FileSource;
 use wv_capture::filter::{self, Filter};
 use wv_capture::synthetic::{self, Synthetic};
 use wv_capture::{Counts, SharedCounts, Source};
-use wv_store::catalog::Catalog;
+use wv_store::catalog::{Budget, Catalog, OnFull};
 use wv_store::stream::{StreamConfig, StreamProducer};
 use wv_store::writer::{self, WriterConfig, WriterShared};
 use wv_store::Format;
@@ -71,6 +71,15 @@ pub struct Args {
     /// Stop after storing this many packets (exact with one worker).
     #[arg(short = 'c', long, value_name = "N")]
     count: Option<u64>,
+    /// Store budget: bytes (e.g. 500G) or a share of the volume (e.g. 80%).
+    #[arg(long, value_name = "SIZE|PERCENT")]
+    max_size: Option<String>,
+    /// At the budget: delete the oldest files (delete) or stop recording (stop, exit code 3).
+    #[arg(long, default_value = "delete", value_parser = ["delete", "stop"])]
+    on_full: String,
+    /// After opening the capture sockets, switch to this user (and its group); the store is chowned to it.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
     /// Write buffered instead of O_DIRECT.
     #[arg(long)]
     no_direct: bool,
@@ -149,6 +158,7 @@ struct Plan {
     cpus: Option<Vec<usize>>,
     duration: Option<Duration>,
     expression: Option<String>,
+    budget: Option<Budget>,
 }
 
 fn usage(msg: String) -> anyhow::Error {
@@ -242,6 +252,49 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         None => None,
     };
     let expression = (!a.filter.is_empty()).then(|| a.filter.join(" "));
+    let on_full = if a.on_full == "stop" {
+        OnFull::Stop
+    } else {
+        OnFull::DeleteOldest
+    };
+    let budget = match &a.max_size {
+        None => None,
+        Some(m) => {
+            let max_bytes = if let Some(pct) = m.strip_suffix('%') {
+                let pct: f64 = pct
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|p| *p > 0.0 && *p <= 100.0)
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--max-size \"{m}\" is not a percentage in (0, 100]"
+                        ))
+                    })?;
+                std::fs::create_dir_all(&a.store).ok();
+                let (_, total) = wv_sys::uring::fs_space(&a.store).map_err(|e| {
+                    fail(
+                        exit::ERROR,
+                        format!(
+                            "cannot read the size of the volume of {}: {e}",
+                            a.store.display()
+                        ),
+                    )
+                })?;
+                (total as f64 * pct / 100.0) as u64
+            } else {
+                size("--max-size", m)?
+            };
+            let need = reserve(file_size, a.workers) + file_size;
+            if max_bytes < need {
+                return Err(usage(format!(
+                    "--max-size {m} ({max_bytes} bytes) is too small for {} stream(s) of --file-size {}: it needs at least {need} bytes",
+                    a.workers, a.file_size
+                )));
+            }
+            Some(Budget { max_bytes, on_full })
+        }
+    };
     Ok(Plan {
         store: a.store.clone(),
         format: if a.format == "pcapng" {
@@ -258,7 +311,45 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         cpus,
         duration,
         expression,
+        budget,
     })
+}
+
+/// Bytes the files being written can add before they close: one file per
+/// stream, plus room for its index (well under 5% of the capture).
+fn reserve(file_size: u64, streams: usize) -> u64 {
+    (file_size + file_size / 20) * streams as u64
+}
+
+/// Switches the process to `user` (its uid, primary gid, no supplementary
+/// groups) after chowning the store to it. The open sockets keep working; no
+/// capability is kept, because none is needed once they are open.
+fn drop_privileges(user: &str, store: &Path) -> anyhow::Result<()> {
+    let (uid, gid) = wv_sys::cpu::lookup_user(user).ok_or_else(|| {
+        fail(
+            exit::USAGE,
+            format!("--user: no user named {user} (see /etc/passwd)"),
+        )
+    })?;
+    chown_tree(store, uid, gid).map_err(|e| {
+        fail(
+            exit::ERROR,
+            format!("cannot hand the store {} to {user}: {e}", store.display()),
+        )
+    })?;
+    wv_sys::cpu::switch_user(uid, gid)
+        .map_err(|e| fail(exit::ERROR, format!("cannot switch to user {user}: {e}")))?;
+    Ok(())
+}
+
+fn chown_tree(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::chown(p, Some(uid), Some(gid))?;
+    if p.is_dir() {
+        for e in std::fs::read_dir(p)? {
+            chown_tree(&e?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
 }
 
 /// Creates the store directory and proves it is writable.
@@ -275,6 +366,8 @@ fn prepare_store(store: &Path) -> anyhow::Result<()> {
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
     let p = plan(&a)?;
+    // Capture files and indexes are readable by the owner's group only.
+    wv_sys::cpu::set_umask(0o027);
 
     // Sources first: interface and filter errors should come before any file is created.
     let mut sources: Vec<Box<dyn Source>> = Vec::new();
@@ -377,6 +470,21 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
 
     prepare_store(&p.store)?;
+    // A previous run may have crashed: make the store consistent first.
+    let rep =
+        wv_store::recover::repair(&p.store, Some(&crate::cmd::repair::index_one)).map_err(|e| {
+            fail(
+                exit::ERROR,
+                format!(
+                    "cannot check the store {} for a previous crash: {e}",
+                    p.store.display()
+                ),
+            )
+        })?;
+    crate::cmd::repair::print_report(&rep, &p.store, true);
+    if let Some(u) = &a.user {
+        drop_privileges(u, &p.store)?;
+    }
     let catalog = Arc::new(
         Catalog::open(&p.store)
             .with_context(|| format!("cannot open the catalog of {}", p.store.display()))?,
@@ -419,6 +527,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             chunk: p.block_size,
             prealloc_step: 64 << 20,
             indexer: indexer.clone(),
+            budget: p.budget,
+            reserve: reserve(p.file_size, p.workers),
         };
         let (q2, c2, s2) = (queue.clone(), catalog.clone(), wshared.clone());
         let wcpu = p.cpus.as_ref().map(|c| c[(nworkers + id) % c.len()]);
@@ -443,6 +553,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             },
         );
         sp.set_writer(wt.thread().clone());
+        sp.set_last_seq(wv_store::layout::max_seq(
+            &p.store.join(wv_store::layout::stream_dir(id)),
+        ));
         let sc = Arc::new(SharedCounts::default());
         let (stop2, sc2) = (stop.clone(), sc.clone());
         let ccpu = p.cpus.as_ref().map(|c| c[id % c.len()]);
@@ -554,6 +667,15 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             eprintln!("wirevault: note: the file system refused O_DIRECT; wrote through the page cache instead");
             break;
         }
+    }
+    let (rf, rb): (u64, u64) = writer_shared.iter().fold((0, 0), |(f, b), w| {
+        (
+            f + w.retention_files.load(Ordering::Relaxed),
+            b + w.retention_bytes.load(Ordering::Relaxed),
+        )
+    });
+    if rf > 0 {
+        eprintln!("wirevault: retention deleted the {rf} oldest file(s), {rb} bytes, to stay within --max-size");
     }
     if !snap.balanced() {
         eprintln!("wirevault: error: counters do not add up (a bug; please report it with the summary above)");

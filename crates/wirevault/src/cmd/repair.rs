@@ -1,0 +1,69 @@
+//! `wirevault repair STORE`: make a store consistent after a crash (the same
+//! check `record` runs when it starts).
+
+use crate::{exit, fail};
+use std::path::{Path, PathBuf};
+use wv_store::recover::RepairReport;
+
+/// Arguments of `wirevault repair`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The store directory (not while a recorder writes to it).
+    pub store: PathBuf,
+}
+
+/// Builds the index of one capture file (for the store's repair).
+pub fn index_one(capture: &Path) -> std::io::Result<()> {
+    wv_index::index_file(capture)
+        .map(drop)
+        .map_err(std::io::Error::other)
+}
+
+/// Prints what a repair did; silent when nothing was needed and `quiet_if_clean`.
+pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
+    if rep.is_clean() {
+        if !quiet_if_clean {
+            eprintln!(
+                "wirevault: {} is consistent; nothing to repair",
+                store.display()
+            );
+        }
+        return;
+    }
+    eprintln!(
+        "wirevault: repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s)",
+        store.display(),
+        rep.recovered_files,
+        rep.recovered_packets,
+        rep.cut_bytes,
+        rep.deleted_empty,
+        rep.cataloged,
+        rep.removed_entries,
+        rep.reindexed,
+        rep.bad_catalog_lines
+    );
+    for p in &rep.problems {
+        eprintln!("wirevault: {p}");
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<u8> {
+    if !a.store.is_dir() {
+        return Err(fail(
+            exit::USAGE,
+            format!("{} is not a store directory", a.store.display()),
+        ));
+    }
+    let rep = wv_store::recover::repair(&a.store, Some(&index_one)).map_err(|e| {
+        fail(
+            exit::ERROR,
+            format!("cannot repair {}: {e}", a.store.display()),
+        )
+    })?;
+    print_report(&rep, &a.store, false);
+    Ok(if rep.problems.is_empty() {
+        exit::OK
+    } else {
+        exit::ERROR
+    })
+}
