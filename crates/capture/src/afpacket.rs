@@ -25,12 +25,7 @@ pub struct AfPacketSource {
 }
 
 impl AfPacketSource {
-    pub fn new(
-        ring: Ring,
-        linktype: u32,
-        snaplen: u32,
-        counter: Option<Arc<FilteredCounter>>,
-    ) -> AfPacketSource {
+    pub fn new(ring: Ring, linktype: u32, snaplen: u32, counter: Option<Arc<FilteredCounter>>) -> AfPacketSource {
         AfPacketSource {
             ring,
             linktype,

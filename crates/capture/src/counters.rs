@@ -52,11 +52,7 @@ impl SharedCounts {
     }
 
     pub fn load(&self) -> (Counts, f64) {
-        let v: Vec<u64> = self
-            .fields
-            .iter()
-            .map(|a| a.load(Ordering::Relaxed))
-            .collect();
+        let v: Vec<u64> = self.fields.iter().map(|a| a.load(Ordering::Relaxed)).collect();
         (
             Counts {
                 delivered: v[0],

@@ -58,9 +58,7 @@ impl FileSource {
                     }
                     Err(e) => self.problems.push(format!("{}: {e}", p.display())),
                 },
-                Err(e) => self
-                    .problems
-                    .push(format!("{}: cannot open: {e}", p.display())),
+                Err(e) => self.problems.push(format!("{}: cannot open: {e}", p.display())),
             }
         }
         false
@@ -109,13 +107,7 @@ impl Source for FileSource {
         if self.stopped || (self.cur.is_none() && !self.open_next()) {
             return Ok(Poll::End);
         }
-        let FileSource {
-            cur,
-            expression,
-            filters,
-            problems,
-            ..
-        } = self;
+        let FileSource { cur, expression, filters, problems, .. } = self;
         let (path, reader) = cur.as_mut().expect("opened above");
         for _ in 0..BATCH {
             // Never drop what is read from a file: wait for the writer instead.
@@ -127,12 +119,10 @@ impl Source for FileSource {
                 Ok(Some(p)) => {
                     let keep = match expression {
                         None => true,
-                        Some(expr) => {
-                            match filter_for(filters, problems, expr, path, p.linktype, p.snaplen) {
-                                Some(f) => f.matches(p.data, p.origlen),
-                                None => false,
-                            }
-                        }
+                        Some(expr) => match filter_for(filters, problems, expr, path, p.linktype, p.snaplen) {
+                            Some(f) => f.matches(p.data, p.origlen),
+                            None => false,
+                        },
                     };
                     if keep {
                         out.packet(p.ts_ns, p.linktype, p.snaplen, p.origlen, &[p.data]);

@@ -21,17 +21,11 @@ pub struct FilterError {
 /// Compiles `expression` for packets of `linktype` with snapshot length
 /// `snaplen`, as tcpdump would for a capture file of that link type.
 pub fn compile(expression: &str, linktype: u32, snaplen: u32) -> Result<Filter, FilterError> {
-    let err = |m: String| FilterError {
-        expression: expression.to_string(),
-        message: m,
-    };
-    let cap =
-        pcap::Capture::dead_with_precision(pcap::Linktype(linktype as i32), pcap::Precision::Nano)
-            .map_err(|e| err(e.to_string()))?;
-    let _ = snaplen; // dead handles use MAXIMUM_SNAPLEN; the return value only caps caplen
-    let prog = cap
-        .compile(expression, true)
+    let err = |m: String| FilterError { expression: expression.to_string(), message: m };
+    let cap = pcap::Capture::dead_with_precision(pcap::Linktype(linktype as i32), pcap::Precision::Nano)
         .map_err(|e| err(e.to_string()))?;
+    let _ = snaplen; // dead handles use MAXIMUM_SNAPLEN; the return value only caps caplen
+    let prog = cap.compile(expression, true).map_err(|e| err(e.to_string()))?;
     to_filter(expression, &prog).ok_or_else(|| err("libpcap produced an unreadable program".into()))
 }
 
@@ -39,23 +33,13 @@ pub fn compile(expression: &str, linktype: u32, snaplen: u32) -> Result<Filter, 
 /// libpcap emits Linux's special VLAN loads (the kernel strips VLAN tags
 /// before the socket filter runs, exactly as for `tcpdump -i IF`).
 pub fn compile_live(expression: &str, ifname: &str, snaplen: u32) -> Result<Filter, FilterError> {
-    let err = |m: String| FilterError {
-        expression: expression.to_string(),
-        message: m,
-    };
-    let live = pcap::Capture::from_device(ifname).and_then(|c| {
-        c.snaplen(snaplen as i32)
-            .promisc(false)
-            .immediate_mode(true)
-            .open()
-    });
+    let err = |m: String| FilterError { expression: expression.to_string(), message: m };
+    let live = pcap::Capture::from_device(ifname)
+        .and_then(|c| c.snaplen(snaplen as i32).promisc(false).immediate_mode(true).open());
     match live {
         Ok(cap) => {
-            let prog = cap
-                .compile(expression, true)
-                .map_err(|e| err(e.to_string()))?;
-            to_filter(expression, &prog)
-                .ok_or_else(|| err("libpcap produced an unreadable program".into()))
+            let prog = cap.compile(expression, true).map_err(|e| err(e.to_string()))?;
+            to_filter(expression, &prog).ok_or_else(|| err("libpcap produced an unreadable program".into()))
         }
         // Without a live handle (no permission yet, odd interface) compile
         // as for an Ethernet file; the caller reports the interface error.
@@ -64,15 +48,8 @@ pub fn compile_live(expression: &str, ifname: &str, snaplen: u32) -> Result<Filt
 }
 
 fn to_filter(expression: &str, prog: &pcap::BpfProgram) -> Option<Filter> {
-    let program = prog
-        .get_instructions()
-        .iter()
-        .map(|i| Insn::parse(&i.to_string()))
-        .collect::<Option<Vec<_>>>()?;
-    Some(Filter {
-        expression: expression.to_string(),
-        program,
-    })
+    let program = prog.get_instructions().iter().map(|i| Insn::parse(&i.to_string())).collect::<Option<Vec<_>>>()?;
+    Some(Filter { expression: expression.to_string(), program })
 }
 
 impl Filter {
@@ -84,15 +61,7 @@ impl Filter {
 
     /// The program as kernel socket filter instructions.
     pub fn sock_filter(&self) -> Vec<libc::sock_filter> {
-        self.program
-            .iter()
-            .map(|i| libc::sock_filter {
-                code: i.code,
-                jt: i.jt,
-                jf: i.jf,
-                k: i.k,
-            })
-            .collect()
+        self.program.iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect()
     }
 }
 

@@ -31,53 +31,40 @@ pub struct Spec {
 
 /// Parses `size=64,count=1M`; errors are one sentence.
 pub fn parse_spec(s: &str) -> Result<Spec, String> {
-    let mut spec = Spec {
-        sizes: vec![1514],
-        count: None,
-        duration: None,
-        rate_pps: None,
-        flows: 1024,
-    };
+    let mut spec = Spec { sizes: vec![1514], count: None, duration: None, rate_pps: None, flows: 1024 };
     let mut rate_bps = None;
     for kv in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| format!("synthetic spec item \"{kv}\" is not key=value"))?;
+        let (k, v) = kv.split_once('=').ok_or_else(|| format!("synthetic spec item \"{kv}\" is not key=value"))?;
         match k {
             "size" if v.eq_ignore_ascii_case("imix") => spec.sizes = IMIX.to_vec(),
             "size" => {
-                let n: u32 = v
-                    .parse()
-                    .map_err(|_| format!("synthetic size \"{v}\" is not a number or imix"))?;
+                let n: u32 = v.parse().map_err(|_| format!("synthetic size \"{v}\" is not a number or imix"))?;
                 if !(60..=9000).contains(&n) {
                     return Err(format!("synthetic size {n} is outside 60..=9000"));
                 }
                 spec.sizes = vec![n];
             }
             "count" => {
-                spec.count = Some(
-                    parse_count(v)
-                        .ok_or_else(|| format!("synthetic count \"{v}\" is not a number"))?,
-                )
+                spec.count = Some(parse_count(v).ok_or_else(|| format!("synthetic count \"{v}\" is not a number"))?)
             }
             "duration" => {
-                spec.duration = Some(parse_duration(v).ok_or_else(|| {
-                    format!("synthetic duration \"{v}\" is not a duration like 10s or 500ms")
-                })?)
+                spec.duration = Some(
+                    parse_duration(v)
+                        .ok_or_else(|| format!("synthetic duration \"{v}\" is not a duration like 10s or 500ms"))?,
+                )
             }
             "rate" => {
                 let l = v.to_ascii_lowercase();
                 if let Some(x) = l.strip_suffix("gbps") {
-                    rate_bps =
-                        Some(x.parse::<f64>().map_err(|_| format!("bad rate \"{v}\""))? * 1e9);
+                    rate_bps = Some(x.parse::<f64>().map_err(|_| format!("bad rate \"{v}\""))? * 1e9);
                 } else if let Some(x) = l.strip_suffix("mbps") {
-                    rate_bps =
-                        Some(x.parse::<f64>().map_err(|_| format!("bad rate \"{v}\""))? * 1e6);
+                    rate_bps = Some(x.parse::<f64>().map_err(|_| format!("bad rate \"{v}\""))? * 1e6);
                 } else {
                     let l = l.trim_end_matches("pps");
-                    spec.rate_pps = Some(parse_count(l).ok_or_else(|| {
-                        format!("bad rate \"{v}\": use e.g. 1M (packets/s) or 10gbps")
-                    })? as f64);
+                    spec.rate_pps = Some(
+                        parse_count(l).ok_or_else(|| format!("bad rate \"{v}\": use e.g. 1M (packets/s) or 10gbps"))?
+                            as f64,
+                    );
                 }
             }
             "flows" => {
@@ -87,11 +74,7 @@ pub fn parse_spec(s: &str) -> Result<Spec, String> {
                     .filter(|&n: &u32| (1..=1 << 24).contains(&n))
                     .ok_or_else(|| format!("synthetic flows \"{v}\" must be 1..=16777216"))?
             }
-            _ => {
-                return Err(format!(
-                "unknown synthetic spec key \"{k}\" (known: size, count, duration, rate, flows)"
-            ))
-            }
+            _ => return Err(format!("unknown synthetic spec key \"{k}\" (known: size, count, duration, rate, flows)")),
         }
     }
     if let Some(bps) = rate_bps {
@@ -119,9 +102,7 @@ pub fn parse_count(s: &str) -> Option<u64> {
 /// `10s`, `500ms`, `2m`, `1h`, `1.5s`, bare seconds.
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let v: f64 = num.parse().ok()?;
     let secs = match unit {
@@ -151,11 +132,7 @@ pub struct Synthetic {
 
 impl Synthetic {
     pub fn new(spec: Spec, filter: Option<Filter>) -> Synthetic {
-        let headers = spec
-            .sizes
-            .iter()
-            .map(|&size| (0..spec.flows).map(|f| header(f, size)).collect())
-            .collect();
+        let headers = spec.sizes.iter().map(|&size| (0..spec.flows).map(|f| header(f, size)).collect()).collect();
         let payload = (0..9000u32).map(|i| (i * 7 + 3) as u8).collect();
         Synthetic {
             spec,
@@ -184,10 +161,7 @@ fn header(f: u32, size: u32) -> [u8; HDR] {
     ip[9] = 17;
     ip[12..16].copy_from_slice(&[10, (f >> 16) as u8, (f >> 8) as u8, f as u8]);
     ip[16..20].copy_from_slice(&[10, 200, (f >> 8) as u8 ^ 0x5a, f as u8 ^ 0xa5]);
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
-        .sum();
+    let mut sum: u32 = ip.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
@@ -259,13 +233,7 @@ impl Source for Synthetic {
                     continue;
                 }
             }
-            out.packet(
-                ts,
-                wv_wire::linktype::ETHERNET,
-                wv_wire::MAX_SNAPLEN,
-                size as u32,
-                &[hdr, &seqb, rest],
-            );
+            out.packet(ts, wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN, size as u32, &[hdr, &seqb, rest]);
         }
         self.seq += n;
         Ok(Poll::Packets)
@@ -279,15 +247,9 @@ mod tests {
     #[test]
     fn spec_parsing() {
         let s = parse_spec("size=64,count=1M,flows=10").unwrap();
-        assert_eq!(
-            (s.sizes.clone(), s.count, s.flows),
-            (vec![64], Some(1_000_000), 10)
-        );
+        assert_eq!((s.sizes.clone(), s.count, s.flows), (vec![64], Some(1_000_000), 10));
         assert_eq!(parse_spec("size=imix,duration=2s").unwrap().sizes.len(), 12);
-        let r = parse_spec("size=1514,rate=10gbps")
-            .unwrap()
-            .rate_pps
-            .unwrap();
+        let r = parse_spec("size=1514,rate=10gbps").unwrap().rate_pps.unwrap();
         assert!((r - 10e9 / 8.0 / 1514.0).abs() < 1.0);
         assert!(parse_spec("size=59").unwrap_err().contains("60..=9000"));
         assert!(parse_spec("bogus=1").unwrap_err().contains("unknown"));
@@ -297,10 +259,7 @@ mod tests {
     #[test]
     fn header_checksum_valid() {
         let h = header(77, 1514);
-        let sum: u32 = h[14..34]
-            .chunks(2)
-            .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
-            .sum();
+        let sum: u32 = h[14..34].chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
         let folded = (sum & 0xffff) + (sum >> 16);
         assert_eq!(folded as u16, 0xffff);
     }

@@ -18,14 +18,7 @@ pub struct Delivery<'a> {
 impl Delivery<'_> {
     /// Stores one packet whose captured bytes are the concatenation of `parts`.
     #[inline]
-    pub fn packet(
-        &mut self,
-        ts_ns: u64,
-        linktype: u32,
-        snaplen: u32,
-        origlen: u32,
-        parts: &[&[u8]],
-    ) {
+    pub fn packet(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
         self.counts.delivered += 1;
         if *self.remaining == 0 {
             self.counts.dropped_shutdown += 1;
@@ -64,9 +57,7 @@ impl Delivery<'_> {
 
 /// Wall clock in nanoseconds since the epoch.
 pub fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Drives `src` into `stream` until the source ends, `stop` is set, or
@@ -89,11 +80,7 @@ pub fn run<S: Source + ?Sized>(
             return Ok(());
         }
         loop {
-            let mut d = Delivery {
-                stream,
-                counts: &mut counts,
-                remaining: &mut remaining,
-            };
+            let mut d = Delivery { stream, counts: &mut counts, remaining: &mut remaining };
             match src.poll(&mut d)? {
                 Poll::Packets => continue,
                 Poll::Idle if !src.drained_when_idle() => continue,
@@ -123,11 +110,7 @@ fn pump<S: Source + ?Sized>(
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let mut d = Delivery {
-            stream,
-            counts,
-            remaining,
-        };
+        let mut d = Delivery { stream, counts, remaining };
         let p = src.poll(&mut d)?;
         let done = d.limit_reached();
         batches = batches.wrapping_add(1);

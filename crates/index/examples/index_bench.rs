@@ -29,11 +29,7 @@ fn frame(len: usize, flow: u64, out: &mut Vec<u8>) {
     out[23] = if flow % 4 == 0 { 17 } else { 6 };
     let client = 0x0a00_0000 | (flow % 5000) as u32;
     let server = 0xc0a8_0000 | ((flow / 5000) % 200) as u32;
-    let (s, d) = if flow % 2 == 0 {
-        (client, server)
-    } else {
-        (server, client)
-    };
+    let (s, d) = if flow % 2 == 0 { (client, server) } else { (server, client) };
     out[26..30].copy_from_slice(&s.to_be_bytes());
     out[30..34].copy_from_slice(&d.to_be_bytes());
     let cport = 1024 + (flow * 7919 % 60000) as u16;
@@ -51,11 +47,7 @@ fn run(name: &str, sizes: &[usize], packets: u64, flows: u64) {
     let mut seq = Vec::with_capacity(packets as usize);
     for i in 0..packets {
         let r = rng.next();
-        let flow = if r & 1 == 0 {
-            recent[(r >> 1) as usize % 8]
-        } else {
-            (r >> 8) % flows
-        };
+        let flow = if r & 1 == 0 { recent[(r >> 1) as usize % 8] } else { (r >> 8) % flows };
         recent[i as usize % 8] = flow;
         seq.push(flow);
     }
@@ -73,19 +65,18 @@ fn run(name: &str, sizes: &[usize], packets: u64, flows: u64) {
     let t = Instant::now();
     for (i, &flow) in seq.iter().enumerate() {
         frame(sizes[i % sizes.len()], flow, &mut buf);
-        b.add(
-            1_700_000_000_000_000_000 + i as u64 * 1000,
-            off,
-            &buf,
-            buf.len() as u32,
-        );
+        b.add(1_700_000_000_000_000_000 + i as u64 * 1000, off, &buf, buf.len() as u32);
         off += 16 + buf.len() as u64;
     }
     let el = t.elapsed().saturating_sub(gen);
+    let t = Instant::now();
     let idx = b.encode().unwrap();
+    let enc = t.elapsed();
     println!(
-        "{name:>6} {flows:>9} flows  {:>6.1} ns/packet  index {:>10} B  pcap {:>12} B  ratio {:>6.3}%",
+        "{name:>6} {flows:>9} flows  add {:>6.1} + encode {:>5.1} = {:>6.1} ns/packet  index {:>10} B  pcap {:>12} B  ratio {:>6.3}%",
         el.as_nanos() as f64 / packets as f64,
+        enc.as_nanos() as f64 / packets as f64,
+        (el + enc).as_nanos() as f64 / packets as f64,
         idx.len(),
         off,
         100.0 * idx.len() as f64 / off as f64
@@ -93,10 +84,7 @@ fn run(name: &str, sizes: &[usize], packets: u64, flows: u64) {
 }
 
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let packets = args.first().copied().unwrap_or(2_000_000);
     let flow_counts: Vec<u64> = match args.get(1) {
         Some(f) => vec![*f],

@@ -60,9 +60,7 @@ struct Seen<K: Copy + PartialEq + Default, const N: usize> {
 
 impl<K: Copy + PartialEq + Default, const N: usize> Seen<K, N> {
     fn new() -> Self {
-        Seen {
-            slots: Box::new([(K::default(), 0); N]),
-        }
+        Seen { slots: Box::new([(K::default(), 0); N]) }
     }
     /// True when (key, block) is new; records it.
     #[inline]
@@ -150,11 +148,7 @@ impl Builder {
     #[inline]
     fn add_position(&mut self, ts_ns: u64, record_offset: u64) -> u32 {
         if self.packets & self.block_mask == 0 {
-            self.blocks.push(Block {
-                offset: record_offset,
-                min_ts: ts_ns,
-                max_ts: ts_ns,
-            });
+            self.blocks.push(Block { offset: record_offset, min_ts: ts_ns, max_ts: ts_ns });
         } else if let Some(b) = self.blocks.last_mut() {
             b.min_ts = b.min_ts.min(ts_ns);
             b.max_ts = b.max_ts.max(ts_ns);
@@ -228,10 +222,7 @@ impl Builder {
         };
         if let Err(e) = write() {
             let _ = std::fs::remove_file(&part);
-            return Err(IndexError::Io {
-                path: path.to_path_buf(),
-                source: e,
-            });
+            return Err(IndexError::Io { path: path.to_path_buf(), source: e });
         }
         let (first_ns, last_ns) = self.time_range();
         Ok(IndexSummary {
@@ -265,10 +256,12 @@ impl Builder {
             prev_ts = b.min_ts;
         }
         sections.push(blocks);
-        self.ipv4.sort_unstable();
+        let mut scratch = Vec::new();
+        sort_pairs(&mut self.ipv4, &mut scratch);
         self.ipv4.dedup();
-        self.ports.sort_unstable();
+        sort_pairs(&mut self.ports, &mut scratch);
         self.ports.dedup();
+        drop(scratch);
         self.ipv6.sort_unstable();
         self.ipv6.dedup();
         let v4 = group(self.ipv4.iter().map(|p| (u128::from(p >> 32), *p as u32)));
@@ -290,17 +283,11 @@ impl Builder {
         }
         let (first_ns, last_ns) = self.time_range();
         let mut out = Vec::with_capacity(
-            format::HEADER_LEN
-                + format::SECTION_TABLE_LEN
-                + sections.iter().map(Vec::len).sum::<usize>(),
+            format::HEADER_LEN + format::SECTION_TABLE_LEN + sections.iter().map(Vec::len).sum::<usize>(),
         );
         out.extend_from_slice(&format::MAGIC);
         out.extend_from_slice(&format::VERSION.to_le_bytes());
-        let flags = if self.keys_complete {
-            format::FLAG_KEYS_COMPLETE
-        } else {
-            0
-        };
+        let flags = if self.keys_complete { format::FLAG_KEYS_COMPLETE } else { 0 };
         out.extend_from_slice(&flags.to_le_bytes());
         out.extend_from_slice(&self.linktype.to_le_bytes());
         out.extend_from_slice(&((self.block_mask + 1) as u32).to_le_bytes());
@@ -321,6 +308,41 @@ impl Builder {
             out.extend_from_slice(s);
         }
         Ok(out)
+    }
+}
+
+/// Sorts `key << 32 | block` pairs by key with a stable LSD radix sort
+/// (three 11-bit digits of the key). Pairs are appended in block order, so
+/// after a stable sort by key each key's blocks are increasing: the result
+/// equals a full sort of the u64s, at a few ns per pair instead of a
+/// comparison sort's ~25 (this runs once per file, for millions of pairs).
+fn sort_pairs(v: &mut Vec<u64>, scratch: &mut Vec<u64>) {
+    if v.len() < 1 << 12 {
+        v.sort_unstable();
+        return;
+    }
+    scratch.clear();
+    scratch.resize(v.len(), 0);
+    for shift in [32u32, 43, 54] {
+        let mut counts = [0usize; 2048];
+        for &x in v.iter() {
+            counts[((x >> shift) & 0x7ff) as usize] += 1;
+        }
+        if counts.iter().any(|&c| c == v.len()) {
+            continue; // every pair has the same digit: the pass would not move anything
+        }
+        let mut sum = 0;
+        for c in counts.iter_mut() {
+            let n = *c;
+            *c = sum;
+            sum += n;
+        }
+        for &x in v.iter() {
+            let d = ((x >> shift) & 0x7ff) as usize;
+            scratch[counts[d]] = x;
+            counts[d] += 1;
+        }
+        std::mem::swap(v, scratch);
     }
 }
 
@@ -349,17 +371,10 @@ fn group(pairs: impl Iterator<Item = (u128, u32)>) -> Vec<(u128, Posting)> {
 }
 
 fn dense(v: &[Posting]) -> Vec<(u128, &Posting)> {
-    v.iter()
-        .enumerate()
-        .filter(|(_, p)| p.last != 0)
-        .map(|(k, p)| (k as u128, p))
-        .collect()
+    v.iter().enumerate().filter(|(_, p)| p.last != 0).map(|(k, p)| (k as u128, p)).collect()
 }
 
-fn encode_class(
-    class: KeyClass,
-    entries: &[(u128, &Posting)],
-) -> Result<(Vec<u8>, Vec<u8>), IndexError> {
+fn encode_class(class: KeyClass, entries: &[(u128, &Posting)]) -> Result<(Vec<u8>, Vec<u8>), IndexError> {
     let mut dir = Vec::with_capacity(entries.len() * (class.key_len() + 4));
     let mut post = Vec::new();
     let mut key = [0u8; 16];

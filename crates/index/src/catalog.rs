@@ -13,16 +13,11 @@ pub const CATALOG_FILE: &str = wv_store::layout::CATALOG;
 pub fn read(store: &Path) -> Result<Vec<Entry>, IndexError> {
     wv_store::catalog::read(store)
         .map(|(entries, _bad)| entries)
-        .map_err(|source| IndexError::Io {
-            path: store.join(CATALOG_FILE),
-            source,
-        })
+        .map_err(|source| IndexError::Io { path: store.join(CATALOG_FILE), source })
 }
 
 /// Replaces a store's catalog atomically.
 pub fn write(store: &Path, entries: &[Entry]) -> Result<(), IndexError> {
-    wv_store::catalog::rewrite(store, entries).map_err(|source| IndexError::Io {
-        path: store.join(CATALOG_FILE),
-        source,
-    })
+    wv_store::catalog::rewrite(store, entries)
+        .map_err(|source| IndexError::Io { path: store.join(CATALOG_FILE), source })
 }

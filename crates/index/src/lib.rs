@@ -46,11 +46,7 @@ pub enum IndexError {
         source: ReadError,
     },
     #[error("catalog {}: line {line}: {problem}", path.display())]
-    Catalog {
-        path: PathBuf,
-        line: usize,
-        problem: String,
-    },
+    Catalog { path: PathBuf, line: usize, problem: String },
 }
 
 /// The result of indexing one existing capture file.
@@ -86,16 +82,10 @@ pub fn index_file(capture: &Path) -> Result<FileIndexed, IndexError> {
 /// [`index_file`] with `block_packets` packets per block (tests use 1 to
 /// make every packet its own block).
 pub fn index_file_with(capture: &Path, block_packets: u32) -> Result<FileIndexed, IndexError> {
-    let io = |e| IndexError::Io {
-        path: capture.to_path_buf(),
-        source: e,
-    };
+    let io = |e| IndexError::Io { path: capture.to_path_buf(), source: e };
     let file = File::open(capture).map_err(io)?;
     let bytes = file.metadata().map_err(io)?.len();
-    let mut reader = Reader::new(file).map_err(|e| IndexError::Capture {
-        path: capture.to_path_buf(),
-        source: e,
-    })?;
+    let mut reader = Reader::new(file).map_err(|e| IndexError::Capture { path: capture.to_path_buf(), source: e })?;
     let format = match reader.format() {
         wv_wire::reader::Format::Pcap => "pcap",
         wv_wire::reader::Format::Pcapng => "pcapng",
@@ -126,14 +116,7 @@ pub fn index_file_with(capture: &Path, block_packets: u32) -> Result<FileIndexed
     let builder = builder.unwrap_or_else(|| Builder::new(wv_wire::linktype::ETHERNET));
     let index_path = index_path_for(capture);
     let summary = builder.finish(&index_path)?;
-    Ok(FileIndexed {
-        index_path,
-        summary,
-        format,
-        snaplen,
-        bytes,
-        truncated,
-    })
+    Ok(FileIndexed { index_path, summary, format, snaplen, bytes, truncated })
 }
 
 /// What [`index_path`] did.
@@ -150,9 +133,7 @@ pub struct IndexReport {
 }
 
 fn is_capture_name(name: &str) -> bool {
-    [".pcap", ".pcapng", ".cap", ".pcap.gz"]
-        .iter()
-        .any(|s| name.ends_with(s) && !name.ends_with(".pcap.gz"))
+    [".pcap", ".pcapng", ".cap", ".pcap.gz"].iter().any(|s| name.ends_with(s) && !name.ends_with(".pcap.gz"))
 }
 
 /// Indexes PATH: a capture file (writes `FILE.idx`), a store (every catalog
@@ -161,10 +142,7 @@ fn is_capture_name(name: &str) -> bool {
 /// so that the directory can be queried as a store).
 pub fn index_path(path: &Path) -> Result<IndexReport, IndexError> {
     let mut report = IndexReport::default();
-    let meta = std::fs::metadata(path).map_err(|e| IndexError::Io {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
+    let meta = std::fs::metadata(path).map_err(|e| IndexError::Io { path: path.to_path_buf(), source: e })?;
     if !meta.is_dir() {
         report.indexed.push(index_file(path)?);
         return Ok(report);
@@ -240,10 +218,7 @@ pub fn index_path(path: &Path) -> Result<IndexReport, IndexError> {
 }
 
 fn collect_captures(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), IndexError> {
-    let io = |e| IndexError::Io {
-        path: dir.to_path_buf(),
-        source: e,
-    };
+    let io = |e| IndexError::Io { path: dir.to_path_buf(), source: e };
     for ent in std::fs::read_dir(dir).map_err(io)? {
         let ent = ent.map_err(io)?;
         let p = ent.path();

@@ -44,14 +44,8 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 impl IndexReader {
     /// Opens and validates an index file and loads its block table.
     pub fn open(path: &Path) -> Result<IndexReader, IndexError> {
-        let io = |e| IndexError::Io {
-            path: path.to_path_buf(),
-            source: e,
-        };
-        let corrupt = |what: &'static str| IndexError::Corrupt {
-            path: path.to_path_buf(),
-            what,
-        };
+        let io = |e| IndexError::Io { path: path.to_path_buf(), source: e };
+        let corrupt = |what: &'static str| IndexError::Corrupt { path: path.to_path_buf(), what };
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         let head_len = format::HEADER_LEN + format::SECTION_TABLE_LEN;
@@ -65,10 +59,7 @@ impl IndexReader {
         }
         let version = u32_at(&h, 8);
         if version != format::VERSION {
-            return Err(IndexError::Version {
-                path: path.to_path_buf(),
-                version,
-            });
+            return Err(IndexError::Version { path: path.to_path_buf(), version });
         }
         let flags = u32_at(&h, 12);
         let n_blocks = u32_at(&h, 48) as usize;
@@ -99,20 +90,14 @@ impl IndexReader {
         let mut blocks = Vec::with_capacity(n_blocks.min(raw.len()));
         let (mut pos, mut off, mut ts) = (0usize, 0u64, 0u64);
         for _ in 0..n_blocks {
-            let (Some(d_off), Some(d_ts), Some(span)) = (
-                get_varint(&raw, &mut pos),
-                get_varint(&raw, &mut pos),
-                get_varint(&raw, &mut pos),
-            ) else {
+            let (Some(d_off), Some(d_ts), Some(span)) =
+                (get_varint(&raw, &mut pos), get_varint(&raw, &mut pos), get_varint(&raw, &mut pos))
+            else {
                 return Err(corrupt("truncated block table"));
             };
             off = off.wrapping_add(d_off);
             ts = ts.wrapping_add(unzigzag(d_ts) as u64);
-            blocks.push(BlockInfo {
-                offset: off,
-                min_ts: ts,
-                max_ts: ts.wrapping_add(span),
-            });
+            blocks.push(BlockInfo { offset: off, min_ts: ts, max_ts: ts.wrapping_add(span) });
         }
         r.blocks = blocks;
         Ok(r)
@@ -126,40 +111,22 @@ impl IndexReader {
     fn section(&self, i: usize) -> Result<Vec<u8>, IndexError> {
         let (off, len) = self.sections[i];
         let mut b = vec![0u8; len as usize];
-        self.file
-            .read_exact_at(&mut b, off)
-            .map_err(|e| IndexError::Io {
-                path: self.path.clone(),
-                source: e,
-            })?;
+        self.file.read_exact_at(&mut b, off).map_err(|e| IndexError::Io { path: self.path.clone(), source: e })?;
         Ok(b)
     }
 
     fn read_at(&self, buf: &mut [u8], off: u64) -> Result<(), IndexError> {
-        self.file
-            .read_exact_at(buf, off)
-            .map_err(|e| IndexError::Io {
-                path: self.path.clone(),
-                source: e,
-            })
+        self.file.read_exact_at(buf, off).map_err(|e| IndexError::Io { path: self.path.clone(), source: e })
     }
 
     /// The blocks (sorted, no duplicates) of every key `k` of `class` with
     /// `lo <= k <= hi` (keys as numbers; an address as a big-endian number).
-    pub fn lookup_range(
-        &self,
-        class: KeyClass,
-        lo: u128,
-        hi: u128,
-    ) -> Result<Vec<u32>, IndexError> {
+    pub fn lookup_range(&self, class: KeyClass, lo: u128, hi: u128) -> Result<Vec<u32>, IndexError> {
         let mut out = Vec::new();
         if lo > hi {
             return Ok(out);
         }
-        let corrupt = |what: &'static str| IndexError::Corrupt {
-            path: self.path.clone(),
-            what,
-        };
+        let corrupt = |what: &'static str| IndexError::Corrupt { path: self.path.clone(), what };
         let (dir_off, dir_len) = self.sections[class.dir_section()];
         let (post_off, post_len) = self.sections[class.dir_section() + 1];
         let entry = class.key_len() + 4;
@@ -183,11 +150,7 @@ impl IndexReader {
                 b = m;
             }
         }
-        let mut start = if a == 0 {
-            0
-        } else {
-            read_entry(a - 1, &mut e)?.1
-        };
+        let mut start = if a == 0 { 0 } else { read_entry(a - 1, &mut e)?.1 };
         let mut lists = 0;
         let mut buf = Vec::new();
         let mut i = a;
@@ -201,8 +164,7 @@ impl IndexReader {
             }
             buf.resize((end - start) as usize, 0);
             self.read_at(&mut buf, post_off + start)?;
-            format::decode_posting(&buf, &mut out)
-                .ok_or_else(|| corrupt("malformed posting list"))?;
+            format::decode_posting(&buf, &mut out).ok_or_else(|| corrupt("malformed posting list"))?;
             lists += 1;
             start = end;
             i += 1;
@@ -219,9 +181,6 @@ impl IndexReader {
     pub fn keys(&self, class: KeyClass) -> Result<Vec<u128>, IndexError> {
         let dir = self.section(class.dir_section())?;
         let entry = class.key_len() + 4;
-        Ok(dir
-            .chunks_exact(entry)
-            .map(|e| class.decode_key(&e[..class.key_len()]))
-            .collect())
+        Ok(dir.chunks_exact(entry).map(|e| class.decode_key(&e[..class.key_len()])).collect())
     }
 }

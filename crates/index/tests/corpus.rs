@@ -7,10 +7,7 @@ use wv_index::{Builder, IndexReader, KeyClass};
 
 #[test]
 fn every_corpus_file_indexes_without_panic() {
-    let corpus = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus/tcpdump-tests"
-    ));
+    let corpus = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests"));
     if !corpus.is_dir() {
         eprintln!("skipped: the tcpdump-tests corpus is not at ../shared/corpus");
         return;
@@ -83,33 +80,15 @@ fn posting_lists_round_trip() {
         v.dedup();
         v
     };
-    assert_eq!(
-        r.lookup_range(KeyClass::Ipv4, 0x0a00_0301, 0x0a00_0301)
-            .unwrap(),
-        want
-    );
+    assert_eq!(r.lookup_range(KeyClass::Ipv4, 0x0a00_0301, 0x0a00_0301).unwrap(), want);
     // A /16 covers all of them.
-    assert_eq!(
-        r.lookup_range(KeyClass::Ipv4, 0x0a00_0000, 0x0a00_ffff)
-            .unwrap()
-            .len(),
-        250
-    );
+    assert_eq!(r.lookup_range(KeyClass::Ipv4, 0x0a00_0000, 0x0a00_ffff).unwrap().len(), 250);
     assert_eq!(r.lookup_range(KeyClass::Port, 53, 53).unwrap().len(), 250);
-    assert_eq!(
-        r.lookup_range(KeyClass::Port, 1002, 1002).unwrap().len(),
-        250
-    );
+    assert_eq!(r.lookup_range(KeyClass::Port, 1002, 1002).unwrap().len(), 250);
     assert!(r.lookup_range(KeyClass::Port, 54, 999).unwrap().is_empty());
-    assert_eq!(
-        r.lookup_range(KeyClass::Vlan, 42, 42).unwrap(),
-        (0..10).map(|i| i * 25).collect::<Vec<_>>()
-    );
+    assert_eq!(r.lookup_range(KeyClass::Vlan, 42, 42).unwrap(), (0..10).map(|i| i * 25).collect::<Vec<_>>());
     assert_eq!(r.lookup_range(KeyClass::Proto, 17, 17).unwrap().len(), 250);
-    assert!(r
-        .lookup_range(KeyClass::Ipv6, 0, u128::MAX)
-        .unwrap()
-        .is_empty());
+    assert!(r.lookup_range(KeyClass::Ipv6, 0, u128::MAX).unwrap().is_empty());
     // Block time bounds hold every packet of the block.
     for (bi, blk) in r.blocks.iter().enumerate() {
         for i in bi as u64 * 4..bi as u64 * 4 + 4 {

@@ -110,21 +110,14 @@ impl Prepared {
 }
 
 fn compile(expr: &str, linktype: u32) -> Result<ExactFilter, QueryError> {
-    ExactFilter::compile(expr, linktype).map_err(|CompileError { message }| {
-        QueryError::BadExpression {
-            expr: expr.to_string(),
-            message,
-        }
-    })
+    ExactFilter::compile(expr, linktype)
+        .map_err(|CompileError { message }| QueryError::BadExpression { expr: expr.to_string(), message })
 }
 
 /// Opens the store, compiles the expression for every link type in it.
 pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     let path = query.store.clone();
-    let meta = std::fs::metadata(&path).map_err(|e| QueryError::Io {
-        path: path.clone(),
-        source: e,
-    })?;
+    let meta = std::fs::metadata(&path).map_err(|e| QueryError::Io { path: path.clone(), source: e })?;
     let (root, entries, part_files) = if meta.is_dir() {
         if !path.join(catalog::CATALOG_FILE).exists() {
             return Err(QueryError::NotAStore { path });
@@ -146,32 +139,17 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         filters.insert(lt, compile(&query.expr, lt)?);
     }
     let plan = crate::expr::plan(&query.expr);
-    Ok(Prepared {
-        query,
-        entries,
-        root,
-        filters,
-        plan,
-        part_files,
-    })
+    Ok(Prepared { query, entries, root, filters, plan, part_files })
 }
 
 /// A single capture file as a one-entry store (its index beside it, if any).
 fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryError> {
     let root = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let idx = wv_index::index_path_for(path);
-    let file = File::open(path).map_err(|e| QueryError::Io {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
+    let file = File::open(path).map_err(|e| QueryError::Io { path: path.to_path_buf(), source: e })?;
     let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut reader = Reader::new(file).map_err(|_| QueryError::NotAStore {
-        path: path.to_path_buf(),
-    })?;
+    let mut reader = Reader::new(file).map_err(|_| QueryError::NotAStore { path: path.to_path_buf() })?;
     let (linktype, snaplen) = match reader.next_packet() {
         Ok(Some(p)) => (p.linktype, p.snaplen),
         _ => (wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN),
@@ -197,11 +175,7 @@ fn count_part_files(store: &Path) -> usize {
     let mut n = 0;
     let mut dirs = vec![store.to_path_buf()];
     if let Ok(rd) = std::fs::read_dir(store) {
-        dirs.extend(
-            rd.flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path()),
-        );
+        dirs.extend(rd.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
     }
     for d in dirs {
         if let Ok(rd) = std::fs::read_dir(&d) {
@@ -210,9 +184,7 @@ fn count_part_files(store: &Path) -> usize {
                 .filter(|e| {
                     let name = e.file_name();
                     let name = name.to_string_lossy();
-                    name.ends_with(".part")
-                        && !name.ends_with(".idx.part")
-                        && !name.starts_with("catalog.")
+                    name.ends_with(".part") && !name.ends_with(".idx.part") && !name.starts_with("catalog.")
                 })
                 .count();
         }
@@ -326,15 +298,9 @@ fn candidates(idx: &IndexReader, plan: &Plan) -> Result<Option<Vec<u32>>, IndexE
         Plan::All => None,
         Plan::V4(a, b) => Some(idx.lookup_range(KeyClass::Ipv4, u128::from(*a), u128::from(*b))?),
         Plan::V6(a, b) => Some(idx.lookup_range(KeyClass::Ipv6, *a, *b)?),
-        Plan::Port(a, b) => {
-            Some(idx.lookup_range(KeyClass::Port, u128::from(*a), u128::from(*b))?)
-        }
-        Plan::Proto(p) => {
-            Some(idx.lookup_range(KeyClass::Proto, u128::from(*p), u128::from(*p))?)
-        }
-        Plan::Vlan(a, b) if ethernet => {
-            Some(idx.lookup_range(KeyClass::Vlan, u128::from(*a), u128::from(*b))?)
-        }
+        Plan::Port(a, b) => Some(idx.lookup_range(KeyClass::Port, u128::from(*a), u128::from(*b))?),
+        Plan::Proto(p) => Some(idx.lookup_range(KeyClass::Proto, u128::from(*p), u128::from(*p))?),
+        Plan::Vlan(a, b) if ethernet => Some(idx.lookup_range(KeyClass::Vlan, u128::from(*a), u128::from(*b))?),
         Plan::Vlan(..) => None,
         Plan::And(a, b) => match (candidates(idx, a)?, candidates(idx, b)?) {
             (None, x) | (x, None) => x,
@@ -399,10 +365,7 @@ impl PcapOut<'_> {
         match self.linktype {
             None => self.header(h.linktype).map_err(QueryError::Output)?,
             Some(lt) if lt != h.linktype => {
-                return Err(QueryError::MixedLinktypes {
-                    first: lt,
-                    other: h.linktype,
-                });
+                return Err(QueryError::MixedLinktypes { first: lt, other: h.linktype });
             }
             Some(_) => {}
         }
@@ -418,11 +381,7 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     let from = p.query.from_ns.unwrap_or(0);
     let to = p.query.to_ns.unwrap_or(u64::MAX);
     let limit = p.query.limit.unwrap_or(u64::MAX);
-    let mut report = Report {
-        files: p.entries.len(),
-        part_files: p.part_files,
-        ..Report::default()
-    };
+    let mut report = Report { files: p.entries.len(), part_files: p.part_files, ..Report::default() };
 
     // Files that may hold packets in [from, to), by first timestamp.
     let mut files: Vec<(usize, &Entry)> = Vec::new();
@@ -434,23 +393,12 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
         }
     }
     files.sort_by_key(|(i, e)| (e.first_ns, *i));
-    let default_linktype = files
-        .first()
-        .map_or(wv_wire::linktype::ETHERNET, |(_, e)| e.linktype);
-    let snaplen = files
-        .iter()
-        .map(|(_, e)| e.snaplen)
-        .max()
-        .filter(|s| *s > 0)
-        .unwrap_or(wv_wire::MAX_SNAPLEN);
+    let default_linktype = files.first().map_or(wv_wire::linktype::ETHERNET, |(_, e)| e.linktype);
+    let snaplen = files.iter().map(|(_, e)| e.snaplen).max().filter(|s| *s > 0).unwrap_or(wv_wire::MAX_SNAPLEN);
 
     let mut out = match sink {
         Sink::Count => None,
-        Sink::Pcap(w) => Some(PcapOut {
-            w: io::BufWriter::with_capacity(1 << 20, w),
-            linktype: None,
-            snaplen,
-        }),
+        Sink::Pcap(w) => Some(PcapOut { w: io::BufWriter::with_capacity(1 << 20, w), linktype: None, snaplen }),
     };
     let mut cursors: Vec<Cursor> = Vec::new();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
@@ -458,15 +406,10 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     let expr = p.query.expr.clone();
     while report.matched < limit {
         // Open every file that may start before the earliest head.
-        while next < files.len()
-            && heap
-                .peek()
-                .is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts)
-        {
+        while next < files.len() && heap.peek().is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts) {
             let (_, e) = files[next];
             next += 1;
-            let Some(mut c) = open_cursor(&p.root, e, p.plan.as_ref(), from, to, &mut report)?
-            else {
+            let Some(mut c) = open_cursor(&p.root, e, p.plan.as_ref(), from, to, &mut report)? else {
                 continue;
             };
             if c.advance(from, to, &expr, &mut p.filters, &mut report.warnings)? {
@@ -509,10 +452,7 @@ fn open_cursor(
     report: &mut Report,
 ) -> Result<Option<Cursor>, QueryError> {
     let path = root.join(&e.file);
-    let file = File::open(&path).map_err(|err| QueryError::Io {
-        path: path.clone(),
-        source: err,
-    })?;
+    let file = File::open(&path).map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
     let mut ranges = vec![(0u64, u64::MAX)];
     let mut prefix = Vec::new();
     let mut indexed = false;
@@ -526,10 +466,7 @@ fn open_cursor(
                 let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || b.min_ts >= to);
                 if cand.is_some() || time_narrows {
                     let (pre, r) = block_ranges(&file, &idx, cand.as_deref(), from, to, report)
-                        .map_err(|err| QueryError::Io {
-                            path: path.clone(),
-                            source: err,
-                        })?;
+                        .map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
                     prefix = pre;
                     ranges = r;
                     indexed = true;
@@ -539,9 +476,7 @@ fn open_cursor(
                     }
                 }
             }
-            Err(err) => report
-                .warnings
-                .push(format!("{err}; reading the whole file")),
+            Err(err) => report.warnings.push(format!("{err}; reading the whole file")),
         }
     }
     if indexed {
@@ -549,25 +484,11 @@ fn open_cursor(
     } else {
         report.files_scanned += 1;
     }
-    let rr = RangeRead {
-        file,
-        prefix,
-        prefix_pos: 0,
-        ranges,
-        cur: 0,
-        pos: 0,
-    };
+    let rr = RangeRead { file, prefix, prefix_pos: 0, ranges, cur: 0, pos: 0 };
     match Reader::with_buffer_len(rr, 256 << 10) {
-        Ok(reader) => Ok(Some(Cursor {
-            reader,
-            path,
-            head: Head {
-                ts_ns: 0,
-                origlen: 0,
-                linktype: 0,
-                data: Vec::new(),
-            },
-        })),
+        Ok(reader) => {
+            Ok(Some(Cursor { reader, path, head: Head { ts_ns: 0, origlen: 0, linktype: 0, data: Vec::new() } }))
+        }
         Err(err) => {
             report.warnings.push(format!("{}: {err}", path.display()));
             Ok(None)
@@ -619,10 +540,7 @@ fn block_ranges(
         }
     };
     match cand {
-        Some(c) => c
-            .iter()
-            .filter(|b| (**b as usize) < blocks.len())
-            .for_each(|b| push(*b as usize)),
+        Some(c) => c.iter().filter(|b| (**b as usize) < blocks.len()).for_each(|b| push(*b as usize)),
         None => (0..blocks.len()).for_each(&mut push),
     }
     Ok((prefix, ranges))

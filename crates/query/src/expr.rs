@@ -66,13 +66,7 @@ pub fn plan(expr: &str) -> Option<Plan> {
     if toks.is_empty() {
         return Some(Plan::All);
     }
-    let mut p = Parser {
-        toks,
-        pos: 0,
-        quals: None,
-        shifted: false,
-        last_was_bare: false,
-    };
+    let mut p = Parser { toks, pos: 0, quals: None, shifted: false, last_was_bare: false };
     let plan = p.expr()?;
     (p.pos == p.toks.len()).then_some(plan)
 }
@@ -94,12 +88,10 @@ fn tokenize(s: &str) -> Option<Vec<String>> {
         } else if (c == b'&' || c == b'|') && b.get(i + 1) == Some(&c) {
             out.push(if c == b'&' { "and".into() } else { "or".into() });
             i += 2;
-        } else if c.is_ascii_alphanumeric() || matches!(c, b'.' | b':' | b'/' | b'-' | b'_' | b'\\')
-        {
+        } else if c.is_ascii_alphanumeric() || matches!(c, b'.' | b':' | b'/' | b'-' | b'_' | b'\\') {
             let st = i;
             while i < b.len()
-                && (b[i].is_ascii_alphanumeric()
-                    || matches!(b[i], b'.' | b':' | b'/' | b'-' | b'_' | b'\\'))
+                && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'.' | b':' | b'/' | b'-' | b'_' | b'\\'))
             {
                 i += 1;
             }
@@ -140,10 +132,8 @@ struct Parser {
 }
 
 const PROTO_QUALS: &[&str] = &["ip", "ip6", "tcp", "udp", "sctp", "arp", "rarp"];
-const OPAQUE_PROTO_QUALS: &[&str] = &[
-    "ether", "fddi", "tr", "wlan", "ppp", "slip", "link", "decnet", "atalk", "aarp", "iso", "ipx",
-    "netbeui",
-];
+const OPAQUE_PROTO_QUALS: &[&str] =
+    &["ether", "fddi", "tr", "wlan", "ppp", "slip", "link", "decnet", "atalk", "aarp", "iso", "ipx", "netbeui"];
 const SHIFTERS: &[&str] = &["vlan", "mpls", "pppoes", "geneve", "vxlan"];
 /// Primitives of their own (no value) that this module does not narrow by.
 const OPAQUE_WORDS: &[&str] = &[
@@ -224,11 +214,7 @@ impl Parser {
             };
             self.pos += 1;
             let rhs = self.term()?;
-            acc = if is_and {
-                Plan::and(acc, rhs)
-            } else {
-                Plan::or(acc, rhs)
-            };
+            acc = if is_and { Plan::and(acc, rhs) } else { Plan::or(acc, rhs) };
         }
         Some(acc)
     }
@@ -274,9 +260,7 @@ impl Parser {
 
         if SHIFTERS.contains(&t.as_str()) {
             self.pos += 1;
-            let arg = self
-                .peek()
-                .filter(|v| v.bytes().all(|b| b.is_ascii_digit()) && !v.is_empty());
+            let arg = self.peek().filter(|v| v.bytes().all(|b| b.is_ascii_digit()) && !v.is_empty());
             let id = arg.and_then(|v| v.parse::<u32>().ok());
             if arg.is_some() {
                 self.pos += 1;
@@ -295,10 +279,7 @@ impl Parser {
         }
         match t.as_str() {
             "tcp" | "udp" | "sctp" | "icmp" | "icmp6"
-                if !matches!(
-                    self.peek_at(1),
-                    Some("src" | "dst" | "port" | "portrange" | "host" | "net")
-                ) =>
+                if !matches!(self.peek_at(1), Some("src" | "dst" | "port" | "portrange" | "host" | "net")) =>
             {
                 self.pos += 1;
                 let p = match t.as_str() {
@@ -347,9 +328,9 @@ impl Parser {
                 self.pos += 1;
             }
         } else if OPAQUE_PROTO_QUALS.contains(&t.as_str())
-            && self.peek_at(1).is_some_and(|n| {
-                is_dir(n) || is_kind(n) || n == "proto" || n == "broadcast" || n == "multicast"
-            })
+            && self
+                .peek_at(1)
+                .is_some_and(|n| is_dir(n) || is_kind(n) || n == "proto" || n == "broadcast" || n == "multicast")
         {
             opaque = true;
             any_qual = true;
@@ -368,16 +349,11 @@ impl Parser {
             any_qual = true;
             self.pos += 1;
             // `src or dst host x`, `src and dst host x`
-            if matches!(self.peek(), Some("or" | "and"))
-                && self.peek_at(1).is_some_and(|d| d == "src" || d == "dst")
-            {
+            if matches!(self.peek(), Some("or" | "and")) && self.peek_at(1).is_some_and(|d| d == "src" || d == "dst") {
                 self.pos += 2;
             }
             // Directions of link-layer address families.
-            if matches!(
-                self.peek(),
-                Some("addr1" | "addr2" | "addr3" | "addr4" | "ra" | "ta")
-            ) {
+            if matches!(self.peek(), Some("addr1" | "addr2" | "addr3" | "addr4" | "ra" | "ta")) {
                 return None;
             }
         }
@@ -451,10 +427,7 @@ fn is_keyword(t: &str) -> bool {
         || OPAQUE_PROTO_QUALS.contains(&t)
         || SHIFTERS.contains(&t)
         || OPAQUE_WORDS.contains(&t)
-        || matches!(
-            t,
-            "icmp" | "icmp6" | "proto" | "protochain" | "less" | "greater" | "len"
-        )
+        || matches!(t, "icmp" | "icmp6" | "proto" | "protochain" | "less" | "greater" | "len")
 }
 fn is_value(t: &str) -> bool {
     t != "(" && t != ")" && t != "!"
@@ -524,11 +497,7 @@ fn net_plan(v: &str, mask: Option<&str>) -> Option<Plan> {
         if len > 128 || mask.is_some() {
             return None;
         }
-        let m = if len == 0 {
-            0
-        } else {
-            u128::MAX << (128 - len)
-        };
+        let m = if len == 0 { 0 } else { u128::MAX << (128 - len) };
         return Some(Plan::V6(a & m, a | !m));
     }
     // libpcap's short dotted forms: `net 10` = 10/8, `net 10.1` = 10.1/16.
@@ -574,10 +543,7 @@ mod tests {
             plan("host 10.0.0.1 or 10.0.0.2"),
             Some(Plan::Or(Box::new(Plan::V4(a, a)), Box::new(Plan::V4(b, b))))
         );
-        assert_eq!(
-            plan("src host 10.0.0.1 and not 10.0.0.2"),
-            Some(Plan::V4(a, a))
-        );
+        assert_eq!(plan("src host 10.0.0.1 and not 10.0.0.2"), Some(Plan::V4(a, a)));
         assert_eq!(plan("not host 10.0.0.1"), Some(Plan::All));
     }
 
@@ -588,10 +554,7 @@ mod tests {
         assert_eq!(
             p,
             Plan::And(
-                Box::new(Plan::Or(
-                    Box::new(Plan::Port(53, 53)),
-                    Box::new(Plan::Port(80, 80))
-                )),
+                Box::new(Plan::Or(Box::new(Plan::Port(53, 53)), Box::new(Plan::Port(80, 80)))),
                 Box::new(Plan::Proto(6))
             )
         );
@@ -599,29 +562,14 @@ mod tests {
 
     #[test]
     fn protos_ports_nets() {
-        assert_eq!(
-            plan("tcp port 80"),
-            Some(Plan::And(
-                Box::new(Plan::Proto(6)),
-                Box::new(Plan::Port(80, 80))
-            ))
-        );
+        assert_eq!(plan("tcp port 80"), Some(Plan::And(Box::new(Plan::Proto(6)), Box::new(Plan::Port(80, 80)))));
         assert_eq!(plan("portrange 1-1024"), Some(Plan::Port(1, 1024)));
         assert_eq!(plan("ip proto 17"), Some(Plan::Proto(17)));
         assert_eq!(plan("ip6 proto \\tcp"), Some(Plan::Proto(6)));
         assert_eq!(plan("icmp6"), Some(Plan::Proto(58)));
-        assert_eq!(
-            plan("net 10"),
-            Some(Plan::V4(v4("10.0.0.0"), v4("10.255.255.255")))
-        );
-        assert_eq!(
-            plan("dst net 192.168.0.0/16"),
-            Some(Plan::V4(v4("192.168.0.0"), v4("192.168.255.255")))
-        );
-        assert_eq!(
-            plan("net 172.16.0.0 mask 255.240.0.0"),
-            Some(Plan::V4(v4("172.16.0.0"), v4("172.31.255.255")))
-        );
+        assert_eq!(plan("net 10"), Some(Plan::V4(v4("10.0.0.0"), v4("10.255.255.255"))));
+        assert_eq!(plan("dst net 192.168.0.0/16"), Some(Plan::V4(v4("192.168.0.0"), v4("192.168.255.255"))));
+        assert_eq!(plan("net 172.16.0.0 mask 255.240.0.0"), Some(Plan::V4(v4("172.16.0.0"), v4("172.31.255.255"))));
         assert_eq!(plan("ip6 host ::1"), Some(Plan::V6(1, 1)));
         assert_eq!(plan("ip and udp"), Some(Plan::Proto(17)));
         assert_eq!(plan("ether host 00:11:22:33:44:55"), Some(Plan::All));
@@ -630,16 +578,10 @@ mod tests {
 
     #[test]
     fn vlan_shifts_later_primitives() {
-        assert_eq!(
-            plan("vlan 100 and host 10.0.0.1"),
-            Some(Plan::Vlan(100, 100))
-        );
+        assert_eq!(plan("vlan 100 and host 10.0.0.1"), Some(Plan::Vlan(100, 100)));
         assert_eq!(
             plan("host 10.0.0.1 and vlan"),
-            Some(Plan::And(
-                Box::new(Plan::V4(v4("10.0.0.1"), v4("10.0.0.1"))),
-                Box::new(Plan::Vlan(0, 4095))
-            ))
+            Some(Plan::And(Box::new(Plan::V4(v4("10.0.0.1"), v4("10.0.0.1"))), Box::new(Plan::Vlan(0, 4095))))
         );
         assert_eq!(plan("vlan 1 or vlan 2"), Some(Plan::All));
     }

@@ -29,18 +29,14 @@ impl ExactFilter {
             return Ok(ExactFilter { program: None });
         }
         let cap = Capture::dead_with_precision(Linktype(linktype as i32), Precision::Nano)
-            .map_err(|e| CompileError {
-                message: e.to_string(),
-            })?;
+            .map_err(|e| CompileError { message: e.to_string() })?;
         let program = cap.compile(expr, true).map_err(|e| CompileError {
             message: match e {
                 pcap::Error::PcapError(m) => m,
                 other => other.to_string(),
             },
         })?;
-        Ok(ExactFilter {
-            program: Some(program),
-        })
+        Ok(ExactFilter { program: Some(program) })
     }
 
     /// Whether the packet `data` (captured bytes) of original length
@@ -75,21 +71,14 @@ mod ffi {
     }
 
     extern "C" {
-        fn pcap_offline_filter(fp: *const RawProgram, h: *const RawPkthdr, pkt: *const u8)
-            -> c_int;
+        fn pcap_offline_filter(fp: *const RawProgram, h: *const RawPkthdr, pkt: *const u8) -> c_int;
     }
 
     pub(super) fn offline_filter(p: &BpfProgram, data: &[u8], origlen: u32) -> bool {
         let insns = p.get_instructions();
-        let prog = RawProgram {
-            bf_len: insns.len() as c_uint,
-            bf_insns: insns.as_ptr().cast(),
-        };
+        let prog = RawProgram { bf_len: insns.len() as c_uint, bf_insns: insns.as_ptr().cast() };
         let hdr = RawPkthdr {
-            ts: libc::timeval {
-                tv_sec: 0,
-                tv_usec: 0,
-            },
+            ts: libc::timeval { tv_sec: 0, tv_usec: 0 },
             caplen: data.len() as u32,
             // As the file says, even when smaller than caplen: tcpdump does the same.
             len: origlen,

@@ -4,26 +4,14 @@
 use std::path::PathBuf;
 
 fn corpus_file(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus/tcpdump-tests"
-    ))
-    .join(name);
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests")).join(name);
     p.is_file().then_some(p)
 }
 
 fn run(store: &std::path::Path, expr: &str) -> (Vec<u8>, wv_query::Report) {
-    let q = wv_query::Query {
-        store: store.to_path_buf(),
-        expr: expr.into(),
-        ..Default::default()
-    };
+    let q = wv_query::Query { store: store.to_path_buf(), expr: expr.into(), ..Default::default() };
     let mut out = Vec::new();
-    let r = wv_query::run(
-        wv_query::prepare(q).unwrap(),
-        wv_query::Sink::Pcap(&mut out),
-    )
-    .unwrap();
+    let r = wv_query::run(wv_query::prepare(q).unwrap(), wv_query::Sink::Pcap(&mut out)).unwrap();
     (out, r)
 }
 

@@ -13,18 +13,12 @@ use wv_wire::packet::{self, Addr};
 use wv_wire::reader::Reader;
 
 fn corpus() -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus/tcpdump-tests"
-    ));
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests"));
     p.is_dir().then_some(p)
 }
 
 fn have_tcpdump() -> bool {
-    Command::new("tcpdump")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    Command::new("tcpdump").arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -60,13 +54,7 @@ fn tcpdump(file: &Path, expr: &str) -> Vec<Frame> {
 }
 
 fn query(store: &Path, expr: &str, from: Option<u64>, to: Option<u64>) -> Vec<Frame> {
-    let q = wv_query::Query {
-        store: store.to_path_buf(),
-        from_ns: from,
-        to_ns: to,
-        expr: expr.into(),
-        limit: None,
-    };
+    let q = wv_query::Query { store: store.to_path_buf(), from_ns: from, to_ns: to, expr: expr.into(), limit: None };
     let p = wv_query::prepare(q).unwrap_or_else(|e| panic!("{}: {expr}: {e}", store.display()));
     let mut out = Vec::new();
     wv_query::run(p, wv_query::Sink::Pcap(&mut out)).unwrap();
@@ -86,12 +74,7 @@ fn seen(file: &Path) -> Option<(u32, Seen)> {
     let mut r = Reader::new(std::fs::File::open(file).ok()?).ok()?;
     let mut s = Seen::default();
     let mut lt = None;
-    let (mut v4, mut v6, mut ports, mut vlans) = (
-        BTreeSet::new(),
-        BTreeSet::new(),
-        BTreeSet::new(),
-        BTreeSet::new(),
-    );
+    let (mut v4, mut v6, mut ports, mut vlans) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     while let Ok(Some(p)) = r.next_packet() {
         lt.get_or_insert(p.linktype);
         let k = packet::parse(p.linktype, p.data);
@@ -139,11 +122,7 @@ fn expressions(s: &Seen) -> Vec<String> {
     let ip4 = |a: &[u8; 4]| std::net::Ipv4Addr::from(*a).to_string();
     if let Some(a) = s.v4.first() {
         e.push(format!("host {}", ip4(a)));
-        e.push(format!(
-            "src host {} or dst net {}/24",
-            ip4(a),
-            std::net::Ipv4Addr::from([a[0], a[1], a[2], 0])
-        ));
+        e.push(format!("src host {} or dst net {}/24", ip4(a), std::net::Ipv4Addr::from([a[0], a[1], a[2], 0])));
         e.push(format!("(tcp or udp) and not host {}", ip4(a)));
         if let Some(b) = s.v4.get(1) {
             e.push(format!("host {} or {}", ip4(a), ip4(b)));
@@ -183,11 +162,7 @@ fn equals_tcpdump_on_every_ethernet_corpus_file() {
         return;
     }
     let dir = temp_dir("oracle");
-    let mut names: Vec<_> = std::fs::read_dir(&corpus)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
+    let mut names: Vec<_> = std::fs::read_dir(&corpus).unwrap().flatten().map(|e| e.path()).collect();
     names.sort();
     let mut work = Vec::new();
     for src in names {
@@ -239,19 +214,12 @@ fn equals_tcpdump_on_every_ethernet_corpus_file() {
     });
     let nonempty: usize = results.iter().map(|r| r.0).sum();
     let bad: Vec<&String> = results.iter().flat_map(|r| r.1.iter()).collect();
-    eprintln!(
-        "oracle: {total} (file, expression) pairs, {nonempty} with matches, {} differ",
-        bad.len()
-    );
+    eprintln!("oracle: {total} (file, expression) pairs, {nonempty} with matches, {} differ", bad.len());
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
         bad.is_empty(),
         "{} differences:\n{}",
         bad.len(),
-        bad.iter()
-            .take(40)
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
+        bad.iter().take(40).map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
     );
 }

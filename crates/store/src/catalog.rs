@@ -51,6 +51,8 @@ pub struct Deleted {
 
 struct Inner {
     file: File,
+    /// Bytes of disk reserved for the catalog file (appends below this need no new block).
+    reserved: u64,
     /// Entries with their on-disk size (capture + index), in catalog order.
     entries: Vec<(Entry, u64)>,
     total: u64,
@@ -65,11 +67,7 @@ pub struct Catalog {
 
 /// Bytes a catalog entry occupies on disk: the capture file and its index.
 fn disk_size(store: &Path, e: &Entry) -> u64 {
-    let idx = e
-        .index
-        .as_ref()
-        .and_then(|i| std::fs::metadata(store.join(i)).ok())
-        .map_or(0, |m| m.len());
+    let idx = e.index.as_ref().and_then(|i| std::fs::metadata(store.join(i)).ok()).map_or(0, |m| m.len());
     e.bytes + idx
 }
 
@@ -79,21 +77,12 @@ impl Catalog {
         let path = store.join(crate::layout::CATALOG);
         let (entries, _) = read(store)?;
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        let entries: Vec<(Entry, u64)> = entries
-            .into_iter()
-            .map(|e| (disk_size(store, &e), e))
-            .map(|(s, e)| (e, s))
-            .collect();
+        let entries: Vec<(Entry, u64)> =
+            entries.into_iter().map(|e| (disk_size(store, &e), e)).map(|(s, e)| (e, s)).collect();
         let total = entries.iter().map(|(_, s)| s).sum();
-        Ok(Catalog {
-            store: store.to_path_buf(),
-            path,
-            inner: Mutex::new(Inner {
-                file,
-                entries,
-                total,
-            }),
-        })
+        let mut inner = Inner { file, reserved: 0, entries, total };
+        reserve_ahead(&mut inner);
+        Ok(Catalog { store: store.to_path_buf(), path, inner: Mutex::new(inner) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -110,6 +99,7 @@ impl Catalog {
         g.file.sync_data()?;
         g.entries.push((e.clone(), size));
         g.total += size;
+        reserve_ahead(&mut g);
         Ok(())
     }
 
@@ -138,10 +128,7 @@ impl Catalog {
             return Ok(deleted);
         }
         if budget.on_full == OnFull::Stop {
-            return Err(io::Error::new(
-                io::ErrorKind::StorageFull,
-                "the store reached its --max-size budget",
-            ));
+            return Err(io::Error::new(io::ErrorKind::StorageFull, "the store reached its --max-size budget"));
         }
         let mut order: Vec<usize> = (0..g.entries.len()).collect();
         order.sort_by_key(|&i| (g.entries[i].0.first_ns, g.entries[i].0.last_ns));
@@ -175,11 +162,27 @@ impl Catalog {
         rewrite(&self.store, &entries)?;
         // The rename replaced the file our append handle points to.
         g.file = OpenOptions::new().append(true).open(&self.path)?;
+        g.reserved = 0;
+        reserve_ahead(&mut g);
         Ok(deleted)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// Keeps at least 64 KiB (a few hundred entries) of disk reserved past the
+/// end of the catalog, so that the files closed when the disk fills up can
+/// still be cataloged. Best effort: not every file system can preallocate.
+fn reserve_ahead(g: &mut Inner) {
+    const STEP: u64 = 1 << 20;
+    let len = g.file.metadata().map_or(0, |m| m.len());
+    if len + (64 << 10) > g.reserved {
+        let to = (len + STEP).next_multiple_of(STEP);
+        if wv_sys::uring::fallocate_keep_size(&g.file, 0, to).is_ok() {
+            g.reserved = to;
+        }
     }
 }
 
@@ -260,12 +263,7 @@ mod tests {
         let c = Catalog::open(&dir).unwrap();
         let e = entry(1, &dir);
         c.append(&e).unwrap();
-        OpenOptions::new()
-            .append(true)
-            .open(c.path())
-            .unwrap()
-            .write_all(b"{\"stream\":0,\"fi")
-            .unwrap();
+        OpenOptions::new().append(true).open(c.path()).unwrap().write_all(b"{\"stream\":0,\"fi").unwrap();
         let (v, bad) = read(&dir).unwrap();
         assert_eq!(v, vec![e.clone()]);
         assert_eq!(bad, vec![2]);
@@ -282,31 +280,17 @@ mod tests {
             c.append(&entry(n, &dir)).unwrap();
         }
         assert_eq!(c.usage(), 4000);
-        let budget = Budget {
-            max_bytes: 3500,
-            on_full: OnFull::DeleteOldest,
-        };
+        let budget = Budget { max_bytes: 3500, on_full: OnFull::DeleteOldest };
         let d = c.make_room(&budget, 1000).unwrap();
-        assert_eq!(
-            d,
-            Deleted {
-                files: 2,
-                bytes: 2000
-            }
-        );
-        assert!(
-            !dir.join("stream-000/f1.pcap").exists() && !dir.join("stream-000/f2.pcap").exists()
-        );
+        assert_eq!(d, Deleted { files: 2, bytes: 2000 });
+        assert!(!dir.join("stream-000/f1.pcap").exists() && !dir.join("stream-000/f2.pcap").exists());
         assert!(dir.join("stream-000/f3.pcap").exists());
         c.append(&entry(5, &dir)).unwrap();
         let again = Catalog::open(&dir).unwrap();
         let firsts: Vec<u64> = read(&dir).unwrap().0.iter().map(|e| e.first_ns).collect();
         assert_eq!(firsts, vec![3, 4, 5]);
         assert_eq!(again.usage(), 3000);
-        let stop = Budget {
-            max_bytes: 3500,
-            on_full: OnFull::Stop,
-        };
+        let stop = Budget { max_bytes: 3500, on_full: OnFull::Stop };
         assert!(again.make_room(&stop, 1000).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -32,12 +32,7 @@ pub fn seq_of(name: &str) -> Option<u64> {
 /// new recording into an existing store never reuses a file name.
 pub fn max_seq(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| seq_of(e.file_name().to_str()?))
-                .max()
-                .unwrap_or(0)
-        })
+        .map(|rd| rd.flatten().filter_map(|e| seq_of(e.file_name().to_str()?)).max().unwrap_or(0))
         .unwrap_or(0)
 }
 
@@ -52,20 +47,14 @@ pub fn index_path(capture: &Path) -> PathBuf {
 pub fn utc_compact(ns: u64) -> String {
     let secs = ns / 1_000_000_000;
     let (y, mo, d, h, mi, s) = civil(secs);
-    format!(
-        "{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}.{:09}Z",
-        ns % 1_000_000_000
-    )
+    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}.{:09}Z", ns % 1_000_000_000)
 }
 
 /// `2026-11-22T10:15:00.123456789Z` (RFC 3339) for a nanosecond UTC timestamp.
 pub fn utc_rfc3339(ns: u64) -> String {
     let secs = ns / 1_000_000_000;
     let (y, mo, d, h, mi, s) = civil(secs);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:09}Z",
-        ns % 1_000_000_000
-    )
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:09}Z", ns % 1_000_000_000)
 }
 
 /// Seconds since the epoch to (year, month, day, hour, minute, second), UTC
@@ -82,14 +71,7 @@ fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
-    (
-        y,
-        m,
-        d,
-        (rem / 3600) as u32,
-        (rem % 3600 / 60) as u32,
-        (rem % 60) as u32,
-    )
+    (y, m, d, (rem / 3600) as u32, (rem % 3600 / 60) as u32, (rem % 60) as u32)
 }
 
 #[cfg(test)]
@@ -102,16 +84,10 @@ mod tests {
         let ns = 1_795_342_500_000_000_000 + 123_456_789;
         assert_eq!(utc_compact(ns), "20261122T101500.123456789Z");
         assert_eq!(utc_rfc3339(0), "1970-01-01T00:00:00.000000000Z");
-        assert_eq!(
-            file_name(ns, 7, "pcap"),
-            "20261122T101500.123456789Z-000007.pcap"
-        );
+        assert_eq!(file_name(ns, 7, "pcap"), "20261122T101500.123456789Z-000007.pcap");
         assert_eq!(stream_dir(3), "stream-003");
         assert_eq!(seq_of("20261122T101500.123456789Z-000007.pcap"), Some(7));
-        assert_eq!(
-            seq_of("20261122T101500.123456789Z-000012.pcapng.part"),
-            Some(12)
-        );
+        assert_eq!(seq_of("20261122T101500.123456789Z-000012.pcapng.part"), Some(12));
         assert_eq!(seq_of("20261122T101500.123456789Z-000007.pcap.idx"), None);
     }
 }

@@ -25,14 +25,7 @@ pub struct ValidPrefix {
 /// header: zeros are what an unwritten hole or preallocated tail reads as).
 pub fn valid_prefix(path: &Path, format: Format) -> io::Result<ValidPrefix> {
     let mut r = BufReader::with_capacity(1 << 20, File::open(path)?);
-    let mut v = ValidPrefix {
-        len: 0,
-        packets: 0,
-        first_ns: None,
-        last_ns: None,
-        linktype: 0,
-        snaplen: 0,
-    };
+    let mut v = ValidPrefix { len: 0, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
     let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8];
     match format {
         Format::Pcap => {
@@ -63,10 +56,7 @@ pub fn valid_prefix(path: &Path, format: Format) -> io::Result<ValidPrefix> {
                 if !read_full(&mut r, &mut data[..rec.caplen as usize])? {
                     break;
                 }
-                v.record(
-                    rec.ts_ns,
-                    (pcap::RECORD_HEADER_LEN + rec.caplen as usize) as u64,
-                );
+                v.record(rec.ts_ns, (pcap::RECORD_HEADER_LEN + rec.caplen as usize) as u64);
             }
         }
         Format::Pcapng => {
@@ -87,18 +77,14 @@ pub fn valid_prefix(path: &Path, format: Format) -> io::Result<ValidPrefix> {
                 }
                 let le = |i: usize| u32::from_le_bytes(bh[i..i + 4].try_into().expect("4 bytes"));
                 let (bt, total, caplen) = (le(0), le(4) as usize, le(20));
-                if bt != pcapng::BT_EPB
-                    || caplen > wv_wire::MAX_SNAPLEN
-                    || total != pcapng::epb_len(caplen)
-                {
+                if bt != pcapng::BT_EPB || caplen > wv_wire::MAX_SNAPLEN || total != pcapng::epb_len(caplen) {
                     break;
                 }
                 let rest = total - pcapng::EPB_HEADER_LEN;
                 if !read_full(&mut r, &mut data[..rest])? {
                     break;
                 }
-                let trailer =
-                    u32::from_le_bytes(data[rest - 4..rest].try_into().expect("4 bytes")) as usize;
+                let trailer = u32::from_le_bytes(data[rest - 4..rest].try_into().expect("4 bytes")) as usize;
                 if trailer != total {
                     break;
                 }
@@ -195,21 +181,14 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
     let mut dirs: Vec<(usize, std::path::PathBuf)> = std::fs::read_dir(store)?
         .flatten()
         .filter_map(|d| {
-            let n = d
-                .file_name()
-                .to_str()?
-                .strip_prefix("stream-")?
-                .parse()
-                .ok()?;
+            let n = d.file_name().to_str()?.strip_prefix("stream-")?.parse().ok()?;
             d.path().is_dir().then(|| (n, d.path()))
         })
         .collect();
     dirs.sort();
     for (stream, dir) in dirs {
-        let mut names: Vec<String> = std::fs::read_dir(&dir)?
-            .flatten()
-            .filter_map(|d| d.file_name().to_str().map(String::from))
-            .collect();
+        let mut names: Vec<String> =
+            std::fs::read_dir(&dir)?.flatten().filter_map(|d| d.file_name().to_str().map(String::from)).collect();
         names.sort();
         for name in names {
             let path = dir.join(&name);
@@ -234,10 +213,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
                     std::fs::remove_file(&path)?;
                     rep.deleted_empty += 1;
                 } else {
-                    rep.problems.push(format!(
-                        "{}: no complete packet; left as it is, not cataloged",
-                        path.display()
-                    ));
+                    rep.problems.push(format!("{}: no complete packet; left as it is, not cataloged", path.display()));
                 }
                 continue;
             }
@@ -292,9 +268,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
                     changed = true;
                 }
                 Ok(()) => {}
-                Err(err) => rep
-                    .problems
-                    .push(format!("{}: index not rebuilt: {err}", capture.display())),
+                Err(err) => rep.problems.push(format!("{}: index not rebuilt: {err}", capture.display())),
             }
         }
     }

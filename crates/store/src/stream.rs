@@ -17,22 +17,12 @@ use wv_wire::{pcap, pcapng};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Msg {
     /// A file starts at stream position `pos` (4 KiB aligned) with its header.
-    Open {
-        pos: u64,
-        seq: u64,
-        first_ns: u64,
-        linktype: u32,
-        snaplen: u32,
-    },
+    Open { pos: u64, seq: u64, first_ns: u64, linktype: u32, snaplen: u32 },
     /// Bytes before `end` are final. With `flush`, write them now even if they
     /// do not fill an aligned block (bounds what a crash can lose when traffic is slow).
     Commit { end: u64, flush: bool },
     /// The open file ends at `end`; the next file, if any, starts at the next 4 KiB boundary.
-    Close {
-        end: u64,
-        last_ns: u64,
-        packets: u64,
-    },
+    Close { end: u64, last_ns: u64, packets: u64 },
     /// No more messages.
     Done,
 }
@@ -124,9 +114,7 @@ impl StreamProducer {
     /// header) fits now. Sources that must not drop (files, the unpaced
     /// generator) wait for this instead of dropping.
     pub fn has_room(&mut self, caplen: u32) -> bool {
-        let need = self.cfg.format.record_len(caplen)
-            + DIRECT_ALIGN
-            + self.cfg.format.preamble_len() as u64;
+        let need = self.cfg.format.record_len(caplen) + DIRECT_ALIGN + self.cfg.format.preamble_len() as u64;
         self.ring.has_room(need) && self.queue.len() + QUEUE_SLACK <= self.queue.capacity()
     }
 
@@ -134,14 +122,7 @@ impl StreamProducer {
     /// (a VLAN tag re-inserted by the caller is one of them). Returns false if
     /// the packet was dropped because the arena is full.
     #[inline]
-    pub fn append(
-        &mut self,
-        ts_ns: u64,
-        linktype: u32,
-        snaplen: u32,
-        origlen: u32,
-        parts: &[&[u8]],
-    ) -> bool {
+    pub fn append(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) -> bool {
         let caplen: usize = parts.iter().map(|p| p.len()).sum();
         let rec = self.cfg.format.record_len(caplen as u32);
         if let Some(f) = &self.file {
@@ -162,9 +143,7 @@ impl StreamProducer {
         } else {
             0
         };
-        if !self.ring.has_room(open_cost + rec)
-            || self.queue.len() + QUEUE_SLACK > self.queue.capacity()
-        {
+        if !self.ring.has_room(open_cost + rec) || self.queue.len() + QUEUE_SLACK > self.queue.capacity() {
             self.counts.dropped_arena_full += 1;
             return false;
         }
@@ -209,13 +188,7 @@ impl StreamProducer {
         self.ring.pad_to(DIRECT_ALIGN);
         let start = self.ring.head();
         self.seq += 1;
-        self.push(Msg::Open {
-            pos: start,
-            seq: self.seq,
-            first_ns,
-            linktype,
-            snaplen,
-        });
+        self.push(Msg::Open { pos: start, seq: self.seq, first_ns, linktype, snaplen });
         match self.cfg.format {
             Format::Pcap => {
                 let mut h = [0u8; pcap::FILE_HEADER_LEN];
@@ -232,25 +205,14 @@ impl StreamProducer {
             Some(t) if t > 0 => (first_ns / t).saturating_add(1).saturating_mul(t),
             _ => u64::MAX,
         };
-        self.file = Some(OpenFile {
-            start,
-            last_ns: first_ns,
-            packets: 0,
-            linktype,
-            snaplen,
-            boundary,
-        });
+        self.file = Some(OpenFile { start, last_ns: first_ns, packets: 0, linktype, snaplen, boundary });
     }
 
     /// Ends the open file, if any, at the current head.
     pub fn close_file(&mut self) {
         if let Some(f) = self.file.take() {
             self.ring.publish();
-            self.push(Msg::Close {
-                end: self.ring.head(),
-                last_ns: f.last_ns,
-                packets: f.packets,
-            });
+            self.push(Msg::Close { end: self.ring.head(), last_ns: f.last_ns, packets: f.packets });
             self.committed_head = self.ring.head();
             self.committed_block = self.ring.head() / self.cfg.block_size;
         }
@@ -258,10 +220,7 @@ impl StreamProducer {
 
     fn commit(&mut self, flush: bool) {
         self.ring.publish();
-        self.push(Msg::Commit {
-            end: self.ring.head(),
-            flush,
-        });
+        self.push(Msg::Commit { end: self.ring.head(), flush });
         self.committed_head = self.ring.head();
     }
 

@@ -85,10 +85,7 @@ impl WriterShared {
     }
 
     fn warn(&self, msg: String) {
-        self.warnings
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(msg);
+        self.warnings.lock().unwrap_or_else(|p| p.into_inner()).push(msg);
     }
 }
 
@@ -120,7 +117,32 @@ struct CurFile {
     real: bool,
 }
 
+/// A closed file whose index is still to be written, then cataloged.
+struct Finish {
+    indexer: Box<dyn crate::FileIndexer>,
+    index_path: PathBuf,
+    entry: Entry,
+}
+
+/// Writes indexes and appends catalog lines for closed files, off the writer
+/// thread: sorting a big file's posting lists takes long enough to stall
+/// the writes otherwise. The channel holds one job, so at most two closed
+/// files per stream wait for their index (retention reserves room for them).
+fn finisher(rx: std::sync::mpsc::Receiver<Finish>, catalog: Arc<Catalog>, shared: Arc<WriterShared>) {
+    for mut job in rx {
+        let path = job.index_path.clone();
+        match job.indexer.finish(&path) {
+            Ok(()) => job.entry.index = Some(format!("{}{}", job.entry.file, layout::INDEX)),
+            Err(e) => shared.warn(format!("index {} not written: {e}", path.display())),
+        }
+        if let Err(e) = catalog.append(&job.entry) {
+            shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
+        }
+    }
+}
+
 struct Writer {
+    finish_tx: Option<std::sync::mpsc::SyncSender<Finish>>,
     ring: Consumer,
     queue: Arc<ArrayQueue<Msg>>,
     cfg: WriterConfig,
@@ -151,7 +173,12 @@ pub fn run(
     let dir = cfg.store.join(layout::stream_dir(cfg.stream));
     std::fs::create_dir_all(&dir)?;
     let io = uring::Writer::new(cfg.depth.max(2))?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let (c2, s2) = (catalog.clone(), shared.clone());
+    let fin =
+        std::thread::Builder::new().name(format!("wv-index-{}", cfg.stream)).spawn(move || finisher(rx, c2, s2))?;
     let mut w = Writer {
+        finish_tx: Some(tx),
         ring,
         queue,
         direct: cfg.direct,
@@ -168,6 +195,9 @@ pub fn run(
         dir,
     };
     w.run();
+    drop(w.finish_tx.take());
+    drop(w);
+    fin.join().map_err(|_| io::Error::other("the index thread panicked"))?;
     Ok(())
 }
 
@@ -196,13 +226,7 @@ impl Writer {
 
     fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Open {
-                pos,
-                seq,
-                first_ns,
-                linktype,
-                snaplen,
-            } => self.open(pos, seq, first_ns, linktype, snaplen),
+            Msg::Open { pos, seq, first_ns, linktype, snaplen } => self.open(pos, seq, first_ns, linktype, snaplen),
             Msg::Commit { end, flush } => {
                 self.walk(end);
                 self.submit(end, flush);
@@ -219,26 +243,18 @@ impl Writer {
         if let (Some(b), false) = (self.cfg.budget, self.stopped) {
             match self.catalog.make_room(&b, self.cfg.reserve) {
                 Ok(d) => {
-                    self.shared
-                        .retention_files
-                        .fetch_add(d.files, Ordering::Relaxed);
-                    self.shared
-                        .retention_bytes
-                        .fetch_add(d.bytes, Ordering::Relaxed);
+                    self.shared.retention_files.fetch_add(d.files, Ordering::Relaxed);
+                    self.shared.retention_bytes.fetch_add(d.bytes, Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == io::ErrorKind::StorageFull => {
                     self.shared.fail(
-                        format!(
-                            "the store reached its --max-size budget of {} bytes (--on-full stop)",
-                            b.max_bytes
-                        ),
+                        format!("the store reached its --max-size budget of {} bytes (--on-full stop)", b.max_bytes),
                         true,
                     );
                     self.stopped = true;
                 }
                 Err(e) => {
-                    self.shared
-                        .fail(format!("retention could not delete old files: {e}"), false);
+                    self.shared.fail(format!("retention could not delete old files: {e}"), false);
                     self.stopped = true;
                 }
             }
@@ -256,8 +272,7 @@ impl Writer {
                 }
                 Err(e) => {
                     let full = e.raw_os_error() == Some(libc::ENOSPC);
-                    self.shared
-                        .fail(format!("cannot create {}: {e}", part.display()), full);
+                    self.shared.fail(format!("cannot create {}: {e}", part.display()), full);
                     self.stopped = true;
                     None
                 }
@@ -265,12 +280,7 @@ impl Writer {
         };
         // Even when stopped we walk the stream to count what is dropped.
         let real = file.is_some();
-        let indexer = self
-            .cfg
-            .indexer
-            .as_ref()
-            .filter(|_| real)
-            .map(|f| f(linktype));
+        let indexer = self.cfg.indexer.as_ref().filter(|_| real).map(|f| f(linktype));
         let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
             return;
         };
@@ -294,59 +304,54 @@ impl Writer {
     }
 
     /// Walks complete records in `[parse_pos, end)`: index and count them.
+    /// The committed range is borrowed once (one or two slices when it wraps
+    /// the ring); only a record straddling the wrap is copied.
     fn walk(&mut self, end: u64) {
-        let Some(c) = self.cur.as_mut() else { return };
-        let fmt = self.cfg.format;
+        let Writer { cur, ring, scratch, cfg, .. } = self;
+        let Some(c) = cur.as_mut() else { return };
+        let Some((a, b)) = ring.slices(c.parse_pos, end) else { return };
+        let fmt = cfg.format;
         let hdr_len = match fmt {
             Format::Pcap => pcap::RECORD_HEADER_LEN,
             Format::Pcapng => pcapng::EPB_HEADER_LEN,
-        } as u64;
-        while c.parse_pos + hdr_len <= end {
-            let Some((a, b)) = self.ring.slices(c.parse_pos, c.parse_pos + hdr_len) else {
-                break;
-            };
-            let mut h = [0u8; pcapng::EPB_HEADER_LEN];
-            h[..a.len()].copy_from_slice(a);
-            h[a.len()..a.len() + b.len()].copy_from_slice(b);
+        };
+        let total = a.len() + b.len();
+        let mut off = 0usize;
+        // Bytes [from, to) of the logical range a ++ b, borrowed when they do
+        // not straddle the two slices, else copied into `buf`.
+        fn span<'x>(a: &'x [u8], b: &'x [u8], from: usize, to: usize, buf: &'x mut Vec<u8>) -> &'x [u8] {
+            if to <= a.len() {
+                &a[from..to]
+            } else if from >= a.len() {
+                &b[from - a.len()..to - a.len()]
+            } else {
+                buf.clear();
+                buf.extend_from_slice(&a[from..]);
+                buf.extend_from_slice(&b[..to - a.len()]);
+                buf
+            }
+        }
+        let le = |h: &[u8], i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        while off + hdr_len <= total {
+            let mut hb = [0u8; pcapng::EPB_HEADER_LEN];
+            hb[..hdr_len].copy_from_slice(span(a, b, off, off + hdr_len, scratch));
             let (ts_ns, caplen, origlen) = match fmt {
-                Format::Pcap => {
-                    let r = pcap::RecordHeader::parse(
-                        h[..16].try_into().expect("16 bytes"),
-                        false,
-                        pcap::Precision::Nano,
-                    );
-                    (r.ts_ns, r.caplen, r.origlen)
-                }
-                Format::Pcapng => {
-                    let hi = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")) as u64;
-                    let lo = u32::from_le_bytes(h[16..20].try_into().expect("4 bytes")) as u64;
-                    let cap = u32::from_le_bytes(h[20..24].try_into().expect("4 bytes"));
-                    let orig = u32::from_le_bytes(h[24..28].try_into().expect("4 bytes"));
-                    (hi << 32 | lo, cap, orig)
-                }
+                Format::Pcap => (le(&hb, 0) as u64 * 1_000_000_000 + le(&hb, 4) as u64, le(&hb, 8), le(&hb, 12)),
+                Format::Pcapng => ((le(&hb, 12) as u64) << 32 | le(&hb, 16) as u64, le(&hb, 20), le(&hb, 24)),
             };
-            let rec_len = fmt.record_len(caplen);
-            if c.parse_pos + rec_len > end {
+            let rec_len = fmt.record_len(caplen) as usize;
+            if off + rec_len > total {
                 break;
             }
             if let Some(ix) = c.indexer.as_mut() {
-                let data_start = c.parse_pos + hdr_len;
-                if let Some((a, b)) = self.ring.slices(data_start, data_start + caplen as u64) {
-                    let frame: &[u8] = if b.is_empty() {
-                        a
-                    } else {
-                        self.scratch.clear();
-                        self.scratch.extend_from_slice(a);
-                        self.scratch.extend_from_slice(b);
-                        &self.scratch
-                    };
-                    ix.add(ts_ns, c.parse_pos - c.start, frame, origlen);
-                }
+                let d = off + hdr_len;
+                ix.add(ts_ns, c.parse_pos + off as u64 - c.start, span(a, b, d, d + caplen as usize, scratch), origlen);
             }
             c.packets += 1;
             c.last_ns = ts_ns;
-            c.parse_pos += rec_len;
+            off += rec_len;
         }
+        c.parse_pos += off as u64;
     }
 
     /// Submits writes for data up to `end`: whole aligned pages, or with
@@ -382,11 +387,7 @@ impl Writer {
         while pos < to {
             let to_ring_end = cap - pos % cap;
             let len = (to - pos).min(self.cfg.chunk).min(to_ring_end);
-            let release_to = if pos + len == to {
-                release_last.min(pos + len)
-            } else {
-                pos + len
-            };
+            let release_to = if pos + len == to { release_last.min(pos + len) } else { pos + len };
             self.write_one(pos, len, release_to);
             pos += len;
         }
@@ -400,28 +401,15 @@ impl Writer {
         let off = pos - c.start;
         if self.cfg.prealloc_step > 0 && off + len > c.allocated {
             let step = self.cfg.prealloc_step;
-            let _ = uring::fallocate_keep_size(
-                &c.file,
-                c.allocated,
-                (off + len - c.allocated).next_multiple_of(step),
-            );
+            let _ = uring::fallocate_keep_size(&c.file, c.allocated, (off + len - c.allocated).next_multiple_of(step));
             c.allocated = (off + len).next_multiple_of(step);
         }
         let id = self.pending_base + self.pending.len() as u64;
         let user_data = id << 32 | len;
-        match self
-            .io
-            .write_ring(&c.file, &self.ring, pos, len as u32, off, user_data)
-        {
-            Ok(()) => self.pending.push_back(Pending {
-                done: false,
-                release_to,
-            }),
+        match self.io.write_ring(&c.file, &self.ring, pos, len as u32, off, user_data) {
+            Ok(()) => self.pending.push_back(Pending { done: false, release_to }),
             Err(e) => {
-                self.pending.push_back(Pending {
-                    done: true,
-                    release_to,
-                });
+                self.pending.push_back(Pending { done: true, release_to });
                 self.write_failed(off, e);
             }
         }
@@ -429,18 +417,13 @@ impl Writer {
 
     /// Reaps completions until at least `min` arrived (`usize::MAX`: all in flight).
     fn reap(&mut self, min: usize) {
-        let min = if min == usize::MAX {
-            self.io.in_flight()
-        } else {
-            min
-        };
+        let min = if min == usize::MAX { self.io.in_flight() } else { min };
         let mut got = 0;
         loop {
             self.completions.clear();
             let want = if got >= min { 0 } else { 1 };
             if let Err(e) = self.io.wait(want, &mut self.completions) {
-                self.shared
-                    .fail(format!("io_uring wait failed: {e}"), false);
+                self.shared.fail(format!("io_uring wait failed: {e}"), false);
                 self.stopped = true;
                 return;
             }
@@ -477,15 +460,8 @@ impl Writer {
         let full = e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT);
         if let Some(c) = self.cur.as_mut() {
             c.failed_at = Some(c.failed_at.map_or(off, |x| x.min(off)));
-            let what = if full {
-                "the disk is full"
-            } else {
-                "a write failed"
-            };
-            self.shared.fail(
-                format!("{what} while writing {}: {e}", c.part.display()),
-                full,
-            );
+            let what = if full { "the disk is full" } else { "a write failed" };
+            self.shared.fail(format!("{what} while writing {}: {e}", c.part.display()), full);
         }
         self.stopped = true;
     }
@@ -526,9 +502,7 @@ impl Writer {
         let next = end.next_multiple_of(DIRECT_ALIGN);
         if !c.real {
             // Opened after the stream stopped: nothing was written.
-            self.shared
-                .dropped_write_error
-                .fetch_add(c.packets, Ordering::Relaxed);
+            self.shared.dropped_write_error.fetch_add(c.packets, Ordering::Relaxed);
         } else {
             self.finish_file(c, end - start, walked_all);
         }
@@ -548,9 +522,7 @@ impl Writer {
         } else {
             (len, c.packets, c.last_ns)
         };
-        self.shared
-            .dropped_write_error
-            .fetch_add(c.packets - packets.min(c.packets), Ordering::Relaxed);
+        self.shared.dropped_write_error.fetch_add(c.packets - packets.min(c.packets), Ordering::Relaxed);
         if packets == 0 && failed {
             let _ = std::fs::remove_file(&c.part);
             return;
@@ -560,29 +532,16 @@ impl Writer {
         let path = self.dir.join(&c.name);
         if let Err(e) = r.and_then(|()| uring::rename_durable(&c.part, &path)) {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
-            self.shared
-                .fail(format!("cannot close {}: {e}", c.part.display()), full);
+            self.shared.fail(format!("cannot close {}: {e}", c.part.display()), full);
             self.stopped = true;
-            self.shared
-                .dropped_write_error
-                .fetch_add(packets, Ordering::Relaxed);
+            self.shared.dropped_write_error.fetch_add(packets, Ordering::Relaxed);
             return;
         }
         let rel = format!("{}/{}", layout::stream_dir(self.cfg.stream), c.name);
-        let mut index = None;
-        if let Some(ix) = c.indexer.filter(|_| !failed) {
-            let ipath = layout::index_path(&path);
-            match ix.finish(&ipath) {
-                Ok(()) => index = Some(format!("{rel}{}", layout::INDEX)),
-                Err(e) => self
-                    .shared
-                    .warn(format!("index of {} not written: {e}", path.display())),
-            }
-        }
         let entry = Entry {
             stream: self.cfg.stream,
             file: rel,
-            index,
+            index: None,
             format: self.cfg.format.name().into(),
             linktype: c.linktype,
             snaplen: c.snaplen,
@@ -591,15 +550,22 @@ impl Writer {
             packets,
             bytes: len,
         };
-        if let Err(e) = self.catalog.append(&entry) {
-            self.shared.warn(format!(
-                "catalog entry for {} not written: {e}",
-                path.display()
-            ));
+        let entry = match (c.indexer.filter(|_| !failed), &self.finish_tx) {
+            (Some(indexer), Some(tx)) => {
+                let index_path = layout::index_path(&path);
+                match tx.send(Finish { indexer, index_path, entry }) {
+                    Ok(()) => None,
+                    Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
+                }
+            }
+            _ => Some(entry),
+        };
+        if let Some(entry) = entry {
+            if let Err(e) = self.catalog.append(&entry) {
+                self.shared.warn(format!("catalog entry for {} not written: {e}", path.display()));
+            }
         }
-        self.shared
-            .written_packets
-            .fetch_add(packets, Ordering::Relaxed);
+        self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
     }

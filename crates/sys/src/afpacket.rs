@@ -68,10 +68,7 @@ pub enum Error {
 impl Error {
     /// An `Os` error from `errno`.
     pub(crate) fn os(what: &'static str) -> Error {
-        Error::Os {
-            what,
-            source: io::Error::last_os_error(),
-        }
+        Error::Os { what, source: io::Error::last_os_error() }
     }
 }
 
@@ -158,14 +155,11 @@ pub struct Frame<'a> {
 }
 
 // Kernel layout constants, checked against `libc`'s definitions by the layout tests.
-const BLOCK_STATUS: usize =
-    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, block_status);
-const BLOCK_NUM_PKTS: usize =
-    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, num_pkts);
-const BLOCK_FIRST_PKT: usize = offset_of!(libc::tpacket_block_desc, hdr)
-    + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt);
-const BLOCK_SEQ_NUM: usize =
-    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, seq_num);
+const BLOCK_STATUS: usize = offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, block_status);
+const BLOCK_NUM_PKTS: usize = offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, num_pkts);
+const BLOCK_FIRST_PKT: usize =
+    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt);
+const BLOCK_SEQ_NUM: usize = offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, seq_num);
 const BLOCK_HDR_LEN: usize = size_of::<libc::tpacket_block_desc>();
 const PKT_HDR_LEN: usize = size_of::<libc::tpacket3_hdr>();
 
@@ -246,22 +240,13 @@ impl Ring {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setsockopt(
-            raw,
-            libc::SOL_PACKET,
-            libc::PACKET_RX_RING,
-            &req,
-            "creating the capture ring (PACKET_RX_RING)",
-        )
-        .map_err(|e| match e {
-            Error::Os { source, .. } if source.raw_os_error() == Some(libc::ENOMEM) => {
-                Error::InvalidConfig(format!(
-                    "the kernel could not allocate {} blocks of {} bytes",
-                    cfg.block_count, cfg.block_size
-                ))
-            }
-            e => e,
-        })?;
+        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req, "creating the capture ring (PACKET_RX_RING)")
+            .map_err(|e| match e {
+                Error::Os { source, .. } if source.raw_os_error() == Some(libc::ENOMEM) => Error::InvalidConfig(
+                    format!("the kernel could not allocate {} blocks of {} bytes", cfg.block_count, cfg.block_size),
+                ),
+                e => e,
+            })?;
         let map = Mapping::new(raw, map_len)?;
 
         bind(raw, ifindex)?;
@@ -295,13 +280,7 @@ impl Ring {
                 mr_alen: 0,
                 mr_address: [0; 8],
             };
-            setsockopt(
-                raw,
-                libc::SOL_PACKET,
-                libc::PACKET_ADD_MEMBERSHIP,
-                &mreq,
-                "enabling promiscuous mode",
-            )?;
+            setsockopt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq, "enabling promiscuous mode")?;
         }
         Ok(Ring {
             map,
@@ -323,11 +302,7 @@ impl Ring {
     pub fn next_block(&mut self, timeout_ms: i32) -> Result<Option<Block<'_>>, Error> {
         let mut status = self.status(self.next).load(Ordering::Acquire);
         if status & libc::TP_STATUS_USER == 0 {
-            let mut pfd = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN | libc::POLLERR,
-                revents: 0,
-            };
+            let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
             // SAFETY: one valid, exclusively borrowed pollfd.
             let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
             if rc < 0 {
@@ -335,10 +310,7 @@ impl Ring {
                 if e.kind() == io::ErrorKind::Interrupted {
                     return Ok(None);
                 }
-                return Err(Error::Os {
-                    what: "waiting for packets (poll)",
-                    source: e,
-                });
+                return Err(Error::Os { what: "waiting for packets (poll)", source: e });
             }
             status = self.status(self.next).load(Ordering::Acquire);
             if status & libc::TP_STATUS_USER == 0 {
@@ -352,12 +324,7 @@ impl Ring {
         self.next = (idx + 1) % self.block_count;
         // SAFETY: `idx < block_count`, so the offset stays inside the mapping.
         let ptr = unsafe { self.map.ptr.add(idx * self.block_size) };
-        Ok(Some(Block {
-            ptr,
-            len: self.block_size,
-            status,
-            _ring: PhantomData,
-        }))
+        Ok(Some(Block { ptr, len: self.block_size, status, _ring: PhantomData }))
     }
 
     /// Kernel counters since the previous call (reading resets them).
@@ -377,10 +344,7 @@ impl Ring {
     /// the ring (a duplicate of the socket descriptor).
     pub fn control(&self) -> Result<Control, Error> {
         Ok(Control {
-            fd: self.fd.try_clone().map_err(|source| Error::Os {
-                what: "duplicating the capture socket",
-                source,
-            })?,
+            fd: self.fd.try_clone().map_err(|source| Error::Os { what: "duplicating the capture socket", source })?,
         })
     }
 
@@ -395,15 +359,7 @@ impl Ring {
         // SAFETY: `idx < block_count`, so the word lies inside the mapping, which lives as long
         // as `&self`; it is 4-byte aligned (blocks are page aligned, the offset is 8). The kernel
         // accesses it concurrently, which is why it is only ever read and written atomically.
-        unsafe {
-            AtomicU32::from_ptr(
-                self.map
-                    .ptr
-                    .as_ptr()
-                    .add(idx * self.block_size + BLOCK_STATUS)
-                    .cast::<u32>(),
-            )
-        }
+        unsafe { AtomicU32::from_ptr(self.map.ptr.as_ptr().add(idx * self.block_size + BLOCK_STATUS).cast::<u32>()) }
     }
 
     fn take_socket_error(&self) -> Result<(), Error> {
@@ -424,13 +380,8 @@ impl Ring {
         }
         match err {
             0 => Ok(()),
-            libc::ENETDOWN | libc::ENODEV | libc::ENXIO => {
-                Err(Error::InterfaceDown(self.ifname.clone()))
-            }
-            e => Err(Error::Os {
-                what: "capture socket error",
-                source: io::Error::from_raw_os_error(e),
-            }),
+            libc::ENETDOWN | libc::ENODEV | libc::ENXIO => Err(Error::InterfaceDown(self.ifname.clone())),
+            e => Err(Error::Os { what: "capture socket error", source: io::Error::from_raw_os_error(e) }),
         }
     }
 }
@@ -502,10 +453,7 @@ impl Block<'_> {
 
     /// The kernel's sequence number of this block (increments by one per block handed over).
     pub fn seq_num(&self) -> u64 {
-        self.bytes()
-            .get(BLOCK_SEQ_NUM..BLOCK_SEQ_NUM + 8)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u64::from_ne_bytes)
+        self.bytes().get(BLOCK_SEQ_NUM..BLOCK_SEQ_NUM + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes)
     }
 
     /// The block was handed over by the retire timer, not because it was full.
@@ -583,27 +531,14 @@ impl<'b> Frames<'b> {
         let start = off.checked_add(mac)?;
         let data = self.block.get(start..start.checked_add(snaplen)?)?;
         let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(Vlan {
-            tpid: if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                tpid
-            } else {
-                0x8100
-            },
+            tpid: if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 },
             tci: tci as u16,
         });
 
         self.left -= 1;
         // The last packet has tp_next_offset 0; a 0 before it would loop on one packet.
-        self.off = if self.left > 0 && next != 0 {
-            off.checked_add(next)?
-        } else {
-            usize::MAX
-        };
-        Some(Frame {
-            ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
-            wire_len,
-            data,
-            vlan,
-        })
+        self.off = if self.left > 0 && next != 0 { off.checked_add(next)? } else { usize::MAX };
+        Some(Frame { ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec), wire_len, data, vlan })
     }
 }
 
@@ -650,29 +585,15 @@ impl FilteredCounter {
         }
         attach_filter(raw, inverted_filter)?;
         // 0 is raised to the kernel minimum (SOCK_MIN_RCVBUF).
-        setsockopt(
-            raw,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            &(0 as libc::c_int),
-            "shrinking the counter socket buffer",
-        )?;
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &(0 as libc::c_int), "shrinking the counter socket buffer")?;
         bind(raw, ifindex)?;
         Ok(FilteredCounter { fd })
     }
 
     /// Packets the capture filter rejected since the previous call (reading resets the count).
     pub fn take_count(&self) -> Result<u64, Error> {
-        let mut st = libc::tpacket_stats {
-            tp_packets: 0,
-            tp_drops: 0,
-        };
-        getsockopt(
-            self.fd.as_raw_fd(),
-            libc::PACKET_STATISTICS,
-            &mut st,
-            "reading the filtered-packet counter",
-        )?;
+        let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
+        getsockopt(self.fd.as_raw_fd(), libc::PACKET_STATISTICS, &mut st, "reading the filtered-packet counter")?;
         // tp_packets already includes tp_drops (see the type documentation).
         Ok(u64::from(st.tp_packets))
     }
@@ -689,10 +610,7 @@ fn validate(cfg: &RingConfig) -> Result<usize, Error> {
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
     let bad = |m: String| Err(Error::InvalidConfig(m));
     if cfg.block_size == 0 || cfg.block_size % page != 0 || cfg.block_size % FRAME_SIZE != 0 {
-        return bad(format!(
-            "block size {} is not a positive multiple of the page size ({page})",
-            cfg.block_size
-        ));
+        return bad(format!("block size {} is not a positive multiple of the page size ({page})", cfg.block_size));
     }
     if cfg.block_size > u32::MAX as usize / 2 {
         return bad(format!("block size {} is too large", cfg.block_size));
@@ -703,10 +621,7 @@ fn validate(cfg: &RingConfig) -> Result<usize, Error> {
     let frames = (cfg.block_size / FRAME_SIZE).checked_mul(cfg.block_count);
     match (cfg.block_size.checked_mul(cfg.block_count), frames) {
         (Some(len), Some(f)) if f <= u32::MAX as usize && len < isize::MAX as usize => Ok(len),
-        _ => bad(format!(
-            "{} blocks of {} bytes is too large",
-            cfg.block_count, cfg.block_size
-        )),
+        _ => bad(format!("{} blocks of {} bytes is too large", cfg.block_count, cfg.block_size)),
     }
 }
 
@@ -718,10 +633,7 @@ fn packet_socket() -> Result<OwnedFd, Error> {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
             Some(libc::EPERM) | Some(libc::EACCES) => Error::PermissionDenied,
-            _ => Error::Os {
-                what: "creating an AF_PACKET socket",
-                source: e,
-            },
+            _ => Error::Os { what: "creating an AF_PACKET socket", source: e },
         });
     }
     // SAFETY: `fd` is a fresh descriptor we own.
@@ -736,11 +648,7 @@ fn bind(fd: RawFd, ifindex: u32) -> Result<(), Error> {
     sll.sll_ifindex = ifindex as i32;
     // SAFETY: a valid sockaddr_ll and its exact size.
     let rc = unsafe {
-        libc::bind(
-            fd,
-            (&sll as *const libc::sockaddr_ll).cast(),
-            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
+        libc::bind(fd, (&sll as *const libc::sockaddr_ll).cast(), size_of::<libc::sockaddr_ll>() as libc::socklen_t)
     };
     if rc < 0 {
         return Err(Error::os("binding the capture socket to the interface"));
@@ -749,10 +657,8 @@ fn bind(fd: RawFd, ifindex: u32) -> Result<(), Error> {
 }
 
 fn attach_filter(fd: RawFd, prog: &[libc::sock_filter]) -> Result<(), Error> {
-    let len = u16::try_from(prog.len())
-        .ok()
-        .filter(|&n| n > 0 && usize::from(n) <= bpf::MAX_INSNS)
-        .ok_or_else(|| {
+    let len =
+        u16::try_from(prog.len()).ok().filter(|&n| n > 0 && usize::from(n) <= bpf::MAX_INSNS).ok_or_else(|| {
             Error::InvalidConfig(format!(
                 "a capture filter has 1 to {} instructions, not {}",
                 bpf::MAX_INSNS,
@@ -764,37 +670,16 @@ fn attach_filter(fd: RawFd, prog: &[libc::sock_filter]) -> Result<(), Error> {
         // The kernel only reads the program (it copies it in setsockopt).
         filter: prog.as_ptr().cast_mut(),
     };
-    setsockopt(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_ATTACH_FILTER,
-        &fprog,
-        "attaching the capture filter",
-    )
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog, "attaching the capture filter")
 }
 
 fn detach_filter(fd: RawFd) -> Result<(), Error> {
-    setsockopt(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_DETACH_FILTER,
-        &(0 as libc::c_int),
-        "detaching the set-up filter",
-    )
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, &(0 as libc::c_int), "detaching the set-up filter")
 }
 
 fn take_stats(fd: RawFd) -> Result<Stats, Error> {
-    let mut st = libc::tpacket_stats_v3 {
-        tp_packets: 0,
-        tp_drops: 0,
-        tp_freeze_q_cnt: 0,
-    };
-    getsockopt(
-        fd,
-        libc::PACKET_STATISTICS,
-        &mut st,
-        "reading ring counters",
-    )?;
+    let mut st = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
+    getsockopt(fd, libc::PACKET_STATISTICS, &mut st, "reading ring counters")?;
     Ok(Stats {
         packets: u64::from(st.tp_packets),
         drops: u64::from(st.tp_drops),
@@ -802,41 +687,21 @@ fn take_stats(fd: RawFd) -> Result<Stats, Error> {
     })
 }
 
-fn setsockopt<T>(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    val: &T,
-    what: &'static str,
-) -> Result<(), Error> {
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T, what: &'static str) -> Result<(), Error> {
     // SAFETY: `val` is a valid `T` for the duration of the call and `size_of::<T>()` is its
     // size; each caller passes the type the option expects.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
+    let rc = unsafe { libc::setsockopt(fd, level, name, (val as *const T).cast(), size_of::<T>() as libc::socklen_t) };
     if rc < 0 {
         return Err(Error::os(what));
     }
     Ok(())
 }
 
-fn getsockopt<T>(
-    fd: RawFd,
-    name: libc::c_int,
-    out: &mut T,
-    what: &'static str,
-) -> Result<(), Error> {
+fn getsockopt<T>(fd: RawFd, name: libc::c_int, out: &mut T, what: &'static str) -> Result<(), Error> {
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `out` is valid for writes of `size_of::<T>()` bytes, the length we pass; the
     // kernel writes at most that many. Callers pass plain integer structs (any bytes valid).
-    let rc =
-        unsafe { libc::getsockopt(fd, libc::SOL_PACKET, name, (out as *mut T).cast(), &mut len) };
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_PACKET, name, (out as *mut T).cast(), &mut len) };
     if rc < 0 {
         return Err(Error::os(what));
     }
@@ -966,15 +831,8 @@ mod tests {
     fn config_validation() {
         assert_eq!(validate(&cfg()).unwrap(), 16 << 20);
         for (bs, bc) in [(0, 4), (1000, 4), (4096 + 2048, 4), (1 << 22, 0)] {
-            let c = RingConfig {
-                block_size: bs,
-                block_count: bc,
-                ..cfg()
-            };
-            assert!(
-                matches!(validate(&c), Err(Error::InvalidConfig(_))),
-                "{bs} {bc}"
-            );
+            let c = RingConfig { block_size: bs, block_count: bc, ..cfg() };
+            assert!(matches!(validate(&c), Err(Error::InvalidConfig(_))), "{bs} {bc}");
         }
     }
 
@@ -995,11 +853,7 @@ mod tests {
         // packet 2 at 144: claims 10000 bytes of data -> ends the walk
         put(&mut b, 144 + 12, 10_000);
         b[144 + 24..144 + 26].copy_from_slice(&68u16.to_ne_bytes());
-        let frames = Frames {
-            block: &b,
-            off: 48,
-            left: 3,
-        };
+        let frames = Frames { block: &b, off: 48, left: 3 };
         let v: Vec<_> = frames.collect();
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].ts_ns, 1_000_000_005);
@@ -1007,53 +861,18 @@ mod tests {
 
         // next offset pointing past the end
         put(&mut b, 48, 5000);
-        assert_eq!(
-            Frames {
-                block: &b,
-                off: 48,
-                left: 3
-            }
-            .count(),
-            1
-        );
+        assert_eq!(Frames { block: &b, off: 48, left: 3 }.count(), 1);
         // first offset inside the block header or past the end
-        assert_eq!(
-            Frames {
-                block: &b,
-                off: 8,
-                left: 3
-            }
-            .count(),
-            0
-        );
-        assert_eq!(
-            Frames {
-                block: &b,
-                off: 4090,
-                left: 3
-            }
-            .count(),
-            0
-        );
+        assert_eq!(Frames { block: &b, off: 8, left: 3 }.count(), 0);
+        assert_eq!(Frames { block: &b, off: 4090, left: 3 }.count(), 0);
         // next offset 0 before the last packet
         put(&mut b, 48, 0);
-        assert_eq!(
-            Frames {
-                block: &b,
-                off: 48,
-                left: 3
-            }
-            .count(),
-            1
-        );
+        assert_eq!(Frames { block: &b, off: 48, left: 3 }.count(), 1);
     }
 
     #[test]
     fn error_messages() {
-        assert_eq!(
-            Error::PermissionDenied.to_string(),
-            "capturing needs root or CAP_NET_RAW"
-        );
+        assert_eq!(Error::PermissionDenied.to_string(), "capturing needs root or CAP_NET_RAW");
         assert_eq!(
             Error::InterfaceDown("eth1".into()).to_string(),
             "network interface eth1 is down; bring it up with `ip link set eth1 up`"

@@ -82,12 +82,7 @@ const fn rval(code: u16) -> u16 {
 }
 
 const fn stmt(code: u16, k: u32) -> sock_filter {
-    sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    }
+    sock_filter { code, jt: 0, jf: 0, k }
 }
 
 const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
@@ -295,9 +290,7 @@ mod tests {
     ];
 
     fn prog(p: &[(u16, u8, u8, u32)]) -> Vec<sock_filter> {
-        p.iter()
-            .map(|&(code, jt, jf, k)| jump(code, k, jt, jf))
-            .collect()
+        p.iter().map(|&(code, jt, jf, k)| jump(code, k, jt, jf)).collect()
     }
 
     /// A cBPF interpreter with the kernel's semantics for what matters here: a load past the end
@@ -450,11 +443,7 @@ mod tests {
         for pkt in packets() {
             let orig = run(&p, &pkt);
             let flipped = run(&inv, &pkt);
-            assert_eq!(
-                orig == 0,
-                flipped != 0,
-                "packet {pkt:02x?}: orig {orig}, inverted {flipped}"
-            );
+            assert_eq!(orig == 0, flipped != 0, "packet {pkt:02x?}: orig {orig}, inverted {flipped}");
             accepted += usize::from(orig != 0);
         }
         // v4 dport, v4 sport, v6 dport, and the 8 prefixes of each matching frame that still
@@ -505,12 +494,7 @@ mod tests {
     #[test]
     fn division_by_zero_x_counts_as_rejected() {
         // ld #10; ldx len; div x; ret a — rejects the empty packet only.
-        let p = [
-            stmt(LD | IMM, 10),
-            stmt(LDX | W | LEN, 0),
-            stmt(ALU | DIV | X, 0),
-            stmt(RET | A, 0),
-        ];
+        let p = [stmt(LD | IMM, 10), stmt(LDX | W | LEN, 0), stmt(ALU | DIV | X, 0), stmt(RET | A, 0)];
         let inv = invert(&p).unwrap();
         for pkt in [&[][..], &[0u8; 3][..], &[0u8; 20][..]] {
             assert_eq!(run(&p, pkt) == 0, run(&inv, pkt) != 0, "len {}", pkt.len());
@@ -538,10 +522,7 @@ mod tests {
     fn not_invertible() {
         assert!(invert(&[]).is_none());
         // ld [SKF_NET_OFF + 9] — network-header relative, unbounded
-        let p = [
-            stmt(LD | B | ABS, (-0x100000i32 + 9) as u32),
-            stmt(RET | A, 0),
-        ];
+        let p = [stmt(LD | B | ABS, (-0x100000i32 + 9) as u32), stmt(RET | A, 0)];
         assert!(invert(&p).is_none());
         // jump past the end
         assert!(invert(&[jump(JMP | JEQ | K, 0, 5, 0), stmt(RET | K, 0)]).is_none());
@@ -555,10 +536,7 @@ mod tests {
     #[test]
     fn ancillary_loads_need_no_guard() {
         // ld vlan_avail (SKF_AD_OFF + 48)
-        let p = [
-            stmt(LD | W | ABS, (-0x1000i32 + 48) as u32),
-            stmt(RET | A, 0),
-        ];
+        let p = [stmt(LD | W | ABS, (-0x1000i32 + 48) as u32), stmt(RET | A, 0)];
         let inv = invert(&p).unwrap();
         assert_eq!(inv[0].code, p[0].code);
     }

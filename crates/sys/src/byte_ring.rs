@@ -31,26 +31,8 @@ struct Shared {
 pub fn byte_ring(buf: AlignedBuf) -> (Producer, Consumer) {
     let cap = buf.len() as u64;
     let base = buf.as_ptr();
-    let shared = Arc::new(Shared {
-        buf,
-        released: AtomicU64::new(0),
-        committed: AtomicU64::new(0),
-    });
-    (
-        Producer {
-            shared: shared.clone(),
-            base,
-            cap,
-            head: 0,
-            limit: cap,
-        },
-        Consumer {
-            shared,
-            base,
-            cap,
-            released: 0,
-        },
-    )
+    let shared = Arc::new(Shared { buf, released: AtomicU64::new(0), committed: AtomicU64::new(0) });
+    (Producer { shared: shared.clone(), base, cap, head: 0, limit: cap }, Consumer { shared, base, cap, released: 0 })
 }
 
 /// The writing end, owned by one capture worker. Hot path: no atomics unless
@@ -116,11 +98,7 @@ impl Producer {
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(off), first);
             if first < bytes.len() {
-                std::ptr::copy_nonoverlapping(
-                    bytes.as_ptr().add(first),
-                    self.base,
-                    bytes.len() - first,
-                );
+                std::ptr::copy_nonoverlapping(bytes.as_ptr().add(first), self.base, bytes.len() - first);
             }
         }
         self.head += n;
@@ -180,8 +158,7 @@ impl Consumer {
     /// region wraps). `None` unless the whole region is committed and not yet
     /// released.
     pub fn slices(&self, start: u64, end: u64) -> Option<(&[u8], &[u8])> {
-        if start < self.released || end < start || end > self.committed() || end - start > self.cap
-        {
+        if start < self.released || end < start || end > self.committed() || end - start > self.cap {
             return None;
         }
         let (p, room) = self.addr_of(start);
@@ -191,12 +168,7 @@ impl Consumer {
         // producer's Release store after writing it) and not released, so the
         // producer will not write it while `&self` is borrowed: releasing it
         // takes `&mut self`. first <= cap - off and rest <= off.
-        unsafe {
-            Some((
-                std::slice::from_raw_parts(p, first),
-                std::slice::from_raw_parts(self.base, rest),
-            ))
-        }
+        unsafe { Some((std::slice::from_raw_parts(p, first), std::slice::from_raw_parts(self.base, rest))) }
     }
 
     /// Lets the producer overwrite everything before `upto`. Positions only

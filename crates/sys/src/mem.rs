@@ -40,11 +40,7 @@ impl AlignedBuf {
         let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
         if try_huge {
             if let Some(ptr) = map(len, base | libc::MAP_HUGETLB) {
-                return Ok(AlignedBuf {
-                    ptr,
-                    len,
-                    backing: Backing::HugeTlb,
-                });
+                return Ok(AlignedBuf { ptr, len, backing: Backing::HugeTlb });
             }
         }
         let ptr = map(len, base).ok_or_else(io::Error::last_os_error)?;
@@ -53,11 +49,7 @@ impl AlignedBuf {
         unsafe {
             libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
         }
-        Ok(AlignedBuf {
-            ptr,
-            len,
-            backing: Backing::Transparent,
-        })
+        Ok(AlignedBuf { ptr, len, backing: Backing::Transparent })
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
@@ -79,16 +71,7 @@ impl AlignedBuf {
 
 fn map(len: usize, flags: i32) -> Option<NonNull<u8>> {
     // SAFETY: an anonymous mapping with no address hint touches no existing memory.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            -1,
-            0,
-        )
-    };
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
     if p == libc::MAP_FAILED {
         None
     } else {

@@ -44,11 +44,7 @@ pub fn mtu(name: &str) -> Result<u32, Error> {
 
 /// The interface hardware type (`ARPHRD_*`, `dev->type`; `/sys/class/net/X/type`).
 pub fn arphrd(name: &str) -> Result<u16, Error> {
-    let ifr = ioctl(
-        name,
-        libc::SIOCGIFHWADDR,
-        "reading the interface hardware type",
-    )?;
+    let ifr = ioctl(name, libc::SIOCGIFHWADDR, "reading the interface hardware type")?;
     // SAFETY: SIOCGIFHWADDR succeeded, so the kernel filled `ifru_hwaddr` (a plain sockaddr).
     let family = unsafe { ifr.ifr_ifru.ifru_hwaddr.sa_family };
     Ok(family)
@@ -105,9 +101,7 @@ fn valid_name(name: &str) -> bool {
         && name.len() < libc::IFNAMSIZ
         && name != "."
         && name != ".."
-        && !name
-            .bytes()
-            .any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace())
+        && !name.bytes().any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace())
 }
 
 /// Runs a `SIOCGIF*` ioctl for `name` on a throw-away socket.
@@ -164,10 +158,7 @@ mod tests {
             }
         }
         let msg = ifindex("wv-no-such-if0").unwrap_err().to_string();
-        assert_eq!(
-            msg,
-            "no network interface named wv-no-such-if0; `ip link` lists them"
-        );
+        assert_eq!(msg, "no network interface named wv-no-such-if0; `ip link` lists them");
     }
 
     #[test]

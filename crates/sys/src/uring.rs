@@ -22,8 +22,8 @@ pub const DIRECT_ALIGN: u64 = 4096;
 /// Creates (truncating) `path` for writing with mode 0640, with O_DIRECT when
 /// the file system allows it. Returns the file and whether O_DIRECT is on.
 pub fn create_output(path: &Path, direct: bool) -> io::Result<(File, bool)> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let base = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
     if direct {
         // SAFETY: `c` is a valid NUL-terminated path; open has no other preconditions.
@@ -52,12 +52,7 @@ pub fn create_output(path: &Path, direct: bool) -> io::Result<(File, bool)> {
 pub fn fallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()> {
     // SAFETY: plain syscall on an owned fd.
     let r = unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            libc::FALLOC_FL_KEEP_SIZE,
-            offset as libc::off_t,
-            len as libc::off_t,
-        )
+        libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t)
     };
     if r == 0 {
         Ok(())
@@ -82,10 +77,7 @@ pub struct Writer {
 
 impl Writer {
     pub fn new(depth: u32) -> io::Result<Writer> {
-        Ok(Writer {
-            ring: IoUring::new(depth)?,
-            in_flight: 0,
-        })
+        Ok(Writer { ring: IoUring::new(depth)?, in_flight: 0 })
     }
 
     /// Writes in flight (submitted, not yet reaped).
@@ -99,18 +91,8 @@ impl Writer {
     /// `ptr..ptr+len` must stay valid and unchanged until the completion with
     /// `user_data` has been returned by [`Writer::wait`], and `fd` must stay open
     /// until then.
-    pub unsafe fn write(
-        &mut self,
-        fd: RawFd,
-        ptr: *const u8,
-        len: u32,
-        offset: u64,
-        user_data: u64,
-    ) -> io::Result<()> {
-        let sqe = opcode::Write::new(types::Fd(fd), ptr, len)
-            .offset(offset)
-            .build()
-            .user_data(user_data);
+    pub unsafe fn write(&mut self, fd: RawFd, ptr: *const u8, len: u32, offset: u64, user_data: u64) -> io::Result<()> {
+        let sqe = opcode::Write::new(types::Fd(fd), ptr, len).offset(offset).build().user_data(user_data);
         loop {
             // SAFETY: the caller keeps the buffer and fd alive until completion.
             let pushed = unsafe { self.ring.submission().push(&sqe) }.is_ok();
@@ -145,10 +127,7 @@ impl Writer {
     ) -> io::Result<()> {
         let (ptr, room) = ring.addr_of(start);
         if u64::from(len) > room {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "write crosses the end of the ring",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "write crosses the end of the ring"));
         }
         // SAFETY: ptr..ptr+len lies inside the ring's mapping (checked above),
         // which is only unmapped when the last ring end is dropped; the store
@@ -170,10 +149,7 @@ impl Writer {
             }
         }
         for cqe in self.ring.completion() {
-            out.push(Completion {
-                user_data: cqe.user_data(),
-                result: cqe.result(),
-            });
+            out.push(Completion { user_data: cqe.user_data(), result: cqe.result() });
             self.in_flight -= 1;
         }
         Ok(())
@@ -191,8 +167,8 @@ pub fn rename_durable(from: &Path, to: &Path) -> io::Result<()> {
 
 /// Free and total bytes of the file system holding `path` (statvfs).
 pub fn fs_space(path: &Path) -> io::Result<(u64, u64)> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: statvfs is plain data; zeroed is a valid value to overwrite.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: valid path and out-pointer.
@@ -220,8 +196,7 @@ mod tests {
         // SAFETY: buf outlives the wait below; f stays open.
         unsafe {
             w.write(f.as_raw_fd(), buf.as_ptr(), 4096, 0, 1).unwrap();
-            w.write(f.as_raw_fd(), buf.as_ptr().add(4096), 4096, 4096, 2)
-                .unwrap();
+            w.write(f.as_raw_fd(), buf.as_ptr().add(4096), 4096, 4096, 2).unwrap();
         }
         let mut done = Vec::new();
         while done.len() < 2 {

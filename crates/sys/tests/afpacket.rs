@@ -39,21 +39,11 @@ const UDP_5555: [(u16, u8, u8, u32); 20] = [
 ];
 
 fn udp_5555() -> Vec<libc::sock_filter> {
-    UDP_5555
-        .iter()
-        .map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
-        .collect()
+    UDP_5555.iter().map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k }).collect()
 }
 
 fn cfg() -> RingConfig {
-    RingConfig {
-        block_size: 1 << 20,
-        block_count: 4,
-        retire_tov_ms: 10,
-        promisc: false,
-        fanout: None,
-        filter: None,
-    }
+    RingConfig { block_size: 1 << 20, block_count: 4, retire_tov_ms: 10, promisc: false, fanout: None, filter: None }
 }
 
 /// Runs `f` on a new thread in a new network namespace with `lo` up; `None` when not root.
@@ -66,12 +56,7 @@ fn in_netns<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> Option
     let t = std::thread::spawn(move || {
         // SAFETY: unshare of the network namespace affects only this thread.
         let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-        assert_eq!(
-            rc,
-            0,
-            "unshare(CLONE_NEWNET): {}",
-            std::io::Error::last_os_error()
-        );
+        assert_eq!(rc, 0, "unshare(CLONE_NEWNET): {}", std::io::Error::last_os_error());
         ip("link set lo up");
         f()
     });
@@ -83,10 +68,7 @@ fn in_netns<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> Option
 
 /// Runs `ip ARGS` in the calling thread's network namespace.
 fn ip(args: &str) {
-    let st = Command::new("ip")
-        .args(args.split_whitespace())
-        .status()
-        .expect("running ip");
+    let st = Command::new("ip").args(args.split_whitespace()).status().expect("running ip");
     assert!(st.success(), "ip {args}");
 }
 
@@ -141,10 +123,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
 /// A packet socket for injecting raw frames on `ifname`.
@@ -175,12 +154,7 @@ fn send_raw(fd: &OwnedFd, sll: &libc::sockaddr_ll, frame: &[u8]) {
             std::mem::size_of::<libc::sockaddr_ll>() as u32,
         )
     };
-    assert_eq!(
-        n,
-        frame.len() as isize,
-        "{}",
-        std::io::Error::last_os_error()
-    );
+    assert_eq!(n, frame.len() as isize, "{}", std::io::Error::last_os_error());
 }
 
 #[test]
@@ -200,9 +174,7 @@ fn lo_shows_each_datagram_once_like_tcpdump() {
         if let Some(td) = td.as_mut() {
             use std::io::{BufRead, BufReader};
             let mut line = String::new();
-            BufReader::new(td.stderr.as_mut().unwrap())
-                .read_line(&mut line)
-                .unwrap();
+            BufReader::new(td.stderr.as_mut().unwrap()).read_line(&mut line).unwrap();
             assert!(line.contains("listening on lo"), "tcpdump: {line}");
         }
 
@@ -210,8 +182,7 @@ fn lo_shows_each_datagram_once_like_tcpdump() {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let before = now_ns();
         for i in 0..100 {
-            tx.send_to(format!("wv-lo-{i:04}").as_bytes(), "127.0.0.1:5555")
-                .unwrap();
+            tx.send_to(format!("wv-lo-{i:04}").as_bytes(), "127.0.0.1:5555").unwrap();
         }
         let frames = drain(&mut [&mut ring], 100, Duration::from_millis(300)).remove(0);
         drop(rx);
@@ -238,13 +209,7 @@ fn lo_shows_each_datagram_once_like_tcpdump() {
             // SAFETY: signalling the child we started.
             unsafe { libc::kill(td.id() as i32, libc::SIGINT) };
             td.wait().unwrap();
-            let out = Command::new("tcpdump")
-                .args(["-r"])
-                .arg(&pcap)
-                .arg("-n")
-                .stderr(Stdio::null())
-                .output()
-                .unwrap();
+            let out = Command::new("tcpdump").args(["-r"]).arg(&pcap).arg("-n").stderr(Stdio::null()).output().unwrap();
             let _ = std::fs::remove_file(&pcap);
             let lines = String::from_utf8_lossy(&out.stdout).lines().count();
             assert_eq!(lines, 100, "tcpdump -i lo saw {lines} packets");
@@ -259,26 +224,17 @@ fn filter_and_filtered_counter_are_exact() {
     in_netns(|| {
         let filter = udp_5555();
         let counter = FilteredCounter::open("lo", &bpf::invert(&filter).unwrap()).unwrap();
-        let mut ring = Ring::open(
-            "lo",
-            &RingConfig {
-                filter: Some(filter),
-                ..cfg()
-            },
-        )
-        .unwrap();
+        let mut ring = Ring::open("lo", &RingConfig { filter: Some(filter), ..cfg() }).unwrap();
 
         // Listeners on both ports, so that no ICMP port-unreachable adds packets.
         let _rx1 = UdpSocket::bind("127.0.0.1:5555").unwrap();
         let _rx2 = UdpSocket::bind("127.0.0.1:6666").unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         for i in 0..50 {
-            tx.send_to(format!("wv-in-{i:04}").as_bytes(), "127.0.0.1:5555")
-                .unwrap();
+            tx.send_to(format!("wv-in-{i:04}").as_bytes(), "127.0.0.1:5555").unwrap();
         }
         for i in 0..30 {
-            tx.send_to(format!("wv-out-{i:04}").as_bytes(), "127.0.0.1:6666")
-                .unwrap();
+            tx.send_to(format!("wv-out-{i:04}").as_bytes(), "127.0.0.1:6666").unwrap();
         }
         // Truncated IPv4/UDP frames: the filter's port load runs past their end, which makes the
         // kernel reject them implicitly. The counter must still count them.
@@ -312,14 +268,12 @@ fn stop_intake_then_drain_returns_the_last_partial_block() {
         let _rx = UdpSocket::bind("127.0.0.1:5555").unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         for i in 0..5 {
-            tx.send_to(format!("wv-a-{i:04}").as_bytes(), "127.0.0.1:5555")
-                .unwrap();
+            tx.send_to(format!("wv-a-{i:04}").as_bytes(), "127.0.0.1:5555").unwrap();
         }
         std::thread::sleep(Duration::from_millis(2)); // let loopback deliver them
         ctl.stop_intake().unwrap();
         for i in 0..5 {
-            tx.send_to(format!("wv-b-{i:04}").as_bytes(), "127.0.0.1:5555")
-                .unwrap();
+            tx.send_to(format!("wv-b-{i:04}").as_bytes(), "127.0.0.1:5555").unwrap();
         }
         let frames = drain(&mut [&mut ring], 5, Duration::from_millis(100)).remove(0);
         assert_eq!(payload_counts(&frames, "wv-a-").len(), 5);
@@ -332,25 +286,15 @@ fn stop_intake_then_drain_returns_the_last_partial_block() {
 fn fanout_delivers_each_packet_to_exactly_one_ring() {
     for mode in [FanoutMode::Hash, FanoutMode::Lb, FanoutMode::Cpu] {
         in_netns(move || {
-            let c = RingConfig {
-                fanout: Some(Fanout {
-                    group_id: 4242,
-                    mode,
-                }),
-                filter: Some(udp_5555()),
-                ..cfg()
-            };
+            let c = RingConfig { fanout: Some(Fanout { group_id: 4242, mode }), filter: Some(udp_5555()), ..cfg() };
             let mut a = Ring::open("lo", &c).unwrap();
             let mut b = Ring::open("lo", &c).unwrap();
             let _rx = UdpSocket::bind("127.0.0.1:5555").unwrap();
             // 40 flows (source ports) of 5 datagrams each.
-            let senders: Vec<_> = (0..40)
-                .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
-                .collect();
+            let senders: Vec<_> = (0..40).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
             for (s, tx) in senders.iter().enumerate() {
                 for i in 0..5 {
-                    tx.send_to(format!("wv-f-{s:02}-{i}").as_bytes(), "127.0.0.1:5555")
-                        .unwrap();
+                    tx.send_to(format!("wv-f-{s:02}-{i}").as_bytes(), "127.0.0.1:5555").unwrap();
                 }
             }
             let got = drain(&mut [&mut a, &mut b], 200, Duration::from_millis(300));
@@ -398,10 +342,7 @@ fn vlan_tag_is_reported_not_inline() {
         let mut tx_side = Ring::open("va", &cfg()).unwrap();
 
         let (raw, sll) = raw_sender("va");
-        let tags = [
-            (0x8100u16, 10u16, "wv-vlan10-"),
-            (0x88a8, 0x2014, "wv-vlan20-"),
-        ];
+        let tags = [(0x8100u16, 10u16, "wv-vlan10-"), (0x88a8, 0x2014, "wv-vlan20-")];
         for (tpid, tci, tag) in tags {
             for i in 0..3 {
                 // dst broadcast, src, tag, ethertype 0x88b5 (local experimental), payload
@@ -415,18 +356,10 @@ fn vlan_tag_is_reported_not_inline() {
                 send_raw(&raw, &sll, &f);
             }
         }
-        let got = drain(
-            &mut [&mut rx_side, &mut tx_side],
-            12,
-            Duration::from_millis(300),
-        );
+        let got = drain(&mut [&mut rx_side, &mut tx_side], 12, Duration::from_millis(300));
         for (tpid, tci, tag) in tags {
             let pick = |frames: &[Captured]| -> Vec<Captured> {
-                frames
-                    .iter()
-                    .filter(|f| find(&f.data, tag.as_bytes()).is_some())
-                    .cloned()
-                    .collect()
+                frames.iter().filter(|f| find(&f.data, tag.as_bytes()).is_some()).cloned().collect()
             };
             let rx = pick(&got[0]);
             assert_eq!(rx.len(), 3, "vb {tag}");
@@ -491,13 +424,7 @@ fn errors_name_the_problem() {
 fn fanout_hash_keeps_ip_fragments() {
     in_netns(|| {
         ip("link set lo mtu 1500");
-        let c = RingConfig {
-            fanout: Some(Fanout {
-                group_id: 7,
-                mode: FanoutMode::Hash,
-            }),
-            ..cfg()
-        };
+        let c = RingConfig { fanout: Some(Fanout { group_id: 7, mode: FanoutMode::Hash }), ..cfg() };
         let mut a = Ring::open("lo", &c).unwrap();
         let mut b = Ring::open("lo", &c).unwrap();
         let _rx = UdpSocket::bind("127.0.0.1:5555").unwrap();

@@ -64,12 +64,8 @@ pub fn run(prog: &[Insn], pkt: &[u8], wirelen: u32) -> u32 {
     let load = |off: u32, size: u16| -> Option<u32> {
         let off = off as usize;
         match size {
-            W => pkt
-                .get(off..off.checked_add(4)?)
-                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-            H => pkt
-                .get(off..off.checked_add(2)?)
-                .map(|b| u16::from_be_bytes([b[0], b[1]]) as u32),
+            W => pkt.get(off..off.checked_add(4)?).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            H => pkt.get(off..off.checked_add(2)?).map(|b| u16::from_be_bytes([b[0], b[1]]) as u32),
             B => pkt.get(off).map(|&b| b as u32),
             _ => None,
         }

@@ -125,12 +125,7 @@ pub fn emit_file_header(out: &mut [u8; FILE_HEADER_LEN], snaplen: u32, linktype:
 
 /// Writes a little-endian nanosecond record header.
 #[inline]
-pub fn emit_record_header(
-    out: &mut [u8; RECORD_HEADER_LEN],
-    ts_ns: u64,
-    caplen: u32,
-    origlen: u32,
-) {
+pub fn emit_record_header(out: &mut [u8; RECORD_HEADER_LEN], ts_ns: u64, caplen: u32, origlen: u32) {
     let sec = (ts_ns / 1_000_000_000) as u32;
     let nsec = (ts_ns % 1_000_000_000) as u32;
     out[0..4].copy_from_slice(&sec.to_le_bytes());
@@ -149,22 +144,14 @@ pub struct RecordHeader {
 
 impl RecordHeader {
     /// Parses a record header of a file with the given byte order and precision.
-    pub fn parse(
-        b: &[u8; RECORD_HEADER_LEN],
-        big_endian: bool,
-        precision: Precision,
-    ) -> RecordHeader {
+    pub fn parse(b: &[u8; RECORD_HEADER_LEN], big_endian: bool, precision: Precision) -> RecordHeader {
         let sec = read_u32(&b[0..4], big_endian) as u64;
         let frac = read_u32(&b[4..8], big_endian) as u64;
         let ts_ns = match precision {
             Precision::Micro => sec * 1_000_000_000 + frac * 1_000,
             Precision::Nano => sec * 1_000_000_000 + frac,
         };
-        RecordHeader {
-            ts_ns,
-            caplen: read_u32(&b[8..12], big_endian),
-            origlen: read_u32(&b[12..16], big_endian),
-        }
+        RecordHeader { ts_ns, caplen: read_u32(&b[8..12], big_endian), origlen: read_u32(&b[12..16], big_endian) }
     }
 }
 
@@ -174,8 +161,8 @@ mod tests {
 
     // The header of a nanosecond Ethernet file written by `tcpdump --time-stamp-precision=nano -w`.
     static TCPDUMP_NS_HEADER: [u8; 24] = [
-        0x4d, 0x3c, 0xb2, 0xa1, 0x02, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x04, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0x4d, 0x3c, 0xb2, 0xa1, 0x02, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x04, 0x00, 0x01, 0x00, 0x00, 0x00,
     ];
 
     #[test]

@@ -119,23 +119,11 @@ mod tests {
     fn preamble_lengths_consistent() {
         let mut b = [0u8; PREAMBLE_LEN];
         emit_preamble(&mut b, 262_144, 1);
-        assert_eq!(
-            u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize,
-            SHB_LEN
-        );
-        assert_eq!(
-            u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize,
-            SHB_LEN
-        );
+        assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize, SHB_LEN);
+        assert_eq!(u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize, SHB_LEN);
         let idb = &b[SHB_LEN..];
-        assert_eq!(
-            u32::from_le_bytes(idb[4..8].try_into().unwrap()) as usize,
-            IDB_LEN
-        );
-        assert_eq!(
-            u32::from_le_bytes(idb[28..32].try_into().unwrap()) as usize,
-            IDB_LEN
-        );
+        assert_eq!(u32::from_le_bytes(idb[4..8].try_into().unwrap()) as usize, IDB_LEN);
+        assert_eq!(u32::from_le_bytes(idb[28..32].try_into().unwrap()) as usize, IDB_LEN);
     }
 
     #[test]

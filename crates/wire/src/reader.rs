@@ -32,8 +32,8 @@ use std::io::{self, Read};
 
 use crate::pcap::{self, Precision, RecordHeader};
 use crate::pcapng::{
-    self, BLOCK_HEADER_LEN, BLOCK_TRAILER_LEN, BT_EPB, BT_IDB, BT_PB, BT_SHB, BT_SPB,
-    BYTE_ORDER_MAGIC, EPB_BODY_LEN, IDB_BODY_LEN, MIN_BLOCK_LEN, SHB_BODY_LEN, SPB_BODY_LEN,
+    self, BLOCK_HEADER_LEN, BLOCK_TRAILER_LEN, BT_EPB, BT_IDB, BT_PB, BT_SHB, BT_SPB, BYTE_ORDER_MAGIC, EPB_BODY_LEN,
+    IDB_BODY_LEN, MIN_BLOCK_LEN, SHB_BODY_LEN, SPB_BODY_LEN,
 };
 
 /// Size of the internal buffer [`Reader::new`] allocates.
@@ -124,60 +124,25 @@ pub enum ReadError {
     #[error("not a pcap or pcapng file (magic 0x{magic:08x})")]
     NotCapture { magic: u32 },
     #[error("truncated {what} at offset {offset}: needs {need} bytes, only {have} remain")]
-    Truncated {
-        what: &'static str,
-        offset: u64,
-        need: u64,
-        have: u64,
-    },
-    #[error(
-        "truncated record at offset {offset}: header says {caplen} captured bytes, only {have} remain"
-    )]
+    Truncated { what: &'static str, offset: u64, need: u64, have: u64 },
+    #[error("truncated record at offset {offset}: header says {caplen} captured bytes, only {have} remain")]
     TruncatedRecord { offset: u64, caplen: u32, have: u64 },
     #[error("unsupported {format} version {major}.{minor} at offset {offset}")]
-    UnsupportedVersion {
-        format: Format,
-        offset: u64,
-        major: u16,
-        minor: u16,
-    },
+    UnsupportedVersion { format: Format, offset: u64, major: u16, minor: u16 },
     #[error("invalid packet capture length {caplen} at offset {offset}: bigger than the {limit} of {max}")]
-    CaplenTooLarge {
-        offset: u64,
-        caplen: u32,
-        limit: &'static str,
-        max: u32,
-    },
+    CaplenTooLarge { offset: u64, caplen: u32, limit: &'static str, max: u32 },
     #[error("block at offset {offset} has invalid total length {len}: {reason}")]
-    BadBlockLength {
-        offset: u64,
-        len: u32,
-        reason: &'static str,
-    },
+    BadBlockLength { offset: u64, len: u32, reason: &'static str },
     #[error("block at offset {offset} has total length {header} in its header but {trailer} in its trailer")]
-    BlockLengthMismatch {
-        offset: u64,
-        header: u32,
-        trailer: u32,
-    },
+    BlockLengthMismatch { offset: u64, header: u32, trailer: u32 },
     #[error("block of type 0x{block_type:08x} at offset {offset} is too short: {what} needs {need} bytes, the block body has {have}")]
-    BlockTooShort {
-        offset: u64,
-        block_type: u32,
-        what: &'static str,
-        need: u64,
-        have: u64,
-    },
+    BlockTooShort { offset: u64, block_type: u32, what: &'static str, need: u64, have: u64 },
     #[error("section header block at offset {offset} has a bad byte-order magic 0x{magic:08x}")]
     BadByteOrderMagic { offset: u64, magic: u32 },
     #[error("interface description block at offset {offset}: {problem}")]
     BadInterface { offset: u64, problem: String },
     #[error("packet block at offset {offset} refers to interface {interface_id}, but its section has only {count} interface description blocks")]
-    UnknownInterface {
-        offset: u64,
-        interface_id: u32,
-        count: usize,
-    },
+    UnknownInterface { offset: u64, interface_id: u32, count: usize },
     #[error("more than {max} interface description blocks in one section (at offset {offset})")]
     TooManyInterfaces { offset: u64, max: usize },
     #[error("pcapng file has no interface description block (end of file at offset {offset})")]
@@ -211,29 +176,17 @@ impl ReadError {
 /// nothing here may index past the end.
 fn u16_at(b: &[u8], at: usize, big: bool) -> Option<u16> {
     let a: [u8; 2] = b.get(at..at.checked_add(2)?)?.try_into().ok()?;
-    Some(if big {
-        u16::from_be_bytes(a)
-    } else {
-        u16::from_le_bytes(a)
-    })
+    Some(if big { u16::from_be_bytes(a) } else { u16::from_le_bytes(a) })
 }
 
 fn u32_at(b: &[u8], at: usize, big: bool) -> Option<u32> {
     let a: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
-    Some(if big {
-        u32::from_be_bytes(a)
-    } else {
-        u32::from_le_bytes(a)
-    })
+    Some(if big { u32::from_be_bytes(a) } else { u32::from_le_bytes(a) })
 }
 
 fn u64_at(b: &[u8], at: usize, big: bool) -> Option<u64> {
     let a: [u8; 8] = b.get(at..at.checked_add(8)?)?.try_into().ok()?;
-    Some(if big {
-        u64::from_be_bytes(a)
-    } else {
-        u64::from_le_bytes(a)
-    })
+    Some(if big { u64::from_be_bytes(a) } else { u64::from_le_bytes(a) })
 }
 
 /// How a pcap file stores caplen and origlen (they were swapped before 2.3).
@@ -356,10 +309,7 @@ pub struct Reader<R: Read> {
 
 impl<R: Read> fmt::Debug for Reader<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reader")
-            .field("offset", &self.offset())
-            .field("kind", &self.kind)
-            .finish_non_exhaustive()
+        f.debug_struct("Reader").field("offset", &self.offset()).field("kind", &self.kind).finish_non_exhaustive()
     }
 }
 
@@ -397,11 +347,7 @@ impl<R: Read> Reader<R> {
         }
         let first = r.avail();
         let magic_le = u32_at(first, 0, false).unwrap_or(0);
-        r.kind = if magic_le == BT_SHB {
-            Kind::Pcapng(r.open_pcapng()?)
-        } else {
-            Kind::Pcap(r.open_pcap()?)
-        };
+        r.kind = if magic_le == BT_SHB { Kind::Pcapng(r.open_pcapng()?) } else { Kind::Pcap(r.open_pcap()?) };
         Ok(r)
     }
 
@@ -484,24 +430,14 @@ impl<R: Read> Reader<R> {
                 }
                 Ok(n) => self.end += n.min(space.len()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(ReadError::Io {
-                        offset: self.base.saturating_add(self.end as u64),
-                        source,
-                    })
-                }
+                Err(source) => return Err(ReadError::Io { offset: self.base.saturating_add(self.end as u64), source }),
             }
         }
         Ok(self.end - self.pos)
     }
 
     fn truncated(&self, what: &'static str, need: usize, have: usize) -> ReadError {
-        ReadError::Truncated {
-            what,
-            offset: self.offset(),
-            need: need as u64,
-            have: have as u64,
-        }
+        ReadError::Truncated { what, offset: self.offset(), need: need as u64, have: have as u64 }
     }
 
     // ---- pcap ---------------------------------------------------------
@@ -530,12 +466,7 @@ impl<R: Read> Reader<R> {
         let linktype = u32_at(h, pcap::field::LINKTYPE.start, big).unwrap_or(0) & 0x03ff_ffff;
         // libpcap reads 2.0 to 2.4, and 543.0 (DG/UX).
         if !((major == 2 && minor <= 4) || (major == 543 && minor == 0)) {
-            return Err(ReadError::UnsupportedVersion {
-                format: Format::Pcap,
-                offset: 4,
-                major,
-                minor,
-            });
+            return Err(ReadError::UnsupportedVersion { format: Format::Pcap, offset: 4, major, minor });
         }
         let lengths = match (major, minor) {
             (2, 0..=2) | (543, _) => LengthOrder::Swapped,
@@ -556,11 +487,7 @@ impl<R: Read> Reader<R> {
         self.pos += pcap::FILE_HEADER_LEN;
         Ok(PcapState {
             big,
-            precision: if magic == pcap::MAGIC_NANOS {
-                Precision::Nano
-            } else {
-                Precision::Micro
-            },
+            precision: if magic == pcap::MAGIC_NANOS { Precision::Nano } else { Precision::Micro },
             header_len,
             lengths,
             linktype,
@@ -578,10 +505,8 @@ impl<R: Read> Reader<R> {
         if have < st.header_len {
             return Err(self.truncated("record header", st.header_len, have));
         }
-        let hdr: &[u8; pcap::RECORD_HEADER_LEN] = self
-            .avail()
-            .first_chunk()
-            .ok_or_else(|| self.truncated("record header", st.header_len, have))?;
+        let hdr: &[u8; pcap::RECORD_HEADER_LEN] =
+            self.avail().first_chunk().ok_or_else(|| self.truncated("record header", st.header_len, have))?;
         let rh = RecordHeader::parse(hdr, st.big, st.precision);
         let (caplen, origlen) = match st.lengths {
             LengthOrder::Normal => (rh.caplen, rh.origlen),
@@ -589,17 +514,8 @@ impl<R: Read> Reader<R> {
             LengthOrder::Maybe | LengthOrder::Swapped => (rh.origlen, rh.caplen),
         };
         if caplen > st.max_caplen {
-            let (limit, max) = if caplen > st.snaplen {
-                ("snaplen", st.snaplen)
-            } else {
-                ("maximum", st.max_caplen)
-            };
-            return Err(ReadError::CaplenTooLarge {
-                offset,
-                caplen,
-                limit,
-                max,
-            });
+            let (limit, max) = if caplen > st.snaplen { ("snaplen", st.snaplen) } else { ("maximum", st.max_caplen) };
+            return Err(ReadError::CaplenTooLarge { offset, caplen, limit, max });
         }
         if caplen > MAX_BLOCK_LEN {
             return Err(ReadError::CaplenTooLarge {
@@ -613,11 +529,7 @@ impl<R: Read> Reader<R> {
         let total = st.header_len + caplen as usize;
         let have = self.fill(total)?;
         if have < total {
-            return Err(ReadError::TruncatedRecord {
-                offset,
-                caplen,
-                have: (have - st.header_len) as u64,
-            });
+            return Err(ReadError::TruncatedRecord { offset, caplen, have: (have - st.header_len) as u64 });
         }
         let data_start = self.pos + st.header_len;
         self.pos += total;
@@ -649,10 +561,7 @@ impl<R: Read> Reader<R> {
         } else if bom.swap_bytes() == BYTE_ORDER_MAGIC {
             true
         } else {
-            return Err(ReadError::BadByteOrderMagic {
-                offset: 0,
-                magic: bom,
-            });
+            return Err(ReadError::BadByteOrderMagic { offset: 0, magic: bom });
         };
         let len = u32_at(self.avail(), 4, big).unwrap_or(0);
         let min = (BLOCK_HEADER_LEN + SHB_BODY_LEN + BLOCK_TRAILER_LEN) as u32;
@@ -672,19 +581,10 @@ impl<R: Read> Reader<R> {
         let minor = u16_at(b, 14, big).unwrap_or(0);
         // 1.2 is written by some tools and read as 1.0.
         if !(major == 1 && (minor == 0 || minor == 2)) {
-            return Err(ReadError::UnsupportedVersion {
-                format: Format::Pcapng,
-                offset: 12,
-                major,
-                minor,
-            });
+            return Err(ReadError::UnsupportedVersion { format: Format::Pcapng, offset: 12, major, minor });
         }
         self.pos += len as usize;
-        Ok(PcapngState {
-            big,
-            interfaces: Vec::new(),
-            seen_idb: false,
-        })
+        Ok(PcapngState { big, interfaces: Vec::new(), seen_idb: false })
     }
 
     /// Reads and validates the next block; `None` at a clean end of file.
@@ -717,11 +617,7 @@ impl<R: Read> Reader<R> {
         let b = self.avail();
         let block_type = u32_at(b, 0, big).unwrap_or(0);
         let len = u32_at(b, 4, big).unwrap_or(0);
-        let bad = |reason| ReadError::BadBlockLength {
-            offset,
-            len,
-            reason,
-        };
+        let bad = |reason| ReadError::BadBlockLength { offset, len, reason };
         if len < MIN_BLOCK_LEN {
             return Err(bad("shorter than the 12-byte minimum"));
         }
@@ -738,22 +634,12 @@ impl<R: Read> Reader<R> {
         }
         let trailer = u32_at(self.avail(), total - BLOCK_TRAILER_LEN, big).unwrap_or(0);
         if trailer != len {
-            return Err(ReadError::BlockLengthMismatch {
-                offset,
-                header: len,
-                trailer,
-            });
+            return Err(ReadError::BlockLengthMismatch { offset, header: len, trailer });
         }
         let body_start = self.pos + BLOCK_HEADER_LEN;
         let body_end = self.pos + total - BLOCK_TRAILER_LEN;
         self.pos += total;
-        Ok(Some(Block {
-            offset,
-            block_type,
-            big,
-            body_start,
-            body_end,
-        }))
+        Ok(Some(Block { offset, block_type, big, body_start, body_end }))
     }
 
     fn next_pcapng(&mut self) -> Result<Option<Found>, ReadError> {
@@ -764,9 +650,7 @@ impl<R: Read> Reader<R> {
             };
             let Some(blk) = self.next_block(section_big)? else {
                 return match &self.kind {
-                    Kind::Pcapng(ng) if !ng.seen_idb => Err(ReadError::NoInterfaces {
-                        offset: self.offset(),
-                    }),
+                    Kind::Pcapng(ng) if !ng.seen_idb => Err(ReadError::NoInterfaces { offset: self.offset() }),
                     _ => Ok(None),
                 };
             };
@@ -782,22 +666,15 @@ impl<R: Read> Reader<R> {
                 need: need as u64,
                 have: body.len() as u64,
             };
-            let unknown = |interface_id, count| ReadError::UnknownInterface {
-                offset: blk.offset,
-                interface_id,
-                count,
-            };
+            let unknown = |interface_id, count| ReadError::UnknownInterface { offset: blk.offset, interface_id, count };
             match blk.block_type {
                 BT_EPB | BT_PB => {
                     if body.len() < EPB_BODY_LEN {
                         return Err(too_short("the fixed part", EPB_BODY_LEN));
                     }
                     let field = |at| u32_at(body, at, big).unwrap_or(0);
-                    let interface_id = if blk.block_type == BT_EPB {
-                        field(0)
-                    } else {
-                        u32::from(u16_at(body, 0, big).unwrap_or(0))
-                    };
+                    let interface_id =
+                        if blk.block_type == BT_EPB { field(0) } else { u32::from(u16_at(body, 0, big).unwrap_or(0)) };
                     let t = (u64::from(field(4)) << 32) | u64::from(field(8));
                     let (caplen, origlen) = (field(12), field(16));
                     let iface = ng
@@ -832,10 +709,7 @@ impl<R: Read> Reader<R> {
                     };
                     // SPB packets belong to the first interface, have no
                     // timestamp, and are cut at that interface's snaplen.
-                    let iface = ng
-                        .interfaces
-                        .first()
-                        .ok_or_else(|| unknown(0, ng.interfaces.len()))?;
+                    let iface = ng.interfaces.first().ok_or_else(|| unknown(0, ng.interfaces.len()))?;
                     let caplen = origlen.min(iface.snaplen);
                     let need = SPB_BODY_LEN + caplen as usize;
                     if body.len() < need {
@@ -853,19 +727,13 @@ impl<R: Read> Reader<R> {
                 }
                 BT_IDB => {
                     if ng.interfaces.len() >= MAX_INTERFACES {
-                        return Err(ReadError::TooManyInterfaces {
-                            offset: blk.offset,
-                            max: MAX_INTERFACES,
-                        });
+                        return Err(ReadError::TooManyInterfaces { offset: blk.offset, max: MAX_INTERFACES });
                     }
                     if body.len() < IDB_BODY_LEN {
                         return Err(too_short("the fixed part", IDB_BODY_LEN));
                     }
-                    let iface =
-                        parse_idb(body, big).map_err(|problem| ReadError::BadInterface {
-                            offset: blk.offset,
-                            problem,
-                        })?;
+                    let iface = parse_idb(body, big)
+                        .map_err(|problem| ReadError::BadInterface { offset: blk.offset, problem })?;
                     ng.interfaces.push(iface);
                     ng.seen_idb = true;
                 }
@@ -911,14 +779,10 @@ fn parse_idb(body: &[u8], big: bool) -> Result<Interface, String> {
         };
         let padded = (usize::from(len) + 3) & !3;
         let Some(value) = opts.get(4..4 + usize::from(len)) else {
-            return Err(format!(
-                "option {code} of {len} bytes is cut short by the end of the block"
-            ));
+            return Err(format!("option {code} of {len} bytes is cut short by the end of the block"));
         };
         let Some(rest) = opts.get(4 + padded..) else {
-            return Err(format!(
-                "option {code} of {len} bytes is cut short by the end of the block"
-            ));
+            return Err(format!("option {code} of {len} bytes is cut short by the end of the block"));
         };
         match code {
             pcapng::OPT_ENDOFOPT => {
@@ -974,13 +838,7 @@ fn parse_idb(body: &[u8], big: bool) -> Result<Interface, String> {
     } else {
         Scale::Div(tsresol / NANOS_PER_SEC)
     };
-    Ok(Interface {
-        linktype,
-        snaplen: effective_snaplen(linktype, snaplen),
-        tsresol,
-        scale,
-        tsoffset,
-    })
+    Ok(Interface { linktype, snaplen: effective_snaplen(linktype, snaplen), tsresol, scale, tsoffset })
 }
 
 #[cfg(test)]
@@ -1040,14 +898,7 @@ mod tests {
             match r.next_packet() {
                 Ok(Some(p)) => {
                     assert_eq!(p.caplen as usize, p.data.len());
-                    out.push((
-                        p.ts_ns,
-                        p.caplen,
-                        p.origlen,
-                        p.linktype,
-                        p.offset,
-                        p.data.to_vec(),
-                    ))
+                    out.push((p.ts_ns, p.caplen, p.origlen, p.linktype, p.offset, p.data.to_vec()))
                 }
                 Ok(None) => return (out, None),
                 Err(e) => return (out, Some(e)),
@@ -1064,16 +915,10 @@ mod tests {
         assert_eq!(r.format(), Format::Pcap);
         let p = r.next_packet().unwrap().unwrap();
         assert_eq!(p.ts_ns, 1_700_000_000_999_999_000);
-        assert_eq!(
-            (p.caplen, p.origlen, p.linktype, p.snaplen),
-            (3, 60, 1, 65535)
-        );
+        assert_eq!((p.caplen, p.origlen, p.linktype, p.snaplen), (3, 60, 1, 65535));
         assert_eq!((p.offset, p.data), (24, &[1, 2, 3][..]));
         let p = r.next_packet().unwrap().unwrap();
-        assert_eq!(
-            (p.ts_ns, p.offset, p.caplen),
-            (1_700_000_001_000_005_000, 43, 60)
-        );
+        assert_eq!((p.ts_ns, p.offset, p.caplen), (1_700_000_001_000_005_000, 43, 60));
         assert!(r.next_packet().unwrap().is_none());
         assert!(r.next_packet().unwrap().is_none());
     }
@@ -1084,15 +929,9 @@ mod tests {
         pcap_record(&mut b, true, 1, 123_456_789, &[0xaa; 10], 1000);
         let (pkts, err) = read_all(&b);
         assert!(err.is_none());
-        assert_eq!(
-            pkts,
-            vec![(1_123_456_789, 10, 1000, 105, 24, vec![0xaa; 10])]
-        );
+        assert_eq!(pkts, vec![(1_123_456_789, 10, 1000, 105, 24, vec![0xaa; 10])]);
         let mut r = Reader::new(&b[..]).unwrap();
-        assert_eq!(
-            r.next_packet().unwrap().unwrap().snaplen,
-            crate::MAX_SNAPLEN
-        );
+        assert_eq!(r.next_packet().unwrap().unwrap().snaplen, crate::MAX_SNAPLEN);
     }
 
     #[test]
@@ -1146,10 +985,7 @@ mod tests {
         pcap_record(&mut b, false, 0, 0, &[], 0);
         b[32..36].copy_from_slice(&(100u32 << 20).to_le_bytes());
         let (_, err) = read_all(&b);
-        assert!(matches!(
-            err,
-            Some(ReadError::CaplenTooLarge { offset: 24, .. })
-        ));
+        assert!(matches!(err, Some(ReadError::CaplenTooLarge { offset: 24, .. })));
     }
 
     #[test]
@@ -1168,31 +1004,19 @@ mod tests {
         // A cut inside the record header.
         let (pkts, err) = read_all(&b[..at + 5]);
         assert_eq!(pkts.len(), 1);
-        assert_eq!(
-            err.unwrap().to_string(),
-            "truncated record header at offset 50: needs 16 bytes, only 5 remain"
-        );
+        assert_eq!(err.unwrap().to_string(), "truncated record header at offset 50: needs 16 bytes, only 5 remain");
     }
 
     #[test]
     fn not_a_capture() {
         let err = Reader::new(&[0x12, 0x34, 0x56, 0x78, 0, 0, 0, 0][..]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "not a pcap or pcapng file (magic 0x12345678)"
-        );
+        assert_eq!(err.to_string(), "not a pcap or pcapng file (magic 0x12345678)");
         assert_eq!(err.offset(), Some(0));
-        assert!(matches!(
-            Reader::new(&[0xd4, 0xc3][..]).unwrap_err(),
-            ReadError::Truncated { have: 2, .. }
-        ));
+        assert!(matches!(Reader::new(&[0xd4, 0xc3][..]).unwrap_err(), ReadError::Truncated { have: 2, .. }));
         assert!(Reader::new(&[][..]).is_err());
         let mut b = pcap_header(false, pcap::MAGIC_MICROS, 0, 1);
         b[4] = 3; // version 3.4
-        assert!(matches!(
-            Reader::new(&b[..]).unwrap_err(),
-            ReadError::UnsupportedVersion { major: 3, .. }
-        ));
+        assert!(matches!(Reader::new(&b[..]).unwrap_err(), ReadError::UnsupportedVersion { major: 3, .. }));
     }
 
     /// Builds pcapng blocks in either byte order.
@@ -1299,37 +1123,13 @@ mod tests {
         assert_eq!(r.format(), Format::Pcapng);
         let mut got = Vec::new();
         while let Some(p) = r.next_packet().unwrap() {
-            got.push((
-                p.ts_ns,
-                p.caplen,
-                p.origlen,
-                p.linktype,
-                p.snaplen,
-                p.offset,
-                p.data.to_vec(),
-            ));
+            got.push((p.ts_ns, p.caplen, p.origlen, p.linktype, p.snaplen, p.offset, p.data.to_vec()));
         }
         assert_eq!(
             got,
             vec![
-                (
-                    1_700_000_000_123_456_000,
-                    5,
-                    5,
-                    1,
-                    262_144,
-                    e0 as u64,
-                    vec![1; 5]
-                ),
-                (
-                    1_700_000_010_123_456_789,
-                    7,
-                    9,
-                    101,
-                    128,
-                    e1 as u64,
-                    vec![2; 7]
-                ),
+                (1_700_000_000_123_456_000, 5, 5, 1, 262_144, e0 as u64, vec![1; 5]),
+                (1_700_000_010_123_456_789, 7, 9, 101, 128, e1 as u64, vec![2; 7]),
                 (5_500_000_000, 1, 1, 113, 65535, e2 as u64, vec![3]),
                 (10_000_000_042, 2, 2, 101, 128, p0 as u64, vec![8, 9]),
                 (0, 3, 3, 1, 262_144, s0 as u64, vec![4, 5, 6]),
@@ -1350,10 +1150,7 @@ mod tests {
         let (pkts, err) = read_all(&ng.b);
         assert!(err.is_none(), "{err:?}");
         assert_eq!(pkts.len(), 2);
-        assert_eq!(
-            (pkts[0].0, pkts[0].3, &pkts[0].5[..]),
-            (1_500_000_000, 1, &[1, 2][..])
-        );
+        assert_eq!((pkts[0].0, pkts[0].3, &pkts[0].5[..]), (1_500_000_000, 1, &[1, 2][..]));
         assert_eq!((pkts[1].0, pkts[1].3), (7_000, 101));
     }
 
@@ -1363,8 +1160,7 @@ mod tests {
         ng.idb(1, 0, &[]);
         let good = ng.b.len();
         ng.epb(0, 0, &[1; 8], 8);
-        let set_len =
-            |b: &mut Vec<u8>, v: u32| b[good + 4..good + 8].copy_from_slice(&v.to_le_bytes());
+        let set_len = |b: &mut Vec<u8>, v: u32| b[good + 4..good + 8].copy_from_slice(&v.to_le_bytes());
         let cases: [(u32, &str); 4] = [
             (10, "shorter than the 12-byte minimum"),
             (45, "not a multiple of 4"),
@@ -1384,28 +1180,15 @@ mod tests {
         let mut b = ng.b.clone();
         set_len(&mut b, 48);
         b.extend_from_slice(&ng.b[good..]);
-        assert!(matches!(
-            read_all(&b).1,
-            Some(ReadError::BlockLengthMismatch { header: 48, .. })
-        ));
+        assert!(matches!(read_all(&b).1, Some(ReadError::BlockLengthMismatch { header: 48, .. })));
         // Longer than the file.
         let mut b = ng.b.clone();
         set_len(&mut b, 4096);
-        assert!(matches!(
-            read_all(&b).1,
-            Some(ReadError::Truncated { need: 4096, .. })
-        ));
+        assert!(matches!(read_all(&b).1, Some(ReadError::Truncated { need: 4096, .. })));
         // caplen larger than the block.
         let mut b = ng.b.clone();
         b[good + 20..good + 24].copy_from_slice(&12u32.to_le_bytes());
-        assert!(matches!(
-            read_all(&b).1,
-            Some(ReadError::BlockTooShort {
-                need: 32,
-                have: 28,
-                ..
-            })
-        ));
+        assert!(matches!(read_all(&b).1, Some(ReadError::BlockTooShort { need: 32, have: 28, .. })));
     }
 
     #[test]
@@ -1418,54 +1201,27 @@ mod tests {
         let (pkts, err) = read_all(&ng.b);
         assert_eq!(pkts.len(), 1);
         let err = err.unwrap();
-        assert!(matches!(
-            err,
-            ReadError::UnknownInterface {
-                interface_id: 3,
-                count: 1,
-                ..
-            }
-        ));
+        assert!(matches!(err, ReadError::UnknownInterface { interface_id: 3, count: 1, .. }));
         assert_eq!(err.offset(), Some(at as u64));
         // A packet before any IDB.
         let mut ng = Ng::new(false);
         ng.epb(0, 0, &[1], 1);
-        assert!(matches!(
-            read_all(&ng.b).1,
-            Some(ReadError::UnknownInterface { count: 0, .. })
-        ));
+        assert!(matches!(read_all(&ng.b).1, Some(ReadError::UnknownInterface { count: 0, .. })));
         // No IDB at all.
         let ng = Ng::new(false);
-        assert!(matches!(
-            read_all(&ng.b).1,
-            Some(ReadError::NoInterfaces { .. })
-        ));
+        assert!(matches!(read_all(&ng.b).1, Some(ReadError::NoInterfaces { .. })));
         // caplen above the interface's snaplen is an error in pcapng.
         let mut ng = Ng::new(false);
         ng.idb(1, 4, &[]);
         ng.epb(0, 0, &[1; 5], 5);
-        assert!(matches!(
-            read_all(&ng.b).1,
-            Some(ReadError::CaplenTooLarge {
-                caplen: 5,
-                max: 4,
-                ..
-            })
-        ));
+        assert!(matches!(read_all(&ng.b).1, Some(ReadError::CaplenTooLarge { caplen: 5, max: 4, .. })));
         // Bad options.
-        for opts in [
-            &[(9u16, &[0x80 | 64][..])][..],
-            &[(9, &[20])],
-            &[(9, &[6, 6])],
-            &[(14, &[0; 4])],
-            &[(9, &[6]), (9, &[6])],
-        ] {
+        for opts in
+            [&[(9u16, &[0x80 | 64][..])][..], &[(9, &[20])], &[(9, &[6, 6])], &[(14, &[0; 4])], &[(9, &[6]), (9, &[6])]]
+        {
             let mut ng = Ng::new(false);
             ng.idb(1, 0, opts);
-            assert!(
-                matches!(read_all(&ng.b).1, Some(ReadError::BadInterface { .. })),
-                "{opts:?}"
-            );
+            assert!(matches!(read_all(&ng.b).1, Some(ReadError::BadInterface { .. })), "{opts:?}");
         }
     }
 
@@ -1519,14 +1275,7 @@ mod tests {
         let mut b = pcap_header(false, pcap::MAGIC_NANOS, 0, 1);
         let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
         for i in 0..50u32 {
-            pcap_record(
-                &mut b,
-                false,
-                i,
-                0,
-                &big[..(i as usize * 4099) % 200_000],
-                200_000,
-            );
+            pcap_record(&mut b, false, i, 0, &big[..(i as usize * 4099) % 200_000], 200_000);
         }
         let mut r = Reader::with_buffer_len(&b[..], 0).unwrap();
         let mut n = 0;
@@ -1541,35 +1290,16 @@ mod tests {
         let mut r = Reader::new(Trickle(&b[..24 + 16 + 16 + 4099 + 16 + 100])).unwrap();
         assert_eq!(r.next_packet().unwrap().unwrap().caplen, 0);
         assert_eq!(r.next_packet().unwrap().unwrap().caplen, 4099);
-        assert!(matches!(
-            r.next_packet(),
-            Err(ReadError::TruncatedRecord {
-                caplen: 8198,
-                have: 100,
-                ..
-            })
-        ));
+        assert!(matches!(r.next_packet(), Err(ReadError::TruncatedRecord { caplen: 8198, have: 100, .. })));
         assert!(r.next_packet().unwrap().is_none());
     }
 
     #[test]
     fn timestamp_conversion_does_not_overflow() {
-        let mk = |tsresol, scale, tsoffset| Interface {
-            linktype: 1,
-            snaplen: 1,
-            tsresol,
-            scale,
-            tsoffset,
-        };
-        assert_eq!(
-            mk(1, Scale::Mul(NANOS_PER_SEC), 0).ts_ns(u64::MAX),
-            u64::MAX
-        );
+        let mk = |tsresol, scale, tsoffset| Interface { linktype: 1, snaplen: 1, tsresol, scale, tsoffset };
+        assert_eq!(mk(1, Scale::Mul(NANOS_PER_SEC), 0).ts_ns(u64::MAX), u64::MAX);
         assert_eq!(mk(1_000_000, Scale::Mul(1000), i64::MIN).ts_ns(5), 0);
         assert_eq!(mk(1 << 63, Scale::Binary, 0).ts_ns(u64::MAX), 1_999_999_999);
-        assert_eq!(
-            mk(10u64.pow(19), Scale::Div(10u64.pow(10)), 0).ts_ns(u64::MAX),
-            1_844_674_407
-        );
+        assert_eq!(mk(10u64.pow(19), Scale::Div(10u64.pow(10)), 0).ts_ns(u64::MAX), 1_844_674_407);
     }
 }

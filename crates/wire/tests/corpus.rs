@@ -14,10 +14,7 @@ use std::process::Command;
 
 use wv_wire::reader::{Format, ReadError, Reader};
 
-const CORPUS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/corpus/tcpdump-tests"
-);
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests");
 
 /// Files where we knowingly differ from libpcap 1.10, and why.
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
@@ -46,12 +43,7 @@ fn read_all(path: &Path) -> (Vec<Rec>, Option<ReadError>) {
             Ok(Some(p)) => {
                 assert_eq!(p.caplen as usize, p.data.len());
                 assert!(p.caplen <= p.snaplen, "caplen above snaplen");
-                out.push(Rec {
-                    ts_ns: p.ts_ns,
-                    caplen: p.caplen,
-                    origlen: p.origlen,
-                    data: p.data.to_vec(),
-                })
+                out.push(Rec { ts_ns: p.ts_ns, caplen: p.caplen, origlen: p.origlen, data: p.data.to_vec() })
             }
             Ok(None) => return (out, None),
             Err(e) => {
@@ -109,10 +101,7 @@ fn tcpdump_oracle(path: &Path, out: &Path) -> Result<(Vec<Rec>, Option<String>),
         .output()
         .map_err(|e| format!("cannot run tcpdump: {e}"))?;
     let stderr = String::from_utf8_lossy(&res.stderr);
-    let error: Vec<&str> = stderr
-        .lines()
-        .filter(|l| !l.starts_with("reading from file"))
-        .collect();
+    let error: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("reading from file")).collect();
     let error = (!error.is_empty()).then(|| error.join(" / "));
     if !out.exists() {
         // tcpdump could not open the file at all: it saw no packets.
@@ -120,9 +109,7 @@ fn tcpdump_oracle(path: &Path, out: &Path) -> Result<(Vec<Rec>, Option<String>),
     }
     let (recs, err) = read_all(out);
     if let Some(e) = err {
-        return Err(format!(
-            "cannot read tcpdump's output ({e}); tcpdump said: {stderr}"
-        ));
+        return Err(format!("cannot read tcpdump's output ({e}); tcpdump said: {stderr}"));
     }
     Ok((recs, error))
 }
@@ -131,11 +118,7 @@ fn check_file(path: &Path, oracle_out: Option<&Path>) -> FileResult {
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let read = panic::catch_unwind(AssertUnwindSafe(|| read_all(path)));
     let Ok((ours, err)) = read else {
-        return FileResult {
-            name,
-            outcome: Outcome::Panicked,
-            note: String::new(),
-        };
+        return FileResult { name, outcome: Outcome::Panicked, note: String::new() };
     };
     let mut note = match &err {
         Some(e) => format!("after {} packets: {e}", ours.len()),
@@ -155,21 +138,14 @@ fn check_file(path: &Path, oracle_out: Option<&Path>) -> FileResult {
                 return false;
             }
             if theirs.len() != ours.len() {
-                note.push_str(&format!(
-                    "; COUNT differs: ours {} tcpdump {}",
-                    ours.len(),
-                    theirs.len()
-                ));
+                note.push_str(&format!("; COUNT differs: ours {} tcpdump {}", ours.len(), theirs.len()));
                 return false;
             }
             for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
                 let what = if as_pcap_ts(a.ts_ns) != as_pcap_ts(b.ts_ns) {
                     Some(format!("ts {} vs {}", a.ts_ns, b.ts_ns))
                 } else if a.caplen != b.caplen || a.origlen != b.origlen {
-                    Some(format!(
-                        "lengths {}/{} vs {}/{}",
-                        a.caplen, a.origlen, b.caplen, b.origlen
-                    ))
+                    Some(format!("lengths {}/{} vs {}/{}", a.caplen, a.origlen, b.caplen, b.origlen))
                 } else if a.data != b.data {
                     Some("data bytes".to_string())
                 } else {
@@ -183,16 +159,8 @@ fn check_file(path: &Path, oracle_out: Option<&Path>) -> FileResult {
             true
         }
     });
-    let outcome = if err.is_some() {
-        Outcome::Error { agrees }
-    } else {
-        Outcome::Clean { agrees }
-    };
-    FileResult {
-        name,
-        outcome,
-        note,
-    }
+    let outcome = if err.is_some() { Outcome::Error { agrees } } else { Outcome::Clean { agrees } };
+    FileResult { name, outcome, note }
 }
 
 /// Cheap deterministic pseudo-random numbers (splitmix64), so that a
@@ -229,8 +197,7 @@ fn mutants(name: &str, bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
     let big = if pcapng {
         bytes.get(8..12) == Some(&[0x1a, 0x2b, 0x3c, 0x4d][..])
     } else {
-        bytes.get(..4) == Some(&[0xa1, 0xb2, 0xc3, 0xd4][..])
-            || bytes.get(..4) == Some(&[0xa1, 0xb2, 0x3c, 0x4d][..])
+        bytes.get(..4) == Some(&[0xa1, 0xb2, 0xc3, 0xd4][..]) || bytes.get(..4) == Some(&[0xa1, 0xb2, 0x3c, 0x4d][..])
     };
     for m in 0..2u64 {
         let h = mix(seed ^ (m + 1));
@@ -255,11 +222,7 @@ fn mutants(name: &str, bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
             (true, _) => off + 20,
         };
         let mut b = bytes.to_vec();
-        let v = if big {
-            value.to_be_bytes()
-        } else {
-            value.to_le_bytes()
-        };
+        let v = if big { value.to_be_bytes() } else { value.to_le_bytes() };
         if let Some(dst) = b.get_mut(at..at + 4) {
             dst.copy_from_slice(&v);
             out.push((format!("{name}#set{at}={value}"), b));
@@ -270,11 +233,7 @@ fn mutants(name: &str, bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
 
 /// Runs `check_file` over `jobs` on all cores; a job with bytes is a mutant
 /// written to a scratch file first.
-fn run(
-    jobs: Vec<(String, PathBuf, Option<Vec<u8>>)>,
-    tcpdump: bool,
-    tmp: &Path,
-) -> Vec<FileResult> {
+fn run(jobs: Vec<(String, PathBuf, Option<Vec<u8>>)>, tcpdump: bool, tmp: &Path) -> Vec<FileResult> {
     let hook = panic::take_hook();
     // Silence the default hook: a panic is reported as a result.
     panic::set_hook(Box::new(|_| {}));
@@ -303,10 +262,7 @@ fn run(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
     panic::set_hook(hook);
     results.sort_by(|a, b| a.name.cmp(&b.name));
@@ -355,11 +311,7 @@ fn report(label: &str, results: &[FileResult]) {
         panicked.len()
     );
     assert!(panicked.is_empty(), "reader panicked on {panicked:?}");
-    assert!(
-        unexpected.is_empty(),
-        "{} files disagree with tcpdump: {unexpected:?}",
-        unexpected.len()
-    );
+    assert!(unexpected.is_empty(), "{} files disagree with tcpdump: {unexpected:?}", unexpected.len());
 }
 
 fn corpus_files() -> Option<Vec<PathBuf>> {
@@ -368,20 +320,13 @@ fn corpus_files() -> Option<Vec<PathBuf>> {
         println!("skipping: corpus {} not found", dir.display());
         return None;
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
-        .collect();
+    let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file()).collect();
     files.sort();
     Some(files)
 }
 
 fn have_tcpdump() -> bool {
-    let ok = Command::new("tcpdump")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
+    let ok = Command::new("tcpdump").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
     if !ok {
         println!("tcpdump not found: reading without comparing");
     }
@@ -398,16 +343,7 @@ fn scratch_dir(label: &str) -> PathBuf {
 fn tcpdump_corpus() {
     let Some(files) = corpus_files() else { return };
     let tmp = scratch_dir("corpus");
-    let jobs = files
-        .into_iter()
-        .map(|p| {
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                p,
-                None,
-            )
-        })
-        .collect();
+    let jobs = files.into_iter().map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p, None)).collect();
     let results = run(jobs, have_tcpdump(), &tmp);
     let _ = std::fs::remove_dir_all(&tmp);
     report("corpus", &results);

@@ -60,10 +60,7 @@ impl std::error::Error for Exit {}
 
 /// Builds an error that exits with `code`.
 pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Exit {
-        code,
-        message: message.into(),
-    })
+    anyhow::Error::new(Exit { code, message: message.into() })
 }
 
 fn main() -> ExitCode {

@@ -9,19 +9,12 @@ use wv_wire::reader::Reader;
 const BIN: &str = env!("CARGO_BIN_EXE_wirevault");
 
 fn corpus_file(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus/tcpdump-tests"
-    ))
-    .join(name);
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests")).join(name);
     p.is_file().then_some(p)
 }
 
 fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -60,23 +53,13 @@ fn split_store(tag: &str) -> Option<(PathBuf, Vec<Frame>)> {
         std::fs::create_dir_all(dir.join(s)).unwrap();
     }
     let tmp = dir.join("split.pcap");
-    let st = Command::new("editcap")
-        .args(["-c", "200"])
-        .arg(&src)
-        .arg(&tmp)
-        .status()
-        .unwrap();
+    let st = Command::new("editcap").args(["-c", "200"]).arg(&src).arg(&tmp).status().unwrap();
     assert!(st.success());
     let mut parts: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("split")
-        })
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("split"))
         .collect();
     parts.sort();
     for (i, p) in parts.iter().enumerate() {
@@ -98,66 +81,28 @@ fn query_time_ranges_across_file_boundaries() {
         return;
     };
     let out = wirevault(&["index", store.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(store.join("catalog.jsonl").is_file());
     let all = sorted_by_time(all);
     // Ranges that start and end inside different files.
     let n = all.len();
-    for (a, b) in [
-        (0, n),
-        (10, 150),
-        (150, 250),
-        (199, 601),
-        (390, n - 1),
-        (n / 2, n / 2 + 1),
-    ] {
+    for (a, b) in [(0, n), (10, 150), (150, 250), (199, 601), (390, n - 1), (n / 2, n / 2 + 1)] {
         let from = all[a].0;
         let to = all[b.min(n - 1)].0 + u64::from(b == n);
-        let want: Vec<_> = all
-            .iter()
-            .filter(|f| f.0 >= from && f.0 < to)
-            .cloned()
-            .collect();
+        let want: Vec<_> = all.iter().filter(|f| f.0 >= from && f.0 < to).cloned().collect();
         let from_s = format!("{}.{:09}", from / 1_000_000_000, from % 1_000_000_000);
         let to_s = format!("{}.{:09}", to / 1_000_000_000, to % 1_000_000_000);
-        let out = wirevault(&[
-            "query",
-            store.to_str().unwrap(),
-            "--from",
-            &from_s,
-            "--to",
-            &to_s,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = wirevault(&["query", store.to_str().unwrap(), "--from", &from_s, "--to", &to_s]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let got = frames(&out.stdout);
         assert_eq!(got.len(), want.len(), "range {a}..{b}");
         assert!(got == want, "range {a}..{b}: frames differ");
     }
     // RFC 3339 gives the same as epoch seconds.
-    let out = wirevault(&[
-        "query",
-        store.to_str().unwrap(),
-        "--count",
-        "--from",
-        "1970-01-01T00:00:00Z",
-        "udp",
-    ]);
+    let out = wirevault(&["query", store.to_str().unwrap(), "--count", "--from", "1970-01-01T00:00:00Z", "udp"]);
     assert!(out.status.success());
     let count: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    assert_eq!(
-        count,
-        all.iter()
-            .filter(|f| f.3.get(23) == Some(&17) && f.3[12..14] == [8, 0])
-            .count()
-    );
+    assert_eq!(count, all.iter().filter(|f| f.3.get(23) == Some(&17) && f.3[12..14] == [8, 0]).count());
     let _ = std::fs::remove_dir_all(&store);
 }
 
@@ -171,42 +116,16 @@ fn query_output_pipes_into_tcpdump_and_equals_it() {
         eprintln!("skipped: tcpdump missing");
         return;
     }
-    assert!(wirevault(&["index", store.to_str().unwrap()])
-        .status
-        .success());
+    assert!(wirevault(&["index", store.to_str().unwrap()]).status.success());
     let src = corpus_file("afs.pcap").unwrap();
-    for expr in [
-        "udp port 7001",
-        "host 192.168.1.1 or host 132.54.3.1",
-        "not udp",
-        "greater 500 and udp",
-    ] {
-        let want = Command::new("tcpdump")
-            .args(["-r"])
-            .arg(&src)
-            .args(["-w", "-", expr])
-            .output()
-            .unwrap();
-        let mut q = Command::new(BIN)
-            .args(["query", store.to_str().unwrap(), expr])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let td = Command::new("tcpdump")
-            .args(["-r", "-", "-w", "-"])
-            .stdin(q.stdout.take().unwrap())
-            .output()
-            .unwrap();
+    for expr in ["udp port 7001", "host 192.168.1.1 or host 132.54.3.1", "not udp", "greater 500 and udp"] {
+        let want = Command::new("tcpdump").args(["-r"]).arg(&src).args(["-w", "-", expr]).output().unwrap();
+        let mut q =
+            Command::new(BIN).args(["query", store.to_str().unwrap(), expr]).stdout(Stdio::piped()).spawn().unwrap();
+        let td = Command::new("tcpdump").args(["-r", "-", "-w", "-"]).stdin(q.stdout.take().unwrap()).output().unwrap();
         assert!(q.wait().unwrap().success(), "query {expr} failed");
-        let (w, g) = (
-            sorted_by_time(frames(&want.stdout)),
-            sorted_by_time(frames(&td.stdout)),
-        );
-        assert!(
-            td.status.success(),
-            "{expr}: {}",
-            String::from_utf8_lossy(&td.stderr)
-        );
+        let (w, g) = (sorted_by_time(frames(&want.stdout)), sorted_by_time(frames(&td.stdout)));
+        assert!(td.status.success(), "{expr}: {}", String::from_utf8_lossy(&td.stderr));
         assert_eq!(g.len(), w.len(), "{expr}");
         assert!(g == w, "{expr}");
     }
@@ -219,16 +138,8 @@ fn query_output_pipes_into_tcpdump_and_equals_it() {
         .unwrap();
     drop(q.stdout.take());
     let out = q.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     let _ = std::fs::remove_dir_all(&store);
 }
 
@@ -237,9 +148,7 @@ fn store_with_one_file(tag: &str) -> Option<PathBuf> {
     let dir = temp_dir(tag);
     std::fs::create_dir_all(dir.join("stream-000")).unwrap();
     std::fs::copy(&src, dir.join("stream-000/a.pcap")).unwrap();
-    assert!(wirevault(&["index", dir.to_str().unwrap()])
-        .status
-        .success());
+    assert!(wirevault(&["index", dir.to_str().unwrap()]).status.success());
     Some(dir)
 }
 
@@ -274,18 +183,10 @@ fn query_of_a_store_being_recorded_says_so() {
         return;
     };
     std::fs::write(store.join("stream-000/b.pcap.part"), b"partial").unwrap();
-    let out = wirevault(&[
-        "query",
-        store.to_str().unwrap(),
-        "--count",
-        "--limit",
-        "5",
-        "udp",
-    ]);
+    let out = wirevault(&["query", store.to_str().unwrap(), "--count", "--limit", "5", "udp"]);
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "5");
-    assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("1 file(s) still being written are not included"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 file(s) still being written are not included"));
     let _ = std::fs::remove_dir_all(&store);
 }
 
@@ -300,18 +201,8 @@ fn index_a_single_file_then_query_it() {
     std::fs::copy(&src, &f).unwrap();
     assert!(wirevault(&["index", f.to_str().unwrap()]).status.success());
     assert!(Path::new(&format!("{}.idx", f.display())).is_file());
-    let out = wirevault(&[
-        "query",
-        f.to_str().unwrap(),
-        "-w",
-        dir.join("out.pcap").to_str().unwrap(),
-        "udp port 7001",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = wirevault(&["query", f.to_str().unwrap(), "-w", dir.join("out.pcap").to_str().unwrap(), "udp port 7001"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = frames(&std::fs::read(dir.join("out.pcap")).unwrap());
     assert!(!got.is_empty());
     let _ = std::fs::remove_dir_all(&dir);

@@ -14,19 +14,12 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     if !args.path.exists() {
-        return Err(fail(
-            exit::USAGE,
-            format!("{} does not exist", args.path.display()),
-        ));
+        return Err(fail(exit::USAGE, format!("{} does not exist", args.path.display())));
     }
     let report = wv_index::index_path(&args.path).map_err(|e| fail(exit::ERROR, e.to_string()))?;
     for f in &report.indexed {
         if let Some(why) = &f.truncated {
-            eprintln!(
-                "wirevault: {}: indexed the {} packets before: {why}",
-                f.index_path.display(),
-                f.summary.packets
-            );
+            eprintln!("wirevault: {}: indexed the {} packets before: {why}", f.index_path.display(), f.summary.packets);
         }
     }
     for (p, why) in &report.failed {

@@ -34,13 +34,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
-        s.as_deref()
-            .map(|t| wv_query::parse_time(t, now).map_err(|e| fail(exit::USAGE, e.to_string())))
-            .transpose()
+        s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| fail(exit::USAGE, e.to_string()))).transpose()
     };
     let (from_ns, to_ns) = (time(&args.from)?, time(&args.to)?);
     if let (Some(f), Some(t)) = (from_ns, to_ns) {
@@ -63,12 +59,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let result = if args.count {
         wv_query::run(prepared, wv_query::Sink::Count)
     } else if let Some(path) = &args.write {
-        let mut f = std::fs::File::create(path).map_err(|e| {
-            fail(
-                exit::ERROR,
-                format!("cannot create {}: {e}", path.display()),
-            )
-        })?;
+        let mut f = std::fs::File::create(path)
+            .map_err(|e| fail(exit::ERROR, format!("cannot create {}: {e}", path.display())))?;
         wv_query::run(prepared, wv_query::Sink::Pcap(&mut f))
     } else {
         let stdout = std::io::stdout();

@@ -96,20 +96,14 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     stats_file: Option<PathBuf>,
     /// Capture filter, in tcpdump's expression language.
-    #[arg(
-        value_name = "FILTER",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(value_name = "FILTER", trailing_var_arg = true, allow_hyphen_values = true)]
     filter: Vec<String>,
 }
 
 /// Parses `4096`, `64K`, `4M`, `1G`, `2T` (binary multiples; `KiB`.. and `KB`.. accepted).
 pub fn parse_size(s: &str) -> Option<u64> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let v: f64 = num.parse().ok()?;
     let mul: u64 = match unit.to_ascii_uppercase().as_str() {
@@ -166,46 +160,28 @@ fn usage(msg: String) -> anyhow::Error {
 }
 
 fn plan(a: &Args) -> anyhow::Result<Plan> {
-    let size = |what: &str, s: &str| {
-        parse_size(s).ok_or_else(|| usage(format!("{what} \"{s}\" is not a size like 4M or 1G")))
-    };
+    let size =
+        |what: &str, s: &str| parse_size(s).ok_or_else(|| usage(format!("{what} \"{s}\" is not a size like 4M or 1G")));
     let block_size = size("--block-size", &a.block_size)?;
     if block_size < 64 << 10 || block_size % 4096 != 0 || block_size > 64 << 20 {
-        return Err(usage(format!(
-            "--block-size must be a multiple of 4K between 64K and 64M, not {}",
-            a.block_size
-        )));
+        return Err(usage(format!("--block-size must be a multiple of 4K between 64K and 64M, not {}", a.block_size)));
     }
     let file_size = size("--file-size", &a.file_size)?;
     if file_size < 64 << 10 {
-        return Err(usage(format!(
-            "--file-size must be at least 64K, not {}",
-            a.file_size
-        )));
+        return Err(usage(format!("--file-size must be at least 64K, not {}", a.file_size)));
     }
     if a.workers == 0 || a.workers > 64 {
-        return Err(usage(format!(
-            "--workers must be 1..=64, not {}",
-            a.workers
-        )));
+        return Err(usage(format!("--workers must be 1..=64, not {}", a.workers)));
     }
     if a.workers > 1 && a.interface.is_none() {
-        return Err(usage(
-            "--workers > 1 needs --interface (fanout spreads live traffic over workers)".into(),
-        ));
+        return Err(usage("--workers > 1 needs --interface (fanout spreads live traffic over workers)".into()));
     }
     if a.snaplen == 0 || a.snaplen > wv_wire::MAX_SNAPLEN {
-        return Err(usage(format!(
-            "--snaplen must be 1..={}, not {}",
-            wv_wire::MAX_SNAPLEN,
-            a.snaplen
-        )));
+        return Err(usage(format!("--snaplen must be 1..={}, not {}", wv_wire::MAX_SNAPLEN, a.snaplen)));
     }
     let buffer = match &a.buffer {
         Some(b) => size("--buffer", b)?,
-        None => (1u64 << 30)
-            .min(wv_sys::cpu::total_memory() / 8)
-            .max(64 << 20),
+        None => (1u64 << 30).min(wv_sys::cpu::total_memory() / 8).max(64 << 20),
     };
     let per = (buffer / a.workers as u64) / block_size * block_size;
     if per < 4 * block_size {
@@ -216,11 +192,8 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         )));
     }
     let dur = |what: &str, s: &str| {
-        synthetic::parse_duration(s).ok_or_else(|| {
-            usage(format!(
-                "{what} \"{s}\" is not a duration like 30s, 5m or 1h"
-            ))
-        })
+        synthetic::parse_duration(s)
+            .ok_or_else(|| usage(format!("{what} \"{s}\" is not a duration like 30s, 5m or 1h")))
     };
     let file_time_ns = match &a.file_time {
         Some(t) => {
@@ -232,15 +205,10 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         }
         None => None,
     };
-    let duration = a
-        .duration
-        .as_deref()
-        .map(|d| dur("--duration", d))
-        .transpose()?;
+    let duration = a.duration.as_deref().map(|d| dur("--duration", d)).transpose()?;
     let cpus = match &a.cpus {
         Some(c) => {
-            let v = parse_cpus(c)
-                .ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5")))?;
+            let v = parse_cpus(c).ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5")))?;
             let allowed = wv_sys::cpu::allowed_cpus();
             if let Some(bad) = v.iter().find(|c| !allowed.contains(c)) {
                 return Err(usage(format!(
@@ -252,11 +220,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         None => None,
     };
     let expression = (!a.filter.is_empty()).then(|| a.filter.join(" "));
-    let on_full = if a.on_full == "stop" {
-        OnFull::Stop
-    } else {
-        OnFull::DeleteOldest
-    };
+    let on_full = if a.on_full == "stop" { OnFull::Stop } else { OnFull::DeleteOldest };
     let budget = match &a.max_size {
         None => None,
         Some(m) => {
@@ -266,20 +230,10 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
                     .parse()
                     .ok()
                     .filter(|p| *p > 0.0 && *p <= 100.0)
-                    .ok_or_else(|| {
-                        usage(format!(
-                            "--max-size \"{m}\" is not a percentage in (0, 100]"
-                        ))
-                    })?;
+                    .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
                 std::fs::create_dir_all(&a.store).ok();
                 let (_, total) = wv_sys::uring::fs_space(&a.store).map_err(|e| {
-                    fail(
-                        exit::ERROR,
-                        format!(
-                            "cannot read the size of the volume of {}: {e}",
-                            a.store.display()
-                        ),
-                    )
+                    fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", a.store.display()))
                 })?;
                 (total as f64 * pct / 100.0) as u64
             } else {
@@ -297,11 +251,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
     };
     Ok(Plan {
         store: a.store.clone(),
-        format: if a.format == "pcapng" {
-            Format::Pcapng
-        } else {
-            Format::Pcap
-        },
+        format: if a.format == "pcapng" { Format::Pcapng } else { Format::Pcap },
         workers: a.workers,
         snaplen: a.snaplen,
         arena_per_worker: per,
@@ -315,30 +265,22 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
     })
 }
 
-/// Bytes the files being written can add before they close: one file per
-/// stream, plus room for its index (well under 5% of the capture).
+/// Bytes not yet in the catalog that the store may hold besides it: per
+/// stream, the file being written and one closed file waiting for its index
+/// (each with room for its index, well under 5% of the capture).
 fn reserve(file_size: u64, streams: usize) -> u64 {
-    (file_size + file_size / 20) * streams as u64
+    2 * (file_size + file_size / 20) * streams as u64
 }
 
 /// Switches the process to `user` (its uid, primary gid, no supplementary
 /// groups) after chowning the store to it. The open sockets keep working; no
 /// capability is kept, because none is needed once they are open.
 fn drop_privileges(user: &str, store: &Path) -> anyhow::Result<()> {
-    let (uid, gid) = wv_sys::cpu::lookup_user(user).ok_or_else(|| {
-        fail(
-            exit::USAGE,
-            format!("--user: no user named {user} (see /etc/passwd)"),
-        )
-    })?;
-    chown_tree(store, uid, gid).map_err(|e| {
-        fail(
-            exit::ERROR,
-            format!("cannot hand the store {} to {user}: {e}", store.display()),
-        )
-    })?;
-    wv_sys::cpu::switch_user(uid, gid)
-        .map_err(|e| fail(exit::ERROR, format!("cannot switch to user {user}: {e}")))?;
+    let (uid, gid) = wv_sys::cpu::lookup_user(user)
+        .ok_or_else(|| fail(exit::USAGE, format!("--user: no user named {user} (see /etc/passwd)")))?;
+    chown_tree(store, uid, gid)
+        .map_err(|e| fail(exit::ERROR, format!("cannot hand the store {} to {user}: {e}", store.display())))?;
+    wv_sys::cpu::switch_user(uid, gid).map_err(|e| fail(exit::ERROR, format!("cannot switch to user {user}: {e}")))?;
     Ok(())
 }
 
@@ -355,7 +297,13 @@ fn chown_tree(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 /// Creates the store directory and proves it is writable.
 fn prepare_store(store: &Path) -> anyhow::Result<()> {
     let not_writable = |e: std::io::Error| {
-        fail(exit::ERROR, format!("store directory {} is not writable ({e}); choose another -o or fix its permissions", store.display()))
+        fail(
+            exit::ERROR,
+            format!(
+                "store directory {} is not writable ({e}); choose another -o or fix its permissions",
+                store.display()
+            ),
+        )
     };
     std::fs::create_dir_all(store).map_err(not_writable)?;
     let probe = store.join(".wirevault-probe");
@@ -374,40 +322,28 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let mut file_source_idx = None;
     let mut iface_note = None;
     if let Some(ifname) = &a.interface {
-        let linktype = wv_sys::netif::linktype_of(ifname)
-            .map_err(|e| fail(exit::ERROR, e.to_string()))?
-            .ok_or_else(|| {
-                fail(
-                    exit::ERROR,
-                    format!("interface {ifname} has a link type wirevault cannot store yet"),
-                )
+        let linktype =
+            wv_sys::netif::linktype_of(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))?.ok_or_else(|| {
+                fail(exit::ERROR, format!("interface {ifname} has a link type wirevault cannot store yet"))
             })?;
         let filt: Option<Filter> = match &p.expression {
-            Some(e) => Some(
-                filter::compile_live(e, ifname, p.snaplen)
-                    .map_err(|e| fail(exit::USAGE, e.to_string()))?,
-            ),
+            Some(e) => Some(filter::compile_live(e, ifname, p.snaplen).map_err(|e| fail(exit::USAGE, e.to_string()))?),
             None => None,
         };
         let mut prog = filt.as_ref().map(Filter::sock_filter);
         if prog.is_none() && p.snaplen < wv_wire::MAX_SNAPLEN {
             // Let the kernel cut packets at the snap length, as libpcap does.
-            prog = Some(vec![libc::sock_filter {
-                code: 0x06,
-                jt: 0,
-                jf: 0,
-                k: p.snaplen,
-            }]);
+            prog = Some(vec![libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: p.snaplen }]);
         }
         // The filtered-packet counter opens before the rings so it covers their lifetime.
         let counter = match (&filt, &prog) {
             (Some(_), Some(pr)) => match wv_sys::bpf::invert(pr) {
-                Some(inv) => Some(Arc::new(
-                    FilteredCounter::open(ifname, &inv)
-                        .map_err(|e| fail(exit::ERROR, e.to_string()))?,
-                )),
+                Some(inv) => {
+                    Some(Arc::new(FilteredCounter::open(ifname, &inv).map_err(|e| fail(exit::ERROR, e.to_string()))?))
+                }
                 None => {
-                    iface_note = Some("this filter returns a computed length, so filtered packets are not counted".to_string());
+                    iface_note =
+                        Some("this filter returns a computed length, so filtered packets are not counted".to_string());
                     None
                 }
             },
@@ -421,10 +357,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
                 block_count: ring_blocks,
                 retire_tov_ms: 10,
                 promisc: !a.no_promisc,
-                fanout: (p.workers > 1).then_some(Fanout {
-                    group_id,
-                    mode: FanoutMode::Hash,
-                }),
+                fanout: (p.workers > 1).then_some(Fanout { group_id, mode: FanoutMode::Hash }),
                 filter: prog.clone(),
             };
             let ring = Ring::open(ifname, &cfg).map_err(|e| fail(exit::ERROR, e.to_string()))?;
@@ -441,22 +374,15 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     } else if !a.read.is_empty() {
         for f in &a.read {
             if !f.is_file() {
-                return Err(fail(
-                    exit::USAGE,
-                    format!("--read: {} is not a readable file", f.display()),
-                ));
+                return Err(fail(exit::USAGE, format!("--read: {} is not a readable file", f.display())));
             }
         }
         if let Some(e) = &p.expression {
             // Validate once for Ethernet so a typo fails before anything is written.
-            filter::compile(e, wv_wire::linktype::ETHERNET, p.snaplen)
-                .map_err(|e| fail(exit::USAGE, e.to_string()))?;
+            filter::compile(e, wv_wire::linktype::ETHERNET, p.snaplen).map_err(|e| fail(exit::USAGE, e.to_string()))?;
         }
         file_source_idx = Some(0);
-        sources.push(Box::new(FileSource::new(
-            a.read.clone(),
-            p.expression.clone(),
-        )));
+        sources.push(Box::new(FileSource::new(a.read.clone(), p.expression.clone())));
     } else if let Some(spec) = &a.synthetic {
         let spec = synthetic::parse_spec(spec).map_err(usage)?;
         let filt = match &p.expression {
@@ -471,24 +397,15 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 
     prepare_store(&p.store)?;
     // A previous run may have crashed: make the store consistent first.
-    let rep =
-        wv_store::recover::repair(&p.store, Some(&crate::cmd::repair::index_one)).map_err(|e| {
-            fail(
-                exit::ERROR,
-                format!(
-                    "cannot check the store {} for a previous crash: {e}",
-                    p.store.display()
-                ),
-            )
-        })?;
+    let rep = wv_store::recover::repair(&p.store, Some(&crate::cmd::repair::index_one)).map_err(|e| {
+        fail(exit::ERROR, format!("cannot check the store {} for a previous crash: {e}", p.store.display()))
+    })?;
     crate::cmd::repair::print_report(&rep, &p.store, true);
     if let Some(u) = &a.user {
         drop_privileges(u, &p.store)?;
     }
-    let catalog = Arc::new(
-        Catalog::open(&p.store)
-            .with_context(|| format!("cannot open the catalog of {}", p.store.display()))?,
-    );
+    let catalog =
+        Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
     let indexer = (!a.no_index).then(indexer_factory);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -506,13 +423,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let mut file_problems_rx = None;
     for (id, mut src) in sources.into_iter().enumerate() {
         let buf = AlignedBuf::new(p.arena_per_worker as usize, true).map_err(|e| {
-            fail(
-                exit::ERROR,
-                format!(
-                    "cannot allocate a {} byte arena ({e}); lower --buffer",
-                    p.arena_per_worker
-                ),
-            )
+            fail(exit::ERROR, format!("cannot allocate a {} byte arena ({e}); lower --buffer", p.arena_per_worker))
         })?;
         huge_fallback |= buf.backing() != Backing::HugeTlb;
         let (prod, cons) = wv_sys::byte_ring::byte_ring(buf);
@@ -553,9 +464,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             },
         );
         sp.set_writer(wt.thread().clone());
-        sp.set_last_seq(wv_store::layout::max_seq(
-            &p.store.join(wv_store::layout::stream_dir(id)),
-        ));
+        sp.set_last_seq(wv_store::layout::max_seq(&p.store.join(wv_store::layout::stream_dir(id))));
         let sc = Arc::new(SharedCounts::default());
         let (stop2, sc2) = (stop.clone(), sc.clone());
         let ccpu = p.cpus.as_ref().map(|c| c[id % c.len()]);
@@ -592,7 +501,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 
     // Status loop.
     let start = Instant::now();
-    let stats_path = p.store.join(wv_store::layout::STATS);
+    let mut stats_file = StatsFile::create(&p.store.join(wv_store::layout::STATS), a.stats_file.clone());
     let mut last = (Instant::now(), Counts::default(), 0u64);
     let mut stopped_for = None::<&str>;
     loop {
@@ -602,11 +511,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             stop.store(true, Ordering::Relaxed);
             stopped_for.get_or_insert("duration reached");
         }
-        if writer_shared
-            .iter()
-            .any(|w| w.failed.load(Ordering::Acquire))
-            && !stop.load(Ordering::Relaxed)
-        {
+        if writer_shared.iter().any(|w| w.failed.load(Ordering::Acquire)) && !stop.load(Ordering::Relaxed) {
             stop.store(true, Ordering::Relaxed);
             stopped_for.get_or_insert("write error");
         }
@@ -617,7 +522,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             let gbps = (snap.counts.wire_bytes - last.1.wire_bytes) as f64 * 8.0 / dt / 1e9;
             let mbs = (snap.disk_bytes - last.2) as f64 / dt / 1e6;
             let json = snap.json("running", start.elapsed().as_secs_f64(), pps, gbps, mbs);
-            write_stats(&stats_path, a.stats_file.as_deref(), &json);
+            stats_file.write(&json);
             if !a.quiet && !all_done {
                 if a.json {
                     println!("{json}");
@@ -648,13 +553,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             Err(_) => capture_errors.push("a writer thread panicked".into()),
         }
     }
-    let problems = file_problems_rx
-        .and_then(|r| r.recv().ok())
-        .unwrap_or_default();
+    let problems = file_problems_rx.and_then(|r| r.recv().ok()).unwrap_or_default();
     let snap = Snapshot::take(&shared_counts, &writer_shared);
     let elapsed = start.elapsed().as_secs_f64();
     let json = snap.json("done", elapsed, 0.0, 0.0, 0.0);
-    write_stats(&stats_path, a.stats_file.as_deref(), &json);
+    stats_file.write(&json);
     if a.json {
         println!("{json}");
     }
@@ -669,10 +572,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         }
     }
     let (rf, rb): (u64, u64) = writer_shared.iter().fold((0, 0), |(f, b), w| {
-        (
-            f + w.retention_files.load(Ordering::Relaxed),
-            b + w.retention_bytes.load(Ordering::Relaxed),
-        )
+        (f + w.retention_files.load(Ordering::Relaxed), b + w.retention_bytes.load(Ordering::Relaxed))
     });
     if rf > 0 {
         eprintln!("wirevault: retention deleted the {rf} oldest file(s), {rb} bytes, to stay within --max-size");
@@ -683,18 +583,12 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     for pr in &problems {
         eprintln!("wirevault: {pr}");
     }
-    if let Some(e) = writer_shared
-        .iter()
-        .find_map(|w| w.error.lock().unwrap_or_else(|x| x.into_inner()).clone())
-    {
+    if let Some(e) = writer_shared.iter().find_map(|w| w.error.lock().unwrap_or_else(|x| x.into_inner()).clone()) {
         let (msg, full) = e;
         return Err(if full {
             fail(exit::DISK_FULL, format!("{msg}; recording stopped, every file written so far is closed and valid; free space or set a smaller --file-size/--max-size"))
         } else {
-            fail(
-                exit::ERROR,
-                format!("{msg}; recording stopped, every file written so far is closed and valid"),
-            )
+            fail(exit::ERROR, format!("{msg}; recording stopped, every file written so far is closed and valid"))
         });
     }
     if let Some(e) = capture_errors.first() {
@@ -703,18 +597,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     if !problems.is_empty() {
         return Err(fail(
             exit::ERROR,
-            format!(
-                "{} input problem(s) (listed above); everything readable was stored",
-                problems.len()
-            ),
+            format!("{} input problem(s) (listed above); everything readable was stored", problems.len()),
         ));
     }
     let _ = stopped_for;
-    Ok(if snap.balanced() {
-        exit::OK
-    } else {
-        exit::ERROR
-    })
+    Ok(if snap.balanced() { exit::OK } else { exit::ERROR })
 }
 
 fn file_problems(src: &dyn Source) -> Vec<String> {
@@ -735,22 +622,43 @@ impl wv_store::FileIndexer for Indexer {
 }
 
 fn indexer_factory() -> wv_store::IndexerFactory {
-    Arc::new(|linktype| {
-        Box::new(Indexer(wv_index::Builder::new(linktype))) as Box<dyn wv_store::FileIndexer>
-    })
+    Arc::new(|linktype| Box::new(Indexer(wv_index::Builder::new(linktype))) as Box<dyn wv_store::FileIndexer>)
 }
 
-fn write_stats(store_path: &Path, extra: Option<&Path>, json: &str) {
-    for p in std::iter::once(store_path).chain(extra) {
-        let tmp = p.with_extension("json.part");
-        if std::fs::File::create(&tmp)
-            .and_then(|mut f| {
-                f.write_all(json.as_bytes())
-                    .and_then(|()| f.write_all(b"\n"))
-            })
-            .is_ok()
-        {
-            let _ = std::fs::rename(&tmp, p);
+/// `STORE/stats.json`: a fixed 4 KiB file rewritten in place (JSON padded
+/// with spaces), so the counters can still be written when the disk is full.
+struct StatsFile {
+    file: Option<std::fs::File>,
+    extra: Option<PathBuf>,
+}
+
+const STATS_LEN: usize = 4096;
+
+impl StatsFile {
+    fn create(path: &Path, extra: Option<PathBuf>) -> StatsFile {
+        let file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(path).ok();
+        let mut s = StatsFile { file, extra };
+        s.write("{}");
+        s
+    }
+
+    fn write(&mut self, json: &str) {
+        use std::os::unix::fs::FileExt;
+        let mut buf = json.as_bytes().to_vec();
+        buf.push(b'\n');
+        if let Some(f) = &self.file {
+            if buf.len() <= STATS_LEN {
+                buf.resize(STATS_LEN, b' ');
+                let _ = f.write_all_at(&buf, 0);
+            } else {
+                let _ = f.set_len(0).and_then(|()| f.write_all_at(&buf, 0));
+            }
+        }
+        if let Some(p) = &self.extra {
+            let tmp = p.with_extension("json.part");
+            if std::fs::File::create(&tmp).and_then(|mut f| f.write_all(&buf)).is_ok() {
+                let _ = std::fs::rename(&tmp, p);
+            }
         }
     }
 }

@@ -14,19 +14,14 @@ pub struct Args {
 
 /// Builds the index of one capture file (for the store's repair).
 pub fn index_one(capture: &Path) -> std::io::Result<()> {
-    wv_index::index_file(capture)
-        .map(drop)
-        .map_err(std::io::Error::other)
+    wv_index::index_file(capture).map(drop).map_err(std::io::Error::other)
 }
 
 /// Prints what a repair did; silent when nothing was needed and `quiet_if_clean`.
 pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
     if rep.is_clean() {
         if !quiet_if_clean {
-            eprintln!(
-                "wirevault: {} is consistent; nothing to repair",
-                store.display()
-            );
+            eprintln!("wirevault: {} is consistent; nothing to repair", store.display());
         }
         return;
     }
@@ -49,21 +44,10 @@ pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
     if !a.store.is_dir() {
-        return Err(fail(
-            exit::USAGE,
-            format!("{} is not a store directory", a.store.display()),
-        ));
+        return Err(fail(exit::USAGE, format!("{} is not a store directory", a.store.display())));
     }
-    let rep = wv_store::recover::repair(&a.store, Some(&index_one)).map_err(|e| {
-        fail(
-            exit::ERROR,
-            format!("cannot repair {}: {e}", a.store.display()),
-        )
-    })?;
+    let rep = wv_store::recover::repair(&a.store, Some(&index_one))
+        .map_err(|e| fail(exit::ERROR, format!("cannot repair {}: {e}", a.store.display())))?;
     print_report(&rep, &a.store, false);
-    Ok(if rep.problems.is_empty() {
-        exit::OK
-    } else {
-        exit::ERROR
-    })
+    Ok(if rep.problems.is_empty() { exit::OK } else { exit::ERROR })
 }

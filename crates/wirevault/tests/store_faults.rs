@@ -1,0 +1,303 @@
+//! Unattended-operation tests: a store that fills up (retention, --on-full
+//! stop, ENOSPC on tmpfs and on an O_DIRECT ext4 loop device) and a crash
+//! (kill -9) followed by a restart. They need root (mount); elsewhere they
+//! skip with a message, except in CI, where that is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_wirevault");
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
+}
+
+/// Skips (or, in CI, fails) when the test cannot run here.
+fn require(ok: bool, what: &str) -> bool {
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("CI must be able to run this test: {what}");
+        }
+        eprintln!("skipped: {what}");
+    }
+    ok
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+/// A size-limited file system mounted for one test, unmounted on drop.
+struct Mount {
+    dir: PathBuf,
+    image: Option<PathBuf>,
+}
+
+impl Mount {
+    fn tmpfs(tag: &str, size: &str) -> Option<Mount> {
+        let dir = std::env::temp_dir().join(format!("wv-fault-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .ok()?
+            .success();
+        ok.then_some(Mount { dir, image: None })
+    }
+
+    fn ext4(tag: &str, mib: u32) -> Option<Mount> {
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let image = base.join(format!("wv-fault-{tag}-{}.img", std::process::id()));
+        let dir = base.join(format!("wv-fault-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let f = std::fs::File::create(&image).ok()?;
+        f.set_len(u64::from(mib) << 20).ok()?;
+        drop(f);
+        let q = |c: &mut Command| {
+            c.stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+        };
+        if !q(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image)) {
+            return None;
+        }
+        if !q(Command::new("mount").args(["-o", "loop"]).arg(&image).arg(&dir)) {
+            return None;
+        }
+        Some(Mount { dir, image: Some(image) })
+    }
+
+    fn store(&self) -> PathBuf {
+        self.dir.join("store")
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+        let _ = std::fs::remove_dir(&self.dir);
+        if let Some(i) = &self.image {
+            let _ = std::fs::remove_file(i);
+        }
+    }
+}
+
+fn record(args: &[&str]) -> Output {
+    let out = Command::new(BIN).arg("record").args(args).output().expect("run wirevault");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "panic: {err}");
+    out
+}
+
+fn stats(store: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(store.join("stats.json")).expect("stats.json")).expect("stats json")
+}
+
+fn catalog(store: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(store.join("catalog.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("catalog line"))
+        .collect()
+}
+
+/// Every capture file in the store's stream directories.
+fn capture_files(store: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for d in std::fs::read_dir(store).unwrap().flatten() {
+        if d.path().is_dir() {
+            for f in std::fs::read_dir(d.path()).unwrap().flatten() {
+                v.push(f.path());
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Checks that every file of the store is a closed, valid, cataloged capture
+/// that tcpdump reads without a warning; returns the total packet count.
+fn check_store(store: &Path) -> u64 {
+    let cat = catalog(store);
+    let mut total = 0;
+    for f in capture_files(store) {
+        let name = f.to_string_lossy().to_string();
+        assert!(!name.ends_with(".part"), "left over: {name}");
+        if name.ends_with(".idx") {
+            continue;
+        }
+        let rel = f.strip_prefix(store).unwrap().to_string_lossy().to_string();
+        let e = cat.iter().find(|e| e["file"] == rel.as_str()).unwrap_or_else(|| panic!("{rel} not in the catalog"));
+        assert_eq!(e["bytes"].as_u64().unwrap(), std::fs::metadata(&f).unwrap().len(), "{rel} size");
+        let t = Command::new("tcpdump").arg("-nr").arg(&f).output().unwrap();
+        assert!(t.status.success(), "tcpdump failed on {rel}: {}", String::from_utf8_lossy(&t.stderr));
+        let n = t.stdout.iter().filter(|&&b| b == b'\n').count() as u64;
+        let err = String::from_utf8_lossy(&t.stderr);
+        assert!(!err.contains("truncated") && !err.contains("warning"), "{rel}: {err}");
+        assert_eq!(n, e["packets"].as_u64().unwrap(), "{rel} packet count");
+        total += n;
+    }
+    for e in &cat {
+        assert!(store.join(e["file"].as_str().unwrap()).is_file(), "catalog entry without file: {e}");
+    }
+    total
+}
+
+fn dropped_total(s: &serde_json::Value) -> u64 {
+    s["dropped"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum()
+}
+
+fn du(store: &Path) -> u64 {
+    capture_files(store).iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum()
+}
+
+const SMALL: [&str; 4] = ["--buffer", "8M", "--block-size", "256K"];
+
+#[test]
+fn retention_keeps_the_store_under_budget_and_capture_goes_on() {
+    if !require(is_root() && have("tcpdump"), "retention test needs root (tmpfs) and tcpdump") {
+        return;
+    }
+    let m = Mount::tmpfs("ret", "64m").expect("mount tmpfs");
+    let store = m.store();
+    let s = store.to_str().unwrap();
+    // 30 MB/s for 4 s = 120 MB into a 24 MB budget.
+    let mut args =
+        vec!["-o", s, "--synthetic", "size=1514,rate=20k,duration=4s", "--file-size", "2M", "--max-size", "24M", "-q"];
+    args.extend(SMALL);
+    let out = record(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("retention deleted"), "{err}");
+    let st = stats(&store);
+    assert_eq!(st["balanced"], true);
+    assert_eq!(dropped_total(&st), 0, "capture must go on while retention deletes: {st}");
+    assert!(du(&store) <= 24 << 20, "usage {} over the budget", du(&store));
+    let n = check_store(&store);
+    assert!(n > 0);
+    // Every remaining packet is queryable.
+    let q = Command::new(BIN).args(["query", s, "--count", "udp"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&q.stdout).trim(), n.to_string());
+    // The oldest files went first: what is left is the newest part of the stream.
+    let cat = catalog(&store);
+    let first_left = cat.iter().map(|e| e["first_ns"].as_u64().unwrap()).min().unwrap();
+    let last_left = cat.iter().map(|e| e["last_ns"].as_u64().unwrap()).max().unwrap();
+    assert!(last_left - first_left < 2_500_000_000, "kept more than the newest ~1.2 s of traffic?");
+}
+
+#[test]
+fn on_full_stop_stops_cleanly_with_exit_code_3() {
+    if !require(is_root() && have("tcpdump"), "on-full test needs root (tmpfs) and tcpdump") {
+        return;
+    }
+    let m = Mount::tmpfs("stop", "64m").expect("mount tmpfs");
+    let store = m.store();
+    let mut args = vec![
+        "-o",
+        store.to_str().unwrap(),
+        "--synthetic",
+        "size=1514,rate=20k,duration=10s",
+        "--file-size",
+        "2M",
+        "--max-size",
+        "16M",
+        "--on-full",
+        "stop",
+        "-q",
+    ];
+    args.extend(SMALL);
+    let t = Instant::now();
+    let out = record(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("--max-size"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(9), "did not stop at the budget");
+    assert_eq!(stats(&store)["balanced"], true);
+    assert!(du(&store) <= 16 << 20);
+    check_store(&store);
+}
+
+fn disk_full(m: &Mount) {
+    let store = m.store();
+    let mut args = vec![
+        "-o",
+        store.to_str().unwrap(),
+        "--synthetic",
+        "size=1514,rate=20k,duration=20s",
+        "--file-size",
+        "4M",
+        "-q",
+    ];
+    args.extend(SMALL);
+    let out = record(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("disk is full"), "{err}");
+    let st = stats(&store);
+    assert_eq!(st["balanced"], true, "{st}");
+    assert!(st["written"].as_u64().unwrap() > 1000);
+    assert_eq!(check_store(&store), st["written"].as_u64().unwrap());
+}
+
+#[test]
+fn disk_full_on_tmpfs_keeps_every_file_valid() {
+    if !require(is_root() && have("tcpdump"), "disk-full test needs root (tmpfs) and tcpdump") {
+        return;
+    }
+    let m = Mount::tmpfs("enospc", "24m").expect("mount tmpfs");
+    disk_full(&m);
+}
+
+#[test]
+fn disk_full_with_o_direct_keeps_every_file_valid() {
+    if !require(
+        is_root() && have("tcpdump") && have("mkfs.ext4"),
+        "O_DIRECT disk-full test needs root, mkfs.ext4 and tcpdump",
+    ) {
+        return;
+    }
+    let m = Mount::ext4("enospc4", 40).expect("mount ext4 loop image");
+    disk_full(&m);
+}
+
+#[test]
+fn kill_9_then_restart_recovers_every_complete_packet() {
+    if !require(is_root() && have("tcpdump"), "crash test needs tcpdump") {
+        return;
+    }
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("wv-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let store = base.join("store");
+    let s = store.to_str().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["record", "-o", s, "--synthetic", "size=1514,rate=5k", "--file-size", "16M", "-q"])
+        .args(SMALL)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let parts = capture_files(&store).iter().filter(|f| f.to_string_lossy().ends_with(".part")).count();
+    assert!(parts >= 1, "expected a partial file after kill -9");
+    // Restart: record repairs the store first and reports it.
+    let out = record(&["-o", s, "--synthetic", "size=60,count=10", "-q"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("repaired") && err.contains("recovered 1 partial file(s)"), "{err}");
+    let total = check_store(&store);
+    // Index queries equal tcpdump's selection over the same files.
+    for expr in ["udp port 5003", "host 10.0.0.5 or net 10.200.88.0/24", "not udp"] {
+        let q = Command::new(BIN).args(["query", s, "--count", expr]).output().unwrap();
+        let mut want = 0;
+        for f in capture_files(&store).iter().filter(|f| !f.to_string_lossy().ends_with(".idx")) {
+            let t = Command::new("tcpdump").arg("-nr").arg(f).arg(expr).output().unwrap();
+            want += t.stdout.iter().filter(|&&b| b == b'\n').count();
+        }
+        assert_eq!(String::from_utf8_lossy(&q.stdout).trim(), want.to_string(), "{expr}");
+    }
+    assert!(total > 5000, "recovered only {total} packets");
+    let rep = Command::new(BIN).args(["repair", s]).output().unwrap();
+    assert!(String::from_utf8_lossy(&rep.stderr).contains("nothing to repair"));
+    let _ = std::fs::remove_dir_all(&base);
+}
