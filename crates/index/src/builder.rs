@@ -328,7 +328,7 @@ fn sort_pairs(v: &mut Vec<u64>, scratch: &mut Vec<u64>) {
         for &x in v.iter() {
             counts[((x >> shift) & 0x7ff) as usize] += 1;
         }
-        if counts.iter().any(|&c| c == v.len()) {
+        if counts.contains(&v.len()) {
             continue; // every pair has the same digit: the pass would not move anything
         }
         let mut sum = 0;
