@@ -11,8 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-./bench-store}
 GB=${2:-8}
-BIN=${WIREVAULT:-target/release/wirevault}
-[ -x "$BIN" ] || cargo build --release -q -p wirevault
+BIN=${WIREVAULT:-${CARGO_TARGET_DIR:-target}/release/wirevault}
+[ -n "${WIREVAULT:-}" ] || cargo build --release -q -p wirevault
 command -v fio >/dev/null || { echo "fio is missing: run scripts/install-deps.sh" >&2; exit 1; }
 mkdir -p "$DIR"
 BYTES=$((GB * 1000 * 1000 * 1000))
@@ -62,7 +62,7 @@ run "wirevault 1514 B, unpaced, --no-index" "size=1514,count=$n1514" --no-index
 run "wirevault 64 B, unpaced" "size=64,count=$n64"
 run "wirevault 64 B, unpaced, --no-index" "size=64,count=$n64" --no-index
 run "wirevault 64 B, paced 14.88 Mpps, 10 s" "size=64,rate=14.88M,duration=10s"
-run "wirevault IMIX, unpaced" "size=imix,count=$((BYTES / 480))"
+run "wirevault IMIX, unpaced" "size=imix,count=$((BYTES / 374))"
 echo
 echo "Unpaced runs never drop (the generator waits for the store), so their Mpps is the"
 echo "store's capacity; the paced run holds line rate and counts any drop. 'seconds' runs from the"

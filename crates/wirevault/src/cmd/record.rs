@@ -746,7 +746,8 @@ impl Snapshot {
             "pps": pps.round(),
             "gbps": (gbps * 1000.0).round() / 1000.0,
             "disk_mb_s": mbs.round(),
-            "balanced": self.balanced(),
+            // Only meaningful once every packet has left the arena.
+            "balanced": (state == "done").then(|| self.balanced()),
         })
         .to_string()
     }

@@ -1,0 +1,328 @@
+#!/usr/bin/env bash
+# Live capture benchmark (issue "Live"): wirevault against tcpdump -w, dumpcap, netsniff-ng and
+# stenographer's stenotype on a veth pair fed by trafgen, in two private network namespaces.
+#
+#   sudo bench/live.sh [WORKDIR]        (WORKDIR: where captures go, default ./bench-live.PID;
+#                                        removed afterwards; must be on the disk under test)
+#
+# Environment: WIREVAULT (binary), N64 / N1514 (frames per run, default 3M each), TOOLS
+# (default "tcpdump dumpcap netsniff-ng stenotype wirevault"), SCENARIOS (default
+# "1core contention"), SIZES (default "64 1514"), BUF (capture buffer per tool, default 256 MiB).
+#
+# Scenarios:
+#   1core       trafgen on CPU 0 (taskset -c 0, -P 1), the capture tool pinned to CPU 1
+#               (taskset -c 1; wirevault --cpus 1: capture worker and writer on CPU 1).
+#   contention  trafgen on both CPUs (-P 2), the capture tool unpinned.
+# Per run: the tool starts in the receiver namespace and warms up (until it holds a packet socket
+# and its CPU use has settled), then trafgen sends exactly N frames, 2 s later the tool gets SIGINT
+# (SIGKILL after 15 s if it does not exit). CPU = the tool's utime+stime over all threads and reaped
+# children (getrusage at exit, via bench/lib/live_helper.py) minus what it used during warm-up
+# (reported separately as "startup CPU"). "arrived" = rx_packets delta of the capture veth (what
+# the kernel offered to every packet socket); stored % = stored / arrived. Frames are unicast to a
+# MAC nobody owns, so the receiving stack drops them without replying (nothing else on the wire;
+# IPv6 is off). Kernel-side work (veth, softirq, AF_PACKET copy into the ring) runs on the
+# generator's CPU and is in no tool's CPU time.
+#
+# Goal (issue): 1core: wirevault's CPU ns/stored packet < every peer, ideally <= 1/3 of the best;
+# contention: wirevault stores >= 99.9% of the arrived frames.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=${WIREVAULT:-target/release/wirevault}
+if [ ! -x "$BIN" ]; then
+  echo "building wirevault ..." >&2
+  cargo build --release -q -p wirevault
+  [ -x "$BIN" ] || BIN=${CARGO_TARGET_DIR:-target}/release/wirevault
+fi
+BIN=$(realpath "$BIN")
+HELPER="$ROOT/bench/lib/live_helper.py"
+[ "$(id -u)" = 0 ] || { echo "live.sh needs root (network namespaces, AF_PACKET)" >&2; exit 1; }
+[ "$(nproc)" -ge 2 ] || { echo "live.sh needs 2 CPUs" >&2; exit 1; }
+for t in trafgen ip taskset capinfos python3; do
+  command -v $t >/dev/null || { echo "$t is missing: run scripts/install-deps.sh" >&2; exit 1; }
+done
+
+N64=${N64:-3000000}
+N1514=${N1514:-3000000}
+TOOLS=${TOOLS:-"tcpdump dumpcap netsniff-ng stenotype wirevault"}
+SCENARIOS=${SCENARIOS:-"1core contention"}
+SIZES=${SIZES:-"64 1514"}
+BUF=${BUF:-256}   # MiB, for every tool
+WORK=$(realpath -m "${1:-$ROOT/bench-live.$$}")
+S=wvlive-s$$      # sender namespace
+R=wvlive-r$$      # receiver namespace
+STENOTYPE=$(command -v stenotype || echo /usr/sbin/stenotype)
+
+TOOL_PID=""
+cleanup() {
+  set +e
+  [ -n "$TOOL_PID" ] && kill -KILL "$TOOL_PID" 2>/dev/null
+  ip netns del "$S" 2>/dev/null
+  ip netns del "$R" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$WORK"
+log() { echo "[live] $*" >&2; }
+
+# --- network: two namespaces, one veth pair, MTU 1500, IPv6 off, private addresses -------------
+ip netns add "$S"
+ip netns add "$R"
+for n in "$S" "$R"; do
+  ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+  ip netns exec "$n" ip link set lo up
+done
+ip link add vethA netns "$S" mtu 1500 type veth peer name vethB netns "$R" mtu 1500
+ip netns exec "$S" ip addr add 10.255.0.1/30 dev vethA
+ip netns exec "$R" ip addr add 10.255.0.2/30 dev vethB
+ip netns exec "$S" ip link set vethA up
+ip netns exec "$R" ip link set vethB up
+DST_MAC=02:00:00:00:00:02   # not vethB's: PACKET_OTHERHOST, dropped silently above the taps
+for sz in 64 1514; do
+  pl=$((sz - 4 - 42))   # 64 B on the wire = 60 B without FCS; 1514 B is without FCS already
+  [ "$sz" = 1514 ] && pl=$((1514 - 42))
+  cat >"$WORK/udp$sz.cfg" <<EOF
+{
+  eth(da=$DST_MAC, sa=02:00:00:00:00:01, type=0x0800),
+  ipv4(saddr=10.255.0.1, daddr=10.255.0.2, ttl=64, df),
+  udp(sport=40000, dport=9),
+  fill(0x5a, $pl)
+}
+EOF
+done
+
+rxp() { ip netns exec "$R" cat /sys/class/net/vethB/statistics/rx_packets; }
+rxd() { ip netns exec "$R" cat /sys/class/net/vethB/statistics/rx_dropped; }
+txd() { ip netns exec "$S" cat /sys/class/net/vethA/statistics/tx_dropped; }
+txp() { ip netns exec "$S" cat /sys/class/net/vethA/statistics/tx_packets; }
+softnet_drops() { local s=0 a b r; while read -r a b r; do s=$((s + 0x$b)); done </proc/net/softnet_stat; echo $s; }
+
+# --- tool command lines (FILE/DIR under $OUT) ---------------------------------------------------
+tool_cmd() { # tool scenario out -> prints the command (one word per line)
+  local tool=$1 sc=$2 out=$3
+  case $tool in
+    tcpdump) printf '%s\n' tcpdump -i vethB -w "$out/cap.pcap" -s 0 -B $((BUF * 1024)) ;;
+    dumpcap) printf '%s\n' dumpcap -i vethB -w "$out/cap.pcapng" -B "$BUF" ;;
+    netsniff-ng) printf '%s\n' netsniff-ng --in vethB --out "$out/cap.pcap" --silent -S "${BUF}MiB" ;;
+    stenotype) printf '%s\n' "$STENOTYPE" --iface=vethB --dir="$out/steno" --threads=1 \
+      --blocks="$BUF" --seccomp=none --no_watchdogs --blockage_sec=1 --stats_blocks=10 -v ;;
+    wirevault)
+      printf '%s\n' "$BIN" record -i vethB -o "$out/store" --buffer "${BUF}M" -q
+      [ "$sc" = 1core ] && printf '%s\n' --cpus 1
+      ;;
+  esac
+  return 0
+}
+gen_cmd() { # size scenario n
+  local sz=$1 sc=$2 n=$3
+  if [ "$sc" = 1core ]; then
+    echo "ip netns exec $S taskset -c 0 trafgen --no-sock-mem -i udp$sz.cfg -o vethA -n $n -P 1 -q"
+  else
+    echo "ip netns exec $S trafgen --no-sock-mem -i udp$sz.cfg -o vethA -n $n -P 2 -q"
+  fi
+}
+
+# --- one run -------------------------------------------------------------------------------------
+ROWS="$WORK/rows.tsv"
+: >"$ROWS"
+NOTES="$WORK/notes.txt"
+: >"$NOTES"
+
+run_one() { # tool size scenario
+  local tool=$1 sz=$2 sc=$3 n
+  n=$N64; [ "$sz" = 1514 ] && n=$N1514
+  local out="$WORK/run-$tool-$sz-$sc"
+  rm -rf "$out"; mkdir -p "$out"
+  local cmd pin=()
+  mapfile -t cmd < <(tool_cmd "$tool" "$sc" "$out")
+  [ "$sc" = 1core ] && pin=(taskset -c 1)
+  if ! command -v "${cmd[0]}" >/dev/null; then
+    printf '%s\t%s\t%s\t%s\n' "$sz" "$sc" "$tool" "NA:not installed" >>"$ROWS"; return
+  fi
+  if [ "$tool" = stenotype ]; then
+    # stenotype drops privileges to nobody:nogroup and writes PKT<thread>/ and IDX<thread>/
+    mkdir -p "$out/steno/PKT0" "$out/steno/IDX0"; chown -R nobody:nogroup "$out/steno"
+  fi
+  ip netns exec "$R" "${pin[@]}" python3 "$HELPER" run "$out/rusage" -- "${cmd[@]}" \
+    >"$out/stdout" 2>"$out/stderr" &
+  local wrapper=$!
+  local i=0
+  while [ ! -s "$out/rusage.pid" ]; do sleep 0.02; i=$((i + 1)); [ $i -lt 500 ] || break; done
+  TOOL_PID=$(cat "$out/rusage.pid" 2>/dev/null || true)
+  if [ -z "$TOOL_PID" ] || ! kill -0 "$TOOL_PID" 2>/dev/null; then
+    wait "$wrapper" || true
+    printf '%s\t%s\t%s\t%s\n' "$sz" "$sc" "$tool" "NA:did not start: $(tail -c 300 "$out/stderr" | tr '\n\t' '  ')" >>"$ROWS"
+    TOOL_PID=""; return
+  fi
+  local waited startup
+  local marker=()
+  case $tool in
+    tcpdump) marker=("$out/stderr" 'listening on') ;;
+    dumpcap) marker=("$out/stderr" 'Capturing on') ;;
+    netsniff-ng) marker=("$out/stdout" 'Running!') ;;
+    stenotype) marker=("$out/stderr" 'starting to process packets') ;;
+    wirevault) marker=("$out/store/stats.json" 'state') ;;
+  esac
+  waited=$(ip netns exec "$R" python3 "$HELPER" ready "$TOOL_PID" 20 "${marker[@]}")
+  startup=$(python3 "$HELPER" cpu "$TOOL_PID")
+  if ! kill -0 "$TOOL_PID" 2>/dev/null; then
+    wait "$wrapper" || true
+    printf '%s\t%s\t%s\t%s\n' "$sz" "$sc" "$tool" "NA:exited during warm-up: $(tail -c 300 "$out/stderr" | tr '\n\t' '  ')" >>"$ROWS"
+    TOOL_PID=""; return
+  fi
+  local rx0 rxd0 txd0 txp0 sd0 rx1 rxd1 txd1 txp1 sd1 t0 t1 gen_out sent
+  rx0=$(rxp); rxd0=$(rxd); txd0=$(txd); txp0=$(txp); sd0=$(softnet_drops)
+  t0=$(date +%s.%N)
+  gen_out=$(cd "$WORK" && $(gen_cmd "$sz" "$sc" "$n") 2>&1 | tr -d '\r' | grep -v 'Cannot set system socket memory' || true)
+  t1=$(date +%s.%N)
+  rx1=$(rxp); rxd1=$(rxd); txd1=$(txd); txp1=$(txp); sd1=$(softnet_drops)
+  sent=$(echo "$gen_out" | awk '/packets outgoing/ {print $1; exit}')
+  [ -n "$sent" ] || sent=$((txp1 - txp0))
+  sleep 2
+  kill -INT "$TOOL_PID" 2>/dev/null || true
+  local killed="" idx_seen=0
+  for i in $(seq 150); do
+    kill -0 "$TOOL_PID" 2>/dev/null || break
+    # stenotype hangs after SIGINT once its index is written (see the report); do not wait 15 s
+    if [ "$tool" = stenotype ] && grep -q 'Wrote all index files' "$out/stderr" 2>/dev/null; then
+      idx_seen=$((idx_seen + 1)); [ $idx_seen -lt 30 ] || break
+    fi
+    sleep 0.1
+  done
+  if kill -0 "$TOOL_PID" 2>/dev/null; then
+    killed="still running $(python3 -c "print(round($i / 10, 1))") s after SIGINT: SIGKILLed"
+    [ $idx_seen -gt 0 ] && killed="$killed (3 s after writing its index; packet file left hidden)"
+    kill -KILL "$TOOL_PID" 2>/dev/null || true
+  fi
+  wait "$wrapper" || true
+  TOOL_PID=""
+  local rc usr sys
+  read -r rc usr sys <"$out/rusage"
+  # stored packets, counted in what the tool wrote
+  local stored drops extra=""
+  case $tool in
+    tcpdump | netsniff-ng) stored=$(capinfos -c -M -T -r "$out/cap.pcap" 2>/dev/null | awk -F'\t' '{print $2}') ;;
+    dumpcap) stored=$(capinfos -c -M -T -r "$out/cap.pcapng" 2>/dev/null | awk -F'\t' '{print $2}') ;;
+    stenotype) stored=$(python3 "$HELPER" steno "$out/steno") ;;
+    wirevault)
+      stored=0
+      local f c
+      for f in "$out"/store/stream-*/*.pcap "$out"/store/stream-*/*.pcap.part; do
+        [ -f "$f" ] || continue
+        c=$(capinfos -c -M -T -r "$f" 2>/dev/null | awk -F'\t' '{print $2}')
+        stored=$((stored + ${c:-0}))
+      done
+      local st="$out/store/stats.json"
+      if [ -f "$st" ]; then
+        extra=$(python3 - "$st" "$stored" "$((rx1 - rx0))" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); stored = int(sys.argv[2]); arrived = int(sys.argv[3])
+dr = sum(d["dropped"].values())
+probs = []
+if d.get("written") != stored:
+    probs.append(f"stats.json written={d.get('written')} but the files hold {stored}")
+if d.get("received") != d.get("written", 0) + d.get("filtered", 0) + dr:
+    probs.append("received != written+filtered+dropped")
+if not d.get("balanced", False):
+    probs.append("balanced=false")
+if d.get("received", 0) > arrived:
+    probs.append(f"received {d.get('received')} > arrived {arrived}")
+print("; ".join(probs))
+PY
+)
+      else
+        extra="no stats.json"
+      fi
+      ;;
+  esac
+  stored=${stored:-0}
+  case $tool in
+    wirevault) drops=$(python3 "$HELPER" drops wirevault "$out/store/stats.json") ;;
+    *) drops=$(python3 "$HELPER" drops "$tool" "$out/stdout" "$out/stderr") ;;
+  esac
+  [ "$tool" = stenotype ] && extra="stored = num_pkts summed over its TPACKET_V3 block files (blockfile + index not pcap)"
+  [ -n "$killed" ] && extra="${extra:+$extra; }$killed"
+  [ "$rc" != 0 ] && [ -z "$killed" ] && extra="${extra:+$extra; }exit status $rc"
+  local cpu
+  cpu=$(python3 -c "print(max(0.0, $usr + $sys - $startup))")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sz" "$sc" "$tool" "$sent" \
+    "$((rx1 - rx0))" "$stored" "$drops" "$cpu" "$startup" "$(python3 -c "print(round($t1 - $t0, 2))")" \
+    "$((rxd1 - rxd0))" "$((txd1 - txd0))" "$((sd1 - sd0))" "$extra" "$waited" >>"$ROWS"
+  log "$sc ${sz}B $tool: sent $sent arrived $((rx1 - rx0)) stored $stored cpu ${cpu}s (startup ${startup}s, warm-up ${waited}s) drops: $drops ${extra:+[$extra]}"
+  if [ -n "${KEEP_LOGS:-}" ]; then  # debugging: keep the tool's output
+    mkdir -p "$KEEP_LOGS/$(basename "$out")"; cp "$out"/std* "$out"/rusage* "$KEEP_LOGS/$(basename "$out")/" 2>/dev/null || true
+  fi
+  rm -rf "$out"
+}
+
+# --- header and runs -----------------------------------------------------------------------------
+echo "## Live capture benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, captures in $WORK on $(findmnt -no FSTYPE -T "$WORK"))"
+echo
+echo "<!-- commands (\$OUT = per-run temp dir; 1core: tools under 'taskset -c 1', trafgen under 'taskset -c 0' with -P 1; contention: nothing pinned, trafgen -P 2):"
+for sc in 1core; do
+  echo "  generator: $(gen_cmd SIZE 1core N)"
+  echo "  generator: $(gen_cmd SIZE contention N)   (udpSIZE.cfg: eth/ipv4/udp to $DST_MAC, 64 B = 60 B + FCS, 1514 B)"
+  for t in $TOOLS; do echo "  $t: $(tool_cmd "$t" "$sc" '$OUT' | tr '\n' ' ')"; done
+done
+echo "  wirevault (contention): same without --cpus; versions: $(tcpdump --version 2>&1 | head -1), $(dumpcap -v 2>&1 | head -1 | cut -c1-40), $(netsniff-ng -v 2>&1 | head -1), $(trafgen -v 2>&1 | head -1), stenographer $(dpkg-query -W -f '${Version}' stenographer 2>/dev/null || echo '?')"
+echo "-->"
+echo
+
+for sz in $SIZES; do
+  for sc in $SCENARIOS; do
+    for tool in $TOOLS; do
+      run_one "$tool" "$sz" "$sc"
+    done
+  done
+done
+
+# --- table ---------------------------------------------------------------------------------------
+python3 - "$ROWS" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+print("| scenario | tool | sent | arrived | stored | stored % | drops reported by tool | CPU s | CPU ns/stored pkt | ratio to best peer | startup CPU s | gen s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+notes = []
+groups = {}
+for r in rows:
+    groups.setdefault((r[0], r[1]), []).append(r)
+for (sz, sc), rs in groups.items():
+    label = f"{sz} B, {'1 generator core' if sc == '1core' else 'contention'}"
+    ns = {}
+    for r in rs:
+        if r[3].startswith("NA:"):
+            continue
+        stored, cpu = int(r[5]), float(r[7])
+        if stored > 0:
+            ns[r[2]] = cpu * 1e9 / stored
+    peers = [v for k, v in ns.items() if k != "wirevault"]
+    best = min(peers) if peers else None
+    vdrops = set()
+    for r in rs:
+        if r[3].startswith("NA:"):
+            print(f"| {label} | {r[2]} | | | | | | | | | | |")
+            notes.append(f"{label}, {r[2]}: {r[3][3:]}")
+            continue
+        sent, arr, stored, cpu, start = int(r[3]), int(r[4]), int(r[5]), float(r[7]), float(r[8])
+        pct = f"{100 * stored / arr:.2f}%" if arr else "-"
+        n = ns.get(r[2])
+        ratio = f"{n / best:.2f}" if n is not None and best else "-"
+        nss = f"{n:,.0f}" if n is not None else "-"
+        print(f"| {label} | {r[2]} | {sent:,} | {arr:,} | {stored:,} | {pct} | {r[6]} | {cpu:.3f} | {nss} | {ratio} | {start:.2f} | {r[9]} |")
+        if r[13]:
+            notes.append(f"{label}, {r[2]}: {r[13]}")
+        if int(r[10]) or int(r[11]) or int(r[12]) or sent != arr:
+            vdrops.add(f"{label}, {r[2]} run: sent {sent:,}, arrived {arr:,} (vethB rx_dropped +{r[10]}, vethA tx_dropped +{r[11]}, softnet drops +{r[12]})")
+    notes.extend(sorted(vdrops))
+print()
+print("CPU s = the tool's user+system CPU from the end of its warm-up to its exit (all threads and children); "
+      "startup CPU s = what it used before (socket, ring and buffer set-up); CPU ns/stored pkt = CPU s / stored; "
+      "ratio = ns/pkt over the best (lowest) non-wirevault tool of the same scenario; stored % = stored / arrived "
+      "(rx_packets delta of the capture veth); gen s = trafgen's run time.")
+if notes:
+    print()
+    for n in notes:
+        print(f"* {n}")
+PY
