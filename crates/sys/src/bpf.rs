@@ -24,39 +24,7 @@ const MEMWORDS: u32 = 16;
 /// packets, so it asks the kernel to keep a single byte.
 const INVERTED_ACCEPT: u32 = 1;
 
-// Instruction classes and fields (`linux/bpf_common.h`, `linux/filter.h`).
-const LD: u16 = 0x00;
-const LDX: u16 = 0x01;
-const ST: u16 = 0x02;
-const STX: u16 = 0x03;
-const ALU: u16 = 0x04;
-const JMP: u16 = 0x05;
-const RET: u16 = 0x06;
-const MISC: u16 = 0x07;
-
-const W: u16 = 0x00;
-const H: u16 = 0x08;
-const B: u16 = 0x10;
-
-const ABS: u16 = 0x20;
-const IND: u16 = 0x40;
-const MEM: u16 = 0x60;
-const LEN: u16 = 0x80;
-const MSH: u16 = 0xa0;
-
-const SUB: u16 = 0x10;
-const DIV: u16 = 0x30;
-const MOD: u16 = 0x90;
-
-const JA: u16 = 0x00;
-const JEQ: u16 = 0x10;
-const JGE: u16 = 0x30;
-
-const K: u16 = 0x00;
-const X: u16 = 0x08;
-const A: u16 = 0x10;
-
-const TXA: u16 = 0x80;
+use wv_wire::bpf::code::*;
 
 /// `SKF_AD_OFF`: absolute loads at or above this (negative) offset read skb metadata
 /// ("ancillary data", e.g. the VLAN tag) and cannot fail.
@@ -263,8 +231,6 @@ mod tests {
     use super::*;
     use std::mem::{offset_of, size_of};
 
-    const IMM: u16 = 0x00;
-
     /// `tcpdump -dd 'udp port 5555'` (Ethernet).
     const UDP_5555: [(u16, u8, u8, u32); 20] = [
         (0x28, 0, 0, 0x0000000c),
@@ -293,97 +259,12 @@ mod tests {
         p.iter().map(|&(code, jt, jf, k)| jump(code, k, jt, jf)).collect()
     }
 
-    /// A cBPF interpreter with the kernel's semantics for what matters here: a load past the end
-    /// of the packet, or a division by zero, ends the program with 0.
+    /// Runs a program with the project's cBPF interpreter (libpcap's and the kernel's semantics
+    /// agree where it matters here: a load past the end or a division by zero returns 0).
     fn run(prog: &[sock_filter], pkt: &[u8]) -> u32 {
-        let (mut a, mut x, mut m) = (0u32, 0u32, [0u32; 16]);
-        let mut pc = 0usize;
-        let load = |off: u32, n: u32| -> Option<u32> {
-            let off = off as usize;
-            let b = pkt.get(off..off.checked_add(n as usize)?)?;
-            Some(b.iter().fold(0u32, |v, &x| (v << 8) | u32::from(x)))
-        };
-        loop {
-            let i = prog[pc];
-            pc += 1;
-            match class(i.code) {
-                LD => {
-                    a = match mode(i.code) {
-                        ABS => match load(i.k, load_size(i.code).unwrap()) {
-                            Some(v) => v,
-                            None => return 0,
-                        },
-                        IND => match load(x.wrapping_add(i.k), load_size(i.code).unwrap()) {
-                            Some(v) => v,
-                            None => return 0,
-                        },
-                        LEN => pkt.len() as u32,
-                        MEM => m[i.k as usize],
-                        _ => i.k, // IMM
-                    }
-                }
-                LDX => {
-                    x = match mode(i.code) {
-                        MSH => match load(i.k, 1) {
-                            Some(v) => 4 * (v & 0xf),
-                            None => return 0,
-                        },
-                        LEN => pkt.len() as u32,
-                        MEM => m[i.k as usize],
-                        _ => i.k,
-                    }
-                }
-                ST => m[i.k as usize] = a,
-                STX => m[i.k as usize] = x,
-                ALU => {
-                    let v = if src(i.code) == X { x } else { i.k };
-                    a = match op(i.code) {
-                        0x00 => a.wrapping_add(v),
-                        SUB => a.wrapping_sub(v),
-                        0x20 => a.wrapping_mul(v),
-                        DIV | MOD if v == 0 => return 0,
-                        DIV => a / v,
-                        MOD => a % v,
-                        0x50 => a & v,
-                        0x40 => a | v,
-                        0xa0 => a ^ v,
-                        0x60 => a.wrapping_shl(v),
-                        0x70 => a.wrapping_shr(v),
-                        0x80 => a.wrapping_neg(),
-                        o => panic!("alu op {o:#x}"),
-                    }
-                }
-                JMP => {
-                    let v = if src(i.code) == X { x } else { i.k };
-                    let cond = match op(i.code) {
-                        JA => {
-                            pc += i.k as usize;
-                            continue;
-                        }
-                        JEQ => a == v,
-                        0x20 => a > v,
-                        JGE => a >= v,
-                        0x40 => a & v != 0,
-                        o => panic!("jmp op {o:#x}"),
-                    };
-                    pc += if cond { i.jt } else { i.jf } as usize;
-                }
-                RET => {
-                    return match rval(i.code) {
-                        A => a,
-                        X => x,
-                        _ => i.k,
-                    }
-                }
-                _ => {
-                    if i.code & 0xf8 == TXA {
-                        a = x;
-                    } else {
-                        x = a; // tax
-                    }
-                }
-            }
-        }
+        let p: Vec<wv_wire::bpf::Insn> =
+            prog.iter().map(|f| wv_wire::bpf::Insn { code: f.code, jt: f.jt, jf: f.jf, k: f.k }).collect();
+        wv_wire::bpf::run(&p, pkt, pkt.len() as u32)
     }
 
     fn frame(ethertype: u16, l3: &[u8]) -> Vec<u8> {

@@ -29,26 +29,46 @@ impl Insn {
     }
 }
 
-// Instruction classes and fields (linux/filter.h, pcap/bpf.h).
-const LD: u16 = 0x00;
-const LDX: u16 = 0x01;
-const ST: u16 = 0x02;
-const STX: u16 = 0x03;
-const ALU: u16 = 0x04;
-const JMP: u16 = 0x05;
-const RET: u16 = 0x06;
-const MISC: u16 = 0x07;
-const W: u16 = 0x00;
-const H: u16 = 0x08;
-const B: u16 = 0x10;
-const IMM: u16 = 0x00;
-const ABS: u16 = 0x20;
-const IND: u16 = 0x40;
-const MEM: u16 = 0x60;
-const LEN: u16 = 0x80;
-const MSH: u16 = 0xa0;
-const K: u16 = 0x00;
-const A: u16 = 0x10;
+/// Instruction classes and fields (`linux/bpf_common.h`, `pcap/bpf.h`).
+pub mod code {
+    pub const LD: u16 = 0x00;
+    pub const LDX: u16 = 0x01;
+    pub const ST: u16 = 0x02;
+    pub const STX: u16 = 0x03;
+    pub const ALU: u16 = 0x04;
+    pub const JMP: u16 = 0x05;
+    pub const RET: u16 = 0x06;
+    pub const MISC: u16 = 0x07;
+    pub const W: u16 = 0x00;
+    pub const H: u16 = 0x08;
+    pub const B: u16 = 0x10;
+    pub const IMM: u16 = 0x00;
+    pub const ABS: u16 = 0x20;
+    pub const IND: u16 = 0x40;
+    pub const MEM: u16 = 0x60;
+    pub const LEN: u16 = 0x80;
+    pub const MSH: u16 = 0xa0;
+    pub const ADD: u16 = 0x00;
+    pub const SUB: u16 = 0x10;
+    pub const MUL: u16 = 0x20;
+    pub const DIV: u16 = 0x30;
+    pub const MOD: u16 = 0x90;
+    pub const JA: u16 = 0x00;
+    pub const JEQ: u16 = 0x10;
+    pub const JGT: u16 = 0x20;
+    pub const JGE: u16 = 0x30;
+    pub const JSET: u16 = 0x40;
+    /// Source operand K (immediate) / return value K.
+    pub const K: u16 = 0x00;
+    /// Source operand X.
+    pub const X: u16 = 0x08;
+    /// Return value A.
+    pub const A: u16 = 0x10;
+    pub const TAX: u16 = 0x00;
+    pub const TXA: u16 = 0x80;
+}
+
+use code::*;
 
 /// Runs `prog` on a packet whose captured bytes are `pkt` and whose original
 /// length is `wirelen`; returns the program's result (0 = reject). An empty
