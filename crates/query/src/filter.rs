@@ -1,17 +1,14 @@
-//! The exact filter: the expression compiled by libpcap, run on each
-//! candidate packet with its real captured and original lengths, exactly as
-//! `tcpdump -r` runs it.
-//!
-//! The `pcap` crate's `BpfProgram::filter` passes the buffer length as the
-//! packet's original length, which would make `len`, `less` and `greater`
-//! wrong for truncated packets; so this module calls libpcap's
-//! `pcap_offline_filter` itself, in one fenced `unsafe` block.
+//! The exact filter: the expression compiled by libpcap (as `tcpdump -r`
+//! compiles it for the file's link type), run on each candidate packet with
+//! its real captured and original lengths by the project's cBPF interpreter
+//! (`wv_wire::bpf`, libpcap's semantics), so `len`, `less` and `greater` see
+//! the original length, as they do in tcpdump.
 
-use pcap::{BpfProgram, Capture, Linktype, Precision};
+use wv_capture::filter::{self, Filter};
 
 /// An expression compiled for one link type.
 pub struct ExactFilter {
-    program: Option<BpfProgram>,
+    program: Option<Filter>,
 }
 
 /// libpcap refused the expression.
@@ -28,14 +25,8 @@ impl ExactFilter {
         if expr.trim().is_empty() {
             return Ok(ExactFilter { program: None });
         }
-        let cap = Capture::dead_with_precision(Linktype(linktype as i32), Precision::Nano)
-            .map_err(|e| CompileError { message: e.to_string() })?;
-        let program = cap.compile(expr, true).map_err(|e| CompileError {
-            message: match e {
-                pcap::Error::PcapError(m) => m,
-                other => other.to_string(),
-            },
-        })?;
+        let program =
+            filter::compile(expr, linktype, wv_wire::MAX_SNAPLEN).map_err(|e| CompileError { message: e.message })?;
         Ok(ExactFilter { program: Some(program) })
     }
 
@@ -43,53 +34,7 @@ impl ExactFilter {
     /// `origlen` passes the filter.
     #[inline]
     pub fn matches(&self, data: &[u8], origlen: u32) -> bool {
-        match &self.program {
-            None => true,
-            Some(p) => ffi::offline_filter(p, data, origlen),
-        }
-    }
-}
-
-#[allow(unsafe_code)]
-mod ffi {
-    use pcap::BpfProgram;
-    use std::os::raw::{c_int, c_uint};
-
-    /// `struct bpf_program` of <pcap/bpf.h>.
-    #[repr(C)]
-    struct RawProgram {
-        bf_len: c_uint,
-        bf_insns: *const u8,
-    }
-
-    /// `struct pcap_pkthdr` of <pcap/pcap.h>.
-    #[repr(C)]
-    struct RawPkthdr {
-        ts: libc::timeval,
-        caplen: u32,
-        len: u32,
-    }
-
-    extern "C" {
-        fn pcap_offline_filter(fp: *const RawProgram, h: *const RawPkthdr, pkt: *const u8) -> c_int;
-    }
-
-    pub(super) fn offline_filter(p: &BpfProgram, data: &[u8], origlen: u32) -> bool {
-        let insns = p.get_instructions();
-        let prog = RawProgram { bf_len: insns.len() as c_uint, bf_insns: insns.as_ptr().cast() };
-        let hdr = RawPkthdr {
-            ts: libc::timeval { tv_sec: 0, tv_usec: 0 },
-            caplen: data.len() as u32,
-            // As the file says, even when smaller than caplen: tcpdump does the same.
-            len: origlen,
-        };
-        // SAFETY: `prog` points at the instructions owned by `p`, which
-        // outlives this call (`get_instructions` returns the compiled
-        // program's `bpf_insn` array: `BpfInstruction` is
-        // `repr(transparent)` over `bpf_insn`). `hdr.caplen` is exactly the
-        // length of `data`, and libpcap's interpreter bounds every load by
-        // caplen, so it reads only inside `data`. The call keeps no pointer.
-        unsafe { pcap_offline_filter(&prog, &hdr, data.as_ptr()) != 0 }
+        self.program.as_ref().is_none_or(|p| p.matches(data, origlen))
     }
 }
 

@@ -6,6 +6,7 @@
 //! * [`filter`] runs the libpcap-compiled expression on each candidate.
 //! * [`exec`] chooses files by time, reads candidate blocks, merges by timestamp.
 //! * [`time`] parses the times users give.
+#![deny(unsafe_code)]
 
 pub mod exec;
 pub mod expr;

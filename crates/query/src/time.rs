@@ -96,7 +96,7 @@ fn parse_rfc3339(t: &str) -> Result<u64, &'static str> {
     let bad = "it is not RFC 3339";
     let date = t.get(..10).ok_or(bad)?;
     let (y, m, d) = (
-        num(&date[0..4], 4).ok_or(bad)?,
+        num(date.get(0..4).ok_or(bad)?, 4).ok_or(bad)?,
         num(date.get(5..7).ok_or(bad)?, 2).ok_or(bad)?,
         num(date.get(8..10).ok_or(bad)?, 2).ok_or(bad)?,
     );
@@ -153,7 +153,7 @@ fn parse_rfc3339(t: &str) -> Result<u64, &'static str> {
     if secs < 0 {
         return Err("it lies before 1970");
     }
-    Ok(secs as u64 * 1_000_000_000 + frac_ns)
+    (secs as u64).checked_mul(1_000_000_000).and_then(|ns| ns.checked_add(frac_ns)).ok_or("it lies after 2554")
 }
 
 #[cfg(test)]
@@ -185,5 +185,16 @@ mod tests {
         assert!(parse_time("10 parsecs ago", NOW).is_err());
         let e = parse_time("1.2.3", NOW).unwrap_err();
         assert!(e.to_string().starts_with("cannot read time '1.2.3'"));
+    }
+
+    #[test]
+    fn fuzz_regressions() {
+        // Nanoseconds past u64 (year > 2554) overflowed.
+        assert!(parse_time("9999-12-31T23:59:59.999999999Z", 0).is_err());
+        assert!(parse_time("2554-07-21T23:34:33.709551615Z", 0).is_ok());
+        assert!(parse_time("2554-07-21T23:34:33.709551616Z", 0).is_err());
+        // A multi-byte character across the year's end sliced mid-character.
+        assert!(parse_time("202\u{20ac}-11-22", 0).is_err());
+        assert!(parse_time("2\u{e9}\u{e9}\u{e9}\u{e9}", 0).is_err());
     }
 }

@@ -4,6 +4,8 @@
 //! objects from the validated plan, and maps errors to exit codes. The
 //! mechanisms live in the library crates.
 
+#![deny(unsafe_code)]
+
 mod cmd;
 
 use clap::{Parser, Subcommand};
