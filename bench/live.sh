@@ -7,15 +7,17 @@
 #
 # Environment: WIREVAULT (binary), N64 / N1514 (frames per run, default 3M each), TOOLS
 # (default "tcpdump dumpcap netsniff-ng stenotype wirevault"), SCENARIOS (default
-# "1core contention"), SIZES (default "64 1514"), BUF (capture buffer per tool, default 256 MiB).
+# "1core contention"), SIZES (default "64 1514"), BUF (capture buffer per tool, default 256 MiB),
+# NICE (nice level of generator and tools, default -10), TOOL_PREFIX (wraps every tool, e.g.
+# "chrt -f 1"), KEEP_LOGS (directory to keep each tool's stdout/stderr in).
 #
 # Scenarios:
 #   1core       trafgen on CPU 0 (taskset -c 0, -P 1), the capture tool pinned to CPU 1
 #               (taskset -c 1; wirevault --cpus 1: capture worker and writer on CPU 1).
 #   contention  trafgen on both CPUs (-P 2), the capture tool unpinned.
 # Per run: the tool starts in the receiver namespace and warms up (until it holds a packet socket
-# and its CPU use has settled), then trafgen sends exactly N frames, 2 s later the tool gets SIGINT
-# (SIGKILL after 15 s if it does not exit). CPU = the tool's utime+stime over all threads and reaped
+# and its CPU use has settled), then trafgen sends exactly N frames; once the tool has drained its
+# buffers (its CPU use stopped; 2..30 s) it gets SIGINT (SIGKILL after 15 s if it does not exit). CPU = the tool's utime+stime over all threads and reaped
 # children (getrusage at exit, via bench/lib/live_helper.py) minus what it used during warm-up
 # (reported separately as "startup CPU"). "arrived" = rx_packets delta of the capture veth (what
 # the kernel offered to every packet socket); stored % = stored / arrived. Frames are unicast to a
@@ -48,6 +50,8 @@ TOOLS=${TOOLS:-"tcpdump dumpcap netsniff-ng stenotype wirevault"}
 SCENARIOS=${SCENARIOS:-"1core contention"}
 SIZES=${SIZES:-"64 1514"}
 BUF=${BUF:-256}   # MiB, for every tool
+NICE=${NICE:--10} # generator and tools run at this nice level (shields them from background jobs)
+TOOL_PREFIX=${TOOL_PREFIX:-}  # e.g. "chrt -f 1": run every capture tool under this command
 WORK=$(realpath -m "${1:-$ROOT/bench-live.$$}")
 S=wvlive-s$$      # sender namespace
 R=wvlive-r$$      # receiver namespace
@@ -118,9 +122,9 @@ tool_cmd() { # tool scenario out -> prints the command (one word per line)
 gen_cmd() { # size scenario n
   local sz=$1 sc=$2 n=$3
   if [ "$sc" = 1core ]; then
-    echo "ip netns exec $S taskset -c 0 trafgen --no-sock-mem -i udp$sz.cfg -o vethA -n $n -P 1 -q"
+    echo "ip netns exec $S nice -n $NICE taskset -c 0 trafgen --no-sock-mem -i udp$sz.cfg -o vethA -n $n -P 1 -q"
   else
-    echo "ip netns exec $S trafgen --no-sock-mem -i udp$sz.cfg -o vethA -n $n -P 2 -q"
+    echo "ip netns exec $S nice -n $NICE trafgen --no-sock-mem -i udp$sz.cfg -o vethA -n $n -P 2 -q"
   fi
 }
 
@@ -145,7 +149,7 @@ run_one() { # tool size scenario
     # stenotype drops privileges to nobody:nogroup and writes PKT<thread>/ and IDX<thread>/
     mkdir -p "$out/steno/PKT0" "$out/steno/IDX0"; chown -R nobody:nogroup "$out/steno"
   fi
-  ip netns exec "$R" "${pin[@]}" python3 "$HELPER" run "$out/rusage" -- "${cmd[@]}" \
+  ip netns exec "$R" nice -n "$NICE" "${pin[@]}" $TOOL_PREFIX python3 "$HELPER" run "$out/rusage" -- "${cmd[@]}" \
     >"$out/stdout" 2>"$out/stderr" &
   local wrapper=$!
   local i=0
@@ -180,7 +184,9 @@ run_one() { # tool size scenario
   rx1=$(rxp); rxd1=$(rxd); txd1=$(txd); txp1=$(txp); sd1=$(softnet_drops)
   sent=$(echo "$gen_out" | awk '/packets outgoing/ {print $1; exit}')
   [ -n "$sent" ] || sent=$((txp1 - txp0))
-  sleep 2
+  # let the tool drain its kernel ring and buffers: SIGINT once its CPU use has stopped
+  local drain
+  drain=$(python3 "$HELPER" idle "$TOOL_PID" 2 30)
   kill -INT "$TOOL_PID" 2>/dev/null || true
   local killed="" idx_seen=0
   for i in $(seq 150); do
@@ -249,8 +255,8 @@ PY
   cpu=$(python3 -c "print(max(0.0, $usr + $sys - $startup))")
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sz" "$sc" "$tool" "$sent" \
     "$((rx1 - rx0))" "$stored" "$drops" "$cpu" "$startup" "$(python3 -c "print(round($t1 - $t0, 2))")" \
-    "$((rxd1 - rxd0))" "$((txd1 - txd0))" "$((sd1 - sd0))" "$extra" "$waited" >>"$ROWS"
-  log "$sc ${sz}B $tool: sent $sent arrived $((rx1 - rx0)) stored $stored cpu ${cpu}s (startup ${startup}s, warm-up ${waited}s) drops: $drops ${extra:+[$extra]}"
+    "$((rxd1 - rxd0))" "$((txd1 - txd0))" "$((sd1 - sd0))" "$extra" "$waited" "$drain" >>"$ROWS"
+  log "$sc ${sz}B $tool: sent $sent arrived $((rx1 - rx0)) stored $stored cpu ${cpu}s (startup ${startup}s, warm-up ${waited}s, drain ${drain}s) drops: $drops ${extra:+[$extra]}"
   if [ -n "${KEEP_LOGS:-}" ]; then  # debugging: keep the tool's output
     mkdir -p "$KEEP_LOGS/$(basename "$out")"; cp "$out"/std* "$out"/rusage* "$KEEP_LOGS/$(basename "$out")/" 2>/dev/null || true
   fi
@@ -260,7 +266,7 @@ PY
 # --- header and runs -----------------------------------------------------------------------------
 echo "## Live capture benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, captures in $WORK on $(findmnt -no FSTYPE -T "$WORK"))"
 echo
-echo "<!-- commands (\$OUT = per-run temp dir; 1core: tools under 'taskset -c 1', trafgen under 'taskset -c 0' with -P 1; contention: nothing pinned, trafgen -P 2):"
+echo "<!-- commands (\$OUT = per-run temp dir; every tool runs as 'ip netns exec RECV nice -n $NICE [taskset -c 1 in 1core] bench/lib/live_helper.py run ... -- TOOL', 1core pins trafgen to CPU 0, contention pins nothing):"
 for sc in 1core; do
   echo "  generator: $(gen_cmd SIZE 1core N)"
   echo "  generator: $(gen_cmd SIZE contention N)   (udpSIZE.cfg: eth/ipv4/udp to $DST_MAC, 64 B = 60 B + FCS, 1514 B)"

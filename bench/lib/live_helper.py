@@ -10,6 +10,7 @@
                                         wait until REGEX matches in FILE (the tool says it runs), PID
                                         holds a packet socket of its network namespace and its CPU
                                         use has settled (ring set up); print the seconds waited
+  live_helper.py idle PID MIN_S MAX_S   wait until PID's CPU use has stopped (it drained its buffers)
   live_helper.py steno DIR              packets in stenotype's block files below DIR (TPACKET_V3
                                         blocks of 1 MiB: tpacket_block_desc.hdr.num_pkts at offset 12)
   live_helper.py drops TOOL FILE...     the drop count a tool reports (its stderr/stdout/log/stats)
@@ -115,6 +116,23 @@ def cmd_ready(pid, max_s, marker=None, regex=None):
     print(f"{time.monotonic() - t0:.1f}")
 
 
+def cmd_idle(pid, min_s, max_s):
+    """Wait until PID has drained what it had buffered: its CPU use stays < 5 ms per 200 ms for
+    1 s; at least min_s, at most max_s. Print the seconds waited."""
+    t0 = time.monotonic()
+    calm = 0
+    last = cpu_seconds(pid)
+    while os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.2)
+        now = cpu_seconds(pid)
+        calm = calm + 1 if now - last < 0.005 else 0
+        last = now
+        el = time.monotonic() - t0
+        if (calm >= 5 and el >= min_s) or el >= max_s:
+            break
+    print(f"{time.monotonic() - t0:.1f}")
+
+
 def cmd_steno(d):
     total = 0
     for path in glob.glob(os.path.join(d, "**", "PKT*", "*"), recursive=True) + glob.glob(
@@ -184,6 +202,8 @@ def main():
         print(f"{cpu_seconds(int(a[1])):.6f}")
     elif a[0] == "ready":
         cmd_ready(int(a[1]), float(a[2]), *(a[3:5] if len(a) >= 5 else []))
+    elif a[0] == "idle":
+        cmd_idle(int(a[1]), float(a[2]), float(a[3]))
     elif a[0] == "steno":
         cmd_steno(a[1])
     elif a[0] == "drops":

@@ -114,7 +114,8 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         "d" => v * 86400.0,
         _ => return None,
     };
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    // try_: seconds beyond Duration's range (e.g. 1e20 days) would panic.
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::try_from_secs_f64(secs).ok()).flatten()
 }
 
 /// The generator.
@@ -254,6 +255,14 @@ mod tests {
         assert!(parse_spec("size=59").unwrap_err().contains("60..=9000"));
         assert!(parse_spec("bogus=1").unwrap_err().contains("unknown"));
         assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn duration_beyond_range_is_an_error() {
+        // Found by fuzz/config: Duration::from_secs_f64 panicked past u64 seconds.
+        assert_eq!(parse_duration("99999999999999999999999d"), None);
+        assert!(parse_spec("duration=99999999999999999999999d").unwrap_err().contains("duration"));
+        assert_eq!(parse_duration("1d"), Some(Duration::from_secs(86_400)));
     }
 
     #[test]

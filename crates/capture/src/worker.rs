@@ -13,12 +13,33 @@ pub struct Delivery<'a> {
     counts: &'a mut Counts,
     /// Packets that may still be stored before the count limit.
     remaining: &'a mut u64,
+    /// The user's snapshot length (`-s`): packets are cut to it.
+    snaplen: u32,
 }
 
 impl Delivery<'_> {
-    /// Stores one packet whose captured bytes are the concatenation of `parts`.
+    /// Stores one packet whose captured bytes are the concatenation of
+    /// `parts` (at most four), cut to the user's snapshot length.
     #[inline]
     pub fn packet(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
+        let snaplen = snaplen.min(self.snaplen);
+        let caplen: usize = parts.iter().map(|p| p.len()).sum();
+        if caplen > snaplen as usize {
+            let mut cut: [&[u8]; 4] = [&[]; 4];
+            let (mut left, mut n) = (snaplen as usize, 0);
+            for p in parts.iter().take(4) {
+                let take = p.len().min(left);
+                cut[n] = &p[..take];
+                n += 1;
+                left -= take;
+            }
+            return self.store(ts_ns, linktype, snaplen, origlen, &cut[..n]);
+        }
+        self.store(ts_ns, linktype, snaplen, origlen, parts)
+    }
+
+    #[inline]
+    fn store(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
         self.counts.delivered += 1;
         if *self.remaining == 0 {
             self.counts.dropped_shutdown += 1;
@@ -55,6 +76,15 @@ impl Delivery<'_> {
     }
 }
 
+/// What stops a worker besides its source and what it stores per packet.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Stop after storing this many packets.
+    pub max_packets: Option<u64>,
+    /// Cut packets to this many bytes (`-s`).
+    pub snaplen: u32,
+}
+
 /// Wall clock in nanoseconds since the epoch.
 pub fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
@@ -68,11 +98,12 @@ pub fn run<S: Source + ?Sized>(
     stream: &mut StreamProducer,
     stop: &AtomicBool,
     shared: &SharedCounts,
-    max_packets: Option<u64>,
+    limits: Limits,
 ) -> Result<Counts, CaptureError> {
     let mut counts = Counts::default();
-    let mut remaining = max_packets.unwrap_or(u64::MAX);
-    let result = pump(src, stream, stop, shared, &mut counts, &mut remaining);
+    let mut remaining = limits.max_packets.unwrap_or(u64::MAX);
+    let snaplen = limits.snaplen;
+    let result = pump(src, stream, stop, shared, &mut counts, &mut remaining, snaplen);
     // Drain what the source already accepted, even after an error, so
     // nothing it took in goes uncounted.
     let drained = src.stop_intake().and_then(|()| {
@@ -80,7 +111,7 @@ pub fn run<S: Source + ?Sized>(
             return Ok(());
         }
         loop {
-            let mut d = Delivery { stream, counts: &mut counts, remaining: &mut remaining };
+            let mut d = Delivery { stream, counts: &mut counts, remaining: &mut remaining, snaplen };
             match src.poll(&mut d)? {
                 Poll::Packets => continue,
                 Poll::Idle if !src.drained_when_idle() => continue,
@@ -104,25 +135,30 @@ fn pump<S: Source + ?Sized>(
     shared: &SharedCounts,
     counts: &mut Counts,
     remaining: &mut u64,
+    snaplen: u32,
 ) -> Result<(), CaptureError> {
     let mut batches = 0u32;
+    let mut kernel_read_ns = 0u64;
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let mut d = Delivery { stream, counts, remaining };
+        let mut d = Delivery { stream, counts, remaining, snaplen };
         let p = src.poll(&mut d)?;
         let done = d.limit_reached();
         batches = batches.wrapping_add(1);
         // One clock read per batch (or every 16 when busy): time rotation and idle flushes.
         if p != Poll::Packets || batches % 16 == 0 {
-            stream.tick(now_ns());
-            shared.publish(counts, stream.arena_fill());
-            if batches % 1024 == 0 {
+            let now = now_ns();
+            stream.tick(now);
+            // Kernel counters once a second (one getsockopt per socket).
+            if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
+                kernel_read_ns = now;
                 let kc = src.kernel_counts()?;
                 counts.filtered_kernel = kc.filtered;
                 counts.dropped_kernel = kc.dropped;
             }
+            shared.publish(counts, stream.arena_fill());
         }
         if p == Poll::End || done {
             return Ok(());

@@ -39,6 +39,13 @@ pub struct StreamConfig {
     pub block_size: u64,
     /// Flush a partial block after this long without a commit.
     pub flush_after_ns: u64,
+    /// Close a file at its time boundary by the wall clock, this long after
+    /// the boundary, even if no packet arrives (live and generated traffic,
+    /// whose timestamps follow the clock). The grace lets packets stamped
+    /// before the boundary but handed over late by the kernel (a ring block
+    /// is retired up to its timeout later) still go into their file. `None`
+    /// for files read from disk, whose timestamps are not today's.
+    pub clock_close_grace_ns: Option<u64>,
 }
 
 /// Per-stream counters kept by the producer (plain integers; published by the caller).
@@ -237,8 +244,8 @@ impl StreamProducer {
     /// current wall clock: closes the file at its time boundary and flushes a
     /// partial block that has waited too long.
     pub fn tick(&mut self, now_ns: u64) {
-        if let Some(f) = &self.file {
-            if now_ns >= f.boundary {
+        if let (Some(f), Some(grace)) = (&self.file, self.cfg.clock_close_grace_ns) {
+            if now_ns >= f.boundary.saturating_add(grace) {
                 self.close_file();
                 return;
             }

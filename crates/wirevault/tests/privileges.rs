@@ -45,7 +45,19 @@ fn drops_to_user_and_creates_0640_files() {
     assert!(files >= 4, "expected several files and indexes, got {files}");
     // A bad user name is one clear sentence and exit code 2.
     let bad = Command::new(BIN)
-        .args(["record", "-o", store.to_str().unwrap(), "--synthetic", "count=1", "--buffer", "8M", "--block-size", "256K", "--user", "no-such-user-wv"])
+        .args([
+            "record",
+            "-o",
+            store.to_str().unwrap(),
+            "--synthetic",
+            "count=1",
+            "--buffer",
+            "8M",
+            "--block-size",
+            "256K",
+            "--user",
+            "no-such-user-wv",
+        ])
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));

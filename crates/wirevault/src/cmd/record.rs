@@ -461,6 +461,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
                 file_time_ns: p.file_time_ns,
                 block_size: p.block_size,
                 flush_after_ns: 1_000_000_000,
+                clock_close_grace_ns: (file_source_idx.is_none()).then_some(250_000_000),
             },
         );
         sp.set_writer(wt.thread().clone());
@@ -468,7 +469,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         let sc = Arc::new(SharedCounts::default());
         let (stop2, sc2) = (stop.clone(), sc.clone());
         let ccpu = p.cpus.as_ref().map(|c| c[id % c.len()]);
-        let max = a.count;
+        let limits = wv_capture::worker::Limits { max_packets: a.count, snaplen: p.snaplen };
         let is_file = file_source_idx == Some(id);
         let (ptx, prx) = std::sync::mpsc::channel::<Vec<String>>();
         if is_file {
@@ -480,7 +481,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
                 if let Some(c) = ccpu {
                     let _ = wv_sys::cpu::pin_current_thread(c);
                 }
-                let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, max);
+                let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, limits);
                 if is_file {
                     let _ = ptx.send(file_problems(src.as_ref()));
                 }

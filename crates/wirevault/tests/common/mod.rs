@@ -1,0 +1,876 @@
+//! Fixtures shared by the `record_*` integration tests: the real binary, temp
+//! directories, a pair of network namespaces joined by a veth pair, a pcap
+//! writer for test frames, a recorder process handle, and the checks every
+//! store must pass (catalog against files, peers' readers, exact counters).
+//!
+//! The tests compare what wirevault stored with what was sent by reading the
+//! stored files with the project's own reader (`wv_wire::reader`) *and* by
+//! having tcpdump/capinfos open them: a file that our reader accepts but
+//! Wireshark's or libpcap's rejects is a bug too.
+//!
+//! Tests that need root or outside tools skip with a printed `SKIP` line when
+//! those are missing, except under CI (`CI=true`), where `scripts/install-deps.sh`
+//! has installed every tool and a missing one is a failure.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_wirevault")
+}
+
+/// `wirevault` as a command, with arguments to add.
+pub fn wirevault() -> Command {
+    Command::new(bin())
+}
+
+/// True when running under CI, where skipping for a missing tool is a failure.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// True if the test may go on; prints why not otherwise.
+pub fn need_root(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    eprintln!("SKIP {test}: needs root (network namespaces, AF_PACKET sockets)");
+    false
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(tool).is_file()))
+        || ["/usr/sbin", "/sbin"].iter().any(|d| Path::new(d).join(tool).is_file())
+}
+
+/// True if every tool is installed. A missing tool skips the test with a
+/// message, or fails it under CI.
+pub fn need_tools(test: &str, tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if in_ci() {
+        panic!("{test}: CI needs {} (scripts/install-deps.sh installs them)", missing.join(", "));
+    }
+    eprintln!("SKIP {test}: {} not installed (run scripts/install-deps.sh)", missing.join(", "));
+    false
+}
+
+/// Wall clock in nanoseconds since the epoch.
+pub fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+static UNIQUE: AtomicU32 = AtomicU32::new(0);
+
+/// A per-process unique number for names of temp dirs and namespaces.
+fn unique() -> u32 {
+    UNIQUE.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Serialises tests that put load on the machine (live capture, traffic at
+/// top speed), so that parallel tests do not make each other drop packets.
+pub fn heavy_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A temporary directory, removed on drop unless the test failed (then its
+/// path is printed so the store can be inspected) or `WV_KEEP_TEMP` is set.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("wirevault-test-{}-{}-{name}", std::process::id(), unique()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).expect("create temp dir");
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, p: impl AsRef<Path>) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() || std::env::var_os("WV_KEEP_TEMP").is_some() {
+            eprintln!("kept {}", self.0.display());
+        } else {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Runs a command to completion; panics with its output if it fails.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Asserts that stderr shows no panic and no backtrace.
+pub fn assert_no_panic(stderr: &str, what: &str) {
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE") && !stderr.contains("stack backtrace"),
+        "{what}: wirevault panicked:\n{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Network namespaces
+
+/// Two fresh network namespaces joined by a veth pair (`veth-a` in `ns_a`,
+/// `veth-b` in `ns_b`), MTU 9000, with IPv6 and ARP off and no addresses so
+/// that the kernel sends nothing on its own: every frame on the link is one
+/// the test sent. Dropping it deletes both namespaces (and with them the
+/// veth pair).
+pub struct VethPair {
+    pub ns_a: String,
+    pub ns_b: String,
+    pub if_a: &'static str,
+    pub if_b: &'static str,
+}
+
+fn ip(args: &[&str]) {
+    run_ok(Command::new("ip").args(args));
+}
+
+impl VethPair {
+    pub fn new() -> VethPair {
+        remove_stale_namespaces();
+        let base = format!("wvt-{}-{}", std::process::id(), unique());
+        let pair = VethPair { ns_a: format!("{base}-a"), ns_b: format!("{base}-b"), if_a: "veth-a", if_b: "veth-b" };
+        for ns in [&pair.ns_a, &pair.ns_b] {
+            ip(&["netns", "add", ns]);
+            // Before the veth exists, so that it never gets an IPv6 address
+            // (no ND, MLD or router solicitations on the link).
+            run_ok(
+                Command::new("ip")
+                    .args(["netns", "exec", ns, "sysctl", "-qw"])
+                    .args(["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]),
+            );
+        }
+        ip(&[
+            "link", "add", pair.if_a, "netns", &pair.ns_a, "type", "veth", "peer", "name", pair.if_b, "netns",
+            &pair.ns_b,
+        ]);
+        for (ns, dev) in [(&pair.ns_a, pair.if_a), (&pair.ns_b, pair.if_b)] {
+            ip(&["-n", ns, "link", "set", "dev", dev, "mtu", "9000", "arp", "off", "multicast", "off", "up"]);
+        }
+        // veth reports carrier as soon as both ends are up; wait for it so
+        // that tcpreplay never meets a link that is still down.
+        for (ns, dev) in [(&pair.ns_a, pair.if_a), (&pair.ns_b, pair.if_b)] {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let out = run_ok(Command::new("ip").args(["-n", ns, "-o", "link", "show", "dev", dev]));
+                if String::from_utf8_lossy(&out.stdout).contains("LOWER_UP") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{dev} in {ns} never came up");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        pair
+    }
+
+    /// `ip netns exec NS` followed by a program.
+    pub fn exec(ns: &str, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, program]);
+        c
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        for ns in [&self.ns_a, &self.ns_b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+/// Deletes namespaces left behind by test processes that no longer exist
+/// (a test killed by a signal cannot run its Drop guard).
+fn remove_stale_namespaces() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix("wvt-") else {
+            continue;
+        };
+        let pid: u32 = rest.split('-').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if pid != 0 && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Test frames and pcap files
+
+/// One frame as sent or as expected on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub ts_ns: u64,
+    pub origlen: u32,
+    pub data: Vec<u8>,
+}
+
+/// What kind of frame [`test_frames`] made; the filter tests need to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// IPv4/UDP with port 53 as source or destination.
+    Dns,
+    /// IPv4/UDP on another port.
+    Udp,
+    /// IPv4/TCP to port 53 (must not match `udp port 53`).
+    TcpDns,
+    /// 802.1Q-tagged (some with priority 7, DEI, VID 0) non-IP frame.
+    Vlan,
+    /// 802.1ad + 802.1Q (QinQ) non-IP frame.
+    QinQ,
+    /// Untagged non-IP frame (local experimental EtherType 0x88b5).
+    Raw,
+}
+
+pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+fn ipv4_header(total_len: usize, proto: u8, seq: u32) -> [u8; 20] {
+    let mut h = [0u8; 20];
+    h[0] = 0x45;
+    h[2..4].copy_from_slice(&(total_len as u16).to_be_bytes());
+    h[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
+    h[6] = 0x40; // DF
+    h[8] = 64;
+    h[9] = proto;
+    h[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    h[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let mut sum = 0u32;
+    for w in h.chunks(2) {
+        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    h
+}
+
+/// Builds frame number `seq` of kind `kind`, exactly `size` bytes long, its
+/// payload the sequence number followed by a pattern that differs per frame.
+pub fn make_frame(seq: u32, kind: Kind, size: usize) -> Vec<u8> {
+    let mut f = Vec::with_capacity(size);
+    f.extend_from_slice(&DST_MAC);
+    f.extend_from_slice(&SRC_MAC);
+    match kind {
+        Kind::Dns | Kind::Udp | Kind::TcpDns => {
+            f.extend_from_slice(&0x0800u16.to_be_bytes());
+            let ip_len = size - 14;
+            let proto = if kind == Kind::TcpDns { 6 } else { 17 };
+            f.extend_from_slice(&ipv4_header(ip_len, proto, seq));
+            let (sport, dport): (u16, u16) = match kind {
+                Kind::Dns if seq % 2 == 0 => (40000 + (seq % 1000) as u16, 53),
+                Kind::Dns => (53, 40000 + (seq % 1000) as u16),
+                Kind::Udp => (40000, 5353 + (seq % 3) as u16),
+                _ => (40001, 53),
+            };
+            f.extend_from_slice(&sport.to_be_bytes());
+            f.extend_from_slice(&dport.to_be_bytes());
+            if kind == Kind::TcpDns {
+                f.extend_from_slice(&seq.to_be_bytes()); // sequence number
+                f.extend_from_slice(&[0, 0, 0, 0, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
+            } else {
+                f.extend_from_slice(&((ip_len - 20) as u16).to_be_bytes());
+                f.extend_from_slice(&[0, 0]); // no checksum (allowed in IPv4)
+            }
+        }
+        Kind::Vlan => {
+            // Priority 0..7, DEI on every 5th, VID 0 (priority tag) on every 11th.
+            let vid = if seq % 11 == 0 { 0 } else { 1 + seq % 4094 };
+            let tci = ((seq % 8) << 13) | if seq % 5 == 0 { 1 << 12 } else { 0 } | vid;
+            f.extend_from_slice(&0x8100u16.to_be_bytes());
+            f.extend_from_slice(&(tci as u16).to_be_bytes());
+            f.extend_from_slice(&0x88b5u16.to_be_bytes());
+        }
+        Kind::QinQ => {
+            f.extend_from_slice(&0x88a8u16.to_be_bytes());
+            f.extend_from_slice(&(100 + (seq % 100) as u16).to_be_bytes());
+            f.extend_from_slice(&0x8100u16.to_be_bytes());
+            f.extend_from_slice(&(200 + (seq % 100) as u16).to_be_bytes());
+            f.extend_from_slice(&0x88b5u16.to_be_bytes());
+        }
+        Kind::Raw => f.extend_from_slice(&0x88b5u16.to_be_bytes()),
+    }
+    assert!(f.len() + 4 <= size, "frame {seq} of {size} bytes too small for {kind:?}");
+    f.extend_from_slice(&seq.to_be_bytes());
+    let mut x = seq.wrapping_mul(2_654_435_761);
+    while f.len() < size {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        f.push((x >> 24) as u8);
+    }
+    f
+}
+
+/// The kind of frame number `seq` in [`test_frames`].
+pub fn kind_of(seq: u32) -> Kind {
+    match seq % 10 {
+        0 | 4 => Kind::Dns,
+        1 | 8 => Kind::Udp,
+        2 => Kind::TcpDns,
+        3 | 9 => Kind::Vlan,
+        6 => Kind::QinQ,
+        _ => Kind::Raw,
+    }
+}
+
+/// A known sequence of `n` frames with sizes from 60 to 9000 bytes (and the
+/// largest an MTU of 9000 admits: 9014 untagged, 9018 with one VLAN tag),
+/// of every [`Kind`], each carrying its sequence number, timestamps 1 ms
+/// apart starting at `start_ns` (whole microseconds).
+pub fn test_frames(n: u32, start_ns: u64) -> Vec<Frame> {
+    (0..n)
+        .map(|seq| {
+            let kind = kind_of(seq);
+            let size = match seq {
+                1 => 9014,
+                3 => 9018,
+                _ if seq % 13 == 0 => 60,
+                _ if seq % 17 == 0 => 9000,
+                _ if seq % 4 == 0 => 60 + (seq as usize * 7) % 200,
+                _ => 60 + (seq as usize * 4463) % (9000 - 60 + 1),
+            };
+            let min = match kind {
+                Kind::Dns | Kind::Udp | Kind::TcpDns => 14 + 20 + 20 + 4,
+                _ => 60,
+            };
+            let data = make_frame(seq, kind, size.max(min));
+            Frame { ts_ns: start_ns + seq as u64 * 1_000_000, origlen: data.len() as u32, data }
+        })
+        .collect()
+}
+
+/// Writes a little-endian pcap file (µs or ns timestamps) of `frames`.
+pub fn write_pcap(path: &Path, linktype: u32, snaplen: u32, nanos: bool, frames: &[Frame]) {
+    let mut b = Vec::with_capacity(24 + frames.iter().map(|f| 16 + f.data.len()).sum::<usize>());
+    let magic: u32 = if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
+    b.extend_from_slice(&magic.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&snaplen.to_le_bytes());
+    b.extend_from_slice(&linktype.to_le_bytes());
+    for f in frames {
+        let (sec, frac) = if nanos {
+            (f.ts_ns / 1_000_000_000, f.ts_ns % 1_000_000_000)
+        } else {
+            (f.ts_ns / 1_000_000_000, f.ts_ns % 1_000_000_000 / 1000)
+        };
+        b.extend_from_slice(&(sec as u32).to_le_bytes());
+        b.extend_from_slice(&(frac as u32).to_le_bytes());
+        b.extend_from_slice(&(f.data.len() as u32).to_le_bytes());
+        b.extend_from_slice(&f.origlen.to_le_bytes());
+        b.extend_from_slice(&f.data);
+    }
+    fs::File::create(path)
+        .and_then(|mut w| w.write_all(&b))
+        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+// ---------------------------------------------------------------------------
+// Reading captures
+
+/// One record as read back from a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rec {
+    pub ts_ns: u64,
+    pub caplen: u32,
+    pub origlen: u32,
+    pub linktype: u32,
+    pub snaplen: u32,
+    pub data: Vec<u8>,
+}
+
+/// Every record of a capture file, read with the project's reader; panics
+/// (naming the file) if the file is not entirely valid.
+pub fn read_capture(path: &Path) -> (wv_wire::reader::Format, Vec<Rec>) {
+    let f = fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut r =
+        wv_wire::reader::Reader::new(f).unwrap_or_else(|e| panic!("{} is not a valid capture: {e}", path.display()));
+    let mut v = Vec::new();
+    loop {
+        match r.next_packet() {
+            Ok(Some(p)) => v.push(Rec {
+                ts_ns: p.ts_ns,
+                caplen: p.caplen,
+                origlen: p.origlen,
+                linktype: p.linktype,
+                snaplen: p.snaplen,
+                data: p.data.to_vec(),
+            }),
+            Ok(None) => break,
+            Err(e) => panic!("{} after {} records: {e}", path.display(), v.len()),
+        }
+    }
+    (r.format(), v)
+}
+
+/// Asserts that `got` holds exactly `want`, in order: same bytes, captured
+/// and original lengths, and (if `check_ts`) timestamps. The message names
+/// the first difference.
+pub fn assert_same_frames(want: &[Frame], got: &[Rec], check_ts: bool, what: &str) {
+    let n = want.len().min(got.len());
+    for i in 0..n {
+        let (w, g) = (&want[i], &got[i]);
+        if g.data != w.data || g.origlen != w.origlen || g.caplen as usize != w.data.len() {
+            let diff = w.data.iter().zip(&g.data).position(|(a, b)| a != b);
+            panic!(
+                "{what}: frame {i} differs: sent {} bytes (orig {}), stored {} bytes (orig {}); \
+                 first differing byte {diff:?}\n sent:   {}\n stored: {}",
+                w.data.len(),
+                w.origlen,
+                g.data.len(),
+                g.origlen,
+                hex(&w.data[..w.data.len().min(48)]),
+                hex(&g.data[..g.data.len().min(48)])
+            );
+        }
+        if check_ts {
+            assert_eq!(g.ts_ns, w.ts_ns, "{what}: timestamp of frame {i}");
+        }
+    }
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{what}: {} frames expected, {} stored (the first {n} are identical)",
+        want.len(),
+        got.len()
+    );
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+// ---------------------------------------------------------------------------
+// Stores
+
+/// One closed file of a store, as its catalog line describes it and as its
+/// bytes read.
+pub struct StoredFile {
+    pub entry: Value,
+    pub path: PathBuf,
+    pub format: wv_wire::reader::Format,
+    pub records: Vec<Rec>,
+}
+
+pub fn stats(store: &Path) -> Value {
+    let p = store.join("stats.json");
+    let s = fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
+    serde_json::from_str(&s).unwrap_or_else(|e| panic!("{} is not JSON ({e}): {s}", p.display()))
+}
+
+pub fn catalog(store: &Path) -> Vec<Value> {
+    let p = store.join("catalog.jsonl");
+    let s = fs::read_to_string(&p).unwrap_or_default();
+    s.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad catalog line ({e}): {l}"))).collect()
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("catalog/stats field {k} missing or not a number in {v}"))
+}
+
+/// Checks a finished store and returns its files in catalog order:
+/// no `.part` file is left; the catalog lists every capture file of every
+/// stream and nothing else; each line agrees with its file (size, packets,
+/// first/last timestamp, link type, snaplen, format) and names an index
+/// that exists; files of one stream follow each other in sequence order.
+pub fn check_store(store: &Path) -> Vec<StoredFile> {
+    let mut on_disk = Vec::new();
+    let mut parts = Vec::new();
+    for d in fs::read_dir(store).expect("read store").flatten() {
+        let dp = d.path();
+        if d.file_name().to_string_lossy().ends_with(".part") {
+            parts.push(dp.clone());
+        }
+        if !dp.is_dir() {
+            continue;
+        }
+        for f in fs::read_dir(&dp).expect("read stream dir").flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".part") {
+                parts.push(f.path());
+            } else if name.ends_with(".pcap") || name.ends_with(".pcapng") {
+                on_disk.push(f.path().strip_prefix(store).unwrap().to_path_buf());
+            }
+        }
+    }
+    assert!(parts.is_empty(), "left-over .part files in {}: {parts:?}", store.display());
+    let cat = catalog(store);
+    let mut listed: Vec<PathBuf> = cat.iter().map(|e| PathBuf::from(e["file"].as_str().expect("file"))).collect();
+    let mut a = on_disk.clone();
+    a.sort();
+    listed.sort();
+    assert_eq!(a, listed, "capture files on disk and catalog lines differ");
+
+    let mut files = Vec::new();
+    let mut last_seq: std::collections::HashMap<u64, (String, u64)> = Default::default();
+    for e in cat {
+        let rel = e["file"].as_str().unwrap().to_string();
+        let path = store.join(&rel);
+        let stream = u(&e, "stream");
+        assert!(rel.starts_with(&format!("stream-{stream:03}/")), "catalog line of stream {stream} names {rel}");
+        // NAME = <time>-<sequence>.<ext>: sequence numbers increase per stream.
+        let stem = Path::new(&rel).file_stem().unwrap().to_string_lossy().into_owned();
+        let seq: u64 = stem
+            .rsplit('-')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("file name {rel} has no sequence number"));
+        if let Some((prev, s)) = last_seq.get(&stream) {
+            assert!(seq > *s, "catalog order: {rel} after {prev}");
+        }
+        last_seq.insert(stream, (rel.clone(), seq));
+
+        let size = fs::metadata(&path).unwrap_or_else(|err| panic!("{rel}: {err}")).len();
+        assert_eq!(u(&e, "bytes"), size, "{rel}: catalog bytes vs file size");
+        let (format, records) = read_capture(&path);
+        let fmt = e["format"].as_str().unwrap_or("");
+        assert_eq!(fmt, format.to_string(), "{rel}: catalog format");
+        assert!(rel.ends_with(&format!(".{fmt}")), "{rel}: extension vs format {fmt}");
+        assert_eq!(u(&e, "packets"), records.len() as u64, "{rel}: catalog packets");
+        assert!(!records.is_empty(), "{rel}: a closed file without packets");
+        assert_eq!(u(&e, "first_ns"), records[0].ts_ns, "{rel}: catalog first_ns");
+        assert_eq!(u(&e, "last_ns"), records.last().unwrap().ts_ns, "{rel}: catalog last_ns");
+        for r in &records {
+            assert_eq!(r.linktype as u64, u(&e, "linktype"), "{rel}: linktype");
+            assert_eq!(r.snaplen as u64, u(&e, "snaplen"), "{rel}: snaplen");
+        }
+        match &e["index"] {
+            Value::Null => {}
+            Value::String(i) => assert!(store.join(i).is_file(), "{rel}: index {i} missing"),
+            other => panic!("{rel}: index is {other}"),
+        }
+        files.push(StoredFile { entry: e, path, format, records });
+    }
+    files
+}
+
+/// All records of stream `stream`, concatenated in file order.
+pub fn stream_records(files: &[StoredFile], stream: u64) -> Vec<Rec> {
+    files
+        .iter()
+        .filter(|f| f.entry["stream"].as_u64() == Some(stream))
+        .flat_map(|f| f.records.iter().cloned())
+        .collect()
+}
+
+/// The final counters of a recording, checked for consistency:
+/// state "done", balanced, and received = written + filtered + every drop.
+pub struct Counters {
+    pub received: u64,
+    pub written: u64,
+    pub filtered: u64,
+    pub kernel: u64,
+    pub arena_full: u64,
+    pub write_error: u64,
+    pub shutdown: u64,
+}
+
+impl Counters {
+    pub fn drops(&self) -> u64 {
+        self.kernel + self.arena_full + self.write_error + self.shutdown
+    }
+}
+
+pub fn final_counters(store: &Path) -> Counters {
+    let s = stats(store);
+    assert_eq!(s["state"], "done", "stats.json: {s}");
+    let d = &s["dropped"];
+    let c = Counters {
+        received: u(&s, "received"),
+        written: u(&s, "written"),
+        filtered: u(&s, "filtered"),
+        kernel: u(d, "kernel"),
+        arena_full: u(d, "arena_full"),
+        write_error: u(d, "write_error"),
+        shutdown: u(d, "shutdown"),
+    };
+    assert_eq!(c.received, c.written + c.filtered + c.drops(), "received != written + filtered + drops: {s}");
+    assert_eq!(s["balanced"], true, "stats.json: {s}");
+    c
+}
+
+/// Has the peers open each file: `capinfos` (Wireshark's reader; all files
+/// in one run) must report no error or warning, and `tcpdump -r` (libpcap)
+/// must read each of the first `tcpdump_max` files to the end without a message.
+pub fn assert_peers_read(paths: &[PathBuf], tcpdump_max: usize) {
+    if paths.is_empty() {
+        return;
+    }
+    for chunk in paths.chunks(200) {
+        let out = Command::new("capinfos")
+            .args(["-c", "-M"])
+            .args(chunk)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run capinfos");
+        let err = String::from_utf8_lossy(&out.stderr);
+        // Link types Wireshark has no dissector table for are not a file
+        // problem: capinfos names them and exits 2.
+        let mut unsupported = false;
+        let problems: Vec<&str> = err
+            .lines()
+            .filter(|l| {
+                let lt = l.contains("record data that capinfos doesn't support")
+                    || (l.starts_with("(pcap: network type") && l.ends_with("unknown or unsupported)"));
+                unsupported |= lt;
+                !lt && !l.trim().is_empty()
+            })
+            .collect();
+        assert!(
+            (out.status.success() || unsupported) && problems.is_empty(),
+            "capinfos does not accept the stored files ({}): {err}",
+            out.status
+        );
+    }
+    for p in paths.iter().take(tcpdump_max) {
+        let out = Command::new("tcpdump")
+            .args(["-n", "-q", "-r"])
+            .arg(p)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run tcpdump");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let extra: Vec<&str> = err.lines().filter(|l| !l.starts_with("reading from file")).collect();
+        assert!(out.status.success() && extra.is_empty(), "tcpdump -r {} failed ({}): {err}", p.display(), out.status);
+    }
+}
+
+/// Frames of `file` as libpcap delivers them: `tcpdump -r FILE -w OUT` read
+/// back, with the link type of OUT. Microsecond pcap files are read at
+/// microsecond precision (libpcap's nanosecond scaling of a µs field wraps at
+/// 2^32 for out-of-range values), everything else at nanosecond precision.
+pub fn tcpdump_frames(file: &Path, filter: &[&str], tmp: &Path) -> (u32, Vec<Rec>) {
+    let out = tmp.join(format!("tcpdump-{}.pcap", unique()));
+    let head = fs::read(file).map(|b| b[..b.len().min(4)].to_vec()).unwrap_or_default();
+    let micro = head == [0xd4, 0xc3, 0xb2, 0xa1] || head == [0xa1, 0xb2, 0xc3, 0xd4];
+    let precision = if micro { "micro" } else { "nano" };
+    run_ok(
+        Command::new("tcpdump")
+            .arg(format!("--time-stamp-precision={precision}"))
+            .arg("-r")
+            .arg(file)
+            .arg("-w")
+            .arg(&out)
+            .args(filter),
+    );
+    let header = fs::read(&out).expect("read tcpdump output");
+    let linktype = u32::from_le_bytes(header[20..24].try_into().unwrap()) & 0x03ff_ffff;
+    let (_, recs) = read_capture(&out);
+    let _ = fs::remove_file(&out);
+    (linktype, recs)
+}
+
+/// libpcap's own complaint about a filter expression: what `tcpdump -d`
+/// prints after "tcpdump: ".
+pub fn libpcap_filter_error(expr: &str) -> String {
+    let out = Command::new("tcpdump")
+        .args(["-y", "EN10MB", "-d", expr])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tcpdump -d");
+    assert!(!out.status.success(), "tcpdump accepts filter {expr:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    err.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("tcpdump: "))
+        .unwrap_or_else(|| panic!("tcpdump -d said: {err}"))
+        .trim()
+        .to_string()
+}
+
+// ---------------------------------------------------------------------------
+// The recorder process
+
+/// How a wirevault run ended.
+pub struct Outcome {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Outcome {
+    pub fn from_output(o: Output) -> Outcome {
+        Outcome {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// Asserts exit code `code` and no panic.
+    pub fn expect(&self, code: i32, what: &str) -> &Self {
+        assert_no_panic(&self.stderr, what);
+        assert_eq!(self.code, Some(code), "{what}: exit code\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self
+    }
+}
+
+/// Runs wirevault to completion with `args`.
+pub fn run_wirevault(args: &[&str]) -> Outcome {
+    Outcome::from_output(wirevault().args(args).stdin(Stdio::null()).output().expect("run wirevault"))
+}
+
+/// A `wirevault record` running in the background (optionally inside a
+/// network namespace), with its output going to files. Dropping it kills
+/// the process if it is still running.
+pub struct Recorder {
+    child: Option<Child>,
+    pub store: PathBuf,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Recorder {
+    /// Starts `wirevault record -o STORE ARGS...` (in `netns` if given).
+    pub fn start(netns: Option<&str>, store: &Path, logs: &Path, args: &[&str]) -> Recorder {
+        let n = unique();
+        let out = logs.join(format!("recorder-{n}.out"));
+        let err = logs.join(format!("recorder-{n}.err"));
+        let mut cmd = match netns {
+            Some(ns) => VethPair::exec(ns, bin()),
+            None => wirevault(),
+        };
+        cmd.arg("record").arg("-o").arg(store).args(args);
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&out).unwrap())
+            .stderr(fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        Recorder { child: Some(child), store: store.to_path_buf(), out, err }
+    }
+
+    fn stderr_now(&self) -> String {
+        fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Waits until the recorder has its sources open: it writes
+    /// STORE/stats.json for the first time only after that.
+    pub fn wait_ready(&mut self) {
+        self.wait_for("stats.json to appear", |s| s.join("stats.json").is_file());
+    }
+
+    /// Waits until stats.json counts at least `n` received packets.
+    pub fn wait_received(&mut self, n: u64) {
+        self.wait_counter("received", n);
+    }
+
+    /// Waits until the top-level counter `key` of stats.json reaches `n`.
+    pub fn wait_counter(&mut self, key: &str, n: u64) {
+        self.wait_for(&format!("stats.json {key} >= {n}"), |s| {
+            fs::read_to_string(s.join("stats.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .and_then(|v| v[key].as_u64())
+                .is_some_and(|r| r >= n)
+        });
+    }
+
+    fn wait_for(&mut self, what: &str, done: impl Fn(&Path) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if done(&self.store) {
+                return;
+            }
+            if let Some(st) = self.exited() {
+                panic!("wirevault exited ({st}) while the test waited for {what}:\n{}", self.stderr_now());
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}:\n{}", self.stderr_now());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGTERM and waits (up to 60 s) for the process to end.
+    pub fn terminate(self) -> Outcome {
+        let pid = self.child.as_ref().unwrap().id() as libc::pid_t;
+        // SAFETY: pid is our own child, not yet reaped, so it cannot have been reused.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        self.wait(Duration::from_secs(60))
+    }
+
+    /// Waits up to `timeout` for the process to end on its own.
+    pub fn wait(mut self, timeout: Duration) -> Outcome {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(st) = self.exited() {
+                break st;
+            }
+            if Instant::now() >= deadline {
+                let e = self.stderr_now();
+                drop(self); // kills it
+                panic!("wirevault did not exit within {timeout:?}:\n{e}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        self.child = None;
+        Outcome {
+            code: status.code(),
+            stdout: fs::read_to_string(&self.out).unwrap_or_default(),
+            stderr: fs::read_to_string(&self.err).unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A background process (traffic generator) killed and reaped on drop.
+pub struct Background(pub Child);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

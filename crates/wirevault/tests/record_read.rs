@@ -1,0 +1,413 @@
+//! `wirevault record --read`: ingest of existing capture files, checked
+//! against libpcap (`tcpdump -r FILE -w OUT` is the expected result) and
+//! against Wireshark's readers (capinfos, tshark, editcap), on generated
+//! files and on the 830 files of tcpdump's own test suite. Also the errors
+//! a user can cause: bad filter, unreadable input, unwritable store.
+//!
+//! Needs tcpdump and Wireshark's command-line tools; skips without them
+//! (fails in CI). No root needed.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const N: u32 = 2000;
+const START_NS: u64 = 1_650_000_000_123_456_000;
+
+/// Records `--read FILES` into `store` with a small arena, options `opts`
+/// and filter expression `filter`.
+fn record_read(store: &Path, files: &[PathBuf], opts: &[&str], filter: &[&str]) -> Outcome {
+    let out = wirevault()
+        .args(["record", "-q", "--buffer", "8M", "--block-size", "64K", "-o"])
+        .arg(store)
+        .args(opts)
+        .arg("--read")
+        .args(files)
+        .arg("--")
+        .args(filter)
+        .output()
+        .expect("run wirevault");
+    Outcome::from_output(out)
+}
+
+fn recs_as_frames(recs: &[Rec]) -> Vec<Frame> {
+    recs.iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data.clone() }).collect()
+}
+
+fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
+    files.iter().map(|f| f.path.clone()).collect()
+}
+
+/// One input file per timestamp precision and container; each comes back
+/// with identical frames, timestamps, lengths and snaplen.
+#[test]
+fn read_round_trip_keeps_frames_timestamps_and_snaplen() {
+    if !need_tools("read_round_trip", &["tcpdump", "capinfos", "editcap"]) {
+        return;
+    }
+    let tmp = TempDir::new("read-round-trip");
+    let mut sent = test_frames(N, START_NS);
+    let us = tmp.join("us.pcap");
+    write_pcap(&us, 1, 65535, false, &sent);
+    // Nanosecond input keeps its nanoseconds.
+    for (i, f) in sent.iter_mut().enumerate() {
+        f.ts_ns += (i as u64 * 7919) % 1000;
+    }
+    let ns = tmp.join("ns.pcap");
+    write_pcap(&ns, 1, 65535, true, &sent);
+    let ng = tmp.join("ns.pcapng");
+    run_ok(Command::new("editcap").args(["-F", "pcapng"]).arg(&ns).arg(&ng));
+
+    for input in [&us, &ns, &ng] {
+        let what = input.file_name().unwrap().to_string_lossy().into_owned();
+        let store = tmp.join(format!("store-{what}"));
+        record_read(&store, std::slice::from_ref(input), &[], &[]).expect(0, &what);
+        let c = final_counters(&store);
+        assert_eq!((c.received, c.written, c.filtered, c.drops()), (N as u64, N as u64, 0, 0), "{what}");
+        let files = check_store(&store);
+        let got = stream_records(&files, 0);
+        let (_, want) = tcpdump_frames(input, &[], tmp.path());
+        assert_same_frames(&recs_as_frames(&want), &got, true, &what);
+        for f in &files {
+            assert_eq!(f.entry["snaplen"], 65535, "{what}: snaplen of the input is kept");
+        }
+        assert_peers_read(&paths(&files), usize::MAX);
+    }
+}
+
+#[test]
+fn read_rotation_by_size_loses_and_duplicates_nothing() {
+    if !need_tools("read_rotation_by_size", &["tcpdump", "capinfos"]) {
+        return;
+    }
+    let tmp = TempDir::new("read-rotation");
+    let sent = test_frames(N, START_NS);
+    let input = tmp.join("sent.pcap");
+    write_pcap(&input, 1, 65535, false, &sent);
+    let store = tmp.join("store");
+    record_read(&store, &[input], &["--file-size", "64K"], &[]).expect(0, "rotation");
+    let c = final_counters(&store);
+    assert_eq!((c.written, c.drops()), (N as u64, 0));
+    let files = check_store(&store);
+    let total: u64 = files.iter().map(|f| f.entry["bytes"].as_u64().unwrap()).sum();
+    assert!(files.len() as u64 >= total / (64 << 10), "{} files for {total} bytes", files.len());
+    for f in &files {
+        let b = f.entry["bytes"].as_u64().unwrap();
+        assert!(b <= 64 << 10, "{}: {b} bytes, over --file-size 64K", f.path.display());
+    }
+    assert_same_frames(&sent, &stream_records(&files, 0), true, "frames across rotation");
+    assert_peers_read(&paths(&files), 20);
+}
+
+#[test]
+fn read_filter_stores_what_tcpdump_selects_and_counts_the_rest() {
+    if !need_tools("read_filter", &["tcpdump", "capinfos"]) {
+        return;
+    }
+    let tmp = TempDir::new("read-filter");
+    let sent = test_frames(N, START_NS);
+    let input = tmp.join("sent.pcap");
+    write_pcap(&input, 1, 65535, false, &sent);
+    let (_, want) = tcpdump_frames(&input, &["udp port 53"], tmp.path());
+    assert!(want.len() > 100 && want.len() < N as usize / 2, "{} frames match", want.len());
+
+    let store = tmp.join("store");
+    record_read(&store, &[input], &[], &["udp", "port", "53"]).expect(0, "filter");
+    let c = final_counters(&store);
+    assert_eq!(
+        (c.received, c.written, c.filtered, c.drops()),
+        (N as u64, want.len() as u64, N as u64 - want.len() as u64, 0),
+        "received, written, filtered, dropped"
+    );
+    let files = check_store(&store);
+    assert_same_frames(&recs_as_frames(&want), &stream_records(&files, 0), true, "udp port 53");
+    assert_peers_read(&paths(&files), usize::MAX);
+}
+
+/// `--format pcapng` files open in tshark and capinfos, and Wireshark's
+/// reader (editcap to nanosecond pcap) finds the same frames and timestamps.
+#[test]
+fn pcapng_output_holds_the_same_frames() {
+    if !need_tools("pcapng_output", &["tshark", "capinfos", "editcap", "tcpdump"]) {
+        return;
+    }
+    let tmp = TempDir::new("read-pcapng");
+    let mut sent = test_frames(N, START_NS);
+    for (i, f) in sent.iter_mut().enumerate() {
+        f.ts_ns += (i as u64 * 7919) % 1000;
+    }
+    let input = tmp.join("sent.pcap");
+    write_pcap(&input, 1, 65535, true, &sent);
+    let store = tmp.join("store");
+    record_read(&store, &[input], &["--format", "pcapng", "--file-size", "2M"], &[]).expect(0, "pcapng");
+    let c = final_counters(&store);
+    assert_eq!((c.written, c.drops()), (N as u64, 0));
+    let files = check_store(&store);
+    assert!(files.len() >= 3, "{} files", files.len());
+    for f in &files {
+        assert_eq!(f.format, wv_wire::reader::Format::Pcapng);
+        assert_eq!(f.entry["format"], "pcapng");
+    }
+    assert_same_frames(&sent, &stream_records(&files, 0), true, "pcapng (our reader)");
+    assert_peers_read(&paths(&files), usize::MAX);
+
+    let mut by_wireshark = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let out =
+            run_ok(Command::new("tshark").args(["-n", "-r"]).arg(&f.path).args(["-T", "fields", "-e", "frame.number"]));
+        let n = String::from_utf8_lossy(&out.stdout).lines().count() as u64;
+        assert_eq!(n, f.entry["packets"].as_u64().unwrap(), "tshark's packet count of {}", f.path.display());
+        let err = String::from_utf8_lossy(&out.stderr);
+        let complaints: Vec<&str> = err.lines().filter(|l| !l.contains("could be dangerous")).collect();
+        assert!(complaints.is_empty(), "tshark on {}: {err}", f.path.display());
+        let conv = tmp.join(format!("conv-{i}.pcap"));
+        run_ok(Command::new("editcap").args(["-F", "nsecpcap"]).arg(&f.path).arg(&conv));
+        by_wireshark.extend(read_capture(&conv).1);
+    }
+    assert_same_frames(&sent, &by_wireshark, true, "pcapng (Wireshark's reader)");
+}
+
+// ---------------------------------------------------------------------------
+// tcpdump's test corpus
+
+fn corpus() -> Option<Vec<PathBuf>> {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests"));
+    let Ok(rd) = fs::read_dir(dir) else {
+        assert!(!in_ci(), "corpus {} missing", dir.display());
+        eprintln!("SKIP: corpus {} not found", dir.display());
+        return None;
+    };
+    let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
+    v.sort();
+    Some(v)
+}
+
+/// The link type of a capture's first packet, per our reader.
+fn first_linktype(p: &Path) -> Option<u32> {
+    let f = fs::File::open(p).ok()?;
+    let mut r = wv_wire::reader::Reader::new(f).ok()?;
+    r.next_packet().ok().flatten().map(|p| p.linktype)
+}
+
+/// Every Ethernet file of the corpus, ingested in one `--read` run, comes
+/// back with exactly the frames libpcap reads from it: same bytes, caplen,
+/// origlen, timestamp (µs sources at µs precision, ns sources at ns) and
+/// snaplen. The store keeps input order, so frames map back to their file.
+#[test]
+fn corpus_ethernet_files_round_trip_like_tcpdump() {
+    if !need_tools("corpus_ethernet_round_trip", &["tcpdump", "capinfos"]) {
+        return;
+    }
+    let Some(all) = corpus() else { return };
+    let tmp = TempDir::new("corpus-eth");
+    // Files without packets (or that our reader rejects) go to tcpdump too,
+    // which decides by the header's link type.
+    let candidates: Vec<PathBuf> = all.into_iter().filter(|p| matches!(first_linktype(p), Some(1) | None)).collect();
+    // libpcap's reading of each, two tcpdumps at a time.
+    let mut expected: Vec<(PathBuf, Vec<Rec>)> = Vec::new();
+    std::thread::scope(|s| {
+        let halves = candidates.chunks(candidates.len().div_ceil(2).max(1));
+        let handles: Vec<_> = halves
+            .map(|chunk| {
+                let dir = tmp.path();
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .filter_map(|p| {
+                            let (lt, recs) = tcpdump_frames(p, &[], dir);
+                            (lt == 1).then(|| (p.clone(), recs))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            expected.extend(h.join().unwrap());
+        }
+    });
+    assert!(expected.len() >= 479, "only {} Ethernet files in the corpus", expected.len());
+    eprintln!("{} Ethernet files of the corpus", expected.len());
+
+    let store = tmp.join("store");
+    let inputs: Vec<PathBuf> = expected.iter().map(|(p, _)| p.clone()).collect();
+    let o = record_read(&store, &inputs, &[], &[]);
+    o.expect(0, "corpus --read");
+    let total: usize = expected.iter().map(|(_, r)| r.len()).sum();
+    let c = final_counters(&store);
+    assert_eq!((c.received, c.written, c.drops()), (total as u64, total as u64, 0));
+    let files = check_store(&store);
+    let got = stream_records(&files, 0);
+
+    let mut at = 0;
+    let mut bad = Vec::new();
+    for (p, want) in &expected {
+        let name = p.file_name().unwrap().to_string_lossy();
+        for (k, w) in want.iter().enumerate() {
+            let Some(g) = got.get(at + k) else {
+                bad.push(format!("{name}: frame {k} missing"));
+                break;
+            };
+            let same = g.data == w.data && g.caplen == w.caplen && g.origlen == w.origlen && g.ts_ns == w.ts_ns;
+            if !same {
+                bad.push(format!(
+                    "{name}: frame {k}: tcpdump ts {} caplen {} origlen {}, stored ts {} caplen {} origlen {}{}",
+                    w.ts_ns,
+                    w.caplen,
+                    w.origlen,
+                    g.ts_ns,
+                    g.caplen,
+                    g.origlen,
+                    if g.data == w.data { "" } else { ", bytes differ" }
+                ));
+                break;
+            }
+            if g.snaplen != w.snaplen {
+                bad.push(format!("{name}: snaplen {} stored as {}", w.snaplen, g.snaplen));
+                break;
+            }
+        }
+        at += want.len();
+    }
+    assert!(bad.is_empty(), "{} files differ from tcpdump:\n{}", bad.len(), bad.join("\n"));
+    assert_eq!(got.len(), total);
+    assert_peers_read(&paths(&files), 0);
+}
+
+/// All 830 files of the corpus (every link type, crash reproducers among
+/// them) go through `--read` without a panic; whatever is reported names
+/// its file; whatever is stored is valid.
+#[test]
+fn corpus_every_file_reads_without_panic() {
+    if !need_tools("corpus_every_file", &["capinfos"]) {
+        return;
+    }
+    let Some(all) = corpus() else { return };
+    let tmp = TempDir::new("corpus-all");
+    let store = tmp.join("store");
+    let o = record_read(&store, &all, &[], &[]);
+    assert_no_panic(&o.stderr, "corpus --read");
+    assert!(matches!(o.code, Some(0) | Some(1)), "exit code {:?}: {}", o.code, o.stderr);
+    for line in o.stderr.lines() {
+        let l = line.trim_start_matches("wirevault: ");
+        let known = l.starts_with("note:") || l.contains("packets received in") || l.contains("input problem(s)");
+        assert!(
+            known || all.iter().any(|p| line.contains(&*p.file_name().unwrap().to_string_lossy())),
+            "message does not name its file: {line}"
+        );
+    }
+    let c = final_counters(&store);
+    assert_eq!(c.drops(), 0);
+    let files = check_store(&store);
+    let stored: usize = files.iter().map(|f| f.records.len()).sum();
+    assert_eq!(stored as u64, c.written);
+    // Same count as our reader finds file by file.
+    let by_reader: usize = all
+        .iter()
+        .map(|p| {
+            let Ok(f) = fs::File::open(p) else { return 0 };
+            let Ok(mut r) = wv_wire::reader::Reader::new(f) else { return 0 };
+            let mut n = 0;
+            while let Ok(Some(_)) = r.next_packet() {
+                n += 1;
+            }
+            n
+        })
+        .sum();
+    assert_eq!(stored, by_reader, "packets stored vs packets in the corpus");
+    let linktypes: BTreeMap<u64, usize> = files.iter().fold(BTreeMap::new(), |mut m, f| {
+        *m.entry(f.entry["linktype"].as_u64().unwrap()).or_default() += 1;
+        m
+    });
+    assert!(linktypes.len() > 10, "link types stored: {linktypes:?}");
+    assert_peers_read(&paths(&files), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Errors a user can cause
+
+#[test]
+fn bad_filter_exits_2_with_libpcaps_message() {
+    if !need_tools("bad_filter", &["tcpdump"]) {
+        return;
+    }
+    let tmp = TempDir::new("bad-filter");
+    let input = tmp.join("in.pcap");
+    write_pcap(&input, 1, 65535, false, &test_frames(10, START_NS));
+    for expr in ["udp port nonsense", "udp and", "tcp[tcpflags] & bogus != 0"] {
+        let store = tmp.join("store");
+        let args: Vec<&str> = expr.split(' ').collect();
+        let o = record_read(&store, std::slice::from_ref(&input), &[], &args);
+        o.expect(2, expr);
+        let msg = libpcap_filter_error(expr);
+        assert!(o.stderr.contains(&msg), "{expr}: stderr lacks libpcap's \"{msg}\": {}", o.stderr);
+        assert_eq!(o.stderr.lines().count(), 1, "{expr}: one line expected: {}", o.stderr);
+        assert!(!store.exists(), "{expr}: store created for a bad filter");
+    }
+}
+
+#[test]
+fn store_under_a_regular_file_is_a_clear_error() {
+    let tmp = TempDir::new("bad-store");
+    let input = tmp.join("in.pcap");
+    write_pcap(&input, 1, 65535, false, &test_frames(10, START_NS));
+    let file = tmp.join("regular");
+    fs::write(&file, b"x").unwrap();
+    let store = file.join("store");
+    let o = record_read(&store, &[input], &[], &[]);
+    o.expect(1, "store under a file");
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one sentence expected: {}", o.stderr);
+    assert!(lines[0].contains(&*store.to_string_lossy()), "message does not name the store: {}", o.stderr);
+}
+
+#[test]
+fn missing_input_file_exits_2_naming_it() {
+    let tmp = TempDir::new("missing-input");
+    let gone = tmp.join("no-such.pcap");
+    let store = tmp.join("store");
+    let o = record_read(&store, std::slice::from_ref(&gone), &[], &[]);
+    o.expect(2, "missing input");
+    assert!(o.stderr.contains(&*gone.to_string_lossy()), "{}", o.stderr);
+    assert!(!store.exists(), "store created for a missing input");
+}
+
+/// A truncated file and a file that is no capture at all, between two good
+/// ones: exit 1, one message per bad file naming it, everything readable stored.
+#[test]
+fn broken_inputs_are_reported_and_the_rest_is_stored() {
+    let tmp = TempDir::new("broken-input");
+    let frames = test_frames(100, START_NS);
+    let good1 = tmp.join("good1.pcap");
+    write_pcap(&good1, 1, 65535, false, &frames[..40]);
+    let cut = tmp.join("cut.pcap");
+    write_pcap(&cut, 1, 65535, false, &frames[40..70]);
+    let len = fs::metadata(&cut).unwrap().len();
+    // Cut in the middle of the last record's data.
+    let cut_len = len - (frames[69].data.len() as u64) / 2;
+    fs::OpenOptions::new().write(true).open(&cut).unwrap().set_len(cut_len).unwrap();
+    let junk = tmp.join("junk.pcap");
+    fs::write(&junk, b"this is not a capture file at all, just text\n").unwrap();
+    let good2 = tmp.join("good2.pcap");
+    write_pcap(&good2, 1, 65535, false, &frames[70..]);
+
+    let store = tmp.join("store");
+    let o = record_read(&store, &[good1, cut.clone(), junk.clone(), good2], &[], &[]);
+    o.expect(1, "broken inputs");
+    for bad in [&cut, &junk] {
+        assert!(
+            o.stderr.lines().any(|l| l.contains(&*bad.to_string_lossy())),
+            "no message names {}: {}",
+            bad.display(),
+            o.stderr
+        );
+    }
+    let c = final_counters(&store);
+    assert_eq!((c.written, c.drops()), (99, 0));
+    let files = check_store(&store);
+    let want: Vec<Frame> = frames[..69].iter().chain(&frames[70..]).cloned().collect();
+    assert_same_frames(&want, &stream_records(&files, 0), true, "readable frames of broken inputs");
+}

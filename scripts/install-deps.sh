@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what wirevault's build, tests, demo and benchmarks need on Debian:
+# libpcap (filter compiler), tcpdump/tshark/capinfos (peers the tests compare
+# with), tcpreplay and netsniff-ng (traffic generators), fio (disk baseline),
+# iproute2 (namespaces and veth pairs), ping (the demo's traffic) and
+# stenographer (benchmark peer).
+#
+# Idempotent and quiet when everything is present: `apt-get update` runs only
+# when a package is missing. Needs root (or sudo) only in that case.
+set -euo pipefail
+
+packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$p")
+    fi
+done
+
+if ((${#missing[@]})); then
+    echo "install-deps: installing ${missing[*]}" >&2
+    sudo=()
+    if [[ $(id -u) -ne 0 ]]; then
+        if command -v sudo >/dev/null; then
+            sudo=(sudo)
+        else
+            echo "install-deps: missing ${missing[*]} and not root (no sudo); install them as root" >&2
+            exit 1
+        fi
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    # tshark asks whether non-root users may capture; answer no without a prompt.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | "${sudo[@]}" debconf-set-selections 2>/dev/null || true
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
+    if ! { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "install-deps: apt-get failed" >&2
+        exit 1
+    fi
+fi
+
+if ! command -v cargo >/dev/null; then
+    echo "install-deps: cargo not found; install a Rust toolchain (rustup or Debian's cargo) first" >&2
+    exit 1
+fi
