@@ -253,7 +253,7 @@ PY
   [ "$rc" != 0 ] && [ -z "$killed" ] && extra="${extra:+$extra; }exit status $rc"
   local cpu
   cpu=$(python3 -c "print(max(0.0, $usr + $sys - $startup))")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sz" "$sc" "$tool" "$sent" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sz" "$sc" "$tool" "$sent" \
     "$((rx1 - rx0))" "$stored" "$drops" "$cpu" "$startup" "$(python3 -c "print(round($t1 - $t0, 2))")" \
     "$((rxd1 - rxd0))" "$((txd1 - txd0))" "$((sd1 - sd0))" "$extra" "$waited" "$drain" >>"$ROWS"
   log "$sc ${sz}B $tool: sent $sent arrived $((rx1 - rx0)) stored $stored cpu ${cpu}s (startup ${startup}s, warm-up ${waited}s, drain ${drain}s) drops: $drops ${extra:+[$extra]}"
@@ -285,9 +285,10 @@ for sz in $SIZES; do
 done
 
 # --- table ---------------------------------------------------------------------------------------
+[ -z "${KEEP_LOGS:-}" ] || { mkdir -p "$KEEP_LOGS"; cp "$ROWS" "$KEEP_LOGS/rows.tsv"; }
 python3 - "$ROWS" <<'PY'
 import sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1], newline="\n") if l.strip()]
 print("| scenario | tool | sent | arrived | stored | stored % | drops reported by tool | CPU s | CPU ns/stored pkt | ratio to best peer | startup CPU s | gen s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 notes = []
