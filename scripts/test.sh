@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: dependencies, formatting, build of every target,
-# clippy, every test.
+# clippy, every test, and the fuzz targets (built, seeds replayed).
 # Integration tests that need root (network namespaces, AF_PACKET) skip with a
 # message when not run as root; under CI=true a missing tool fails them.
 # Exits non-zero on the first failure.
@@ -24,5 +24,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "test"
 cargo test --workspace --no-fail-fast
+
+step "fuzz targets: build, replay the seeds"
+bash fuzz/check.sh
 
 step "done"

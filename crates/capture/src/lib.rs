@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod afpacket;
+pub mod args;
 pub mod counters;
 pub mod file;
 pub mod filter;

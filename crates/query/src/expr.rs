@@ -66,7 +66,13 @@ pub fn plan(expr: &str) -> Option<Plan> {
     if toks.is_empty() {
         return Some(Plan::All);
     }
-    let mut p = Parser { toks, pos: 0, quals: None, shifted: false, last_was_bare: false };
+    // The plan is a tree walked recursively for every candidate block: past
+    // these bounds the expression is left to the scan (the exact filter still
+    // decides), so no input can exhaust the stack.
+    if toks.len() > MAX_TOKENS {
+        return None;
+    }
+    let mut p = Parser { toks, pos: 0, quals: None, shifted: false, last_was_bare: false, depth: 0 };
     let plan = p.expr()?;
     (p.pos == p.toks.len()).then_some(plan)
 }
@@ -129,7 +135,13 @@ struct Parser {
     quals: Option<Quals>,
     shifted: bool,
     last_was_bare: bool,
+    /// Nesting of `(` and `not` at the current position.
+    depth: usize,
 }
+
+/// Bounds on what the planner takes (see [`plan`]).
+const MAX_TOKENS: usize = 4096;
+const MAX_DEPTH: usize = 64;
 
 const PROTO_QUALS: &[&str] = &["ip", "ip6", "tcp", "udp", "sctp", "arp", "rarp"];
 const OPAQUE_PROTO_QUALS: &[&str] =
@@ -220,6 +232,13 @@ impl Parser {
     }
 
     fn term(&mut self) -> Option<Plan> {
+        self.depth += 1;
+        let r = if self.depth > MAX_DEPTH { None } else { self.term_inner() };
+        self.depth -= 1;
+        r
+    }
+
+    fn term_inner(&mut self) -> Option<Plan> {
         match self.peek()? {
             "not" | "!" => {
                 self.pos += 1;
@@ -584,6 +603,16 @@ mod tests {
             Some(Plan::And(Box::new(Plan::V4(v4("10.0.0.1"), v4("10.0.0.1"))), Box::new(Plan::Vlan(0, 4095))))
         );
         assert_eq!(plan("vlan 1 or vlan 2"), Some(Plan::All));
+    }
+
+    #[test]
+    fn bounded() {
+        let deep = |n: usize| format!("{}host 10.0.0.1{}", "(".repeat(n), ")".repeat(n));
+        assert!(plan(&deep(MAX_DEPTH - 1)).is_some());
+        assert_eq!(plan(&deep(100_000)), None);
+        assert_eq!(plan(&"not ".repeat(100_000)), None);
+        let long = vec!["port 1"; 2000].join(" or ");
+        assert_eq!(plan(&long), None);
     }
 
     #[test]

@@ -401,7 +401,7 @@ impl Writer {
         let off = pos - c.start;
         if self.cfg.prealloc_step > 0 && off + len > c.allocated {
             let step = self.cfg.prealloc_step;
-            let _ = uring::fallocate_keep_size(&c.file, c.allocated, (off + len - c.allocated).next_multiple_of(step));
+            let _ = uring::fallocate_extend(&c.file, c.allocated, (off + len - c.allocated).next_multiple_of(step));
             c.allocated = (off + len).next_multiple_of(step);
         }
         let id = self.pending_base + self.pending.len() as u64;

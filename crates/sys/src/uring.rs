@@ -46,6 +46,28 @@ pub fn create_output(path: &Path, direct: bool) -> io::Result<(File, bool)> {
     Ok((unsafe { File::from_raw_fd(fd) }, false))
 }
 
+/// Allocates `len` bytes of disk at `offset` for `file` and extends its size
+/// to cover them (fallocate mode 0; the new range reads as zeros).
+///
+/// The writer preallocates its output files this way so that its O_DIRECT
+/// writes land inside the file size. On ext4 and XFS a write that extends the
+/// file needs the inode lock exclusively, so io_uring cannot issue it inline
+/// and hands it to a kernel worker thread (`iou-wrk`) instead; a write inside
+/// the size into allocated blocks is issued straight from the submitting
+/// thread. The file is cut to its exact length when it closes, and a crash
+/// leaves a zero tail that recovery cuts off (a zero record header is never
+/// valid). Not every file system can (EOPNOTSUPP); callers may ignore the
+/// error and write past the end instead.
+pub fn fallocate_extend(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: plain syscall on an owned fd.
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Reserves `len` bytes of disk at `offset` for `file` without changing its
 /// size, so the writes that follow need no block allocation. Not every file
 /// system can (EOPNOTSUPP); callers may ignore the error.

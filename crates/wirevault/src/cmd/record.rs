@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wv_capture::afpacket::AfPacketSource;
+use wv_capture::args::{parse_cpu_list, parse_percent, parse_size};
 use wv_capture::file::FileSource;
 use wv_capture::filter::{self, Filter};
 use wv_capture::synthetic::{self, Synthetic};
@@ -100,45 +101,6 @@ pub struct Args {
     filter: Vec<String>,
 }
 
-/// Parses `4096`, `64K`, `4M`, `1G`, `2T` (binary multiples; `KiB`.. and `KB`.. accepted).
-pub fn parse_size(s: &str) -> Option<u64> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().ok()?;
-    let mul: u64 = match unit.to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KIB" => 1 << 10,
-        "M" | "MIB" => 1 << 20,
-        "G" | "GIB" => 1 << 30,
-        "T" | "TIB" => 1 << 40,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        _ => return None,
-    };
-    (v >= 0.0 && v.is_finite()).then_some((v * mul as f64) as u64)
-}
-
-/// Parses `0,1` or `2-5,7`.
-fn parse_cpus(s: &str) -> Option<Vec<usize>> {
-    let mut v = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if a > b {
-                    return None;
-                }
-                v.extend(a..=b);
-            }
-            None => v.push(part.parse().ok()?),
-        }
-    }
-    (!v.is_empty()).then_some(v)
-}
-
 /// The validated plan.
 struct Plan {
     store: PathBuf,
@@ -208,7 +170,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
     let duration = a.duration.as_deref().map(|d| dur("--duration", d)).transpose()?;
     let cpus = match &a.cpus {
         Some(c) => {
-            let v = parse_cpus(c).ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5")))?;
+            let v = parse_cpu_list(c).ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5")))?;
             let allowed = wv_sys::cpu::allowed_cpus();
             if let Some(bad) = v.iter().find(|c| !allowed.contains(c)) {
                 return Err(usage(format!(
@@ -224,18 +186,14 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
     let budget = match &a.max_size {
         None => None,
         Some(m) => {
-            let max_bytes = if let Some(pct) = m.strip_suffix('%') {
-                let pct: f64 = pct
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|p| *p > 0.0 && *p <= 100.0)
+            let max_bytes = if m.trim().ends_with('%') {
+                let share = parse_percent(m)
                     .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
                 std::fs::create_dir_all(&a.store).ok();
                 let (_, total) = wv_sys::uring::fs_space(&a.store).map_err(|e| {
                     fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", a.store.display()))
                 })?;
-                (total as f64 * pct / 100.0) as u64
+                (total as f64 * share) as u64
             } else {
                 size("--max-size", m)?
             };
@@ -787,21 +745,5 @@ impl Snapshot {
             self.file_bytes,
             store.display()
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_and_cpus() {
-        assert_eq!(parse_size("4M"), Some(4 << 20));
-        assert_eq!(parse_size("1G"), Some(1 << 30));
-        assert_eq!(parse_size("1GB"), Some(1_000_000_000));
-        assert_eq!(parse_size("64k"), Some(64 << 10));
-        assert_eq!(parse_size("x"), None);
-        assert_eq!(parse_cpus("0,2-4"), Some(vec![0, 2, 3, 4]));
-        assert_eq!(parse_cpus("3-1"), None);
     }
 }
