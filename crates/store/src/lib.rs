@@ -63,7 +63,11 @@ pub trait FileIndexer: Send {
     /// captured bytes and original length.
     fn add(&mut self, ts_ns: u64, offset: u64, frame: &[u8], origlen: u32);
     /// Writes the index for the closed file to `path`.
-    fn finish(self: Box<Self>, path: &std::path::Path) -> std::io::Result<()>;
+    fn finish(&mut self, path: &std::path::Path) -> std::io::Result<()>;
+    /// Empties the indexer for a new file of `linktype`, keeping its
+    /// allocations: the writer reuses finished indexers, so their memory is
+    /// not returned to the kernel and faulted in again (zeroed) for every file.
+    fn reset(&mut self, linktype: u32);
 }
 
 /// Makes a [`FileIndexer`] for a new file of the given link type.

@@ -128,7 +128,13 @@ struct Finish {
 /// thread: sorting a big file's posting lists takes long enough to stall
 /// the writes otherwise. The channel holds one job, so at most two closed
 /// files per stream wait for their index (retention reserves room for them).
-fn finisher(rx: std::sync::mpsc::Receiver<Finish>, catalog: Arc<Catalog>, shared: Arc<WriterShared>) {
+/// Each finished indexer goes back to the writer through `recycle`.
+fn finisher(
+    rx: std::sync::mpsc::Receiver<Finish>,
+    recycle: std::sync::mpsc::SyncSender<Box<dyn crate::FileIndexer>>,
+    catalog: Arc<Catalog>,
+    shared: Arc<WriterShared>,
+) {
     for mut job in rx {
         let path = job.index_path.clone();
         match job.indexer.finish(&path) {
@@ -138,11 +144,15 @@ fn finisher(rx: std::sync::mpsc::Receiver<Finish>, catalog: Arc<Catalog>, shared
         if let Err(e) = catalog.append(&job.entry) {
             shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
         }
+        // Full (the writer has not taken the last one yet): drop this one.
+        let _ = recycle.try_send(job.indexer);
     }
 }
 
 struct Writer {
     finish_tx: Option<std::sync::mpsc::SyncSender<Finish>>,
+    /// Indexers the finisher is done with, to reuse.
+    recycled: std::sync::mpsc::Receiver<Box<dyn crate::FileIndexer>>,
     ring: Consumer,
     queue: Arc<ArrayQueue<Msg>>,
     cfg: WriterConfig,
@@ -174,11 +184,14 @@ pub fn run(
     std::fs::create_dir_all(&dir)?;
     let io = uring::Writer::new(cfg.depth.max(2))?;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel(1);
     let (c2, s2) = (catalog.clone(), shared.clone());
-    let fin =
-        std::thread::Builder::new().name(format!("wv-index-{}", cfg.stream)).spawn(move || finisher(rx, c2, s2))?;
+    let fin = std::thread::Builder::new()
+        .name(format!("wv-index-{}", cfg.stream))
+        .spawn(move || finisher(rx, recycle_tx, c2, s2))?;
     let mut w = Writer {
         finish_tx: Some(tx),
+        recycled,
         ring,
         queue,
         direct: cfg.direct,
@@ -280,7 +293,13 @@ impl Writer {
         };
         // Even when stopped we walk the stream to count what is dropped.
         let real = file.is_some();
-        let indexer = self.cfg.indexer.as_ref().filter(|_| real).map(|f| f(linktype));
+        let indexer = self.cfg.indexer.as_ref().filter(|_| real).map(|f| match self.recycled.try_recv() {
+            Ok(mut ix) => {
+                ix.reset(linktype);
+                ix
+            }
+            Err(_) => f(linktype),
+        });
         let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
             return;
         };

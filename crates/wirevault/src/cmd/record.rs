@@ -575,8 +575,12 @@ impl wv_store::FileIndexer for Indexer {
         self.0.add(ts_ns, offset, frame, origlen);
     }
 
-    fn finish(self: Box<Self>, path: &Path) -> std::io::Result<()> {
-        self.0.finish(path).map(drop).map_err(std::io::Error::other)
+    fn finish(&mut self, path: &Path) -> std::io::Result<()> {
+        self.0.write(path).map(drop).map_err(std::io::Error::other)
+    }
+
+    fn reset(&mut self, linktype: u32) {
+        self.0.reset(linktype);
     }
 }
 
