@@ -394,7 +394,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             direct: !a.no_direct,
             depth: 8,
             chunk: p.block_size,
-            prealloc_step: 64 << 20,
+            // Never more than a file's size ahead: retention reserves one --file-size per open file.
+            prealloc_step: (64 << 20).min(p.file_size.next_multiple_of(4096)),
             indexer: indexer.clone(),
             budget: p.budget,
             reserve: reserve(p.file_size, p.workers),
