@@ -18,7 +18,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path fuzz/Ca
 if [ -z "${FUZZ_PLAIN:-}" ] && cargo fuzz --version >/dev/null 2>&1; then
     echo "fuzz/check.sh: cargo fuzz build (instrumented)"
     RUSTC_BOOTSTRAP=1 cargo fuzz build -O -s "${FUZZ_SANITIZER:-address}"
-    bindir="$target_dir/x86_64-unknown-linux-gnu/release"
+    bindir="$target_dir/$(rustc -vV | sed -n 's/^host: //p')/release"
 else
     echo "fuzz/check.sh: plain cargo build (no cargo-fuzz, or FUZZ_PLAIN set)"
     cargo build --release --manifest-path fuzz/Cargo.toml --bins --examples

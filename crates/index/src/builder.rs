@@ -397,8 +397,9 @@ fn sort_pairs(v: &mut Vec<u64>, scratch: &mut Vec<u64>) {
             c[((x >> shift) & 0xff) as usize] += 1;
         }
     }
-    scratch.clear();
+    // Every slot is overwritten by each pass: only growth is zero-filled.
     scratch.resize(v.len(), 0);
+    let mut moved = false;
     for (c, shift) in counts.iter_mut().zip(SHIFTS) {
         if c.contains(&v.len()) {
             continue; // every pair has the same digit: the pass would not move anything
@@ -414,6 +415,14 @@ fn sort_pairs(v: &mut Vec<u64>, scratch: &mut Vec<u64>) {
             scratch[c[d]] = x;
             c[d] += 1;
         }
+        std::mem::swap(v, scratch);
+        moved = !moved;
+    }
+    if moved {
+        // Give each vector its own allocation back: swapped buffers of
+        // different capacities would make the next file's vectors grow
+        // (fresh, zero-filled pages) although enough memory is held.
+        scratch.copy_from_slice(v);
         std::mem::swap(v, scratch);
     }
 }
@@ -489,5 +498,35 @@ impl ClassEncoder<'_> {
         self.dir.extend_from_slice(&k[..n]);
         self.dir.extend_from_slice(&end.to_le_bytes());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sort_pairs;
+
+    /// The radix sort equals a full sort of the u64s for pairs appended in
+    /// block order, with odd and even numbers of passes, and every vector
+    /// keeps its own allocation.
+    #[test]
+    fn sort_pairs_equals_full_sort_and_keeps_buffers() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut scratch = Vec::new();
+        // Key masks: all four digits differ, three, one (skip passes).
+        for (n, mask) in [(10_000usize, u32::MAX), (50_000, 0x00ff_ffff), (5_000, 0x0000_00ff), (100, u32::MAX)] {
+            let mut v: Vec<u64> = (0..n).map(|i| u64::from(rnd() as u32 & mask) << 32 | (i / 64) as u64).collect();
+            let mut want = v.clone();
+            want.sort_unstable();
+            let ptr = v.as_ptr();
+            sort_pairs(&mut v, &mut scratch);
+            assert_eq!(v, want, "n={n} mask={mask:x}");
+            assert_eq!(v.as_ptr(), ptr, "the sorted pairs stay in their own buffer");
+        }
     }
 }

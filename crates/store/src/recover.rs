@@ -12,6 +12,9 @@ use wv_wire::{pcap, pcapng};
 pub struct ValidPrefix {
     /// Bytes from the start of the file up to the end of the last complete record.
     pub len: u64,
+    /// Bytes before the file's first hole (its length when it has none):
+    /// what was written. Records are looked for only there.
+    pub data_len: u64,
     pub packets: u64,
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
@@ -20,12 +23,16 @@ pub struct ValidPrefix {
 }
 
 /// Walks a file wirevault wrote (LE ns pcap or its pcapng layout) and returns
-/// its valid prefix. A record is complete when all its bytes are present and
-/// its header is plausible (caplen within the snaplen bound, not an all-zero
-/// header: zeros are what an unwritten hole or preallocated tail reads as).
+/// its valid prefix. A record is complete when all its bytes lie before the
+/// file's first hole and its header is plausible (caplen within the snaplen
+/// bound, not an all-zero header). Holes are what preallocated-but-unwritten
+/// extents and writes that never completed leave; they read as zeros, so a
+/// record reaching into one would otherwise be kept with a zeroed tail.
 pub fn valid_prefix(path: &Path, format: Format) -> io::Result<ValidPrefix> {
-    let mut r = BufReader::with_capacity(1 << 20, File::open(path)?);
-    let mut v = ValidPrefix { len: 0, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
+    let file = File::open(path)?;
+    let data_len = wv_sys::uring::data_end(&file)?;
+    let mut r = BufReader::with_capacity(1 << 20, file.take(data_len));
+    let mut v = ValidPrefix { len: 0, data_len, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
     let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8];
     match format {
         Format::Pcap => {
@@ -217,7 +224,8 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
                 }
                 continue;
             }
-            let len = std::fs::metadata(&path)?.len();
+            // Bytes after the first hole were never written: not "cut".
+            let len = v.data_len;
             let final_path = dir.join(&final_name);
             if partial {
                 let f = std::fs::OpenOptions::new().write(true).open(&path)?;
@@ -277,4 +285,55 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
         catalog::rewrite(store, &entries)?;
     }
     Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn pcap_header() -> Vec<u8> {
+        let mut h = Vec::new();
+        h.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
+        h.extend_from_slice(&2u16.to_le_bytes());
+        h.extend_from_slice(&4u16.to_le_bytes());
+        h.extend_from_slice(&[0; 8]);
+        h.extend_from_slice(&262_144u32.to_le_bytes());
+        h.extend_from_slice(&1u32.to_le_bytes());
+        h
+    }
+
+    fn record(sec: u32, caplen: u32) -> Vec<u8> {
+        let mut r = Vec::new();
+        for v in [sec, 5, caplen, caplen] {
+            r.extend_from_slice(&v.to_le_bytes());
+        }
+        r.extend((0..caplen).map(|i| (i % 251 + 1) as u8));
+        r
+    }
+
+    /// A crash with preallocation on: the last record's header was written,
+    /// its body reaches into preallocated blocks that were never written
+    /// (they read as zeros). That record is cut, not kept with a zero tail.
+    #[test]
+    fn a_record_reaching_into_unwritten_blocks_is_cut() {
+        let dir = std::env::temp_dir().join(format!("wv-recover-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.pcap.part");
+        let mut bytes = pcap_header();
+        bytes.extend(record(1, 1000));
+        bytes.extend(record(2, 1000));
+        let two = bytes.len() as u64;
+        bytes.extend(record(3, 3000));
+        assert!(two < 4096 && bytes.len() > 4096);
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&bytes[..4096]).unwrap();
+        wv_sys::uring::fallocate_extend(&f, 0, 64 << 10).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 << 10);
+        let v = valid_prefix(&path, Format::Pcap).unwrap();
+        assert_eq!((v.packets, v.len, v.data_len), (2, two, 4096));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

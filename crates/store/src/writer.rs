@@ -42,6 +42,8 @@ pub struct WriterConfig {
     pub chunk: u64,
     /// Preallocate disk space ahead of the writes in steps of this many bytes (0 = off).
     pub prealloc_step: u64,
+    /// Size at which files rotate: preallocation never goes past it (rounded to pages).
+    pub file_size: u64,
     pub indexer: Option<IndexerFactory>,
     /// The store's byte budget, enforced before each new file.
     pub budget: Option<crate::catalog::Budget>,
@@ -93,6 +95,8 @@ struct Pending {
     done: bool,
     /// Ring position that may be released once this and all earlier writes are done.
     release_to: u64,
+    /// File offset the write starts at.
+    off: u64,
 }
 
 struct CurFile {
@@ -144,7 +148,7 @@ fn finisher(
         if let Err(e) = catalog.append(&job.entry) {
             shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
         }
-        // Full (the writer has not taken the last one yet): drop this one.
+        // Never full: at most two builders are away from the writer.
         let _ = recycle.try_send(job.indexer);
     }
 }
@@ -184,7 +188,9 @@ pub fn run(
     std::fs::create_dir_all(&dir)?;
     let io = uring::Writer::new(cfg.depth.max(2))?;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel(1);
+    // Room for every builder the finisher can hold (the one it encodes and
+    // the one queued), so none is dropped and re-faulted later.
+    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel(2);
     let (c2, s2) = (catalog.clone(), shared.clone());
     let fin = std::thread::Builder::new()
         .name(format!("wv-index-{}", cfg.stream))
@@ -389,8 +395,7 @@ impl Writer {
             }
         }
         if flush && end > full_end {
-            let from = full_end.max(self.cur.as_ref().map_or(0, |c| c.submitted));
-            self.write_range(from, end.next_multiple_of(DIRECT_ALIGN), full_end);
+            self.write_tail(full_end, end, full_end);
             // The partial page will be written again: wait for this write so
             // the two can never complete out of order.
             self.reap(usize::MAX);
@@ -413,22 +418,43 @@ impl Writer {
     }
 
     fn write_one(&mut self, pos: u64, len: u64, release_to: u64) {
+        self.write_at(pos, len, release_to, None);
+    }
+
+    /// Writes the partial last page `[start, end)` (start page-aligned) from
+    /// a copy whose bytes after `end` are zeros: a crash before the file is
+    /// cut to its length then leaves zeros after the last record, not older
+    /// arena bytes that could pass for records.
+    fn write_tail(&mut self, start: u64, end: u64, release_to: u64) {
+        self.write_at(start, DIRECT_ALIGN, release_to, Some(end));
+    }
+
+    /// One write of ring `[pos, pos + len)` to the current file, or with
+    /// `tail_end` of the zero-padded copy of `[pos, tail_end)`.
+    fn write_at(&mut self, pos: u64, len: u64, release_to: u64, tail_end: Option<u64>) {
         while self.io.in_flight() >= self.cfg.depth as usize {
             self.reap(1);
         }
         let Some(c) = self.cur.as_mut() else { return };
         let off = pos - c.start;
         if self.cfg.prealloc_step > 0 && off + len > c.allocated {
+            // Never past one file size (rounded to pages) unless the data is.
             let step = self.cfg.prealloc_step;
-            let _ = uring::fallocate_extend(&c.file, c.allocated, (off + len - c.allocated).next_multiple_of(step));
-            c.allocated = (off + len).next_multiple_of(step);
+            let cap = self.cfg.file_size.next_multiple_of(DIRECT_ALIGN).max((off + len).next_multiple_of(DIRECT_ALIGN));
+            let to = (off + len).next_multiple_of(step).min(cap);
+            let _ = uring::fallocate_extend(&c.file, c.allocated, to - c.allocated);
+            c.allocated = to;
         }
         let id = self.pending_base + self.pending.len() as u64;
         let user_data = id << 32 | len;
-        match self.io.write_ring(&c.file, &self.ring, pos, len as u32, off, user_data) {
-            Ok(()) => self.pending.push_back(Pending { done: false, release_to }),
+        let r = match tail_end {
+            Some(end) => self.io.write_tail(&c.file, &self.ring, pos, end, off, user_data),
+            None => self.io.write_ring(&c.file, &self.ring, pos, len as u32, off, user_data),
+        };
+        match r {
+            Ok(()) => self.pending.push_back(Pending { done: false, release_to, off }),
             Err(e) => {
-                self.pending.push_back(Pending { done: true, release_to });
+                self.pending.push_back(Pending { done: true, release_to, off });
                 self.write_failed(off, e);
             }
         }
@@ -451,8 +477,10 @@ impl Writer {
                 let c = self.completions[i];
                 let id = c.user_data >> 32;
                 let len = c.user_data & 0xffff_ffff;
+                let mut off = u64::MAX;
                 if let Some(p) = self.pending.get_mut((id - self.pending_base) as usize) {
                     p.done = true;
+                    off = p.off;
                 }
                 if c.result < 0 || (c.result as u64) < len {
                     let err = if c.result < 0 {
@@ -460,9 +488,9 @@ impl Writer {
                     } else {
                         io::Error::from_raw_os_error(libc::ENOSPC)
                     };
-                    // The failed write's file offset is unknown here; the
-                    // close walks the file for its last complete record.
-                    self.write_failed(u64::MAX, err);
+                    // The file holds complete data only up to what this write
+                    // put there (later writes may have landed after a gap).
+                    self.write_failed(off.saturating_add(c.result.max(0) as u64), err);
                 } else {
                     self.shared.disk_bytes.fetch_add(len, Ordering::Relaxed);
                 }
@@ -511,9 +539,12 @@ impl Writer {
         let (start, walked_all) = (c.start, c.parse_pos == end);
         if c.real && !self.stopped && c.failed_at.is_none() {
             let from = c.submitted;
-            let to = end.next_multiple_of(DIRECT_ALIGN);
-            if to > from {
-                self.write_range(from, to, to);
+            let full_end = end / DIRECT_ALIGN * DIRECT_ALIGN;
+            if full_end > from {
+                self.write_range(from, full_end, full_end);
+            }
+            if end > full_end.max(from) {
+                self.write_tail(full_end.max(from), end, end.next_multiple_of(DIRECT_ALIGN));
             }
         }
         self.reap(usize::MAX);
@@ -532,8 +563,9 @@ impl Writer {
         debug_assert!(walked_all, "producer closes files at record boundaries");
         let failed = c.failed_at.is_some() || self.stopped;
         let (len, packets, last_ns) = if failed {
-            // Keep what reached the disk, cut at the last complete record.
-            drop(c.file.set_len(len.min(file_len(&c.file))));
+            // Keep what reached the disk before the first failed write, cut
+            // at the last complete record.
+            drop(c.file.set_len(len.min(file_len(&c.file)).min(c.failed_at.unwrap_or(u64::MAX))));
             match crate::recover::valid_prefix(&c.part, self.cfg.format) {
                 Ok(v) => (v.len, v.packets, v.last_ns.unwrap_or(c.first_ns)),
                 Err(_) => (0, 0, c.first_ns),

@@ -54,9 +54,9 @@ pub fn create_output(path: &Path, direct: bool) -> io::Result<(File, bool)> {
 /// file needs the inode lock exclusively, so io_uring cannot issue it inline
 /// and hands it to a kernel worker thread (`iou-wrk`) instead; a write inside
 /// the size into allocated blocks is issued straight from the submitting
-/// thread. The file is cut to its exact length when it closes, and a crash
-/// leaves a zero tail that recovery cuts off (a zero record header is never
-/// valid). Not every file system can (EOPNOTSUPP); callers may ignore the
+/// thread. The file is cut to its exact length when it closes; after a
+/// crash, recovery reads only up to the first hole ([`data_end`]), so the
+/// unwritten tail is never mistaken for records. Not every file system can (EOPNOTSUPP); callers may ignore the
 /// error and write past the end instead.
 pub fn fallocate_extend(file: &File, offset: u64, len: u64) -> io::Result<()> {
     // SAFETY: plain syscall on an owned fd.
@@ -91,15 +91,62 @@ pub struct Completion {
     pub result: i32,
 }
 
+/// Where the data of `file` ends: the start of its first hole (SEEK_HOLE),
+/// or its length where the file system cannot tell. Preallocated but
+/// unwritten extents (fallocate) and the range of a write that never
+/// completed count as holes on ext4, XFS, btrfs and tmpfs.
+pub fn data_end(file: &File) -> io::Result<u64> {
+    let len = file.metadata()?.len();
+    let fd = file.as_raw_fd();
+    // SAFETY: plain syscalls on an owned fd; the file offset SEEK_HOLE moves
+    // is put back where it was.
+    let r = unsafe {
+        let cur = libc::lseek(fd, 0, libc::SEEK_CUR);
+        let r = libc::lseek(fd, 0, libc::SEEK_HOLE);
+        let errno = io::Error::last_os_error();
+        if cur >= 0 {
+            libc::lseek(fd, cur, libc::SEEK_SET);
+        }
+        if r < 0 {
+            Err(errno)
+        } else {
+            Ok(r)
+        }
+    };
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => {
+            return match e.raw_os_error() {
+                Some(libc::EINVAL) | Some(libc::ENXIO) | Some(libc::EOPNOTSUPP) => Ok(len),
+                _ => Err(e),
+            }
+        }
+    };
+    Ok((r as u64).min(len))
+}
+
+/// One O_DIRECT-aligned page the writer owns, for the last, partial page of
+/// a file: its bytes after the data are zeros, never older arena bytes.
+#[repr(C, align(4096))]
+struct TailPage([u8; DIRECT_ALIGN as usize]);
+
 /// An io_uring used only for file writes.
 pub struct Writer {
     ring: IoUring,
     in_flight: usize,
+    tail: Box<TailPage>,
+    /// `user_data` of the write from `tail` still in flight.
+    tail_busy: Option<u64>,
 }
 
 impl Writer {
     pub fn new(depth: u32) -> io::Result<Writer> {
-        Ok(Writer { ring: IoUring::new(depth)?, in_flight: 0 })
+        Ok(Writer {
+            ring: IoUring::new(depth)?,
+            in_flight: 0,
+            tail: Box::new(TailPage([0; DIRECT_ALIGN as usize])),
+            tail_busy: None,
+        })
     }
 
     /// Writes in flight (submitted, not yet reaped).
@@ -157,6 +204,41 @@ impl Writer {
         unsafe { self.write(file.as_raw_fd(), ptr, len, offset, user_data) }
     }
 
+    /// Writes one whole page to `file` at `offset` (aligned) holding the
+    /// arena bytes `[start, end)` (`start` page-aligned, less than a page)
+    /// followed by zeros. The bytes are copied, so
+    /// the ring region may be released at once; the copy is busy until the
+    /// completion with `user_data` is reaped, and a second tail write before
+    /// that is refused.
+    pub fn write_tail(
+        &mut self,
+        file: &File,
+        ring: &Consumer,
+        start: u64,
+        end: u64,
+        offset: u64,
+        user_data: u64,
+    ) -> io::Result<()> {
+        if self.tail_busy.is_some() {
+            return Err(io::Error::other("the tail page is still being written"));
+        }
+        let bad = || io::Error::new(io::ErrorKind::InvalidInput, "tail write outside one committed page");
+        if start % DIRECT_ALIGN != 0 || end <= start || end - start >= DIRECT_ALIGN {
+            return Err(bad());
+        }
+        let (a, b) = ring.slices(start, end).ok_or_else(bad)?;
+        let page = &mut self.tail.0;
+        page[..a.len()].copy_from_slice(a);
+        page[a.len()..a.len() + b.len()].copy_from_slice(b);
+        page[a.len() + b.len()..].fill(0);
+        let ptr = page.as_ptr();
+        // SAFETY: the page is owned by self and lives as long as the ring;
+        // it is not written again until this completion is reaped (tail_busy).
+        unsafe { self.write(file.as_raw_fd(), ptr, DIRECT_ALIGN as u32, offset, user_data)? };
+        self.tail_busy = Some(user_data);
+        Ok(())
+    }
+
     /// Waits until at least `min` completions are available (0 = just reap)
     /// and returns all that are.
     pub fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
@@ -171,6 +253,9 @@ impl Writer {
             }
         }
         for cqe in self.ring.completion() {
+            if self.tail_busy == Some(cqe.user_data()) {
+                self.tail_busy = None;
+            }
             out.push(Completion { user_data: cqe.user_data(), result: cqe.result() });
             self.in_flight -= 1;
         }

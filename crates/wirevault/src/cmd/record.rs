@@ -129,8 +129,8 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         return Err(usage(format!("--block-size must be a multiple of 4K between 64K and 64M, not {}", a.block_size)));
     }
     let file_size = size("--file-size", &a.file_size)?;
-    if file_size < 64 << 10 {
-        return Err(usage(format!("--file-size must be at least 64K, not {}", a.file_size)));
+    if !(64 << 10..=1 << 40).contains(&file_size) {
+        return Err(usage(format!("--file-size must be between 64K and 1T, not {}", a.file_size)));
     }
     if a.workers == 0 || a.workers > 64 {
         return Err(usage(format!("--workers must be 1..=64, not {}", a.workers)));
@@ -225,7 +225,9 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
 
 /// Bytes not yet in the catalog that the store may hold besides it: per
 /// stream, the file being written and one closed file waiting for its index
-/// (each with room for its index, well under 5% of the capture).
+/// (each with room for its index, well under 5% of the capture). A second
+/// closed file can wait while the first one's index is written, so usage
+/// may pass the budget by at most one file, as `--max-size` promises.
 fn reserve(file_size: u64, streams: usize) -> u64 {
     2 * (file_size + file_size / 20) * streams as u64
 }
@@ -396,6 +398,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             chunk: p.block_size,
             // Never more than a file's size ahead: retention reserves one --file-size per open file.
             prealloc_step: (64 << 20).min(p.file_size.next_multiple_of(4096)),
+            file_size: p.file_size,
             indexer: indexer.clone(),
             budget: p.budget,
             reserve: reserve(p.file_size, p.workers),
