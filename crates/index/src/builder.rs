@@ -143,22 +143,50 @@ impl Builder {
     }
 
     /// Empties the builder for a new file of `linktype` (same block size),
-    /// keeping every allocation: a recorder reuses one builder per file
+    /// keeping its allocations: a recorder reuses one builder per file
     /// instead of faulting in fresh, zeroed memory for each.
+    ///
+    /// Memory a burst left behind is given back: a vector holding more than
+    /// four times what the last file used (and more than 1 MiB) shrinks to
+    /// twice that, so the builder follows the traffic down again.
     pub fn reset(&mut self, linktype: u32) {
         self.linktype = linktype;
         self.packets = 0;
         self.keys_complete = packet::parse(linktype, &[]).linktype_supported;
-        self.blocks.clear();
-        self.ipv4.clear();
-        self.ipv6.clear();
-        self.ports.clear();
+        let pairs = self.ipv4.len().max(self.ports.len());
+        release_pairs(&mut self.scratch, pairs);
+        for s in self.sections.iter_mut() {
+            let used = s.len();
+            trim(s, used);
+        }
+        let used = self.blocks.len();
+        trim(&mut self.blocks, used);
+        let used = self.ipv4.len();
+        release_pairs(&mut self.ipv4, used);
+        let used = self.ipv6.len();
+        trim(&mut self.ipv6, used);
+        let used = self.ports.len();
+        release_pairs(&mut self.ports, used);
         for p in self.protos.iter_mut().chain(self.vlans.iter_mut()) {
             p.last = 0;
             p.bytes.clear();
         }
         self.seen_v4.clear();
         self.seen_port.clear();
+    }
+
+    /// Reserves room for `pairs` (key, block) pairs per key class up front
+    /// (address space; memory is committed as it is used, in huge pages
+    /// where the system has them). A recorder passes the most one file can
+    /// hold, so the lists never move while the file fills: growing by
+    /// reallocation would copy them into freshly faulted memory again and
+    /// again during the first files.
+    pub fn reserve_pairs(&mut self, pairs: usize) {
+        for v in [&mut self.ipv4, &mut self.ports, &mut self.scratch] {
+            if v.capacity() < pairs {
+                grow_pairs(v, pairs);
+            }
+        }
     }
 
     /// The link type this builder parses frames with.
@@ -204,7 +232,7 @@ impl Builder {
         if let Some((s, d)) = k.ports {
             for p in [s, d] {
                 if self.seen_port.insert(p as usize, p, block) {
-                    self.ports.push(u64::from(p) << 32 | u64::from(block));
+                    push_pair(&mut self.ports, u64::from(p) << 32 | u64::from(block));
                 }
             }
         }
@@ -213,7 +241,7 @@ impl Builder {
                 Addr::V4(a) => {
                     let a = u32::from_be_bytes(a);
                     if self.seen_v4.insert(hash32(a), a, block) {
-                        self.ipv4.push(u64::from(a) << 32 | u64::from(block));
+                        push_pair(&mut self.ipv4, u64::from(a) << 32 | u64::from(block));
                     }
                 }
                 Addr::V6(a) => {
@@ -246,14 +274,14 @@ impl Builder {
             if let Some(p) = f.get(l4..l4 + 4) {
                 for p in [u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])] {
                     if self.seen_port.insert(p as usize, p, block) {
-                        self.ports.push(u64::from(p) << 32 | u64::from(block));
+                        push_pair(&mut self.ports, u64::from(p) << 32 | u64::from(block));
                     }
                 }
             }
         }
         for a in [u32::from_be_bytes([f[26], f[27], f[28], f[29]]), u32::from_be_bytes([f[30], f[31], f[32], f[33]])] {
             if self.seen_v4.insert(hash32(a), a, block) {
-                self.ipv4.push(u64::from(a) << 32 | u64::from(block));
+                push_pair(&mut self.ipv4, u64::from(a) << 32 | u64::from(block));
             }
         }
         true
@@ -398,6 +426,9 @@ fn sort_pairs(v: &mut Vec<u64>, scratch: &mut Vec<u64>) {
         }
     }
     // Every slot is overwritten by each pass: only growth is zero-filled.
+    if scratch.capacity() < v.len() {
+        grow_pairs(scratch, v.len());
+    }
     scratch.resize(v.len(), 0);
     let mut moved = false;
     for (c, shift) in counts.iter_mut().zip(SHIFTS) {
@@ -424,6 +455,43 @@ fn sort_pairs(v: &mut Vec<u64>, scratch: &mut Vec<u64>) {
         // (fresh, zero-filled pages) although enough memory is held.
         scratch.copy_from_slice(v);
         std::mem::swap(v, scratch);
+    }
+}
+
+/// Appends a pair; growth doubles the buffer and asks for huge pages behind it.
+#[inline]
+fn push_pair(v: &mut Vec<u64>, pair: u64) {
+    if v.len() == v.capacity() {
+        grow_pairs(v, v.len() + 1);
+    }
+    v.push(pair);
+}
+
+#[cold]
+#[inline(never)]
+fn grow_pairs(v: &mut Vec<u64>, need: usize) {
+    let cap = need.max(2 * v.capacity()).max(1 << 12);
+    v.reserve_exact(cap - v.len());
+    wv_sys::mem::advise_huge(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<u64>());
+}
+
+/// Empties a pair list; gives the memory beyond twice `used` pairs back
+/// when more than four times that (and over 1 MiB) is resident-capable,
+/// keeping the address space reserved.
+fn release_pairs(v: &mut Vec<u64>, used: usize) {
+    v.clear();
+    if v.capacity() * 8 > 1 << 20 && v.capacity() > 4 * used {
+        wv_sys::mem::release_spare(v, 2 * used);
+    }
+}
+
+/// Empties `v`; shrinks it to twice `used` elements when it holds more than
+/// four times that and more than 1 MiB.
+fn trim<T>(v: &mut Vec<T>, used: usize) {
+    v.clear();
+    let size = std::mem::size_of::<T>().max(1);
+    if v.capacity() * size > 1 << 20 && v.capacity() > 4 * used {
+        v.shrink_to(2 * used);
     }
 }
 
@@ -503,7 +571,45 @@ impl ClassEncoder<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::sort_pairs;
+    use super::{sort_pairs, Builder};
+
+    /// A builder recycled after a big file keeps its buffers; after a small
+    /// file it gives the spare pages back and still indexes big files right.
+    #[test]
+    fn reset_keeps_buffers_and_releases_spare_pages() {
+        let frame = |i: u32| {
+            let mut f = vec![0u8; 60];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[23] = 17;
+            f[26..30].copy_from_slice(&i.to_be_bytes());
+            f[30..34].copy_from_slice(&(!i).to_be_bytes());
+            f[34..38].copy_from_slice(&[(i >> 8) as u8, i as u8, (i >> 16) as u8, 7]);
+            f
+        };
+        let mut b = Builder::new(1);
+        let fill = |b: &mut Builder, n: u32| {
+            for i in 0..n {
+                b.add(u64::from(i), u64::from(i) * 76, &frame(i.wrapping_mul(2_654_435_761)), 60);
+            }
+            b.encode().unwrap();
+        };
+        fill(&mut b, 200_000);
+        let big = b.ipv4.capacity();
+        assert!(big >= 400_000);
+        b.reset(1);
+        assert_eq!(b.ipv4.capacity(), big, "same-size files keep their buffer");
+        fill(&mut b, 200_000);
+        let want = b.encode().unwrap();
+        // After a small file the spare pages are given back; the next big
+        // file refills them (fresh zero pages) and encodes the same index.
+        b.reset(1);
+        fill(&mut b, 1_000);
+        b.reset(1);
+        assert_eq!(b.ipv4.capacity(), big, "the address space stays reserved");
+        fill(&mut b, 200_000);
+        assert_eq!(b.encode().unwrap(), want);
+    }
 
     /// The radix sort equals a full sort of the u64s for pairs appended in
     /// block order, with odd and even numbers of passes, and every vector

@@ -366,7 +366,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
     let catalog =
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
-    let indexer = (!a.no_index).then(indexer_factory);
+    let indexer = (!a.no_index).then(|| indexer_factory(p.file_size));
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -456,7 +456,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         writer_shared.push(wshared);
     }
     if huge_fallback {
-        eprintln!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses 4 KiB pages with transparent hugepages requested");
+        eprintln!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
     }
     if let Some(n) = iface_note {
         eprintln!("wirevault: note: {n}");
@@ -588,8 +588,18 @@ impl wv_store::FileIndexer for Indexer {
     }
 }
 
-fn indexer_factory() -> wv_store::IndexerFactory {
-    Arc::new(|linktype| Box::new(Indexer(wv_index::Builder::new(linktype))) as Box<dyn wv_store::FileIndexer>)
+/// Index builders for files of up to `file_size` bytes, with room reserved
+/// for the most (key, block) pairs such a file can produce: two addresses
+/// and two ports per packet of 60 bytes or more (76 bytes on disk), at most
+/// 64 Mi pairs per list (512 MiB of address space; memory is committed as
+/// it is used).
+fn indexer_factory(file_size: u64) -> wv_store::IndexerFactory {
+    let pairs = (file_size / 76 * 2).min(64 << 20) as usize;
+    Arc::new(move |linktype| {
+        let mut b = wv_index::Builder::new(linktype);
+        b.reserve_pairs(pairs);
+        Box::new(Indexer(b)) as Box<dyn wv_store::FileIndexer>
+    })
 }
 
 /// `STORE/stats.json`: a fixed 4 KiB file rewritten in place (JSON padded
