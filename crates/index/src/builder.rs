@@ -181,10 +181,13 @@ impl Builder {
     /// hold, so the lists never move while the file fills: growing by
     /// reallocation would copy them into freshly faulted memory again and
     /// again during the first files.
+    ///
+    /// Best effort: where the system refuses the address space (strict
+    /// overcommit), the lists grow as they fill instead.
     pub fn reserve_pairs(&mut self, pairs: usize) {
         for v in [&mut self.ipv4, &mut self.ports, &mut self.scratch] {
-            if v.capacity() < pairs {
-                grow_pairs(v, pairs);
+            if v.capacity() < pairs && v.try_reserve_exact(pairs - v.len()).is_ok() {
+                wv_sys::mem::advise_huge(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<u64>());
             }
         }
     }
