@@ -146,15 +146,22 @@ impl Builder {
     /// keeping its allocations: a recorder reuses one builder per file
     /// instead of faulting in fresh, zeroed memory for each.
     ///
-    /// Memory a burst left behind is given back: a vector holding more than
-    /// four times what the last file used (and more than 1 MiB) shrinks to
-    /// twice that, so the builder follows the traffic down again.
+    /// Memory a burst left behind is given back, so the builder follows the
+    /// traffic down again: the pair lists keep their (reserved) address space
+    /// but return their pages beyond twice what the last file used
+    /// (`MADV_DONTNEED`); other vectors holding more than four times what
+    /// the last file used (and over 1 MiB) shrink to twice that.
     pub fn reset(&mut self, linktype: u32) {
         self.linktype = linktype;
         self.packets = 0;
         self.keys_complete = packet::parse(linktype, &[]).linktype_supported;
+        // The sort buffer keeps its length (up to twice the pairs): every
+        // slot is overwritten by each sort, so only growth is zero-filled.
         let pairs = self.ipv4.len().max(self.ports.len());
-        release_pairs(&mut self.scratch, pairs);
+        self.scratch.truncate(2 * pairs);
+        if self.scratch.capacity() * 8 > 1 << 20 {
+            wv_sys::mem::release_spare(&mut self.scratch, 0);
+        }
         for s in self.sections.iter_mut() {
             let used = s.len();
             trim(s, used);
@@ -478,12 +485,11 @@ fn grow_pairs(v: &mut Vec<u64>, need: usize) {
     wv_sys::mem::advise_huge(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<u64>());
 }
 
-/// Empties a pair list; gives the memory beyond twice `used` pairs back
-/// when more than four times that (and over 1 MiB) is resident-capable,
-/// keeping the address space reserved.
+/// Empties a pair list of over 1 MiB of capacity and gives its pages beyond
+/// twice `used` pairs back, keeping the address space reserved.
 fn release_pairs(v: &mut Vec<u64>, used: usize) {
     v.clear();
-    if v.capacity() * 8 > 1 << 20 && v.capacity() > 4 * used {
+    if v.capacity() * 8 > 1 << 20 {
         wv_sys::mem::release_spare(v, 2 * used);
     }
 }

@@ -12,8 +12,8 @@ use wv_wire::{pcap, pcapng};
 pub struct ValidPrefix {
     /// Bytes from the start of the file up to the end of the last complete record.
     pub len: u64,
-    /// Bytes before the file's first hole (its length when it has none):
-    /// what was written. Records are looked for only there.
+    /// Bytes before the file's first hole (its length when it has none, or
+    /// when the file is not partial). Records are looked for only there.
     pub data_len: u64,
     pub packets: u64,
     pub first_ns: Option<u64>,
@@ -23,14 +23,18 @@ pub struct ValidPrefix {
 }
 
 /// Walks a file wirevault wrote (LE ns pcap or its pcapng layout) and returns
-/// its valid prefix. A record is complete when all its bytes lie before the
-/// file's first hole and its header is plausible (caplen within the snaplen
-/// bound, not an all-zero header). Holes are what preallocated-but-unwritten
-/// extents and writes that never completed leave; they read as zeros, so a
-/// record reaching into one would otherwise be kept with a zeroed tail.
-pub fn valid_prefix(path: &Path, format: Format) -> io::Result<ValidPrefix> {
+/// its valid prefix. A record is complete when all its bytes are present and
+/// its header is plausible (caplen within the snaplen bound, not an all-zero
+/// header). With `partial` (a file whose writing was interrupted) its bytes
+/// must also lie before the file's first hole: holes are what preallocated
+/// but unwritten extents and writes that never completed leave; they read as
+/// zeros, so a record reaching into one would otherwise be kept with a zeroed
+/// tail. (A file system that stores written all-zero blocks as holes, such as
+/// ZFS with compression, makes this cut a partial file at a block of zeros
+/// inside a frame: records after it are lost, none is corrupted.)
+pub fn valid_prefix(path: &Path, format: Format, partial: bool) -> io::Result<ValidPrefix> {
     let file = File::open(path)?;
-    let data_len = wv_sys::uring::data_end(&file)?;
+    let data_len = if partial { wv_sys::uring::data_end(&file)? } else { file.metadata()?.len() };
     let mut r = BufReader::with_capacity(1 << 20, file.take(data_len));
     let mut v = ValidPrefix { len: 0, data_len, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
     let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8];
@@ -172,8 +176,10 @@ fn format_of(name: &str) -> Option<Format> {
 /// loss): every `.part` capture file is cut at its last complete record,
 /// renamed, indexed and cataloged; stray `.part` indexes are removed; closed
 /// files missing from the catalog are added; catalog entries without a file
-/// are dropped; missing indexes are rebuilt. No complete record on disk is
-/// thrown away. Must not run while a recorder writes to the store.
+/// are dropped; missing indexes are rebuilt. Every record of the written
+/// prefix of a partial file (up to its first hole: writes complete out of
+/// order, and records after a gap cannot be found again) is kept. Must not
+/// run while a recorder writes to the store.
 pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairReport> {
     use crate::catalog::{self, Entry};
     use crate::layout;
@@ -214,7 +220,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
             if !partial && entries.iter().any(|e| e.file == rel) {
                 continue;
             }
-            let v = valid_prefix(&path, format)?;
+            let v = valid_prefix(&path, format, partial)?;
             if v.packets == 0 {
                 if partial {
                     std::fs::remove_file(&path)?;
@@ -224,7 +230,8 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
                 }
                 continue;
             }
-            // Bytes after the first hole were never written: not "cut".
+            // What follows the first hole is not counted as cut: most of it
+            // is the preallocated tail, which never held data.
             let len = v.data_len;
             let final_path = dir.join(&final_name);
             if partial {
@@ -328,11 +335,18 @@ mod tests {
         assert!(two < 4096 && bytes.len() > 4096);
         let mut f = std::fs::File::create(&path).unwrap();
         f.write_all(&bytes[..4096]).unwrap();
-        wv_sys::uring::fallocate_extend(&f, 0, 64 << 10).unwrap();
+        if let Err(e) = wv_sys::uring::fallocate_extend(&f, 0, 64 << 10) {
+            eprintln!("skipped: {} cannot preallocate ({e})", dir.display());
+            return;
+        }
         f.sync_all().unwrap();
         drop(f);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 << 10);
-        let v = valid_prefix(&path, Format::Pcap).unwrap();
+        if wv_sys::uring::data_end(&std::fs::File::open(&path).unwrap()).unwrap() == 64 << 10 {
+            eprintln!("skipped: {} does not report unwritten extents as holes", dir.display());
+            return;
+        }
+        let v = valid_prefix(&path, Format::Pcap, true).unwrap();
         assert_eq!((v.packets, v.len, v.data_len), (2, two, 4096));
         let _ = std::fs::remove_dir_all(&dir);
     }

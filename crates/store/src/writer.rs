@@ -148,7 +148,7 @@ fn finisher(
         if let Err(e) = catalog.append(&job.entry) {
             shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
         }
-        // Never full: at most two builders are away from the writer.
+        // Never full: at most three builders exist per stream.
         let _ = recycle.try_send(job.indexer);
     }
 }
@@ -188,9 +188,9 @@ pub fn run(
     std::fs::create_dir_all(&dir)?;
     let io = uring::Writer::new(cfg.depth.max(2))?;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    // Room for every builder the finisher can hold (the one it encodes and
-    // the one queued), so none is dropped and re-faulted later.
-    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel(2);
+    // Room for every builder there can be (the writer's, the queued one and
+    // the one being encoded), so none is dropped and re-faulted later.
+    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel(3);
     let (c2, s2) = (catalog.clone(), shared.clone());
     let fin = std::thread::Builder::new()
         .name(format!("wv-index-{}", cfg.stream))
@@ -478,7 +478,7 @@ impl Writer {
                 let id = c.user_data >> 32;
                 let len = c.user_data & 0xffff_ffff;
                 let mut off = u64::MAX;
-                if let Some(p) = self.pending.get_mut((id - self.pending_base) as usize) {
+                if let Some(p) = id.checked_sub(self.pending_base).and_then(|i| self.pending.get_mut(i as usize)) {
                     p.done = true;
                     off = p.off;
                 }
@@ -566,7 +566,7 @@ impl Writer {
             // Keep what reached the disk before the first failed write, cut
             // at the last complete record.
             drop(c.file.set_len(len.min(file_len(&c.file)).min(c.failed_at.unwrap_or(u64::MAX))));
-            match crate::recover::valid_prefix(&c.part, self.cfg.format) {
+            match crate::recover::valid_prefix(&c.part, self.cfg.format, true) {
                 Ok(v) => (v.len, v.packets, v.last_ns.unwrap_or(c.first_ns)),
                 Err(_) => (0, 0, c.first_ns),
             }

@@ -53,6 +53,13 @@ impl AlignedBuf {
         unsafe {
             libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
             if libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_POPULATE_WRITE) != 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINVAL) {
+                    // Out of memory (a cgroup limit, say): a clear error, not the OOM killer.
+                    libc::munmap(ptr.as_ptr().cast(), len);
+                    return Err(e);
+                }
+                // Kernels before 5.14: touch every page instead.
                 for off in (0..len).step_by(4096) {
                     ptr.as_ptr().add(off).write_volatile(0);
                 }

@@ -171,8 +171,11 @@ impl Writer {
             // Submission queue full: hand what is queued to the kernel first.
             self.ring.submit()?;
         }
-        self.ring.submit()?;
+        // Queued: the kernel will run it (now, or with the next submit in
+        // `wait`), so it is in flight whatever this submit says; an error of
+        // the ring itself shows again in `wait`.
         self.in_flight += 1;
+        let _ = self.ring.submit();
         Ok(())
     }
 
@@ -289,6 +292,41 @@ pub fn fs_space(path: &Path) -> io::Result<(u64, u64)> {
 mod tests {
     use super::*;
     use crate::mem::AlignedBuf;
+
+    /// The last partial page goes to the file zero-padded, not with the
+    /// bytes an older lap of the ring left after the data; and a second tail
+    /// write is refused until the first one is reaped.
+    #[test]
+    fn tail_page_is_zero_padded_not_older_ring_bytes() {
+        let buf = AlignedBuf::new(1, false).unwrap();
+        let cap = buf.len() as u64;
+        let (mut p, mut c) = crate::byte_ring::byte_ring(buf);
+        let lap = vec![0xabu8; 64 << 10];
+        for _ in 0..cap / lap.len() as u64 {
+            assert!(p.has_room(lap.len() as u64) && p.write(&lap));
+            p.publish();
+            c.release(p.head());
+        }
+        assert!(p.has_room(100) && p.write(&[0xcd; 100]));
+        p.publish();
+        let dir = std::env::temp_dir().join(format!("wv-tail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let (f, _direct) = create_output(&path, true).unwrap();
+        let mut w = Writer::new(4).unwrap();
+        w.write_tail(&f, &c, cap, cap + 100, 0, 7).unwrap();
+        assert!(w.write_tail(&f, &c, cap, cap + 100, 0, 8).is_err(), "busy until reaped");
+        let mut done = Vec::new();
+        w.wait(1, &mut done).unwrap();
+        assert_eq!((done[0].user_data, done[0].result), (7, DIRECT_ALIGN as i32));
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), DIRECT_ALIGN as usize);
+        assert!(bytes[..100].iter().all(|&b| b == 0xcd));
+        assert!(bytes[100..].iter().all(|&b| b == 0), "older ring bytes reached the file");
+        // Not page-aligned, or a whole page: refused.
+        assert!(w.write_tail(&f, &c, cap + 1, cap + 100, 0, 9).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn direct_write_round_trip() {

@@ -593,8 +593,12 @@ impl wv_store::FileIndexer for Indexer {
 /// and two ports per packet of 60 bytes or more (76 bytes on disk), at most
 /// 64 Mi pairs per list (512 MiB of address space; memory is committed as
 /// it is used).
+///
+/// Not under strict overcommit (`vm.overcommit_memory = 2`), where reserved
+/// address space counts against the commit limit as if it were used.
 fn indexer_factory(file_size: u64) -> wv_store::IndexerFactory {
-    let pairs = (file_size / 76 * 2).min(64 << 20) as usize;
+    let strict = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|s| s.trim() == "2");
+    let pairs = if strict { 0 } else { (file_size / 76 * 2).min(64 << 20) as usize };
     Arc::new(move |linktype| {
         let mut b = wv_index::Builder::new(linktype);
         b.reserve_pairs(pairs);
