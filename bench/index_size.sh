@@ -120,11 +120,11 @@ for mix in $MIXES; do
   wait "${PIDS[0]}" 2>/dev/null || true
   PIDS=()
   wv_pkts=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['written'])" "$out/store/stats.json")
-  wv_pcap=$(find "$out/store" -name '*.pcap' -printf '%s\n' | awk '{s+=$1} END {printf "%d\n", s}')
-  wv_idx=$(find "$out/store" -name '*.idx' -printf '%s\n' | awk '{s+=$1} END {printf "%d\n", s}')
+  wv_pcap=$(find "$out/store" -name '*.pcap' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
+  wv_idx=$(find "$out/store" -name '*.idx' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
   st_pkts=$(python3 "$HELPER" steno "$out/steno")
-  st_idx=$(find "$out/steno/IDX0" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%d\n", s}')
-  st_pkt=$(find "$out/steno/PKT0" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%d\n", s}')
+  st_idx=$(find "$out/steno/IDX0" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
+  st_pkt=$(find "$out/steno/PKT0" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mix" "$wv_pkts" "$wv_pcap" "$wv_idx" "$st_pkts" "$st_idx" "$st_pkt" >>"$ROWS"
   log "$mix: wirevault $wv_pkts packets, pcap $wv_pcap B, index $wv_idx B; stenotype $st_pkts packets, index $st_idx B, packet files $st_pkt B"
   rm -rf "$out"
