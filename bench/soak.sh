@@ -25,7 +25,7 @@ echo
 "${CMD[@]}" 2> "$DIR.stderr" &
 PID=$!
 sleep 2
-echo "| minute | RSS MiB | fds | threads | store MiB | files | written | dropped | balanced |"
+echo "| minute | RSS MiB | fds | threads | store MiB | files | written | dropped | balanced (known at exit) |"
 echo "|---|---|---|---|---|---|---|---|---|"
 first_rss=""; max_rss=0; first_fd=""; max_fd=0
 t0=$(date +%s)
@@ -37,7 +37,7 @@ while kill -0 $PID 2>/dev/null; do
   used=$(du -sm "$DIR" 2>/dev/null | cut -f1 || true)
   files=$(find "$DIR" -name "*.pcap" | wc -l)
   read -r wr dr bal < <(python3 -c 'import json,sys
-d=json.load(open(sys.argv[1])); print(d.get("written",0), sum(d.get("dropped",{}).values()), d.get("balanced"))' "$DIR/stats.json" 2>/dev/null || echo "0 0 ?")
+d=json.load(open(sys.argv[1])); b=d.get("balanced"); print(d.get("written",0), sum(d.get("dropped",{}).values()), "-" if b is None else b)' "$DIR/stats.json" 2>/dev/null || echo "0 0 ?")
   now=$(( ($(date +%s) - t0) / 60 ))
   echo "| $now | $rss | $fds | $thr | $used | $files | $wr | $dr | $bal |"
   [ -n "$first_rss" ] || { first_rss=$rss; first_fd=$fds; }
