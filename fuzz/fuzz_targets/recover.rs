@@ -14,9 +14,12 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     for f in [Format::Pcap, Format::Pcapng] {
-        if let Ok(v) = recover::valid_prefix(&path, f) {
-            assert!(v.len <= data.len() as u64, "valid prefix longer than the file");
-            assert!(v.packets <= data.len() as u64);
+        for partial in [true, false] {
+            if let Ok(v) = recover::valid_prefix(&path, f, partial) {
+                assert!(v.len <= v.data_len, "valid prefix past the data");
+                assert!(v.data_len <= data.len() as u64, "data longer than the file");
+                assert!(v.packets <= data.len() as u64);
+            }
         }
     }
     let _ = std::fs::remove_file(&path);
