@@ -193,8 +193,8 @@ impl Builder {
     /// overcommit), the lists grow as they fill instead.
     pub fn reserve_pairs(&mut self, pairs: usize) {
         for v in [&mut self.ipv4, &mut self.ports, &mut self.scratch] {
-            if v.capacity() < pairs && v.try_reserve_exact(pairs - v.len()).is_ok() {
-                wv_sys::mem::advise_huge(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<u64>());
+            if v.capacity() < pairs {
+                reserve_huge(v, pairs);
             }
         }
     }
@@ -480,9 +480,15 @@ fn push_pair(v: &mut Vec<u64>, pair: u64) {
 #[cold]
 #[inline(never)]
 fn grow_pairs(v: &mut Vec<u64>, need: usize) {
-    let cap = need.max(2 * v.capacity()).max(1 << 12);
-    v.reserve_exact(cap - v.len());
-    wv_sys::mem::advise_huge(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<u64>());
+    reserve_huge(v, need.max(2 * v.capacity()).max(1 << 12));
+}
+
+/// Makes room for `cap` pairs in all (if the system grants the address
+/// space; otherwise `v` grows as it is filled) and asks for huge pages behind them.
+fn reserve_huge(v: &mut Vec<u64>, cap: usize) {
+    if v.try_reserve_exact(cap.saturating_sub(v.len())).is_ok() {
+        wv_sys::mem::advise_huge(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<u64>());
+    }
 }
 
 /// Empties a pair list of over 1 MiB of capacity and gives its pages beyond
