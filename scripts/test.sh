@@ -15,12 +15,14 @@ bash scripts/install-deps.sh
 
 step "format"
 cargo fmt --all --check
+cargo fmt --manifest-path fuzz/Cargo.toml --check   # the fuzz crate is not a workspace member
 
 step "build"
 cargo build --workspace --all-targets
 
 step "lint"
 cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --manifest-path fuzz/Cargo.toml --bins -- -D warnings
 
 step "test"
 cargo test --workspace --no-fail-fast
