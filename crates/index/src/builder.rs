@@ -162,18 +162,11 @@ impl Builder {
         if self.scratch.capacity() * 8 > 1 << 20 {
             wv_sys::mem::release_spare(&mut self.scratch, 0);
         }
-        for s in self.sections.iter_mut() {
-            let used = s.len();
-            trim(s, used);
-        }
-        let used = self.blocks.len();
-        trim(&mut self.blocks, used);
-        let used = self.ipv4.len();
-        release_pairs(&mut self.ipv4, used);
-        let used = self.ipv6.len();
-        trim(&mut self.ipv6, used);
-        let used = self.ports.len();
-        release_pairs(&mut self.ports, used);
+        self.sections.iter_mut().for_each(trim);
+        trim(&mut self.blocks);
+        trim(&mut self.ipv6);
+        release_pairs(&mut self.ipv4);
+        release_pairs(&mut self.ports);
         for p in self.protos.iter_mut().chain(self.vlans.iter_mut()) {
             p.last = 0;
             p.bytes.clear();
@@ -491,18 +484,20 @@ fn reserve_huge(v: &mut Vec<u64>, cap: usize) {
     }
 }
 
-/// Empties a pair list of over 1 MiB of capacity and gives its pages beyond
-/// twice `used` pairs back, keeping the address space reserved.
-fn release_pairs(v: &mut Vec<u64>, used: usize) {
+/// Empties a pair list; with over 1 MiB of capacity, gives its pages beyond
+/// twice the pairs it held back, keeping the address space reserved.
+fn release_pairs(v: &mut Vec<u64>) {
+    let used = v.len();
     v.clear();
     if v.capacity() * 8 > 1 << 20 {
         wv_sys::mem::release_spare(v, 2 * used);
     }
 }
 
-/// Empties `v`; shrinks it to twice `used` elements when it holds more than
-/// four times that and more than 1 MiB.
-fn trim<T>(v: &mut Vec<T>, used: usize) {
+/// Empties `v`; shrinks it to twice the elements it held when it holds more
+/// than four times that and more than 1 MiB.
+fn trim<T>(v: &mut Vec<T>) {
+    let used = v.len();
     v.clear();
     let size = std::mem::size_of::<T>().max(1);
     if v.capacity() * size > 1 << 20 && v.capacity() > 4 * used {

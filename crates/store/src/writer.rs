@@ -543,8 +543,9 @@ impl Writer {
             if full_end > from {
                 self.write_range(from, full_end, full_end);
             }
-            if end > full_end.max(from) {
-                self.write_tail(full_end.max(from), end, end.next_multiple_of(DIRECT_ALIGN));
+            // (`submitted` only ever holds page boundaries up to the data: from <= full_end.)
+            if end > full_end {
+                self.write_tail(full_end, end, end.next_multiple_of(DIRECT_ALIGN));
             }
         }
         self.reap(usize::MAX);

@@ -56,8 +56,8 @@ pub fn create_output(path: &Path, direct: bool) -> io::Result<(File, bool)> {
 /// the size into allocated blocks is issued straight from the submitting
 /// thread. The file is cut to its exact length when it closes; after a
 /// crash, recovery reads only up to the first hole ([`data_end`]), so the
-/// unwritten tail is never mistaken for records. Not every file system can (EOPNOTSUPP); callers may ignore the
-/// error and write past the end instead.
+/// unwritten tail is never mistaken for records. Not every file system can
+/// (EOPNOTSUPP); callers may ignore the error and write past the end instead.
 pub fn fallocate_extend(file: &File, offset: u64, len: u64) -> io::Result<()> {
     // SAFETY: plain syscall on an owned fd.
     let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t) };
@@ -96,33 +96,20 @@ pub struct Completion {
 /// unwritten extents (fallocate) and the range of a write that never
 /// completed count as holes on ext4, XFS, btrfs and tmpfs.
 pub fn data_end(file: &File) -> io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
     let len = file.metadata()?.len();
-    let fd = file.as_raw_fd();
-    // SAFETY: plain syscalls on an owned fd; the file offset SEEK_HOLE moves
-    // is put back where it was.
-    let r = unsafe {
-        let cur = libc::lseek(fd, 0, libc::SEEK_CUR);
-        let r = libc::lseek(fd, 0, libc::SEEK_HOLE);
-        let errno = io::Error::last_os_error();
-        if cur >= 0 {
-            libc::lseek(fd, cur, libc::SEEK_SET);
-        }
-        if r < 0 {
-            Err(errno)
-        } else {
-            Ok(r)
-        }
-    };
-    let r = match r {
-        Ok(r) => r,
-        Err(e) => {
-            return match e.raw_os_error() {
-                Some(libc::EINVAL) | Some(libc::ENXIO) | Some(libc::EOPNOTSUPP) => Ok(len),
-                _ => Err(e),
-            }
-        }
-    };
-    Ok((r as u64).min(len))
+    let mut f = file;
+    let cur = f.stream_position()?;
+    // SAFETY: plain syscall on an owned fd; it only moves the file offset,
+    // which is put back below.
+    let hole = unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_HOLE) };
+    let err = (hole < 0).then(io::Error::last_os_error);
+    f.seek(SeekFrom::Start(cur))?;
+    match err.map(|e| (e.raw_os_error(), e)) {
+        None => Ok((hole as u64).min(len)),
+        Some((Some(libc::EINVAL | libc::ENXIO | libc::EOPNOTSUPP), _)) => Ok(len),
+        Some((_, e)) => Err(e),
+    }
 }
 
 /// One O_DIRECT-aligned page the writer owns, for the last, partial page of
@@ -209,10 +196,9 @@ impl Writer {
 
     /// Writes one whole page to `file` at `offset` (aligned) holding the
     /// arena bytes `[start, end)` (`start` page-aligned, less than a page)
-    /// followed by zeros. The bytes are copied, so
-    /// the ring region may be released at once; the copy is busy until the
-    /// completion with `user_data` is reaped, and a second tail write before
-    /// that is refused.
+    /// followed by zeros. The bytes are copied, so the ring region may be
+    /// released at once; the copy is busy until the completion with
+    /// `user_data` is reaped, and a second tail write before that is refused.
     pub fn write_tail(
         &mut self,
         file: &File,

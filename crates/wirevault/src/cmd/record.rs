@@ -396,8 +396,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             direct: !a.no_direct,
             depth: 8,
             chunk: p.block_size,
-            // Never more than a file's size ahead: retention reserves one --file-size per open file.
-            prealloc_step: (64 << 20).min(p.file_size.next_multiple_of(4096)),
+            // The writer never preallocates past one --file-size: retention
+            // reserves one per open file.
+            prealloc_step: 64 << 20,
             file_size: p.file_size,
             indexer: indexer.clone(),
             budget: p.budget,
