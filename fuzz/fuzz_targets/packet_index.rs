@@ -57,8 +57,8 @@ fuzz_target!(|data: &[u8]| {
         let _ = (k.vlans(), k.protos(), format!("{k:?}"));
     }
     // The whole frame, then truncated pieces of it (a snap length cuts
-    // anywhere), through the builder with small blocks.
-    let mut b = Builder::with_block_packets(lt, 1 + u32::from(frame.len() as u8 & 3));
+    // anywhere), through the builder with small blocks and small runs of keys.
+    let mut b = Builder::with_run_pairs(lt, 1 + u32::from(frame.len() as u8 & 3), 1 + usize::from(sel & 7));
     let mut off = 24u64;
     let mut ts = u64::from_le_bytes(frame.get(..8).and_then(|s| s.try_into().ok()).unwrap_or([0; 8]));
     b.add(ts, off, frame, frame.len() as u32);

@@ -2,18 +2,42 @@
 //! it writes the immutable index file when the capture file closes.
 //!
 //! Hot file: `add` runs once per packet on the writer thread. It parses the
-//! frame's headers, then appends to growing vectors only (amortised
-//! allocation, no system call, no lock). Posting lists are built already
-//! encoded (delta + varint), so `finish` only lays out the sections.
+//! frame's headers, then appends to vectors only (no allocation in the
+//! common case, no system call, no lock).
+//!
+//! Addresses and ports, the key classes with many keys, are gathered as
+//! (key, block) pairs in fixed-size runs. A full run is sorted and encoded
+//! (delta + varint, as in the index) by another thread when the recorder
+//! offers one ([`Builder::set_offload`]), so a file's pairs never wait in
+//! memory raw: the builder holds a few run buffers plus the encoded runs,
+//! about the size of the index. Writing the index merges the runs.
 
-use crate::format::{self, put_varint, zigzag, KeyClass};
+use crate::format::{self, get_varint, put_varint, zigzag, KeyClass};
 use crate::IndexError;
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use wv_wire::packet::{self, ipproto, Addr};
 
 /// Packets per block unless [`Builder::with_block_packets`] says otherwise.
 pub const DEFAULT_BLOCK_PACKETS: u32 = 64;
+
+/// (key, block) pairs per run unless [`Builder::with_run_pairs`] says
+/// otherwise: 4 MiB of pairs, sorted within the caches of one core.
+pub const DEFAULT_RUN_PAIRS: usize = 1 << 19;
+
+/// Runs of one key class handed out at once; the builder waits for one to
+/// come back before handing out another (the other thread is behind).
+const MAX_OUT: usize = 2;
+
+/// Work a builder hands to another thread: sorting and encoding one run.
+pub type Work = Box<dyn FnOnce() + Send>;
+
+/// Runs [`Work`] on another thread; see [`Builder::set_offload`].
+pub type Offload = Box<dyn FnMut(Work) + Send>;
 
 /// What a finished index says about its capture file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,21 +120,23 @@ pub struct Builder {
     packets: u64,
     keys_complete: bool,
     blocks: Vec<Block>,
-    /// (address << 32 | block) pairs, appended in packet order; sorted
-    /// and grouped into posting lists when the index is written. Appending
-    /// to one sequential vector keeps the per-packet cost free of cache
-    /// misses however many distinct keys the traffic has.
-    ipv4: Vec<u64>,
+    /// (address << 32 | block) pairs, appended in packet order into runs
+    /// that are sorted and encoded when full, and merged into posting lists
+    /// when the index is written. Appending to one sequential vector keeps
+    /// the per-packet cost free of cache misses however many distinct keys
+    /// the traffic has.
+    ipv4: Runs,
     ipv6: Vec<(u128, u32)>,
     /// (port << 32 | block) pairs.
-    ports: Vec<u64>,
+    ports: Runs,
     /// Few keys: posting lists built directly.
     protos: Vec<Posting>,
     vlans: Vec<Posting>,
     seen_v4: Seen<u32, 1024>,
     seen_port: Seen<u16, 1024>,
-    /// The radix sort's second buffer and the index sections, kept for the next file.
-    scratch: Vec<u64>,
+    /// Where full runs are sorted (none: on the thread that adds).
+    offload: Option<Offload>,
+    /// The index sections, kept for the next file.
     sections: Vec<Vec<u8>>,
 }
 
@@ -122,6 +148,13 @@ impl Builder {
 
     /// A builder with `block_packets` packets per block (rounded up to a power of two, at least 1).
     pub fn with_block_packets(linktype: u32, block_packets: u32) -> Builder {
+        Builder::with_run_pairs(linktype, block_packets, DEFAULT_RUN_PAIRS)
+    }
+
+    /// A builder with `block_packets` packets per block and runs of
+    /// `run_pairs` (key, block) pairs (at least 1): the index it writes is
+    /// the same for every run size; only memory and speed differ.
+    pub fn with_run_pairs(linktype: u32, block_packets: u32, run_pairs: usize) -> Builder {
         let bp = block_packets.max(1).next_power_of_two();
         let probe = packet::parse(linktype, &[]);
         Builder {
@@ -130,16 +163,26 @@ impl Builder {
             packets: 0,
             keys_complete: probe.linktype_supported,
             blocks: Vec::new(),
-            ipv4: Vec::new(),
+            ipv4: Runs::new(run_pairs),
             ipv6: Vec::new(),
-            ports: Vec::new(),
+            ports: Runs::new(run_pairs),
             protos: Vec::new(),
             vlans: Vec::new(),
             seen_v4: Seen::new(),
             seen_port: Seen::new(),
-            scratch: Vec::new(),
+            offload: None,
             sections: Vec::new(),
         }
+    }
+
+    /// Hands full runs to `offload`, which runs each [`Work`] on another
+    /// thread: the thread that adds packets then only appends. Every work
+    /// must run before, or on another thread than, the call of
+    /// [`Builder::write`] that follows it (a queue that runs the works and
+    /// the file's finish in order does); a work dropped unrun does itself
+    /// when dropped, so no run is lost.
+    pub fn set_offload(&mut self, offload: Offload) {
+        self.offload = Some(offload);
     }
 
     /// Empties the builder for a new file of `linktype` (same block size),
@@ -147,49 +190,24 @@ impl Builder {
     /// instead of faulting in fresh, zeroed memory for each.
     ///
     /// Memory a burst left behind is given back, so the builder follows the
-    /// traffic down again: the pair lists keep their (reserved) address space
-    /// but return their pages beyond twice what the last file used
-    /// (`MADV_DONTNEED`); other vectors holding more than four times what
-    /// the last file used (and over 1 MiB) shrink to twice that.
+    /// traffic down again: vectors holding more than four times what the
+    /// last file used (and over 1 MiB) shrink to twice that, and encoded run
+    /// buffers beyond twice the last file's runs are freed.
     pub fn reset(&mut self, linktype: u32) {
         self.linktype = linktype;
         self.packets = 0;
         self.keys_complete = packet::parse(linktype, &[]).linktype_supported;
-        // The sort buffer keeps its length (up to twice the pairs): every
-        // slot is overwritten by each sort, so only growth is zero-filled.
-        let pairs = self.ipv4.len().max(self.ports.len());
-        self.scratch.truncate(2 * pairs);
-        if self.scratch.capacity() * 8 > 1 << 20 {
-            wv_sys::mem::release_spare(&mut self.scratch, 0);
-        }
         self.sections.iter_mut().for_each(trim);
         trim(&mut self.blocks);
         trim(&mut self.ipv6);
-        release_pairs(&mut self.ipv4);
-        release_pairs(&mut self.ports);
+        self.ipv4.reset();
+        self.ports.reset();
         for p in self.protos.iter_mut().chain(self.vlans.iter_mut()) {
             p.last = 0;
             p.bytes.clear();
         }
         self.seen_v4.clear();
         self.seen_port.clear();
-    }
-
-    /// Reserves room for `pairs` (key, block) pairs per key class up front
-    /// (address space; memory is committed as it is used, in huge pages
-    /// where the system has them). A recorder passes the most one file can
-    /// hold, so the lists never move while the file fills: growing by
-    /// reallocation would copy them into freshly faulted memory again and
-    /// again during the first files.
-    ///
-    /// Best effort: where the system refuses the address space (strict
-    /// overcommit), the lists grow as they fill instead.
-    pub fn reserve_pairs(&mut self, pairs: usize) {
-        for v in [&mut self.ipv4, &mut self.ports, &mut self.scratch] {
-            if v.capacity() < pairs {
-                reserve_huge(v, pairs);
-            }
-        }
     }
 
     /// The link type this builder parses frames with.
@@ -235,7 +253,7 @@ impl Builder {
         if let Some((s, d)) = k.ports {
             for p in [s, d] {
                 if self.seen_port.insert(p as usize, p, block) {
-                    push_pair(&mut self.ports, u64::from(p) << 32 | u64::from(block));
+                    self.ports.push(u64::from(p) << 32 | u64::from(block), &mut self.offload);
                 }
             }
         }
@@ -244,7 +262,7 @@ impl Builder {
                 Addr::V4(a) => {
                     let a = u32::from_be_bytes(a);
                     if self.seen_v4.insert(hash32(a), a, block) {
-                        push_pair(&mut self.ipv4, u64::from(a) << 32 | u64::from(block));
+                        self.ipv4.push(u64::from(a) << 32 | u64::from(block), &mut self.offload);
                     }
                 }
                 Addr::V6(a) => {
@@ -277,14 +295,14 @@ impl Builder {
             if let Some(p) = f.get(l4..l4 + 4) {
                 for p in [u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])] {
                     if self.seen_port.insert(p as usize, p, block) {
-                        push_pair(&mut self.ports, u64::from(p) << 32 | u64::from(block));
+                        self.ports.push(u64::from(p) << 32 | u64::from(block), &mut self.offload);
                     }
                 }
             }
         }
         for a in [u32::from_be_bytes([f[26], f[27], f[28], f[29]]), u32::from_be_bytes([f[30], f[31], f[32], f[33]])] {
             if self.seen_v4.insert(hash32(a), a, block) {
-                push_pair(&mut self.ipv4, u64::from(a) << 32 | u64::from(block));
+                self.ipv4.push(u64::from(a) << 32 | u64::from(block), &mut self.offload);
             }
         }
         true
@@ -368,15 +386,14 @@ impl Builder {
             prev_off = b.offset;
             prev_ts = b.min_ts;
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        sort_pairs(&mut self.ipv4, &mut scratch);
-        sort_pairs(&mut self.ports, &mut scratch);
-        self.scratch = scratch;
+        // The last runs are encoded here, on the finishing thread.
+        self.ipv4.finish();
+        self.ports.finish();
         self.ipv6.sort_unstable();
         for (class, pairs) in [
-            (KeyClass::Ipv4, Pairs::Packed(&self.ipv4)),
+            (KeyClass::Ipv4, Pairs::Runs(&self.ipv4.runs)),
             (KeyClass::Ipv6, Pairs::Wide(&self.ipv6)),
-            (KeyClass::Port, Pairs::Packed(&self.ports)),
+            (KeyClass::Port, Pairs::Runs(&self.ports.runs)),
             (KeyClass::Proto, Pairs::Dense(&self.protos)),
             (KeyClass::Vlan, Pairs::Dense(&self.vlans)),
         ] {
@@ -430,7 +447,7 @@ fn sort_pairs(v: &mut Vec<u64>, scratch: &mut Vec<u64>) {
     }
     // Every slot is overwritten by each pass: only growth is zero-filled.
     if scratch.capacity() < v.len() {
-        grow_pairs(scratch, v.len());
+        reserve_huge(scratch, v.len());
     }
     scratch.resize(v.len(), 0);
     let mut moved = false;
@@ -461,21 +478,6 @@ fn sort_pairs(v: &mut Vec<u64>, scratch: &mut Vec<u64>) {
     }
 }
 
-/// Appends a pair; growth doubles the buffer and asks for huge pages behind it.
-#[inline]
-fn push_pair(v: &mut Vec<u64>, pair: u64) {
-    if v.len() == v.capacity() {
-        grow_pairs(v, v.len() + 1);
-    }
-    v.push(pair);
-}
-
-#[cold]
-#[inline(never)]
-fn grow_pairs(v: &mut Vec<u64>, need: usize) {
-    reserve_huge(v, need.max(2 * v.capacity()).max(1 << 12));
-}
-
 /// Makes room for `cap` pairs in all (if the system grants the address
 /// space; otherwise `v` grows as it is filled) and asks for huge pages behind them.
 fn reserve_huge(v: &mut Vec<u64>, cap: usize) {
@@ -484,13 +486,256 @@ fn reserve_huge(v: &mut Vec<u64>, cap: usize) {
     }
 }
 
-/// Empties a pair list; with over 1 MiB of capacity, gives its pages beyond
-/// twice the pairs it held back, keeping the address space reserved.
-fn release_pairs(v: &mut Vec<u64>) {
-    let used = v.len();
-    v.clear();
-    if v.capacity() * 8 > 1 << 20 {
-        wv_sys::mem::release_spare(v, 2 * used);
+thread_local! {
+    /// The radix sort's second buffer, one per thread that sorts runs.
+    static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One key class's (key << 32 | block) pairs: the run being filled, and
+/// the file's earlier runs, sorted and encoded.
+///
+/// An encoded run is the varint of its first pair's block (the smallest:
+/// pairs come in block order), then per key in increasing order: the
+/// varint key difference to the previous key, the key's first block minus
+/// the run's first, the differences to its next blocks, and a 0 byte (no
+/// difference is 0: repeats are dropped). Merging runs then copies the
+/// difference bytes and only recomputes each run's first difference.
+struct Runs {
+    run_pairs: usize,
+    /// The run being filled: allocated at its first pair, with `run_pairs` room.
+    run: Vec<u64>,
+    /// Empty run buffers, and how many runs are out being sorted.
+    free: Vec<Vec<u64>>,
+    out: usize,
+    /// This file's encoded runs, by sequence number (empty until back).
+    runs: Vec<Vec<u8>>,
+    /// Runs handed out or encoded for this file.
+    sent: usize,
+    /// Empty buffers for encoded runs, kept from earlier files.
+    spare: Vec<Vec<u8>>,
+    tx: Sender<Done>,
+    rx: Receiver<Done>,
+}
+
+/// A run back from sorting.
+struct Done {
+    seq: usize,
+    pairs: Vec<u64>,
+    encoded: Vec<u8>,
+}
+
+/// One full run to sort and encode. It does its work when run, or when
+/// dropped unrun (an offload thread that went away), so no run is lost.
+struct RunJob {
+    seq: usize,
+    pairs: Vec<u64>,
+    encoded: Vec<u8>,
+    tx: Sender<Done>,
+    done: bool,
+}
+
+impl RunJob {
+    fn work(&mut self) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let mut pairs = std::mem::take(&mut self.pairs);
+        let mut encoded = std::mem::take(&mut self.encoded);
+        encode_run(&mut pairs, &mut encoded);
+        pairs.clear();
+        // The builder holds the receiver unless it was dropped: then nobody wants the run.
+        let _ = self.tx.send(Done { seq: self.seq, pairs, encoded });
+    }
+}
+
+impl Drop for RunJob {
+    fn drop(&mut self) {
+        self.work();
+    }
+}
+
+impl Runs {
+    fn new(run_pairs: usize) -> Runs {
+        let (tx, rx) = channel();
+        Runs {
+            run_pairs: run_pairs.max(1),
+            run: Vec::new(),
+            free: Vec::new(),
+            out: 0,
+            runs: Vec::new(),
+            sent: 0,
+            spare: Vec::new(),
+            tx,
+            rx,
+        }
+    }
+
+    /// Appends a pair; a full run goes to `offload` (or is encoded here).
+    #[inline]
+    fn push(&mut self, pair: u64, offload: &mut Option<Offload>) {
+        if self.run.len() == self.run.capacity() {
+            self.make_room(offload);
+        }
+        self.run.push(pair);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, offload: &mut Option<Offload>) {
+        if self.run.len() < self.run_pairs {
+            reserve_huge(&mut self.run, self.run_pairs);
+        } else {
+            self.spill(offload);
+        }
+    }
+
+    /// Hands the run being filled to `offload` (or encodes it here) and
+    /// starts the next in an empty buffer.
+    fn spill(&mut self, offload: &mut Option<Offload>) {
+        if self.run.is_empty() {
+            return;
+        }
+        self.collect(false);
+        while self.free.is_empty() && self.out >= MAX_OUT {
+            self.receive_one();
+        }
+        let next = self.free.pop().unwrap_or_else(|| {
+            let mut v = Vec::new();
+            reserve_huge(&mut v, self.run_pairs);
+            v
+        });
+        let pairs = std::mem::replace(&mut self.run, next);
+        let encoded = self.spare.pop().unwrap_or_default();
+        let mut job = RunJob { seq: self.sent, pairs, encoded, tx: self.tx.clone(), done: false };
+        self.sent += 1;
+        self.out += 1;
+        match offload {
+            Some(offload) => offload(Box::new(move || job.work())),
+            None => job.work(),
+        }
+        self.collect(false);
+    }
+
+    /// Takes in the runs that are back; with `all`, waits for every one.
+    fn collect(&mut self, all: bool) {
+        while let Ok(d) = self.rx.try_recv() {
+            self.take(d);
+        }
+        while all && self.out > 0 {
+            self.receive_one();
+        }
+    }
+
+    fn receive_one(&mut self) {
+        // Cannot fail: `self.tx` keeps the channel open, and every job sends
+        // once, whether it ran or was dropped.
+        if let Ok(d) = self.rx.recv() {
+            self.take(d);
+        }
+    }
+
+    fn take(&mut self, d: Done) {
+        self.out -= 1;
+        if self.runs.len() <= d.seq {
+            self.runs.resize_with(d.seq + 1, Vec::new);
+        }
+        self.runs[d.seq] = d.encoded;
+        self.free.push(d.pairs);
+    }
+
+    /// Encodes the last run here and waits for the others: `runs` is then complete.
+    fn finish(&mut self) {
+        self.spill(&mut None);
+        self.collect(true);
+    }
+
+    /// Empties the runs for the next file, keeping the buffers (encoded
+    /// ones up to twice as many as this file used).
+    fn reset(&mut self) {
+        self.collect(true);
+        self.run.clear();
+        let used = self.runs.len();
+        self.spare.extend(self.runs.drain(..).map(|mut v| {
+            v.clear();
+            v
+        }));
+        self.spare.truncate(2 * used.max(1));
+        self.sent = 0;
+    }
+}
+
+/// Sorts a run and encodes it into `out` (see [`Runs`]).
+fn encode_run(pairs: &mut Vec<u64>, out: &mut Vec<u8>) {
+    out.clear();
+    let Some(&first) = pairs.first() else { return };
+    let base = first as u32;
+    SCRATCH.with(|s| sort_pairs(pairs, &mut s.borrow_mut()));
+    put_varint(out, u64::from(base));
+    let (mut key, mut last) = (None, 0u32);
+    for &p in pairs.iter() {
+        let (k, b) = (p >> 32, p as u32);
+        match key {
+            Some(prev) if prev == k => {
+                if b != last {
+                    put_varint(out, u64::from(b - last));
+                    last = b;
+                }
+            }
+            _ => {
+                if let Some(prev) = key {
+                    out.push(0);
+                    put_varint(out, k - prev);
+                } else {
+                    put_varint(out, k);
+                }
+                put_varint(out, u64::from(b - base));
+                key = Some(k);
+                last = b;
+            }
+        }
+    }
+    out.push(0);
+}
+
+/// Reads encoded runs key by key.
+struct RunCursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    base: u64,
+    key: u64,
+}
+
+impl<'a> RunCursor<'a> {
+    fn new(bytes: &'a [u8]) -> RunCursor<'a> {
+        let mut pos = 0;
+        let base = get_varint(bytes, &mut pos).unwrap_or(0);
+        RunCursor { bytes, pos, base, key: 0 }
+    }
+
+    /// The next key and its first block; the cursor is then at its differences.
+    fn next_key(&mut self, first: bool) -> Option<(u64, u64)> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        let dk = get_varint(self.bytes, &mut self.pos)?;
+        self.key = if first { dk } else { self.key + dk };
+        let b = get_varint(self.bytes, &mut self.pos)?;
+        Some((self.key, self.base + b))
+    }
+
+    /// The current key's block differences (encoded) and their sum; the
+    /// cursor is then past the key's 0 byte.
+    fn differences(&mut self) -> (&'a [u8], u64) {
+        let start = self.pos;
+        let mut sum = 0;
+        loop {
+            match get_varint(self.bytes, &mut self.pos) {
+                Some(0) | None => break,
+                Some(d) => sum += d,
+            }
+        }
+        let end = self.pos.saturating_sub(1).max(start);
+        (&self.bytes[start..end], sum)
     }
 }
 
@@ -516,8 +761,8 @@ fn posting_at(v: &mut Vec<Posting>, i: usize, size: usize) -> &mut Posting {
 /// One key class's (key, block) pairs, sorted, possibly with repeats; or
 /// its posting lists built directly, indexed by key.
 enum Pairs<'a> {
-    /// `key << 32 | block`.
-    Packed(&'a [u64]),
+    /// Encoded runs of `key << 32 | block` pairs, in block order.
+    Runs(&'a [Vec<u8>]),
     Wide(&'a [(u128, u32)]),
     Dense(&'a [Posting]),
 }
@@ -528,7 +773,27 @@ enum Pairs<'a> {
 fn encode_class(class: KeyClass, pairs: Pairs, dir: &mut Vec<u8>, post: &mut Vec<u8>) -> Result<(), IndexError> {
     let mut enc = ClassEncoder { class, dir, post, key: 0, last: 0 };
     match pairs {
-        Pairs::Packed(v) => v.iter().try_for_each(|&p| enc.push(u128::from(p >> 32), p as u32))?,
+        Pairs::Runs(runs) => {
+            // Merge the runs by key; runs of the same key come in run
+            // (block) order, and a block split between two runs is kept once.
+            let mut cursors: Vec<RunCursor> = runs.iter().map(|r| RunCursor::new(r)).collect();
+            let mut heap = BinaryHeap::with_capacity(cursors.len());
+            for (i, c) in cursors.iter_mut().enumerate() {
+                if let Some((key, block)) = c.next_key(true) {
+                    heap.push(Reverse((key, i, block)));
+                }
+            }
+            while let Some(Reverse((key, i, block))) = heap.pop() {
+                enc.push(u128::from(key), block as u32)?;
+                let c = &mut cursors[i];
+                let (diffs, sum) = c.differences();
+                enc.post.extend_from_slice(diffs);
+                enc.last += sum as u32;
+                if let Some((key, block)) = c.next_key(false) {
+                    heap.push(Reverse((key, i, block)));
+                }
+            }
+        }
         Pairs::Wide(v) => v.iter().try_for_each(|&(k, b)| enc.push(k, b))?,
         Pairs::Dense(v) => {
             for (k, p) in v.iter().enumerate().filter(|(_, p)| p.last != 0) {
@@ -583,42 +848,67 @@ impl ClassEncoder<'_> {
 mod tests {
     use super::{sort_pairs, Builder};
 
-    /// A builder recycled after a big file keeps its buffers; after a small
-    /// file it gives the spare pages back and still indexes big files right.
+    /// A 60-byte UDP frame between addresses and ports taken from `i`.
+    fn frame(i: u32) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&i.to_be_bytes());
+        f[30..34].copy_from_slice(&(!i % 5000).to_be_bytes());
+        f[34..38].copy_from_slice(&[(i >> 8) as u8, i as u8, (i >> 16) as u8, 7]);
+        f
+    }
+
+    /// Adds `n` frames of `keys` distinct flows and encodes the index.
+    fn fill(b: &mut Builder, n: u32, keys: u32) -> Vec<u8> {
+        for i in 0..n {
+            b.add(u64::from(i), u64::from(i) * 76, &frame(i.wrapping_mul(2_654_435_761) % keys), 60);
+        }
+        b.encode().unwrap()
+    }
+
+    /// The index is the same for every run size, whether runs are sorted
+    /// here or on another thread, with keys repeating within runs or not,
+    /// and with blocks split between two runs.
     #[test]
-    fn reset_keeps_buffers_and_releases_spare_pages() {
-        let frame = |i: u32| {
-            let mut f = vec![0u8; 60];
-            f[12..14].copy_from_slice(&[0x08, 0x00]);
-            f[14] = 0x45;
-            f[23] = 17;
-            f[26..30].copy_from_slice(&i.to_be_bytes());
-            f[30..34].copy_from_slice(&(!i).to_be_bytes());
-            f[34..38].copy_from_slice(&[(i >> 8) as u8, i as u8, (i >> 16) as u8, 7]);
-            f
-        };
-        let mut b = Builder::new(1);
-        let fill = |b: &mut Builder, n: u32| {
-            for i in 0..n {
-                b.add(u64::from(i), u64::from(i) * 76, &frame(i.wrapping_mul(2_654_435_761)), 60);
+    fn runs_of_any_size_give_the_same_index() {
+        for keys in [3, 1000, u32::MAX] {
+            let want = fill(&mut Builder::with_run_pairs(1, 4, 1 << 30), 20_000, keys);
+            for run_pairs in [1, 7, 4096, 5000] {
+                let mut b = Builder::with_run_pairs(1, 4, run_pairs);
+                assert_eq!(fill(&mut b, 20_000, keys), want, "keys {keys}, runs of {run_pairs}");
+                // Offloaded to a thread, as the recorder does.
+                let (tx, rx) = std::sync::mpsc::channel::<super::Work>();
+                let t = std::thread::spawn(move || rx.into_iter().for_each(|w| w()));
+                b.reset(1);
+                b.set_offload(Box::new(move |w| tx.send(w).unwrap()));
+                assert_eq!(fill(&mut b, 20_000, keys), want, "offloaded, keys {keys}, runs of {run_pairs}");
+                drop(b);
+                t.join().unwrap();
             }
-            b.encode().unwrap();
-        };
-        fill(&mut b, 200_000);
-        let big = b.ipv4.capacity();
-        assert!(big >= 400_000);
+        }
+    }
+
+    /// A recycled builder writes the same index as a fresh one and keeps
+    /// its buffers: a few run buffers, and encoded ones up to twice the
+    /// runs of the last file.
+    #[test]
+    fn reset_keeps_buffers() {
+        let mut b = Builder::with_run_pairs(1, 64, 4096);
+        let want = fill(&mut b, 200_000, u32::MAX);
+        let runs = b.ipv4.runs.len();
+        assert!(runs > 50, "{runs} runs");
         b.reset(1);
-        assert_eq!(b.ipv4.capacity(), big, "same-size files keep their buffer");
-        fill(&mut b, 200_000);
-        let want = b.encode().unwrap();
-        // After a small file the spare pages are given back; the next big
-        // file refills them (fresh zero pages) and encodes the same index.
+        assert!(b.ipv4.free.len() <= super::MAX_OUT + 1, "a few run buffers");
+        assert_eq!(b.ipv4.spare.len(), runs, "encoded buffers kept for the next file");
+        assert_eq!(fill(&mut b, 200_000, u32::MAX), want);
+        // After a small file (one run), the spare encoded buffers go down to two.
         b.reset(1);
-        fill(&mut b, 1_000);
+        fill(&mut b, 1_000, u32::MAX);
         b.reset(1);
-        assert_eq!(b.ipv4.capacity(), big, "the address space stays reserved");
-        fill(&mut b, 200_000);
-        assert_eq!(b.encode().unwrap(), want);
+        assert!(b.ipv4.spare.len() <= 2, "{} spare buffers", b.ipv4.spare.len());
+        assert_eq!(fill(&mut b, 200_000, u32::MAX), want);
     }
 
     /// The radix sort equals a full sort of the u64s for pairs appended in

@@ -15,7 +15,7 @@ pub mod catalog;
 pub mod format;
 mod reader;
 
-pub use builder::{Builder, IndexSummary, DEFAULT_BLOCK_PACKETS};
+pub use builder::{Builder, IndexSummary, Offload, Work, DEFAULT_BLOCK_PACKETS, DEFAULT_RUN_PAIRS};
 pub use format::KeyClass;
 pub use reader::{BlockInfo, IndexReader};
 

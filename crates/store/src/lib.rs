@@ -70,8 +70,19 @@ pub trait FileIndexer: Send {
     fn reset(&mut self, linktype: u32);
 }
 
-/// Makes a [`FileIndexer`] for a new file of the given link type.
-pub type IndexerFactory = std::sync::Arc<dyn Fn(u32) -> Box<dyn FileIndexer> + Send + Sync>;
+/// Work an indexer hands to the stream's index thread (for example,
+/// sorting a full run of keys) instead of doing it on the writer thread.
+pub type IndexWork = Box<dyn FnOnce() + Send>;
+
+/// Queues [`IndexWork`] on the stream's index thread. The thread runs works
+/// and finished files in the order they were queued, so every work an
+/// indexer queued has run when its [`FileIndexer::finish`] is called. A work
+/// that cannot be queued any more (the thread has stopped) is dropped.
+pub type IndexOffload = Box<dyn FnMut(IndexWork) + Send>;
+
+/// Makes a [`FileIndexer`] for a new file of the given link type, with the
+/// stream's [`IndexOffload`].
+pub type IndexerFactory = std::sync::Arc<dyn Fn(u32, IndexOffload) -> Box<dyn FileIndexer> + Send + Sync>;
 
 /// Renames a closed file into place durably (file and directory fsynced by the caller/here).
 pub(crate) fn writer_rename(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {

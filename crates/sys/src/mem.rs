@@ -107,7 +107,7 @@ impl Drop for AlignedBuf {
 
 /// Asks for transparent huge pages behind the whole 2 MiB pages of a big
 /// vector's buffer (`ptr`, `bytes` of capacity). For large buffers that are
-/// filled once and reused, such as the index builder's pair lists: one fault
+/// filled once and reused, such as the index builder's run buffers: one fault
 /// per 2 MiB instead of 512, which matters most in a VM, where every first
 /// touch of a 4 KiB page is two faults deep. Only paging policy changes; the
 /// contents do not. Best effort: errors are ignored.
@@ -119,24 +119,6 @@ pub fn advise_huge(ptr: *const u8, bytes: usize) {
         // owns changes no contents and no access rights.
         unsafe {
             libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-        }
-    }
-}
-
-/// Gives the whole pages of `v`'s spare capacity after its first `keep`
-/// elements back to the kernel (MADV_DONTNEED): resident memory shrinks,
-/// the capacity (address space) stays, and a later use faults in fresh
-/// zeroed pages. Spare capacity holds no values, so nothing is lost.
-pub fn release_spare<T>(v: &mut Vec<T>, keep: usize) {
-    let size = std::mem::size_of::<T>();
-    let base = v.as_mut_ptr() as usize;
-    let from = (base + keep.max(v.len()).min(v.capacity()) * size).next_multiple_of(4096);
-    let to = (base + v.capacity() * size) / 4096 * 4096;
-    if to > from {
-        // SAFETY: [from, to) lies inside v's allocation, beyond its length:
-        // no value lives there and no reference to it exists (`&mut v`).
-        unsafe {
-            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_DONTNEED);
         }
     }
 }

@@ -366,7 +366,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
     let catalog =
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
-    let indexer = (!a.no_index).then(|| indexer_factory(p.file_size));
+    let indexer = (!a.no_index).then(indexer_factory);
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -589,20 +589,12 @@ impl wv_store::FileIndexer for Indexer {
     }
 }
 
-/// Index builders for files of up to `file_size` bytes, with room reserved
-/// for the most (key, block) pairs such a file can produce: two addresses
-/// and two ports per packet of 60 bytes or more (76 bytes on disk), at most
-/// 64 Mi pairs per list (512 MiB of address space; memory is committed as
-/// it is used).
-///
-/// Not under strict overcommit (`vm.overcommit_memory = 2`), where reserved
-/// address space counts against the commit limit as if it were used.
-fn indexer_factory(file_size: u64) -> wv_store::IndexerFactory {
-    let strict = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|s| s.trim() == "2");
-    let pairs = if strict { 0 } else { (file_size / 76 * 2).min(64 << 20) as usize };
-    Arc::new(move |linktype| {
+/// Index builders that hand their full runs of keys to the stream's index
+/// thread (see wv_index's builder): the writer thread only appends.
+fn indexer_factory() -> wv_store::IndexerFactory {
+    Arc::new(|linktype, offload| {
         let mut b = wv_index::Builder::new(linktype);
-        b.reserve_pairs(pairs);
+        b.set_offload(offload);
         Box::new(Indexer(b)) as Box<dyn wv_store::FileIndexer>
     })
 }
