@@ -51,8 +51,8 @@ PY
 }
 
 # Like run, but the rate comes from the catalog over the files after the
-# first four: the index builders' memory is faulted in by then (see DESIGN.md,
-# known limits), so this is the rate the store sustains.
+# first four: whatever memory the pipeline faults in is in place by then, so
+# this is the rate the store sustains once warm (compare with the short run).
 steady() { # name spec extra-args...
   local name=$1 spec=$2; shift 2
   rm -rf "$DIR/wv"
@@ -93,5 +93,5 @@ echo "store's capacity; the paced run holds line rate and counts any drop. 'seco
 echo "first packet until the last file is closed (fsync, rename), so the arena's drain is included."
 echo "The steady-state row takes packets and time from the catalog (generator timestamps of the"
 echo "first and last packet of files 5 to the end; unpaced, the generator runs at the store's pace)."
-echo "Its first four files pay for faulting in the index builders' memory (zeroed pages), which is"
-echo "most of the difference to the short 64 B run on 2 cores."
+echo "Its first four files are left out: they include faulting in the pipeline's memory, so the"
+echo "difference to the short 64 B run is what a cold start costs."

@@ -407,6 +407,21 @@ impl Writer {
             if off + rec_len > total {
                 break;
             }
+            // The capture thread wrote these records on another core (or long
+            // enough ago to be out of this core's caches), and records a few
+            // hundred bytes apart or more defeat the hardware prefetcher
+            // (small ones sit on consecutive lines, which it follows): each
+            // header would be a full memory miss. Ask for the header and
+            // frame head of the next record (known now) and of the record
+            // four ahead if the records keep this length (common: floods,
+            // bulk transfers at the MTU). Only hints; positions may be wrong.
+            if rec_len >= 256 {
+                for ahead in [off + rec_len, off + 4 * rec_len] {
+                    let p = a.as_ptr().wrapping_add(ahead);
+                    wv_sys::mem::prefetch(p);
+                    wv_sys::mem::prefetch(p.wrapping_add(hdr_len + 40));
+                }
+            }
             if let Some(ix) = c.indexer.as_mut() {
                 let d = off + hdr_len;
                 ix.add(ts_ns, c.parse_pos + off as u64 - c.start, span(a, b, d, d + caplen as usize, scratch), origlen);

@@ -105,6 +105,22 @@ impl Drop for AlignedBuf {
     }
 }
 
+/// Asks the CPU to start loading the cache line at `ptr` (a hint: any
+/// address is allowed, nothing is read, nothing faults). For walks over
+/// memory another core wrote, whose next position is known or guessed
+/// before the current one is done.
+#[inline(always)]
+pub fn prefetch(ptr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 never faults and reads no memory into a register;
+    // SSE is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}
+
 /// Asks for transparent huge pages behind the whole 2 MiB pages of a big
 /// vector's buffer (`ptr`, `bytes` of capacity). For large buffers that are
 /// filled once and reused, such as the index builder's run buffers: one fault
