@@ -57,25 +57,35 @@ fuzz_target!(|data: &[u8]| {
         let _ = (k.vlans(), k.protos(), format!("{k:?}"));
     }
     // The whole frame, then truncated pieces of it (a snap length cuts
-    // anywhere), through the builder with small blocks and small runs of keys.
-    let mut b = Builder::with_run_pairs(lt, 1 + u32::from(frame.len() as u8 & 3), 1 + usize::from(sel & 7));
-    let mut off = 24u64;
-    let mut ts = u64::from_le_bytes(frame.get(..8).and_then(|s| s.try_into().ok()).unwrap_or([0; 8]));
-    b.add(ts, off, frame, frame.len() as u32);
-    for cut in [1usize, 2, 13, 14, 17, 20, 33, 34, 40, 54, 60, 64] {
-        if cut >= frame.len() {
-            break;
+    // anywhere), through builders with small blocks: one with runs of
+    // 1 to 8 keys (the frame's length picks), one with a single run. Both
+    // must write the same index.
+    let block_packets = 1 + u32::from(frame.len() as u8 & 3);
+    let run_pairs = 1 + (frame.len() >> 2) % 8;
+    let mut b = Builder::with_run_pairs(lt, block_packets, run_pairs);
+    let mut one = Builder::with_run_pairs(lt, block_packets, usize::MAX);
+    for b in [&mut b, &mut one] {
+        let mut off = 24u64;
+        let mut ts = u64::from_le_bytes(frame.get(..8).and_then(|s| s.try_into().ok()).unwrap_or([0; 8]));
+        b.add(ts, off, frame, frame.len() as u32);
+        for cut in [1usize, 2, 13, 14, 17, 20, 33, 34, 40, 54, 60, 64] {
+            if cut >= frame.len() {
+                break;
+            }
+            off = off.wrapping_add(16 + cut as u64);
+            ts = ts.wrapping_sub(u64::from(sel)).wrapping_mul(3);
+            b.add(ts, off, &frame[..cut], frame.len() as u32);
+            b.add(ts, off, &frame[cut..], frame.len() as u32);
         }
-        off = off.wrapping_add(16 + cut as u64);
-        ts = ts.wrapping_sub(u64::from(sel)).wrapping_mul(3);
-        b.add(ts, off, &frame[..cut], frame.len() as u32);
-        b.add(ts, off, &frame[cut..], frame.len() as u32);
+        if sel == 0xff {
+            b.add_opaque(ts, off);
+        }
     }
-    if sel == 0xff {
-        b.add_opaque(ts, off);
-    }
+    let single = one.encode().ok();
     let _ = (b.linktype(), b.packets());
-    if let Ok(bytes) = b.encode() {
+    let runs = b.encode().ok();
+    assert_eq!(runs, single, "runs of {run_pairs} keys and a single run give the same index");
+    if let Some(bytes) = runs {
         read_index(&bytes);
     }
 });

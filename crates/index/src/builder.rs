@@ -2,8 +2,9 @@
 //! it writes the immutable index file when the capture file closes.
 //!
 //! Hot file: `add` runs once per packet on the writer thread. It parses the
-//! frame's headers, then appends to vectors only (no allocation in the
-//! common case, no system call, no lock).
+//! frame's headers, then appends to vectors only (no allocation, system call
+//! or lock per packet; once per run of keys, a run is handed over, which may
+//! wait for the sort thread when it is two runs behind).
 //!
 //! Addresses and ports, the key classes with many keys, are gathered as
 //! (key, block) pairs in fixed-size runs. A full run is sorted and encoded
@@ -26,7 +27,8 @@ use wv_wire::packet::{self, ipproto, Addr};
 pub const DEFAULT_BLOCK_PACKETS: u32 = 64;
 
 /// (key, block) pairs per run unless [`Builder::with_run_pairs`] says
-/// otherwise: 4 MiB of pairs, sorted within the caches of one core.
+/// otherwise: 4 MiB of pairs (plus as much sort buffer), mostly within the
+/// last-level cache, where the whole file's pairs were not.
 pub const DEFAULT_RUN_PAIRS: usize = 1 << 19;
 
 /// Runs of one key class handed out at once; the builder waits for one to
@@ -77,7 +79,7 @@ impl Posting {
 /// Keys already recorded for the current block: a small direct-mapped
 /// table (L1-resident) that drops most repeats of a key within a block
 /// before they reach the pair list. A collision only costs a duplicate
-/// pair, removed when the index is written.
+/// pair, removed when its run is encoded.
 struct Seen<K: Copy + PartialEq + Default, const N: usize> {
     slots: Box<[(K, u32); N]>,
 }
@@ -136,8 +138,10 @@ pub struct Builder {
     seen_port: Seen<u16, 1024>,
     /// Where full runs are sorted (none: on the thread that adds).
     offload: Option<Offload>,
-    /// The index sections, kept for the next file.
-    sections: Vec<Vec<u8>>,
+    /// The section being laid out (a class's directory, kept whole) and
+    /// posting lists or block table on their way to the file, kept for the next file.
+    dir: Vec<u8>,
+    out: Vec<u8>,
 }
 
 impl Builder {
@@ -171,16 +175,17 @@ impl Builder {
             seen_v4: Seen::new(),
             seen_port: Seen::new(),
             offload: None,
-            sections: Vec::new(),
+            dir: Vec::new(),
+            out: Vec::new(),
         }
     }
 
     /// Hands full runs to `offload`, which runs each [`Work`] on another
-    /// thread: the thread that adds packets then only appends. Every work
-    /// must run before, or on another thread than, the call of
-    /// [`Builder::write`] that follows it (a queue that runs the works and
-    /// the file's finish in order does); a work dropped unrun does itself
-    /// when dropped, so no run is lost.
+    /// thread: the thread that adds packets then only appends. `add`,
+    /// `write`, `encode` and `reset` may wait for works handed out before, so
+    /// the thread that runs them must never wait for this builder. A work
+    /// dropped unrun does itself when dropped, so no run is lost; one that
+    /// panics is reported, and the index then says its keys are incomplete.
     pub fn set_offload(&mut self, offload: Offload) {
         self.offload = Some(offload);
     }
@@ -197,7 +202,8 @@ impl Builder {
         self.linktype = linktype;
         self.packets = 0;
         self.keys_complete = packet::parse(linktype, &[]).linktype_supported;
-        self.sections.iter_mut().for_each(trim);
+        trim(&mut self.dir);
+        trim(&mut self.out);
         trim(&mut self.blocks);
         trim(&mut self.ipv6);
         self.ipv4.reset();
@@ -324,24 +330,34 @@ impl Builder {
 
     /// [`Builder::finish`] without giving up the builder: call
     /// [`Builder::reset`] before adding the next file's records.
+    ///
+    /// The posting lists go to the file as they are merged (through a
+    /// buffer of about 1 MiB); only each class's directory is held whole.
     pub fn write(&mut self, path: &Path) -> Result<IndexSummary, IndexError> {
-        let head = self.encode_sections()?;
-        let len = head.len() + self.sections.iter().map(Vec::len).sum::<usize>();
         let mut part = PathBuf::from(path);
         part.as_mut_os_string().push(".part");
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&part)?;
-            f.write_all(&head)?;
-            for s in &self.sections {
-                f.write_all(s)?;
+        let io = |e| IndexError::Io { path: path.to_path_buf(), source: e };
+        let result = (|| {
+            let mut f = std::fs::File::create(&part).map_err(io)?;
+            let head_len = format::HEADER_LEN + format::SECTION_TABLE_LEN;
+            f.write_all(&[0; format::HEADER_LEN + format::SECTION_TABLE_LEN]).map_err(io)?;
+            let mut written = head_len as u64;
+            let head = self.encode_into(&mut |bytes| {
+                written += bytes.len() as u64;
+                f.write_all(bytes).map_err(io)
+            })?;
+            std::os::unix::fs::FileExt::write_all_at(&f, &head, 0).map_err(io)?;
+            f.sync_all().map_err(io)?;
+            std::fs::rename(&part, path).map_err(io)?;
+            Ok(written)
+        })();
+        let len = match result {
+            Ok(len) => len,
+            Err(e) => {
+                let _ = std::fs::remove_file(&part);
+                return Err(e);
             }
-            f.sync_all()?;
-            std::fs::rename(&part, path)
         };
-        if let Err(e) = write() {
-            let _ = std::fs::remove_file(&part);
-            return Err(IndexError::Io { path: path.to_path_buf(), source: e });
-        }
         let (first_ns, last_ns) = self.time_range();
         Ok(IndexSummary {
             linktype: self.linktype,
@@ -349,7 +365,7 @@ impl Builder {
             first_ns,
             last_ns,
             blocks: self.blocks.len() as u32,
-            index_bytes: len as u64,
+            index_bytes: len,
             keys_complete: self.keys_complete,
         })
     }
@@ -362,33 +378,44 @@ impl Builder {
 
     /// Lays out the whole index file in memory.
     pub fn encode(&mut self) -> Result<Vec<u8>, IndexError> {
-        let mut out = self.encode_sections()?;
-        for s in &self.sections {
-            out.extend_from_slice(s);
-        }
-        Ok(out)
+        let mut file = vec![0u8; format::HEADER_LEN + format::SECTION_TABLE_LEN];
+        let head = self.encode_into(&mut |bytes| {
+            file.extend_from_slice(bytes);
+            Ok(())
+        })?;
+        file[..head.len()].copy_from_slice(&head);
+        Ok(file)
     }
 
-    /// Fills `self.sections` (reusing their buffers) and returns the header
-    /// and section table that precede them in the file.
-    fn encode_sections(&mut self) -> Result<Vec<u8>, IndexError> {
-        let mut sections = std::mem::take(&mut self.sections);
-        sections.resize_with(format::N_SECTIONS, Vec::new);
-        sections.iter_mut().for_each(Vec::clear);
-        let mut sec = sections.iter_mut();
+    /// Hands the sections to `sink` in file order, right after the header
+    /// and section table, and returns those (which name each section's
+    /// place). File order: the block table, then per key class its posting
+    /// lists and then its directory (the directory's end offsets are only
+    /// known once the lists are out; readers go by the table).
+    fn encode_into(&mut self, sink: &mut dyn FnMut(&[u8]) -> Result<(), IndexError>) -> Result<Vec<u8>, IndexError> {
+        let mut table = [(0u64, 0u64); format::N_SECTIONS];
+        let mut at = (format::HEADER_LEN + format::SECTION_TABLE_LEN) as u64;
+        let (mut dir, mut out) = (std::mem::take(&mut self.dir), std::mem::take(&mut self.out));
         // Block table.
-        let blocks = sec.next().expect("N_SECTIONS sections");
+        out.clear();
         let (mut prev_off, mut prev_ts) = (0u64, 0u64);
         for b in &self.blocks {
-            put_varint(blocks, b.offset.wrapping_sub(prev_off));
-            put_varint(blocks, zigzag(b.min_ts.wrapping_sub(prev_ts) as i64));
-            put_varint(blocks, b.max_ts - b.min_ts);
+            put_varint(&mut out, b.offset.wrapping_sub(prev_off));
+            put_varint(&mut out, zigzag(b.min_ts.wrapping_sub(prev_ts) as i64));
+            put_varint(&mut out, b.max_ts - b.min_ts);
             prev_off = b.offset;
             prev_ts = b.min_ts;
         }
+        sink(&out)?;
+        table[format::section::BLOCKS] = (at, out.len() as u64);
+        at += out.len() as u64;
         // The last runs are encoded here, on the finishing thread.
         self.ipv4.finish();
         self.ports.finish();
+        if self.ipv4.lost || self.ports.lost {
+            // Some pairs are missing: queries must not trust the posting lists.
+            self.keys_complete = false;
+        }
         self.ipv6.sort_unstable();
         for (class, pairs) in [
             (KeyClass::Ipv4, Pairs::Runs(&self.ipv4.runs)),
@@ -397,32 +424,36 @@ impl Builder {
             (KeyClass::Proto, Pairs::Dense(&self.protos)),
             (KeyClass::Vlan, Pairs::Dense(&self.vlans)),
         ] {
-            let (Some(dir), Some(post)) = (sec.next(), sec.next()) else { unreachable!("N_SECTIONS sections") };
-            encode_class(class, pairs, dir, post)?;
+            dir.clear();
+            out.clear();
+            let post_len = encode_class(class, pairs, &mut dir, &mut out, sink)?;
+            table[class.dir_section() + 1] = (at, post_len);
+            at += post_len;
+            sink(&dir)?;
+            table[class.dir_section()] = (at, dir.len() as u64);
+            at += dir.len() as u64;
         }
-        self.sections = sections;
+        (self.dir, self.out) = (dir, out);
         let (first_ns, last_ns) = self.time_range();
-        let mut out = Vec::with_capacity(format::HEADER_LEN + format::SECTION_TABLE_LEN);
-        out.extend_from_slice(&format::MAGIC);
-        out.extend_from_slice(&format::VERSION.to_le_bytes());
+        let mut head = Vec::with_capacity(format::HEADER_LEN + format::SECTION_TABLE_LEN);
+        head.extend_from_slice(&format::MAGIC);
+        head.extend_from_slice(&format::VERSION.to_le_bytes());
         let flags = if self.keys_complete { format::FLAG_KEYS_COMPLETE } else { 0 };
-        out.extend_from_slice(&flags.to_le_bytes());
-        out.extend_from_slice(&self.linktype.to_le_bytes());
-        out.extend_from_slice(&((self.block_mask + 1) as u32).to_le_bytes());
-        out.extend_from_slice(&self.packets.to_le_bytes());
-        out.extend_from_slice(&first_ns.to_le_bytes());
-        out.extend_from_slice(&last_ns.to_le_bytes());
-        out.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(format::N_SECTIONS as u32).to_le_bytes());
-        out.extend_from_slice(&0u64.to_le_bytes());
-        debug_assert_eq!(out.len(), format::HEADER_LEN);
-        let mut off = (format::HEADER_LEN + format::SECTION_TABLE_LEN) as u64;
-        for s in &self.sections {
-            out.extend_from_slice(&off.to_le_bytes());
-            out.extend_from_slice(&(s.len() as u64).to_le_bytes());
-            off += s.len() as u64;
+        head.extend_from_slice(&flags.to_le_bytes());
+        head.extend_from_slice(&self.linktype.to_le_bytes());
+        head.extend_from_slice(&((self.block_mask + 1) as u32).to_le_bytes());
+        head.extend_from_slice(&self.packets.to_le_bytes());
+        head.extend_from_slice(&first_ns.to_le_bytes());
+        head.extend_from_slice(&last_ns.to_le_bytes());
+        head.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
+        head.extend_from_slice(&(format::N_SECTIONS as u32).to_le_bytes());
+        head.extend_from_slice(&0u64.to_le_bytes());
+        debug_assert_eq!(head.len(), format::HEADER_LEN);
+        for (off, len) in table {
+            head.extend_from_slice(&off.to_le_bytes());
+            head.extend_from_slice(&len.to_le_bytes());
         }
-        Ok(out)
+        Ok(head)
     }
 }
 
@@ -431,7 +462,7 @@ impl Builder {
 /// every pair shares is skipped). Pairs are appended in block order, so
 /// after a stable sort by key each key's blocks are increasing: the result
 /// equals a full sort of the u64s, at a few ns per pair instead of a
-/// comparison sort's ~25 (this runs once per file, for millions of pairs).
+/// comparison sort's ~25 (this runs once per run, for up to half a million pairs).
 fn sort_pairs(v: &mut Vec<u64>, scratch: &mut Vec<u64>) {
     if v.len() < 1 << 12 {
         v.sort_unstable();
@@ -513,44 +544,52 @@ struct Runs {
     sent: usize,
     /// Empty buffers for encoded runs, kept from earlier files.
     spare: Vec<Vec<u8>>,
+    /// A run of this file was lost (its sort panicked).
+    lost: bool,
     tx: Sender<Done>,
     rx: Receiver<Done>,
 }
 
-/// A run back from sorting.
+/// A run back from sorting; `lost` when sorting it failed (a panic): the
+/// file's posting lists then miss its pairs.
 struct Done {
     seq: usize,
     pairs: Vec<u64>,
     encoded: Vec<u8>,
+    lost: bool,
 }
 
 /// One full run to sort and encode. It does its work when run, or when
-/// dropped unrun (an offload thread that went away), so no run is lost.
+/// dropped unrun (a sort thread that went away), so no run is lost; if the
+/// work panics, it still reports back (as lost), so nobody waits for it.
 struct RunJob {
     seq: usize,
-    pairs: Vec<u64>,
+    pairs: Option<Vec<u64>>,
     encoded: Vec<u8>,
     tx: Sender<Done>,
-    done: bool,
 }
 
 impl RunJob {
     fn work(&mut self) {
-        if std::mem::replace(&mut self.done, true) {
-            return;
-        }
-        let mut pairs = std::mem::take(&mut self.pairs);
+        let Some(mut pairs) = self.pairs.take() else { return };
         let mut encoded = std::mem::take(&mut self.encoded);
         encode_run(&mut pairs, &mut encoded);
         pairs.clear();
         // The builder holds the receiver unless it was dropped: then nobody wants the run.
-        let _ = self.tx.send(Done { seq: self.seq, pairs, encoded });
+        let _ = self.tx.send(Done { seq: self.seq, pairs, encoded, lost: false });
+        self.seq = usize::MAX;
     }
 }
 
 impl Drop for RunJob {
     fn drop(&mut self) {
-        self.work();
+        if std::thread::panicking() {
+            if self.seq != usize::MAX {
+                let _ = self.tx.send(Done { seq: self.seq, pairs: Vec::new(), encoded: Vec::new(), lost: true });
+            }
+        } else {
+            self.work();
+        }
     }
 }
 
@@ -565,6 +604,7 @@ impl Runs {
             runs: Vec::new(),
             sent: 0,
             spare: Vec::new(),
+            lost: false,
             tx,
             rx,
         }
@@ -606,7 +646,7 @@ impl Runs {
         });
         let pairs = std::mem::replace(&mut self.run, next);
         let encoded = self.spare.pop().unwrap_or_default();
-        let mut job = RunJob { seq: self.sent, pairs, encoded, tx: self.tx.clone(), done: false };
+        let mut job = RunJob { seq: self.sent, pairs: Some(pairs), encoded, tx: self.tx.clone() };
         self.sent += 1;
         self.out += 1;
         match offload {
@@ -628,7 +668,7 @@ impl Runs {
 
     fn receive_one(&mut self) {
         // Cannot fail: `self.tx` keeps the channel open, and every job sends
-        // once, whether it ran or was dropped.
+        // once, whether it ran, was dropped or panicked.
         if let Ok(d) = self.rx.recv() {
             self.take(d);
         }
@@ -636,17 +676,30 @@ impl Runs {
 
     fn take(&mut self, d: Done) {
         self.out -= 1;
+        self.lost |= d.lost;
         if self.runs.len() <= d.seq {
             self.runs.resize_with(d.seq + 1, Vec::new);
         }
         self.runs[d.seq] = d.encoded;
-        self.free.push(d.pairs);
+        if d.pairs.capacity() > 0 {
+            self.free.push(d.pairs);
+        }
     }
 
-    /// Encodes the last run here and waits for the others: `runs` is then complete.
+    /// Waits for the runs out, then encodes the last one here, in its own
+    /// buffer: `runs` is then complete.
     fn finish(&mut self) {
-        self.spill(&mut None);
         self.collect(true);
+        if !self.run.is_empty() {
+            let mut encoded = self.spare.pop().unwrap_or_default();
+            encode_run(&mut self.run, &mut encoded);
+            self.run.clear();
+            if self.runs.len() <= self.sent {
+                self.runs.resize_with(self.sent + 1, Vec::new);
+            }
+            self.runs[self.sent] = encoded;
+            self.sent += 1;
+        }
     }
 
     /// Empties the runs for the next file, keeping the buffers (encoded
@@ -661,6 +714,7 @@ impl Runs {
         }));
         self.spare.truncate(2 * used.max(1));
         self.sent = 0;
+        self.lost = false;
     }
 }
 
@@ -768,10 +822,17 @@ enum Pairs<'a> {
 }
 
 /// Lays out one key class into its two sections: the directory (each key,
-/// then the end offset of its posting list) and the posting lists (block + 1,
-/// delta + varint).
-fn encode_class(class: KeyClass, pairs: Pairs, dir: &mut Vec<u8>, post: &mut Vec<u8>) -> Result<(), IndexError> {
-    let mut enc = ClassEncoder { class, dir, post, key: 0, last: 0 };
+/// then the end offset of its posting list) into `dir`, and the posting
+/// lists (block + 1, delta + varint) through `post` to `sink`, about 1 MiB
+/// at a time. Returns the length of the posting lists.
+fn encode_class(
+    class: KeyClass,
+    pairs: Pairs,
+    dir: &mut Vec<u8>,
+    post: &mut Vec<u8>,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), IndexError>,
+) -> Result<u64, IndexError> {
+    let mut enc = ClassEncoder { class, dir, post, sink, sent: 0, key: 0, last: 0 };
     match pairs {
         Pairs::Runs(runs) => {
             // Merge the runs by key; runs of the same key come in run
@@ -805,13 +866,21 @@ fn encode_class(class: KeyClass, pairs: Pairs, dir: &mut Vec<u8>, post: &mut Vec
     if enc.last != 0 {
         enc.end_key(enc.key)?;
     }
-    Ok(())
+    let len = enc.sent + enc.post.len() as u64;
+    (enc.sink)(enc.post)?;
+    Ok(len)
 }
+
+/// Posting bytes held before they go to the sink.
+const POST_CHUNK: usize = 1 << 20;
 
 struct ClassEncoder<'a> {
     class: KeyClass,
     dir: &'a mut Vec<u8>,
     post: &'a mut Vec<u8>,
+    sink: &'a mut dyn FnMut(&[u8]) -> Result<(), IndexError>,
+    /// Posting bytes already handed to the sink.
+    sent: u64,
     /// The key being written and its last block + 1 (0: no key yet).
     key: u128,
     last: u32,
@@ -833,13 +902,19 @@ impl ClassEncoder<'_> {
         Ok(())
     }
 
-    /// Closes `key`'s posting list: its directory entry.
+    /// Closes `key`'s posting list: its directory entry. Hands the posting
+    /// bytes on once they pass [`POST_CHUNK`].
     fn end_key(&mut self, key: u128) -> Result<(), IndexError> {
-        let end = u32::try_from(self.post.len()).map_err(|_| IndexError::TooLarge)?;
+        let end = u32::try_from(self.sent + self.post.len() as u64).map_err(|_| IndexError::TooLarge)?;
         let mut k = [0u8; 16];
         let n = self.class.encode_key(key, &mut k);
         self.dir.extend_from_slice(&k[..n]);
         self.dir.extend_from_slice(&end.to_le_bytes());
+        if self.post.len() >= POST_CHUNK {
+            (self.sink)(self.post)?;
+            self.sent += self.post.len() as u64;
+            self.post.clear();
+        }
         Ok(())
     }
 }
@@ -886,6 +961,10 @@ mod tests {
                 assert_eq!(fill(&mut b, 20_000, keys), want, "offloaded, keys {keys}, runs of {run_pairs}");
                 drop(b);
                 t.join().unwrap();
+                // A work dropped unrun (its thread is gone) does itself.
+                let mut b = Builder::with_run_pairs(1, 4, run_pairs);
+                b.set_offload(Box::new(drop));
+                assert_eq!(fill(&mut b, 20_000, keys), want, "dropped works, keys {keys}, runs of {run_pairs}");
             }
         }
     }

@@ -70,14 +70,15 @@ pub trait FileIndexer: Send {
     fn reset(&mut self, linktype: u32);
 }
 
-/// Work an indexer hands to the stream's index thread (for example,
-/// sorting a full run of keys) instead of doing it on the writer thread.
+/// Work an indexer hands to the stream's sort thread (sorting a full run of
+/// keys) instead of doing it on the writer thread.
 pub type IndexWork = Box<dyn FnOnce() + Send>;
 
-/// Queues [`IndexWork`] on the stream's index thread. The thread runs works
-/// and finished files in the order they were queued, so every work an
-/// indexer queued has run when its [`FileIndexer::finish`] is called. A work
-/// that cannot be queued any more (the thread has stopped) is dropped.
+/// Queues [`IndexWork`] on the stream's sort thread, which runs works in
+/// order and waits for nothing else. [`FileIndexer::finish`] runs on
+/// another thread (the index thread) and may wait for the works of its
+/// file. A work that cannot be queued any more (the thread has stopped) is
+/// dropped.
 pub type IndexOffload = Box<dyn FnMut(IndexWork) + Send>;
 
 /// Makes a [`FileIndexer`] for a new file of the given link type, with the

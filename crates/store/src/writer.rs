@@ -128,37 +128,18 @@ struct Finish {
     entry: Entry,
 }
 
-/// What the index thread does, in order.
-enum Job {
-    /// Work an indexer handed over while its file was filling.
-    Work(crate::IndexWork),
-    Finish(Finish),
-    Stop,
-}
-
-/// Closed files that may wait for their index at once (the one being
-/// indexed and one queued); the writer waits before closing a third.
-/// Retention reserves room for them.
-const MAX_FINISHING: usize = 2;
-
-/// Runs indexers' work and writes indexes and catalog lines for closed
-/// files, off the writer thread, in the order they were queued. Each
-/// finished indexer goes back to the writer through `recycle`.
+/// Writes indexes and appends catalog lines for closed files, off the writer
+/// thread: merging and writing a big file's index takes long enough to stall
+/// the writes otherwise. The channel holds one job, so at most two closed
+/// files per stream wait for their index (retention reserves room for them).
+/// Each finished indexer goes back to the writer through `recycle`.
 fn finisher(
-    rx: std::sync::mpsc::Receiver<Job>,
+    rx: std::sync::mpsc::Receiver<Finish>,
     recycle: std::sync::mpsc::SyncSender<Box<dyn crate::FileIndexer>>,
     catalog: Arc<Catalog>,
     shared: Arc<WriterShared>,
 ) {
-    for job in rx {
-        let mut job = match job {
-            Job::Work(work) => {
-                work();
-                continue;
-            }
-            Job::Finish(f) => f,
-            Job::Stop => break,
-        };
+    for mut job in rx {
         let path = job.index_path.clone();
         match job.indexer.finish(&path) {
             Ok(()) => job.entry.index = Some(format!("{}{}", job.entry.file, layout::INDEX)),
@@ -167,19 +148,27 @@ fn finisher(
         if let Err(e) = catalog.append(&job.entry) {
             shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
         }
-        // Never full: at most MAX_FINISHING + 1 builders exist per stream.
+        // Never full: at most three builders exist per stream.
         let _ = recycle.try_send(job.indexer);
     }
 }
 
+/// Runs the work indexers hand over while their files fill (sorting runs of
+/// keys), in order, on its own thread: it never waits for a file's index to
+/// be written, so an indexer waiting for its work back waits for other work
+/// only. Ends when every sender is gone (the writer's and the indexers').
+fn sorter(rx: std::sync::mpsc::Receiver<crate::IndexWork>) {
+    for work in rx {
+        work();
+    }
+}
+
 struct Writer {
-    /// The index thread's queue.
-    jobs: std::sync::mpsc::SyncSender<Job>,
-    /// Indexers the finisher is done with, to reuse, and how many closed
-    /// files it has not given back yet.
+    finish_tx: Option<std::sync::mpsc::SyncSender<Finish>>,
+    /// Indexers the finisher is done with, to reuse.
     recycled: std::sync::mpsc::Receiver<Box<dyn crate::FileIndexer>>,
-    spare_indexers: Vec<Box<dyn crate::FileIndexer>>,
-    finishing: usize,
+    /// The sort thread's queue, for new indexers.
+    work_tx: std::sync::mpsc::Sender<crate::IndexWork>,
     ring: Consumer,
     queue: Arc<ArrayQueue<Msg>>,
     cfg: WriterConfig,
@@ -210,21 +199,21 @@ pub fn run(
     let dir = cfg.store.join(layout::stream_dir(cfg.stream));
     std::fs::create_dir_all(&dir)?;
     let io = uring::Writer::new(cfg.depth.max(2))?;
-    // Room for the finishing files and for a few works of the indexer being
-    // filled (each holds it back only when it has several out already).
-    let (tx, rx) = std::sync::mpsc::sync_channel(MAX_FINISHING + 4);
-    // Room for every builder there can be (the writer's and the finishing
-    // ones), so none is dropped and re-faulted later.
-    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel(MAX_FINISHING + 1);
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    // Room for every builder there can be (the writer's, the queued one and
+    // the one being encoded), so none is dropped and re-faulted later.
+    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel(3);
     let (c2, s2) = (catalog.clone(), shared.clone());
     let fin = std::thread::Builder::new()
         .name(format!("wv-index-{}", cfg.stream))
         .spawn(move || finisher(rx, recycle_tx, c2, s2))?;
+    // Unbounded: each indexer has at most a few works out at once.
+    let (work_tx, work_rx) = std::sync::mpsc::channel();
+    let sort = std::thread::Builder::new().name(format!("wv-sort-{}", cfg.stream)).spawn(move || sorter(work_rx))?;
     let mut w = Writer {
-        jobs: tx,
+        finish_tx: Some(tx),
         recycled,
-        spare_indexers: Vec::new(),
-        finishing: 0,
+        work_tx,
         ring,
         queue,
         direct: cfg.direct,
@@ -241,10 +230,12 @@ pub fn run(
         dir,
     };
     w.run();
-    // Indexers hold senders of the queue too: stop the thread explicitly.
-    let _ = w.jobs.send(Job::Stop);
+    drop(w.finish_tx.take());
     drop(w);
     fin.join().map_err(|_| io::Error::other("the index thread panicked"))?;
+    // Every indexer is gone with the writer and the finisher, and with them
+    // the last senders of the sort queue.
+    sort.join().map_err(|_| io::Error::other("the sort thread panicked"))?;
     Ok(())
 }
 
@@ -327,24 +318,18 @@ impl Writer {
         };
         // Even when stopped we walk the stream to count what is dropped.
         let real = file.is_some();
-        let indexer = match self.cfg.indexer.clone().filter(|_| real) {
-            None => None,
-            Some(factory) => Some(match self.recycled_indexer() {
-                Some(mut ix) => {
-                    ix.reset(linktype);
-                    ix
-                }
-                None => {
-                    let jobs = self.jobs.clone();
-                    factory(
-                        linktype,
-                        Box::new(move |work| {
-                            let _ = jobs.send(Job::Work(work));
-                        }),
-                    )
-                }
-            }),
-        };
+        let indexer = self.cfg.indexer.as_ref().filter(|_| real).map(|f| match self.recycled.try_recv() {
+            Ok(mut ix) => {
+                ix.reset(linktype);
+                ix
+            }
+            Err(_) => {
+                let work_tx = self.work_tx.clone();
+                // A work the sort thread can no longer take is dropped, and
+                // the indexer's work does itself when dropped.
+                f(linktype, Box::new(move |work| drop(work_tx.send(work))))
+            }
+        });
         let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
             return;
         };
@@ -614,18 +599,6 @@ impl Writer {
         self.ring.release(next);
     }
 
-    /// An indexer to reuse: a spare one, or one the index thread gave back.
-    fn recycled_indexer(&mut self) -> Option<Box<dyn crate::FileIndexer>> {
-        if let Some(ix) = self.spare_indexers.pop() {
-            return Some(ix);
-        }
-        let ix = self.recycled.try_recv().ok();
-        if ix.is_some() {
-            self.finishing = self.finishing.saturating_sub(1);
-        }
-        ix
-    }
-
     fn finish_file(&mut self, c: CurFile, len: u64, walked_all: bool) {
         debug_assert!(walked_all, "producer closes files at record boundaries");
         let failed = c.failed_at.is_some() || self.stopped;
@@ -668,29 +641,15 @@ impl Writer {
             packets,
             bytes: len,
         };
-        let entry = match c.indexer.filter(|_| !failed) {
-            Some(indexer) => {
-                while self.finishing >= MAX_FINISHING {
-                    // Wait for the index thread to give an indexer back.
-                    match self.recycled.recv() {
-                        Ok(ix) => {
-                            self.finishing -= 1;
-                            self.spare_indexers.push(ix);
-                        }
-                        Err(_) => break,
-                    }
-                }
+        let entry = match (c.indexer.filter(|_| !failed), &self.finish_tx) {
+            (Some(indexer), Some(tx)) => {
                 let index_path = layout::index_path(&path);
-                match self.jobs.send(Job::Finish(Finish { indexer, index_path, entry })) {
-                    Ok(()) => {
-                        self.finishing += 1;
-                        None
-                    }
-                    Err(std::sync::mpsc::SendError(Job::Finish(job))) => Some(job.entry),
-                    Err(_) => None,
+                match tx.send(Finish { indexer, index_path, entry }) {
+                    Ok(()) => None,
+                    Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
                 }
             }
-            None => Some(entry),
+            _ => Some(entry),
         };
         if let Some(entry) = entry {
             if let Err(e) = self.catalog.append(&entry) {
