@@ -184,8 +184,9 @@ impl Builder {
     /// thread: the thread that adds packets then only appends. `add`,
     /// `write`, `encode` and `reset` may wait for works handed out before, so
     /// the thread that runs them must never wait for this builder. A work
-    /// dropped unrun does itself when dropped, so no run is lost; one that
-    /// panics is reported, and the index then says its keys are incomplete.
+    /// dropped unrun does itself when dropped (unless the dropping thread is
+    /// unwinding from a panic); one that panics or is dropped while unwinding
+    /// is reported lost, and the index then says its keys are incomplete.
     pub fn set_offload(&mut self, offload: Offload) {
         self.offload = Some(offload);
     }
@@ -560,8 +561,9 @@ struct Done {
 }
 
 /// One full run to sort and encode. It does its work when run, or when
-/// dropped unrun (a sort thread that went away), so no run is lost; if the
-/// work panics, it still reports back (as lost), so nobody waits for it.
+/// dropped unrun (a sort thread that went away). If the work panics, or the
+/// job is dropped by a thread that is unwinding, it reports back as lost:
+/// nobody waits for it, and nothing is lost silently.
 struct RunJob {
     seq: usize,
     pairs: Option<Vec<u64>>,
@@ -871,8 +873,9 @@ fn encode_class(
     Ok(len)
 }
 
-/// Posting bytes held before they go to the sink.
-const POST_CHUNK: usize = 1 << 20;
+/// Posting bytes held before they go to the sink (small in tests, so they
+/// pass through the chunked path).
+const POST_CHUNK: usize = if cfg!(test) { 64 } else { 1 << 20 };
 
 struct ClassEncoder<'a> {
     class: KeyClass,
@@ -967,6 +970,48 @@ mod tests {
                 assert_eq!(fill(&mut b, 20_000, keys), want, "dropped works, keys {keys}, runs of {run_pairs}");
             }
         }
+    }
+
+    /// A run whose sort panics (here: dropped while its thread unwinds) is
+    /// reported: the index is still written, without the keys-complete flag.
+    #[test]
+    fn a_lost_run_clears_keys_complete() {
+        let mut b = Builder::with_run_pairs(1, 4, 100);
+        b.set_offload(Box::new(|w| {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                let _w = w;
+                panic!("a sort thread failing");
+            }));
+        }));
+        let idx = fill(&mut b, 5_000, 1000);
+        let flags = u32::from_le_bytes(idx[12..16].try_into().unwrap());
+        assert_eq!(flags & crate::format::FLAG_KEYS_COMPLETE, 0);
+        let mut ok = Builder::with_run_pairs(1, 4, 100);
+        let good = fill(&mut ok, 5_000, 1000);
+        assert_ne!(u32::from_le_bytes(good[12..16].try_into().unwrap()) & crate::format::FLAG_KEYS_COMPLETE, 0);
+    }
+
+    /// The file `write` streams equals `encode`'s bytes, and reads back.
+    #[test]
+    fn write_streams_the_encoded_bytes() {
+        let dir = std::env::temp_dir().join(format!("wv-builder-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.pcap.idx");
+        let mut b = Builder::with_run_pairs(1, 4, 333);
+        let want = fill(&mut b, 20_000, 5_000);
+        b.reset(1);
+        fill(&mut b, 20_000, 5_000);
+        b.reset(1);
+        for i in 0..20_000u32 {
+            b.add(u64::from(i), u64::from(i) * 76, &frame(i.wrapping_mul(2_654_435_761) % 5_000), 60);
+        }
+        let summary = b.write(&path).unwrap();
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(got, want);
+        assert_eq!(summary.index_bytes, got.len() as u64);
+        let r = crate::IndexReader::open(&path).unwrap();
+        assert!(!r.keys(crate::KeyClass::Ipv4).unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A recycled builder writes the same index as a fresh one and keeps

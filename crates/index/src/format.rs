@@ -24,8 +24,11 @@
 //!  48  n_blocks       u32
 //!  52  n_sections     u32      11
 //!  56  reserved       u64      0
-//! section table: n_sections × { offset u64, len u64 } (offsets from the file start)
-//! sections, in this order:
+//! section table: n_sections × { offset u64, len u64 } (offsets from the file start;
+//!                 readers find every section through it: the sections may lie in the
+//!                 file in any order, and this writer puts each class's postings before
+//!                 its directory, so the postings can stream out as they are merged)
+//! sections, by their number in the table:
 //!   0  blocks     per block: varint(offset - previous block's offset),
 //!                 zigzag(min_ts - previous block's min_ts), varint(max_ts - min_ts)
 //!                 (`offset` is the byte offset of the block's first record in the
@@ -87,7 +90,7 @@ impl KeyClass {
             KeyClass::Proto => 1,
         }
     }
-    /// Section number of the directory (the postings follow it).
+    /// Section number of the directory (its postings are the next number).
     pub fn dir_section(self) -> usize {
         match self {
             KeyClass::Ipv4 => section::IPV4,

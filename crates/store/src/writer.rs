@@ -156,10 +156,14 @@ fn finisher(
 /// Runs the work indexers hand over while their files fill (sorting runs of
 /// keys), in order, on its own thread: it never waits for a file's index to
 /// be written, so an indexer waiting for its work back waits for other work
-/// only. Ends when every sender is gone (the writer's and the indexers').
-fn sorter(rx: std::sync::mpsc::Receiver<crate::IndexWork>) {
+/// only. A work that panics is reported (its indexer marks the file's index
+/// incomplete) and the thread goes on with the next. Ends when every sender
+/// is gone (the writer's and the indexers').
+fn sorter(rx: std::sync::mpsc::Receiver<crate::IndexWork>, shared: Arc<WriterShared>) {
     for work in rx {
-        work();
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_err() {
+            shared.warn("sorting a run of index keys failed; that file's index will not narrow queries".into());
+        }
     }
 }
 
@@ -209,7 +213,9 @@ pub fn run(
         .spawn(move || finisher(rx, recycle_tx, c2, s2))?;
     // Unbounded: each indexer has at most a few works out at once.
     let (work_tx, work_rx) = std::sync::mpsc::channel();
-    let sort = std::thread::Builder::new().name(format!("wv-sort-{}", cfg.stream)).spawn(move || sorter(work_rx))?;
+    let s3 = shared.clone();
+    let sort =
+        std::thread::Builder::new().name(format!("wv-sort-{}", cfg.stream)).spawn(move || sorter(work_rx, s3))?;
     let mut w = Writer {
         finish_tx: Some(tx),
         recycled,

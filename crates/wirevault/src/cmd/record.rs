@@ -589,7 +589,7 @@ impl wv_store::FileIndexer for Indexer {
     }
 }
 
-/// Index builders that hand their full runs of keys to the stream's index
+/// Index builders that hand their full runs of keys to the stream's sort
 /// thread (see wv_index's builder): the writer thread only appends.
 fn indexer_factory() -> wv_store::IndexerFactory {
     Arc::new(|linktype, offload| {
