@@ -679,13 +679,18 @@ impl Runs {
     fn take(&mut self, d: Done) {
         self.out -= 1;
         self.lost |= d.lost;
-        if self.runs.len() <= d.seq {
-            self.runs.resize_with(d.seq + 1, Vec::new);
-        }
-        self.runs[d.seq] = d.encoded;
+        self.place(d.seq, d.encoded);
         if d.pairs.capacity() > 0 {
             self.free.push(d.pairs);
         }
+    }
+
+    /// Stores encoded run number `seq` (runs may come back in any order).
+    fn place(&mut self, seq: usize, encoded: Vec<u8>) {
+        if self.runs.len() <= seq {
+            self.runs.resize_with(seq + 1, Vec::new);
+        }
+        self.runs[seq] = encoded;
     }
 
     /// Waits for the runs out, then encodes the last one here, in its own
@@ -696,10 +701,7 @@ impl Runs {
             let mut encoded = self.spare.pop().unwrap_or_default();
             encode_run(&mut self.run, &mut encoded);
             self.run.clear();
-            if self.runs.len() <= self.sent {
-                self.runs.resize_with(self.sent + 1, Vec::new);
-            }
-            self.runs[self.sent] = encoded;
+            self.place(self.sent, encoded);
             self.sent += 1;
         }
     }
