@@ -35,6 +35,9 @@ pub const DEFAULT_RUN_PAIRS: usize = 1 << 19;
 /// come back before handing out another (the other thread is behind).
 const MAX_OUT: usize = 2;
 
+/// The header and section table at the start of an index file.
+const HEAD_LEN: usize = format::HEADER_LEN + format::SECTION_TABLE_LEN;
+
 /// Work a builder hands to another thread: sorting and encoding one run.
 pub type Work = Box<dyn FnOnce() + Send>;
 
@@ -340,9 +343,8 @@ impl Builder {
         let io = |e| IndexError::Io { path: path.to_path_buf(), source: e };
         let result = (|| {
             let mut f = std::fs::File::create(&part).map_err(io)?;
-            let head_len = format::HEADER_LEN + format::SECTION_TABLE_LEN;
-            f.write_all(&[0; format::HEADER_LEN + format::SECTION_TABLE_LEN]).map_err(io)?;
-            let mut written = head_len as u64;
+            f.write_all(&[0; HEAD_LEN]).map_err(io)?;
+            let mut written = HEAD_LEN as u64;
             let head = self.encode_into(&mut |bytes| {
                 written += bytes.len() as u64;
                 f.write_all(bytes).map_err(io)
@@ -379,7 +381,7 @@ impl Builder {
 
     /// Lays out the whole index file in memory.
     pub fn encode(&mut self) -> Result<Vec<u8>, IndexError> {
-        let mut file = vec![0u8; format::HEADER_LEN + format::SECTION_TABLE_LEN];
+        let mut file = vec![0u8; HEAD_LEN];
         let head = self.encode_into(&mut |bytes| {
             file.extend_from_slice(bytes);
             Ok(())
@@ -395,7 +397,7 @@ impl Builder {
     /// known once the lists are out; readers go by the table).
     fn encode_into(&mut self, sink: &mut dyn FnMut(&[u8]) -> Result<(), IndexError>) -> Result<Vec<u8>, IndexError> {
         let mut table = [(0u64, 0u64); format::N_SECTIONS];
-        let mut at = (format::HEADER_LEN + format::SECTION_TABLE_LEN) as u64;
+        let mut at = HEAD_LEN as u64;
         let (mut dir, mut out) = (std::mem::take(&mut self.dir), std::mem::take(&mut self.out));
         // Block table.
         out.clear();
@@ -436,7 +438,7 @@ impl Builder {
         }
         (self.dir, self.out) = (dir, out);
         let (first_ns, last_ns) = self.time_range();
-        let mut head = Vec::with_capacity(format::HEADER_LEN + format::SECTION_TABLE_LEN);
+        let mut head = Vec::with_capacity(HEAD_LEN);
         head.extend_from_slice(&format::MAGIC);
         head.extend_from_slice(&format::VERSION.to_le_bytes());
         let flags = if self.keys_complete { format::FLAG_KEYS_COMPLETE } else { 0 };
@@ -634,9 +636,6 @@ impl Runs {
     /// Hands the run being filled to `offload` (or encodes it here) and
     /// starts the next in an empty buffer.
     fn spill(&mut self, offload: &mut Option<Offload>) {
-        if self.run.is_empty() {
-            return;
-        }
         self.collect(false);
         while self.free.is_empty() && self.out >= MAX_OUT {
             self.receive_one();
@@ -771,12 +770,12 @@ impl<'a> RunCursor<'a> {
     }
 
     /// The next key and its first block; the cursor is then at its differences.
-    fn next_key(&mut self, first: bool) -> Option<(u64, u64)> {
+    fn next_key(&mut self) -> Option<(u64, u64)> {
         if self.pos >= self.bytes.len() {
             return None;
         }
         let dk = get_varint(self.bytes, &mut self.pos)?;
-        self.key = if first { dk } else { self.key + dk };
+        self.key += dk; // the first key of a run is its difference to 0
         let b = get_varint(self.bytes, &mut self.pos)?;
         Some((self.key, self.base + b))
     }
@@ -844,7 +843,7 @@ fn encode_class(
             let mut cursors: Vec<RunCursor> = runs.iter().map(|r| RunCursor::new(r)).collect();
             let mut heap = BinaryHeap::with_capacity(cursors.len());
             for (i, c) in cursors.iter_mut().enumerate() {
-                if let Some((key, block)) = c.next_key(true) {
+                if let Some((key, block)) = c.next_key() {
                     heap.push(Reverse((key, i, block)));
                 }
             }
@@ -854,7 +853,7 @@ fn encode_class(
                 let (diffs, sum) = c.differences();
                 enc.post.extend_from_slice(diffs);
                 enc.last += sum as u32;
-                if let Some((key, block)) = c.next_key(false) {
+                if let Some((key, block)) = c.next_key() {
                     heap.push(Reverse((key, i, block)));
                 }
             }
