@@ -1,11 +1,10 @@
 //! `record --user`: after opening its sockets the recorder runs as an
 //! unprivileged user, and its files are 0640.
 
+use crate::util::{bin, in_ci, is_root};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_wirevault");
 
 fn uid_of(user: &str) -> Option<u32> {
     let o = Command::new("id").args(["-u", user]).output().ok()?;
@@ -14,10 +13,9 @@ fn uid_of(user: &str) -> Option<u32> {
 
 #[test]
 fn drops_to_user_and_creates_0640_files() {
-    let root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false);
     let nobody = uid_of("nobody");
-    if !root || nobody.is_none() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI runs as root and has the user nobody");
+    if !is_root() || nobody.is_none() {
+        assert!(!in_ci(), "CI runs as root and has the user nobody");
         eprintln!("skipped: needs root and the user nobody");
         return;
     }
@@ -27,7 +25,7 @@ fn drops_to_user_and_creates_0640_files() {
     // nobody must be able to reach the store through its parents.
     std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
     let store = base.join("store");
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args(["record", "-o", store.to_str().unwrap(), "--synthetic", "size=200,count=5000", "--buffer", "8M"])
         .args(["--block-size", "256K", "--file-size", "256K", "--user", "nobody", "-q"])
         .output()
@@ -44,7 +42,7 @@ fn drops_to_user_and_creates_0640_files() {
     }
     assert!(files >= 4, "expected several files and indexes, got {files}");
     // A bad user name is one clear sentence and exit code 2.
-    let bad = Command::new(BIN)
+    let bad = Command::new(bin())
         .args([
             "record",
             "-o",

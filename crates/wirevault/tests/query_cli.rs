@@ -2,27 +2,10 @@
 //! of captures is indexed into a store, then queried by time and filter,
 //! with tcpdump reading the output.
 
-use std::path::{Path, PathBuf};
+use crate::util::{bin, corpus_file, have, TempDir};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use wv_wire::reader::Reader;
-
-const BIN: &str = env!("CARGO_BIN_EXE_wirevault");
-
-fn corpus_file(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests")).join(name);
-    p.is_file().then_some(p)
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("wv-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// (ts_ns, caplen, origlen, data) of every packet of a capture.
 fn frames(bytes: &[u8]) -> Vec<(u64, u32, u32, Vec<u8>)> {
@@ -35,27 +18,28 @@ fn frames(bytes: &[u8]) -> Vec<(u64, u32, u32, Vec<u8>)> {
 }
 
 fn wirevault(args: &[&str]) -> std::process::Output {
-    Command::new(BIN).args(args).output().unwrap()
+    Command::new(bin()).args(args).output().unwrap()
 }
 
 /// A frame as compared: timestamp (ns), caplen, origlen, bytes.
 type Frame = (u64, u32, u32, Vec<u8>);
 
 /// A store made of `afs.pcap` split into three files of two streams.
-fn split_store(tag: &str) -> Option<(PathBuf, Vec<Frame>)> {
-    let src = corpus_file("afs.pcap")?;
+fn split_store(tag: &str) -> Option<(TempDir, Vec<Frame>)> {
+    let src = corpus_file(tag, "afs.pcap")?;
     if !have("editcap") {
         return None;
     }
     let all = frames(&std::fs::read(&src).unwrap());
-    let dir = temp_dir(tag);
+    let tmp_dir = TempDir::new(tag);
+    let dir = tmp_dir.path();
     for s in ["stream-000", "stream-001"] {
         std::fs::create_dir_all(dir.join(s)).unwrap();
     }
     let tmp = dir.join("split.pcap");
     let st = Command::new("editcap").args(["-c", "200"]).arg(&src).arg(&tmp).status().unwrap();
     assert!(st.success());
-    let mut parts: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut parts: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -66,7 +50,7 @@ fn split_store(tag: &str) -> Option<(PathBuf, Vec<Frame>)> {
         let stream = format!("stream-00{}", i % 2);
         std::fs::rename(p, dir.join(stream).join(format!("part-{i:03}.pcap"))).unwrap();
     }
-    Some((dir, all))
+    Some((tmp_dir, all))
 }
 
 fn sorted_by_time(mut v: Vec<(u64, u32, u32, Vec<u8>)>) -> Vec<(u64, u32, u32, Vec<u8>)> {
@@ -103,7 +87,6 @@ fn query_time_ranges_across_file_boundaries() {
     assert!(out.status.success());
     let count: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert_eq!(count, all.iter().filter(|f| f.3.get(23) == Some(&17) && f.3[12..14] == [8, 0]).count());
-    let _ = std::fs::remove_dir_all(&store);
 }
 
 #[test]
@@ -117,11 +100,11 @@ fn query_output_pipes_into_tcpdump_and_equals_it() {
         return;
     }
     assert!(wirevault(&["index", store.to_str().unwrap()]).status.success());
-    let src = corpus_file("afs.pcap").unwrap();
+    let src = corpus_file("pipe", "afs.pcap").unwrap();
     for expr in ["udp port 7001", "host 192.168.1.1 or host 132.54.3.1", "not udp", "greater 500 and udp"] {
         let want = Command::new("tcpdump").args(["-r"]).arg(&src).args(["-w", "-", expr]).output().unwrap();
         let mut q =
-            Command::new(BIN).args(["query", store.to_str().unwrap(), expr]).stdout(Stdio::piped()).spawn().unwrap();
+            Command::new(bin()).args(["query", store.to_str().unwrap(), expr]).stdout(Stdio::piped()).spawn().unwrap();
         let td = Command::new("tcpdump").args(["-r", "-", "-w", "-"]).stdin(q.stdout.take().unwrap()).output().unwrap();
         assert!(q.wait().unwrap().success(), "query {expr} failed");
         let (w, g) = (sorted_by_time(frames(&want.stdout)), sorted_by_time(frames(&td.stdout)));
@@ -130,7 +113,7 @@ fn query_output_pipes_into_tcpdump_and_equals_it() {
         assert!(g == w, "{expr}");
     }
     // `| head -c`: the reader goes away; the query ends quietly with success.
-    let mut q = Command::new(BIN)
+    let mut q = Command::new(bin())
         .args(["query", store.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -140,12 +123,11 @@ fn query_output_pipes_into_tcpdump_and_equals_it() {
     let out = q.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
-    let _ = std::fs::remove_dir_all(&store);
 }
 
-fn store_with_one_file(tag: &str) -> Option<PathBuf> {
-    let src = corpus_file("afs.pcap")?;
-    let dir = temp_dir(tag);
+fn store_with_one_file(tag: &str) -> Option<TempDir> {
+    let src = corpus_file(tag, "afs.pcap")?;
+    let dir = TempDir::new(tag);
     std::fs::create_dir_all(dir.join("stream-000")).unwrap();
     std::fs::copy(&src, dir.join("stream-000/a.pcap")).unwrap();
     assert!(wirevault(&["index", dir.to_str().unwrap()]).status.success());
@@ -173,7 +155,6 @@ fn user_errors_are_one_sentence_and_exit_2() {
     }
     let out = wirevault(&["query", s, "host", "and"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid filter expression 'host and'"));
-    let _ = std::fs::remove_dir_all(&store);
 }
 
 #[test]
@@ -187,16 +168,14 @@ fn query_of_a_store_being_recorded_says_so() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "5");
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 file(s) still being written are not included"));
-    let _ = std::fs::remove_dir_all(&store);
 }
 
 #[test]
 fn index_a_single_file_then_query_it() {
-    let Some(src) = corpus_file("afs.pcap") else {
-        eprintln!("skipped: corpus missing");
+    let Some(src) = corpus_file("single", "afs.pcap") else {
         return;
     };
-    let dir = temp_dir("single");
+    let dir = TempDir::new("single");
     let f = dir.join("afs.pcap");
     std::fs::copy(&src, &f).unwrap();
     assert!(wirevault(&["index", f.to_str().unwrap()]).status.success());
@@ -205,5 +184,4 @@ fn index_a_single_file_then_query_it() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = frames(&std::fs::read(dir.join("out.pcap")).unwrap());
     assert!(!got.is_empty());
-    let _ = std::fs::remove_dir_all(&dir);
 }

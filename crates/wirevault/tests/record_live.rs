@@ -6,9 +6,7 @@
 //! ARP off), so counters can be asserted exactly. Needs root, tcpreplay,
 //! tcpdump and capinfos; skips without them (fails in CI).
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

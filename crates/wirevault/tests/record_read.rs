@@ -7,9 +7,7 @@
 //! Needs tcpdump and Wireshark's command-line tools; skips without them
 //! (fails in CI). No root needed.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -175,13 +173,8 @@ fn pcapng_output_holds_the_same_frames() {
 // tcpdump's test corpus
 
 fn corpus() -> Option<Vec<PathBuf>> {
-    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests"));
-    let Ok(rd) = fs::read_dir(dir) else {
-        assert!(!in_ci(), "corpus {} missing", dir.display());
-        eprintln!("SKIP: corpus {} not found", dir.display());
-        return None;
-    };
-    let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
+    let dir = corpus_dir("record_read corpus")?;
+    let mut v: Vec<PathBuf> = fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
     v.sort();
     Some(v)
 }

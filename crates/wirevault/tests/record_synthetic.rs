@@ -7,9 +7,7 @@
 //! option errors. Needs capinfos and tcpdump (tshark/editcap for pcapng);
 //! skips without them (fails in CI). No root needed.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

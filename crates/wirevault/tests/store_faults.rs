@@ -3,29 +3,20 @@
 //! (kill -9) followed by a restart. They need root (mount); elsewhere they
 //! skip with a message, except in CI, where that is a failure.
 
+use crate::util::{bin, have, in_ci, is_root};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_wirevault");
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
-}
-
 /// Skips (or, in CI, fails) when the test cannot run here.
 fn require(ok: bool, what: &str) -> bool {
     if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
+        if in_ci() {
             panic!("CI must be able to run this test: {what}");
         }
         eprintln!("skipped: {what}");
     }
     ok
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().map(|o| o.status.success()).unwrap_or(false)
 }
 
 /// A size-limited file system mounted for one test, unmounted on drop.
@@ -83,7 +74,7 @@ impl Drop for Mount {
 }
 
 fn record(args: &[&str]) -> Output {
-    let out = Command::new(BIN).arg("record").args(args).output().expect("run wirevault");
+    let out = Command::new(bin()).arg("record").args(args).output().expect("run wirevault");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "panic: {err}");
     out
@@ -186,7 +177,7 @@ fn retention_keeps_the_store_under_budget_and_capture_goes_on() {
     let n = check_store(&store);
     assert!(n > 0);
     // Every remaining packet is queryable.
-    let q = Command::new(BIN).args(["query", s, "--count", "udp"]).output().unwrap();
+    let q = Command::new(bin()).args(["query", s, "--count", "udp"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&q.stdout).trim(), n.to_string());
     // The oldest files went first: what is left are the newest files, with no gap.
     let mut seqs: Vec<u64> = catalog(&store)
@@ -290,7 +281,7 @@ fn kill_9_then_restart_recovers_every_complete_packet() {
     let _ = std::fs::remove_dir_all(&base);
     let store = base.join("store");
     let s = store.to_str().unwrap();
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin())
         .args(["record", "-o", s, "--synthetic", "size=1514,rate=5k", "--file-size", "16M", "-q"])
         .args(SMALL)
         .stderr(Stdio::null())
@@ -313,7 +304,7 @@ fn kill_9_then_restart_recovers_every_complete_packet() {
     let total = check_store(&store);
     // Index queries equal tcpdump's selection over the same files.
     for expr in ["udp port 5003", "host 10.0.0.5 or net 10.200.88.0/24", "not udp"] {
-        let q = Command::new(BIN).args(["query", s, "--count", expr]).output().unwrap();
+        let q = Command::new(bin()).args(["query", s, "--count", expr]).output().unwrap();
         let mut want = 0;
         for f in capture_files(&store).iter().filter(|f| !f.to_string_lossy().ends_with(".idx")) {
             let t = Command::new("tcpdump").arg("-nr").arg(f).arg(expr).output().unwrap();
@@ -338,7 +329,7 @@ fn kill_9_then_restart_recovers_every_complete_packet() {
         }
         assert!(n > 0, "{}", p.display());
     }
-    let rep = Command::new(BIN).args(["repair", s]).output().unwrap();
+    let rep = Command::new(bin()).args(["repair", s]).output().unwrap();
     assert!(String::from_utf8_lossy(&rep.stderr).contains("nothing to repair"));
     let _ = std::fs::remove_dir_all(&base);
 }

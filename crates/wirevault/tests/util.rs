@@ -70,6 +70,33 @@ pub fn need_tools(test: &str, tools: &[&str]) -> bool {
     false
 }
 
+/// The tcpdump test captures (`../shared/corpus/tcpdump-tests` beside the
+/// repository), or `None` with a printed `SKIP` line. Under CI a missing
+/// corpus is a failure: CI clones the repository beside `shared/`.
+pub fn corpus_dir(test: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/tcpdump-tests");
+    if p.is_dir() {
+        return Some(p);
+    }
+    if in_ci() {
+        panic!("{test}: CI needs the corpus at ../shared/corpus/tcpdump-tests beside the repository");
+    }
+    eprintln!("SKIP {test}: the tcpdump-tests corpus is not at ../shared/corpus");
+    None
+}
+
+/// One file of the corpus (see [`corpus_dir`]).
+pub fn corpus_file(test: &str, name: &str) -> Option<PathBuf> {
+    let p = corpus_dir(test)?.join(name);
+    assert!(p.is_file(), "{test}: the corpus has no {name}");
+    Some(p)
+}
+
+/// True if `tool` is installed (on PATH or in an sbin directory).
+pub fn have(tool: &str) -> bool {
+    on_path(tool)
+}
+
 /// Wall clock in nanoseconds since the epoch.
 pub fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
@@ -107,6 +134,13 @@ impl TempDir {
 
     pub fn join(&self, p: impl AsRef<Path>) -> PathBuf {
         self.0.join(p)
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
     }
 }
 

@@ -1,0 +1,12 @@
+//! The `wirevault` binary's integration tests, in one test binary (as
+//! ripgrep's `tests/tests.rs`): one module per area, one set of helpers in
+//! [`util`].
+
+mod util;
+
+mod privileges;
+mod query_cli;
+mod record_live;
+mod record_read;
+mod record_synthetic;
+mod store_faults;
