@@ -13,6 +13,7 @@
 
 pub mod catalog;
 pub mod layout;
+pub mod lock;
 pub mod recover;
 pub mod stream;
 pub mod writer;
