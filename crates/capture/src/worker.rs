@@ -148,7 +148,7 @@ fn pump<S: Source + ?Sized>(
         let done = d.limit_reached();
         batches = batches.wrapping_add(1);
         // One clock read per batch (or every 16 when busy): time rotation and idle flushes.
-        if p != Poll::Packets || batches % 16 == 0 {
+        if p != Poll::Packets || batches.is_multiple_of(16) {
             let now = now_ns();
             stream.tick(now);
             // Kernel counters once a second (one getsockopt per socket).

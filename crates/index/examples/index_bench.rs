@@ -34,10 +34,10 @@ fn frame(len: usize, flow: u64, out: &mut Vec<u8>) {
     out.resize(len, 0);
     out[12] = 0x08;
     out[14] = 0x45;
-    out[23] = if flow % 4 == 0 { 17 } else { 6 };
+    out[23] = if flow.is_multiple_of(4) { 17 } else { 6 };
     let client = 0x0a00_0000 | (flow % 5000) as u32;
     let server = 0xc0a8_0000 | ((flow / 5000) % 200) as u32;
-    let (s, d) = if flow % 2 == 0 { (client, server) } else { (server, client) };
+    let (s, d) = if flow.is_multiple_of(2) { (client, server) } else { (server, client) };
     out[26..30].copy_from_slice(&s.to_be_bytes());
     out[30..34].copy_from_slice(&d.to_be_bytes());
     let cport = 1024 + (flow * 7919 % 60000) as u16;

@@ -609,7 +609,7 @@ fn validate(cfg: &RingConfig) -> Result<usize, Error> {
     // SAFETY: plain libc call.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
     let bad = |m: String| Err(Error::InvalidConfig(m));
-    if cfg.block_size == 0 || cfg.block_size % page != 0 || cfg.block_size % FRAME_SIZE != 0 {
+    if cfg.block_size == 0 || !cfg.block_size.is_multiple_of(page) || !cfg.block_size.is_multiple_of(FRAME_SIZE) {
         return bad(format!("block size {} is not a positive multiple of the page size ({page})", cfg.block_size));
     }
     if cfg.block_size > u32::MAX as usize / 2 {

@@ -212,7 +212,7 @@ impl Writer {
             return Err(io::Error::other("the tail page is still being written"));
         }
         let bad = || io::Error::new(io::ErrorKind::InvalidInput, "tail write outside one committed page");
-        if start % DIRECT_ALIGN != 0 || end <= start || end - start >= DIRECT_ALIGN {
+        if !start.is_multiple_of(DIRECT_ALIGN) || end <= start || end - start >= DIRECT_ALIGN {
             return Err(bad());
         }
         let (a, b) = ring.slices(start, end).ok_or_else(bad)?;

@@ -621,7 +621,7 @@ impl<R: Read> Reader<R> {
         if len < MIN_BLOCK_LEN {
             return Err(bad("shorter than the 12-byte minimum"));
         }
-        if len % 4 != 0 {
+        if !len.is_multiple_of(4) {
             return Err(bad("not a multiple of 4"));
         }
         if len > MAX_BLOCK_LEN {

@@ -331,7 +331,7 @@ pub fn make_frame(seq: u32, kind: Kind, size: usize) -> Vec<u8> {
             let proto = if kind == Kind::TcpDns { 6 } else { 17 };
             f.extend_from_slice(&ipv4_header(ip_len, proto, seq));
             let (sport, dport): (u16, u16) = match kind {
-                Kind::Dns if seq % 2 == 0 => (40000 + (seq % 1000) as u16, 53),
+                Kind::Dns if seq.is_multiple_of(2) => (40000 + (seq % 1000) as u16, 53),
                 Kind::Dns => (53, 40000 + (seq % 1000) as u16),
                 Kind::Udp => (40000, 5353 + (seq % 3) as u16),
                 _ => (40001, 53),
@@ -348,8 +348,8 @@ pub fn make_frame(seq: u32, kind: Kind, size: usize) -> Vec<u8> {
         }
         Kind::Vlan => {
             // Priority 0..7, DEI on every 5th, VID 0 (priority tag) on every 11th.
-            let vid = if seq % 11 == 0 { 0 } else { 1 + seq % 4094 };
-            let tci = ((seq % 8) << 13) | if seq % 5 == 0 { 1 << 12 } else { 0 } | vid;
+            let vid = if seq.is_multiple_of(11) { 0 } else { 1 + seq % 4094 };
+            let tci = ((seq % 8) << 13) | if seq.is_multiple_of(5) { 1 << 12 } else { 0 } | vid;
             f.extend_from_slice(&0x8100u16.to_be_bytes());
             f.extend_from_slice(&(tci as u16).to_be_bytes());
             f.extend_from_slice(&0x88b5u16.to_be_bytes());
