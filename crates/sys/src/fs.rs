@@ -206,6 +206,25 @@ impl Dir {
         Ok(file)
     }
 
+    /// Creates the new capture file `rel` (O_EXCL, no symlink followed, 0640)
+    /// for writing, with O_DIRECT when the file system allows it. Returns the
+    /// file and whether O_DIRECT is on.
+    pub fn create_output(&self, rel: &str, direct: bool) -> io::Result<(File, bool)> {
+        if direct {
+            match self.open_file(rel, Open::CreateNew, libc::O_DIRECT) {
+                Ok(f) => return Ok((f, true)),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    // Some file systems create the file before refusing O_DIRECT.
+                    if self.lstat(rel).is_ok_and(|s| s.kind == Kind::File && s.len == 0) {
+                        let _ = self.unlink(rel);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((self.open_file(rel, Open::CreateNew, 0)?, false))
+    }
+
     /// Opens the subdirectory `rel` (no symlink on the way).
     pub fn open_dir(&self, rel: &str) -> io::Result<Dir> {
         let fd = self.open_raw(rel, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
