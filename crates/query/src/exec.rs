@@ -427,7 +427,8 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
         while next < files.len() && heap.peek().is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts) {
             let (_, e) = files[next];
             next += 1;
-            let Some(mut c) = open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), from, to, &mut report)? else {
+            let Some(mut c) = open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), from, to, &mut report)?
+            else {
                 continue;
             };
             if c.advance(from, to, &expr, &mut p.filters, &mut report.warnings)? {

@@ -231,7 +231,9 @@ impl CatalogRead {
 /// `index` is absent or `FILE.idx`.
 pub fn check_entry(e: &Entry) -> Result<(), String> {
     wv_sys::fs::check_rel(&e.file).map_err(|err| format!("file {err}"))?;
-    if e.file.starts_with("stream-") {
+    let first = e.file.split('/').next().unwrap_or("");
+    let is_stream_dir = first.strip_prefix("stream-").and_then(|n| n.parse::<usize>().ok()).is_some();
+    if is_stream_dir {
         let want = crate::layout::stream_dir(e.stream);
         match e.file.split_once('/') {
             Some((d, name)) if d == want && !name.contains('/') => {}
@@ -244,6 +246,18 @@ pub fn check_entry(e: &Entry) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The stream a store-relative path belongs to: NNN for `stream-NNN/...`,
+/// else 0 (for catalogs `index` writes over a plain directory).
+pub fn stream_of_path(rel: &str) -> usize {
+    rel.split_once('/')
+        .and_then(|(d, _)| {
+            d.strip_prefix("stream-")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| crate::layout::stream_dir(*n) == d)
+        })
+        .unwrap_or(0)
 }
 
 /// Parses catalog bytes: valid entries, damaged lines, rejected entries and
@@ -286,7 +300,10 @@ pub fn read_checked(store: &Path) -> io::Result<CatalogRead> {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CatalogRead::default()),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(io::Error::new(e.kind(), format!("{} is a symlink, not the store's catalog", crate::layout::CATALOG)))
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{} is a symlink, not the store's catalog", crate::layout::CATALOG),
+            ))
         }
         Err(e) => return Err(e),
     };
@@ -329,7 +346,11 @@ pub fn audit(store: &Path, entries: &[Entry]) -> Vec<String> {
         }
         for (name, kind) in dir.list(&d).unwrap_or_default() {
             let rel = format!("{d}/{name}");
-            if kind == Kind::File && is_capture_name(&name) && !name.ends_with(crate::layout::PART) && !known.contains(rel.as_str()) {
+            if kind == Kind::File
+                && is_capture_name(&name)
+                && !name.ends_with(crate::layout::PART)
+                && !known.contains(rel.as_str())
+            {
                 w.push(format!("{rel} is not in the catalog (not queried); run `wirevault repair`"));
             }
         }
@@ -391,6 +412,31 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn hostile_lines_are_rejected_and_duplicates_dropped() {
+        let line = |stream: usize, file: &str, index: &str| {
+            format!("{{\"stream\":{stream},\"file\":\"{file}\",\"index\":{index},\"format\":\"pcap\",\"linktype\":1,\"snaplen\":65535,\"first_ns\":1,\"last_ns\":2,\"packets\":3,\"bytes\":4}}\n")
+        };
+        let mut text = String::new();
+        text += &line(0, "stream-000/a.pcap", "\"stream-000/a.pcap.idx\"");
+        text += &line(0, "stream-000/../../victim.pcap", "null");
+        text += &line(0, "/etc/shadow", "null");
+        text += &line(1, "stream-000/b.pcap", "null");
+        text += &line(0, "stream-000/c.pcap", "\"../x.idx\"");
+        text += &line(0, "stream-000/a.pcap", "null");
+        text += "{\"stream\":0,\"fi\n";
+        text += &line(0, "plain/dir/x.pcap", "null");
+        let r = parse(text.as_bytes());
+        let files: Vec<&str> = r.entries.iter().map(|e| e.file.as_str()).collect();
+        assert_eq!(files, ["stream-000/a.pcap", "plain/dir/x.pcap"]);
+        assert_eq!(r.rejected.len(), 4, "{:?}", r.rejected);
+        assert_eq!(r.duplicates.len(), 1);
+        assert_eq!(r.bad_lines, vec![7]);
+        assert_eq!(r.warnings().len(), 6);
+        assert_eq!(stream_of_path("stream-002/x.pcap"), 2);
+        assert_eq!(stream_of_path("x.pcap"), 0);
     }
 
     #[test]

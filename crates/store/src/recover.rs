@@ -205,10 +205,8 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
     let before = entries.len();
     entries.retain(|e| dir.lstat(&e.file).is_ok_and(|s| s.kind == Kind::File));
     rep.removed_entries = (before - entries.len()) as u64;
-    let mut changed = rep.removed_entries > 0
-        || rep.bad_catalog_lines > 0
-        || rep.rejected_entries > 0
-        || rep.duplicate_entries > 0;
+    let mut changed =
+        rep.removed_entries > 0 || rep.bad_catalog_lines > 0 || rep.rejected_entries > 0 || rep.duplicate_entries > 0;
 
     let mut dirs: Vec<(usize, String)> = Vec::new();
     for (name, kind) in dir.list("")? {
@@ -216,7 +214,9 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
         match kind {
             Kind::Dir if name == layout::stream_dir(n) => dirs.push((n, name)),
             Kind::Dir => {}
-            _ => rep.problems.push(format!("{}: not a directory (a symlink?); left alone", dir.display(&name).display())),
+            _ => {
+                rep.problems.push(format!("{}: not a directory (a symlink?); left alone", dir.display(&name).display()))
+            }
         }
     }
     dirs.sort();
@@ -224,7 +224,8 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
         for (name, kind) in dir.list(&sdir)? {
             let rel_here = format!("{sdir}/{name}");
             let shown = dir.display(&rel_here);
-            let capture_like = catalog::is_capture_name(&name) || name.ends_with(layout::INDEX) || name.ends_with(layout::PART);
+            let capture_like =
+                catalog::is_capture_name(&name) || name.ends_with(layout::INDEX) || name.ends_with(layout::PART);
             if kind != Kind::File {
                 if capture_like {
                     rep.problems.push(format!("{}: not a regular file (a symlink?); left alone", shown.display()));
@@ -310,7 +311,10 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
                 continue;
             }
             if dir.lstat(&irel).is_ok_and(|s| s.kind != Kind::File) {
-                rep.problems.push(format!("{}: not a regular file (a symlink?); index not rebuilt", dir.display(&irel).display()));
+                rep.problems.push(format!(
+                    "{}: not a regular file (a symlink?); index not rebuilt",
+                    dir.display(&irel).display()
+                ));
                 continue;
             }
             // (The capture was checked above: a regular file beneath the store.)

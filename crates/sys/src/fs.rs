@@ -85,7 +85,13 @@ pub struct Stat {
 }
 
 fn stat_of(st: &libc::stat) -> Stat {
-    Stat { kind: kind_of_mode(st.st_mode), len: st.st_size as u64, mode: st.st_mode & 0o7777, uid: st.st_uid, gid: st.st_gid }
+    Stat {
+        kind: kind_of_mode(st.st_mode),
+        len: st.st_size as u64,
+        mode: st.st_mode & 0o7777,
+        uid: st.st_uid,
+        gid: st.st_gid,
+    }
 }
 
 /// How to open a file below a [`Dir`].
@@ -353,9 +359,8 @@ impl Dir {
                 break;
             }
             // SAFETY: readdir returned a valid dirent whose d_name is NUL-terminated.
-            let (name, dtype) = unsafe {
-                (std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()).to_bytes().to_vec(), (*ent).d_type)
-            };
+            let (name, dtype) =
+                unsafe { (std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()).to_bytes().to_vec(), (*ent).d_type) };
             if name == b"." || name == b".." {
                 continue;
             }
@@ -439,13 +444,7 @@ fn openat2(dirfd: RawFd, rel: &str, flags: i32, mode: u32) -> io::Result<OwnedFd
         // SAFETY: valid descriptor, C string and `how` of the size passed; the
         // kernel reads `how` only during the call.
         let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dirfd,
-                c.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
+            libc::syscall(libc::SYS_openat2, dirfd, c.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>())
         };
         if fd >= 0 {
             // SAFETY: a fresh descriptor we own.
@@ -464,11 +463,8 @@ fn openat2(dirfd: RawFd, rel: &str, flags: i32, mode: u32) -> io::Result<OwnedFd
 /// 0640 if missing.
 pub fn create_nofollow(path: &Path, truncate: bool) -> io::Result<File> {
     let c = cstr(path.as_os_str().as_bytes())?;
-    let flags = libc::O_WRONLY
-        | libc::O_CREAT
-        | libc::O_NOFOLLOW
-        | libc::O_CLOEXEC
-        | if truncate { libc::O_TRUNC } else { 0 };
+    let flags =
+        libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC | if truncate { libc::O_TRUNC } else { 0 };
     // SAFETY: valid C string.
     let fd = unsafe { libc::open(c.as_ptr(), flags, FILE_MODE as libc::c_uint) };
     if fd < 0 {

@@ -277,9 +277,12 @@ fn user_chowns_only_the_store_and_follows_no_link() {
     if !need_root("user_chowns_only_the_store_and_follows_no_link") {
         return;
     }
-    let Some(nobody) = Command::new("id").args(["-u", "nobody"]).output().ok().and_then(|o| {
-        String::from_utf8_lossy(&o.stdout).trim().parse::<u32>().ok()
-    }) else {
+    let Some(nobody) = Command::new("id")
+        .args(["-u", "nobody"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<u32>().ok())
+    else {
         return;
     };
     let t = TempDir::new("user");

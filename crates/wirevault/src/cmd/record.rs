@@ -284,7 +284,9 @@ fn chown_store(store: &Path, uid: u32, gid: u32) -> std::io::Result<Vec<String>>
 }
 
 fn is_stream_dir(name: &str) -> bool {
-    name.strip_prefix("stream-").and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| name == wv_store::layout::stream_dir(n))
+    name.strip_prefix("stream-")
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| name == wv_store::layout::stream_dir(n))
 }
 
 /// What makes a directory a wirevault store: a catalog, a lock file or a
@@ -343,7 +345,8 @@ fn prepare_store(store: &Path) -> anyhow::Result<()> {
     let probe = ".wirevault-probe";
     let dir = wv_sys::fs::Dir::open(store).map_err(|e| io_fail("cannot open the store directory", e))?;
     let _ = dir.unlink(probe);
-    dir.open_file(probe, wv_sys::fs::Open::CreateNew, 0).map_err(|e| io_fail("cannot write in the store directory", e))?;
+    dir.open_file(probe, wv_sys::fs::Open::CreateNew, 0)
+        .map_err(|e| io_fail("cannot write in the store directory", e))?;
     let _ = dir.unlink(probe);
     Ok(())
 }
@@ -434,7 +437,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     prepare_store(&p.store)?;
     // One writer at a time, held until the recording ends (the kernel drops it
     // with the process), taken before the start-up repair.
-    let _lock = wv_store::lock::StoreLock::exclusive(&p.store, "record").map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    let _lock =
+        wv_store::lock::StoreLock::exclusive(&p.store, "record").map_err(|e| fail(exit::ERROR, e.to_string()))?;
     // A previous run may have crashed: make the store consistent first.
     let rep = wv_store::recover::repair(&p.store, Some(&crate::cmd::repair::index_one)).map_err(|e| {
         fail(exit::ERROR, format!("cannot check the store {} for a previous crash: {e}", p.store.display()))
