@@ -158,7 +158,8 @@ pub fn index_path(path: &Path) -> Result<IndexReport, IndexError> {
         let entries = files
             .into_iter()
             .map(|rel| catalog::Entry {
-                stream: 0,
+                // Catalog entries under stream-NNN/ must name their stream.
+                stream: wv_store::catalog::stream_of_path(&rel),
                 file: rel,
                 index: None,
                 format: String::new(),

@@ -44,9 +44,15 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 impl IndexReader {
     /// Opens and validates an index file and loads its block table.
     pub fn open(path: &Path) -> Result<IndexReader, IndexError> {
+        let file = File::open(path).map_err(|e| IndexError::Io { path: path.to_path_buf(), source: e })?;
+        Self::from_file(file, path)
+    }
+
+    /// [`IndexReader::open`] of a file already open (a store opens its
+    /// files beneath itself, following no symlink); `path` is for messages.
+    pub fn from_file(file: File, path: &Path) -> Result<IndexReader, IndexError> {
         let io = |e| IndexError::Io { path: path.to_path_buf(), source: e };
         let corrupt = |what: &'static str| IndexError::Corrupt { path: path.to_path_buf(), what };
-        let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         let head_len = format::HEADER_LEN + format::SECTION_TABLE_LEN;
         if len < head_len as u64 {

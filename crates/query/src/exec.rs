@@ -100,6 +100,12 @@ pub struct Prepared {
     filters: HashMap<u32, ExactFilter>,
     plan: Option<Plan>,
     part_files: usize,
+    /// The store's directory (None for a single capture file): catalog paths
+    /// are opened beneath it, following no symlink.
+    store_dir: Option<wv_sys::fs::Dir>,
+    /// What reading the catalog found wrong (damaged, duplicated, rejected
+    /// lines, missing or uncataloged files), reported with the query's warnings.
+    catalog_warnings: Vec<String>,
 }
 
 impl Prepared {
@@ -118,13 +124,20 @@ fn compile(expr: &str, linktype: u32) -> Result<ExactFilter, QueryError> {
 pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     let path = query.store.clone();
     let meta = std::fs::metadata(&path).map_err(|e| QueryError::Io { path: path.clone(), source: e })?;
+    let mut catalog_warnings = Vec::new();
+    let mut store_dir = None;
     let (root, entries, part_files) = if meta.is_dir() {
         if !path.join(catalog::CATALOG_FILE).exists() {
             return Err(QueryError::NotAStore { path });
         }
-        let entries = catalog::read(&path)?;
+        let io = |source| QueryError::Io { path: path.join(catalog::CATALOG_FILE), source };
+        // Entries whose paths could leave the store are rejected here, with a warning.
+        let read = wv_store::catalog::read_checked(&path).map_err(io)?;
+        catalog_warnings = read.warnings();
+        catalog_warnings.extend(wv_store::catalog::audit(&path, &read.entries));
+        store_dir = Some(wv_sys::fs::Dir::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?);
         let parts = count_part_files(&path);
-        (path, entries, parts)
+        (path, read.entries, parts)
     } else {
         single_file_entry(&path)?
     };
@@ -139,7 +152,7 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         filters.insert(lt, compile(&query.expr, lt)?);
     }
     let plan = crate::expr::plan(&query.expr);
-    Ok(Prepared { query, entries, root, filters, plan, part_files })
+    Ok(Prepared { query, entries, root, filters, plan, part_files, store_dir, catalog_warnings })
 }
 
 /// A single capture file as a one-entry store (its index beside it, if any).
@@ -381,7 +394,12 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     let from = p.query.from_ns.unwrap_or(0);
     let to = p.query.to_ns.unwrap_or(u64::MAX);
     let limit = p.query.limit.unwrap_or(u64::MAX);
-    let mut report = Report { files: p.entries.len(), part_files: p.part_files, ..Report::default() };
+    let mut report = Report {
+        files: p.entries.len(),
+        part_files: p.part_files,
+        warnings: std::mem::take(&mut p.catalog_warnings),
+        ..Report::default()
+    };
 
     // Files that may hold packets in [from, to), by first timestamp.
     let mut files: Vec<(usize, &Entry)> = Vec::new();
@@ -409,7 +427,8 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
         while next < files.len() && heap.peek().is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts) {
             let (_, e) = files[next];
             next += 1;
-            let Some(mut c) = open_cursor(&p.root, e, p.plan.as_ref(), from, to, &mut report)? else {
+            let Some(mut c) = open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), from, to, &mut report)?
+            else {
                 continue;
             };
             if c.advance(from, to, &expr, &mut p.filters, &mut report.warnings)? {
@@ -445,6 +464,7 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
 /// and the plan narrows, else whole. `None` when nothing in it can match.
 fn open_cursor(
     root: &Path,
+    store_dir: Option<&wv_sys::fs::Dir>,
     e: &Entry,
     plan: Option<&Plan>,
     from: u64,
@@ -452,12 +472,19 @@ fn open_cursor(
     report: &mut Report,
 ) -> Result<Option<Cursor>, QueryError> {
     let path = root.join(&e.file);
-    let file = File::open(&path).map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
+    // A store's files are opened beneath it, following no symlink.
+    let open = |rel: &str| match store_dir {
+        Some(d) => d.open_file(rel, wv_sys::fs::Open::Read, 0),
+        None => File::open(root.join(rel)),
+    };
+    let file = open(&e.file).map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
     let mut ranges = vec![(0u64, u64::MAX)];
     let mut prefix = Vec::new();
     let mut indexed = false;
     if let Some(rel) = &e.index {
-        match IndexReader::open(&root.join(rel)) {
+        let ipath = root.join(rel);
+        let opened = open(rel).map_err(|source| IndexError::Io { path: ipath.clone(), source });
+        match opened.and_then(|f| IndexReader::from_file(f, &ipath)) {
             Ok(idx) => {
                 let cand = match plan {
                     Some(pl) if idx.keys_complete => candidates(&idx, pl)?,

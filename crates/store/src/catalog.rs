@@ -6,10 +6,11 @@
 //! under its lock, so the file on disk and the in-memory list agree.
 
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, Write};
+use std::fs::File;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use wv_sys::fs::{Dir, Kind, Open};
 
 /// One closed capture file. Paths are relative to the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,29 +61,35 @@ struct Inner {
 
 /// Appends entries to `STORE/catalog.jsonl` and enforces the budget.
 pub struct Catalog {
-    store: PathBuf,
+    dir: Dir,
     path: PathBuf,
     inner: Mutex<Inner>,
 }
 
 /// Bytes a catalog entry occupies on disk: the capture file and its index.
-fn disk_size(store: &Path, e: &Entry) -> u64 {
-    let idx = e.index.as_ref().and_then(|i| std::fs::metadata(store.join(i)).ok()).map_or(0, |m| m.len());
+fn disk_size(dir: &Dir, e: &Entry) -> u64 {
+    let idx = e.index.as_ref().and_then(|i| dir.lstat(i).ok()).filter(|s| s.kind == Kind::File).map_or(0, |s| s.len);
     e.bytes + idx
+}
+
+/// Opens the catalog for appending (created 0640 if missing), no symlink followed.
+fn open_append(dir: &Dir) -> io::Result<File> {
+    dir.open_file(crate::layout::CATALOG, Open::Create { truncate: false, append: true }, 0)
 }
 
 impl Catalog {
     /// Opens (creating) the catalog of `store` for appending, loading what it holds.
     pub fn open(store: &Path) -> io::Result<Catalog> {
         let path = store.join(crate::layout::CATALOG);
+        let dir = Dir::open(store)?;
         let (entries, _) = read(store)?;
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let file = open_append(&dir)?;
         let entries: Vec<(Entry, u64)> =
-            entries.into_iter().map(|e| (disk_size(store, &e), e)).map(|(s, e)| (e, s)).collect();
+            entries.into_iter().map(|e| (disk_size(&dir, &e), e)).map(|(s, e)| (e, s)).collect();
         let total = entries.iter().map(|(_, s)| s).sum();
         let mut inner = Inner { file, reserved: 0, entries, total };
         reserve_ahead(&mut inner);
-        Ok(Catalog { store: store.to_path_buf(), path, inner: Mutex::new(inner) })
+        Ok(Catalog { dir, path, inner: Mutex::new(inner) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -93,7 +100,7 @@ impl Catalog {
     pub fn append(&self, e: &Entry) -> io::Result<()> {
         let mut line = serde_json::to_vec(e).map_err(io::Error::other)?;
         line.push(b'\n');
-        let size = disk_size(&self.store, e);
+        let size = disk_size(&self.dir, e);
         let mut g = self.lock();
         g.file.write_all(&line)?;
         g.file.sync_data()?;
@@ -139,10 +146,12 @@ impl Catalog {
                 break;
             }
             let (e, size) = &g.entries[i];
+            // Entries were checked when read (relative, inside the store);
+            // the unlinks resolve beneath the store and follow no symlink.
             if let Some(ix) = &e.index {
-                let _ = std::fs::remove_file(self.store.join(ix));
+                let _ = self.dir.unlink(ix);
             }
-            match std::fs::remove_file(self.store.join(&e.file)) {
+            match self.dir.unlink(&e.file) {
                 Ok(()) => {}
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                 Err(err) => return Err(err),
@@ -159,9 +168,9 @@ impl Catalog {
         });
         g.total = total;
         let entries: Vec<Entry> = g.entries.iter().map(|(e, _)| e.clone()).collect();
-        rewrite(&self.store, &entries)?;
+        rewrite_in(&self.dir, &entries)?;
         // The rename replaced the file our append handle points to.
-        g.file = OpenOptions::new().append(true).open(&self.path)?;
+        g.file = open_append(&self.dir)?;
         g.reserved = 0;
         reserve_ahead(&mut g);
         Ok(deleted)
@@ -186,36 +195,184 @@ fn reserve_ahead(g: &mut Inner) {
     }
 }
 
-/// Reads every entry of the catalog of `store`. A missing catalog is empty;
-/// a damaged line (a crash mid-append) is skipped and reported in the second
-/// value as its 1-based line number.
-pub fn read(store: &Path) -> io::Result<(Vec<Entry>, Vec<usize>)> {
-    let path = store.join(crate::layout::CATALOG);
-    let f = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
-        Err(e) => return Err(e),
-    };
-    let mut out = Vec::new();
-    let mut bad = Vec::new();
-    for (i, line) in io::BufReader::new(f).split(b'\n').enumerate() {
-        let line = line?;
+/// What reading a catalog found besides its valid entries.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CatalogRead {
+    /// Valid entries, in catalog order, each file once.
+    pub entries: Vec<Entry>,
+    /// 1-based numbers of damaged lines (not JSON of an entry: a crash
+    /// mid-append, a truncated or edited line).
+    pub bad_lines: Vec<usize>,
+    /// One sentence per entry rejected because a path in it could leave the
+    /// store or does not follow the store layout.
+    pub rejected: Vec<String>,
+    /// One sentence per line naming a file an earlier line already named.
+    pub duplicates: Vec<String>,
+}
+
+impl CatalogRead {
+    /// Sentences for everything that was wrong, for readers to print as warnings.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w: Vec<String> = self
+            .bad_lines
+            .iter()
+            .map(|n| format!("{}: line {n} is damaged and was skipped; run `wirevault repair`", crate::layout::CATALOG))
+            .collect();
+        w.extend(self.rejected.iter().cloned());
+        w.extend(self.duplicates.iter().cloned());
+        w
+    }
+}
+
+/// Checks the paths of a catalog entry: `file` is relative, made of plain
+/// names (no `..`, no absolute path); in a recorded store it is
+/// `stream-NNN/NAME` with NNN the entry's stream (catalogs that `index`
+/// wrote for a plain directory of captures may name other relative paths);
+/// `index` is absent or `FILE.idx`.
+pub fn check_entry(e: &Entry) -> Result<(), String> {
+    wv_sys::fs::check_rel(&e.file).map_err(|err| format!("file {err}"))?;
+    let first = e.file.split('/').next().unwrap_or("");
+    let is_stream_dir = first.strip_prefix("stream-").and_then(|n| n.parse::<usize>().ok()).is_some();
+    if is_stream_dir {
+        let want = crate::layout::stream_dir(e.stream);
+        match e.file.split_once('/') {
+            Some((d, name)) if d == want && !name.contains('/') => {}
+            _ => return Err(format!("file \"{}\" is not {want}/NAME for stream {}", e.file, e.stream)),
+        }
+    }
+    if let Some(ix) = &e.index {
+        if *ix != format!("{}{}", e.file, crate::layout::INDEX) {
+            return Err(format!("index \"{ix}\" is not \"{}{}\"", e.file, crate::layout::INDEX));
+        }
+    }
+    Ok(())
+}
+
+/// The stream a store-relative path belongs to: NNN for `stream-NNN/...`,
+/// else 0 (for catalogs `index` writes over a plain directory).
+pub fn stream_of_path(rel: &str) -> usize {
+    rel.split_once('/')
+        .and_then(|(d, _)| {
+            d.strip_prefix("stream-")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| crate::layout::stream_dir(*n) == d)
+        })
+        .unwrap_or(0)
+}
+
+/// Parses catalog bytes: valid entries, damaged lines, rejected entries and
+/// duplicates (see [`CatalogRead`]). Never fails: the fuzz target's entry.
+pub fn parse(bytes: &[u8]) -> CatalogRead {
+    let mut r = CatalogRead::default();
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Entry>(&line) {
-            Ok(e) => out.push(e),
-            Err(_) => bad.push(i + 1),
+        let n = i + 1;
+        match serde_json::from_slice::<Entry>(line) {
+            Ok(e) => {
+                if let Err(why) = check_entry(&e) {
+                    r.rejected.push(format!("{}: line {n} rejected: {why}", crate::layout::CATALOG));
+                } else if let Some(first) = seen.get(&e.file) {
+                    r.duplicates.push(format!(
+                        "{}: line {n} names {} twice (first on line {first}); duplicate ignored",
+                        crate::layout::CATALOG,
+                        e.file
+                    ));
+                } else {
+                    seen.insert(e.file.clone(), n);
+                    r.entries.push(e);
+                }
+            }
+            Err(_) => r.bad_lines.push(n),
         }
     }
-    Ok((out, bad))
+    r
+}
+
+/// Reads and checks the catalog of `store` (see [`parse`]). A missing
+/// catalog is empty; a symlinked one is an error (never followed).
+pub fn read_checked(store: &Path) -> io::Result<CatalogRead> {
+    use std::io::Read;
+    let dir = Dir::open(store)?;
+    let mut f = match dir.open_file(crate::layout::CATALOG, Open::Read, 0) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CatalogRead::default()),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{} is a symlink, not the store's catalog", crate::layout::CATALOG),
+            ))
+        }
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(parse(&bytes))
+}
+
+/// Reads the valid entries of the catalog of `store` (see [`read_checked`]);
+/// the second value lists the damaged lines (1-based). Rejected and
+/// duplicated entries are left out.
+pub fn read(store: &Path) -> io::Result<(Vec<Entry>, Vec<usize>)> {
+    let r = read_checked(store)?;
+    Ok((r.entries, r.bad_lines))
+}
+
+/// Is `name` a capture file name of the store layout (also `.part`)?
+pub fn is_capture_name(name: &str) -> bool {
+    let stem = name.strip_suffix(crate::layout::PART).unwrap_or(name);
+    (stem.ends_with(".pcap") || stem.ends_with(".pcapng")) && crate::layout::seq_of(stem).is_some()
+}
+
+/// Compares the catalog with the stream directories: entries whose file
+/// is missing (or not a regular file), and closed capture files no entry
+/// names. One sentence each, for readers to print as warnings.
+pub fn audit(store: &Path, entries: &[Entry]) -> Vec<String> {
+    let mut w = Vec::new();
+    let Ok(dir) = Dir::open(store) else { return w };
+    for e in entries {
+        match dir.lstat(&e.file) {
+            Ok(s) if s.kind == Kind::File => {}
+            Ok(_) => w.push(format!("{} is not a regular file; skipped (run `wirevault repair`)", e.file)),
+            Err(_) => w.push(format!("the catalog names {}, which is missing; run `wirevault repair`", e.file)),
+        }
+    }
+    let known: std::collections::HashSet<&str> = entries.iter().map(|e| e.file.as_str()).collect();
+    for (d, kind) in dir.list("").unwrap_or_default() {
+        if kind != Kind::Dir || !d.starts_with("stream-") {
+            continue;
+        }
+        for (name, kind) in dir.list(&d).unwrap_or_default() {
+            let rel = format!("{d}/{name}");
+            if kind == Kind::File
+                && is_capture_name(&name)
+                && !name.ends_with(crate::layout::PART)
+                && !known.contains(rel.as_str())
+            {
+                w.push(format!("{rel} is not in the catalog (not queried); run `wirevault repair`"));
+            }
+        }
+    }
+    w
 }
 
 /// Replaces the catalog of `store` with `entries`, atomically (write, fsync, rename).
 pub fn rewrite(store: &Path, entries: &[Entry]) -> io::Result<()> {
-    let path = store.join(crate::layout::CATALOG);
-    let tmp = store.join(format!("{}{}", crate::layout::CATALOG, crate::layout::PART));
-    let mut f = File::create(&tmp)?;
+    rewrite_in(&Dir::open(store)?, entries)
+}
+
+/// [`rewrite`] through the store's directory: the temporary file is created
+/// new (0640, no symlink followed) and renamed over the catalog.
+pub fn rewrite_in(dir: &Dir, entries: &[Entry]) -> io::Result<()> {
+    let tmp = format!("{}{}", crate::layout::CATALOG, crate::layout::PART);
+    match dir.unlink(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut f = dir.open_file(&tmp, Open::CreateNew, 0)?;
     let mut buf = Vec::new();
     for e in entries {
         serde_json::to_writer(&mut buf, e).map_err(io::Error::other)?;
@@ -224,13 +381,13 @@ pub fn rewrite(store: &Path, entries: &[Entry]) -> io::Result<()> {
     f.write_all(&buf)?;
     f.sync_all()?;
     drop(f);
-    std::fs::rename(&tmp, &path)?;
-    File::open(store)?.sync_all()
+    dir.rename(&tmp, crate::layout::CATALOG)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     fn entry(n: u64, dir: &Path) -> Entry {
         let name = format!("stream-000/f{n}.pcap");
@@ -255,6 +412,31 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn hostile_lines_are_rejected_and_duplicates_dropped() {
+        let line = |stream: usize, file: &str, index: &str| {
+            format!("{{\"stream\":{stream},\"file\":\"{file}\",\"index\":{index},\"format\":\"pcap\",\"linktype\":1,\"snaplen\":65535,\"first_ns\":1,\"last_ns\":2,\"packets\":3,\"bytes\":4}}\n")
+        };
+        let mut text = String::new();
+        text += &line(0, "stream-000/a.pcap", "\"stream-000/a.pcap.idx\"");
+        text += &line(0, "stream-000/../../victim.pcap", "null");
+        text += &line(0, "/etc/shadow", "null");
+        text += &line(1, "stream-000/b.pcap", "null");
+        text += &line(0, "stream-000/c.pcap", "\"../x.idx\"");
+        text += &line(0, "stream-000/a.pcap", "null");
+        text += "{\"stream\":0,\"fi\n";
+        text += &line(0, "plain/dir/x.pcap", "null");
+        let r = parse(text.as_bytes());
+        let files: Vec<&str> = r.entries.iter().map(|e| e.file.as_str()).collect();
+        assert_eq!(files, ["stream-000/a.pcap", "plain/dir/x.pcap"]);
+        assert_eq!(r.rejected.len(), 4, "{:?}", r.rejected);
+        assert_eq!(r.duplicates.len(), 1);
+        assert_eq!(r.bad_lines, vec![7]);
+        assert_eq!(r.warnings().len(), 6);
+        assert_eq!(stream_of_path("stream-002/x.pcap"), 2);
+        assert_eq!(stream_of_path("x.pcap"), 0);
     }
 
     #[test]

@@ -85,8 +85,3 @@ pub type IndexOffload = Box<dyn FnMut(IndexWork) + Send>;
 /// Makes a [`FileIndexer`] for a new file of the given link type, with the
 /// stream's [`IndexOffload`].
 pub type IndexerFactory = std::sync::Arc<dyn Fn(u32, IndexOffload) -> Box<dyn FileIndexer> + Send + Sync>;
-
-/// Renames a closed file into place durably (file and directory fsynced by the caller/here).
-pub(crate) fn writer_rename(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-    wv_sys::uring::rename_durable(from, to)
-}

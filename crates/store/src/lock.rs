@@ -69,7 +69,13 @@ impl StoreLock {
         let io_err = |source| LockError::Io { store: store.to_path_buf(), source };
         let mut file = open(store, true).map_err(io_err)?;
         match file.try_lock() {
-            Ok(()) => {}
+            Ok(()) => {
+                // 0640 whatever the umask (best effort: it may be another user's file).
+                use std::os::unix::fs::PermissionsExt;
+                if file.metadata().is_ok_and(|m| m.permissions().mode() & 0o777 != 0o640) {
+                    let _ = file.set_permissions(std::fs::Permissions::from_mode(0o640));
+                }
+            }
             Err(TryLockError::WouldBlock) => {
                 return Err(LockError::Busy { store: store.to_path_buf(), holder: holder_of(&mut file) })
             }

@@ -33,7 +33,11 @@ pub struct ValidPrefix {
 /// ZFS with compression, makes this cut a partial file at a block of zeros
 /// inside a frame: records after it are lost, none is corrupted.)
 pub fn valid_prefix(path: &Path, format: Format, partial: bool) -> io::Result<ValidPrefix> {
-    let file = File::open(path)?;
+    valid_prefix_of(File::open(path)?, format, partial)
+}
+
+/// [`valid_prefix`] of a file already open (opened beneath the store).
+pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<ValidPrefix> {
     let data_len = if partial { wv_sys::uring::data_end(&file)? } else { file.metadata()?.len() };
     let mut r = BufReader::with_capacity(1 << 20, file.take(data_len));
     let mut v = ValidPrefix { len: 0, data_len, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
@@ -147,6 +151,10 @@ pub struct RepairReport {
     pub reindexed: u64,
     /// Damaged catalog lines dropped.
     pub bad_catalog_lines: u64,
+    /// Catalog entries dropped because a path in them could leave the store.
+    pub rejected_entries: u64,
+    /// Catalog lines naming a file an earlier line named, dropped.
+    pub duplicate_entries: u64,
     /// One sentence per thing that could not be repaired.
     pub problems: Vec<String>,
 }
@@ -183,30 +191,49 @@ fn format_of(name: &str) -> Option<Format> {
 pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairReport> {
     use crate::catalog::{self, Entry};
     use crate::layout;
+    use wv_sys::fs::{Dir, Kind, Open};
     let mut rep = RepairReport::default();
-    let (mut entries, bad) = catalog::read(store)?;
-    rep.bad_catalog_lines = bad.len() as u64;
+    // Every path below resolves beneath the store and follows no symlink:
+    // the store may belong to the unprivileged user a recorder ran as.
+    let dir = Dir::open(store)?;
+    let cat = catalog::read_checked(store)?;
+    rep.bad_catalog_lines = cat.bad_lines.len() as u64;
+    rep.rejected_entries = cat.rejected.len() as u64;
+    rep.duplicate_entries = cat.duplicates.len() as u64;
+    rep.problems.extend(cat.rejected.iter().cloned());
+    let mut entries = cat.entries;
     let before = entries.len();
-    entries.retain(|e| store.join(&e.file).is_file());
+    entries.retain(|e| dir.lstat(&e.file).is_ok_and(|s| s.kind == Kind::File));
     rep.removed_entries = (before - entries.len()) as u64;
-    let mut changed = rep.removed_entries > 0 || rep.bad_catalog_lines > 0;
+    let mut changed =
+        rep.removed_entries > 0 || rep.bad_catalog_lines > 0 || rep.rejected_entries > 0 || rep.duplicate_entries > 0;
 
-    let mut dirs: Vec<(usize, std::path::PathBuf)> = std::fs::read_dir(store)?
-        .flatten()
-        .filter_map(|d| {
-            let n = d.file_name().to_str()?.strip_prefix("stream-")?.parse().ok()?;
-            d.path().is_dir().then(|| (n, d.path()))
-        })
-        .collect();
+    let mut dirs: Vec<(usize, String)> = Vec::new();
+    for (name, kind) in dir.list("")? {
+        let Some(n) = name.strip_prefix("stream-").and_then(|n| n.parse().ok()) else { continue };
+        match kind {
+            Kind::Dir if name == layout::stream_dir(n) => dirs.push((n, name)),
+            Kind::Dir => {}
+            _ => {
+                rep.problems.push(format!("{}: not a directory (a symlink?); left alone", dir.display(&name).display()))
+            }
+        }
+    }
     dirs.sort();
-    for (stream, dir) in dirs {
-        let mut names: Vec<String> =
-            std::fs::read_dir(&dir)?.flatten().filter_map(|d| d.file_name().to_str().map(String::from)).collect();
-        names.sort();
-        for name in names {
-            let path = dir.join(&name);
+    for (stream, sdir) in dirs {
+        for (name, kind) in dir.list(&sdir)? {
+            let rel_here = format!("{sdir}/{name}");
+            let shown = dir.display(&rel_here);
+            let capture_like =
+                catalog::is_capture_name(&name) || name.ends_with(layout::INDEX) || name.ends_with(layout::PART);
+            if kind != Kind::File {
+                if capture_like {
+                    rep.problems.push(format!("{}: not a regular file (a symlink?); left alone", shown.display()));
+                }
+                continue;
+            }
             if name.ends_with(&format!("{}{}", layout::INDEX, layout::PART)) {
-                std::fs::remove_file(&path)?;
+                dir.unlink(&rel_here)?;
                 continue;
             }
             let (final_name, partial) = match name.strip_suffix(layout::PART) {
@@ -216,30 +243,37 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
             let Some(format) = format_of(&final_name) else {
                 continue;
             };
-            let rel = format!("{}/{final_name}", layout::stream_dir(stream));
+            let rel = format!("{sdir}/{final_name}");
             if !partial && entries.iter().any(|e| e.file == rel) {
                 continue;
             }
-            let v = valid_prefix(&path, format, partial)?;
+            let f = match dir.open_file(&rel_here, if partial { Open::ReadWrite } else { Open::Read }, 0) {
+                Ok(f) => f,
+                Err(e) => {
+                    rep.problems.push(format!("{}: cannot open ({e}); left alone", shown.display()));
+                    continue;
+                }
+            };
+            let v = valid_prefix_of(f.try_clone()?, format, partial)?;
             if v.packets == 0 {
                 if partial {
-                    std::fs::remove_file(&path)?;
+                    drop(f);
+                    dir.unlink(&rel_here)?;
                     rep.deleted_empty += 1;
                 } else {
-                    rep.problems.push(format!("{}: no complete packet; left as it is, not cataloged", path.display()));
+                    rep.problems.push(format!("{}: no complete packet; left as it is, not cataloged", shown.display()));
                 }
                 continue;
             }
             // What follows the first hole is not counted as cut: most of it
             // is the preallocated tail, which never held data.
             let len = v.data_len;
-            let final_path = dir.join(&final_name);
             if partial {
-                let f = std::fs::OpenOptions::new().write(true).open(&path)?;
                 f.set_len(v.len)?;
+                f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(wv_sys::fs::FILE_MODE))?;
                 f.sync_all()?;
                 drop(f);
-                crate::writer_rename(&path, &final_path)?;
+                dir.rename(&rel_here, &rel)?;
                 rep.recovered_files += 1;
                 rep.recovered_packets += v.packets;
                 rep.cut_bytes += len - v.len;
@@ -247,7 +281,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
                 if len > v.len {
                     rep.problems.push(format!(
                         "{}: {} bytes after the last complete record are not cataloged",
-                        final_path.display(),
+                        dir.display(&rel).display(),
                         len - v.len
                     ));
                 }
@@ -271,14 +305,22 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
     if let Some(index) = index {
         for e in entries.iter_mut() {
             let capture = store.join(&e.file);
-            let ipath = layout::index_path(&capture);
-            let present = e.index.as_ref().is_some_and(|i| store.join(i).is_file());
-            if present {
+            let irel = format!("{}{}", e.file, layout::INDEX);
+            let is_file = |rel: &str| dir.lstat(rel).is_ok_and(|s| s.kind == Kind::File);
+            if e.index.is_some() && is_file(&irel) {
                 continue;
             }
+            if dir.lstat(&irel).is_ok_and(|s| s.kind != Kind::File) {
+                rep.problems.push(format!(
+                    "{}: not a regular file (a symlink?); index not rebuilt",
+                    dir.display(&irel).display()
+                ));
+                continue;
+            }
+            // (The capture was checked above: a regular file beneath the store.)
             match index(&capture) {
-                Ok(()) if ipath.is_file() => {
-                    e.index = Some(format!("{}{}", e.file, layout::INDEX));
+                Ok(()) if is_file(&irel) => {
+                    e.index = Some(irel);
                     rep.reindexed += 1;
                     changed = true;
                 }
@@ -289,7 +331,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
     }
     if changed {
         entries.sort_by_key(|e| (e.first_ns, e.stream));
-        catalog::rewrite(store, &entries)?;
+        catalog::rewrite_in(&dir, &entries)?;
     }
     Ok(rep)
 }

@@ -67,6 +67,11 @@ pub struct WriterShared {
     pub retention_bytes: AtomicU64,
     /// Packets lost because a write failed.
     pub dropped_write_error: AtomicU64,
+    /// Packets not stored because the store reached its budget with
+    /// `--on-full stop`.
+    pub dropped_budget: AtomicU64,
+    /// Set when the stream stopped at the budget (`--on-full stop`).
+    pub budget_reached: AtomicBool,
     /// O_DIRECT was refused by the file system; buffered writes are used.
     pub direct_refused: AtomicBool,
     /// Set when the stream stopped because of a write error.
@@ -102,6 +107,8 @@ struct Pending {
 struct CurFile {
     file: File,
     part: PathBuf,
+    /// `part` relative to the store.
+    part_rel: String,
     name: String,
     start: u64,
     first_ns: u64,
@@ -190,6 +197,12 @@ struct Writer {
     /// Frame bytes of a record that wraps around the ring end, for the indexer.
     scratch: Vec<u8>,
     dir: PathBuf,
+    /// The store, which every path is opened beneath (no symlink followed).
+    store: wv_sys::fs::Dir,
+    /// The stream's directory relative to the store.
+    rel_dir: String,
+    /// Stopped at the budget (`--on-full stop`): later packets count as `budget`.
+    budget_stopped: bool,
 }
 
 /// Runs the writer until the producer sends [`Msg::Done`].
@@ -201,7 +214,10 @@ pub fn run(
     shared: Arc<WriterShared>,
 ) -> io::Result<()> {
     let dir = cfg.store.join(layout::stream_dir(cfg.stream));
-    std::fs::create_dir_all(&dir)?;
+    let rel_dir = layout::stream_dir(cfg.stream);
+    // The stream directory (0750) beneath the store; a symlink there is refused.
+    let store = wv_sys::fs::Dir::open(&cfg.store)?;
+    store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let io = uring::Writer::new(cfg.depth.max(2))?;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     // Room for every builder there can be (the writer's, the queued one and
@@ -234,6 +250,9 @@ pub fn run(
         stopped: false,
         scratch: Vec::new(),
         dir,
+        store,
+        rel_dir,
+        budget_stopped: false,
     };
     w.run();
     drop(w.finish_tx.take());
@@ -284,6 +303,7 @@ impl Writer {
     fn open(&mut self, pos: u64, seq: u64, first_ns: u64, linktype: u32, snaplen: u32) {
         let name = layout::file_name(first_ns, seq, self.cfg.format.extension());
         let part = self.dir.join(format!("{name}{}", layout::PART));
+        let part_rel = format!("{}/{name}{}", self.rel_dir, layout::PART);
         if let (Some(b), false) = (self.cfg.budget, self.stopped) {
             match self.catalog.make_room(&b, self.cfg.reserve) {
                 Ok(d) => {
@@ -291,6 +311,8 @@ impl Writer {
                     self.shared.retention_bytes.fetch_add(d.bytes, Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == io::ErrorKind::StorageFull => {
+                    self.budget_stopped = true;
+                    self.shared.budget_reached.store(true, Ordering::Release);
                     self.shared.fail(
                         format!("the store reached its --max-size budget of {} bytes (--on-full stop)", b.max_bytes),
                         true,
@@ -306,7 +328,7 @@ impl Writer {
         let file = if self.stopped {
             None
         } else {
-            match uring::create_output(&part, self.direct) {
+            match self.store.create_output(&part_rel, self.direct) {
                 Ok((f, direct)) => {
                     if self.direct && !direct {
                         self.direct = false;
@@ -342,6 +364,7 @@ impl Writer {
         self.cur = Some(CurFile {
             file,
             part,
+            part_rel,
             name,
             start: pos,
             first_ns,
@@ -598,7 +621,8 @@ impl Writer {
         let next = end.next_multiple_of(DIRECT_ALIGN);
         if !c.real {
             // Opened after the stream stopped: nothing was written.
-            self.shared.dropped_write_error.fetch_add(c.packets, Ordering::Relaxed);
+            let to = if self.budget_stopped { &self.shared.dropped_budget } else { &self.shared.dropped_write_error };
+            to.fetch_add(c.packets, Ordering::Relaxed);
         } else {
             self.finish_file(c, end - start, walked_all);
         }
@@ -612,7 +636,8 @@ impl Writer {
             // Keep what reached the disk before the first failed write, cut
             // at the last complete record.
             drop(c.file.set_len(len.min(file_len(&c.file)).min(c.failed_at.unwrap_or(u64::MAX))));
-            match crate::recover::valid_prefix(&c.part, self.cfg.format, true) {
+            let reopened = self.store.open_file(&c.part_rel, wv_sys::fs::Open::Read, 0);
+            match reopened.and_then(|f| crate::recover::valid_prefix_of(f, self.cfg.format, true)) {
                 Ok(v) => (v.len, v.packets, v.last_ns.unwrap_or(c.first_ns)),
                 Err(_) => (0, 0, c.first_ns),
             }
@@ -621,13 +646,14 @@ impl Writer {
         };
         self.shared.dropped_write_error.fetch_add(c.packets - packets.min(c.packets), Ordering::Relaxed);
         if packets == 0 && failed {
-            let _ = std::fs::remove_file(&c.part);
+            let _ = self.store.unlink(&c.part_rel);
             return;
         }
         let r = c.file.set_len(len).and_then(|()| c.file.sync_all());
         drop(c.file);
         let path = self.dir.join(&c.name);
-        if let Err(e) = r.and_then(|()| uring::rename_durable(&c.part, &path)) {
+        let final_rel = format!("{}/{}", self.rel_dir, c.name);
+        if let Err(e) = r.and_then(|()| self.store.rename(&c.part_rel, &final_rel)) {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
             self.shared.fail(format!("cannot close {}: {e}", c.part.display()), full);
             self.stopped = true;

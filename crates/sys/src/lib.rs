@@ -6,6 +6,7 @@ pub mod afpacket;
 pub mod bpf;
 pub mod byte_ring;
 pub mod cpu;
+pub mod fs;
 pub mod mem;
 pub mod netif;
 pub mod uring;

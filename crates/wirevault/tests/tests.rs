@@ -4,6 +4,7 @@
 
 mod util;
 
+mod hostile_store;
 mod privileges;
 mod query_cli;
 mod record_live;

@@ -233,42 +233,121 @@ fn reserve(file_size: u64, streams: usize) -> u64 {
 }
 
 /// Switches the process to `user` (its uid, primary gid, no supplementary
-/// groups) after chowning the store to it. The open sockets keep working; no
-/// capability is kept, because none is needed once they are open.
+/// groups) after handing it what wirevault owns in the store. The open
+/// sockets keep working; no capability is kept, because none is needed once
+/// they are open.
 fn drop_privileges(user: &str, store: &Path) -> anyhow::Result<()> {
     let (uid, gid) = wv_sys::cpu::lookup_user(user)
         .ok_or_else(|| fail(exit::USAGE, format!("--user: no user named {user} (see /etc/passwd)")))?;
-    chown_tree(store, uid, gid)
-        .map_err(|e| fail(exit::ERROR, format!("cannot hand the store {} to {user}: {e}", store.display())))?;
+    for skipped in chown_store(store, uid, gid)
+        .map_err(|e| fail(exit::ERROR, format!("cannot hand the store {} to {user}: {e}", store.display())))?
+    {
+        eprintln!("wirevault: warning: {skipped} is not part of the store layout; its owner was left as it is");
+    }
     wv_sys::cpu::switch_user(uid, gid).map_err(|e| fail(exit::ERROR, format!("cannot switch to user {user}: {e}")))?;
     Ok(())
 }
 
-fn chown_tree(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
-    std::os::unix::fs::chown(p, Some(uid), Some(gid))?;
-    if p.is_dir() {
-        for e in std::fs::read_dir(p)? {
-            chown_tree(&e?.path(), uid, gid)?;
+/// Gives `uid:gid` the store directory and what the store layout names in
+/// it (catalog, stats, lock, `stream-NNN` directories and the capture and
+/// index files in them), never following a symlink (each is opened beneath
+/// the store with O_NOFOLLOW and changed through that descriptor). Returns
+/// the paths left alone: anything else, and every symlink.
+fn chown_store(store: &Path, uid: u32, gid: u32) -> std::io::Result<Vec<String>> {
+    use wv_store::layout;
+    use wv_sys::fs::{Dir, Kind};
+    let dir = Dir::open(store)?;
+    dir.chown_self(uid, gid)?;
+    let mut skipped = Vec::new();
+    let top = [layout::CATALOG, layout::STATS, wv_store::lock::LOCK_FILE];
+    for (name, kind) in dir.list("")? {
+        let shown = || dir.display(&name).display().to_string();
+        if kind == Kind::File && top.contains(&name.as_str()) {
+            dir.chown(&name, uid, gid)?;
+        } else if kind == Kind::Dir && is_stream_dir(&name) {
+            dir.chown(&name, uid, gid)?;
+            for (f, k) in dir.list(&name)? {
+                let rel = format!("{name}/{f}");
+                let stem = f.strip_suffix(layout::PART).unwrap_or(&f);
+                let stem = stem.strip_suffix(layout::INDEX).unwrap_or(stem);
+                if k == Kind::File && wv_store::catalog::is_capture_name(stem) {
+                    dir.chown(&rel, uid, gid)?;
+                } else {
+                    skipped.push(dir.display(&rel).display().to_string());
+                }
+            }
+        } else {
+            skipped.push(shown());
         }
     }
-    Ok(())
+    Ok(skipped)
 }
 
-/// Creates the store directory and proves it is writable.
+fn is_stream_dir(name: &str) -> bool {
+    name.strip_prefix("stream-")
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| name == wv_store::layout::stream_dir(n))
+}
+
+/// What makes a directory a wirevault store: a catalog, a lock file or a
+/// `stream-NNN` directory in it. `record` writes into an empty directory or
+/// a store, nothing else.
+fn is_store(store: &Path) -> std::io::Result<bool> {
+    use wv_sys::fs::{Dir, Kind};
+    let dir = Dir::open(store)?;
+    let list = dir.list("")?;
+    Ok(list.is_empty()
+        || list.iter().any(|(n, k)| {
+            (*k == Kind::File && (n == wv_store::layout::CATALOG || n == wv_store::lock::LOCK_FILE))
+                || (*k == Kind::Dir && is_stream_dir(n))
+        }))
+}
+
+/// Creates the store directory (0750) or checks that the one there is a
+/// store, and proves it is writable.
 fn prepare_store(store: &Path) -> anyhow::Result<()> {
-    let not_writable = |e: std::io::Error| {
-        fail(
-            exit::ERROR,
-            format!(
-                "store directory {} is not writable ({e}); choose another -o or fix its permissions",
-                store.display()
-            ),
-        )
+    let shown = store.display();
+    let io_fail = |what: &str, e: std::io::Error| {
+        let msg = match e.kind() {
+            std::io::ErrorKind::PermissionDenied => {
+                format!("{what} {shown}: permission denied; choose another -o or fix its permissions")
+            }
+            std::io::ErrorKind::NotADirectory => format!("{shown}: a component of the path is not a directory"),
+            _ => format!("{what} {shown}: {e}; choose another -o or fix its permissions"),
+        };
+        fail(exit::ERROR, msg)
     };
-    std::fs::create_dir_all(store).map_err(not_writable)?;
-    let probe = store.join(".wirevault-probe");
-    std::fs::write(&probe, b"").map_err(not_writable)?;
-    let _ = std::fs::remove_file(&probe);
+    match std::fs::metadata(store) {
+        Ok(m) if !m.is_dir() => {
+            return Err(fail(exit::ERROR, format!("{shown} is not a directory; -o names the store directory")))
+        }
+        Ok(_) => {
+            if !is_store(store).map_err(|e| io_fail("cannot read the store directory", e))? {
+                return Err(fail(
+                    exit::ERROR,
+                    format!("{shown} is not empty and not a wirevault store (no catalog.jsonl, .lock or stream-NNN directory); choose an empty or new directory for -o"),
+                ));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(wv_sys::fs::DIR_MODE)
+                .create(store)
+                .map_err(|e| io_fail("cannot create the store directory", e))?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(store, std::fs::Permissions::from_mode(wv_sys::fs::DIR_MODE))
+                .map_err(|e| io_fail("cannot set the mode of the store directory", e))?;
+        }
+        Err(e) => return Err(io_fail("cannot reach the store directory", e)),
+    }
+    let probe = ".wirevault-probe";
+    let dir = wv_sys::fs::Dir::open(store).map_err(|e| io_fail("cannot open the store directory", e))?;
+    let _ = dir.unlink(probe);
+    dir.open_file(probe, wv_sys::fs::Open::CreateNew, 0)
+        .map_err(|e| io_fail("cannot write in the store directory", e))?;
+    let _ = dir.unlink(probe);
     Ok(())
 }
 
@@ -356,6 +435,10 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
 
     prepare_store(&p.store)?;
+    // One writer at a time, held until the recording ends (the kernel drops it
+    // with the process), taken before the start-up repair.
+    let _lock =
+        wv_store::lock::StoreLock::exclusive(&p.store, "record").map_err(|e| fail(exit::ERROR, e.to_string()))?;
     // A previous run may have crashed: make the store consistent first.
     let rep = wv_store::recover::repair(&p.store, Some(&crate::cmd::repair::index_one)).map_err(|e| {
         fail(exit::ERROR, format!("cannot check the store {} for a previous crash: {e}", p.store.display()))
@@ -465,7 +548,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 
     // Status loop.
     let start = Instant::now();
-    let mut stats_file = StatsFile::create(&p.store.join(wv_store::layout::STATS), a.stats_file.clone());
+    let mut stats_file = StatsFile::create(&p.store, a.stats_file.clone());
     let mut last = (Instant::now(), Counts::default(), 0u64);
     let mut stopped_for = None::<&str>;
     loop {
@@ -549,6 +632,12 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
     if let Some(e) = writer_shared.iter().find_map(|w| w.error.lock().unwrap_or_else(|x| x.into_inner()).clone()) {
         let (msg, full) = e;
+        if writer_shared.iter().any(|w| w.budget_reached.load(Ordering::Acquire)) {
+            return Err(fail(
+                exit::DISK_FULL,
+                format!("{msg}; recording stopped, every file written so far is closed and valid; {} later packets were not stored (counted as budget); set a larger --max-size, or --on-full delete to keep recording", snap.budget),
+            ));
+        }
         return Err(if full {
             fail(exit::DISK_FULL, format!("{msg}; recording stopped, every file written so far is closed and valid; free space or set a smaller --file-size/--max-size"))
         } else {
@@ -609,8 +698,17 @@ struct StatsFile {
 const STATS_LEN: usize = 4096;
 
 impl StatsFile {
-    fn create(path: &Path, extra: Option<PathBuf>) -> StatsFile {
-        let file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(path).ok();
+    /// Opens `STORE/stats.json` beneath the store, never through a symlink, 0640.
+    fn create(store: &Path, extra: Option<PathBuf>) -> StatsFile {
+        let how = wv_sys::fs::Open::Create { truncate: true, append: false };
+        let file = wv_sys::fs::Dir::open(store).and_then(|d| d.open_file(wv_store::layout::STATS, how, 0));
+        let file = match file {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("wirevault: warning: {} not written: {e}", store.join(wv_store::layout::STATS).display());
+                None
+            }
+        };
         let mut s = StatsFile { file, extra };
         s.write("{}");
         s
@@ -643,6 +741,8 @@ struct Snapshot {
     arena_fill: f64,
     written: u64,
     write_error: u64,
+    /// Packets not stored because the store reached its budget (`--on-full stop`).
+    budget: u64,
     disk_bytes: u64,
     file_bytes: u64,
     files: u64,
@@ -671,6 +771,7 @@ impl Snapshot {
             arena_fill: fill,
             written: sum(|w| w.written_packets.load(Ordering::Relaxed)),
             write_error: sum(|w| w.dropped_write_error.load(Ordering::Relaxed)),
+            budget: sum(|w| w.dropped_budget.load(Ordering::Relaxed)),
             disk_bytes: sum(|w| w.disk_bytes.load(Ordering::Relaxed)),
             file_bytes: sum(|w| w.file_bytes.load(Ordering::Relaxed)),
             files: sum(|w| w.files_closed.load(Ordering::Relaxed)),
@@ -694,6 +795,7 @@ impl Snapshot {
                 + c.dropped_kernel
                 + c.dropped_arena_full
                 + self.write_error
+                + self.budget
                 + c.dropped_shutdown
     }
 
@@ -709,6 +811,7 @@ impl Snapshot {
                 "kernel": c.dropped_kernel,
                 "arena_full": c.dropped_arena_full,
                 "write_error": self.write_error,
+                "budget": self.budget,
                 "shutdown": c.dropped_shutdown,
             },
             "stored_in_arena": c.stored,
@@ -729,7 +832,7 @@ impl Snapshot {
     fn line(&self, pps: f64, gbps: f64, mbs: f64) -> String {
         let c = &self.counts;
         format!(
-            "{:>10.0} pps {:>7.3} Gb/s | stored {} filtered {} | drops kernel {} arena {} write {} | arena {:>5.1}% | disk {:>6.0} MB/s",
+            "{:>10.0} pps {:>7.3} Gb/s | stored {} filtered {} | drops kernel {} arena {} write {} budget {} | arena {:>5.1}% | disk {:>6.0} MB/s",
             pps,
             gbps,
             c.stored,
@@ -737,6 +840,7 @@ impl Snapshot {
             c.dropped_kernel,
             c.dropped_arena_full,
             self.write_error,
+            self.budget,
             self.arena_fill * 100.0,
             mbs
         )
@@ -744,9 +848,9 @@ impl Snapshot {
 
     fn summary(&self, elapsed: f64, store: &Path) -> String {
         let c = &self.counts;
-        let drops = c.dropped_kernel + c.dropped_arena_full + self.write_error + c.dropped_shutdown;
+        let drops = c.dropped_kernel + c.dropped_arena_full + self.write_error + self.budget + c.dropped_shutdown;
         format!(
-            "wirevault: {} packets received in {:.2}s: {} written, {} filtered, {} dropped (kernel {}, arena full {}, write error {}, shutdown {}); {} files, {} bytes in {}",
+            "wirevault: {} packets received in {:.2}s: {} written, {} filtered, {} dropped (kernel {}, arena full {}, write error {}, budget {}, shutdown {}); {} files, {} bytes in {}",
             self.received(),
             elapsed,
             self.written,
@@ -755,6 +859,7 @@ impl Snapshot {
             c.dropped_kernel,
             c.dropped_arena_full,
             self.write_error,
+            self.budget,
             c.dropped_shutdown,
             self.files,
             self.file_bytes,

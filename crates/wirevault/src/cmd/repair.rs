@@ -26,7 +26,7 @@ pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
         return;
     }
     eprintln!(
-        "wirevault: repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s)",
+        "wirevault: repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s), {} duplicate catalog entr(ies) and {} entr(ies) with paths outside the store layout",
         store.display(),
         rep.recovered_files,
         rep.recovered_packets,
@@ -35,7 +35,9 @@ pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
         rep.cataloged,
         rep.removed_entries,
         rep.reindexed,
-        rep.bad_catalog_lines
+        rep.bad_catalog_lines,
+        rep.duplicate_entries,
+        rep.rejected_entries
     );
     for p in &rep.problems {
         eprintln!("wirevault: {p}");
@@ -46,6 +48,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     if !a.store.is_dir() {
         return Err(fail(exit::USAGE, format!("{} is not a store directory", a.store.display())));
     }
+    // The writer lock: never repair a store that is being recorded (or indexed).
+    let _lock =
+        wv_store::lock::StoreLock::exclusive(&a.store, "repair").map_err(|e| fail(exit::ERROR, e.to_string()))?;
     let rep = wv_store::recover::repair(&a.store, Some(&index_one))
         .map_err(|e| fail(exit::ERROR, format!("cannot repair {}: {e}", a.store.display())))?;
     print_report(&rep, &a.store, false);
