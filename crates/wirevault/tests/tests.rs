@@ -4,6 +4,7 @@
 
 mod util;
 
+mod cli_conventions;
 mod privileges;
 mod query_cli;
 mod record_live;
