@@ -478,7 +478,15 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
                     ))
                 }
                 Ok(_) => {}
-                Err(e) => return Err(fail(exit::USAGE, format!("--read: cannot read {}: {e}", f.display()))),
+                Err(e) => {
+                    // `--read a.pcap udp`: --read takes every word up to the next option.
+                    let hint = if a.read.len() > 1 && e.kind() == std::io::ErrorKind::NotFound {
+                        " (--read takes every following word as a file: put the filter after -- or after another option)"
+                    } else {
+                        ""
+                    };
+                    return Err(fail(exit::USAGE, format!("--read: cannot read {}: {e}{hint}", f.display())));
+                }
             }
         }
         if let Some(e) = &p.expression {
