@@ -4,11 +4,16 @@
 //! A file that cannot be read to its end contributes the packets before the
 //! damage; the damage is reported (file, offset, what) and the next file is
 //! read. The filter is compiled per link type, as tcpdump does per file.
+//!
+//! Files are read front to back, never sought, so a path may be a pipe: a
+//! FIFO, `/dev/stdin`, or process substitution (`<(zcat x.pcap.gz)`); the
+//! path `-` is standard input, as for tcpdump's `-r -`.
 
 use crate::filter::{self, Filter};
 use crate::{CaptureError, Delivery, Poll, Source};
 use std::fs::File;
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use wv_wire::reader::Reader;
 
 const BATCH: usize = 512;
@@ -17,7 +22,7 @@ const BATCH: usize = 512;
 pub struct FileSource {
     paths: Vec<PathBuf>,
     next: usize,
-    cur: Option<(PathBuf, Reader<File>)>,
+    cur: Option<(PathBuf, Reader<Input>)>,
     expression: Option<String>,
     filters: Vec<(u32, Option<Filter>)>,
     problems: Vec<String>,
@@ -49,7 +54,7 @@ impl FileSource {
         while self.next < self.paths.len() {
             let p = self.paths[self.next].clone();
             self.next += 1;
-            match File::open(&p) {
+            match open(&p) {
                 Ok(f) => match Reader::new(f) {
                     Ok(r) => {
                         self.cur = Some((p, r));
@@ -63,6 +68,17 @@ impl FileSource {
         }
         false
     }
+}
+
+/// What a file source reads from: a file or pipe, or standard input.
+type Input = Box<dyn Read + Send>;
+
+/// Opens `path` for reading; `-` is standard input.
+fn open(path: &Path) -> std::io::Result<Input> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(std::io::stdin()));
+    }
+    Ok(Box::new(File::open(path)?))
 }
 
 /// The filter for `linktype`, compiled on first use (a failure is reported once

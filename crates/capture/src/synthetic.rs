@@ -33,6 +33,9 @@ pub struct Spec {
 pub fn parse_spec(s: &str) -> Result<Spec, String> {
     let mut spec = Spec { sizes: vec![1514], count: None, duration: None, rate_pps: None, flows: 1024 };
     let mut rate_bps = None;
+    if s.split(',').all(|x| x.trim().is_empty()) {
+        return Err("the synthetic spec is empty: give e.g. size=64,count=1M".into());
+    }
     for kv in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         let (k, v) = kv.split_once('=').ok_or_else(|| format!("synthetic spec item \"{kv}\" is not key=value"))?;
         match k {
@@ -255,6 +258,13 @@ mod tests {
         assert!(parse_spec("size=59").unwrap_err().contains("60..=9000"));
         assert!(parse_spec("bogus=1").unwrap_err().contains("unknown"));
         assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn empty_spec_is_an_error() {
+        for s in ["", ",", " , "] {
+            assert!(parse_spec(s).unwrap_err().contains("empty"), "{s:?}");
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub mod exit {
     version,
     about = "Lossless network traffic recorder: capture, store as pcap, index, query."
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -44,6 +44,9 @@ enum Command {
     Query(cmd::query::Args),
     /// Make a store consistent after a crash: keep partial files up to their last complete packet.
     Repair(cmd::repair::Args),
+    /// Write the man pages and shell completions (bash, zsh, fish) into a directory.
+    #[command(hide = true)]
+    GenerateDocs(cmd::docs::Args),
 }
 
 /// An error that carries the exit code it maps to. Everything else is `ERROR`.
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         Command::Index(a) => cmd::index::run(a),
         Command::Query(a) => cmd::query::run(a),
         Command::Repair(a) => cmd::repair::run(a),
+        Command::GenerateDocs(a) => cmd::docs::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -184,7 +184,7 @@ fn sigterm_under_full_load_leaves_only_valid_files() {
         None,
         &store,
         tmp.path(),
-        &["--synthetic", "size=1514", "--buffer", "64M", "--file-size", "16M", "-q"],
+        &["--synthetic", "size=1514,duration=10m", "--buffer", "64M", "--file-size", "16M", "-q"],
     );
     r.wait_ready();
     r.wait_counter("stored_in_arena", 100_000);
@@ -231,7 +231,7 @@ fn disk_full_exits_3_and_leaves_valid_files() {
     let tmp = TempDir::new("synth-full");
     let fs = SmallFs::mount(tmp.join("fs"), "20M");
     let store = fs.0.join("store");
-    let o = synth(&store, "size=1514", &["--file-size", "4M"]);
+    let o = synth(&store, "size=1514,duration=10m", &["--file-size", "4M"]);
     o.expect(3, "disk full");
     assert!(o.stderr.contains("disk is full"), "message: {}", o.stderr);
     let c = final_counters(&store);

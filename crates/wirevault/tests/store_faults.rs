@@ -282,7 +282,7 @@ fn kill_9_then_restart_recovers_every_complete_packet() {
     let store = base.join("store");
     let s = store.to_str().unwrap();
     let mut child = Command::new(bin())
-        .args(["record", "-o", s, "--synthetic", "size=1514,rate=5k", "--file-size", "16M", "-q"])
+        .args(["record", "-o", s, "--synthetic", "size=1514,rate=5k,duration=10m", "--file-size", "16M", "-q"])
         .args(SMALL)
         .stderr(Stdio::null())
         .spawn()

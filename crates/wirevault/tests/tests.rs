@@ -4,6 +4,7 @@
 
 mod util;
 
+mod cli_conventions;
 mod hostile_store;
 mod privileges;
 mod query_cli;

@@ -815,6 +815,11 @@ impl Recorder {
         Recorder { child: Some(child), store: store.to_path_buf(), out, err }
     }
 
+    /// The recorder's process id (to send it signals).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     fn stderr_now(&self) -> String {
         fs::read_to_string(&self.err).unwrap_or_default()
     }

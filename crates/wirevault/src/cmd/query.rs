@@ -29,7 +29,8 @@ pub struct Args {
     #[arg(long)]
     pub stats: bool,
     /// tcpdump filter expression (the words are joined with spaces, as tcpdump does).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    /// Options may come before or after it; after `--` every word is filter text.
+    #[arg(value_name = "EXPRESSION")]
     pub expression: Vec<String>,
 }
 

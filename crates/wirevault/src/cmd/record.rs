@@ -33,15 +33,18 @@ pub struct Args {
     /// Capture live from this network interface (AF_PACKET, TPACKET_V3).
     #[arg(short = 'i', long, value_name = "IF")]
     interface: Option<String>,
-    /// Ingest existing pcap/pcapng files, keeping their timestamps.
-    #[arg(long, value_name = "FILE", num_args = 1.., value_terminator = "--")]
+    /// Ingest existing pcap/pcapng files, keeping their timestamps (`-` or a pipe: standard input).
+    #[arg(short = 'r', long, value_name = "FILE", num_args = 1.., value_terminator = "--")]
     read: Vec<PathBuf>,
     /// Generate traffic in memory: e.g. size=64,count=10M or size=imix,duration=10s,rate=1M.
     #[arg(long, value_name = "SPEC")]
     synthetic: Option<String>,
     /// Capture workers (fanout members, one stream directory each).
-    #[arg(short = 'w', long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N")]
     workers: usize,
+    /// tcpdump's -w: refused with a sentence (a store is a directory: -o; workers: --workers).
+    #[arg(short = 'w', hide = true, value_name = "FILE", allow_hyphen_values = true)]
+    tcpdump_write: Option<String>,
     /// Bytes stored per packet at most.
     #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES")]
     snaplen: u32,
@@ -79,7 +82,7 @@ pub struct Args {
     #[arg(long, default_value = "delete", value_parser = ["delete", "stop"])]
     on_full: String,
     /// After opening the capture sockets, switch to this user (and its group); the store is chowned to it.
-    #[arg(long, value_name = "USER")]
+    #[arg(short = 'Z', long, value_name = "USER")]
     user: Option<String>,
     /// Write buffered instead of O_DIRECT.
     #[arg(long)]
@@ -96,8 +99,9 @@ pub struct Args {
     /// Also write the counters, every second, to this file (always written to STORE/stats.json).
     #[arg(long, value_name = "FILE")]
     stats_file: Option<PathBuf>,
-    /// Capture filter, in tcpdump's expression language.
-    #[arg(value_name = "FILTER", trailing_var_arg = true, allow_hyphen_values = true)]
+    /// Capture filter, in tcpdump's expression language. Options may come
+    /// before or after it; after `--` every word is filter text.
+    #[arg(value_name = "FILTER")]
     filter: Vec<String>,
 }
 
@@ -115,15 +119,68 @@ struct Plan {
     duration: Option<Duration>,
     expression: Option<String>,
     budget: Option<Budget>,
+    synthetic: Option<synthetic::Spec>,
 }
 
 fn usage(msg: String) -> anyhow::Error {
     fail(exit::USAGE, msg)
 }
 
+/// Sizes beyond this (1 EiB) are out of range for every option: no store,
+/// file or arena comes near it, and larger values would overflow.
+const MAX_SIZE: u64 = 1 << 60;
+
+/// Checks everything that can be checked before anything is created: a bad
+/// option leaves no store directory behind.
 fn plan(a: &Args) -> anyhow::Result<Plan> {
-    let size =
-        |what: &str, s: &str| parse_size(s).ok_or_else(|| usage(format!("{what} \"{s}\" is not a size like 4M or 1G")));
+    if a.tcpdump_write.is_some() {
+        return Err(usage(
+            "record has no -w: give the store directory with -o DIR (it holds the pcap files) and the number of capture workers with --workers N".into(),
+        ));
+    }
+    if a.interface.as_deref() == Some("any") {
+        return Err(usage(
+            "-i any (Linux cooked capture) is not supported: record each interface with its own -i IF and -o STORE, or an interface that sees all the traffic (a bridge or a mirror port)".into(),
+        ));
+    }
+    if a.count == Some(0) {
+        return Err(usage("-c/--count must be at least 1 (-c 0 would store nothing)".into()));
+    }
+    match std::fs::metadata(&a.store) {
+        Ok(m) if !m.is_dir() => {
+            return Err(usage(format!(
+                "-o {} is not a directory: a store is a directory (give a new or an existing store directory)",
+                a.store.display()
+            )))
+        }
+        _ => {}
+    }
+    if let Some(u) = &a.user {
+        if wv_sys::cpu::lookup_user(u).is_none() {
+            return Err(usage(format!("--user: no user named {u} (see /etc/passwd)")));
+        }
+    }
+    if let Some(sf) = &a.stats_file {
+        check_stats_file(sf)?;
+    }
+    let synthetic = a.synthetic.as_deref().map(|s| synthetic::parse_spec(s).map_err(usage)).transpose()?;
+    if let Some(sp) = &synthetic {
+        if sp.count.is_none()
+            && sp.duration.is_none()
+            && a.count.is_none()
+            && a.duration.is_none()
+            && a.max_size.is_none()
+        {
+            return Err(usage(
+                "--synthetic needs an end: count=N or duration=T in the spec, -c N, --duration T, or a --max-size budget".into(),
+            ));
+        }
+    }
+    let size = |what: &str, s: &str| match parse_size(s) {
+        None => Err(usage(format!("{what} \"{s}\" is not a size like 4M or 1G"))),
+        Some(v) if v >= MAX_SIZE => Err(usage(format!("{what} {s} is out of range (sizes go up to 1023P)"))),
+        Some(v) => Ok(v),
+    };
     let block_size = size("--block-size", &a.block_size)?;
     if block_size < 64 << 10 || block_size % 4096 != 0 || block_size > 64 << 20 {
         return Err(usage(format!("--block-size must be a multiple of 4K between 64K and 64M, not {}", a.block_size)));
@@ -142,7 +199,17 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         return Err(usage(format!("--snaplen must be 1..={}, not {}", wv_wire::MAX_SNAPLEN, a.snaplen)));
     }
     let buffer = match &a.buffer {
-        Some(b) => size("--buffer", b)?,
+        Some(b) => {
+            let v = size("--buffer", b)?;
+            let ram = wv_sys::cpu::total_memory();
+            if ram > 0 && v > ram {
+                return Err(usage(format!(
+                    "--buffer {b} is more than this machine's memory ({} MiB); give at most a share of it, e.g. 1G",
+                    ram >> 20
+                )));
+            }
+            v
+        }
         None => (1u64 << 30).min(wv_sys::cpu::total_memory() / 8).max(64 << 20),
     };
     let per = (buffer / a.workers as u64) / block_size * block_size;
@@ -160,14 +227,17 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
     let file_time_ns = match &a.file_time {
         Some(t) => {
             let d = dur("--file-time", t)?;
-            if d < Duration::from_millis(10) {
-                return Err(usage("--file-time must be at least 10ms".into()));
+            if d < Duration::from_millis(10) || d > Duration::from_secs(366 * 86_400) {
+                return Err(usage(format!("--file-time must be between 10ms and 366d, not {t}")));
             }
             Some(d.as_nanos() as u64)
         }
         None => None,
     };
     let duration = a.duration.as_deref().map(|d| dur("--duration", d)).transpose()?;
+    if duration.is_some_and(|d| d.is_zero()) {
+        return Err(usage("--duration must be longer than 0".into()));
+    }
     let cpus = match &a.cpus {
         Some(c) => {
             let v = parse_cpu_list(c).ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5")))?;
@@ -189,8 +259,10 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
             let max_bytes = if m.trim().ends_with('%') {
                 let share = parse_percent(m)
                     .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
-                std::fs::create_dir_all(&a.store).ok();
-                let (_, total) = wv_sys::uring::fs_space(&a.store).map_err(|e| {
+                // The volume of the store, or of its nearest existing parent: nothing is created yet.
+                let on = a.store.ancestors().find(|p| p.exists()).unwrap_or(Path::new("."));
+                let on = if on.as_os_str().is_empty() { Path::new(".") } else { on };
+                let (_, total) = wv_sys::uring::fs_space(on).map_err(|e| {
                     fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", a.store.display()))
                 })?;
                 (total as f64 * share) as u64
@@ -220,7 +292,29 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         duration,
         expression,
         budget,
+        synthetic,
     })
+}
+
+/// An unwritable `--stats-file` is an error before recording starts, not a
+/// file silently never written. The file is written as FILE.json.part and
+/// renamed, so that temporary name must be creatable beside it.
+fn check_stats_file(sf: &Path) -> anyhow::Result<()> {
+    if sf.is_dir() {
+        return Err(usage(format!("--stats-file {} is a directory; name a file", sf.display())));
+    }
+    let tmp = sf.with_extension("json.part");
+    let probe = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp);
+    match probe {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&tmp);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => {
+            Err(usage(format!("--stats-file {}: cannot write there ({e}); choose a writable directory", sf.display())))
+        }
+    }
 }
 
 /// Bytes not yet in the catalog that the store may hold besides it: per
@@ -351,7 +445,45 @@ fn prepare_store(store: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Signals whose default action ends the process and that can be caught:
+/// each stops the recording as SIGTERM does (tcpdump treats SIGHUP so too),
+/// so that no signal loses what was written. Hardware faults (SIGSEGV,
+/// SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS) are not among them: returning
+/// from their handler would repeat the fault. SIGPIPE is ignored (the Rust
+/// runtime sets it so): a closed standard output is a write error, not death.
+fn stop_signals() -> Vec<libc::c_int> {
+    let mut v = vec![
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGPWR,
+        libc::SIGSTKFLT,
+    ];
+    v.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
+    v
+}
+
+/// One line on standard output; a closed output (`--json | head`) must not
+/// stop the recorder, so errors are ignored.
+fn out_line(line: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
 pub fn run(a: Args) -> anyhow::Result<u8> {
+    // Before anything else, so that a signal at any moment stops cleanly.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in stop_signals() {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+    }
     let p = plan(&a)?;
     // Capture files and indexes are readable by the owner's group only.
     wv_sys::cpu::set_umask(0o027);
@@ -411,9 +543,29 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             }
         }
     } else if !a.read.is_empty() {
-        for f in &a.read {
-            if !f.is_file() {
-                return Err(fail(exit::USAGE, format!("--read: {} is not a readable file", f.display())));
+        let stdin = a.read.iter().filter(|f| f.as_os_str() == "-").count();
+        if stdin > 1 {
+            return Err(fail(exit::USAGE, "--read: standard input (-) can be read only once"));
+        }
+        for f in a.read.iter().filter(|f| f.as_os_str() != "-") {
+            // Regular files, and pipes: /dev/stdin, FIFOs, process substitution.
+            match std::fs::metadata(f) {
+                Ok(m) if m.is_dir() => {
+                    return Err(fail(
+                        exit::USAGE,
+                        format!("--read: {} is a directory, not a capture file", f.display()),
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    // `--read a.pcap udp`: --read takes every word up to the next option.
+                    let hint = if a.read.len() > 1 && e.kind() == std::io::ErrorKind::NotFound {
+                        " (--read takes every following word as a file: put the filter after -- or after another option)"
+                    } else {
+                        ""
+                    };
+                    return Err(fail(exit::USAGE, format!("--read: cannot read {}: {e}{hint}", f.display())));
+                }
             }
         }
         if let Some(e) = &p.expression {
@@ -422,8 +574,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         }
         file_source_idx = Some(0);
         sources.push(Box::new(FileSource::new(a.read.clone(), p.expression.clone())));
-    } else if let Some(spec) = &a.synthetic {
-        let spec = synthetic::parse_spec(spec).map_err(usage)?;
+    } else if let Some(spec) = p.synthetic.clone() {
         let filt = match &p.expression {
             Some(e) => Some(
                 filter::compile(e, wv_wire::linktype::ETHERNET, p.snaplen)
@@ -450,11 +601,6 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let catalog =
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
     let indexer = (!a.no_index).then(indexer_factory);
-
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
-    }
 
     // Streams: arena, queue, writer thread, worker thread.
     let mut writers = Vec::new();
@@ -572,9 +718,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             stats_file.write(&json);
             if !a.quiet && !all_done {
                 if a.json {
-                    println!("{json}");
+                    out_line(&json);
                 } else {
-                    eprintln!("{}", snap.line(pps, gbps, mbs));
+                    let _ = writeln!(std::io::stderr().lock(), "{}", snap.line(pps, gbps, mbs));
                 }
             }
             last = (Instant::now(), snap.counts, snap.disk_bytes);
@@ -606,7 +752,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let json = snap.json("done", elapsed, 0.0, 0.0, 0.0);
     stats_file.write(&json);
     if a.json {
-        println!("{json}");
+        out_line(&json);
     }
     eprintln!("{}", snap.summary(elapsed, &p.store));
     for w in &writer_shared {
