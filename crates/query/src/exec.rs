@@ -457,12 +457,18 @@ fn open_cursor(
     let mut prefix = Vec::new();
     let mut indexed = false;
     if let Some(rel) = &e.index {
-        match IndexReader::open(&root.join(rel)) {
-            Ok(idx) => {
-                let cand = match plan {
-                    Some(pl) if idx.keys_complete => candidates(&idx, pl)?,
-                    _ => None,
-                };
+        // An index that is damaged (checksums), of another format version,
+        // or built from another file than this one is not used.
+        let opened = IndexReader::open(&root.join(rel)).and_then(|idx| {
+            let cand = match plan {
+                Some(pl) if idx.keys_complete => candidates(&idx, pl)?,
+                _ => None,
+            };
+            idx.check_capture(&file)?;
+            Ok((idx, cand))
+        });
+        match opened {
+            Ok((idx, cand)) => {
                 let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || b.min_ts >= to);
                 if cand.is_some() || time_narrows {
                     let (pre, r) = block_ranges(&file, &idx, cand.as_deref(), from, to, report)

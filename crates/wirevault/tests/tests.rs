@@ -4,6 +4,7 @@
 
 mod util;
 
+mod index_integrity;
 mod privileges;
 mod query_cli;
 mod record_live;
