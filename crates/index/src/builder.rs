@@ -14,11 +14,13 @@
 //! about the size of the index. Writing the index merges the runs.
 
 use crate::format::{self, get_varint, put_varint, zigzag, KeyClass};
+use crate::ident::CaptureId;
 use crate::IndexError;
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use wv_wire::packet::{self, ipproto, Addr};
@@ -36,7 +38,7 @@ pub const DEFAULT_RUN_PAIRS: usize = 1 << 19;
 const MAX_OUT: usize = 2;
 
 /// The header and section table at the start of an index file.
-const HEAD_LEN: usize = format::HEADER_LEN + format::SECTION_TABLE_LEN;
+const HEAD_LEN: usize = format::HEAD_LEN;
 
 /// Work a builder hands to another thread: sorting and encoding one run.
 pub type Work = Box<dyn FnOnce() + Send>;
@@ -145,6 +147,48 @@ pub struct Builder {
     /// posting lists or block table on their way to the file, kept for the next file.
     dir: Vec<u8>,
     out: Vec<u8>,
+    /// The capture file this index describes, when known (see [`Builder::set_capture_id`]).
+    capture_id: Option<CaptureId>,
+}
+
+/// CRC-32C of each chunk of each section, gathered as the sections go to
+/// the file (in file order, which is not their number order).
+struct Summer {
+    /// Per section number, its chunk sums.
+    sums: [Vec<u32>; format::N_DATA_SECTIONS],
+    /// The section being written, its bytes so far and the open chunk's CRC.
+    cur: usize,
+    done: u64,
+    crc: u32,
+}
+
+impl Summer {
+    fn new() -> Summer {
+        Summer { sums: Default::default(), cur: 0, done: 0, crc: 0 }
+    }
+    fn start(&mut self, section: usize) {
+        (self.cur, self.done, self.crc) = (section, 0, 0);
+    }
+    fn feed(&mut self, mut b: &[u8]) {
+        let chunk = u64::from(format::CHUNK_LEN);
+        while !b.is_empty() {
+            let room = (chunk - self.done % chunk) as usize;
+            let n = room.min(b.len());
+            self.crc = crc32c::crc32c_append(self.crc, &b[..n]);
+            self.done += n as u64;
+            b = &b[n..];
+            if self.done.is_multiple_of(chunk) {
+                self.sums[self.cur].push(self.crc);
+                self.crc = 0;
+            }
+        }
+    }
+    fn end(&mut self) {
+        if !self.done.is_multiple_of(u64::from(format::CHUNK_LEN)) {
+            self.sums[self.cur].push(self.crc);
+        }
+        self.done = 0;
+    }
 }
 
 impl Builder {
@@ -180,7 +224,16 @@ impl Builder {
             offload: None,
             dir: Vec::new(),
             out: Vec::new(),
+            capture_id: None,
         }
+    }
+
+    /// Names the capture file the index describes (its size, mtime and
+    /// fingerprint go into the index, so that a reader can tell when the
+    /// file was replaced). Without it, [`Builder::write`] reads them from
+    /// the file beside the index (the index path without `.idx`).
+    pub fn set_capture_id(&mut self, id: CaptureId) {
+        self.capture_id = Some(id);
     }
 
     /// Hands full runs to `offload`, which runs each [`Work`] on another
@@ -218,6 +271,7 @@ impl Builder {
         }
         self.seen_v4.clear();
         self.seen_port.clear();
+        self.capture_id = None;
     }
 
     /// The link type this builder parses frames with.
@@ -337,12 +391,22 @@ impl Builder {
     ///
     /// The posting lists go to the file as they are merged (through a
     /// buffer of about 1 MiB); only each class's directory is held whole.
+    /// The file is created 0640 whatever the umask, never through a
+    /// symlink; its checksums are computed here, as its bytes go out.
     pub fn write(&mut self, path: &Path) -> Result<IndexSummary, IndexError> {
         let mut part = PathBuf::from(path);
         part.as_mut_os_string().push(".part");
         let io = |e| IndexError::Io { path: path.to_path_buf(), source: e };
+        if self.capture_id.is_none() {
+            // The capture beside the index (the recorder's index thread
+            // runs once the file is closed and renamed).
+            if let Some(cap) = path.as_os_str().as_bytes().strip_suffix(b".idx") {
+                let cap = Path::new(std::ffi::OsStr::from_bytes(cap));
+                self.capture_id = crate::ident::open_capture(cap, true).and_then(|f| CaptureId::of(&f)).ok();
+            }
+        }
         let result = (|| {
-            let mut f = std::fs::File::create(&part).map_err(io)?;
+            let mut f = create_private(&part).map_err(io)?;
             f.write_all(&[0; HEAD_LEN]).map_err(io)?;
             let mut written = HEAD_LEN as u64;
             let head = self.encode_into(&mut |bytes| {
@@ -396,6 +460,11 @@ impl Builder {
     /// lists and then its directory (the directory's end offsets are only
     /// known once the lists are out; readers go by the table).
     fn encode_into(&mut self, sink: &mut dyn FnMut(&[u8]) -> Result<(), IndexError>) -> Result<Vec<u8>, IndexError> {
+        let summer = RefCell::new(Summer::new());
+        let sink = &mut |b: &[u8]| {
+            summer.borrow_mut().feed(b);
+            sink(b)
+        };
         let mut table = [(0u64, 0u64); format::N_SECTIONS];
         let mut at = HEAD_LEN as u64;
         let (mut dir, mut out) = (std::mem::take(&mut self.dir), std::mem::take(&mut self.out));
@@ -409,7 +478,9 @@ impl Builder {
             prev_off = b.offset;
             prev_ts = b.min_ts;
         }
+        summer.borrow_mut().start(format::section::BLOCKS);
         sink(&out)?;
+        summer.borrow_mut().end();
         table[format::section::BLOCKS] = (at, out.len() as u64);
         at += out.len() as u64;
         // The last runs are encoded here, on the finishing thread.
@@ -429,19 +500,34 @@ impl Builder {
         ] {
             dir.clear();
             out.clear();
+            summer.borrow_mut().start(class.dir_section() + 1);
             let post_len = encode_class(class, pairs, &mut dir, &mut out, sink)?;
+            summer.borrow_mut().end();
             table[class.dir_section() + 1] = (at, post_len);
             at += post_len;
+            summer.borrow_mut().start(class.dir_section());
             sink(&dir)?;
+            summer.borrow_mut().end();
             table[class.dir_section()] = (at, dir.len() as u64);
             at += dir.len() as u64;
         }
+        // The chunk sums, in section number order, as the last section.
+        out.clear();
+        for sums in &summer.borrow().sums {
+            sums.iter().for_each(|c| out.extend_from_slice(&c.to_le_bytes()));
+        }
+        sink(&out)?;
+        let sums_crc = crc32c::crc32c(&out);
+        table[format::section::SUMS] = (at, out.len() as u64);
         (self.dir, self.out) = (dir, out);
         let (first_ns, last_ns) = self.time_range();
         let mut head = Vec::with_capacity(HEAD_LEN);
         head.extend_from_slice(&format::MAGIC);
         head.extend_from_slice(&format::VERSION.to_le_bytes());
-        let flags = if self.keys_complete { format::FLAG_KEYS_COMPLETE } else { 0 };
+        let mut flags = if self.keys_complete { format::FLAG_KEYS_COMPLETE } else { 0 };
+        if self.capture_id.is_some() {
+            flags |= format::FLAG_CAPTURE_ID;
+        }
         head.extend_from_slice(&flags.to_le_bytes());
         head.extend_from_slice(&self.linktype.to_le_bytes());
         head.extend_from_slice(&((self.block_mask + 1) as u32).to_le_bytes());
@@ -450,14 +536,42 @@ impl Builder {
         head.extend_from_slice(&last_ns.to_le_bytes());
         head.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
         head.extend_from_slice(&(format::N_SECTIONS as u32).to_le_bytes());
-        head.extend_from_slice(&0u64.to_le_bytes());
+        let id = self.capture_id.unwrap_or(CaptureId { bytes: 0, mtime_ns: 0, fingerprint: 0 });
+        head.extend_from_slice(&id.bytes.to_le_bytes());
+        head.extend_from_slice(&id.mtime_ns.to_le_bytes());
+        head.extend_from_slice(&id.fingerprint.to_le_bytes());
+        head.extend_from_slice(&format::CHUNK_LEN.to_le_bytes());
+        head.resize(format::at::SUMS_CRC, 0);
+        head.extend_from_slice(&sums_crc.to_le_bytes());
+        head.extend_from_slice(&0u32.to_le_bytes());
         debug_assert_eq!(head.len(), format::HEADER_LEN);
         for (off, len) in table {
             head.extend_from_slice(&off.to_le_bytes());
             head.extend_from_slice(&len.to_le_bytes());
         }
+        let crc = format::head_crc(&head);
+        head[format::at::HEAD_CRC..format::at::HEAD_CRC + 4].copy_from_slice(&crc.to_le_bytes());
         Ok(head)
     }
+}
+
+/// Creates `path` for writing, 0640 whatever the umask, never through a
+/// symlink: a `.part` left by an earlier run (or planted) is removed first
+/// and the new one is created exclusively.
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o640)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o640))?;
+    Ok(f)
 }
 
 /// Sorts `key << 32 | block` pairs by key with a stable LSD radix sort

@@ -1,4 +1,4 @@
-//! The index file format (`NAME.pcap.idx`), version 1.
+//! The index file format (`NAME.pcap.idx`), version 2.
 //!
 //! An index divides the packets of one capture file into *blocks* of
 //! `block_packets` consecutive records (64 by default). Posting lists name
@@ -8,22 +8,30 @@
 //! the index near 1% of the capture on mixed traffic.
 //!
 //! All integers are little-endian. `varint` is unsigned LEB128; `zigzag` maps
-//! a signed delta to an unsigned varint.
+//! a signed delta to an unsigned varint. Checksums are CRC-32C (Castagnoli).
 //!
 //! ```text
-//! header (64 bytes)
+//! header (128 bytes)
 //!   0  magic          8 bytes  "WVIDX\r\n\x1a"
-//!   8  version        u32      1
+//!   8  version        u32      2
 //!  12  flags          u32      bit 0: KEYS_COMPLETE (every packet's keys are in the
 //!                              posting lists; when clear, only the block table may be used)
+//!                              bit 1: CAPTURE_ID (bytes 56..76 identify the capture file)
 //!  16  linktype       u32
 //!  20  block_packets  u32      power of two
 //!  24  packets        u64
 //!  32  first_ns       u64      smallest packet timestamp (0 when no packets)
 //!  40  last_ns        u64      largest packet timestamp
 //!  48  n_blocks       u32
-//!  52  n_sections     u32      11
-//!  56  reserved       u64      0
+//!  52  n_sections     u32      12
+//!  56  capture_bytes  u64      size of the capture file indexed
+//!  64  capture_mtime  i64      its modification time, ns since the epoch
+//!  72  capture_sum    u32      its fingerprint: CRC-32C of its first 64 KiB, continued
+//!                              over its last 64 KiB (the two may overlap)
+//!  76  chunk_len      u32      4096: sections are checksummed in chunks of this size
+//!  80  reserved       40 bytes 0
+//! 120  sums_crc       u32      CRC-32C of section 11 (the chunk checksums)
+//! 124  head_crc       u32      CRC-32C of the header and section table, this field as 0
 //! section table: n_sections × { offset u64, len u64 } (offsets from the file start;
 //!                 readers find every section through it: the sections may lie in the
 //!                 file in any order, and this writer puts each class's postings before
@@ -40,8 +48,19 @@
 //!   5,6  port     directory entries { key u16, end u32 }  (TCP, UDP and SCTP, both directions)
 //!   7,8  proto    directory entries { key u8, end u32 }   (IP protocol / IPv6 next headers)
 //!   9,10 vlan     directory entries { key u16, end u32 }  (every tag of the stack)
+//!  11  sums       for sections 0 to 10 in order, the CRC-32C (u32) of each chunk of
+//!                 `chunk_len` bytes of the section (the last one may be shorter; an
+//!                 empty section has none)
 //! posting list: varint deltas of (block + 1), starting from 0; strictly increasing blocks.
 //! ```
+//!
+//! Every byte of the header, the section table and every section is covered
+//! by a checksum. A reader checks the header, the chunk checksums and the
+//! block table when it opens an index, and each other chunk when it first
+//! reads it: a query that names one flow reads a few chunks of a few
+//! sections, never the whole index. Version 1 (the same without checksums
+//! or capture identity, a 64-byte header and 11 sections) is not read: it is
+//! rebuilt by `wirevault index` or `repair`.
 //!
 //! Addresses are indexed without direction (source and destination in one
 //! list), ARP sender/target addresses with IPv4. Keys are a superset of what
@@ -50,15 +69,34 @@
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"WVIDX\r\n\x1a";
 /// Current format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Flag: the posting lists cover every packet.
 pub const FLAG_KEYS_COMPLETE: u32 = 1;
+/// Flag: the header identifies the capture file (size, mtime, fingerprint).
+pub const FLAG_CAPTURE_ID: u32 = 2;
 /// Size of the fixed header.
-pub const HEADER_LEN: usize = 64;
-/// Number of sections.
-pub const N_SECTIONS: usize = 11;
+pub const HEADER_LEN: usize = 128;
+/// Number of sections (the last holds the chunk checksums of the others).
+pub const N_SECTIONS: usize = 12;
+/// Sections covered by chunk checksums (all but the last).
+pub const N_DATA_SECTIONS: usize = N_SECTIONS - 1;
 /// Size of the section table.
 pub const SECTION_TABLE_LEN: usize = N_SECTIONS * 16;
+/// The header and the section table.
+pub const HEAD_LEN: usize = HEADER_LEN + SECTION_TABLE_LEN;
+/// Sections are checksummed in chunks of this many bytes.
+pub const CHUNK_LEN: u32 = 4096;
+/// Offsets in the header.
+pub mod at {
+    pub const CAPTURE_BYTES: usize = 56;
+    pub const CAPTURE_MTIME: usize = 64;
+    pub const CAPTURE_SUM: usize = 72;
+    pub const CHUNK_LEN: usize = 76;
+    pub const SUMS_CRC: usize = 120;
+    pub const HEAD_CRC: usize = 124;
+}
+/// Bytes at each end of a capture file that its fingerprint covers.
+pub const FINGERPRINT_LEN: u64 = 64 << 10;
 
 /// Section numbers.
 pub mod section {
@@ -68,6 +106,57 @@ pub mod section {
     pub const PORT: usize = 5;
     pub const PROTO: usize = 7;
     pub const VLAN: usize = 9;
+    pub const SUMS: usize = 11;
+}
+
+/// The checksum of a header and section table (`head`, at least
+/// [`HEAD_LEN`] bytes): CRC-32C with the `head_crc` field taken as 0.
+pub fn head_crc(head: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&head[..at::HEAD_CRC]);
+    let c = crc32c::crc32c_append(c, &[0; 4]);
+    crc32c::crc32c_append(c, &head[at::HEAD_CRC + 4..HEAD_LEN])
+}
+
+/// Number of checksum chunks of a section of `len` bytes.
+pub fn chunks(len: u64, chunk_len: u32) -> u64 {
+    len.div_ceil(u64::from(chunk_len))
+}
+
+/// Recomputes every checksum of an index laid out in `bytes` (the chunk
+/// sums of each section, the sums' checksum and the header's), as the
+/// builder would have written them. Fuzzing and tests use it to reach the
+/// parsing behind the checksums with damaged content; it does nothing to
+/// bytes whose header or section table is unusable.
+pub fn reseal(bytes: &mut [u8]) {
+    if bytes.len() < HEAD_LEN || bytes[..8] != MAGIC {
+        return;
+    }
+    let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+    let chunk_len = u32::from_le_bytes(bytes[at::CHUNK_LEN..at::CHUNK_LEN + 4].try_into().unwrap_or([0; 4]));
+    if chunk_len == 0 {
+        return;
+    }
+    let section = |b: &[u8], i: usize| {
+        let t = HEADER_LEN + 16 * i;
+        let (off, len) = (u64_at(b, t), u64_at(b, t + 8));
+        let end = off.checked_add(len).filter(|e| *e <= b.len() as u64)?;
+        Some((off as usize, end as usize))
+    };
+    let mut sums = Vec::new();
+    for i in 0..N_DATA_SECTIONS {
+        let Some((a, b)) = section(bytes, i) else { return };
+        for c in bytes[a..b].chunks(chunk_len as usize) {
+            sums.extend_from_slice(&crc32c::crc32c(c).to_le_bytes());
+        }
+    }
+    let Some((a, b)) = section(bytes, section::SUMS) else { return };
+    if b - a == sums.len() {
+        bytes[a..b].copy_from_slice(&sums);
+    }
+    let c = crc32c::crc32c(&bytes[a..b]);
+    bytes[at::SUMS_CRC..at::SUMS_CRC + 4].copy_from_slice(&c.to_le_bytes());
+    let c = head_crc(bytes);
+    bytes[at::HEAD_CRC..at::HEAD_CRC + 4].copy_from_slice(&c.to_le_bytes());
 }
 
 /// A class of keys: its directory section and key width.

@@ -13,14 +13,15 @@
 mod builder;
 pub mod catalog;
 pub mod format;
+pub mod ident;
 mod reader;
 
 pub use builder::{Builder, IndexSummary, Offload, Work, DEFAULT_BLOCK_PACKETS, DEFAULT_RUN_PAIRS};
 pub use format::KeyClass;
 pub use reader::{BlockInfo, IndexReader};
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use wv_wire::reader::{ReadError, Reader};
 
 /// Why an index could not be built or read.
@@ -33,10 +34,14 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{} is not a usable index: {what}", path.display())]
+    #[error("{} is not a usable index: {what}; `wirevault index` rebuilds it", path.display())]
     Corrupt { path: PathBuf, what: &'static str },
-    #[error("{} has index format version {version}, this wirevault reads version {}", path.display(), format::VERSION)]
+    #[error("{} has index format version {version} and this wirevault reads version {}; run `wirevault index` (or `wirevault repair` on a store) to rebuild it", path.display(), format::VERSION)]
     Version { path: PathBuf, version: u32 },
+    #[error("{} is not used: {what}; run `wirevault index` to index it again", path.display())]
+    Stale { path: PathBuf, what: &'static str },
+    #[error("interrupted")]
+    Interrupted,
     #[error("an index section is larger than 4 GiB")]
     TooLarge,
     #[error("cannot read capture file {}: {source}", path.display())]
@@ -71,29 +76,66 @@ pub fn index_path_for(capture: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// How [`index_file_opts`] and [`index_path_opts`] work.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexOptions<'a> {
+    /// Packets per block (tests use 1 to make every packet its own block).
+    pub block_packets: u32,
+    /// Refuse a capture that is a symbolic link (inside a directory or store).
+    pub nofollow: bool,
+    /// Set (by a signal handler) to stop: the file being indexed is given
+    /// up before its index is written, and [`IndexError::Interrupted`] returned.
+    pub cancel: Option<&'a AtomicBool>,
+}
+
+impl Default for IndexOptions<'_> {
+    fn default() -> Self {
+        IndexOptions { block_packets: DEFAULT_BLOCK_PACKETS, nofollow: false, cancel: None }
+    }
+}
+
+impl IndexOptions<'_> {
+    fn cancelled(&self) -> bool {
+        self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+}
+
 /// Builds `FILE.idx` for an existing pcap or pcapng file. A read error in
 /// the middle of the file (a truncated or malformed record) ends the index
 /// there, like tcpdump stops there; it is reported in
 /// [`FileIndexed::truncated`]. An unreadable file header is an error.
 pub fn index_file(capture: &Path) -> Result<FileIndexed, IndexError> {
-    index_file_with(capture, DEFAULT_BLOCK_PACKETS)
+    index_file_opts(capture, &IndexOptions::default())
 }
 
 /// [`index_file`] with `block_packets` packets per block (tests use 1 to
 /// make every packet its own block).
 pub fn index_file_with(capture: &Path, block_packets: u32) -> Result<FileIndexed, IndexError> {
+    index_file_opts(capture, &IndexOptions { block_packets, ..IndexOptions::default() })
+}
+
+/// [`index_file`] with options. Only a regular file is read (a FIFO or a
+/// device is refused without waiting on it). The index records the
+/// capture's identity as it was when indexing started (a file that grows
+/// meanwhile no longer matches its index, which is then not trusted).
+pub fn index_file_opts(capture: &Path, opts: &IndexOptions) -> Result<FileIndexed, IndexError> {
     let io = |e| IndexError::Io { path: capture.to_path_buf(), source: e };
-    let file = File::open(capture).map_err(io)?;
-    let bytes = file.metadata().map_err(io)?.len();
+    let file = ident::open_capture(capture, opts.nofollow).map_err(io)?;
+    let id = ident::CaptureId::of(&file).map_err(io)?;
+    let bytes = id.bytes;
     let mut reader = Reader::new(file).map_err(|e| IndexError::Capture { path: capture.to_path_buf(), source: e })?;
     let format = match reader.format() {
         wv_wire::reader::Format::Pcap => "pcap",
         wv_wire::reader::Format::Pcapng => "pcapng",
     };
+    let block_packets = opts.block_packets;
     let mut builder: Option<Builder> = None;
     let mut snaplen = 0;
     let mut truncated = None;
     loop {
+        if opts.cancelled() {
+            return Err(IndexError::Interrupted);
+        }
         match reader.next_packet() {
             Ok(Some(p)) => {
                 let b = builder.get_or_insert_with(|| {
@@ -113,10 +155,21 @@ pub fn index_file_with(capture: &Path, block_packets: u32) -> Result<FileIndexed
             }
         }
     }
-    let builder = builder.unwrap_or_else(|| Builder::new(wv_wire::linktype::ETHERNET));
+    let mut builder = builder.unwrap_or_else(|| Builder::new(wv_wire::linktype::ETHERNET));
+    builder.set_capture_id(id);
     let index_path = index_path_for(capture);
     let summary = builder.finish(&index_path)?;
     Ok(FileIndexed { index_path, summary, format, snaplen, bytes, truncated })
+}
+
+/// Why the index `idx` of `capture` cannot be used as it is (damaged, of
+/// another format version, or built from another file), or `Ok` when it can.
+pub fn check_index(idx: &Path, capture: &Path) -> Result<(), IndexError> {
+    let r = IndexReader::open(idx)?;
+    r.verify()?;
+    let f =
+        ident::open_capture(capture, true).map_err(|e| IndexError::Io { path: capture.to_path_buf(), source: e })?;
+    r.check_capture_with(&f, true)
 }
 
 /// What [`index_path`] did.
@@ -124,16 +177,39 @@ pub fn index_file_with(capture: &Path, block_packets: u32) -> Result<FileIndexed
 pub struct IndexReport {
     /// Files indexed now.
     pub indexed: Vec<FileIndexed>,
-    /// Files that already had an index (store catalog entries).
+    /// Files that already had a usable index.
     pub already: usize,
+    /// Files indexed again because their index was unusable, with the reason.
+    pub rebuilt: Vec<(PathBuf, String)>,
     /// Files that could not be indexed, with the reason.
     pub failed: Vec<(PathBuf, String)>,
+    /// Catalog entries of a plain directory whose file is gone (left out).
+    pub gone: Vec<String>,
     /// The catalog written, if any.
     pub catalog: Option<PathBuf>,
+    /// Stopped by [`IndexOptions::cancel`]: the files not reached keep what
+    /// they had (a plain directory without a catalog gets none).
+    pub interrupted: bool,
 }
 
 fn is_capture_name(name: &str) -> bool {
     [".pcap", ".pcapng", ".cap", ".pcap.gz"].iter().any(|s| name.ends_with(s) && !name.ends_with(".pcap.gz"))
+}
+
+fn new_entry(file: String) -> catalog::Entry {
+    catalog::Entry {
+        // Catalog entries under stream-NNN/ must name their stream.
+        stream: wv_store::catalog::stream_of_path(&file),
+        file,
+        index: None,
+        format: String::new(),
+        linktype: 0,
+        snaplen: 0,
+        first_ns: 0,
+        last_ns: 0,
+        packets: 0,
+        bytes: 0,
+    }
 }
 
 /// Indexes PATH: a capture file (writes `FILE.idx`), a store (every catalog
@@ -141,83 +217,120 @@ fn is_capture_name(name: &str) -> bool {
 /// directory of capture files (each indexed; a `catalog.jsonl` is created
 /// so that the directory can be queried as a store).
 pub fn index_path(path: &Path) -> Result<IndexReport, IndexError> {
+    index_path_opts(path, &IndexOptions::default())
+}
+
+/// [`index_path`] with options. In a store or directory, an index that is
+/// damaged, of an older format or built from another file than the one now
+/// there (a same-size replacement too: see [`ident`]) is built again;
+/// captures are opened without following symbolic links. A directory whose
+/// catalog `index` made before (no `stream-NNN/` files) is looked at again:
+/// new captures are added and entries whose file is gone are left out.
+pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, IndexError> {
     let mut report = IndexReport::default();
     let meta = std::fs::metadata(path).map_err(|e| IndexError::Io { path: path.to_path_buf(), source: e })?;
     if !meta.is_dir() {
-        report.indexed.push(index_file(path)?);
+        report.indexed.push(index_file_opts(path, opts)?);
         return Ok(report);
     }
+    let dir_opts = IndexOptions { nofollow: true, ..*opts };
     let cat_path = path.join(catalog::CATALOG_FILE);
-    let (mut entries, existed) = if cat_path.exists() {
-        (catalog::read(path)?, true)
-    } else {
-        // A plain directory: every capture file under it, sorted by path.
+    let existed = std::fs::symlink_metadata(&cat_path).is_ok();
+    let mut entries = if existed { catalog::read(path)? } else { Vec::new() };
+    let recorded = entries.iter().any(|e| e.file.starts_with("stream-"));
+    if !recorded {
+        // A plain directory: every capture file under it, sorted by path;
+        // entries of an earlier run whose file is gone are left out.
         let mut files = Vec::new();
         collect_captures(path, path, &mut files)?;
         files.sort();
-        let entries = files
-            .into_iter()
-            .map(|rel| catalog::Entry {
-                // Catalog entries under stream-NNN/ must name their stream.
-                stream: wv_store::catalog::stream_of_path(&rel),
-                file: rel,
-                index: None,
-                format: String::new(),
-                linktype: 0,
-                snaplen: 0,
-                first_ns: 0,
-                last_ns: 0,
-                packets: 0,
-                bytes: 0,
-            })
-            .collect();
-        (entries, false)
-    };
+        let known: std::collections::HashSet<String> = entries.iter().map(|e| e.file.clone()).collect();
+        entries.retain(|e| {
+            let there = files.binary_search(&e.file).is_ok();
+            if !there {
+                report.gone.push(e.file.clone());
+            }
+            there
+        });
+        entries.extend(files.into_iter().filter(|f| !known.contains(f)).map(new_entry));
+    }
+    let mut changed = !report.gone.is_empty();
     let mut keep = Vec::with_capacity(entries.len());
-    for mut e in entries.drain(..) {
-        if e.index.is_some() {
-            report.already += 1;
+    let mut rest = entries.into_iter();
+    for mut e in rest.by_ref() {
+        if opts.cancelled() {
+            report.interrupted = true;
             keep.push(e);
-            continue;
+            break;
         }
         let capture = path.join(&e.file);
-        match index_file(&capture) {
+        if let Some(rel) = &e.index {
+            match check_index(&path.join(rel), &capture) {
+                Ok(()) => {
+                    report.already += 1;
+                    keep.push(e);
+                    continue;
+                }
+                Err(why) => report.rebuilt.push((capture.clone(), why.to_string())),
+            }
+        }
+        match index_file_opts(&capture, &dir_opts) {
             Ok(fi) => {
                 e.index = Some(format!("{}.idx", e.file));
-                if !existed {
-                    e.format = fi.format.to_string();
-                    e.linktype = fi.summary.linktype;
-                    e.snaplen = fi.snaplen;
-                    e.first_ns = fi.summary.first_ns;
-                    e.last_ns = fi.summary.last_ns;
-                    e.packets = fi.summary.packets;
-                    e.bytes = fi.bytes;
-                }
+                e.format = fi.format.to_string();
+                e.linktype = fi.summary.linktype;
+                e.snaplen = fi.snaplen;
+                e.first_ns = fi.summary.first_ns;
+                e.last_ns = fi.summary.last_ns;
+                e.packets = fi.summary.packets;
+                e.bytes = fi.bytes;
                 report.indexed.push(fi);
+                changed = true;
                 keep.push(e);
+            }
+            Err(IndexError::Interrupted) => {
+                report.interrupted = true;
+                report.rebuilt.retain(|(p, _)| *p != capture);
+                keep.push(e);
+                break;
             }
             Err(err) => {
                 report.failed.push((capture, err.to_string()));
+                // An index that no longer fits its capture is not kept.
+                if let Some(rel) = e.index.take() {
+                    let _ = std::fs::remove_file(path.join(rel));
+                    changed = true;
+                }
                 // A store keeps its entry (unindexed); a plain directory
                 // leaves out what is not a readable capture.
-                if existed {
+                if recorded {
                     keep.push(e);
+                } else {
+                    changed = true;
                 }
             }
         }
     }
-    if !existed {
+    keep.extend(rest);
+    if report.interrupted {
+        // Entries not reached keep what they had; files new to a plain
+        // directory that were not reached are not cataloged half-known.
+        keep.retain(|e| recorded || e.index.is_some() || e.packets > 0);
+        if !existed {
+            return Ok(report);
+        }
+    }
+    if !recorded {
         // A query merges a stream's files in catalog order: sort by time.
         keep.sort_by(|a, b| (a.first_ns, &a.file).cmp(&(b.first_ns, &b.file)));
     }
-    if existed && report.indexed.is_empty() {
+    if existed && !changed {
         return Ok(report);
     }
     catalog::write(path, &keep)?;
     report.catalog = Some(cat_path);
     Ok(report)
 }
-
 fn collect_captures(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), IndexError> {
     let io = |e| IndexError::Io { path: dir.to_path_buf(), source: e };
     for ent in std::fs::read_dir(dir).map_err(io)? {

@@ -482,14 +482,23 @@ fn open_cursor(
     let mut prefix = Vec::new();
     let mut indexed = false;
     if let Some(rel) = &e.index {
+        // An index that is damaged (checksums), of another format version,
+        // or built from another file than this one is not used. It is
+        // opened beneath the store, following no symlink.
         let ipath = root.join(rel);
-        let opened = open(rel).map_err(|source| IndexError::Io { path: ipath.clone(), source });
-        match opened.and_then(|f| IndexReader::from_file(f, &ipath)) {
-            Ok(idx) => {
+        let opened = open(rel)
+            .map_err(|source| IndexError::Io { path: ipath.clone(), source })
+            .and_then(|f| IndexReader::from_file(f, &ipath))
+            .and_then(|idx| {
                 let cand = match plan {
                     Some(pl) if idx.keys_complete => candidates(&idx, pl)?,
                     _ => None,
                 };
+                idx.check_capture(&file)?;
+                Ok((idx, cand))
+            });
+        match opened {
+            Ok((idx, cand)) => {
                 let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || b.min_ts >= to);
                 if cand.is_some() || time_narrows {
                     let (pre, r) = block_ranges(&file, &idx, cand.as_deref(), from, to, report)

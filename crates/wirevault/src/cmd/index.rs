@@ -2,6 +2,8 @@
 
 use crate::{exit, fail};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// Arguments of `wirevault index`.
 #[derive(clap::Args)]
@@ -13,10 +15,48 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    if !args.path.exists() {
-        return Err(fail(exit::USAGE, format!("{} does not exist", args.path.display())));
+    let path = &args.path;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(fail(exit::USAGE, format!("{} does not exist", path.display())))
+        }
+        Err(e) => return Err(fail(exit::ERROR, format!("{}: {e}", path.display()))),
+    };
+    // `index /dev/stdin` or a FIFO would block, or put FILE.idx beside a device.
+    if !meta.is_dir() && !meta.is_file() {
+        return Err(fail(
+            exit::USAGE,
+            format!(
+                "{} is not a regular file (a pipe, device or socket); index needs a capture file or a directory of them",
+                path.display()
+            ),
+        ));
     }
-    let report = wv_index::index_path(&args.path).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    // SIGINT/SIGTERM stop indexing between packets: the file being indexed
+    // gets no index (nothing partial is left), what is done is kept.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| fail(exit::ERROR, format!("cannot handle signals: {e}")))?;
+    }
+    // A store or directory: one writer at a time (a recorder, repair or index).
+    let _lock = if meta.is_dir() {
+        Some(wv_store::lock::StoreLock::exclusive(path, "index").map_err(|e| fail(exit::ERROR, e.to_string()))?)
+    } else {
+        None
+    };
+    let opts = wv_index::IndexOptions { cancel: Some(&stop), ..Default::default() };
+    let report = match wv_index::index_path_opts(path, &opts) {
+        Ok(r) => r,
+        Err(wv_index::IndexError::Interrupted) => {
+            return Err(fail(exit::ERROR, format!("interrupted; {} was not indexed", path.display())))
+        }
+        Err(e) => return Err(fail(exit::ERROR, e.to_string())),
+    };
+    for (p, why) in &report.rebuilt {
+        eprintln!("wirevault: {}: indexing again: {why}", p.display());
+    }
     for f in &report.indexed {
         if let Some(why) = &f.truncated {
             eprintln!("wirevault: {}: indexed the {} packets before: {why}", f.index_path.display(), f.summary.packets);
@@ -24,6 +64,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     for (p, why) in &report.failed {
         eprintln!("wirevault: {}: not indexed: {why}", p.display());
+    }
+    for f in &report.gone {
+        eprintln!("wirevault: {f}: no longer in {}; left out of its catalog", path.display());
     }
     let packets: u64 = report.indexed.iter().map(|f| f.summary.packets).sum();
     let idx_bytes: u64 = report.indexed.iter().map(|f| f.summary.index_bytes).sum();
@@ -35,6 +78,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         if report.already > 0 { format!("; {} already indexed", report.already) } else { String::new() },
         report.catalog.as_ref().map_or(String::new(), |c| format!("; wrote {}", c.display())),
     );
+    if report.interrupted {
+        return Err(fail(
+            exit::ERROR,
+            format!(
+                "interrupted; the indexes written are complete, no partial index is left; run `wirevault index {}` again to finish",
+                path.display()
+            ),
+        ));
+    }
     if report.indexed.is_empty() && !report.failed.is_empty() {
         return Ok(exit::ERROR);
     }
