@@ -149,6 +149,11 @@ pub struct RepairReport {
     pub removed_entries: u64,
     /// Indexes rebuilt.
     pub reindexed: u64,
+    /// Of those, indexes that existed but were unusable (damaged, of an
+    /// older format, built from another file).
+    pub unusable_indexes: u64,
+    /// One sentence per index rebuilt because it was unusable.
+    pub notes: Vec<String>,
     /// Damaged catalog lines dropped.
     pub bad_catalog_lines: u64,
     /// Catalog entries dropped because a path in them could leave the store.
@@ -170,6 +175,13 @@ impl RepairReport {
 /// the index crate's builder; the store does not depend on the index format).
 pub type IndexFn<'a> = &'a dyn Fn(&Path) -> io::Result<()>;
 
+/// Why the existing index (first path) of a capture (second path) cannot be
+/// used (damaged, of an older format version, built from another file), or
+/// `Ok` when it can. Given to [`repair`] by `wirevault repair`, which checks
+/// every index whole; `record`'s start-up repair passes none (it would read
+/// every index of the store before capture starts).
+pub type CheckFn<'a> = &'a dyn Fn(&Path, &Path) -> Result<(), String>;
+
 fn format_of(name: &str) -> Option<Format> {
     if name.ends_with(".pcap") {
         Some(Format::Pcap)
@@ -184,11 +196,11 @@ fn format_of(name: &str) -> Option<Format> {
 /// loss): every `.part` capture file is cut at its last complete record,
 /// renamed, indexed and cataloged; stray `.part` indexes are removed; closed
 /// files missing from the catalog are added; catalog entries without a file
-/// are dropped; missing indexes are rebuilt. Every record of the written
+/// are dropped; missing indexes (and, given `check`, unusable ones) are rebuilt. Every record of the written
 /// prefix of a partial file (up to its first hole: writes complete out of
 /// order, and records after a gap cannot be found again) is kept. Must not
 /// run while a recorder writes to the store.
-pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairReport> {
+pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_>>) -> io::Result<RepairReport> {
     use crate::catalog::{self, Entry};
     use crate::layout;
     use wv_sys::fs::{Dir, Kind, Open};
@@ -308,7 +320,16 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>) -> io::Result<RepairRepo
             let irel = format!("{}{}", e.file, layout::INDEX);
             let is_file = |rel: &str| dir.lstat(rel).is_ok_and(|s| s.kind == Kind::File);
             if e.index.is_some() && is_file(&irel) {
-                continue;
+                let Some(check) = check else {
+                    continue;
+                };
+                match check(&store.join(&irel), &capture) {
+                    Ok(()) => continue,
+                    Err(why) => {
+                        rep.unusable_indexes += 1;
+                        rep.notes.push(format!("{}: index rebuilt: {why}", dir.display(&irel).display()));
+                    }
+                }
             }
             if dir.lstat(&irel).is_ok_and(|s| s.kind != Kind::File) {
                 rep.problems.push(format!(

@@ -591,7 +591,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let _lock =
         wv_store::lock::StoreLock::exclusive(&p.store, "record").map_err(|e| fail(exit::ERROR, e.to_string()))?;
     // A previous run may have crashed: make the store consistent first.
-    let rep = wv_store::recover::repair(&p.store, Some(&crate::cmd::repair::index_one)).map_err(|e| {
+    let rep = wv_store::recover::repair(&p.store, Some(&crate::cmd::repair::index_one), None).map_err(|e| {
         fail(exit::ERROR, format!("cannot check the store {} for a previous crash: {e}", p.store.display()))
     })?;
     crate::cmd::repair::print_report(&rep, &p.store, true);

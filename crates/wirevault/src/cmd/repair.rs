@@ -17,6 +17,11 @@ pub fn index_one(capture: &Path) -> std::io::Result<()> {
     wv_index::index_file(capture).map(drop).map_err(std::io::Error::other)
 }
 
+/// Why the index `idx` of `capture` cannot be used as it is, if it cannot.
+pub fn check_one(idx: &Path, capture: &Path) -> Result<(), String> {
+    wv_index::check_index(idx, capture).map_err(|e| e.to_string())
+}
+
 /// Prints what a repair did; silent when nothing was needed and `quiet_if_clean`.
 pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
     if rep.is_clean() {
@@ -39,6 +44,9 @@ pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
         rep.duplicate_entries,
         rep.rejected_entries
     );
+    for n in &rep.notes {
+        eprintln!("wirevault: {n}");
+    }
     for p in &rep.problems {
         eprintln!("wirevault: {p}");
     }
@@ -51,7 +59,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     // The writer lock: never repair a store that is being recorded (or indexed).
     let _lock =
         wv_store::lock::StoreLock::exclusive(&a.store, "repair").map_err(|e| fail(exit::ERROR, e.to_string()))?;
-    let rep = wv_store::recover::repair(&a.store, Some(&index_one))
+    let rep = wv_store::recover::repair(&a.store, Some(&index_one), Some(&check_one))
         .map_err(|e| fail(exit::ERROR, format!("cannot repair {}: {e}", a.store.display())))?;
     print_report(&rep, &a.store, false);
     Ok(if rep.problems.is_empty() { exit::OK } else { exit::ERROR })
