@@ -6,6 +6,7 @@ mod util;
 
 mod privileges;
 mod query_cli;
+mod query_hardening;
 mod record_live;
 mod record_read;
 mod record_synthetic;
