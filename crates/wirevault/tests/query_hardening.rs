@@ -286,7 +286,7 @@ fn impossible_dates_and_absurd_times_are_refused() {
         let o = run_wirevault(&["query", s, "--count", &from]);
         o.expect(2, t);
         assert_eq!(o.stderr.lines().count(), 1, "{t}: {}", o.stderr);
-        assert!(!o.stderr.contains("1844674"), "{t}: no wrapped number: {}", o.stderr);
+        assert!(!o.stderr.replace(t, "").contains("1844674"), "{t}: no wrapped number: {}", o.stderr);
     }
     let o = run_wirevault(&["query", s, "--count", "--from=2025-02-30"]);
     assert!(o.stderr.contains("February") || o.stderr.contains("day"), "{}", o.stderr);
