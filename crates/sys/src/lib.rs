@@ -8,4 +8,5 @@ pub mod byte_ring;
 pub mod cpu;
 pub mod mem;
 pub mod netif;
+pub mod pipe;
 pub mod uring;
