@@ -54,6 +54,12 @@ pub enum QueryError {
     MixedLinktypes { first: u32, other: u32 },
     #[error("cannot write the output: {0}")]
     Output(#[source] io::Error),
+    #[error("cannot read {}: permission denied; run as a user that may read the store (its owner, or a member of its group)", path.display())]
+    PermissionDenied { path: PathBuf },
+    #[error("{} is not a regular file (a FIFO, device or directory); give a store directory or a capture file", path.display())]
+    NotRegular { path: PathBuf },
+    #[error("refusing to write {}: it is inside the store {} or is one of its stored files; write the output elsewhere", out.display(), store.display())]
+    OutputInStore { out: PathBuf, store: PathBuf },
 }
 
 impl QueryError {
@@ -80,6 +86,12 @@ pub struct Report {
     pub blocks_total: u64,
     /// Capture files still being written (`*.part`), not included.
     pub part_files: usize,
+    /// A process holds the store's writer lock: the `.part` files are being
+    /// recorded (otherwise a crash left them and `repair` is due).
+    pub recording: bool,
+    /// Catalogued files skipped in whole or in part because they are
+    /// missing, shorter than catalogued or unreadable (each has a warning).
+    pub damaged: usize,
     /// Problems that did not stop the query (unreadable tails, bad indexes).
     pub warnings: Vec<String>,
 }
@@ -100,6 +112,9 @@ pub struct Prepared {
     filters: HashMap<u32, ExactFilter>,
     plan: Option<Plan>,
     part_files: usize,
+    recording: bool,
+    /// A single capture file, not a store directory.
+    single: bool,
 }
 
 impl Prepared {
@@ -117,17 +132,35 @@ fn compile(expr: &str, linktype: u32) -> Result<ExactFilter, QueryError> {
 /// Opens the store, compiles the expression for every link type in it.
 pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     let path = query.store.clone();
-    let meta = std::fs::metadata(&path).map_err(|e| QueryError::Io { path: path.clone(), source: e })?;
+    let io_err = |path: &Path, e: io::Error| match e.kind() {
+        io::ErrorKind::PermissionDenied => QueryError::PermissionDenied { path: path.to_path_buf() },
+        _ => QueryError::Io { path: path.to_path_buf(), source: e },
+    };
+    let meta = std::fs::metadata(&path).map_err(|e| io_err(&path, e))?;
+    let single = !meta.is_dir();
     let (root, entries, part_files) = if meta.is_dir() {
-        if !path.join(catalog::CATALOG_FILE).exists() {
-            return Err(QueryError::NotAStore { path });
+        let cat = path.join(catalog::CATALOG_FILE);
+        match std::fs::metadata(&cat) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return Err(QueryError::NotAStore { path }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(QueryError::NotAStore { path }),
+            Err(e) => return Err(io_err(&cat, e)),
         }
         let entries = catalog::read(&path)?;
         let parts = count_part_files(&path);
         (path, entries, parts)
+    } else if !meta.is_file() {
+        // Opening a FIFO would block until a writer comes.
+        return Err(QueryError::NotRegular { path });
     } else {
-        single_file_entry(&path)?
+        single_file_entry(&path).map_err(|e| match e {
+            QueryError::Io { path, source } => io_err(&path, source),
+            e => e,
+        })?
     };
+    let recording = part_files > 0
+        && !single
+        && matches!(wv_store::lock::state(&root), Ok(wv_store::lock::LockState::Held { .. }));
     let mut filters = HashMap::new();
     let mut linktypes: Vec<u32> = entries.iter().map(|e| e.linktype).collect();
     linktypes.sort_unstable();
@@ -139,7 +172,7 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         filters.insert(lt, compile(&query.expr, lt)?);
     }
     let plan = crate::expr::plan(&query.expr);
-    Ok(Prepared { query, entries, root, filters, plan, part_files })
+    Ok(Prepared { query, entries, root, filters, plan, part_files, recording, single })
 }
 
 /// A single capture file as a one-entry store (its index beside it, if any).
@@ -210,21 +243,23 @@ struct Cursor {
 impl Cursor {
     /// Moves to the next packet that is in the time range and passes the
     /// filter. False at the end of the file (or at an unreadable record,
-    /// which is reported in `warnings`, as tcpdump stops there).
+    /// which is reported as a warning and counted as damage, as tcpdump
+    /// stops there).
     fn advance(
         &mut self,
         from: u64,
         to: u64,
         expr: &str,
         filters: &mut HashMap<u32, ExactFilter>,
-        warnings: &mut Vec<String>,
+        report: &mut Report,
     ) -> Result<bool, QueryError> {
         loop {
             let p = match self.reader.next_packet() {
                 Ok(Some(p)) => p,
                 Ok(None) => return Ok(false),
                 Err(e) => {
-                    warnings.push(format!("{}: {e}", self.path.display()));
+                    report.warnings.push(format!("{}: {e}; the rest of this file is skipped", self.path.display()));
+                    report.damaged += 1;
                     return Ok(false);
                 }
             };
@@ -381,7 +416,8 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     let from = p.query.from_ns.unwrap_or(0);
     let to = p.query.to_ns.unwrap_or(u64::MAX);
     let limit = p.query.limit.unwrap_or(u64::MAX);
-    let mut report = Report { files: p.entries.len(), part_files: p.part_files, ..Report::default() };
+    let mut report =
+        Report { files: p.entries.len(), part_files: p.part_files, recording: p.recording, ..Report::default() };
 
     // Files that may hold packets in [from, to), by first timestamp.
     let mut files: Vec<(usize, &Entry)> = Vec::new();
@@ -412,7 +448,7 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
             let Some(mut c) = open_cursor(&p.root, e, p.plan.as_ref(), from, to, &mut report)? else {
                 continue;
             };
-            if c.advance(from, to, &expr, &mut p.filters, &mut report.warnings)? {
+            if c.advance(from, to, &expr, &mut p.filters, &mut report)? {
                 heap.push(Reverse((c.head.ts_ns, cursors.len())));
             }
             cursors.push(c);
@@ -425,7 +461,7 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
         if let Some(o) = out.as_mut() {
             o.packet(&c.head)?;
         }
-        if c.advance(from, to, &expr, &mut p.filters, &mut report.warnings)? {
+        if c.advance(from, to, &expr, &mut p.filters, &mut report)? {
             heap.push(Reverse((c.head.ts_ns, ci)));
         } else {
             // Release the reader's buffer; the slot keeps heap indices valid.
@@ -452,7 +488,30 @@ fn open_cursor(
     report: &mut Report,
 ) -> Result<Option<Cursor>, QueryError> {
     let path = root.join(&e.file);
-    let file = File::open(&path).map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
+    // A damaged store still answers: a missing, short or unreadable file is
+    // skipped (in part) with a warning naming it, and counted.
+    let damaged = |report: &mut Report, why: String| {
+        report.warnings.push(format!("{}: {why}", path.display()));
+        report.damaged += 1;
+    };
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(err) => {
+            damaged(report, format!("{err}; skipped (run `wirevault repair` on the store)"));
+            return Ok(None);
+        }
+    };
+    match file.metadata() {
+        Ok(m) if m.len() < e.bytes && e.packets != u64::MAX => damaged(
+            report,
+            format!("{} bytes, {} catalogued; packets past its end are missing", m.len(), e.bytes),
+        ),
+        Ok(_) => {}
+        Err(err) => {
+            damaged(report, format!("{err}; skipped"));
+            return Ok(None);
+        }
+    }
     let mut ranges = vec![(0u64, u64::MAX)];
     let mut prefix = Vec::new();
     let mut indexed = false;
@@ -465,8 +524,13 @@ fn open_cursor(
                 };
                 let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || b.min_ts >= to);
                 if cand.is_some() || time_narrows {
-                    let (pre, r) = block_ranges(&file, &idx, cand.as_deref(), from, to, report)
-                        .map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
+                    let (pre, r) = match block_ranges(&file, &idx, cand.as_deref(), from, to, report) {
+                        Ok(x) => x,
+                        Err(err) => {
+                            damaged(report, format!("{err}; skipped"));
+                            return Ok(None);
+                        }
+                    };
                     prefix = pre;
                     ranges = r;
                     indexed = true;
@@ -490,7 +554,7 @@ fn open_cursor(
             Ok(Some(Cursor { reader, path, head: Head { ts_ns: 0, origlen: 0, linktype: 0, data: Vec::new() } }))
         }
         Err(err) => {
-            report.warnings.push(format!("{}: {err}", path.display()));
+            damaged(report, format!("{err}; skipped"));
             Ok(None)
         }
     }
@@ -556,4 +620,53 @@ mod tests {
         assert_eq!(union(&[1, 3, 5], &[2, 3, 9]), vec![1, 2, 3, 5, 9]);
         assert_eq!(union(&[], &[4]), vec![4]);
     }
+}
+
+/// Refuses an output path that is the store, lies inside it, or is one of
+/// its stored files under another name (a hard link): writing it would
+/// truncate recorded packets. Compared by device and inode, not by name:
+/// the target (through symlinks, as opening it would follow them) and each
+/// of its parent directories up to `/` against the store directory, and an
+/// existing target against every catalogued file and index.
+pub fn check_output(p: &Prepared, out: &Path) -> Result<(), QueryError> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |m: &std::fs::Metadata| (m.dev(), m.ino());
+    let refuse = || QueryError::OutputInStore { out: out.to_path_buf(), store: p.query.store.clone() };
+    // Where opening `out` would land: follow a final symlink (even a
+    // dangling one, which open(O_CREAT) would create the target of).
+    let mut target = out.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&target) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = std::fs::read_link(&target).map_err(QueryError::Output)?;
+                target = target.parent().unwrap_or(Path::new(".")).join(link);
+            }
+            _ => break,
+        }
+    }
+    let mut protected: Vec<(u64, u64)> = Vec::new();
+    let store_dir = if p.single { None } else { std::fs::metadata(&p.root).ok().map(|m| id(&m)) };
+    protected.extend(store_dir);
+    let files = p.entries.iter().flat_map(|e| std::iter::once(e.file.as_str()).chain(e.index.as_deref()));
+    protected.extend(files.filter_map(|f| std::fs::metadata(p.root.join(f)).ok()).map(|m| id(&m)));
+    if let Ok(m) = std::fs::metadata(&target) {
+        if protected.contains(&id(&m)) {
+            return Err(refuse());
+        }
+    }
+    if let Some(store) = store_dir {
+        let parent = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        // A parent that does not exist: creating the output fails anyway.
+        if let Ok(dir) = std::fs::canonicalize(&parent) {
+            for d in dir.ancestors() {
+                if std::fs::metadata(d).is_ok_and(|m| id(&m) == store) {
+                    return Err(refuse());
+                }
+            }
+        }
+    }
+    Ok(())
 }

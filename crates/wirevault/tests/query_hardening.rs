@@ -327,7 +327,7 @@ fn a_fifo_or_device_given_to_query_is_refused_at_once() {
         let o = crate::util::Outcome::from_output(child.wait_with_output().unwrap());
         o.expect(2, &target.display().to_string());
         assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
-        assert!(o.stderr.contains("not a regular file") || o.stderr.contains("not a store"), "{}", o.stderr);
+        assert!(o.stderr.contains("not a regular file") || o.stderr.contains("neither a store"), "{}", o.stderr);
     }
 }
 
