@@ -12,7 +12,7 @@ pub struct Filter {
 
 /// Why an expression could not be compiled: libpcap's own message.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid filter expression \"{expression}\": {message}")]
+#[error("invalid filter expression \"{}\": {message}", shown(expression))]
 pub struct FilterError {
     pub expression: String,
     pub message: String,
@@ -26,6 +26,15 @@ pub const MAX_WORDS: usize = 1_200;
 /// Most instructions the unoptimised program may have; about 3 s of the
 /// optimiser at worst on this project's test machine (400 `or`ed hosts).
 pub const MAX_UNOPTIMISED_INSNS: usize = 12_000;
+
+/// An expression as messages quote it: a long one (a list of 1,000 hosts)
+/// is cut after 80 characters, so the message stays one readable line.
+pub fn shown(expression: &str) -> String {
+    match expression.char_indices().nth(80) {
+        Some((i, _)) => format!("{}...", &expression[..i]),
+        None => expression.to_string(),
+    }
+}
 
 /// Compiles `expression` for packets of `linktype` (a file's LINKTYPE_*
 /// value, mapped to libpcap's DLT_* by [`wv_wire::linktype::to_dlt`]) with
@@ -166,7 +175,9 @@ mod tests {
 
     #[test]
     fn live_only_primitives_are_refused_for_files() {
-        for (e, what) in [("inbound", "inbound/outbound"), ("udp and outbound", "inbound/outbound"), ("ifindex 2", "ifindex")] {
+        for (e, what) in
+            [("inbound", "inbound/outbound"), ("udp and outbound", "inbound/outbound"), ("ifindex 2", "ifindex")]
+        {
             let m = compile(e, 1, 262_144).unwrap_err().message;
             assert_eq!(m, format!("{what} not supported on Ethernet when reading savefiles"));
         }

@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use wv_index::catalog::{self, Entry};
 use wv_index::{IndexError, IndexReader, KeyClass};
 use wv_wire::reader::Reader;
@@ -102,6 +103,9 @@ pub enum Sink<'a> {
     Count,
     /// Write a nanosecond pcap file.
     Pcap(&'a mut dyn Write),
+    /// Write a nanosecond pcap stream from a second thread: for a pipe or
+    /// socket, whose copy into the kernel then overlaps with the query.
+    PcapThreaded(&'a mut (dyn Write + Send)),
 }
 
 /// A query that has been validated: the expression compiles and the store opens.
@@ -125,8 +129,10 @@ impl Prepared {
 }
 
 fn compile(expr: &str, linktype: u32) -> Result<ExactFilter, QueryError> {
-    ExactFilter::compile(expr, linktype)
-        .map_err(|CompileError { message }| QueryError::BadExpression { expr: expr.to_string(), message })
+    ExactFilter::compile(expr, linktype).map_err(|CompileError { message }| QueryError::BadExpression {
+        expr: wv_capture::filter::shown(expr),
+        message,
+    })
 }
 
 /// Opens the store, compiles the expression for every link type in it.
@@ -158,9 +164,8 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
             e => e,
         })?
     };
-    let recording = part_files > 0
-        && !single
-        && matches!(wv_store::lock::state(&root), Ok(wv_store::lock::LockState::Held { .. }));
+    let recording =
+        part_files > 0 && !single && matches!(wv_store::lock::state(&root), Ok(wv_store::lock::LockState::Held { .. }));
     let mut filters = HashMap::new();
     let mut linktypes: Vec<u32> = entries.iter().map(|e| e.linktype).collect();
     linktypes.sort_unstable();
@@ -382,9 +387,82 @@ fn union(a: &[u32], b: &[u32]) -> Vec<u32> {
     out
 }
 
+/// Bytes handed to the output thread at a time (fewer hand-offs, fewer
+/// wake-ups: each costs a futex call and a context switch).
+const OUT_CHUNK: usize = 1 << 20;
+/// Room for one more record of the largest snapshot length beyond a chunk
+/// (a record of an odd file beyond that grows a buffer once).
+const OUT_CAP: usize = OUT_CHUNK + wv_wire::MAX_SNAPLEN as usize + wv_wire::pcap::RECORD_HEADER_LEN;
+
+/// Output buffers passed to a writer thread: the query fills one while the
+/// thread writes another, so the copy into a pipe (or the page cache)
+/// overlaps with reading and filtering instead of adding to it. Three
+/// buffers circulate; none is allocated after the start.
+struct Chunks {
+    cur: Vec<u8>,
+    tx: Option<SyncSender<Vec<u8>>>,
+    back: Receiver<Vec<u8>>,
+}
+
+/// The writer thread went away: its own error is reported after the join.
+fn writer_gone() -> io::Error {
+    io::Error::other("the output thread stopped")
+}
+
+impl Chunks {
+    fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        if self.cur.len() + b.len() > self.cur.capacity() {
+            self.hand_off()?;
+        }
+        self.cur.extend_from_slice(b);
+        if self.cur.len() >= OUT_CHUNK {
+            self.hand_off()?;
+        }
+        Ok(())
+    }
+
+    fn hand_off(&mut self) -> io::Result<()> {
+        if self.cur.is_empty() {
+            return Ok(());
+        }
+        let next = self.back.recv().map_err(|_| writer_gone())?;
+        let full = std::mem::replace(&mut self.cur, next);
+        self.tx.as_ref().ok_or_else(writer_gone)?.send(full).map_err(|_| writer_gone())
+    }
+
+    /// Hands off the last bytes and ends the thread's input.
+    fn finish(&mut self) -> io::Result<()> {
+        let r = self.hand_off();
+        self.tx = None;
+        r
+    }
+}
+
+/// Where [`PcapOut`] puts its bytes.
+enum OutBytes<'a> {
+    Inline(io::BufWriter<&'a mut dyn Write>),
+    Chunks(Chunks),
+}
+
+impl OutBytes<'_> {
+    #[inline]
+    fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        match self {
+            OutBytes::Inline(w) => w.write_all(b),
+            OutBytes::Chunks(c) => c.write_all(b),
+        }
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        match self {
+            OutBytes::Inline(w) => w.flush(),
+            OutBytes::Chunks(c) => c.finish(),
+        }
+    }
+}
+
 /// Writes a little-endian nanosecond pcap stream.
 struct PcapOut<'a> {
-    w: io::BufWriter<&'a mut dyn Write>,
+    w: OutBytes<'a>,
     linktype: Option<u32>,
     snaplen: u32,
 }
@@ -411,8 +489,42 @@ impl PcapOut<'_> {
     }
 }
 
-/// Runs a prepared query into `sink`.
-pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
+/// Runs a prepared query into `sink`. With [`Sink::PcapThreaded`] a second
+/// thread writes (see [`Chunks`]); its error, if any, is the one reported.
+pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
+    let w = match sink {
+        Sink::Count => return run_into(p, None),
+        Sink::Pcap(w) => return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w)))),
+        Sink::PcapThreaded(w) => w,
+    };
+    std::thread::scope(|s| {
+        let (tx, rx) = sync_channel::<Vec<u8>>(1);
+        let (back_tx, back) = sync_channel::<Vec<u8>>(3);
+        for _ in 0..2 {
+            let _ = back_tx.send(Vec::with_capacity(OUT_CAP));
+        }
+        let writer = std::thread::Builder::new()
+            .name("wv-query-out".into())
+            .spawn_scoped(s, move || -> io::Result<()> {
+                for mut buf in rx {
+                    w.write_all(&buf)?;
+                    buf.clear();
+                    let _ = back_tx.send(buf);
+                }
+                w.flush()
+            })
+            .map_err(QueryError::Output)?;
+        let chunks = Chunks { cur: Vec::with_capacity(OUT_CAP), tx: Some(tx), back };
+        let r = run_into(p, Some(OutBytes::Chunks(chunks)));
+        let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("the output thread panicked")));
+        match (r, written) {
+            (Err(QueryError::Output(_)), Err(e)) | (Ok(_), Err(e)) => Err(QueryError::Output(e)),
+            (r, _) => r,
+        }
+    })
+}
+
+fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, QueryError> {
     let from = p.query.from_ns.unwrap_or(0);
     let to = p.query.to_ns.unwrap_or(u64::MAX);
     let limit = p.query.limit.unwrap_or(u64::MAX);
@@ -432,10 +544,7 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     let default_linktype = files.first().map_or(wv_wire::linktype::ETHERNET, |(_, e)| e.linktype);
     let snaplen = files.iter().map(|(_, e)| e.snaplen).max().filter(|s| *s > 0).unwrap_or(wv_wire::MAX_SNAPLEN);
 
-    let mut out = match sink {
-        Sink::Count => None,
-        Sink::Pcap(w) => Some(PcapOut { w: io::BufWriter::with_capacity(1 << 20, w), linktype: None, snaplen }),
-    };
+    let mut out = bytes.map(|w| PcapOut { w, linktype: None, snaplen });
     let mut cursors: Vec<Cursor> = Vec::new();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let mut next = 0;
@@ -472,7 +581,7 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
         if o.linktype.is_none() {
             o.header(default_linktype).map_err(QueryError::Output)?;
         }
-        o.w.flush().map_err(QueryError::Output)?;
+        o.w.finish().map_err(QueryError::Output)?;
     }
     Ok(report)
 }
@@ -502,10 +611,9 @@ fn open_cursor(
         }
     };
     match file.metadata() {
-        Ok(m) if m.len() < e.bytes && e.packets != u64::MAX => damaged(
-            report,
-            format!("{} bytes, {} catalogued; packets past its end are missing", m.len(), e.bytes),
-        ),
+        Ok(m) if m.len() < e.bytes && e.packets != u64::MAX => {
+            damaged(report, format!("{} bytes, {} catalogued; packets past its end are missing", m.len(), e.bytes))
+        }
         Ok(_) => {}
         Err(err) => {
             damaged(report, format!("{err}; skipped"));

@@ -68,7 +68,8 @@ pub fn parse_time(s: &str, now_ns: u64) -> Result<u64, TimeError> {
             None => Err(err("the epoch seconds are not a number")),
         };
     }
-    parse_rfc3339(t).map_err(|reason| if reason == BEFORE_1970 || reason == AFTER_2554 { range(reason) } else { err(reason) })
+    parse_rfc3339(t)
+        .map_err(|reason| if reason == BEFORE_1970 || reason == AFTER_2554 { range(reason) } else { err(reason) })
 }
 
 /// Epoch seconds with an optional fraction: `None` if not a number,
@@ -286,7 +287,15 @@ mod tests {
     #[test]
     fn days_that_do_not_exist_are_refused() {
         // February 30 became March 2.
-        for d in ["2025-02-30", "2025-02-29T00:00:00Z", "2024-02-30", "2100-02-29", "2024-04-31", "2023-06-31T01:00:00Z", "2023-11-31"] {
+        for d in [
+            "2025-02-30",
+            "2025-02-29T00:00:00Z",
+            "2024-02-30",
+            "2100-02-29",
+            "2024-04-31",
+            "2023-06-31T01:00:00Z",
+            "2023-11-31",
+        ] {
             let e = parse_time(d, 0).unwrap_err();
             assert!(!e.out_of_range && e.reason.contains(" has "), "{d}: {e}");
         }
@@ -298,7 +307,15 @@ mod tests {
 
     #[test]
     fn absurd_times_are_range_errors() {
-        for t in ["99999999999999999999", "18446744073.709551616", "-5", "-1.5", "3000-01-01", "1000000 weeks ago", "1969-12-31T23:59:59Z"] {
+        for t in [
+            "99999999999999999999",
+            "18446744073.709551616",
+            "-5",
+            "-1.5",
+            "3000-01-01",
+            "1000000 weeks ago",
+            "1969-12-31T23:59:59Z",
+        ] {
             let e = parse_time(t, NOW).unwrap_err();
             assert!(e.out_of_range, "{t}: {e}");
             assert!(e.to_string().starts_with(&format!("time '{t}' is out of range")), "{e}");

@@ -412,6 +412,7 @@ fn a_huge_filter_is_refused_quickly() {
     o.expect(2, "1000 or terms");
     assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
     assert!(o.stderr.contains("too large") || o.stderr.contains("too complex"), "{}", o.stderr);
+    assert!(o.stderr.lines().count() == 1 && o.stderr.len() < 600, "one short sentence: {}", o.stderr);
     // record's filters too.
     let tmp = TempDir::new("huge-rec");
     let start = Instant::now();
