@@ -121,12 +121,17 @@ fn live_only_metadata(program: &[Insn]) -> Option<&'static str> {
     const SKF_AD_PKTTYPE: u32 = 4;
     const SKF_AD_IFINDEX: u32 = 8;
     const BPF_LD_ABS: u16 = 0x20; // BPF_LD | BPF_ABS, any size
-    program.iter().filter(|i| i.code & 0xe7 == BPF_LD_ABS && i.k >= SKF_AD_OFF).find_map(|i| {
-        Some(match i.k - SKF_AD_OFF {
-            SKF_AD_PKTTYPE => "inbound/outbound",
-            SKF_AD_IFINDEX => "ifindex",
-            _ => "live-capture metadata",
-        })
+    let all: Vec<u32> =
+        program.iter().filter(|i| i.code & 0xe7 == BPF_LD_ABS && i.k >= SKF_AD_OFF).map(|i| i.k - SKF_AD_OFF).collect();
+    if all.is_empty() {
+        return None;
+    }
+    Some(if all.contains(&SKF_AD_PKTTYPE) {
+        "inbound/outbound"
+    } else if all.contains(&SKF_AD_IFINDEX) {
+        "ifindex"
+    } else {
+        "live-capture metadata"
     })
 }
 

@@ -718,18 +718,6 @@ fn block_ranges(
     Ok((prefix, ranges))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn set_ops() {
-        assert_eq!(intersect(&[1, 3, 5, 7], &[2, 3, 7, 9]), vec![3, 7]);
-        assert_eq!(union(&[1, 3, 5], &[2, 3, 9]), vec![1, 2, 3, 5, 9]);
-        assert_eq!(union(&[], &[4]), vec![4]);
-    }
-}
-
 /// Refuses an output path that is the store, lies inside it, or is one of
 /// its stored files under another name (a hard link): writing it would
 /// truncate recorded packets. Compared by device and inode, not by name:
@@ -777,4 +765,16 @@ pub fn check_output(p: &Prepared, out: &Path) -> Result<(), QueryError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_ops() {
+        assert_eq!(intersect(&[1, 3, 5, 7], &[2, 3, 7, 9]), vec![3, 7]);
+        assert_eq!(union(&[1, 3, 5], &[2, 3, 9]), vec![1, 2, 3, 5, 9]);
+        assert_eq!(union(&[], &[4]), vec![4]);
+    }
 }
