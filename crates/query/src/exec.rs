@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use wv_index::catalog::{self, Entry};
 use wv_index::{IndexError, IndexReader, KeyClass};
-use wv_wire::reader::Reader;
+use wv_wire::reader::{Packet, Reader};
 
 /// What to select.
 #[derive(Debug, Clone, Default)]
@@ -258,34 +258,63 @@ impl Cursor {
         filters: &mut HashMap<u32, ExactFilter>,
         report: &mut Report,
     ) -> Result<bool, QueryError> {
-        loop {
-            let p = match self.reader.next_packet() {
-                Ok(Some(p)) => p,
-                Ok(None) => return Ok(false),
-                Err(e) => {
-                    report.warnings.push(format!("{}: {e}; the rest of this file is skipped", self.path.display()));
-                    report.damaged += 1;
-                    return Ok(false);
-                }
-            };
-            if p.ts_ns < from || p.ts_ns >= to {
-                continue;
+        let Cursor { reader, path, head } = self;
+        scan(reader, path, from, to, expr, filters, report, |p, _| {
+            head.set(p);
+            Ok(false)
+        })
+    }
+}
+
+impl Head {
+    fn set(&mut self, p: &Packet<'_>) {
+        self.ts_ns = p.ts_ns;
+        self.origlen = p.origlen;
+        self.linktype = p.linktype;
+        self.data.clear();
+        self.data.extend_from_slice(p.data);
+    }
+}
+
+/// Hands each packet of `reader` in `[from, to)` that passes the filter to
+/// `f`, which returns whether to go on. True if `f` stopped the scan, false
+/// at the end of the file (or at an unreadable record, which is reported as
+/// a warning and counted as damage, as tcpdump stops there).
+#[allow(clippy::too_many_arguments)]
+fn scan(
+    reader: &mut Reader<RangeRead>,
+    path: &Path,
+    from: u64,
+    to: u64,
+    expr: &str,
+    filters: &mut HashMap<u32, ExactFilter>,
+    report: &mut Report,
+    mut f: impl FnMut(&Packet<'_>, &mut Report) -> Result<bool, QueryError>,
+) -> Result<bool, QueryError> {
+    loop {
+        let p = match reader.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(false),
+            Err(e) => {
+                report.warnings.push(format!("{}: {e}; the rest of this file is skipped", path.display()));
+                report.damaged += 1;
+                return Ok(false);
             }
-            let f = match filters.get(&p.linktype) {
-                Some(f) => f,
-                None => {
-                    let f = compile(expr, p.linktype)?;
-                    filters.entry(p.linktype).or_insert(f)
-                }
-            };
-            if !f.matches(p.data, p.origlen) {
-                continue;
+        };
+        if p.ts_ns < from || p.ts_ns >= to {
+            continue;
+        }
+        let filt = match filters.get(&p.linktype) {
+            Some(x) => x,
+            None => {
+                let x = compile(expr, p.linktype)?;
+                filters.entry(p.linktype).or_insert(x)
             }
-            self.head.ts_ns = p.ts_ns;
-            self.head.origlen = p.origlen;
-            self.head.linktype = p.linktype;
-            self.head.data.clear();
-            self.head.data.extend_from_slice(p.data);
+        };
+        if !filt.matches(p.data, p.origlen) {
+            continue;
+        }
+        if !f(&p, report)? {
             return Ok(true);
         }
     }
@@ -475,17 +504,21 @@ impl PcapOut<'_> {
         self.w.write_all(&h)
     }
     fn packet(&mut self, h: &Head) -> Result<(), QueryError> {
+        self.record(h.ts_ns, h.origlen, h.linktype, &h.data)
+    }
+    #[inline]
+    fn record(&mut self, ts_ns: u64, origlen: u32, linktype: u32, data: &[u8]) -> Result<(), QueryError> {
         match self.linktype {
-            None => self.header(h.linktype).map_err(QueryError::Output)?,
-            Some(lt) if lt != h.linktype => {
-                return Err(QueryError::MixedLinktypes { first: lt, other: h.linktype });
+            None => self.header(linktype).map_err(QueryError::Output)?,
+            Some(lt) if lt != linktype => {
+                return Err(QueryError::MixedLinktypes { first: lt, other: linktype });
             }
             Some(_) => {}
         }
         let mut rh = [0u8; wv_wire::pcap::RECORD_HEADER_LEN];
-        wv_wire::pcap::emit_record_header(&mut rh, h.ts_ns, h.data.len() as u32, h.origlen);
+        wv_wire::pcap::emit_record_header(&mut rh, ts_ns, data.len() as u32, origlen);
         self.w.write_all(&rh).map_err(QueryError::Output)?;
-        self.w.write_all(&h.data).map_err(QueryError::Output)
+        self.w.write_all(data).map_err(QueryError::Output)
     }
 }
 
@@ -570,7 +603,28 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
         if let Some(o) = out.as_mut() {
             o.packet(&c.head)?;
         }
-        if c.advance(from, to, &expr, &mut p.filters, &mut report)? {
+        let more = if heap.is_empty() {
+            // The only file with packets ahead, until the next file starts:
+            // write its packets straight from the reader's buffer (no copy
+            // into `head`, no heap). The first packet at or past the next
+            // file's start, or past the limit, goes back to the merge.
+            let bound = files.get(next).map_or(u64::MAX, |(_, e)| e.first_ns);
+            let Cursor { reader, path, head } = c;
+            scan(reader, path, from, to, &expr, &mut p.filters, &mut report, |pk, report| {
+                if pk.ts_ns >= bound || report.matched >= limit {
+                    head.set(pk);
+                    return Ok(false);
+                }
+                report.matched += 1;
+                if let Some(o) = out.as_mut() {
+                    o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?;
+                }
+                Ok(true)
+            })?
+        } else {
+            c.advance(from, to, &expr, &mut p.filters, &mut report)?
+        };
+        if more {
             heap.push(Reverse((c.head.ts_ns, ci)));
         } else {
             // Release the reader's buffer; the slot keeps heap indices valid.
