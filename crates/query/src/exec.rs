@@ -799,6 +799,25 @@ pub fn check_output(p: &Prepared, out: &Path) -> Result<(), QueryError> {
     protected.extend(store_dir);
     let files = p.entries.iter().flat_map(|e| std::iter::once(e.file.as_str()).chain(e.index.as_deref()));
     protected.extend(files.filter_map(|f| std::fs::metadata(p.root.join(f)).ok()).map(|m| id(&m)));
+    if !p.single {
+        // Everything else the store holds (catalog, stats, `.part` files),
+        // two levels deep as the layout is: a hard link to any is refused too.
+        let mut dirs = vec![p.root.clone()];
+        let mut i = 0;
+        while i < dirs.len() {
+            if let Ok(rd) = std::fs::read_dir(&dirs[i]) {
+                for ent in rd.flatten() {
+                    let Ok(m) = ent.metadata() else { continue };
+                    if m.is_dir() && i == 0 {
+                        dirs.push(ent.path());
+                    } else if m.is_file() {
+                        protected.push(id(&m));
+                    }
+                }
+            }
+            i += 1;
+        }
+    }
     if let Ok(m) = std::fs::metadata(&target) {
         if protected.contains(&id(&m)) {
             return Err(refuse());

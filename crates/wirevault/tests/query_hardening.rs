@@ -85,6 +85,7 @@ fn output_that_is_or_is_inside_the_store_is_refused() {
     // Another name for the store directory, and for a stored file.
     std::os::unix::fs::symlink(store.path(), outside.join("alias")).unwrap();
     std::fs::hard_link(&paths[0], outside.join("hard.pcap")).unwrap();
+    std::fs::hard_link(store.join("catalog.jsonl"), outside.join("hard-catalog")).unwrap();
     let targets = [
         paths[0].clone(),
         store.join("stream-000/new.pcap"),
@@ -93,6 +94,7 @@ fn output_that_is_or_is_inside_the_store_is_refused() {
         outside.join("alias/stream-001/b.pcap"),
         outside.join("alias/x.pcap"),
         outside.join("hard.pcap"),
+        outside.join("hard-catalog"),
     ];
     for t in &targets {
         let o = run_wirevault(&["query", s, "-w", t.to_str().unwrap(), "udp"]);
@@ -102,6 +104,15 @@ fn output_that_is_or_is_inside_the_store_is_refused() {
     }
     assert!(!store.join("stream-000/new.pcap").exists());
     assert!(!store.join("x.pcap").exists());
+    let catalog = std::fs::read(store.join("catalog.jsonl")).unwrap();
+    assert!(!catalog.is_empty());
+    // A single capture file queried into itself.
+    let single = outside.join("single.pcap");
+    std::fs::copy(&paths[1], &single).unwrap();
+    let before_single = std::fs::read(&single).unwrap();
+    let o = run_wirevault(&["query", single.to_str().unwrap(), "-w", single.to_str().unwrap()]);
+    o.expect(2, "query FILE -w FILE");
+    assert_eq!(std::fs::read(&single).unwrap(), before_single);
     for (p, b) in paths.iter().zip(&before) {
         assert_eq!(&std::fs::read(p).unwrap(), b, "{} changed", p.display());
     }
