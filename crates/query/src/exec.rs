@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use wv_index::catalog::{self, Entry};
@@ -657,7 +657,10 @@ fn open_cursor(
         report.warnings.push(format!("{}: {why}", path.display()));
         report.damaged += 1;
     };
-    let file = match File::open(&path) {
+    // O_NONBLOCK: a FIFO planted in place of a capture must not make the
+    // open wait for a writer (no effect on regular files).
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(&path);
+    let file = match opened {
         Ok(f) => f,
         Err(err) => {
             damaged(report, format!("{err}; skipped (run `wirevault repair` on the store)"));
@@ -665,6 +668,10 @@ fn open_cursor(
         }
     };
     match file.metadata() {
+        Ok(m) if !m.is_file() => {
+            damaged(report, "not a regular file; skipped".to_string());
+            return Ok(None);
+        }
         Ok(m) if m.len() < e.bytes && e.packets != u64::MAX => {
             damaged(report, format!("{} bytes, {} catalogued; packets past its end are missing", m.len(), e.bytes))
         }

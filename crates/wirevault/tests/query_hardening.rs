@@ -342,6 +342,38 @@ fn a_fifo_or_device_given_to_query_is_refused_at_once() {
     }
 }
 
+/// Runs wirevault with `args`, killed (and the test failed) after 10 s.
+fn run_within_10s(args: &[&str]) -> crate::util::Outcome {
+    let mut child =
+        wirevault().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if child.try_wait().unwrap().is_none() {
+        child.kill().unwrap();
+        let _ = child.wait();
+        panic!("wirevault {args:?} still blocks after 10 s");
+    }
+    crate::util::Outcome::from_output(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_fifo_planted_in_a_store_is_skipped_not_waited_for() {
+    if skip("fifo_in_store", &["mkfifo"]) {
+        return;
+    }
+    let (store, paths, all) = three_files("fifo-in-store", 60);
+    std::fs::remove_file(&paths[1]).unwrap();
+    assert!(Command::new("mkfifo").arg(&paths[1]).status().unwrap().success());
+    let s = store.to_str().unwrap();
+    let o = run_within_10s(&["query", s, "--count"]);
+    o.expect(0, "query of a store with a FIFO in place of a capture");
+    assert!(o.stderr.contains("b.pcap"), "{}", o.stderr);
+    assert_eq!(o.stdout.trim(), (all.len() - 20).to_string());
+    run_within_10s(&["query", s, "--count", "--strict"]).expect(1, "--strict");
+}
+
 // ---------------------------------------------------------------------------
 // 17: `-w -` and terminals
 
