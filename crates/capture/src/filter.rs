@@ -12,21 +12,43 @@ pub struct Filter {
 
 /// Why an expression could not be compiled: libpcap's own message.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid filter expression \"{expression}\": {message}")]
+#[error("invalid filter expression \"{}\": {message}", shown(expression))]
 pub struct FilterError {
     pub expression: String,
     pub message: String,
 }
 
-/// Compiles `expression` for packets of `linktype` with snapshot length
-/// `snaplen`, as tcpdump would for a capture file of that link type.
+/// Most words (blank-separated) an expression may have. libpcap's optimiser
+/// takes time that grows about with the cube of the program's size (1,000
+/// `or`ed hosts: over a minute, in tcpdump too); this bound keeps even the
+/// unoptimised compile below that checks the size cheap.
+pub const MAX_WORDS: usize = 1_200;
+/// Most instructions the unoptimised program may have; about 3 s of the
+/// optimiser at worst on this project's test machine (400 `or`ed hosts).
+pub const MAX_UNOPTIMISED_INSNS: usize = 12_000;
+
+/// An expression as messages quote it: a long one (a list of 1,000 hosts)
+/// is cut after 80 characters, so the message stays one readable line.
+pub fn shown(expression: &str) -> String {
+    match expression.char_indices().nth(80) {
+        Some((i, _)) => format!("{}...", &expression[..i]),
+        None => expression.to_string(),
+    }
+}
+
+/// Compiles `expression` for packets of `linktype` (a file's LINKTYPE_*
+/// value, mapped to libpcap's DLT_* by [`wv_wire::linktype::to_dlt`]) with
+/// snapshot length `snaplen`, as tcpdump would for a capture file of that
+/// link type. Primitives that need live-capture metadata (`inbound`,
+/// `outbound`, `ifindex`) are refused with libpcap's savefile message.
 pub fn compile(expression: &str, linktype: u32, snaplen: u32) -> Result<Filter, FilterError> {
     let err = |m: String| FilterError { expression: expression.to_string(), message: m };
-    let cap = pcap::Capture::dead_with_precision(pcap::Linktype(linktype as i32), pcap::Precision::Nano)
+    check_words(expression).map_err(err)?;
+    let dlt = wv_wire::linktype::to_dlt(linktype);
+    let cap = pcap::Capture::dead_with_precision(pcap::Linktype(dlt), pcap::Precision::Nano)
         .map_err(|e| err(e.to_string()))?;
     let _ = snaplen; // dead handles use MAXIMUM_SNAPLEN; the return value only caps caplen
-    let prog = cap.compile(expression, true).map_err(|e| err(e.to_string()))?;
-    to_filter(expression, &prog).ok_or_else(|| err("libpcap produced an unreadable program".into()))
+    compile_on(&cap, expression, Some(dlt))
 }
 
 /// Compiles `expression` on a live handle of interface `ifname`, so that
@@ -34,17 +56,83 @@ pub fn compile(expression: &str, linktype: u32, snaplen: u32) -> Result<Filter, 
 /// before the socket filter runs, exactly as for `tcpdump -i IF`).
 pub fn compile_live(expression: &str, ifname: &str, snaplen: u32) -> Result<Filter, FilterError> {
     let err = |m: String| FilterError { expression: expression.to_string(), message: m };
+    check_words(expression).map_err(err)?;
     let live = pcap::Capture::from_device(ifname)
         .and_then(|c| c.snaplen(snaplen as i32).promisc(false).immediate_mode(true).open());
     match live {
-        Ok(cap) => {
-            let prog = cap.compile(expression, true).map_err(|e| err(e.to_string()))?;
-            to_filter(expression, &prog).ok_or_else(|| err("libpcap produced an unreadable program".into()))
-        }
+        Ok(cap) => compile_on(&cap, expression, None),
         // Without a live handle (no permission yet, odd interface) compile
         // as for an Ethernet file; the caller reports the interface error.
         Err(_) => compile(expression, wv_wire::linktype::ETHERNET, snaplen),
     }
+}
+
+fn check_words(expression: &str) -> Result<(), String> {
+    let words = expression.split_whitespace().count();
+    if words > MAX_WORDS {
+        return Err(too_large(format!("{words} words, at most {MAX_WORDS}")));
+    }
+    Ok(())
+}
+
+fn too_large(what: String) -> String {
+    format!(
+        "the expression is too large ({what}): libpcap's optimiser would take minutes on it (tcpdump's too); \
+         use ranges (net 10.0.0.0/22, portrange 1000-2000) or split it into several queries"
+    )
+}
+
+/// Compiles on `cap`: first without the optimiser (time linear in the
+/// expression) to bound the program's size and, for a savefile of `dlt`,
+/// refuse live-only metadata; then optimised, as tcpdump does.
+fn compile_on<T: pcap::Activated + ?Sized>(
+    cap: &pcap::Capture<T>,
+    expression: &str,
+    savefile_dlt: Option<i32>,
+) -> Result<Filter, FilterError> {
+    let err = |m: String| FilterError { expression: expression.to_string(), message: m };
+    let raw = cap.compile(expression, false).map_err(|e| err(e.to_string()))?;
+    let insns = raw.get_instructions();
+    if insns.len() > MAX_UNOPTIMISED_INSNS {
+        return Err(err(too_large(format!(
+            "{} BPF instructions before optimisation, at most {MAX_UNOPTIMISED_INSNS}",
+            insns.len()
+        ))));
+    }
+    if let Some(dlt) = savefile_dlt {
+        let raw = to_filter(expression, &raw).ok_or_else(|| err("libpcap produced an unreadable program".into()))?;
+        if let Some(what) = live_only_metadata(&raw.program) {
+            // libpcap's own words when it compiles for a savefile (tcpdump -r).
+            return Err(err(format!(
+                "{what} not supported on {} when reading savefiles",
+                pcap::Linktype(dlt).get_description().unwrap_or_else(|_| format!("DLT {dlt}"))
+            )));
+        }
+    }
+    let prog = cap.compile(expression, true).map_err(|e| err(e.to_string()))?;
+    to_filter(expression, &prog).ok_or_else(|| err("libpcap produced an unreadable program".into()))
+}
+
+/// Linux's ancillary loads (`SKF_AD_OFF + n`): packet metadata a socket
+/// filter sees but a stored packet does not have. libpcap emits them for a
+/// handle without a savefile; `tcpdump -r` refuses the primitive instead.
+fn live_only_metadata(program: &[Insn]) -> Option<&'static str> {
+    const SKF_AD_OFF: u32 = 0xffff_f000; // -0x1000
+    const SKF_AD_PKTTYPE: u32 = 4;
+    const SKF_AD_IFINDEX: u32 = 8;
+    const BPF_LD_ABS: u16 = 0x20; // BPF_LD | BPF_ABS, any size
+    let all: Vec<u32> =
+        program.iter().filter(|i| i.code & 0xe7 == BPF_LD_ABS && i.k >= SKF_AD_OFF).map(|i| i.k - SKF_AD_OFF).collect();
+    if all.is_empty() {
+        return None;
+    }
+    Some(if all.contains(&SKF_AD_PKTTYPE) {
+        "inbound/outbound"
+    } else if all.contains(&SKF_AD_IFINDEX) {
+        "ifindex"
+    } else {
+        "live-capture metadata"
+    })
 }
 
 fn to_filter(expression: &str, prog: &pcap::BpfProgram) -> Option<Filter> {
@@ -75,5 +163,41 @@ mod tests {
         assert!(f.program.len() > 5);
         let e = compile("udp prot 53", 1, 262_144).unwrap_err();
         assert!(e.to_string().contains("syntax error"), "{e}");
+    }
+
+    #[test]
+    fn raw_ip_files_compile_as_dlt_raw() {
+        // LINKTYPE_RAW (101) was handed to libpcap as a DLT: "unknown data link type 101".
+        let f = compile("udp port 53", wv_wire::linktype::RAW, 262_144).unwrap();
+        let mut pkt = [0u8; 28];
+        pkt[0] = 0x45;
+        pkt[9] = 17;
+        pkt[22..24].copy_from_slice(&53u16.to_be_bytes());
+        assert!(f.matches(&pkt, 28));
+        pkt[9] = 6;
+        assert!(!f.matches(&pkt, 28));
+    }
+
+    #[test]
+    fn live_only_primitives_are_refused_for_files() {
+        for (e, what) in
+            [("inbound", "inbound/outbound"), ("udp and outbound", "inbound/outbound"), ("ifindex 2", "ifindex")]
+        {
+            let m = compile(e, 1, 262_144).unwrap_err().message;
+            assert_eq!(m, format!("{what} not supported on Ethernet when reading savefiles"));
+        }
+    }
+
+    #[test]
+    fn huge_expressions_are_refused_quickly() {
+        let hosts: Vec<String> = (0..1000).map(|i| format!("host 10.0.{}.{}", i / 250, i % 250)).collect();
+        let t = std::time::Instant::now();
+        let e = compile(&hosts.join(" or "), 1, 262_144).unwrap_err();
+        assert!(e.message.contains("too large"), "{}", e.message);
+        let ports: Vec<String> = (0..500).map(|i| format!("port {}", i + 1)).collect();
+        let e = compile(&ports.join(" or "), 1, 262_144).unwrap_err();
+        assert!(e.message.contains("too large"), "{}", e.message);
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(compile(&hosts[..100].join(" or "), 1, 262_144).is_ok());
     }
 }

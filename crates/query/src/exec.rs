@@ -13,11 +13,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use wv_index::catalog::{self, Entry};
 use wv_index::{IndexError, IndexReader, KeyClass};
-use wv_wire::reader::Reader;
+use wv_wire::reader::{Packet, Reader};
 
 /// What to select.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +55,12 @@ pub enum QueryError {
     MixedLinktypes { first: u32, other: u32 },
     #[error("cannot write the output: {0}")]
     Output(#[source] io::Error),
+    #[error("cannot read {}: permission denied; run as a user that may read the store (its owner, or a member of its group)", path.display())]
+    PermissionDenied { path: PathBuf },
+    #[error("{} is not a regular file (a FIFO, device or directory); give a store directory or a capture file", path.display())]
+    NotRegular { path: PathBuf },
+    #[error("refusing to write {}: it is inside the store {} or is one of its stored files; write the output elsewhere", out.display(), store.display())]
+    OutputInStore { out: PathBuf, store: PathBuf },
 }
 
 impl QueryError {
@@ -80,6 +87,12 @@ pub struct Report {
     pub blocks_total: u64,
     /// Capture files still being written (`*.part`), not included.
     pub part_files: usize,
+    /// A process holds the store's writer lock: the `.part` files are being
+    /// recorded (otherwise a crash left them and `repair` is due).
+    pub recording: bool,
+    /// Catalogued files skipped in whole or in part because they are
+    /// missing, shorter than catalogued or unreadable (each has a warning).
+    pub damaged: usize,
     /// Problems that did not stop the query (unreadable tails, bad indexes).
     pub warnings: Vec<String>,
 }
@@ -90,6 +103,9 @@ pub enum Sink<'a> {
     Count,
     /// Write a nanosecond pcap file.
     Pcap(&'a mut dyn Write),
+    /// Write a nanosecond pcap stream from a second thread: for a pipe or
+    /// socket, whose copy into the kernel then overlaps with the query.
+    PcapThreaded(&'a mut (dyn Write + Send)),
 }
 
 /// A query that has been validated: the expression compiles and the store opens.
@@ -106,6 +122,9 @@ pub struct Prepared {
     /// What reading the catalog found wrong (damaged, duplicated, rejected
     /// lines, missing or uncataloged files), reported with the query's warnings.
     catalog_warnings: Vec<String>,
+    recording: bool,
+    /// A single capture file, not a store directory.
+    single: bool,
 }
 
 impl Prepared {
@@ -116,19 +135,30 @@ impl Prepared {
 }
 
 fn compile(expr: &str, linktype: u32) -> Result<ExactFilter, QueryError> {
-    ExactFilter::compile(expr, linktype)
-        .map_err(|CompileError { message }| QueryError::BadExpression { expr: expr.to_string(), message })
+    ExactFilter::compile(expr, linktype).map_err(|CompileError { message }| QueryError::BadExpression {
+        expr: wv_capture::filter::shown(expr),
+        message,
+    })
 }
 
 /// Opens the store, compiles the expression for every link type in it.
 pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     let path = query.store.clone();
-    let meta = std::fs::metadata(&path).map_err(|e| QueryError::Io { path: path.clone(), source: e })?;
+    let io_err = |path: &Path, e: io::Error| match e.kind() {
+        io::ErrorKind::PermissionDenied => QueryError::PermissionDenied { path: path.to_path_buf() },
+        _ => QueryError::Io { path: path.to_path_buf(), source: e },
+    };
+    let meta = std::fs::metadata(&path).map_err(|e| io_err(&path, e))?;
+    let single = !meta.is_dir();
     let mut catalog_warnings = Vec::new();
     let mut store_dir = None;
     let (root, entries, part_files) = if meta.is_dir() {
-        if !path.join(catalog::CATALOG_FILE).exists() {
-            return Err(QueryError::NotAStore { path });
+        let cat = path.join(catalog::CATALOG_FILE);
+        match std::fs::metadata(&cat) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return Err(QueryError::NotAStore { path }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(QueryError::NotAStore { path }),
+            Err(e) => return Err(io_err(&cat, e)),
         }
         let io = |source| QueryError::Io { path: path.join(catalog::CATALOG_FILE), source };
         // Entries whose paths could leave the store are rejected here, with a warning.
@@ -138,9 +168,17 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         store_dir = Some(wv_sys::fs::Dir::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?);
         let parts = count_part_files(&path);
         (path, read.entries, parts)
+    } else if !meta.is_file() {
+        // Opening a FIFO would block until a writer comes.
+        return Err(QueryError::NotRegular { path });
     } else {
-        single_file_entry(&path)?
+        single_file_entry(&path).map_err(|e| match e {
+            QueryError::Io { path, source } => io_err(&path, source),
+            e => e,
+        })?
     };
+    let recording =
+        part_files > 0 && !single && matches!(wv_store::lock::state(&root), Ok(wv_store::lock::LockState::Held { .. }));
     let mut filters = HashMap::new();
     let mut linktypes: Vec<u32> = entries.iter().map(|e| e.linktype).collect();
     linktypes.sort_unstable();
@@ -152,7 +190,7 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         filters.insert(lt, compile(&query.expr, lt)?);
     }
     let plan = crate::expr::plan(&query.expr);
-    Ok(Prepared { query, entries, root, filters, plan, part_files, store_dir, catalog_warnings })
+    Ok(Prepared { query, entries, root, filters, plan, part_files, store_dir, catalog_warnings, recording, single })
 }
 
 /// A single capture file as a one-entry store (its index beside it, if any).
@@ -223,42 +261,73 @@ struct Cursor {
 impl Cursor {
     /// Moves to the next packet that is in the time range and passes the
     /// filter. False at the end of the file (or at an unreadable record,
-    /// which is reported in `warnings`, as tcpdump stops there).
+    /// which is reported as a warning and counted as damage, as tcpdump
+    /// stops there).
     fn advance(
         &mut self,
         from: u64,
         to: u64,
         expr: &str,
         filters: &mut HashMap<u32, ExactFilter>,
-        warnings: &mut Vec<String>,
+        report: &mut Report,
     ) -> Result<bool, QueryError> {
-        loop {
-            let p = match self.reader.next_packet() {
-                Ok(Some(p)) => p,
-                Ok(None) => return Ok(false),
-                Err(e) => {
-                    warnings.push(format!("{}: {e}", self.path.display()));
-                    return Ok(false);
-                }
-            };
-            if p.ts_ns < from || p.ts_ns >= to {
-                continue;
+        let Cursor { reader, path, head } = self;
+        scan(reader, path, from, to, expr, filters, report, |p, _| {
+            head.set(p);
+            Ok(false)
+        })
+    }
+}
+
+impl Head {
+    fn set(&mut self, p: &Packet<'_>) {
+        self.ts_ns = p.ts_ns;
+        self.origlen = p.origlen;
+        self.linktype = p.linktype;
+        self.data.clear();
+        self.data.extend_from_slice(p.data);
+    }
+}
+
+/// Hands each packet of `reader` in `[from, to)` that passes the filter to
+/// `f`, which returns whether to go on. True if `f` stopped the scan, false
+/// at the end of the file (or at an unreadable record, which is reported as
+/// a warning and counted as damage, as tcpdump stops there).
+#[allow(clippy::too_many_arguments)]
+fn scan(
+    reader: &mut Reader<RangeRead>,
+    path: &Path,
+    from: u64,
+    to: u64,
+    expr: &str,
+    filters: &mut HashMap<u32, ExactFilter>,
+    report: &mut Report,
+    mut f: impl FnMut(&Packet<'_>, &mut Report) -> Result<bool, QueryError>,
+) -> Result<bool, QueryError> {
+    loop {
+        let p = match reader.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(false),
+            Err(e) => {
+                report.warnings.push(format!("{}: {e}; the rest of this file is skipped", path.display()));
+                report.damaged += 1;
+                return Ok(false);
             }
-            let f = match filters.get(&p.linktype) {
-                Some(f) => f,
-                None => {
-                    let f = compile(expr, p.linktype)?;
-                    filters.entry(p.linktype).or_insert(f)
-                }
-            };
-            if !f.matches(p.data, p.origlen) {
-                continue;
+        };
+        if p.ts_ns < from || p.ts_ns >= to {
+            continue;
+        }
+        let filt = match filters.get(&p.linktype) {
+            Some(x) => x,
+            None => {
+                let x = compile(expr, p.linktype)?;
+                filters.entry(p.linktype).or_insert(x)
             }
-            self.head.ts_ns = p.ts_ns;
-            self.head.origlen = p.origlen;
-            self.head.linktype = p.linktype;
-            self.head.data.clear();
-            self.head.data.extend_from_slice(p.data);
+        };
+        if !filt.matches(p.data, p.origlen) {
+            continue;
+        }
+        if !f(&p, report)? {
             return Ok(true);
         }
     }
@@ -360,9 +429,82 @@ fn union(a: &[u32], b: &[u32]) -> Vec<u32> {
     out
 }
 
+/// Bytes handed to the output thread at a time (fewer hand-offs, fewer
+/// wake-ups: each costs a futex call and a context switch).
+const OUT_CHUNK: usize = 1 << 20;
+/// Room for one more record of the largest snapshot length beyond a chunk
+/// (a record of an odd file beyond that grows a buffer once).
+const OUT_CAP: usize = OUT_CHUNK + wv_wire::MAX_SNAPLEN as usize + wv_wire::pcap::RECORD_HEADER_LEN;
+
+/// Output buffers passed to a writer thread: the query fills one while the
+/// thread writes another, so the copy into a pipe (or the page cache)
+/// overlaps with reading and filtering instead of adding to it. Three
+/// buffers circulate; none is allocated after the start.
+struct Chunks {
+    cur: Vec<u8>,
+    tx: Option<SyncSender<Vec<u8>>>,
+    back: Receiver<Vec<u8>>,
+}
+
+/// The writer thread went away: its own error is reported after the join.
+fn writer_gone() -> io::Error {
+    io::Error::other("the output thread stopped")
+}
+
+impl Chunks {
+    fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        if self.cur.len() + b.len() > self.cur.capacity() {
+            self.hand_off()?;
+        }
+        self.cur.extend_from_slice(b);
+        if self.cur.len() >= OUT_CHUNK {
+            self.hand_off()?;
+        }
+        Ok(())
+    }
+
+    fn hand_off(&mut self) -> io::Result<()> {
+        if self.cur.is_empty() {
+            return Ok(());
+        }
+        let next = self.back.recv().map_err(|_| writer_gone())?;
+        let full = std::mem::replace(&mut self.cur, next);
+        self.tx.as_ref().ok_or_else(writer_gone)?.send(full).map_err(|_| writer_gone())
+    }
+
+    /// Hands off the last bytes and ends the thread's input.
+    fn finish(&mut self) -> io::Result<()> {
+        let r = self.hand_off();
+        self.tx = None;
+        r
+    }
+}
+
+/// Where [`PcapOut`] puts its bytes.
+enum OutBytes<'a> {
+    Inline(io::BufWriter<&'a mut dyn Write>),
+    Chunks(Chunks),
+}
+
+impl OutBytes<'_> {
+    #[inline]
+    fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        match self {
+            OutBytes::Inline(w) => w.write_all(b),
+            OutBytes::Chunks(c) => c.write_all(b),
+        }
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        match self {
+            OutBytes::Inline(w) => w.flush(),
+            OutBytes::Chunks(c) => c.finish(),
+        }
+    }
+}
+
 /// Writes a little-endian nanosecond pcap stream.
 struct PcapOut<'a> {
-    w: io::BufWriter<&'a mut dyn Write>,
+    w: OutBytes<'a>,
     linktype: Option<u32>,
     snaplen: u32,
 }
@@ -375,28 +517,67 @@ impl PcapOut<'_> {
         self.w.write_all(&h)
     }
     fn packet(&mut self, h: &Head) -> Result<(), QueryError> {
+        self.record(h.ts_ns, h.origlen, h.linktype, &h.data)
+    }
+    #[inline]
+    fn record(&mut self, ts_ns: u64, origlen: u32, linktype: u32, data: &[u8]) -> Result<(), QueryError> {
         match self.linktype {
-            None => self.header(h.linktype).map_err(QueryError::Output)?,
-            Some(lt) if lt != h.linktype => {
-                return Err(QueryError::MixedLinktypes { first: lt, other: h.linktype });
+            None => self.header(linktype).map_err(QueryError::Output)?,
+            Some(lt) if lt != linktype => {
+                return Err(QueryError::MixedLinktypes { first: lt, other: linktype });
             }
             Some(_) => {}
         }
         let mut rh = [0u8; wv_wire::pcap::RECORD_HEADER_LEN];
-        wv_wire::pcap::emit_record_header(&mut rh, h.ts_ns, h.data.len() as u32, h.origlen);
+        wv_wire::pcap::emit_record_header(&mut rh, ts_ns, data.len() as u32, origlen);
         self.w.write_all(&rh).map_err(QueryError::Output)?;
-        self.w.write_all(&h.data).map_err(QueryError::Output)
+        self.w.write_all(data).map_err(QueryError::Output)
     }
 }
 
-/// Runs a prepared query into `sink`.
-pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
+/// Runs a prepared query into `sink`. With [`Sink::PcapThreaded`] a second
+/// thread writes (see [`Chunks`]); its error, if any, is the one reported.
+pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
+    let w = match sink {
+        Sink::Count => return run_into(p, None),
+        Sink::Pcap(w) => return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w)))),
+        Sink::PcapThreaded(w) => w,
+    };
+    std::thread::scope(|s| {
+        let (tx, rx) = sync_channel::<Vec<u8>>(1);
+        let (back_tx, back) = sync_channel::<Vec<u8>>(3);
+        for _ in 0..2 {
+            let _ = back_tx.send(Vec::with_capacity(OUT_CAP));
+        }
+        let writer = std::thread::Builder::new()
+            .name("wv-query-out".into())
+            .spawn_scoped(s, move || -> io::Result<()> {
+                for mut buf in rx {
+                    w.write_all(&buf)?;
+                    buf.clear();
+                    let _ = back_tx.send(buf);
+                }
+                w.flush()
+            })
+            .map_err(QueryError::Output)?;
+        let chunks = Chunks { cur: Vec::with_capacity(OUT_CAP), tx: Some(tx), back };
+        let r = run_into(p, Some(OutBytes::Chunks(chunks)));
+        let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("the output thread panicked")));
+        match (r, written) {
+            (Err(QueryError::Output(_)), Err(e)) | (Ok(_), Err(e)) => Err(QueryError::Output(e)),
+            (r, _) => r,
+        }
+    })
+}
+
+fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, QueryError> {
     let from = p.query.from_ns.unwrap_or(0);
     let to = p.query.to_ns.unwrap_or(u64::MAX);
     let limit = p.query.limit.unwrap_or(u64::MAX);
     let mut report = Report {
         files: p.entries.len(),
         part_files: p.part_files,
+        recording: p.recording,
         warnings: std::mem::take(&mut p.catalog_warnings),
         ..Report::default()
     };
@@ -414,10 +595,7 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     let default_linktype = files.first().map_or(wv_wire::linktype::ETHERNET, |(_, e)| e.linktype);
     let snaplen = files.iter().map(|(_, e)| e.snaplen).max().filter(|s| *s > 0).unwrap_or(wv_wire::MAX_SNAPLEN);
 
-    let mut out = match sink {
-        Sink::Count => None,
-        Sink::Pcap(w) => Some(PcapOut { w: io::BufWriter::with_capacity(1 << 20, w), linktype: None, snaplen }),
-    };
+    let mut out = bytes.map(|w| PcapOut { w, linktype: None, snaplen });
     let mut cursors: Vec<Cursor> = Vec::new();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let mut next = 0;
@@ -431,7 +609,7 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
             else {
                 continue;
             };
-            if c.advance(from, to, &expr, &mut p.filters, &mut report.warnings)? {
+            if c.advance(from, to, &expr, &mut p.filters, &mut report)? {
                 heap.push(Reverse((c.head.ts_ns, cursors.len())));
             }
             cursors.push(c);
@@ -444,7 +622,28 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
         if let Some(o) = out.as_mut() {
             o.packet(&c.head)?;
         }
-        if c.advance(from, to, &expr, &mut p.filters, &mut report.warnings)? {
+        let more = if heap.is_empty() {
+            // The only file with packets ahead, until the next file starts:
+            // write its packets straight from the reader's buffer (no copy
+            // into `head`, no heap). The first packet at or past the next
+            // file's start, or past the limit, goes back to the merge.
+            let bound = files.get(next).map_or(u64::MAX, |(_, e)| e.first_ns);
+            let Cursor { reader, path, head } = c;
+            scan(reader, path, from, to, &expr, &mut p.filters, &mut report, |pk, report| {
+                if pk.ts_ns >= bound || report.matched >= limit {
+                    head.set(pk);
+                    return Ok(false);
+                }
+                report.matched += 1;
+                if let Some(o) = out.as_mut() {
+                    o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?;
+                }
+                Ok(true)
+            })?
+        } else {
+            c.advance(from, to, &expr, &mut p.filters, &mut report)?
+        };
+        if more {
             heap.push(Reverse((c.head.ts_ns, ci)));
         } else {
             // Release the reader's buffer; the slot keeps heap indices valid.
@@ -455,7 +654,7 @@ pub fn run(mut p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
         if o.linktype.is_none() {
             o.header(default_linktype).map_err(QueryError::Output)?;
         }
-        o.w.flush().map_err(QueryError::Output)?;
+        o.w.finish().map_err(QueryError::Output)?;
     }
     Ok(report)
 }
@@ -472,12 +671,42 @@ fn open_cursor(
     report: &mut Report,
 ) -> Result<Option<Cursor>, QueryError> {
     let path = root.join(&e.file);
-    // A store's files are opened beneath it, following no symlink.
-    let open = |rel: &str| match store_dir {
-        Some(d) => d.open_file(rel, wv_sys::fs::Open::Read, 0),
-        None => File::open(root.join(rel)),
+    // A damaged store still answers: a missing, short or unreadable file is
+    // skipped (in part) with a warning naming it, and counted.
+    let damaged = |report: &mut Report, why: String| {
+        report.warnings.push(format!("{}: {why}", path.display()));
+        report.damaged += 1;
     };
-    let file = open(&e.file).map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
+    // A store's files are opened beneath it, following no symlink.
+    // O_NONBLOCK: a FIFO planted in place of a capture must not make the
+    // open wait for a writer (no effect on regular files).
+    let open = |rel: &str| match store_dir {
+        Some(d) => d.open_file(rel, wv_sys::fs::Open::Read, libc::O_NONBLOCK),
+        None => {
+            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(root.join(rel))
+        }
+    };
+    let file = match open(&e.file) {
+        Ok(f) => f,
+        Err(err) => {
+            damaged(report, format!("{err}; skipped (run `wirevault repair` on the store)"));
+            return Ok(None);
+        }
+    };
+    match file.metadata() {
+        Ok(m) if !m.is_file() => {
+            damaged(report, "not a regular file; skipped".to_string());
+            return Ok(None);
+        }
+        Ok(m) if m.len() < e.bytes && e.packets != u64::MAX => {
+            damaged(report, format!("{} bytes, {} catalogued; packets past its end are missing", m.len(), e.bytes))
+        }
+        Ok(_) => {}
+        Err(err) => {
+            damaged(report, format!("{err}; skipped"));
+            return Ok(None);
+        }
+    }
     let mut ranges = vec![(0u64, u64::MAX)];
     let mut prefix = Vec::new();
     let mut indexed = false;
@@ -501,8 +730,13 @@ fn open_cursor(
             Ok((idx, cand)) => {
                 let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || b.min_ts >= to);
                 if cand.is_some() || time_narrows {
-                    let (pre, r) = block_ranges(&file, &idx, cand.as_deref(), from, to, report)
-                        .map_err(|err| QueryError::Io { path: path.clone(), source: err })?;
+                    let (pre, r) = match block_ranges(&file, &idx, cand.as_deref(), from, to, report) {
+                        Ok(x) => x,
+                        Err(err) => {
+                            damaged(report, format!("{err}; skipped"));
+                            return Ok(None);
+                        }
+                    };
                     prefix = pre;
                     ranges = r;
                     indexed = true;
@@ -526,7 +760,7 @@ fn open_cursor(
             Ok(Some(Cursor { reader, path, head: Head { ts_ns: 0, origlen: 0, linktype: 0, data: Vec::new() } }))
         }
         Err(err) => {
-            report.warnings.push(format!("{}: {err}", path.display()));
+            damaged(report, format!("{err}; skipped"));
             Ok(None)
         }
     }
@@ -580,6 +814,74 @@ fn block_ranges(
         None => (0..blocks.len()).for_each(&mut push),
     }
     Ok((prefix, ranges))
+}
+
+/// Refuses an output path that is the store, lies inside it, or is one of
+/// its stored files under another name (a hard link): writing it would
+/// truncate recorded packets. Compared by device and inode, not by name:
+/// the target (through symlinks, as opening it would follow them) and each
+/// of its parent directories up to `/` against the store directory, and an
+/// existing target against every catalogued file and index.
+pub fn check_output(p: &Prepared, out: &Path) -> Result<(), QueryError> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |m: &std::fs::Metadata| (m.dev(), m.ino());
+    let refuse = || QueryError::OutputInStore { out: out.to_path_buf(), store: p.query.store.clone() };
+    // Where opening `out` would land: follow a final symlink (even a
+    // dangling one, which open(O_CREAT) would create the target of).
+    let mut target = out.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&target) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = std::fs::read_link(&target).map_err(QueryError::Output)?;
+                target = target.parent().unwrap_or(Path::new(".")).join(link);
+            }
+            _ => break,
+        }
+    }
+    let mut protected: Vec<(u64, u64)> = Vec::new();
+    let store_dir = if p.single { None } else { std::fs::metadata(&p.root).ok().map(|m| id(&m)) };
+    protected.extend(store_dir);
+    let files = p.entries.iter().flat_map(|e| std::iter::once(e.file.as_str()).chain(e.index.as_deref()));
+    protected.extend(files.filter_map(|f| std::fs::metadata(p.root.join(f)).ok()).map(|m| id(&m)));
+    if !p.single {
+        // Everything else the store holds (catalog, stats, `.part` files),
+        // two levels deep as the layout is: a hard link to any is refused too.
+        let mut dirs = vec![p.root.clone()];
+        let mut i = 0;
+        while i < dirs.len() {
+            if let Ok(rd) = std::fs::read_dir(&dirs[i]) {
+                for ent in rd.flatten() {
+                    let Ok(m) = ent.metadata() else { continue };
+                    if m.is_dir() && i == 0 {
+                        dirs.push(ent.path());
+                    } else if m.is_file() {
+                        protected.push(id(&m));
+                    }
+                }
+            }
+            i += 1;
+        }
+    }
+    if let Ok(m) = std::fs::metadata(&target) {
+        if protected.contains(&id(&m)) {
+            return Err(refuse());
+        }
+    }
+    if let Some(store) = store_dir {
+        let parent = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        // A parent that does not exist: creating the output fails anyway.
+        if let Ok(dir) = std::fs::canonicalize(&parent) {
+            for d in dir.ancestors() {
+                if std::fs::metadata(d).is_ok_and(|m| id(&m) == store) {
+                    return Err(refuse());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

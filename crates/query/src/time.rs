@@ -4,17 +4,42 @@
 //! time relative to now (`now`, `10m ago`, `2h ago`, `1.5d ago`; units
 //! `ns us ms s m h d w`).
 
-/// A time that could not be understood; the message is one sentence.
+/// A time that could not be understood, or one outside what a store can
+/// hold (1970 to 2554: nanoseconds since the epoch in a u64); the message is
+/// one sentence.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
-#[error("cannot read time '{input}': {reason}; use RFC 3339 (2026-11-22T10:15:00Z), epoch seconds (1763806500.25) or a relative time (10m ago)")]
 pub struct TimeError {
     pub input: String,
-    pub reason: &'static str,
+    pub reason: String,
+    /// The form was understood but the time is before 1970 or after 2554.
+    pub out_of_range: bool,
 }
+
+impl std::fmt::Display for TimeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.out_of_range {
+            write!(
+                f,
+                "time '{}' is out of range: {}; times go from 1970-01-01T00:00:00Z to 2554-07-21T23:34:33Z",
+                self.input, self.reason
+            )
+        } else {
+            write!(
+                f,
+                "cannot read time '{}': {}; use RFC 3339 (2026-11-22T10:15:00Z), epoch seconds (1763806500.25) or a relative time (10m ago)",
+                self.input, self.reason
+            )
+        }
+    }
+}
+
+const BEFORE_1970: &str = "it lies before 1970";
+const AFTER_2554: &str = "it lies after 2554";
 
 /// Parses `s` into nanoseconds since the epoch; `now_ns` anchors relative times.
 pub fn parse_time(s: &str, now_ns: u64) -> Result<u64, TimeError> {
-    let err = |reason| TimeError { input: s.to_string(), reason };
+    let err = |reason: &str| TimeError { input: s.to_string(), reason: reason.to_string(), out_of_range: false };
+    let range = |reason: &str| TimeError { input: s.to_string(), reason: reason.to_string(), out_of_range: true };
     let t = s.trim();
     if t.is_empty() {
         return Err(err("it is empty"));
@@ -23,16 +48,33 @@ pub fn parse_time(s: &str, now_ns: u64) -> Result<u64, TimeError> {
         return Ok(now_ns);
     }
     if let Some(rest) = t.strip_suffix("ago") {
-        let d = parse_duration(rest.trim()).ok_or_else(|| err("the relative time is not a number and a unit"))?;
-        return now_ns.checked_sub(d).ok_or_else(|| err("it lies before 1970"));
+        let d = match parse_duration(rest.trim()) {
+            Some(Some(d)) => d,
+            Some(None) => return Err(range("the duration is longer than the time since 1970")),
+            None => return Err(err("the relative time is not a number and a unit")),
+        };
+        return now_ns.checked_sub(d).ok_or_else(|| range(BEFORE_1970));
+    }
+    // A negative epoch (`-5`, `-1.5`) is a number, but before 1970.
+    if let Some(neg) = t.strip_prefix('-') {
+        if !neg.is_empty() && neg.bytes().all(|b| b.is_ascii_digit() || b == b'.') && neg.bytes().any(|b| b != b'.') {
+            return Err(range(BEFORE_1970));
+        }
     }
     if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return parse_epoch(t).ok_or_else(|| err("the epoch seconds are not a number"));
+        return match parse_epoch(t) {
+            Some(Some(ns)) => Ok(ns),
+            Some(None) => Err(range(AFTER_2554)),
+            None => Err(err("the epoch seconds are not a number")),
+        };
     }
-    parse_rfc3339(t).map_err(err)
+    parse_rfc3339(t)
+        .map_err(|reason| if reason == BEFORE_1970 || reason == AFTER_2554 { range(reason) } else { err(reason) })
 }
 
-fn parse_epoch(t: &str) -> Option<u64> {
+/// Epoch seconds with an optional fraction: `None` if not a number,
+/// `Some(None)` if past what a u64 of nanoseconds holds.
+fn parse_epoch(t: &str) -> Option<Option<u64>> {
     let (int, frac) = match t.split_once('.') {
         Some((i, f)) => (i, f),
         None => (t, ""),
@@ -40,8 +82,19 @@ fn parse_epoch(t: &str) -> Option<u64> {
     if int.is_empty() && frac.is_empty() {
         return None;
     }
-    let secs: u64 = if int.is_empty() { 0 } else { int.parse().ok()? };
-    secs.checked_mul(1_000_000_000)?.checked_add(parse_frac(frac)?)
+    if !int.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let frac = parse_frac(frac)?;
+    let secs: u64 = if int.is_empty() {
+        0
+    } else {
+        match int.parse() {
+            Ok(v) => v,
+            Err(_) => return Some(None), // all digits: too many of them
+        }
+    };
+    Some(secs.checked_mul(1_000_000_000).and_then(|ns| ns.checked_add(frac)))
 }
 
 /// Parses decimal fraction digits into nanoseconds (digits past the ninth are dropped).
@@ -56,8 +109,9 @@ fn parse_frac(f: &str) -> Option<u64> {
     Some(ns)
 }
 
-/// `10m`, `1.5h`, `30 s`, `250ms` → nanoseconds.
-fn parse_duration(s: &str) -> Option<u64> {
+/// `10m`, `1.5h`, `30 s`, `250ms` → nanoseconds; `Some(None)` if longer
+/// than a u64 of nanoseconds holds.
+fn parse_duration(s: &str) -> Option<Option<u64>> {
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
     let (num, unit) = s.split_at(split);
     let unit = unit.trim();
@@ -74,7 +128,10 @@ fn parse_duration(s: &str) -> Option<u64> {
     };
     let n: f64 = num.parse().ok()?;
     let v = n * mult;
-    (0.0..1.8e19).contains(&v).then_some(v as u64)
+    if !v.is_finite() || v < 0.0 {
+        return None;
+    }
+    Some((v < 1.8e19).then_some(v as u64))
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
@@ -87,6 +144,32 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
 }
+
+fn days_in_month(y: u32, m: u32) -> u32 {
+    match m {
+        2 if y.is_multiple_of(4) && (!y.is_multiple_of(100) || y.is_multiple_of(400)) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Why a day does not exist, per month (the date would otherwise roll over:
+/// February 30 into March 2).
+const NO_SUCH_DAY: [&str; 12] = [
+    "January has 31 days",
+    "February has 28 days (29 in leap years)",
+    "March has 31 days",
+    "April has 30 days",
+    "May has 31 days",
+    "June has 30 days",
+    "July has 31 days",
+    "August has 31 days",
+    "September has 30 days",
+    "October has 31 days",
+    "November has 30 days",
+    "December has 31 days",
+];
 
 fn num(s: &str, len: usize) -> Option<u32> {
     (s.len() == len && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
@@ -103,8 +186,11 @@ fn parse_rfc3339(t: &str) -> Result<u64, &'static str> {
     if &date[4..5] != "-" || &date[7..8] != "-" {
         return Err(bad);
     }
-    if !(1..=12).contains(&m) || d == 0 || d > 31 {
-        return Err("the date is out of range");
+    if !(1..=12).contains(&m) {
+        return Err("the month is not 01 to 12");
+    }
+    if d == 0 || d > days_in_month(y, m) {
+        return Err(NO_SUCH_DAY[m as usize - 1]);
     }
     let days = days_from_civil(i64::from(y), m, d);
     let mut secs = days * 86_400;
@@ -151,9 +237,9 @@ fn parse_rfc3339(t: &str) -> Result<u64, &'static str> {
         }
     }
     if secs < 0 {
-        return Err("it lies before 1970");
+        return Err(BEFORE_1970);
     }
-    (secs as u64).checked_mul(1_000_000_000).and_then(|ns| ns.checked_add(frac_ns)).ok_or("it lies after 2554")
+    (secs as u64).checked_mul(1_000_000_000).and_then(|ns| ns.checked_add(frac_ns)).ok_or(AFTER_2554)
 }
 
 #[cfg(test)]
@@ -196,5 +282,47 @@ mod tests {
         // A multi-byte character across the year's end sliced mid-character.
         assert!(parse_time("202\u{20ac}-11-22", 0).is_err());
         assert!(parse_time("2\u{e9}\u{e9}\u{e9}\u{e9}", 0).is_err());
+    }
+
+    #[test]
+    fn days_that_do_not_exist_are_refused() {
+        // February 30 became March 2.
+        for d in [
+            "2025-02-30",
+            "2025-02-29T00:00:00Z",
+            "2024-02-30",
+            "2100-02-29",
+            "2024-04-31",
+            "2023-06-31T01:00:00Z",
+            "2023-11-31",
+        ] {
+            let e = parse_time(d, 0).unwrap_err();
+            assert!(!e.out_of_range && e.reason.contains(" has "), "{d}: {e}");
+        }
+        assert!(parse_time("2025-02-30", 0).unwrap_err().to_string().contains("February has 28 days"));
+        for d in ["2024-02-29", "2000-02-29", "2023-12-31", "2023-01-31", "2023-04-30"] {
+            assert!(parse_time(d, 0).is_ok(), "{d}");
+        }
+    }
+
+    #[test]
+    fn absurd_times_are_range_errors() {
+        for t in [
+            "99999999999999999999",
+            "18446744073.709551616",
+            "-5",
+            "-1.5",
+            "3000-01-01",
+            "1000000 weeks ago",
+            "1969-12-31T23:59:59Z",
+        ] {
+            let e = parse_time(t, NOW).unwrap_err();
+            assert!(e.out_of_range, "{t}: {e}");
+            assert!(e.to_string().starts_with(&format!("time '{t}' is out of range")), "{e}");
+            assert!(!e.to_string().contains("18446744073709"), "{e}");
+        }
+        assert!(!parse_time("-", NOW).unwrap_err().out_of_range);
+        assert!(!parse_time("1.2.3", NOW).unwrap_err().out_of_range);
+        assert_eq!(parse_time("18446744073.709551615", NOW), Ok(u64::MAX));
     }
 }

@@ -9,4 +9,5 @@ pub mod cpu;
 pub mod fs;
 pub mod mem;
 pub mod netif;
+pub mod pipe;
 pub mod uring;

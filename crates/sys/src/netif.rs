@@ -10,11 +10,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::afpacket::Error;
 
-/// pcap/pcapng link type of Ethernet (also what libpcap reports for Linux loopback).
-pub const LINKTYPE_ETHERNET: u32 = 1;
-/// pcap/pcapng link type of raw IPv4/IPv6 packets without a link-layer header (`DLT_RAW` in
-/// files; libpcap's in-memory `DLT_RAW` value differs by platform, the file value is 101).
-pub const LINKTYPE_RAW: u32 = 101;
+/// pcap/pcapng link types of interfaces (one table: [`wv_wire::linktype`]).
+pub use wv_wire::linktype::{ETHERNET as LINKTYPE_ETHERNET, RAW as LINKTYPE_RAW};
 
 /// The interface index of `name` (what `if_nametoindex` returns).
 pub fn ifindex(name: &str) -> Result<u32, Error> {

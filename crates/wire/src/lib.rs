@@ -12,12 +12,7 @@ pub mod pcap;
 pub mod pcapng;
 pub mod reader;
 
-/// Link-layer header type numbers (LINKTYPE_*) used by pcap and pcapng.
-pub mod linktype {
-    pub const ETHERNET: u32 = 1;
-    pub const RAW: u32 = 101;
-    pub const LINUX_SLL: u32 = 113;
-}
+pub mod linktype;
 
 /// Largest snapshot length libpcap accepts for most link types
 /// (`MAXIMUM_SNAPLEN` in libpcap's pcap-int.h).

@@ -164,6 +164,8 @@ fn query_of_a_store_being_recorded_says_so() {
         return;
     };
     std::fs::write(store.join("stream-000/b.pcap.part"), b"partial").unwrap();
+    // A recorder holds the store's writer lock (without it, the .part is a crash's leftover).
+    let _recording = wv_store::lock::StoreLock::exclusive(store.path(), "record").unwrap();
     let out = wirevault(&["query", store.to_str().unwrap(), "--count", "--limit", "5", "udp"]);
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "5");

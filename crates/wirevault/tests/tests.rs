@@ -9,6 +9,7 @@ mod hostile_store;
 mod index_integrity;
 mod privileges;
 mod query_cli;
+mod query_hardening;
 mod record_live;
 mod record_read;
 mod record_synthetic;

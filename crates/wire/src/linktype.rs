@@ -1,0 +1,62 @@
+//! Link-layer header types: the LINKTYPE_* numbers files carry, and the
+//! one table that maps them to the DLT_* numbers libpcap's filter compiler
+//! takes (`linktype_to_dlt` in libpcap's pcap-common.c, as on Linux).
+//!
+//! Files never hold DLT_* values because some differ between systems; for
+//! most link types the two numbers are equal. Every filter compiled for a
+//! file goes through [`to_dlt`] (`tcpdump -r` does the same when it opens a
+//! savefile), so a raw-IP capture (LINKTYPE_RAW, 101) is filtered as DLT_RAW.
+
+/// Ethernet (LINKTYPE_ETHERNET = DLT_EN10MB).
+pub const ETHERNET: u32 = 1;
+/// Raw IPv4/IPv6, no link-layer header (tun interfaces, some tunnels).
+pub const RAW: u32 = 101;
+/// Linux "cooked" capture, version 1.
+pub const LINUX_SLL: u32 = 113;
+
+/// Lowest and highest LINKTYPE_* values whose DLT_* value is the same number
+/// (`LINKTYPE_MATCHING_MIN`/`MAX`; the upper end is open here, as libpcap
+/// passes unknown values through unchanged anyway).
+const MATCHING_MIN: u32 = 104;
+
+/// LINKTYPE_* → DLT_* for the values outside the matching range that differ
+/// on Linux (libpcap's `map[]`; the identical pairs below 104 are omitted).
+const MAP: &[(u32, i32)] = &[
+    (100, 11), // LINKTYPE_ATM_RFC1483 → DLT_ATM_RFC1483
+    (101, 12), // LINKTYPE_RAW → DLT_RAW
+    (102, 15), // LINKTYPE_SLIP_BSDOS → DLT_SLIP_BSDOS
+    (103, 16), // LINKTYPE_PPP_BSDOS → DLT_PPP_BSDOS
+];
+
+/// The libpcap DLT_* value for a file's LINKTYPE_* value, on Linux.
+/// Values in the matching range (104 and up, including LINKTYPE_PFSYNC 246
+/// and LINKTYPE_PKTAP 258, whose DLTs are the same numbers on Linux) and
+/// unknown values come back unchanged, as libpcap returns them.
+pub fn to_dlt(linktype: u32) -> i32 {
+    // libpcap masks the class bits of the header's link-type field (LT_LINKTYPE).
+    let lt = linktype & 0x03ff_ffff;
+    if lt >= MATCHING_MIN {
+        return lt as i32;
+    }
+    MAP.iter().find(|(l, _)| *l == lt).map_or(lt as i32, |(_, d)| *d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libpcap_mapping_on_linux() {
+        assert_eq!(to_dlt(ETHERNET), 1);
+        assert_eq!(to_dlt(0), 0); // LINKTYPE_NULL
+        assert_eq!(to_dlt(RAW), 12);
+        assert_eq!(to_dlt(100), 11);
+        assert_eq!(to_dlt(102), 15);
+        assert_eq!(to_dlt(103), 16);
+        assert_eq!(to_dlt(104), 104);
+        assert_eq!(to_dlt(LINUX_SLL), 113);
+        assert_eq!(to_dlt(228), 228); // LINKTYPE_IPV4
+        assert_eq!(to_dlt(50), 50); // LINKTYPE_PPP_HDLC
+        assert_eq!(to_dlt(RAW | 0x0400_0000), 12);
+    }
+}
