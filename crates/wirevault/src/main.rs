@@ -6,6 +6,17 @@
 
 #![deny(unsafe_code)]
 
+/// `eprintln!` that never panics: a closed or broken standard error (a
+/// recorder started with `2>&-`, or whose log reader went away) must not turn
+/// a clean stop into a panic after the files are safe. What cannot be
+/// written is dropped.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod cmd;
 
 use clap::{Parser, Subcommand};
@@ -87,7 +98,7 @@ fn main() -> ExitCode {
                 msg.push_str(": ");
                 msg.push_str(&cause.to_string());
             }
-            eprintln!("wirevault: {msg}");
+            say!("wirevault: {msg}");
             ExitCode::from(code)
         }
     }

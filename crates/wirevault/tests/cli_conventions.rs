@@ -114,6 +114,33 @@ fn closed_stdout_does_not_lose_the_recording() {
     assert_all_written_stored(&store, "closed stdout");
 }
 
+/// A broken standard error (the reader of the status lines went away) does
+/// not turn a clean stop into a panic: the status lines and the summary are
+/// dropped, the recording ends as after SIGTERM. (It panicked with exit 101
+/// in the summary's `eprintln!` before.)
+#[test]
+fn closed_stderr_does_not_lose_the_recording() {
+    let tmp = TempDir::new("closed-stderr");
+    let store = tmp.join("store");
+    let mut child = wirevault()
+        .arg("record")
+        .arg("-o")
+        .arg(&store)
+        .args(LIGHT)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(child.try_wait().unwrap().is_none(), "the recorder died when its standard error closed");
+    kill(child.id(), libc::SIGTERM);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "closed stderr: {status}");
+    assert_all_written_stored(&store, "closed stderr");
+}
+
 /// Finding 6: the synthetic source needs an end; an empty spec is refused.
 #[test]
 fn synthetic_needs_an_end() {

@@ -55,23 +55,23 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Err(e) => return Err(fail(exit::ERROR, e.to_string())),
     };
     for (p, why) in &report.rebuilt {
-        eprintln!("wirevault: {}: indexing again: {why}", p.display());
+        say!("wirevault: {}: indexing again: {why}", p.display());
     }
     for f in &report.indexed {
         if let Some(why) = &f.truncated {
-            eprintln!("wirevault: {}: indexed the {} packets before: {why}", f.index_path.display(), f.summary.packets);
+            say!("wirevault: {}: indexed the {} packets before: {why}", f.index_path.display(), f.summary.packets);
         }
     }
     for (p, why) in &report.failed {
-        eprintln!("wirevault: {}: not indexed: {why}", p.display());
+        say!("wirevault: {}: not indexed: {why}", p.display());
     }
     for f in &report.gone {
-        eprintln!("wirevault: {f}: no longer in {}; left out of its catalog", path.display());
+        say!("wirevault: {f}: no longer in {}; left out of its catalog", path.display());
     }
     let packets: u64 = report.indexed.iter().map(|f| f.summary.packets).sum();
     let idx_bytes: u64 = report.indexed.iter().map(|f| f.summary.index_bytes).sum();
     let cap_bytes: u64 = report.indexed.iter().map(|f| f.bytes).sum();
-    eprintln!(
+    say!(
         "wirevault: indexed {} file(s), {packets} packets; index {idx_bytes} bytes ({:.2}% of {cap_bytes} capture bytes){}{}",
         report.indexed.len(),
         if cap_bytes > 0 { 100.0 * idx_bytes as f64 / cap_bytes as f64 } else { 0.0 },

@@ -95,22 +95,22 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Err(e) => return Err(fail(exit::ERROR, e.to_string())),
     };
     for w in &report.warnings {
-        eprintln!("wirevault: {w}");
+        say!("wirevault: {w}");
     }
     if report.part_files > 0 && report.recording {
-        eprintln!(
+        say!(
             "wirevault: {} file(s) still being written are not included (the store is being recorded)",
             report.part_files
         );
     } else if report.part_files > 0 {
-        eprintln!(
+        say!(
             "wirevault: {} partial file(s) left by a crash are not included; run `wirevault repair {}` to keep their packets",
             report.part_files,
             args.store.display()
         );
     }
     if args.stats {
-        eprintln!(
+        say!(
             "wirevault: {} matched; files: {} in catalog, {} skipped by time, {} via index, {} scanned; blocks read {} of {}",
             report.matched,
             report.files,
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     if args.strict && report.damaged > 0 {
-        eprintln!("wirevault: --strict: {} damaged or missing file(s) in the store", report.damaged);
+        say!("wirevault: --strict: {} damaged or missing file(s) in the store", report.damaged);
         return Ok(exit::ERROR);
     }
     Ok(exit::OK)

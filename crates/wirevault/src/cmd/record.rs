@@ -336,7 +336,7 @@ fn drop_privileges(user: &str, store: &Path) -> anyhow::Result<()> {
     for skipped in chown_store(store, uid, gid)
         .map_err(|e| fail(exit::ERROR, format!("cannot hand the store {} to {user}: {e}", store.display())))?
     {
-        eprintln!("wirevault: warning: {skipped} is not part of the store layout; its owner was left as it is");
+        say!("wirevault: warning: {skipped} is not part of the store layout; its owner was left as it is");
     }
     wv_sys::cpu::switch_user(uid, gid).map_err(|e| fail(exit::ERROR, format!("cannot switch to user {user}: {e}")))?;
     Ok(())
@@ -538,7 +538,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         if let (Some(node), Some(cpus)) = (wv_sys::netif::numa_node(ifname), &p.cpus) {
             for c in cpus {
                 if wv_sys::cpu::cpu_numa_node(*c).is_some_and(|n| n != node) {
-                    eprintln!("wirevault: warning: CPU {c} is not on NUMA node {node} of {ifname}; capture will cross the interconnect");
+                    say!("wirevault: warning: CPU {c} is not on NUMA node {node} of {ifname}; capture will cross the interconnect");
                 }
             }
         }
@@ -686,10 +686,10 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         writer_shared.push(wshared);
     }
     if huge_fallback {
-        eprintln!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
+        say!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
     }
     if let Some(n) = iface_note {
-        eprintln!("wirevault: note: {n}");
+        say!("wirevault: note: {n}");
     }
 
     // Status loop.
@@ -754,13 +754,13 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     if a.json {
         out_line(&json);
     }
-    eprintln!("{}", snap.summary(elapsed, &p.store));
+    say!("{}", snap.summary(elapsed, &p.store));
     for w in &writer_shared {
         for m in w.warnings.lock().unwrap_or_else(|x| x.into_inner()).iter() {
-            eprintln!("wirevault: warning: {m}");
+            say!("wirevault: warning: {m}");
         }
         if w.direct_refused.load(Ordering::Relaxed) {
-            eprintln!("wirevault: note: the file system refused O_DIRECT; wrote through the page cache instead");
+            say!("wirevault: note: the file system refused O_DIRECT; wrote through the page cache instead");
             break;
         }
     }
@@ -768,13 +768,13 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         (f + w.retention_files.load(Ordering::Relaxed), b + w.retention_bytes.load(Ordering::Relaxed))
     });
     if rf > 0 {
-        eprintln!("wirevault: retention deleted the {rf} oldest file(s), {rb} bytes, to stay within --max-size");
+        say!("wirevault: retention deleted the {rf} oldest file(s), {rb} bytes, to stay within --max-size");
     }
     if !snap.balanced() {
-        eprintln!("wirevault: error: counters do not add up (a bug; please report it with the summary above)");
+        say!("wirevault: error: counters do not add up (a bug; please report it with the summary above)");
     }
     for pr in &problems {
-        eprintln!("wirevault: {pr}");
+        say!("wirevault: {pr}");
     }
     if let Some(e) = writer_shared.iter().find_map(|w| w.error.lock().unwrap_or_else(|x| x.into_inner()).clone()) {
         let (msg, full) = e;
@@ -851,7 +851,7 @@ impl StatsFile {
         let file = match file {
             Ok(f) => Some(f),
             Err(e) => {
-                eprintln!("wirevault: warning: {} not written: {e}", store.join(wv_store::layout::STATS).display());
+                say!("wirevault: warning: {} not written: {e}", store.join(wv_store::layout::STATS).display());
                 None
             }
         };

@@ -26,11 +26,11 @@ pub fn check_one(idx: &Path, capture: &Path) -> Result<(), String> {
 pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
     if rep.is_clean() {
         if !quiet_if_clean {
-            eprintln!("wirevault: {} is consistent; nothing to repair", store.display());
+            say!("wirevault: {} is consistent; nothing to repair", store.display());
         }
         return;
     }
-    eprintln!(
+    say!(
         "wirevault: repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s), {} duplicate catalog entr(ies) and {} entr(ies) with paths outside the store layout",
         store.display(),
         rep.recovered_files,
@@ -45,10 +45,10 @@ pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
         rep.rejected_entries
     );
     for n in &rep.notes {
-        eprintln!("wirevault: {n}");
+        say!("wirevault: {n}");
     }
     for p in &rep.problems {
-        eprintln!("wirevault: {p}");
+        say!("wirevault: {p}");
     }
 }
 
