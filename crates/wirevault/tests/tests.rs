@@ -5,6 +5,7 @@
 mod util;
 
 mod cli_conventions;
+mod hostile_live;
 mod hostile_store;
 mod index_integrity;
 mod privileges;
