@@ -14,22 +14,14 @@
 # file: 24-byte file header + 16 bytes + frame per packet); index bytes: wirevault = its *.idx
 # files; stenotype = its IDX0/ directory (LevelDB tables written when it closes its packet file).
 # "% of pcap" puts both indexes over the same pcap size (scaled to the packets each tool stored).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-BIN=${WIREVAULT:-target/release/wirevault}
-if [ ! -x "$BIN" ]; then
-  echo "building wirevault ..." >&2
-  cargo build --release -q -p wirevault
-  [ -x "$BIN" ] || BIN=${CARGO_TARGET_DIR:-target}/release/wirevault
-fi
-BIN=$(realpath "$BIN")
-HELPER="$ROOT/bench/lib/live_helper.py"
-[ "$(id -u)" = 0 ] || { echo "index_size.sh needs root (network namespaces, AF_PACKET)" >&2; exit 1; }
+# shellcheck source=bench/lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+ROOT=$BENCH_ROOT
+need_root index_size.sh
 STENOTYPE=$(command -v stenotype || echo /usr/sbin/stenotype)
-for t in trafgen ip python3 "$STENOTYPE"; do
-  command -v "$t" >/dev/null || { echo "$t is missing: run scripts/install-deps.sh" >&2; exit 1; }
-done
+need_tools trafgen ip python3 "$STENOTYPE"
+wv_binary
+HELPER="$ROOT/bench/lib/live_helper.py"
 N=${N:-500000}
 GAP=${GAP:-10us}
 MIXES=${MIXES:-"64 1514 imix"}
@@ -49,15 +41,7 @@ trap 'exit 130' INT TERM
 log() { echo "[index_size] $*" >&2; }
 mkdir -p "$WORK"
 
-ip netns add "$S"
-ip netns add "$R"
-for n in "$S" "$R"; do
-  ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-  ip netns exec "$n" ip link set lo up
-done
-ip link add vethA netns "$S" mtu 1500 type veth peer name vethB netns "$R" mtu 1500
-ip netns exec "$S" ip link set vethA up
-ip netns exec "$R" ip link set vethB up
+netns_veth_pair "$S" "$R"
 
 # One frame definition of SIZE bytes (without FCS); PROTO udp or tcp.
 frame() { # size proto
@@ -79,8 +63,8 @@ for mix in $MIXES; do
     1514) { frame 1514 udp; frame 1514 tcp; } >"$cfg" ;;
     imix)
       : >"$cfg"
-      for i in 1 2 3 4 5 6 7; do frame 60 $([ $((i % 2)) = 0 ] && echo tcp || echo udp) >>"$cfg"; done
-      for i in 1 2 3 4; do frame 594 $([ $((i % 2)) = 0 ] && echo tcp || echo udp) >>"$cfg"; done
+      for i in 1 2 3 4 5 6 7; do frame 60 "$([ $((i % 2)) = 0 ] && echo tcp || echo udp)" >>"$cfg"; done
+      for i in 1 2 3 4; do frame 594 "$([ $((i % 2)) = 0 ] && echo tcp || echo udp)" >>"$cfg"; done
       frame 1514 tcp >>"$cfg"
       ;;
     *) echo "unknown mix $mix (64, 1514, imix)" >&2; exit 1 ;;
@@ -119,7 +103,7 @@ for mix in $MIXES; do
   wait "${PIDS[1]}" || log "$mix: wirevault exited with $?"
   wait "${PIDS[0]}" 2>/dev/null || true
   PIDS=()
-  wv_pkts=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['written'])" "$out/store/stats.json")
+  wv_pkts=$(stats "$out/store/stats.json" written)
   wv_pcap=$(find "$out/store" -name '*.pcap' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
   wv_idx=$(find "$out/store" -name '*.idx' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
   st_pkts=$(python3 "$HELPER" steno "$out/steno")

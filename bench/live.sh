@@ -27,22 +27,14 @@
 #
 # Goal (issue): 1core: wirevault's CPU ns/stored packet < every peer, ideally <= 1/3 of the best;
 # contention: wirevault stores >= 99.9% of the arrived frames.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-BIN=${WIREVAULT:-target/release/wirevault}
-if [ ! -x "$BIN" ]; then
-  echo "building wirevault ..." >&2
-  cargo build --release -q -p wirevault
-  [ -x "$BIN" ] || BIN=${CARGO_TARGET_DIR:-target}/release/wirevault
-fi
-BIN=$(realpath "$BIN")
-HELPER="$ROOT/bench/lib/live_helper.py"
-[ "$(id -u)" = 0 ] || { echo "live.sh needs root (network namespaces, AF_PACKET)" >&2; exit 1; }
+# shellcheck source=bench/lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+ROOT=$BENCH_ROOT
+need_root live.sh
 [ "$(nproc)" -ge 2 ] || { echo "live.sh needs 2 CPUs" >&2; exit 1; }
-for t in trafgen ip taskset capinfos python3; do
-  command -v $t >/dev/null || { echo "$t is missing: run scripts/install-deps.sh" >&2; exit 1; }
-done
+need_tools trafgen ip taskset capinfos python3
+wv_binary
+HELPER="$ROOT/bench/lib/live_helper.py"
 
 N64=${N64:-3000000}
 N1514=${N1514:-3000000}
@@ -72,17 +64,9 @@ mkdir -p "$WORK"
 log() { echo "[live] $*" >&2; }
 
 # --- network: two namespaces, one veth pair, MTU 1500, IPv6 off, private addresses -------------
-ip netns add "$S"
-ip netns add "$R"
-for n in "$S" "$R"; do
-  ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-  ip netns exec "$n" ip link set lo up
-done
-ip link add vethA netns "$S" mtu 1500 type veth peer name vethB netns "$R" mtu 1500
+netns_veth_pair "$S" "$R"
 ip netns exec "$S" ip addr add 10.255.0.1/30 dev vethA
 ip netns exec "$R" ip addr add 10.255.0.2/30 dev vethB
-ip netns exec "$S" ip link set vethA up
-ip netns exec "$R" ip link set vethB up
 DST_MAC=02:00:00:00:00:02   # not vethB's: PACKET_OTHERHOST, dropped silently above the taps
 for sz in 64 1514; do
   pl=$((sz - 4 - 42))   # 64 B on the wire = 60 B without FCS; 1514 B is without FCS already
@@ -101,7 +85,7 @@ rxp() { ip netns exec "$R" cat /sys/class/net/vethB/statistics/rx_packets; }
 rxd() { ip netns exec "$R" cat /sys/class/net/vethB/statistics/rx_dropped; }
 txd() { ip netns exec "$S" cat /sys/class/net/vethA/statistics/tx_dropped; }
 txp() { ip netns exec "$S" cat /sys/class/net/vethA/statistics/tx_packets; }
-softnet_drops() { local s=0 a b r; while read -r a b r; do s=$((s + 0x$b)); done </proc/net/softnet_stat; echo $s; }
+softnet_drops() { local s=0 b; while read -r _ b _; do s=$((s + 0x$b)); done </proc/net/softnet_stat; echo $s; }
 
 # --- tool command lines (FILE/DIR under $OUT) ---------------------------------------------------
 tool_cmd() { # tool scenario out -> prints the command (one word per line)
@@ -149,6 +133,7 @@ run_one() { # tool size scenario
     # stenotype drops privileges to nobody:nogroup and writes PKT<thread>/ and IDX<thread>/
     mkdir -p "$out/steno/PKT0" "$out/steno/IDX0"; chown -R nobody:nogroup "$out/steno"
   fi
+  # shellcheck disable=SC2086 # TOOL_PREFIX is a command line: split into words on purpose
   ip netns exec "$R" nice -n "$NICE" "${pin[@]}" $TOOL_PREFIX python3 "$HELPER" run "$out/rusage" -- "${cmd[@]}" \
     >"$out/stdout" 2>"$out/stderr" &
   local wrapper=$!
@@ -178,9 +163,10 @@ run_one() { # tool size scenario
   fi
   local rx0 rxd0 txd0 txp0 sd0 rx1 rxd1 txd1 txp1 sd1 t0 t1 gen_out sent
   rx0=$(rxp); rxd0=$(rxd); txd0=$(txd); txp0=$(txp); sd0=$(softnet_drops)
-  t0=$(date +%s.%N)
+  t0=$(now)
+  # shellcheck disable=SC2091,SC2015 # gen_cmd prints the generator's command line, run here; "|| true" only keeps set -e quiet
   gen_out=$(cd "$WORK" && $(gen_cmd "$sz" "$sc" "$n") 2>&1 | tr -d '\r' | grep -v 'Cannot set system socket memory' || true)
-  t1=$(date +%s.%N)
+  t1=$(now)
   rx1=$(rxp); rxd1=$(rxd); txd1=$(txd); txp1=$(txp); sd1=$(softnet_drops)
   sent=$(echo "$gen_out" | awk '/packets outgoing/ {print $1; exit}')
   [ -n "$sent" ] || sent=$((txp1 - txp0))
@@ -198,7 +184,7 @@ run_one() { # tool size scenario
     sleep 0.1
   done
   if kill -0 "$TOOL_PID" 2>/dev/null; then
-    killed="still running $(python3 -c "print(round($i / 10, 1))") s after SIGINT: SIGKILLed"
+    killed="still running $(calc "round($i / 10, 1)") s after SIGINT: SIGKILLed"
     [ $idx_seen -gt 0 ] && killed="$killed (3 s after writing its index; packet file left hidden)"
     kill -KILL "$TOOL_PID" 2>/dev/null || true
   fi
@@ -222,22 +208,14 @@ run_one() { # tool size scenario
       done
       local st="$out/store/stats.json"
       if [ -f "$st" ]; then
-        extra=$(python3 - "$st" "$stored" "$((rx1 - rx0))" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); stored = int(sys.argv[2]); arrived = int(sys.argv[3])
-dr = sum(d["dropped"].values())
-probs = []
-if d.get("written") != stored:
-    probs.append(f"stats.json written={d.get('written')} but the files hold {stored}")
-if d.get("received") != d.get("written", 0) + d.get("filtered", 0) + dr:
-    probs.append("received != written+filtered+dropped")
-if not d.get("balanced", False):
-    probs.append("balanced=false")
-if d.get("received", 0) > arrived:
-    probs.append(f"received {d.get('received')} > arrived {arrived}")
-print("; ".join(probs))
-PY
-)
+        local s_written s_received s_filtered s_dropped s_balanced arrived=$((rx1 - rx0)) probs=()
+        read -r s_written s_received s_filtered s_dropped s_balanced < <(stats "$st" written=0 received=0 filtered=0 dropped=0 balanced=False)
+        [ "$s_written" = "$stored" ] || probs+=("stats.json written=$s_written but the files hold $stored")
+        [ "$s_received" = $((s_written + s_filtered + s_dropped)) ] || probs+=("received != written+filtered+dropped")
+        [ "$s_balanced" = True ] || probs+=("balanced=false")
+        [ "$s_received" -le "$arrived" ] || probs+=("received $s_received > arrived $arrived")
+        extra=$(IFS=';'; echo "${probs[*]}")
+        extra=${extra//;/; }
       else
         extra="no stats.json"
       fi
@@ -252,9 +230,9 @@ PY
   [ -n "$killed" ] && extra="${extra:+$extra; }$killed"
   [ "$rc" != 0 ] && [ -z "$killed" ] && extra="${extra:+$extra; }exit status $rc"
   local cpu
-  cpu=$(python3 -c "print(max(0.0, $usr + $sys - $startup))")
+  cpu=$(calc "max(0.0, $usr + $sys - $startup)")
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sz" "$sc" "$tool" "$sent" \
-    "$((rx1 - rx0))" "$stored" "$drops" "$cpu" "$startup" "$(python3 -c "print(round($t1 - $t0, 2))")" \
+    "$((rx1 - rx0))" "$stored" "$drops" "$cpu" "$startup" "$(calc "round($t1 - $t0, 2)")" \
     "$((rxd1 - rxd0))" "$((txd1 - txd0))" "$((sd1 - sd0))" "$extra" "$waited" "$drain" >>"$ROWS"
   log "$sc ${sz}B $tool: sent $sent arrived $((rx1 - rx0)) stored $stored cpu ${cpu}s (startup ${startup}s, warm-up ${waited}s, drain ${drain}s) drops: $drops ${extra:+[$extra]}"
   if [ -n "${KEEP_LOGS:-}" ]; then  # debugging: keep the tool's output
@@ -264,14 +242,15 @@ PY
 }
 
 # --- header and runs -----------------------------------------------------------------------------
-echo "## Live capture benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, captures in $WORK on $(findmnt -no FSTYPE -T "$WORK"))"
+echo "## Live capture benchmark ($(stamp), kernel $(uname -r), $(nproc) CPUs, captures on $(findmnt -no FSTYPE -T "$WORK"), $(revision))"
+echo
+echo "Command: \`sudo N64=$N64 N1514=$N1514 SCENARIOS=\"$SCENARIOS\" SIZES=\"$SIZES\" TOOLS=\"$TOOLS\" BUF=$BUF NICE=$NICE bench/live.sh\`"
 echo
 echo "<!-- commands (\$OUT = per-run temp dir; every tool runs as 'ip netns exec RECV nice -n $NICE [taskset -c 1 in 1core] bench/lib/live_helper.py run ... -- TOOL', 1core pins trafgen to CPU 0, contention pins nothing):"
-for sc in 1core; do
-  echo "  generator: $(gen_cmd SIZE 1core N)"
-  echo "  generator: $(gen_cmd SIZE contention N)   (udpSIZE.cfg: eth/ipv4/udp to $DST_MAC, 64 B = 60 B + FCS, 1514 B)"
-  for t in $TOOLS; do echo "  $t: $(tool_cmd "$t" "$sc" '$OUT' | tr '\n' ' ')"; done
-done
+echo "  generator: $(gen_cmd SIZE 1core N)"
+echo "  generator: $(gen_cmd SIZE contention N)   (udpSIZE.cfg: eth/ipv4/udp to $DST_MAC, 64 B = 60 B + FCS, 1514 B)"
+# shellcheck disable=SC2016 # $OUT is printed as it is
+for t in $TOOLS; do echo "  $t: $(tool_cmd "$t" 1core '$OUT' | tr '\n' ' ')"; done
 echo "  wirevault (contention): same without --cpus; versions: $(tcpdump --version 2>&1 | head -1), $(dumpcap -v 2>&1 | head -1 | cut -c1-40), $(netsniff-ng -v 2>&1 | head -1), $(trafgen -v 2>&1 | head -1), stenographer $(dpkg-query -W -f '${Version}' stenographer 2>/dev/null || echo '?')"
 echo "-->"
 echo

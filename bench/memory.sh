@@ -11,12 +11,12 @@
 # Prints a Markdown table: peak VmRSS (sampled every 0.2 s), what is above the
 # arena, packets written and dropped. Target (issue "Record"): resident memory
 # near the configured buffer plus a small constant.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 DIR=${1:-./bench-mem}
 BUFFER=${2:-1G}
-BIN=${WIREVAULT:-${CARGO_TARGET_DIR:-target}/release/wirevault}
-[ -n "${WIREVAULT:-}" ] || cargo build --release -q -p wirevault
+wv_binary
+need_tools python3
 CASES=${CASES:-"64u 64p imix"}
 PACED=${SECONDS_PACED:-40}
 mkdir -p "$DIR"
@@ -32,26 +32,28 @@ run() { # name args...
   "$BIN" record -o "$store" --buffer "$BUFFER" --max-size 8G -q "$@" 2>"$DIR/err" &
   local pid=$! max=0 r
   while kill -0 "$pid" 2>/dev/null; do
-    r=$(awk '/VmRSS/{print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    r=$(rss_kib "$pid")
     if [ -n "$r" ] && [ "$r" -gt "$max" ]; then max=$r; fi
     sleep 0.2
   done
   local rc=0
   wait "$pid" || rc=$?
-  python3 - "$name" "$store/stats.json" "$max" "$buffer_mib" "$rc" <<'PY'
-import json, sys
-name, stats, mx, buf, rc = sys.argv[1], sys.argv[2], int(sys.argv[3]) / 1024, int(sys.argv[4]), sys.argv[5]
-d = json.load(open(stats))
-dropped = sum(d["dropped"].values())
-print(f"| {name} | {mx:,.0f} | {mx - buf:,.0f} | {d['written']:,} | {dropped:,} | {d['written'] / d['elapsed_s'] / 1e6:.2f} | {rc} |")
+  local written dropped elapsed
+  read -r written dropped elapsed < <(stats "$store/stats.json" written dropped elapsed_s)
+  python3 - "$name" "$max" "$buffer_mib" "$rc" "$written" "$dropped" "$elapsed" <<'PY'
+import sys
+name, mx, buf, rc = sys.argv[1], int(sys.argv[2]) / 1024, int(sys.argv[3]), sys.argv[4]
+written, dropped, elapsed = int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])
+print(f"| {name} | {mx:,.0f} | {mx - buf:,.0f} | {written:,} | {dropped:,} | {written / elapsed / 1e6:.2f} | {rc} |")
 PY
   rm -rf "$store"
 }
 
-echo "## Memory benchmark ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, --buffer $BUFFER, 1 GiB files, $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "## Memory benchmark ($(stamp), $(nproc) cores, --buffer $BUFFER, 1 GiB files, $(revision))"
 echo
-echo "| run | peak RSS MiB | above the arena MiB | written | dropped | Mpps | exit |"
-echo "|---|---|---|---|---|---|---|"
+echo "Command: \`CASES=\"$CASES\" SECONDS_PACED=$PACED bench/memory.sh $DIR $BUFFER\`"
+echo
+table_header run "peak RSS MiB" "above the arena MiB" written dropped Mpps exit
 for c in $CASES; do
   case $c in
     64u) run "64 B, unpaced, 300M packets" --synthetic size=64,count=300000000 ;;

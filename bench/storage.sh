@@ -7,43 +7,32 @@
 #
 # Prints a Markdown table. Targets (issue "Record"): 1514-byte frames reach
 # >= 95% of fio's bandwidth; 64-byte frames at 14.88 Mpps with zero loss.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 DIR=${1:-./bench-store}
 GB=${2:-8}
-BIN=${WIREVAULT:-${CARGO_TARGET_DIR:-target}/release/wirevault}
-[ -n "${WIREVAULT:-}" ] || cargo build --release -q -p wirevault
-command -v fio >/dev/null || { echo "fio is missing: run scripts/install-deps.sh" >&2; exit 1; }
+wv_binary
+need_tools fio python3
 mkdir -p "$DIR"
 BYTES=$((GB * 1000 * 1000 * 1000))
-
-stat_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d
-for k in sys.argv[2].split("."): v=v[k]
-print(v)' "$1" "$2"; }
 
 # fio: sequential O_DIRECT writes, 4 MiB blocks, 8 in flight, io_uring, fsync at the end.
 rm -rf "$DIR/fio"; mkdir -p "$DIR/fio"
 fio_kbs=$(fio --name=seq --directory="$DIR/fio" --rw=write --bs=4M --size=$((GB * 1000))M --direct=1 \
   --ioengine=io_uring --iodepth=8 --numjobs=1 --end_fsync=1 --output-format=terse 2>/dev/null | awk -F';' '{print $48}')
 rm -rf "$DIR/fio"
-fio_mbs=$(python3 -c "print(round($fio_kbs * 1024 / 1e6))")
+fio_mbs=$(calc "round($fio_kbs * 1024 / 1e6)")
 
 run() { # name spec extra-args...
   local name=$1 spec=$2; shift 2
   rm -rf "$DIR/wv"
-  local t0 t1
-  t0=$(date +%s.%N)
   "$BIN" record -o "$DIR/wv" --synthetic "$spec" -q "$@" 2>/dev/null || true
-  t1=$(date +%s.%N)
-  local s="$DIR/wv/stats.json"
-  local el fb pk dr ar
-  el=$(stat_field "$s" elapsed_s); fb=$(stat_field "$s" file_bytes); pk=$(stat_field "$s" written)
-  dr=$(python3 -c "import json; d=json.load(open('$s'))['dropped']; print(sum(d.values()))")
-  ar=$(stat_field "$s" received)
-  python3 - "$name" "$el" "$fb" "$pk" "$dr" "$ar" "$fio_mbs" "$t0" "$t1" <<'PY'
+  local el fb pk dr
+  read -r el fb pk dr < <(stats "$DIR/wv/stats.json" elapsed_s file_bytes written dropped)
+  python3 - "$name" "$el" "$fb" "$pk" "$dr" "$fio_mbs" <<'PY'
 import sys
-name, el, fb, pk, dr, ar, fio, t0, t1 = sys.argv[1:]
-el, fb, pk, dr, ar, fio = float(el), int(fb), int(pk), int(dr), int(ar), float(fio)
+name, el, fb, pk, dr, fio = sys.argv[1:]
+el, fb, pk, dr, fio = float(el), int(fb), int(pk), int(dr), float(fio)
 mbs = fb / el / 1e6
 print(f"| {name} | {pk:,} | {fb/1e9:.2f} | {el:.2f} | {mbs:,.0f} | {100*mbs/fio:.1f}% | {pk/el/1e6:.2f} | {dr:,} |")
 PY
@@ -57,12 +46,11 @@ steady() { # name spec extra-args...
   local name=$1 spec=$2; shift 2
   rm -rf "$DIR/wv"
   "$BIN" record -o "$DIR/wv" --synthetic "$spec" -q "$@" 2>/dev/null || true
-  python3 - "$name" "$DIR/wv" "$fio_mbs" <<'PY'
+  python3 - "$name" "$DIR/wv" "$fio_mbs" "$(stats "$DIR/wv/stats.json" dropped)" <<'PY'
 import json, sys
 name, store, fio = sys.argv[1], sys.argv[2], float(sys.argv[3])
 e = sorted((json.loads(l) for l in open(store + "/catalog.jsonl")), key=lambda e: e["first_ns"])
-s = json.load(open(store + "/stats.json"))
-dr = sum(s["dropped"].values())
+dr = int(sys.argv[4])
 rest = e[4:]
 pk = sum(x["packets"] for x in rest)
 fb = sum(x["bytes"] for x in rest)
@@ -73,11 +61,12 @@ PY
   rm -rf "$DIR/wv"
 }
 
-echo "## Storage benchmark ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $GB GB per run, dir $DIR on $(findmnt -no FSTYPE -T "$DIR"))"
+echo "## Storage benchmark ($(stamp), $(nproc) cores, $GB GB per run, dir $DIR on $(findmnt -no FSTYPE -T "$DIR"), $(revision))"
 echo
-echo "| run | packets | GB written | seconds | MB/s | of fio | Mpps | dropped |"
-echo "|---|---|---|---|---|---|---|---|"
-echo "| fio seq write O_DIRECT 4M qd8 | | $GB | | $fio_mbs | 100% | | |"
+echo "Command: \`bench/storage.sh $DIR $GB\`"
+echo
+table_header run packets "GB written" seconds MB/s "of fio" Mpps dropped
+table_row "fio seq write O_DIRECT 4M qd8" "" "$GB" "" "$fio_mbs" "100%" "" ""
 n1514=$((BYTES / 1530))
 n64=$((BYTES / 80))
 run "wirevault 1514 B, unpaced" "size=1514,count=$n1514"

@@ -26,46 +26,99 @@ pub struct Counts {
     pub dropped_shutdown: u64,
 }
 
+/// Number of fields of [`Counts`].
+const FIELDS: usize = 9;
+
+impl Counts {
+    /// Every field, in one fixed order: the one list of the fields that
+    /// summing, publishing and loading go through.
+    fn fields_mut(&mut self) -> [&mut u64; FIELDS] {
+        [
+            &mut self.delivered,
+            &mut self.filtered_user,
+            &mut self.filtered_kernel,
+            &mut self.dropped_kernel,
+            &mut self.stored,
+            &mut self.stored_bytes,
+            &mut self.wire_bytes,
+            &mut self.dropped_arena_full,
+            &mut self.dropped_shutdown,
+        ]
+    }
+
+    fn to_array(mut self) -> [u64; FIELDS] {
+        self.fields_mut().map(|f| *f)
+    }
+
+    fn from_array(v: [u64; FIELDS]) -> Counts {
+        let mut c = Counts::default();
+        for (f, x) in c.fields_mut().into_iter().zip(v) {
+            *f = x;
+        }
+        c
+    }
+}
+
+/// Sums the counts of several workers, field by field.
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, rhs: Counts) {
+        for (f, x) in self.fields_mut().into_iter().zip(rhs.to_array()) {
+            *f += x;
+        }
+    }
+}
+
 /// The published copy of a worker's [`Counts`], plus its arena fill.
 #[derive(Debug, Default)]
 pub struct SharedCounts {
-    fields: [AtomicU64; 10],
+    counts: [AtomicU64; FIELDS],
+    /// Arena fill in millionths.
+    fill: AtomicU64,
 }
 
 impl SharedCounts {
     pub fn publish(&self, c: &Counts, arena_fill: f64) {
-        let v = [
-            c.delivered,
-            c.filtered_user,
-            c.filtered_kernel,
-            c.dropped_kernel,
-            c.stored,
-            c.stored_bytes,
-            c.wire_bytes,
-            c.dropped_arena_full,
-            c.dropped_shutdown,
-            (arena_fill * 1e6) as u64,
-        ];
-        for (a, x) in self.fields.iter().zip(v) {
+        for (a, x) in self.counts.iter().zip(c.to_array()) {
             a.store(x, Ordering::Relaxed);
         }
+        self.fill.store((arena_fill * 1e6) as u64, Ordering::Relaxed);
     }
 
     pub fn load(&self) -> (Counts, f64) {
-        let v: Vec<u64> = self.fields.iter().map(|a| a.load(Ordering::Relaxed)).collect();
-        (
-            Counts {
-                delivered: v[0],
-                filtered_user: v[1],
-                filtered_kernel: v[2],
-                dropped_kernel: v[3],
-                stored: v[4],
-                stored_bytes: v[5],
-                wire_bytes: v[6],
-                dropped_arena_full: v[7],
-                dropped_shutdown: v[8],
-            },
-            v[9] as f64 / 1e6,
-        )
+        let c = Counts::from_array(std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed)));
+        (c, self.fill.load(Ordering::Relaxed) as f64 / 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(k: u64) -> Counts {
+        Counts {
+            delivered: k,
+            filtered_user: k + 1,
+            filtered_kernel: k + 2,
+            dropped_kernel: k + 3,
+            stored: k + 4,
+            stored_bytes: k + 5,
+            wire_bytes: k + 6,
+            dropped_arena_full: k + 7,
+            dropped_shutdown: k + 8,
+        }
+    }
+
+    #[test]
+    fn publish_then_load_gives_every_field_back() {
+        let s = SharedCounts::default();
+        s.publish(&sample(10), 0.25);
+        assert_eq!(s.load(), (sample(10), 0.25));
+    }
+
+    #[test]
+    fn add_assign_sums_every_field() {
+        let mut a = sample(1);
+        a += sample(100);
+        assert_eq!(a.to_array(), std::array::from_fn(|i| 101 + 2 * i as u64));
     }
 }

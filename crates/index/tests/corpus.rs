@@ -2,18 +2,12 @@
 //! (many malformed) is indexed without a panic, and the index it writes
 //! reads back with one block-table entry per block of packets.
 
-use std::path::PathBuf;
 use wv_index::{Builder, IndexReader, KeyClass};
 
 #[test]
 fn every_corpus_file_indexes_without_panic() {
-    let corpus = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests"));
-    if !corpus.is_dir() {
-        eprintln!("skipped: the tcpdump-tests corpus is not at ../shared/corpus");
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("wv-index-corpus-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let Some(corpus) = wv_testkit::corpus_dir("every_corpus_file_indexes_without_panic") else { return };
+    let dir = wv_testkit::TempDir::new("index-corpus");
     let (mut ok, mut unreadable, mut packets) = (0, 0, 0);
     for e in std::fs::read_dir(&corpus).unwrap().flatten() {
         let dst = dir.join(e.file_name());
@@ -31,7 +25,6 @@ fn every_corpus_file_indexes_without_panic() {
         }
         std::fs::remove_file(&dst).unwrap();
     }
-    let _ = std::fs::remove_dir_all(&dir);
     eprintln!("indexed {ok} files ({packets} packets); {unreadable} have no readable file header");
     assert!(ok > 800);
 }
@@ -53,8 +46,7 @@ fn eth_ipv4_udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, vlan: Option
 
 #[test]
 fn posting_lists_round_trip() {
-    let dir = std::env::temp_dir().join(format!("wv-index-rt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = wv_testkit::TempDir::new("index-rt");
     let path = dir.join("x.pcap.idx");
     let mut b = Builder::with_block_packets(1, 4);
     let mut off = 24;
@@ -101,7 +93,6 @@ fn posting_lists_round_trip() {
     bytes[0] ^= 1;
     std::fs::write(&path, &bytes).unwrap();
     assert!(IndexReader::open(&path).is_err());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A builder reset and reused for another file writes exactly what a fresh

@@ -1,28 +1,16 @@
 //! The index really narrows: a host query over an indexed file reads only
 //! some of its blocks, and finds the same packets as a full scan.
 
-use std::path::PathBuf;
-
-fn corpus_file(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests")).join(name);
-    p.is_file().then_some(p)
-}
+use crate::util::run_query;
 
 fn run(store: &std::path::Path, expr: &str) -> (Vec<u8>, wv_query::Report) {
-    let q = wv_query::Query { store: store.to_path_buf(), expr: expr.into(), ..Default::default() };
-    let mut out = Vec::new();
-    let r = wv_query::run(wv_query::prepare(q).unwrap(), wv_query::Sink::Pcap(&mut out)).unwrap();
-    (out, r)
+    run_query(store, expr, None, None)
 }
 
 #[test]
 fn host_query_reads_few_blocks() {
-    let Some(src) = corpus_file("afs.pcap") else {
-        eprintln!("skipped: corpus missing");
-        return;
-    };
-    let dir = std::env::temp_dir().join(format!("wv-narrow-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let Some(src) = wv_testkit::corpus_file("host_query_reads_few_blocks", "afs.pcap") else { return };
+    let dir = wv_testkit::TempDir::new("query-narrow");
     let f = dir.join("afs.pcap");
     std::fs::copy(&src, &f).unwrap();
     // Without an index: a scan.
@@ -35,5 +23,4 @@ fn host_query_reads_few_blocks() {
     assert!(r1.blocks_read < r1.blocks_total, "{r1:?}");
     assert_eq!(scan, idx);
     assert!(r1.matched > 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,59 +6,14 @@
 //! one default block), so the index really narrows and a posting list that
 //! missed a packet would show.
 
+use crate::util::{frames, run_query, tcpdump, Frame};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use wv_wire::packet::{self, Addr};
 use wv_wire::reader::Reader;
 
-fn corpus() -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests"));
-    p.is_dir().then_some(p)
-}
-
-fn have_tcpdump() -> bool {
-    Command::new("tcpdump").arg("--version").output().is_ok_and(|o| o.status.success())
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("wv-query-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-type Frame = (u64, u32, u32, Vec<u8>);
-
-fn frames(bytes: &[u8]) -> Vec<Frame> {
-    let mut out = Vec::new();
-    let Ok(mut r) = Reader::new(bytes) else {
-        return out;
-    };
-    while let Ok(Some(p)) = r.next_packet() {
-        out.push((p.ts_ns, p.caplen, p.origlen, p.data.to_vec()));
-    }
-    out
-}
-
-/// What tcpdump selects, as frames (an empty list when it writes nothing).
-fn tcpdump(file: &Path, expr: &str) -> Vec<Frame> {
-    let out = Command::new("tcpdump")
-        .args(["-n", "--time-stamp-precision=nano", "-r"])
-        .arg(file)
-        .args(["-w", "-"])
-        .arg(expr)
-        .output()
-        .unwrap();
-    frames(&out.stdout)
-}
-
 fn query(store: &Path, expr: &str, from: Option<u64>, to: Option<u64>) -> Vec<Frame> {
-    let q = wv_query::Query { store: store.to_path_buf(), from_ns: from, to_ns: to, expr: expr.into(), limit: None };
-    let p = wv_query::prepare(q).unwrap_or_else(|e| panic!("{}: {expr}: {e}", store.display()));
-    let mut out = Vec::new();
-    wv_query::run(p, wv_query::Sink::Pcap(&mut out)).unwrap();
-    frames(&out)
+    frames(&run_query(store, expr, from, to).0)
 }
 
 /// Keys seen in a file, to build expressions that hit something.
@@ -153,15 +108,12 @@ fn expressions(s: &Seen) -> Vec<String> {
 
 #[test]
 fn equals_tcpdump_on_every_ethernet_corpus_file() {
-    let Some(corpus) = corpus() else {
-        eprintln!("skipped: the tcpdump-tests corpus is not at ../shared/corpus");
-        return;
-    };
-    if !have_tcpdump() {
-        eprintln!("skipped: tcpdump is not installed");
+    const TEST: &str = "equals_tcpdump_on_every_ethernet_corpus_file";
+    let Some(corpus) = wv_testkit::corpus_dir(TEST) else { return };
+    if !wv_testkit::need_tools(TEST, &["tcpdump"]) {
         return;
     }
-    let dir = temp_dir("oracle");
+    let dir = wv_testkit::TempDir::new("query-oracle");
     let mut names: Vec<_> = std::fs::read_dir(&corpus).unwrap().flatten().map(|e| e.path()).collect();
     names.sort();
     let mut work = Vec::new();
@@ -215,7 +167,6 @@ fn equals_tcpdump_on_every_ethernet_corpus_file() {
     let nonempty: usize = results.iter().map(|r| r.0).sum();
     let bad: Vec<&String> = results.iter().flat_map(|r| r.1.iter()).collect();
     eprintln!("oracle: {total} (file, expression) pairs, {nonempty} with matches, {} differ", bad.len());
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         bad.is_empty(),
         "{} differences:\n{}",

@@ -14,8 +14,6 @@ use std::process::Command;
 
 use wv_wire::reader::{Format, ReadError, Reader};
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests");
-
 /// Files where we knowingly differ from libpcap 1.10, and why.
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
 
@@ -314,17 +312,6 @@ fn report(label: &str, results: &[FileResult]) {
     assert!(unexpected.is_empty(), "{} files disagree with tcpdump: {unexpected:?}", unexpected.len());
 }
 
-fn corpus_files() -> Option<Vec<PathBuf>> {
-    let dir = Path::new(CORPUS);
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        println!("skipping: corpus {} not found", dir.display());
-        return None;
-    };
-    let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file()).collect();
-    files.sort();
-    Some(files)
-}
-
 fn have_tcpdump() -> bool {
     let ok = Command::new("tcpdump").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
     if !ok {
@@ -333,19 +320,12 @@ fn have_tcpdump() -> bool {
     ok
 }
 
-fn scratch_dir(label: &str) -> PathBuf {
-    let tmp = std::env::temp_dir().join(format!("wv-wire-{label}-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    tmp
-}
-
 #[test]
 fn tcpdump_corpus() {
-    let Some(files) = corpus_files() else { return };
-    let tmp = scratch_dir("corpus");
+    let Some(files) = wv_testkit::corpus_files("tcpdump_corpus") else { return };
+    let tmp = wv_testkit::TempDir::new("wire-corpus");
     let jobs = files.into_iter().map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p, None)).collect();
-    let results = run(jobs, have_tcpdump(), &tmp);
-    let _ = std::fs::remove_dir_all(&tmp);
+    let results = run(jobs, have_tcpdump(), tmp.path());
     report("corpus", &results);
 }
 
@@ -353,8 +333,8 @@ fn tcpdump_corpus() {
 /// exercised on mutants: libpcap must stop (or truncate) where we do.
 #[test]
 fn tcpdump_corpus_mutated() {
-    let Some(files) = corpus_files() else { return };
-    let tmp = scratch_dir("mutated");
+    let Some(files) = wv_testkit::corpus_files("tcpdump_corpus_mutated") else { return };
+    let tmp = wv_testkit::TempDir::new("wire-mutated");
     let mut jobs = Vec::new();
     for p in files {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
@@ -363,7 +343,6 @@ fn tcpdump_corpus_mutated() {
             jobs.push((n, p.clone(), Some(b)));
         }
     }
-    let results = run(jobs, have_tcpdump(), &tmp);
-    let _ = std::fs::remove_dir_all(&tmp);
+    let results = run(jobs, have_tcpdump(), tmp.path());
     report("mutants", &results);
 }

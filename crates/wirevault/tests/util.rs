@@ -34,7 +34,7 @@ pub fn wirevault() -> Command {
 
 /// True when running under CI, where skipping for a missing tool is a failure.
 pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+    wv_testkit::in_ci()
 }
 
 pub fn is_root() -> bool {
@@ -51,50 +51,27 @@ pub fn need_root(test: &str) -> bool {
     false
 }
 
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(tool).is_file()))
-        || ["/usr/sbin", "/sbin"].iter().any(|d| Path::new(d).join(tool).is_file())
-}
-
 /// True if every tool is installed. A missing tool skips the test with a
 /// message, or fails it under CI.
 pub fn need_tools(test: &str, tools: &[&str]) -> bool {
-    let missing: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
-    if missing.is_empty() {
-        return true;
-    }
-    if in_ci() {
-        panic!("{test}: CI needs {} (scripts/install-deps.sh installs them)", missing.join(", "));
-    }
-    eprintln!("SKIP {test}: {} not installed (run scripts/install-deps.sh)", missing.join(", "));
-    false
+    wv_testkit::need_tools(test, tools)
 }
 
 /// The tcpdump test captures (`../shared/corpus/tcpdump-tests` beside the
 /// repository), or `None` with a printed `SKIP` line. Under CI a missing
 /// corpus is a failure: CI clones the repository beside `shared/`.
 pub fn corpus_dir(test: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/tcpdump-tests");
-    if p.is_dir() {
-        return Some(p);
-    }
-    if in_ci() {
-        panic!("{test}: CI needs the corpus at ../shared/corpus/tcpdump-tests beside the repository");
-    }
-    eprintln!("SKIP {test}: the tcpdump-tests corpus is not at ../shared/corpus");
-    None
+    wv_testkit::corpus_dir(test)
 }
 
 /// One file of the corpus (see [`corpus_dir`]).
 pub fn corpus_file(test: &str, name: &str) -> Option<PathBuf> {
-    let p = corpus_dir(test)?.join(name);
-    assert!(p.is_file(), "{test}: the corpus has no {name}");
-    Some(p)
+    wv_testkit::corpus_file(test, name)
 }
 
 /// True if `tool` is installed (on PATH or in an sbin directory).
 pub fn have(tool: &str) -> bool {
-    on_path(tool)
+    wv_testkit::have(tool)
 }
 
 /// Wall clock in nanoseconds since the epoch.

@@ -1,0 +1,122 @@
+//! The flags of `wirevault record`, as clap parses them. Nothing here is
+//! checked beyond what clap does; [`super::plan`] validates them.
+
+use super::plan::defaults;
+use std::path::PathBuf;
+
+/// Arguments of `wirevault record`.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["interface", "read", "synthetic"])))]
+pub struct Args {
+    /// Store directory (created if missing).
+    #[arg(short = 'o', long = "output", value_name = "STORE_DIR")]
+    pub store: PathBuf,
+    /// Capture live from this network interface (AF_PACKET, TPACKET_V3).
+    #[arg(short = 'i', long, value_name = "IF")]
+    pub interface: Option<String>,
+    /// Ingest existing pcap/pcapng files, keeping their timestamps (`-` or a pipe: standard input).
+    #[arg(short = 'r', long, value_name = "FILE", num_args = 1.., value_terminator = "--")]
+    pub read: Vec<PathBuf>,
+    /// Generate traffic in memory: e.g. size=64,count=10M or size=imix,duration=10s,rate=1M.
+    #[arg(long, value_name = "SPEC")]
+    pub synthetic: Option<String>,
+    /// Capture workers (fanout members, one stream directory each).
+    #[arg(long, default_value_t = defaults::WORKERS, value_name = "N")]
+    pub workers: usize,
+    /// tcpdump's -w: refused with a sentence (a store is a directory: -o; workers: --workers).
+    #[arg(short = 'w', hide = true, value_name = "FILE", allow_hyphen_values = true)]
+    pub tcpdump_write: Option<String>,
+    /// Bytes stored per packet at most.
+    #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES")]
+    pub snaplen: u32,
+    /// Arena size, split between workers (K/M/G suffixes; default 1G, or 1/8 of RAM if less).
+    #[arg(long, value_name = "SIZE")]
+    pub buffer: Option<String>,
+    /// Write block size (multiple of 4K; default 4M).
+    #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE")]
+    pub block_size: String,
+    /// Close a file before it exceeds this size.
+    #[arg(long, default_value = defaults::FILE_SIZE, value_name = "SIZE")]
+    pub file_size: String,
+    /// Also close files at clock-aligned multiples of this duration (e.g. 1m, 1h).
+    #[arg(long, value_name = "DURATION")]
+    pub file_time: Option<String>,
+    /// File format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Pcap)]
+    pub format: FormatArg,
+    /// CPUs to pin to: capture workers take the first N, writers the next N (e.g. 0,1 or 2-5).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Do not put the interface into promiscuous mode.
+    #[arg(short = 'p', long)]
+    pub no_promisc: bool,
+    /// Stop after this long.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Stop after storing this many packets (exact with one worker).
+    #[arg(short = 'c', long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Store budget: bytes (e.g. 500G) or a share of the volume (e.g. 80%).
+    #[arg(long, value_name = "SIZE|PERCENT")]
+    pub max_size: Option<String>,
+    /// At the budget: delete the oldest files (delete) or stop recording (stop, exit code 3).
+    #[arg(long, value_enum, default_value_t = OnFullArg::Delete)]
+    pub on_full: OnFullArg,
+    /// After opening the capture sockets, switch to this user (and its group); the store is chowned to it.
+    #[arg(short = 'Z', long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Write buffered instead of O_DIRECT.
+    #[arg(long)]
+    pub no_direct: bool,
+    /// Do not build index files.
+    #[arg(long)]
+    pub no_index: bool,
+    /// Print the status and the summary as JSON lines on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No status line (the summary is still printed).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// Also write the counters, every second, to this file (always written to STORE/stats.json).
+    #[arg(long, value_name = "FILE")]
+    pub stats_file: Option<PathBuf>,
+    /// Capture filter, in tcpdump's expression language. Options may come
+    /// before or after it; after `--` every word is filter text.
+    #[arg(value_name = "FILTER")]
+    pub filter: Vec<String>,
+}
+
+// The variants carry no doc comments on purpose: clap would print them as a
+// per-value list and change `--help`.
+
+/// `--format`: the file format of the capture files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    Pcap,
+    Pcapng,
+}
+
+impl From<FormatArg> for wv_store::Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Pcap => wv_store::Format::Pcap,
+            FormatArg::Pcapng => wv_store::Format::Pcapng,
+        }
+    }
+}
+
+/// `--on-full`: what happens when the store reaches `--max-size`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnFullArg {
+    Delete,
+    Stop,
+}
+
+impl From<OnFullArg> for wv_store::catalog::OnFull {
+    fn from(o: OnFullArg) -> Self {
+        match o {
+            OnFullArg::Delete => wv_store::catalog::OnFull::DeleteOldest,
+            OnFullArg::Stop => wv_store::catalog::OnFull::Stop,
+        }
+    }
+}

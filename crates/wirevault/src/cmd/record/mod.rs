@@ -1,0 +1,20 @@
+//! `wirevault record`: capture packets into a store.
+//!
+//! In three stages, as ripgrep's binary: [`args`] holds the flags as clap
+//! parses them; [`plan`] checks every flag and turns them into a validated
+//! [`plan::Plan`] (closed choices as enums, sizes as numbers, the defaults
+//! and fixed tunings in [`plan::defaults`]) before anything is created;
+//! [`run`] builds the real objects from the plan: sources, the store
+//! ([`store`]), one capture worker and one writer per stream, and reports
+//! through [`status`] (status line, `stats.json`, summary). [`indexer`] is
+//! the glue between the store's writer and the index builder.
+
+mod args;
+mod indexer;
+mod plan;
+mod run;
+mod status;
+mod store;
+
+pub use args::Args;
+pub use run::run;

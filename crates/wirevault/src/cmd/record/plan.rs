@@ -1,0 +1,371 @@
+//! From flags to a validated plan: everything that can be checked before
+//! anything is created is checked here, so a bad option leaves no store
+//! directory behind. The defaults of `record` and its fixed tunings live in
+//! [`defaults`] and [`Tuning`], nowhere else.
+
+use super::args::Args;
+use crate::{exit, fail};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wv_capture::args::{parse_cpu_list, parse_percent, parse_size};
+use wv_capture::synthetic;
+use wv_store::catalog::Budget;
+use wv_store::Format;
+
+/// Defaults of the flags of `record` (clap shows them in `--help`).
+pub mod defaults {
+    /// `--workers`.
+    pub const WORKERS: usize = 1;
+    /// `--block-size`.
+    pub const BLOCK_SIZE: &str = "4M";
+    /// `--file-size`.
+    pub const FILE_SIZE: &str = "1G";
+
+    /// `--buffer` when not given: 1 GiB, or 1/8 of the machine's memory if
+    /// less, but at least 64 MiB.
+    pub fn buffer() -> u64 {
+        (1u64 << 30).min(wv_sys::cpu::total_memory() / 8).max(64 << 20)
+    }
+}
+
+/// Sizes beyond this (1 EiB) are out of range for every option: no store,
+/// file or arena comes near it, and larger values would overflow.
+const MAX_SIZE: u64 = 1 << 60;
+
+/// Fixed tunings of a recording: not flags, but named here so that the
+/// wiring has no bare numbers.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Bytes per block of a live worker's TPACKET_V3 ring.
+    pub ring_block_size: usize,
+    /// Blocks per ring (64 × 4 MiB = 256 MiB of kernel ring per worker).
+    pub ring_blocks: usize,
+    /// Milliseconds after which the kernel hands over a block that is not full.
+    pub ring_retire_ms: u32,
+    /// io_uring queue depth of a writer (writes in flight).
+    pub write_depth: u32,
+    /// Preallocation step of a writer. The writer never preallocates past
+    /// one `--file-size`: retention reserves one per open file.
+    pub prealloc_step: u64,
+    /// Segments the hand-off queue between a worker and its writer holds.
+    pub queue_segments: usize,
+    /// A worker commits a partial block after this long without a commit.
+    pub flush_after_ns: u64,
+    /// Live and generated traffic: close a file at its time boundary by the
+    /// wall clock this long after the boundary (see `StreamConfig`).
+    pub clock_close_grace_ns: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            ring_block_size: 4 << 20,
+            ring_blocks: 64,
+            ring_retire_ms: 10,
+            write_depth: 8,
+            prealloc_step: 64 << 20,
+            queue_segments: 65_536,
+            flush_after_ns: 1_000_000_000,
+            clock_close_grace_ns: 250_000_000,
+        }
+    }
+}
+
+/// Where the packets come from.
+pub enum SourcePlan {
+    /// `-i IF`: live capture, one ring per worker.
+    Live { interface: String, promisc: bool },
+    /// `-r FILE...`: files read front to back (`-` is standard input).
+    Read { files: Vec<PathBuf> },
+    /// `--synthetic SPEC`.
+    Synthetic(synthetic::Spec),
+}
+
+/// How each stream lays out its files.
+pub struct StreamPlan {
+    pub format: Format,
+    pub arena_per_worker: u64,
+    pub block_size: u64,
+    pub file_size: u64,
+    pub file_time_ns: Option<u64>,
+}
+
+/// What is reported while recording and at the end.
+#[derive(Clone)]
+pub struct OutputPlan {
+    /// Status and summary as JSON lines on standard output.
+    pub json: bool,
+    /// No status line.
+    pub quiet: bool,
+    /// `--stats-file`: a copy of `STORE/stats.json`.
+    pub stats_file: Option<PathBuf>,
+}
+
+/// The validated plan.
+pub struct Plan {
+    pub store: PathBuf,
+    pub source: SourcePlan,
+    pub workers: usize,
+    pub snaplen: u32,
+    pub stream: StreamPlan,
+    pub cpus: Option<Vec<usize>>,
+    /// `-c N`.
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    pub expression: Option<String>,
+    pub budget: Option<Budget>,
+    /// `--user`: switch to this user once the sockets are open.
+    pub user: Option<String>,
+    /// Try O_DIRECT.
+    pub direct: bool,
+    /// Build index files.
+    pub index: bool,
+    pub output: OutputPlan,
+    pub tuning: Tuning,
+}
+
+impl Plan {
+    /// Bytes the store may hold besides its catalog (see [`reserve`]).
+    pub fn reserve(&self) -> u64 {
+        reserve(self.stream.file_size, self.workers)
+    }
+}
+
+pub fn usage(msg: String) -> anyhow::Error {
+    fail(exit::USAGE, msg)
+}
+
+/// Checks everything that can be checked before anything is created: a bad
+/// option leaves no store directory behind.
+pub fn plan(a: &Args) -> anyhow::Result<Plan> {
+    if a.tcpdump_write.is_some() {
+        return Err(usage(
+            "record has no -w: give the store directory with -o DIR (it holds the pcap files) and the number of capture workers with --workers N".into(),
+        ));
+    }
+    if a.interface.as_deref() == Some("any") {
+        return Err(usage(
+            "-i any (Linux cooked capture) is not supported: record each interface with its own -i IF and -o STORE, or an interface that sees all the traffic (a bridge or a mirror port)".into(),
+        ));
+    }
+    if a.count == Some(0) {
+        return Err(usage("-c/--count must be at least 1 (-c 0 would store nothing)".into()));
+    }
+    match std::fs::metadata(&a.store) {
+        Ok(m) if !m.is_dir() => {
+            return Err(usage(format!(
+                "-o {} is not a directory: a store is a directory (give a new or an existing store directory)",
+                a.store.display()
+            )))
+        }
+        _ => {}
+    }
+    if let Some(u) = &a.user {
+        if wv_sys::cpu::lookup_user(u).is_none() {
+            return Err(usage(format!("--user: no user named {u} (see /etc/passwd)")));
+        }
+    }
+    if let Some(sf) = &a.stats_file {
+        check_stats_file(sf)?;
+    }
+    let synthetic = a.synthetic.as_deref().map(|s| synthetic::parse_spec(s).map_err(usage)).transpose()?;
+    if let Some(sp) = &synthetic {
+        if sp.count.is_none()
+            && sp.duration.is_none()
+            && a.count.is_none()
+            && a.duration.is_none()
+            && a.max_size.is_none()
+        {
+            return Err(usage(
+                "--synthetic needs an end: count=N or duration=T in the spec, -c N, --duration T, or a --max-size budget".into(),
+            ));
+        }
+    }
+    let size = |what: &str, s: &str| match parse_size(s) {
+        None => Err(usage(format!("{what} \"{s}\" is not a size like 4M or 1G"))),
+        Some(v) if v >= MAX_SIZE => Err(usage(format!("{what} {s} is out of range (sizes go up to 1023P)"))),
+        Some(v) => Ok(v),
+    };
+    let block_size = size("--block-size", &a.block_size)?;
+    if block_size < 64 << 10 || block_size % 4096 != 0 || block_size > 64 << 20 {
+        return Err(usage(format!("--block-size must be a multiple of 4K between 64K and 64M, not {}", a.block_size)));
+    }
+    let file_size = size("--file-size", &a.file_size)?;
+    if !(64 << 10..=1 << 40).contains(&file_size) {
+        return Err(usage(format!("--file-size must be between 64K and 1T, not {}", a.file_size)));
+    }
+    if a.workers == 0 || a.workers > 64 {
+        return Err(usage(format!("--workers must be 1..=64, not {}", a.workers)));
+    }
+    if a.workers > 1 && a.interface.is_none() {
+        return Err(usage("--workers > 1 needs --interface (fanout spreads live traffic over workers)".into()));
+    }
+    if a.snaplen == 0 || a.snaplen > wv_wire::MAX_SNAPLEN {
+        return Err(usage(format!("--snaplen must be 1..={}, not {}", wv_wire::MAX_SNAPLEN, a.snaplen)));
+    }
+    let buffer = match &a.buffer {
+        Some(b) => {
+            let v = size("--buffer", b)?;
+            let ram = wv_sys::cpu::total_memory();
+            if ram > 0 && v > ram {
+                return Err(usage(format!(
+                    "--buffer {b} is more than this machine's memory ({} MiB); give at most a share of it, e.g. 1G",
+                    ram >> 20
+                )));
+            }
+            v
+        }
+        None => defaults::buffer(),
+    };
+    let per = (buffer / a.workers as u64) / block_size * block_size;
+    if per < 4 * block_size {
+        return Err(usage(format!(
+            "--buffer {} is too small: each worker needs at least 4 blocks of {} bytes",
+            a.buffer.as_deref().unwrap_or("default"),
+            block_size
+        )));
+    }
+    let dur = |what: &str, s: &str| {
+        synthetic::parse_duration(s)
+            .ok_or_else(|| usage(format!("{what} \"{s}\" is not a duration like 30s, 5m or 1h")))
+    };
+    let file_time_ns = match &a.file_time {
+        Some(t) => {
+            let d = dur("--file-time", t)?;
+            if d < Duration::from_millis(10) || d > Duration::from_secs(366 * 86_400) {
+                return Err(usage(format!("--file-time must be between 10ms and 366d, not {t}")));
+            }
+            Some(d.as_nanos() as u64)
+        }
+        None => None,
+    };
+    let duration = a.duration.as_deref().map(|d| dur("--duration", d)).transpose()?;
+    if duration.is_some_and(|d| d.is_zero()) {
+        return Err(usage("--duration must be longer than 0".into()));
+    }
+    let cpus = match &a.cpus {
+        Some(c) => {
+            let v = parse_cpu_list(c).ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5")))?;
+            let allowed = wv_sys::cpu::allowed_cpus();
+            if let Some(bad) = v.iter().find(|c| !allowed.contains(c)) {
+                return Err(usage(format!(
+                    "--cpus: CPU {bad} is not available to this process (allowed: {allowed:?})"
+                )));
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    let expression = (!a.filter.is_empty()).then(|| a.filter.join(" "));
+    let budget = match &a.max_size {
+        None => None,
+        Some(m) => {
+            let max_bytes = if m.trim().ends_with('%') {
+                let share = parse_percent(m)
+                    .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
+                // The volume of the store, or of its nearest existing parent: nothing is created yet.
+                let on = a.store.ancestors().find(|p| p.exists()).unwrap_or(Path::new("."));
+                let on = if on.as_os_str().is_empty() { Path::new(".") } else { on };
+                let (_, total) = wv_sys::uring::fs_space(on).map_err(|e| {
+                    fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", a.store.display()))
+                })?;
+                (total as f64 * share) as u64
+            } else {
+                size("--max-size", m)?
+            };
+            let need = reserve(file_size, a.workers) + file_size;
+            if max_bytes < need {
+                return Err(usage(format!(
+                    "--max-size {m} ({max_bytes} bytes) is too small for {} stream(s) of --file-size {}: it needs at least {need} bytes",
+                    a.workers, a.file_size
+                )));
+            }
+            Some(Budget { max_bytes, on_full: a.on_full.into() })
+        }
+    };
+    let source = if let Some(interface) = &a.interface {
+        SourcePlan::Live { interface: interface.clone(), promisc: !a.no_promisc }
+    } else if !a.read.is_empty() {
+        check_read(&a.read)?;
+        SourcePlan::Read { files: a.read.clone() }
+    } else if let Some(spec) = synthetic {
+        SourcePlan::Synthetic(spec)
+    } else {
+        // clap's group requires one of the three.
+        return Err(usage("give a source: -i IF, --read FILE or --synthetic SPEC".into()));
+    };
+    Ok(Plan {
+        store: a.store.clone(),
+        source,
+        workers: a.workers,
+        snaplen: a.snaplen,
+        stream: StreamPlan { format: a.format.into(), arena_per_worker: per, block_size, file_size, file_time_ns },
+        cpus,
+        count: a.count,
+        duration,
+        expression,
+        budget,
+        user: a.user.clone(),
+        direct: !a.no_direct,
+        index: !a.no_index,
+        output: OutputPlan { json: a.json, quiet: a.quiet, stats_file: a.stats_file.clone() },
+        tuning: Tuning::default(),
+    })
+}
+
+/// `--read`: standard input at most once; every other name a file or a
+/// pipe (/dev/stdin, FIFOs, process substitution), not a directory.
+fn check_read(files: &[PathBuf]) -> anyhow::Result<()> {
+    let stdin = files.iter().filter(|f| f.as_os_str() == "-").count();
+    if stdin > 1 {
+        return Err(usage("--read: standard input (-) can be read only once".into()));
+    }
+    for f in files.iter().filter(|f| f.as_os_str() != "-") {
+        match std::fs::metadata(f) {
+            Ok(m) if m.is_dir() => {
+                return Err(usage(format!("--read: {} is a directory, not a capture file", f.display())))
+            }
+            Ok(_) => {}
+            Err(e) => {
+                // `--read a.pcap udp`: --read takes every word up to the next option.
+                let hint = if files.len() > 1 && e.kind() == std::io::ErrorKind::NotFound {
+                    " (--read takes every following word as a file: put the filter after -- or after another option)"
+                } else {
+                    ""
+                };
+                return Err(usage(format!("--read: cannot read {}: {e}{hint}", f.display())));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An unwritable `--stats-file` is an error before recording starts, not a
+/// file silently never written. The file is written as FILE.json.part and
+/// renamed, so that temporary name must be creatable beside it.
+fn check_stats_file(sf: &Path) -> anyhow::Result<()> {
+    if sf.is_dir() {
+        return Err(usage(format!("--stats-file {} is a directory; name a file", sf.display())));
+    }
+    let tmp = sf.with_extension("json.part");
+    let probe = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp);
+    match probe {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&tmp);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => {
+            Err(usage(format!("--stats-file {}: cannot write there ({e}); choose a writable directory", sf.display())))
+        }
+    }
+}
+
+/// Bytes not yet in the catalog that the store may hold besides it: per
+/// stream, the file being written and one closed file waiting for its index
+/// (each with room for its index, well under 5% of the capture). A second
+/// closed file can wait while the first one's index is written, so usage
+/// may pass the budget by at most one file, as `--max-size` promises.
+fn reserve(file_size: u64, streams: usize) -> u64 {
+    2 * (file_size + file_size / 20) * streams as u64
+}

@@ -1,0 +1,388 @@
+//! Wiring: builds the real objects of a recording from its validated plan
+//! (sources, the store, per stream an arena, a capture thread and a writer
+//! thread), waits for them while reporting status, and turns the outcome
+//! into an exit code.
+
+use super::args::Args;
+use super::plan::{self, Plan, SourcePlan};
+use super::status::{Snapshot, Status};
+use super::{indexer, store};
+use crate::{exit, fail};
+use anyhow::Context;
+use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wv_capture::afpacket::AfPacketSource;
+use wv_capture::file::FileSource;
+use wv_capture::filter::{self, Filter};
+use wv_capture::synthetic::Synthetic;
+use wv_capture::{SharedCounts, Source};
+use wv_store::catalog::Catalog;
+use wv_store::stream::{StreamConfig, StreamProducer};
+use wv_store::writer::{self, WriterConfig, WriterShared};
+use wv_sys::afpacket::{Fanout, FanoutMode, FilteredCounter, Ring, RingConfig};
+use wv_sys::mem::{AlignedBuf, Backing};
+
+/// Signals whose default action ends the process and that can be caught:
+/// each stops the recording as SIGTERM does (tcpdump treats SIGHUP so too),
+/// so that no signal loses what was written. Hardware faults (SIGSEGV,
+/// SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS) are not among them: returning
+/// from their handler would repeat the fault. SIGPIPE is ignored (the Rust
+/// runtime sets it so): a closed standard output is a write error, not death.
+fn stop_signals() -> Vec<libc::c_int> {
+    let mut v = vec![
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGPWR,
+        libc::SIGSTKFLT,
+    ];
+    v.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
+    v
+}
+
+pub fn run(a: Args) -> anyhow::Result<u8> {
+    // Before anything else, so that a signal at any moment stops cleanly.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in stop_signals() {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+    }
+    let p = plan::plan(&a)?;
+    // Capture files and indexes are readable by the owner's group only.
+    wv_sys::cpu::set_umask(0o027);
+
+    // Sources first: interface and filter errors should come before any file is created.
+    let sources = open_sources(&p)?;
+
+    store::prepare_store(&p.store)?;
+    // One writer at a time, held until the recording ends (the kernel drops it
+    // with the process), taken before the start-up repair.
+    let _lock =
+        wv_store::lock::StoreLock::exclusive(&p.store, "record").map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    // A previous run may have crashed: make the store consistent first.
+    let rep = wv_store::recover::repair(&p.store, Some(&crate::cmd::repair::index_one), None).map_err(|e| {
+        fail(exit::ERROR, format!("cannot check the store {} for a previous crash: {e}", p.store.display()))
+    })?;
+    crate::cmd::repair::print_report(&rep, &p.store, true);
+    if let Some(u) = &p.user {
+        store::drop_privileges(u, &p.store)?;
+    }
+    let catalog =
+        Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
+
+    // Streams: arena, queue, writer thread, worker thread.
+    let mut streams = Vec::new();
+    let mut huge_fallback = false;
+    let nstreams = sources.list.len();
+    for (id, src) in sources.list.into_iter().enumerate() {
+        let is_file = sources.file_source == Some(id);
+        let s = start_stream(&p, id, nstreams, src, is_file, &catalog, &stop)?;
+        huge_fallback |= !s.hugetlb;
+        streams.push(s);
+    }
+    if huge_fallback {
+        say!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
+    }
+    if let Some(n) = sources.note {
+        say!("wirevault: note: {n}");
+    }
+    let counts: Vec<Arc<SharedCounts>> = streams.iter().map(|s| s.counts.clone()).collect();
+    let writer_shared: Vec<Arc<WriterShared>> = streams.iter().map(|s| s.writer_shared.clone()).collect();
+
+    // Status loop.
+    let mut status = Status::start(&p.store, p.output.clone());
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let all_done = streams.iter().all(|s| s.capture.is_finished());
+        let duration_reached = p.duration.is_some_and(|d| status.elapsed() >= d);
+        let write_failed = writer_shared.iter().any(|w| w.failed.load(Ordering::Acquire));
+        if duration_reached || write_failed {
+            stop.store(true, Ordering::Relaxed);
+        }
+        if status.due() || all_done {
+            status.report(&Snapshot::take(&counts, &writer_shared), all_done);
+        }
+        if all_done {
+            break;
+        }
+    }
+
+    // Join and account: capture threads first, then writers.
+    let mut capture_errors = Vec::new();
+    let mut writer_threads = Vec::new();
+    let mut file_problems = None;
+    for s in streams {
+        match s.capture.join() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => capture_errors.push(e.to_string()),
+            Err(_) => capture_errors.push("a capture thread panicked".into()),
+        }
+        writer_threads.push(s.writer);
+        file_problems = file_problems.or(s.file_problems);
+    }
+    for w in writer_threads {
+        match w.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => capture_errors.push(format!("writer: {e}")),
+            Err(_) => capture_errors.push("a writer thread panicked".into()),
+        }
+    }
+    let problems = file_problems.and_then(|r| r.recv().ok()).unwrap_or_default();
+    let snap = Snapshot::take(&counts, &writer_shared);
+    status.finish(&snap);
+    outcome(&snap, &writer_shared, &capture_errors, &problems)
+}
+
+/// The sources of a recording, opened.
+struct Sources {
+    /// One per stream.
+    list: Vec<Box<dyn Source>>,
+    /// The stream that reads files (`--read`), whose input problems are reported at the end.
+    file_source: Option<usize>,
+    /// A note to print once the streams run.
+    note: Option<String>,
+}
+
+/// Opens the sources: the rings of a live interface (with the filter and
+/// the filtered-packet counter), the file reader or the generator.
+fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
+    let mut list: Vec<Box<dyn Source>> = Vec::new();
+    let mut file_source = None;
+    let mut note = None;
+    match &p.source {
+        SourcePlan::Live { interface: ifname, promisc } => {
+            let linktype =
+                wv_sys::netif::linktype_of(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))?.ok_or_else(|| {
+                    fail(exit::ERROR, format!("interface {ifname} has a link type wirevault cannot store yet"))
+                })?;
+            let filt: Option<Filter> = match &p.expression {
+                Some(e) => {
+                    Some(filter::compile_live(e, ifname, p.snaplen).map_err(|e| fail(exit::USAGE, e.to_string()))?)
+                }
+                None => None,
+            };
+            let mut prog = filt.as_ref().map(Filter::sock_filter);
+            if prog.is_none() && p.snaplen < wv_wire::MAX_SNAPLEN {
+                // Let the kernel cut packets at the snap length, as libpcap does.
+                prog = Some(vec![libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: p.snaplen }]);
+            }
+            // The filtered-packet counter opens before the rings so it covers their lifetime.
+            let counter = match (&filt, &prog) {
+                (Some(_), Some(pr)) => match wv_sys::bpf::invert(pr) {
+                    Some(inv) => Some(Arc::new(
+                        FilteredCounter::open(ifname, &inv).map_err(|e| fail(exit::ERROR, e.to_string()))?,
+                    )),
+                    None => {
+                        note = Some(
+                            "this filter returns a computed length, so filtered packets are not counted".to_string(),
+                        );
+                        None
+                    }
+                },
+                _ => None,
+            };
+            let group_id = (std::process::id() & 0xffff) as u16;
+            for w in 0..p.workers {
+                let cfg = RingConfig {
+                    block_size: p.tuning.ring_block_size,
+                    block_count: p.tuning.ring_blocks,
+                    retire_tov_ms: p.tuning.ring_retire_ms,
+                    promisc: *promisc,
+                    fanout: (p.workers > 1).then_some(Fanout { group_id, mode: FanoutMode::Hash }),
+                    filter: prog.clone(),
+                };
+                let ring = Ring::open(ifname, &cfg).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+                let c = if w == 0 { counter.clone() } else { None };
+                list.push(Box::new(AfPacketSource::new(ring, linktype, p.snaplen, c)));
+            }
+            if let (Some(node), Some(cpus)) = (wv_sys::netif::numa_node(ifname), &p.cpus) {
+                for c in cpus {
+                    if wv_sys::cpu::cpu_numa_node(*c).is_some_and(|n| n != node) {
+                        say!("wirevault: warning: CPU {c} is not on NUMA node {node} of {ifname}; capture will cross the interconnect");
+                    }
+                }
+            }
+        }
+        SourcePlan::Read { files } => {
+            if let Some(e) = &p.expression {
+                // Validate once for Ethernet so a typo fails before anything is written.
+                filter::compile(e, wv_wire::linktype::ETHERNET, p.snaplen)
+                    .map_err(|e| fail(exit::USAGE, e.to_string()))?;
+            }
+            file_source = Some(0);
+            list.push(Box::new(FileSource::new(files.clone(), p.expression.clone())));
+        }
+        SourcePlan::Synthetic(spec) => {
+            let filt = match &p.expression {
+                Some(e) => Some(
+                    filter::compile(e, wv_wire::linktype::ETHERNET, p.snaplen)
+                        .map_err(|e| fail(exit::USAGE, e.to_string()))?,
+                ),
+                None => None,
+            };
+            list.push(Box::new(Synthetic::new(spec.clone(), filt)));
+        }
+    }
+    Ok(Sources { list, file_source, note })
+}
+
+/// One running stream: its two threads and what they publish.
+struct Stream {
+    capture: JoinHandle<Result<wv_capture::Counts, wv_capture::CaptureError>>,
+    writer: JoinHandle<std::io::Result<()>>,
+    counts: Arc<SharedCounts>,
+    writer_shared: Arc<WriterShared>,
+    /// The file reader's input problems, sent when its capture thread ends.
+    file_problems: Option<std::sync::mpsc::Receiver<Vec<String>>>,
+    /// The arena is in reserved hugepages.
+    hugetlb: bool,
+}
+
+/// Starts stream `id` of `nstreams`: its arena, the hand-off queue, the
+/// writer thread and the capture thread. With `--cpus`, capture threads take
+/// the first CPUs of the list and writers the next.
+fn start_stream(
+    p: &Plan,
+    id: usize,
+    nstreams: usize,
+    mut src: Box<dyn Source>,
+    is_file: bool,
+    catalog: &Arc<Catalog>,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Stream> {
+    let arena = p.stream.arena_per_worker;
+    let buf = AlignedBuf::new(arena as usize, true)
+        .map_err(|e| fail(exit::ERROR, format!("cannot allocate a {arena} byte arena ({e}); lower --buffer")))?;
+    let hugetlb = buf.backing() == Backing::HugeTlb;
+    let (prod, cons) = wv_sys::byte_ring::byte_ring(buf);
+    let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
+    let writer_shared = Arc::new(WriterShared::default());
+    let wcfg = WriterConfig {
+        store: p.store.clone(),
+        stream: id,
+        format: p.stream.format,
+        direct: p.direct,
+        depth: p.tuning.write_depth,
+        chunk: p.stream.block_size,
+        prealloc_step: p.tuning.prealloc_step,
+        file_size: p.stream.file_size,
+        indexer: p.index.then(indexer::indexer_factory),
+        budget: p.budget,
+        reserve: p.reserve(),
+    };
+    let (q2, c2, s2) = (queue.clone(), catalog.clone(), writer_shared.clone());
+    let cpu = |n: usize| p.cpus.as_ref().map(|c| c[n % c.len()]);
+    let writer =
+        spawn_pinned(format!("wv-writer-{id}"), cpu(nstreams + id), move || writer::run(cons, q2, wcfg, c2, s2))
+            .context("cannot start a writer thread")?;
+    let mut sp = StreamProducer::new(
+        prod,
+        queue,
+        StreamConfig {
+            format: p.stream.format,
+            file_size: p.stream.file_size,
+            file_time_ns: p.stream.file_time_ns,
+            block_size: p.stream.block_size,
+            flush_after_ns: p.tuning.flush_after_ns,
+            clock_close_grace_ns: (!matches!(p.source, SourcePlan::Read { .. }))
+                .then_some(p.tuning.clock_close_grace_ns),
+        },
+    );
+    sp.set_writer(writer.thread().clone());
+    sp.set_last_seq(wv_store::layout::max_seq(&p.store.join(wv_store::layout::stream_dir(id))));
+    let counts = Arc::new(SharedCounts::default());
+    let (stop2, sc2) = (stop.clone(), counts.clone());
+    let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
+    let (ptx, prx) = std::sync::mpsc::channel::<Vec<String>>();
+    let capture = spawn_pinned(format!("wv-capture-{id}"), cpu(id), move || {
+        let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, limits);
+        if is_file {
+            let _ = ptx.send(src.problems());
+        }
+        r
+    })
+    .context("cannot start a capture thread")?;
+    Ok(Stream { capture, writer, counts, writer_shared, file_problems: is_file.then_some(prx), hugetlb })
+}
+
+/// Starts a named thread, pinned to `cpu` if given (a failure to pin is not
+/// an error: the thread runs unpinned).
+fn spawn_pinned<T: Send + 'static>(
+    name: String,
+    cpu: Option<usize>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<JoinHandle<T>> {
+    std::thread::Builder::new().name(name).spawn(move || {
+        if let Some(c) = cpu {
+            let _ = wv_sys::cpu::pin_current_thread(c);
+        }
+        f()
+    })
+}
+
+/// After the summary: the writers' warnings and notes, retention, the
+/// balance check and input problems, then the exit code (or the error
+/// that stopped the recording).
+fn outcome(
+    snap: &Snapshot,
+    writer_shared: &[Arc<WriterShared>],
+    capture_errors: &[String],
+    problems: &[String],
+) -> anyhow::Result<u8> {
+    for w in writer_shared {
+        for m in w.warnings.lock().unwrap_or_else(|x| x.into_inner()).iter() {
+            say!("wirevault: warning: {m}");
+        }
+        if w.direct_refused.load(Ordering::Relaxed) {
+            say!("wirevault: note: the file system refused O_DIRECT; wrote through the page cache instead");
+            break;
+        }
+    }
+    let (rf, rb): (u64, u64) = writer_shared.iter().fold((0, 0), |(f, b), w| {
+        (f + w.retention_files.load(Ordering::Relaxed), b + w.retention_bytes.load(Ordering::Relaxed))
+    });
+    if rf > 0 {
+        say!("wirevault: retention deleted the {rf} oldest file(s), {rb} bytes, to stay within --max-size");
+    }
+    if !snap.balanced() {
+        say!("wirevault: error: counters do not add up (a bug; please report it with the summary above)");
+    }
+    for pr in problems {
+        say!("wirevault: {pr}");
+    }
+    if let Some(e) = writer_shared.iter().find_map(|w| w.error.lock().unwrap_or_else(|x| x.into_inner()).clone()) {
+        let (msg, full) = e;
+        if writer_shared.iter().any(|w| w.budget_reached.load(Ordering::Acquire)) {
+            return Err(fail(
+                exit::DISK_FULL,
+                format!("{msg}; recording stopped, every file written so far is closed and valid; {} later packets were not stored (counted as budget); set a larger --max-size, or --on-full delete to keep recording", snap.budget),
+            ));
+        }
+        return Err(if full {
+            fail(exit::DISK_FULL, format!("{msg}; recording stopped, every file written so far is closed and valid; free space or set a smaller --file-size/--max-size"))
+        } else {
+            fail(exit::ERROR, format!("{msg}; recording stopped, every file written so far is closed and valid"))
+        });
+    }
+    if let Some(e) = capture_errors.first() {
+        return Err(fail(exit::ERROR, format!("capture failed: {e}")));
+    }
+    if !problems.is_empty() {
+        return Err(fail(
+            exit::ERROR,
+            format!("{} input problem(s) (listed above); everything readable was stored", problems.len()),
+        ));
+    }
+    Ok(if snap.balanced() { exit::OK } else { exit::ERROR })
+}

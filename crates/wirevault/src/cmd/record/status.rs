@@ -1,0 +1,274 @@
+//! What `record` reports: the status line (standard error) or JSON line
+//! (standard output) every second, `STORE/stats.json` (and `--stats-file`),
+//! and the summary at the end. The counters are summed here from the
+//! workers' and writers' published copies; the causes of drops are listed
+//! once, in [`DROP_CAUSES`].
+
+use super::plan::OutputPlan;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use wv_capture::{Counts, SharedCounts};
+use wv_store::writer::WriterShared;
+
+/// `STORE/stats.json`: a fixed 4 KiB file rewritten in place (JSON padded
+/// with spaces), so the counters can still be written when the disk is full.
+struct StatsFile {
+    file: Option<std::fs::File>,
+    extra: Option<PathBuf>,
+}
+
+const STATS_LEN: usize = 4096;
+
+impl StatsFile {
+    /// Opens `STORE/stats.json` beneath the store, never through a symlink, 0640.
+    fn create(store: &Path, extra: Option<PathBuf>) -> StatsFile {
+        let how = wv_sys::fs::Open::Create { truncate: true, append: false };
+        let file = wv_sys::fs::Dir::open(store).and_then(|d| d.open_file(wv_store::layout::STATS, how, 0));
+        let file = match file {
+            Ok(f) => Some(f),
+            Err(e) => {
+                say!("wirevault: warning: {} not written: {e}", store.join(wv_store::layout::STATS).display());
+                None
+            }
+        };
+        let mut s = StatsFile { file, extra };
+        s.write("{}");
+        s
+    }
+
+    fn write(&mut self, json: &str) {
+        use std::os::unix::fs::FileExt;
+        let mut buf = json.as_bytes().to_vec();
+        buf.push(b'\n');
+        if let Some(f) = &self.file {
+            if buf.len() <= STATS_LEN {
+                buf.resize(STATS_LEN, b' ');
+                let _ = f.write_all_at(&buf, 0);
+            } else {
+                let _ = f.set_len(0).and_then(|()| f.write_all_at(&buf, 0));
+            }
+        }
+        if let Some(p) = &self.extra {
+            let tmp = p.with_extension("json.part");
+            if std::fs::File::create(&tmp).and_then(|mut f| f.write_all(&buf)).is_ok() {
+                let _ = std::fs::rename(&tmp, p);
+            }
+        }
+    }
+}
+
+/// One line on standard output; a closed output (`--json | head`) must not
+/// stop the recorder, so errors are ignored.
+fn out_line(line: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+/// A cause of drops, as each report names it.
+struct DropCause {
+    /// Key in the `dropped` object of the JSON.
+    json: &'static str,
+    /// Label on the status line (`None`: not shown there).
+    line: Option<&'static str>,
+    /// Label in the summary.
+    summary: &'static str,
+}
+
+/// Every cause of drops, in the order the reports list them; the values
+/// come from [`Snapshot::drops`] in the same order.
+const DROP_CAUSES: [DropCause; 5] = [
+    DropCause { json: "kernel", line: Some("kernel"), summary: "kernel" },
+    DropCause { json: "arena_full", line: Some("arena"), summary: "arena full" },
+    DropCause { json: "write_error", line: Some("write"), summary: "write error" },
+    DropCause { json: "budget", line: Some("budget"), summary: "budget" },
+    // Packets that arrived after -c N was reached while intake was stopping.
+    DropCause { json: "shutdown", line: None, summary: "shutdown" },
+];
+
+/// All counters at one moment.
+pub struct Snapshot {
+    counts: Counts,
+    arena_fill: f64,
+    written: u64,
+    write_error: u64,
+    /// Packets not stored because the store reached its budget (`--on-full stop`).
+    pub budget: u64,
+    disk_bytes: u64,
+    file_bytes: u64,
+    files: u64,
+}
+
+impl Snapshot {
+    pub fn take(sc: &[Arc<SharedCounts>], ws: &[Arc<WriterShared>]) -> Snapshot {
+        let mut counts = Counts::default();
+        let mut fill: f64 = 0.0;
+        for s in sc {
+            let (c, f) = s.load();
+            counts += c;
+            fill = fill.max(f);
+        }
+        let sum = |f: fn(&WriterShared) -> u64| ws.iter().map(|w| f(w)).sum::<u64>();
+        Snapshot {
+            counts,
+            arena_fill: fill,
+            written: sum(|w| w.written_packets.load(Ordering::Relaxed)),
+            write_error: sum(|w| w.dropped_write_error.load(Ordering::Relaxed)),
+            budget: sum(|w| w.dropped_budget.load(Ordering::Relaxed)),
+            disk_bytes: sum(|w| w.disk_bytes.load(Ordering::Relaxed)),
+            file_bytes: sum(|w| w.file_bytes.load(Ordering::Relaxed)),
+            files: sum(|w| w.files_closed.load(Ordering::Relaxed)),
+        }
+    }
+
+    fn received(&self) -> u64 {
+        self.counts.delivered + self.counts.filtered_kernel + self.counts.dropped_kernel
+    }
+
+    fn filtered(&self) -> u64 {
+        self.counts.filtered_user + self.counts.filtered_kernel
+    }
+
+    /// The drops of each cause, in the order of [`DROP_CAUSES`].
+    fn drops(&self) -> [u64; DROP_CAUSES.len()] {
+        let c = &self.counts;
+        [c.dropped_kernel, c.dropped_arena_full, self.write_error, self.budget, c.dropped_shutdown]
+    }
+
+    /// received = written + filtered + every drop, exactly.
+    pub fn balanced(&self) -> bool {
+        self.received() == self.written + self.filtered() + self.drops().iter().sum::<u64>()
+    }
+
+    fn json(&self, state: &str, elapsed: f64, rates: Rates) -> String {
+        let c = &self.counts;
+        let dropped: serde_json::Map<String, serde_json::Value> =
+            DROP_CAUSES.iter().zip(self.drops()).map(|(d, n)| (d.json.to_string(), n.into())).collect();
+        serde_json::json!({
+            "state": state,
+            "elapsed_s": (elapsed * 1000.0).round() / 1000.0,
+            "received": self.received(),
+            "written": self.written,
+            "filtered": self.filtered(),
+            "dropped": dropped,
+            "stored_in_arena": c.stored,
+            "wire_bytes": c.wire_bytes,
+            "files": self.files,
+            "file_bytes": self.file_bytes,
+            "disk_bytes": self.disk_bytes,
+            "arena_fill": (self.arena_fill * 1000.0).round() / 1000.0,
+            "pps": rates.pps.round(),
+            "gbps": (rates.gbps * 1000.0).round() / 1000.0,
+            "disk_mb_s": rates.disk_mb_s.round(),
+            // Only meaningful once every packet has left the arena.
+            "balanced": (state == "done").then(|| self.balanced()),
+        })
+        .to_string()
+    }
+
+    fn line(&self, rates: Rates) -> String {
+        let drops: Vec<String> = DROP_CAUSES
+            .iter()
+            .zip(self.drops())
+            .filter_map(|(d, n)| d.line.map(|label| format!("{label} {n}")))
+            .collect();
+        format!(
+            "{:>10.0} pps {:>7.3} Gb/s | stored {} filtered {} | drops {} | arena {:>5.1}% | disk {:>6.0} MB/s",
+            rates.pps,
+            rates.gbps,
+            self.counts.stored,
+            self.filtered(),
+            drops.join(" "),
+            self.arena_fill * 100.0,
+            rates.disk_mb_s
+        )
+    }
+
+    fn summary(&self, elapsed: f64, store: &Path) -> String {
+        let drops = self.drops();
+        let each: Vec<String> = DROP_CAUSES.iter().zip(drops).map(|(d, n)| format!("{} {n}", d.summary)).collect();
+        format!(
+            "wirevault: {} packets received in {:.2}s: {} written, {} filtered, {} dropped ({}); {} files, {} bytes in {}",
+            self.received(),
+            elapsed,
+            self.written,
+            self.filtered(),
+            drops.iter().sum::<u64>(),
+            each.join(", "),
+            self.files,
+            self.file_bytes,
+            store.display()
+        )
+    }
+}
+
+/// Rates over the last status interval.
+#[derive(Clone, Copy, Default)]
+struct Rates {
+    pps: f64,
+    gbps: f64,
+    disk_mb_s: f64,
+}
+
+/// The reports of one recording: status lines while it runs, the last
+/// counters at the end.
+pub struct Status {
+    output: OutputPlan,
+    store: PathBuf,
+    stats_file: StatsFile,
+    start: Instant,
+    /// The previous sample: when, the capture counters, the disk bytes.
+    last: (Instant, Counts, u64),
+}
+
+impl Status {
+    /// Starts the clock and writes an empty `stats.json`.
+    pub fn start(store: &Path, output: OutputPlan) -> Status {
+        let stats_file = StatsFile::create(store, output.stats_file.clone());
+        let now = Instant::now();
+        Status { output, store: store.to_path_buf(), stats_file, start: now, last: (now, Counts::default(), 0) }
+    }
+
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.start.elapsed()
+    }
+
+    /// True when a second has passed since the last status.
+    pub fn due(&self) -> bool {
+        self.last.0.elapsed() >= std::time::Duration::from_secs(1)
+    }
+
+    /// Writes the counters as they are now: `stats.json` always, the status
+    /// line unless `all_done` (the summary follows) or `--quiet`.
+    pub fn report(&mut self, snap: &Snapshot, all_done: bool) {
+        let dt = self.last.0.elapsed().as_secs_f64().max(1e-9);
+        let rates = Rates {
+            pps: (snap.counts.stored - self.last.1.stored) as f64 / dt,
+            gbps: (snap.counts.wire_bytes - self.last.1.wire_bytes) as f64 * 8.0 / dt / 1e9,
+            disk_mb_s: (snap.disk_bytes - self.last.2) as f64 / dt / 1e6,
+        };
+        let json = snap.json("running", self.start.elapsed().as_secs_f64(), rates);
+        self.stats_file.write(&json);
+        if !self.output.quiet && !all_done {
+            if self.output.json {
+                out_line(&json);
+            } else {
+                let _ = writeln!(std::io::stderr().lock(), "{}", snap.line(rates));
+            }
+        }
+        self.last = (Instant::now(), snap.counts, snap.disk_bytes);
+    }
+
+    /// The final counters: `stats.json`, the JSON line with `--json`, and
+    /// the summary on standard error.
+    pub fn finish(&mut self, snap: &Snapshot) {
+        let elapsed = self.start.elapsed().as_secs_f64();
+        let json = snap.json("done", elapsed, Rates::default());
+        self.stats_file.write(&json);
+        if self.output.json {
+            out_line(&json);
+        }
+        say!("{}", snap.summary(elapsed, &self.store));
+    }
+}

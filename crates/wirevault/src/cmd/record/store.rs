@@ -1,0 +1,124 @@
+//! The store directory as `record` finds and leaves it: created or checked
+//! to be a store, proven writable, and handed to `--user`.
+
+use crate::{exit, fail};
+use std::path::Path;
+
+/// Switches the process to `user` (its uid, primary gid, no supplementary
+/// groups) after handing it what wirevault owns in the store. The open
+/// sockets keep working; no capability is kept, because none is needed once
+/// they are open.
+pub fn drop_privileges(user: &str, store: &Path) -> anyhow::Result<()> {
+    let (uid, gid) = wv_sys::cpu::lookup_user(user)
+        .ok_or_else(|| fail(exit::USAGE, format!("--user: no user named {user} (see /etc/passwd)")))?;
+    for skipped in chown_store(store, uid, gid)
+        .map_err(|e| fail(exit::ERROR, format!("cannot hand the store {} to {user}: {e}", store.display())))?
+    {
+        say!("wirevault: warning: {skipped} is not part of the store layout; its owner was left as it is");
+    }
+    wv_sys::cpu::switch_user(uid, gid).map_err(|e| fail(exit::ERROR, format!("cannot switch to user {user}: {e}")))?;
+    Ok(())
+}
+
+/// Gives `uid:gid` the store directory and what the store layout names in
+/// it (catalog, stats, lock, `stream-NNN` directories and the capture and
+/// index files in them), never following a symlink (each is opened beneath
+/// the store with O_NOFOLLOW and changed through that descriptor). Returns
+/// the paths left alone: anything else, and every symlink.
+fn chown_store(store: &Path, uid: u32, gid: u32) -> std::io::Result<Vec<String>> {
+    use wv_store::layout;
+    use wv_sys::fs::{Dir, Kind};
+    let dir = Dir::open(store)?;
+    dir.chown_self(uid, gid)?;
+    let mut skipped = Vec::new();
+    let top = [layout::CATALOG, layout::STATS, wv_store::lock::LOCK_FILE];
+    for (name, kind) in dir.list("")? {
+        let shown = || dir.display(&name).display().to_string();
+        if kind == Kind::File && top.contains(&name.as_str()) {
+            dir.chown(&name, uid, gid)?;
+        } else if kind == Kind::Dir && is_stream_dir(&name) {
+            dir.chown(&name, uid, gid)?;
+            for (f, k) in dir.list(&name)? {
+                let rel = format!("{name}/{f}");
+                let stem = f.strip_suffix(layout::PART).unwrap_or(&f);
+                let stem = stem.strip_suffix(layout::INDEX).unwrap_or(stem);
+                if k == Kind::File && wv_store::catalog::is_capture_name(stem) {
+                    dir.chown(&rel, uid, gid)?;
+                } else {
+                    skipped.push(dir.display(&rel).display().to_string());
+                }
+            }
+        } else {
+            skipped.push(shown());
+        }
+    }
+    Ok(skipped)
+}
+
+fn is_stream_dir(name: &str) -> bool {
+    name.strip_prefix("stream-")
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| name == wv_store::layout::stream_dir(n))
+}
+
+/// What makes a directory a wirevault store: a catalog, a lock file or a
+/// `stream-NNN` directory in it. `record` writes into an empty directory or
+/// a store, nothing else.
+fn is_store(store: &Path) -> std::io::Result<bool> {
+    use wv_sys::fs::{Dir, Kind};
+    let dir = Dir::open(store)?;
+    let list = dir.list("")?;
+    Ok(list.is_empty()
+        || list.iter().any(|(n, k)| {
+            (*k == Kind::File && (n == wv_store::layout::CATALOG || n == wv_store::lock::LOCK_FILE))
+                || (*k == Kind::Dir && is_stream_dir(n))
+        }))
+}
+
+/// Creates the store directory (0750) or checks that the one there is a
+/// store, and proves it is writable.
+pub fn prepare_store(store: &Path) -> anyhow::Result<()> {
+    let shown = store.display();
+    let io_fail = |what: &str, e: std::io::Error| {
+        let msg = match e.kind() {
+            std::io::ErrorKind::PermissionDenied => {
+                format!("{what} {shown}: permission denied; choose another -o or fix its permissions")
+            }
+            std::io::ErrorKind::NotADirectory => format!("{shown}: a component of the path is not a directory"),
+            _ => format!("{what} {shown}: {e}; choose another -o or fix its permissions"),
+        };
+        fail(exit::ERROR, msg)
+    };
+    match std::fs::metadata(store) {
+        Ok(m) if !m.is_dir() => {
+            return Err(fail(exit::ERROR, format!("{shown} is not a directory; -o names the store directory")))
+        }
+        Ok(_) => {
+            if !is_store(store).map_err(|e| io_fail("cannot read the store directory", e))? {
+                return Err(fail(
+                    exit::ERROR,
+                    format!("{shown} is not empty and not a wirevault store (no catalog.jsonl, .lock or stream-NNN directory); choose an empty or new directory for -o"),
+                ));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(wv_sys::fs::DIR_MODE)
+                .create(store)
+                .map_err(|e| io_fail("cannot create the store directory", e))?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(store, std::fs::Permissions::from_mode(wv_sys::fs::DIR_MODE))
+                .map_err(|e| io_fail("cannot set the mode of the store directory", e))?;
+        }
+        Err(e) => return Err(io_fail("cannot reach the store directory", e)),
+    }
+    let probe = ".wirevault-probe";
+    let dir = wv_sys::fs::Dir::open(store).map_err(|e| io_fail("cannot open the store directory", e))?;
+    let _ = dir.unlink(probe);
+    dir.open_file(probe, wv_sys::fs::Open::CreateNew, 0)
+        .map_err(|e| io_fail("cannot write in the store directory", e))?;
+    let _ = dir.unlink(probe);
+    Ok(())
+}
