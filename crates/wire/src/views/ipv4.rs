@@ -215,7 +215,7 @@ mod tests {
         bad[0] = 0x44;
         assert_eq!(Packet::new_checked(&bad[..]).unwrap_err(), Error::Malformed);
         bad[0] = 0x4f;
-        assert_eq!(Packet::new_checked(&bad[..]).unwrap_err(), Error::Truncated);
+        assert_eq!(Packet::new_checked(&bad[..59]).unwrap_err(), Error::Truncated);
         // A total length below the header: empty payload, no panic.
         bad[0] = 0x45;
         bad[3] = 4;
