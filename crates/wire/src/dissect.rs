@@ -21,7 +21,7 @@
 
 use crate::linktype;
 use crate::packet::{Addr, LINKTYPE_IPV4, LINKTYPE_IPV6};
-use crate::views::{self, arp, ethernet, icmp, ipv4, ipv6, mpls, sll, tcp, udp, vlan, EtherType};
+use crate::views::{self, arp, ipproto, ethernet, icmp, ipv4, ipv6, mpls, sll, tcp, udp, vlan, EtherType};
 
 /// Most VLAN tags walked. Standard stacks have one (802.1Q) or two
 /// (802.1ad S-tag + C-tag); three appear in some provider setups. Eight
@@ -490,7 +490,7 @@ impl<'a> Walk<'a> {
         let b = self.slice(at, end);
         let len = end.saturating_sub(at);
         match proto {
-            6 => {
+            ipproto::TCP => {
                 self.layer(LayerKind::Tcp, at);
                 match tcp::Packet::new_checked(b) {
                     Ok(t) => {
@@ -516,7 +516,7 @@ impl<'a> Walk<'a> {
                     }
                 }
             }
-            17 => {
+            ipproto::UDP => {
                 self.layer(LayerKind::Udp, at);
                 let Ok(u) = udp::Packet::new_checked(b) else {
                     return self.missing(LayerKind::Udp, at, at + udp::HEADER_LEN, end);
@@ -530,8 +530,8 @@ impl<'a> Walk<'a> {
                     }
                 }
             }
-            1 | 58 => {
-                let (kind, min) = if proto == 1 {
+            ipproto::ICMP | ipproto::ICMPV6 => {
+                let (kind, min) = if proto == ipproto::ICMP {
                     (LayerKind::Icmp, icmp::MIN_LEN_V4)
                 } else {
                     (LayerKind::Icmpv6, icmp::MIN_LEN_V6)

@@ -22,32 +22,53 @@ pub const MIN_LEN_V4: usize = field::PAYLOAD.start;
 /// Smallest ICMPv6 message.
 pub const MIN_LEN_V6: usize = field::REST.start;
 
+/// ICMPv4 and ICMPv6 type numbers.
+pub mod types {
+    pub const ECHO_REPLY: u8 = 0;
+    pub const DST_UNREACHABLE: u8 = 3;
+    pub const REDIRECT: u8 = 5;
+    pub const ECHO_REQUEST: u8 = 8;
+    pub const TIME_EXCEEDED: u8 = 11;
+    pub const PARAM_PROBLEM: u8 = 12;
+    pub const V6_DST_UNREACHABLE: u8 = 1;
+    pub const V6_PACKET_TOO_BIG: u8 = 2;
+    pub const V6_TIME_EXCEEDED: u8 = 3;
+    pub const V6_PARAM_PROBLEM: u8 = 4;
+    pub const V6_ECHO_REQUEST: u8 = 128;
+    pub const V6_ECHO_REPLY: u8 = 129;
+    pub const V6_ROUTER_SOLICIT: u8 = 133;
+    pub const V6_ROUTER_ADVERT: u8 = 134;
+    pub const V6_NEIGHBOR_SOLICIT: u8 = 135;
+    pub const V6_NEIGHBOR_ADVERT: u8 = 136;
+    pub const V6_REDIRECT: u8 = 137;
+}
+
 code_enum! {
     /// ICMPv4 message types.
     pub enum Type4(u8) {
-        EchoReply = 0,
-        DstUnreachable = 3,
-        Redirect = 5,
-        EchoRequest = 8,
-        TimeExceeded = 11,
-        ParamProblem = 12,
+        EchoReply = types::ECHO_REPLY,
+        DstUnreachable = types::DST_UNREACHABLE,
+        Redirect = types::REDIRECT,
+        EchoRequest = types::ECHO_REQUEST,
+        TimeExceeded = types::TIME_EXCEEDED,
+        ParamProblem = types::PARAM_PROBLEM,
     }
 }
 
 code_enum! {
     /// ICMPv6 message types.
     pub enum Type6(u8) {
-        DstUnreachable = 1,
-        PacketTooBig = 2,
-        TimeExceeded = 3,
-        ParamProblem = 4,
-        EchoRequest = 128,
-        EchoReply = 129,
-        RouterSolicit = 133,
-        RouterAdvert = 134,
-        NeighborSolicit = 135,
-        NeighborAdvert = 136,
-        Redirect = 137,
+        DstUnreachable = types::V6_DST_UNREACHABLE,
+        PacketTooBig = types::V6_PACKET_TOO_BIG,
+        TimeExceeded = types::V6_TIME_EXCEEDED,
+        ParamProblem = types::V6_PARAM_PROBLEM,
+        EchoRequest = types::V6_ECHO_REQUEST,
+        EchoReply = types::V6_ECHO_REPLY,
+        RouterSolicit = types::V6_ROUTER_SOLICIT,
+        RouterAdvert = types::V6_ROUTER_ADVERT,
+        NeighborSolicit = types::V6_NEIGHBOR_SOLICIT,
+        NeighborAdvert = types::V6_NEIGHBOR_ADVERT,
+        Redirect = types::V6_REDIRECT,
     }
 }
 

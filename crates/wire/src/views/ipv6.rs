@@ -4,7 +4,7 @@
 //! units, minus 2). [`ExtHeader`] walks one of them; the dissector walks
 //! the chain.
 
-use super::{be16, get16, Error, IpProtocol};
+use super::{be16, get16, ipproto, Error, IpProtocol};
 
 /// Byte ranges of the fixed header.
 pub mod field {
@@ -38,15 +38,15 @@ pub const FRAG_OFFSET_MASK: u16 = 0xfff8;
 
 /// True for the Next Header values this module walks as extension headers.
 pub const fn is_extension(nh: u8) -> bool {
-    matches!(nh, 0 | 43 | 44 | 51 | 60)
+    matches!(nh, ipproto::HOPOPTS | ipproto::ROUTING | ipproto::FRAGMENT | ipproto::AH | ipproto::DSTOPTS)
 }
 
 /// Length of the extension header of type `nh` whose bytes start `b`,
 /// when its length field is inside `b` (it may say more than `b` holds).
 pub fn ext_header_len(nh: u8, b: &[u8]) -> Option<usize> {
     match nh {
-        44 => Some(FRAG_HEADER_LEN),
-        51 => b.get(ext_field::LENGTH).map(|&l| 4 * (usize::from(l) + 2)),
+        ipproto::FRAGMENT => Some(FRAG_HEADER_LEN),
+        ipproto::AH => b.get(ext_field::LENGTH).map(|&l| 4 * (usize::from(l) + 2)),
         _ => b.get(ext_field::LENGTH).map(|&l| 8 + 8 * usize::from(l)),
     }
 }
@@ -138,13 +138,13 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
     /// Fragment offset in bytes (0 for other headers).
     pub fn frag_offset(&self) -> u16 {
         match self.kind {
-            44 => get16(self.buffer.as_ref(), ext_field::FRAG_OFF_M.start).map_or(0, |v| v & FRAG_OFFSET_MASK),
+            ipproto::FRAGMENT => get16(self.buffer.as_ref(), ext_field::FRAG_OFF_M.start).map_or(0, |v| v & FRAG_OFFSET_MASK),
             _ => 0,
         }
     }
     /// The More Fragments flag (false for other headers).
     pub fn more_frags(&self) -> bool {
-        self.kind == 44 && self.buffer.as_ref()[ext_field::FRAG_OFF_M.end - 1] & 1 != 0
+        self.kind == ipproto::FRAGMENT && self.buffer.as_ref()[ext_field::FRAG_OFF_M.end - 1] & 1 != 0
     }
     /// The header's data after its first two bytes.
     pub fn data(&self) -> &[u8] {

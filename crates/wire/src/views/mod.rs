@@ -87,7 +87,7 @@ pub fn ones_sum(mut sum: u32, data: &[u8]) -> u16 {
 
 /// Declares a `u8`/`u16` code enum with named values and `Unknown(_)`.
 macro_rules! code_enum {
-    ($(#[$m:meta])* pub enum $name:ident($t:ty) { $($(#[$vm:meta])* $v:ident = $n:expr,)* }) => {
+    ($(#[$m:meta])* pub enum $name:ident($t:ty) { $($(#[$vm:meta])* $v:ident = $n:path,)* }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum $name {
@@ -115,39 +115,72 @@ macro_rules! code_enum {
 }
 pub(crate) use code_enum;
 
+/// EtherType values (the one list; [`EtherType`] names them).
+pub mod ethertype {
+    pub const IPV4: u16 = 0x0800;
+    pub const ARP: u16 = 0x0806;
+    pub const RARP: u16 = 0x8035;
+    pub const VLAN: u16 = 0x8100;
+    pub const IPV6: u16 = 0x86dd;
+    pub const MPLS: u16 = 0x8847;
+    pub const MPLS_MULTICAST: u16 = 0x8848;
+    pub const QINQ: u16 = 0x88a8;
+    pub const VLAN_9100: u16 = 0x9100;
+}
+
+/// IP protocol numbers (the one list; [`IpProtocol`] names them).
+pub mod ipproto {
+    pub const HOPOPTS: u8 = 0;
+    pub const ICMP: u8 = 1;
+    pub const IGMP: u8 = 2;
+    pub const IPIP: u8 = 4;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+    pub const IPV6: u8 = 41;
+    pub const ROUTING: u8 = 43;
+    pub const FRAGMENT: u8 = 44;
+    pub const GRE: u8 = 47;
+    pub const ESP: u8 = 50;
+    pub const AH: u8 = 51;
+    pub const ICMPV6: u8 = 58;
+    pub const NONXT: u8 = 59;
+    pub const DSTOPTS: u8 = 60;
+    pub const SCTP: u8 = 132;
+}
+
 code_enum! {
     /// EtherType (or Linux SLL protocol) values the views know.
     pub enum EtherType(u16) {
-        Ipv4 = 0x0800,
-        Arp = 0x0806,
-        Vlan = 0x8100,
-        Rarp = 0x8035,
-        Ipv6 = 0x86dd,
-        MplsUnicast = 0x8847,
-        MplsMulticast = 0x8848,
-        QinQ = 0x88a8,
-        Vlan9100 = 0x9100,
+        Ipv4 = ethertype::IPV4,
+        Arp = ethertype::ARP,
+        Vlan = ethertype::VLAN,
+        Rarp = ethertype::RARP,
+        Ipv6 = ethertype::IPV6,
+        MplsUnicast = ethertype::MPLS,
+        MplsMulticast = ethertype::MPLS_MULTICAST,
+        QinQ = ethertype::QINQ,
+        Vlan9100 = ethertype::VLAN_9100,
     }
 }
 
 code_enum! {
     /// IP protocol / IPv6 Next Header values the views know.
     pub enum IpProtocol(u8) {
-        HopByHop = 0,
-        Icmp = 1,
-        Igmp = 2,
-        IpIp = 4,
-        Tcp = 6,
-        Udp = 17,
-        Ipv6 = 41,
-        Ipv6Route = 43,
-        Ipv6Frag = 44,
-        Gre = 47,
-        Esp = 50,
-        Ah = 51,
-        Icmpv6 = 58,
-        Ipv6NoNxt = 59,
-        Ipv6Opts = 60,
-        Sctp = 132,
+        HopByHop = ipproto::HOPOPTS,
+        Icmp = ipproto::ICMP,
+        Igmp = ipproto::IGMP,
+        IpIp = ipproto::IPIP,
+        Tcp = ipproto::TCP,
+        Udp = ipproto::UDP,
+        Ipv6 = ipproto::IPV6,
+        Ipv6Route = ipproto::ROUTING,
+        Ipv6Frag = ipproto::FRAGMENT,
+        Gre = ipproto::GRE,
+        Esp = ipproto::ESP,
+        Ah = ipproto::AH,
+        Icmpv6 = ipproto::ICMPV6,
+        Ipv6NoNxt = ipproto::NONXT,
+        Ipv6Opts = ipproto::DSTOPTS,
+        Sctp = ipproto::SCTP,
     }
 }

@@ -3,7 +3,7 @@
 //! follow a TPID are the TCI (PCP, DEI, VID) and the next type field.
 //! The view starts at the TCI, i.e. after the TPID that announced it.
 
-use super::{be16, set_be16, Error, EtherType};
+use super::{be16, ethertype, set_be16, Error, EtherType};
 
 /// Byte ranges of one tag, counted from the TCI.
 pub mod field {
@@ -13,19 +13,22 @@ pub mod field {
     pub const PAYLOAD: Rest = 4..;
 }
 
+/// Mask of the VLAN id in the TCI.
+pub const VID_MASK: u16 = 0x0fff;
+
 /// Length of one tag (after its TPID).
 pub const HEADER_LEN: usize = field::PAYLOAD.start;
 
 /// True for the type values that announce a tag.
 #[inline]
 pub const fn is_tpid(t: u16) -> bool {
-    matches!(t, 0x8100 | 0x88a8 | 0x9100)
+    matches!(t, ethertype::VLAN | ethertype::QINQ | ethertype::VLAN_9100)
 }
 
 /// True for the TPIDs of service (outer) tags: 802.1ad and pre-standard QinQ.
 #[inline]
 pub const fn is_service_tpid(t: u16) -> bool {
-    matches!(t, 0x88a8 | 0x9100)
+    matches!(t, ethertype::QINQ | ethertype::VLAN_9100)
 }
 
 /// A view of one tag.
@@ -54,7 +57,7 @@ impl<T: AsRef<[u8]>> Tag<T> {
     }
     /// VLAN id (12 bits).
     pub fn vid(&self) -> u16 {
-        self.tci() & 0x0fff
+        self.tci() & VID_MASK
     }
     pub fn ethertype_raw(&self) -> u16 {
         be16(self.buffer.as_ref(), field::ETHERTYPE)
@@ -69,7 +72,7 @@ impl<T: AsRef<[u8]>> Tag<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
     pub fn set_tci(&mut self, pcp: u8, dei: bool, vid: u16) {
-        let tci = u16::from(pcp & 7) << 13 | u16::from(dei) << 12 | (vid & 0x0fff);
+        let tci = u16::from(pcp & 7) << 13 | u16::from(dei) << 12 | (vid & VID_MASK);
         set_be16(self.buffer.as_mut(), field::TCI, tci);
     }
     pub fn set_ethertype(&mut self, t: EtherType) {
