@@ -21,7 +21,7 @@
 
 use crate::linktype;
 use crate::packet::{Addr, LINKTYPE_IPV4, LINKTYPE_IPV6};
-use crate::views::{self, arp, ipproto, ethernet, icmp, ipv4, ipv6, mpls, sll, tcp, udp, vlan, EtherType};
+use crate::views::{self, arp, ethernet, icmp, ipproto, ipv4, ipv6, mpls, sll, tcp, udp, vlan, EtherType};
 
 /// Most VLAN tags walked. Standard stacks have one (802.1Q) or two
 /// (802.1ad S-tag + C-tag); three appear in some provider setups. Eight
@@ -429,7 +429,7 @@ impl<'a> Walk<'a> {
             self.d.flow.later_fragment = true;
             return;
         }
-        self.transport(proto, at + hl, at + total, false);
+        self.transport(proto, at + hl, at + total, false, p.more_frags());
     }
 
     fn ipv6(&mut self, at: usize) {
@@ -459,6 +459,7 @@ impl<'a> Walk<'a> {
         let mut nh = u8::from(p.next_header());
         let mut off = at + ipv6::HEADER_LEN;
         let mut n = 0;
+        let mut first_fragment = false;
         while ipv6::is_extension(nh) {
             if n == MAX_EXT_HEADERS {
                 return self.problem(ProblemKind::Ipv6ExtChainTooLong, off);
@@ -473,6 +474,7 @@ impl<'a> Walk<'a> {
                 }
             };
             let (next, len, later) = (u8::from(h.next_header()), h.header_len(), h.frag_offset() != 0);
+            first_fragment |= h.more_frags();
             self.d.flow.protocol = Some(next);
             if later {
                 self.d.flow.later_fragment = true;
@@ -482,11 +484,14 @@ impl<'a> Walk<'a> {
             off += len;
         }
         self.d.flow.protocol = Some(nh);
-        self.transport(nh, off, end, true);
+        self.transport(nh, off, end, true, first_fragment);
     }
 
-    /// The transport header at `at`; the IP payload ends at `end` on the wire.
-    fn transport(&mut self, proto: u8, at: usize, end: usize, v6: bool) {
+    /// The transport header at `at`; the IP payload ends at `end` on the
+    /// wire. In the first fragment of several (`fragment`) the L4 lengths
+    /// describe the whole datagram, so they are not judged against `end`.
+    fn transport(&mut self, proto: u8, at: usize, end: usize, v6: bool, fragment: bool) {
+        let end_judged = if fragment { usize::MAX } else { end };
         let b = self.slice(at, end);
         let len = end.saturating_sub(at);
         match proto {
@@ -495,7 +500,7 @@ impl<'a> Walk<'a> {
                 match tcp::Packet::new_checked(b) {
                     Ok(t) => {
                         self.d.flow.ports = Some((t.src_port(), t.dst_port()));
-                        if t.header_len() > len {
+                        if !fragment && t.header_len() > len {
                             self.problem(ProblemKind::TcpDataOffset(t.header_len() as u8), at);
                         }
                     }
@@ -505,25 +510,26 @@ impl<'a> Walk<'a> {
                         self.problem(ProblemKind::TcpDataOffset(hl), at);
                     }
                     Err(views::Error::Truncated) => {
-                        let hl = b.get(tcp::field::FLAGS.start).map_or(tcp::MIN_HEADER_LEN, |v| 4 * usize::from(v >> 4));
+                        let hl =
+                            b.get(tcp::field::FLAGS.start).map_or(tcp::MIN_HEADER_LEN, |v| 4 * usize::from(v >> 4));
                         let need = at + hl.max(tcp::MIN_HEADER_LEN);
-                        if need > end && end <= self.data.len() && hl >= tcp::MIN_HEADER_LEN {
+                        if !fragment && need > end && end <= self.data.len() && hl >= tcp::MIN_HEADER_LEN {
                             // The whole segment is here and the offset points past it.
                             self.ports_from(b);
                             return self.problem(ProblemKind::TcpDataOffset(hl as u8), at);
                         }
-                        self.missing(LayerKind::Tcp, at, need, end);
+                        self.missing(LayerKind::Tcp, at, need, end_judged);
                     }
                 }
             }
             ipproto::UDP => {
                 self.layer(LayerKind::Udp, at);
                 let Ok(u) = udp::Packet::new_checked(b) else {
-                    return self.missing(LayerKind::Udp, at, at + udp::HEADER_LEN, end);
+                    return self.missing(LayerKind::Udp, at, at + udp::HEADER_LEN, end_judged);
                 };
                 self.d.flow.ports = Some((u.src_port(), u.dst_port()));
                 let ulen = u.len();
-                if usize::from(ulen) < udp::HEADER_LEN || usize::from(ulen) > len {
+                if usize::from(ulen) < udp::HEADER_LEN || (!fragment && usize::from(ulen) > len) {
                     // Zero over IPv6 is a jumbogram's UDP length (RFC 2675).
                     if !(v6 && ulen == 0) {
                         self.problem(ProblemKind::UdpLength(ulen), at);
@@ -538,7 +544,7 @@ impl<'a> Walk<'a> {
                 };
                 self.layer(kind, at);
                 if b.len() < min {
-                    self.missing(kind, at, at + min, end);
+                    self.missing(kind, at, at + min, end_judged);
                 }
             }
             _ => {}
@@ -547,7 +553,9 @@ impl<'a> Walk<'a> {
 
     /// Ports from the first 4 bytes of a TCP header the view refused.
     fn ports_from(&mut self, b: &[u8]) {
-        if let (Some(s), Some(d)) = (views::get16(b, tcp::field::SRC_PORT.start), views::get16(b, tcp::field::DST_PORT.start)) {
+        if let (Some(s), Some(d)) =
+            (views::get16(b, tcp::field::SRC_PORT.start), views::get16(b, tcp::field::DST_PORT.start))
+        {
             self.d.flow.ports = Some((s, d));
         }
     }
@@ -713,7 +721,8 @@ mod tests {
                 *b = x as u8;
             }
             // Plausible starts, so that the walk goes deep.
-            buf[12..14].copy_from_slice(&[[0x08, 0x00], [0x86, 0xdd], [0x81, 0x00], [0x88, 0x47]][(x >> 8) as usize % 4]);
+            buf[12..14]
+                .copy_from_slice(&[[0x08, 0x00], [0x86, 0xdd], [0x81, 0x00], [0x88, 0x47]][(x >> 8) as usize % 4]);
             let n = (x >> 16) as usize % 256;
             for lt in [1, 101, 113, 228, 229, 0] {
                 let d = dissect(lt, &buf[..n], (x >> 3) % 300);

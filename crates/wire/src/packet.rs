@@ -219,7 +219,8 @@ fn parse_ipv6(b: &[u8], l3: usize, k: &mut FlowKey) {
         match nh {
             ipproto::HOPOPTS | ipproto::ROUTING | ipproto::DSTOPTS | ipproto::AH => {
                 let ext = b.get(off..).unwrap_or(&[]);
-                let (Some(&next), Some(len)) = (ext.get(ipv6::ext_field::NXT_HDR), ipv6::ext_header_len(nh, ext)) else {
+                let (Some(&next), Some(len)) = (ext.get(ipv6::ext_field::NXT_HDR), ipv6::ext_header_len(nh, ext))
+                else {
                     return;
                 };
                 nh = next;

@@ -57,7 +57,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     fn at(&self, i: usize) -> &[u8] {
         let (h, p) = (usize::from(self.hlen()), usize::from(self.plen()));
         let start = field::SHA + [0, h, h + p, 2 * h + p][i];
-        let len = if i % 2 == 0 { h } else { p };
+        let len = if i.is_multiple_of(2) { h } else { p };
         &self.buffer.as_ref()[start..start + len]
     }
     pub fn sha(&self) -> &[u8] {

@@ -138,7 +138,9 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
     /// Fragment offset in bytes (0 for other headers).
     pub fn frag_offset(&self) -> u16 {
         match self.kind {
-            ipproto::FRAGMENT => get16(self.buffer.as_ref(), ext_field::FRAG_OFF_M.start).map_or(0, |v| v & FRAG_OFFSET_MASK),
+            ipproto::FRAGMENT => {
+                get16(self.buffer.as_ref(), ext_field::FRAG_OFF_M.start).map_or(0, |v| v & FRAG_OFFSET_MASK)
+            }
             _ => 0,
         }
     }
