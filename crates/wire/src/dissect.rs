@@ -699,9 +699,12 @@ mod tests {
         g[5] = 4;
         let d = dissect(101, &g[..44], 44);
         assert_eq!(kinds(&d), [ProblemKind::Truncated(LayerKind::Ipv6Ext(0))]);
-        // UDP length beyond the IP payload.
+        // UDP length beyond the IP payload (judged once the datagram is
+        // not fragmented: in a first fragment it is the whole datagram's).
         let mut g = f.clone();
         g[61] = 9;
+        assert!(!dissect(101, &g, 64).is_malformed());
+        g[51] = 0;
         assert_eq!(kinds(&dissect(101, &g, 64)), [ProblemKind::UdpLength(9)]);
         // Payload length beyond the frame.
         g[61] = 8;
