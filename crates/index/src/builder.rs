@@ -23,7 +23,8 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use wv_wire::packet::{self, ipproto, Addr};
+use wv_wire::packet::{self, ethertype, ipproto, Addr};
+use wv_wire::views::{ethernet, ipv4, udp};
 
 /// Packets per block unless [`Builder::with_block_packets`] says otherwise.
 pub const DEFAULT_BLOCK_PACKETS: u32 = 64;
@@ -347,16 +348,25 @@ impl Builder {
     /// False (nothing added) for every other frame.
     #[inline]
     fn add_eth_ipv4(&mut self, block: u32, f: &[u8]) -> bool {
-        if self.linktype != wv_wire::linktype::ETHERNET || f.len() < 34 || f[12..14] != [0x08, 0x00] {
+        // Offsets from the views' layouts: constants, so this compiles to
+        // the same loads as literal offsets.
+        const L3: usize = ethernet::HEADER_LEN;
+        const MIN_LEN: usize = L3 + ipv4::field::DST_ADDR.end;
+        const ET: core::ops::Range<usize> = ethernet::field::ETHERTYPE;
+        const FLG_OFF: usize = L3 + ipv4::field::FLG_OFF.start;
+        const SRC: usize = L3 + ipv4::field::SRC_ADDR.start;
+        const DST: usize = L3 + ipv4::field::DST_ADDR.start;
+        if self.linktype != wv_wire::linktype::ETHERNET || f.len() < MIN_LEN || f[ET] != ethertype::IPV4.to_be_bytes() {
             return false;
         }
-        let proto = f[23];
+        let proto = f[L3 + ipv4::field::PROTOCOL];
         posting_at(&mut self.protos, proto as usize, 256).add(block);
         if matches!(proto, ipproto::TCP | ipproto::UDP | ipproto::SCTP)
-            && u16::from_be_bytes([f[20], f[21]]) & 0x1fff == 0
+            && u16::from_be_bytes([f[FLG_OFF], f[FLG_OFF + 1]]) & ipv4::FRAG_OFFSET_MASK == 0
         {
-            let l4 = 14 + 4 * usize::from(f[14] & 0x0f);
-            if let Some(p) = f.get(l4..l4 + 4) {
+            let l4 = L3 + 4 * usize::from(f[L3 + ipv4::field::VER_IHL] & 0x0f);
+            // TCP, UDP and SCTP keep their ports where UDP does.
+            if let Some(p) = f.get(l4 + udp::field::SRC_PORT.start..l4 + udp::field::DST_PORT.end) {
                 for p in [u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])] {
                     if self.seen_port.insert(p as usize, p, block) {
                         self.ports.push(u64::from(p) << 32 | u64::from(block), &mut self.offload);
@@ -364,7 +374,10 @@ impl Builder {
                 }
             }
         }
-        for a in [u32::from_be_bytes([f[26], f[27], f[28], f[29]]), u32::from_be_bytes([f[30], f[31], f[32], f[33]])] {
+        for a in [
+            u32::from_be_bytes([f[SRC], f[SRC + 1], f[SRC + 2], f[SRC + 3]]),
+            u32::from_be_bytes([f[DST], f[DST + 1], f[DST + 2], f[DST + 3]]),
+        ] {
             if self.seen_v4.insert(hash32(a), a, block) {
                 self.ipv4.push(u64::from(a) << 32 | u64::from(block), &mut self.offload);
             }

@@ -7,10 +7,12 @@
 #![deny(unsafe_code)]
 
 pub mod bpf;
+pub mod dissect;
 pub mod packet;
 pub mod pcap;
 pub mod pcapng;
 pub mod reader;
+pub mod views;
 
 pub mod linktype;
 

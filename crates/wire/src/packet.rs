@@ -15,8 +15,13 @@
 //! Supported link types: Ethernet (with 802.1Q / 802.1ad / 0x9100 VLAN
 //! stacks), Linux cooked capture (SLL), raw IP (RAW, IPV4, IPV6). Any other
 //! link type yields an empty key with [`FlowKey::linktype_supported`] false.
+//!
+//! Every offset comes from the header layouts in [`crate::views`] (their
+//! `field` modules), the same ones the analysers' dissector
+//! ([`crate::dissect`]) uses; only the leniency differs.
 
 use crate::linktype;
+use crate::views::{arp, ethernet, get16, get_arr, ipv4, ipv6, sll, udp, vlan};
 
 /// Link type numbers for raw IPv4 / IPv6 captures.
 pub const LINKTYPE_IPV4: u32 = 228;
@@ -28,30 +33,7 @@ pub const MAX_VLANS: usize = 4;
 /// Most IP protocol numbers reported for one packet (IPv6 header chain).
 pub const MAX_PROTOS: usize = 4;
 
-/// EtherTypes used here.
-pub mod ethertype {
-    pub const IPV4: u16 = 0x0800;
-    pub const ARP: u16 = 0x0806;
-    pub const RARP: u16 = 0x8035;
-    pub const IPV6: u16 = 0x86dd;
-    pub const VLAN: u16 = 0x8100;
-    pub const QINQ: u16 = 0x88a8;
-    pub const VLAN_9100: u16 = 0x9100;
-}
-
-/// IP protocol numbers used here.
-pub mod ipproto {
-    pub const HOPOPTS: u8 = 0;
-    pub const ICMP: u8 = 1;
-    pub const TCP: u8 = 6;
-    pub const UDP: u8 = 17;
-    pub const ROUTING: u8 = 43;
-    pub const FRAGMENT: u8 = 44;
-    pub const AH: u8 = 51;
-    pub const ICMPV6: u8 = 58;
-    pub const DSTOPTS: u8 = 60;
-    pub const SCTP: u8 = 132;
-}
+pub use crate::views::{ethertype, ipproto};
 
 /// A network-layer address found in the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,15 +90,8 @@ impl FlowKey {
     }
 }
 
-#[inline]
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    b.get(at..at + 2).map(|s| u16::from_be_bytes([s[0], s[1]]))
-}
-
-#[inline]
-fn arr<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
-    b.get(at..at + N).and_then(|s| s.try_into().ok())
-}
+/// Length of a type field (EtherType, or the type after a VLAN tag).
+const TYPE_LEN: usize = ethernet::field::ETHERTYPE.end - ethernet::field::ETHERTYPE.start;
 
 /// Parses `frame` captured with link type `linktype`.
 pub fn parse(linktype: u32, frame: &[u8]) -> FlowKey {
@@ -128,10 +103,9 @@ pub fn parse(linktype: u32, frame: &[u8]) -> FlowKey {
         }
         linktype::LINUX_SLL => {
             k.linktype_supported = true;
-            // 16-byte cooked header; protocol type at offset 14.
-            if let Some(et) = be16(frame, 14) {
+            if let Some(et) = get16(frame, sll::field::PROTOCOL.start) {
                 k.ethertype = et;
-                parse_l3(et, frame, 16, &mut k);
+                parse_l3(et, frame, sll::HEADER_LEN, &mut k);
             }
         }
         linktype::RAW | LINKTYPE_IPV4 | LINKTYPE_IPV6 => {
@@ -151,28 +125,30 @@ pub fn parse(linktype: u32, frame: &[u8]) -> FlowKey {
 }
 
 fn parse_ethernet(frame: &[u8], k: &mut FlowKey) {
-    let mut off = 12;
-    let mut et = match be16(frame, off) {
+    // `off` is where the current type field is.
+    let mut off = ethernet::field::ETHERTYPE.start;
+    let mut et = match get16(frame, off) {
         Some(et) => et,
         None => return,
     };
     // A VLAN stack: TPID, TCI, then the next type field.
-    while matches!(et, ethertype::VLAN | ethertype::QINQ | ethertype::VLAN_9100) {
-        let Some(tci) = be16(frame, off + 2) else {
+    while vlan::is_tpid(et) {
+        let tag = off + TYPE_LEN;
+        let Some(tci) = get16(frame, tag + vlan::field::TCI.start) else {
             return;
         };
         if (k.n_vlans as usize) < MAX_VLANS {
-            k.vlans[k.n_vlans as usize] = tci & 0x0fff;
+            k.vlans[k.n_vlans as usize] = tci & vlan::VID_MASK;
             k.n_vlans += 1;
         }
-        off += 4;
-        et = match be16(frame, off) {
+        off = tag + vlan::field::ETHERTYPE.start;
+        et = match get16(frame, off) {
             Some(et) => et,
             None => return,
         };
     }
     k.ethertype = et;
-    parse_l3(et, frame, off + 2, k);
+    parse_l3(et, frame, off + TYPE_LEN, k);
 }
 
 /// Parses the network layer starting at `l3` with EtherType `et`.
@@ -182,11 +158,11 @@ fn parse_l3(et: u16, b: &[u8], l3: usize, k: &mut FlowKey) {
         ethertype::IPV6 => parse_ipv6(b, l3, k),
         ethertype::ARP | ethertype::RARP => {
             // libpcap's `arp host` reads the sender and target protocol
-            // addresses at fixed offsets 14 and 24 (IPv4-over-Ethernet ARP).
-            if let Some(a) = arr::<4>(b, l3 + 14) {
+            // addresses where IPv4-over-Ethernet ARP has them, whatever the lengths say.
+            if let Some(a) = get_arr::<4>(b, l3 + arp::field::ETH_IPV4_SPA.start) {
                 k.src = Addr::V4(a);
             }
-            if let Some(a) = arr::<4>(b, l3 + 24) {
+            if let Some(a) = get_arr::<4>(b, l3 + arp::field::ETH_IPV4_TPA.start) {
                 k.dst = Addr::V4(a);
             }
         }
@@ -195,13 +171,13 @@ fn parse_l3(et: u16, b: &[u8], l3: usize, k: &mut FlowKey) {
 }
 
 fn parse_ipv4(b: &[u8], l3: usize, k: &mut FlowKey) {
-    if let Some(a) = arr::<4>(b, l3 + 12) {
+    if let Some(a) = get_arr::<4>(b, l3 + ipv4::field::SRC_ADDR.start) {
         k.src = Addr::V4(a);
     }
-    if let Some(a) = arr::<4>(b, l3 + 16) {
+    if let Some(a) = get_arr::<4>(b, l3 + ipv4::field::DST_ADDR.start) {
         k.dst = Addr::V4(a);
     }
-    let Some(&proto) = b.get(l3 + 9) else {
+    let Some(&proto) = b.get(l3 + ipv4::field::PROTOCOL) else {
         return;
     };
     k.push_proto(proto);
@@ -209,68 +185,66 @@ fn parse_ipv4(b: &[u8], l3: usize, k: &mut FlowKey) {
         return;
     }
     // Ports only in the first fragment, as libpcap (`jset #0x1fff`).
-    match be16(b, l3 + 6) {
-        Some(frag) if frag & 0x1fff == 0 => {}
+    match get16(b, l3 + ipv4::field::FLG_OFF.start) {
+        Some(frag) if frag & ipv4::FRAG_OFFSET_MASK == 0 => {}
         _ => return,
     }
     // The header length as libpcap takes it: 4 * IHL, unchecked.
-    let l4 = l3 + 4 * (b[l3] & 0x0f) as usize;
-    if let (Some(s), Some(d)) = (be16(b, l4), be16(b, l4 + 2)) {
-        k.ports = Some((s, d));
-    }
+    let l4 = l3 + 4 * (b[l3 + ipv4::field::VER_IHL] & 0x0f) as usize;
+    k.ports = ports(b, l4);
+}
+
+/// Source and destination port of the TCP, UDP or SCTP header at `l4`
+/// (all three have them in the same place).
+#[inline]
+fn ports(b: &[u8], l4: usize) -> Option<(u16, u16)> {
+    Some((get16(b, l4 + udp::field::SRC_PORT.start)?, get16(b, l4 + udp::field::DST_PORT.start)?))
 }
 
 fn parse_ipv6(b: &[u8], l3: usize, k: &mut FlowKey) {
-    if let Some(a) = arr::<16>(b, l3 + 8) {
+    if let Some(a) = get_arr::<16>(b, l3 + ipv6::field::SRC_ADDR.start) {
         k.src = Addr::V6(a);
     }
-    if let Some(a) = arr::<16>(b, l3 + 24) {
+    if let Some(a) = get_arr::<16>(b, l3 + ipv6::field::DST_ADDR.start) {
         k.dst = Addr::V6(a);
     }
-    let Some(&first) = b.get(l3 + 6) else {
+    let Some(&first) = b.get(l3 + ipv6::field::NXT_HDR) else {
         return;
     };
     let mut nh = first;
-    let mut off = l3 + 40;
+    let mut off = l3 + ipv6::HEADER_LEN;
     k.push_proto(nh);
     // Walk the extension header chain (bounded).
     for _ in 0..8 {
         match nh {
-            ipproto::HOPOPTS | ipproto::ROUTING | ipproto::DSTOPTS => {
-                let (Some(&next), Some(&len)) = (b.get(off), b.get(off + 1)) else {
+            ipproto::HOPOPTS | ipproto::ROUTING | ipproto::DSTOPTS | ipproto::AH => {
+                let ext = b.get(off..).unwrap_or(&[]);
+                let (Some(&next), Some(len)) = (ext.get(ipv6::ext_field::NXT_HDR), ipv6::ext_header_len(nh, ext))
+                else {
                     return;
                 };
                 nh = next;
-                off += 8 + 8 * len as usize;
-            }
-            ipproto::AH => {
-                let (Some(&next), Some(&len)) = (b.get(off), b.get(off + 1)) else {
-                    return;
-                };
-                nh = next;
-                off += 4 * (len as usize + 2);
+                off += len;
             }
             ipproto::FRAGMENT => {
-                let Some(&next) = b.get(off) else {
+                let Some(&next) = b.get(off + ipv6::ext_field::NXT_HDR) else {
                     return;
                 };
                 k.push_proto(next);
-                match be16(b, off + 2) {
-                    Some(fo) if fo & 0xfff8 == 0 => {}
+                match get16(b, off + ipv6::ext_field::FRAG_OFF_M.start) {
+                    Some(fo) if fo & ipv6::FRAG_OFFSET_MASK == 0 => {}
                     // A later fragment: no transport header here.
                     _ => return,
                 }
                 nh = next;
-                off += 8;
+                off += ipv6::FRAG_HEADER_LEN;
             }
             _ => break,
         }
         k.push_proto(nh);
     }
     if matches!(nh, ipproto::TCP | ipproto::UDP | ipproto::SCTP) {
-        if let (Some(s), Some(d)) = (be16(b, off), be16(b, off + 2)) {
-            k.ports = Some((s, d));
-        }
+        k.ports = ports(b, off);
     }
 }
 

@@ -1,0 +1,736 @@
+//! The L2→L4 dissector for the analysers: walks one captured frame of a
+//! given link type through the [`crate::views`] and reports the layers it
+//! found (with their offsets), the flow key, and *what is wrong* with the
+//! frame, instead of just failing.
+//!
+//! It never panics, never allocates, and does bounded work: at most
+//! [`MAX_TAGS`] VLAN tags, [`MAX_LABELS`] MPLS labels and [`MAX_EXT_HEADERS`]
+//! IPv6 extension headers, each reported as a problem when exceeded.
+//!
+//! It stops at the first transport header (TCP, UDP, ICMP, ICMPv6) or at
+//! the first layer it does not decode (tunnels such as GRE, IP-in-IP,
+//! VXLAN or an MPLS pseudowire are not entered: the flow is the outer one).
+//!
+//! Capture cuts are not malformations: given the frame's length on the
+//! wire, a header that continues past the captured bytes but not past the
+//! wire length only sets [`Dissection::cut`]. Length fields are judged
+//! against the wire length.
+//!
+//! This is stricter than [`crate::packet`], the index's key extraction,
+//! which reads what libpcap's filters would read (IHL unchecked, and so on).
+
+use crate::linktype;
+use crate::packet::{Addr, LINKTYPE_IPV4, LINKTYPE_IPV6};
+use crate::views::{self, arp, ethernet, icmp, ipproto, ipv4, ipv6, mpls, sll, tcp, udp, vlan, EtherType};
+
+/// Most VLAN tags walked. Standard stacks have one (802.1Q) or two
+/// (802.1ad S-tag + C-tag); three appear in some provider setups. Eight
+/// leaves room for anything deliberate, while a deeper stack is garbage or
+/// a VLAN-hopping attempt; it also bounds the work and the key's size.
+pub const MAX_TAGS: usize = 8;
+/// Most MPLS label stack entries walked. Segment routing (SR-MPLS) pushes
+/// the deepest real stacks, up to about 12 labels on current hardware; 16
+/// covers them, and a longer stack is reported.
+pub const MAX_LABELS: usize = 16;
+/// Most IPv6 extension headers walked (RFC 8200 recommends each at most
+/// once, Destination Options at most twice: 6 kinds, 7 headers).
+pub const MAX_EXT_HEADERS: usize = 8;
+/// Room for every layer: link, tags, labels, IP, extension headers, L4.
+pub const MAX_LAYERS: usize = 1 + MAX_TAGS + MAX_LABELS + 1 + MAX_EXT_HEADERS + 1;
+/// Problems kept per frame; more are only counted ([`Dissection::problems_lost`]).
+pub const MAX_PROBLEMS: usize = 8;
+
+/// A layer of the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LayerKind {
+    Ethernet,
+    /// 802.3 length frame (type field below 0x0600): an LLC header follows, not walked.
+    Llc,
+    LinuxSll,
+    /// One 802.1Q/802.1ad tag; its offset is that of its TPID.
+    Vlan,
+    /// One MPLS label stack entry.
+    Mpls,
+    Arp,
+    Ipv4,
+    Ipv6,
+    /// An IPv6 extension header of this Next Header type.
+    Ipv6Ext(u8),
+    Tcp,
+    Udp,
+    Icmp,
+    Icmpv6,
+}
+
+/// A layer found, and where it starts in the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layer {
+    pub kind: LayerKind,
+    pub offset: u32,
+}
+
+/// What is wrong with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProblemKind {
+    /// The layer's header ends past the end of the frame (or past the end
+    /// its enclosing layer's length allows), and the capture did not cut it.
+    Truncated(LayerKind),
+    /// More than [`MAX_TAGS`] VLAN tags.
+    TagStackTooDeep,
+    /// An S-tag TPID (0x88a8 or 0x9100) in the type field of a C-tag
+    /// (0x8100), where 802.1Q expects an EtherType: the stack is in the
+    /// wrong order. The tag is still walked.
+    TpidAsEthertype,
+    /// The frame ends on a label boundary before the bottom-of-stack entry.
+    MplsNoBottom,
+    /// More than [`MAX_LABELS`] labels without the bottom of stack.
+    MplsStackTooDeep,
+    /// A reserved label where it cannot stand ([`mpls::misplaced_reserved`]).
+    MplsReservedLabel(u32),
+    /// EtherType IPv4 or IPv6 (or raw IP) with another version nibble.
+    IpVersion(u8),
+    /// IPv4 IHL below 5 (the value in bytes).
+    Ipv4HeaderLength(u8),
+    /// IPv4 total length below the header length.
+    Ipv4TotalLengthShort,
+    /// IPv4 total length beyond the frame's end on the wire.
+    Ipv4TotalLengthBeyondFrame,
+    /// IPv4 header checksum does not add up.
+    Ipv4Checksum,
+    /// IPv6 payload length beyond the frame's end on the wire.
+    Ipv6PayloadBeyondFrame,
+    /// More than [`MAX_EXT_HEADERS`] extension headers.
+    Ipv6ExtChainTooLong,
+    /// UDP length below 8 or beyond the IP payload.
+    UdpLength(u16),
+    /// TCP data offset below 5 words or beyond the segment (in bytes).
+    TcpDataOffset(u8),
+}
+
+/// A problem and the offset of the header it concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    pub offset: u32,
+}
+
+/// The flow key of a frame: what the analysers group by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flow {
+    vlans: [u16; MAX_TAGS],
+    n_vlans: u8,
+    labels: [u32; MAX_LABELS],
+    n_labels: u8,
+    /// The EtherType (or SLL protocol) of the network layer (after tags;
+    /// 0x0800/0x86dd under MPLS or raw IP); 0 when there is none.
+    pub ethertype: u16,
+    /// Source address (IP, or ARP sender protocol address when it is IPv4).
+    pub src: Addr,
+    pub dst: Addr,
+    /// The transport protocol: IPv4 protocol, or the IPv6 Next Header after
+    /// the extension headers walked.
+    pub protocol: Option<u8>,
+    /// A fragment other than the first: no transport header here.
+    pub later_fragment: bool,
+    /// TCP or UDP ports.
+    pub ports: Option<(u16, u16)>,
+}
+
+impl Flow {
+    /// VLAN ids, outermost first.
+    pub fn vlans(&self) -> &[u16] {
+        &self.vlans[..usize::from(self.n_vlans)]
+    }
+    /// MPLS labels, top of stack first.
+    pub fn labels(&self) -> &[u32] {
+        &self.labels[..usize::from(self.n_labels)]
+    }
+}
+
+/// The result of [`dissect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dissection {
+    /// False when the link type is not one the dissector walks.
+    pub linktype_supported: bool,
+    layers: [Layer; MAX_LAYERS],
+    n_layers: u8,
+    pub flow: Flow,
+    problems: [Problem; MAX_PROBLEMS],
+    n_problems: u8,
+    /// Problems beyond [`MAX_PROBLEMS`], counted only.
+    pub problems_lost: u8,
+    /// The capture cut the frame inside a header the dissector needed.
+    pub cut: bool,
+}
+
+impl Dissection {
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers[..usize::from(self.n_layers)]
+    }
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems[..usize::from(self.n_problems)]
+    }
+    /// True when something is wrong with the frame.
+    pub fn is_malformed(&self) -> bool {
+        self.n_problems > 0
+    }
+    /// The first layer of `kind`.
+    pub fn layer(&self, kind: LayerKind) -> Option<Layer> {
+        self.layers().iter().copied().find(|l| l.kind == kind)
+    }
+}
+
+const EMPTY_LAYER: Layer = Layer { kind: LayerKind::Ethernet, offset: 0 };
+const EMPTY_PROBLEM: Problem = Problem { kind: ProblemKind::TagStackTooDeep, offset: 0 };
+
+/// Dissects `data`, the captured bytes of a frame of `linktype` whose
+/// length on the wire was `wire_len` (pass `data.len()` when unknown).
+pub fn dissect(linktype: u32, data: &[u8], wire_len: u32) -> Dissection {
+    let mut w = Walk {
+        data,
+        wire: (wire_len as usize).max(data.len()),
+        d: Dissection {
+            linktype_supported: true,
+            layers: [EMPTY_LAYER; MAX_LAYERS],
+            n_layers: 0,
+            flow: Flow::default(),
+            problems: [EMPTY_PROBLEM; MAX_PROBLEMS],
+            n_problems: 0,
+            problems_lost: 0,
+            cut: false,
+        },
+    };
+    match linktype & 0x03ff_ffff {
+        linktype::ETHERNET => w.ethernet(),
+        linktype::LINUX_SLL => w.sll(),
+        linktype::RAW => w.raw_ip(0, true, true),
+        LINKTYPE_IPV4 => w.raw_ip(0, true, false),
+        LINKTYPE_IPV6 => w.raw_ip(0, false, true),
+        _ => w.d.linktype_supported = false,
+    }
+    w.d
+}
+
+struct Walk<'a> {
+    data: &'a [u8],
+    /// Length of the frame on the wire (at least the captured length).
+    wire: usize,
+    d: Dissection,
+}
+
+fn off32(x: usize) -> u32 {
+    u32::try_from(x).unwrap_or(u32::MAX)
+}
+
+impl<'a> Walk<'a> {
+    fn layer(&mut self, kind: LayerKind, at: usize) {
+        let n = usize::from(self.d.n_layers);
+        if n < MAX_LAYERS {
+            self.d.layers[n] = Layer { kind, offset: off32(at) };
+            self.d.n_layers += 1;
+        }
+    }
+
+    fn problem(&mut self, kind: ProblemKind, at: usize) {
+        let n = usize::from(self.d.n_problems);
+        if n < MAX_PROBLEMS {
+            self.d.problems[n] = Problem { kind, offset: off32(at) };
+            self.d.n_problems += 1;
+        } else {
+            self.d.problems_lost = self.d.problems_lost.saturating_add(1);
+        }
+    }
+
+    /// The header of `kind` at `at` needs bytes up to `need`, which its
+    /// enclosing layer allows up to `bound` (on the wire): a cut when the
+    /// capture stopped first, otherwise a truncated header.
+    fn missing(&mut self, kind: LayerKind, at: usize, need: usize, bound: usize) {
+        if need <= bound.min(self.wire) && self.data.len() < need {
+            self.d.cut = true;
+        } else {
+            self.problem(ProblemKind::Truncated(kind), at);
+        }
+    }
+
+    /// The captured bytes from `at` to `end` (clamped; empty when `at` is past them).
+    fn slice(&self, at: usize, end: usize) -> &'a [u8] {
+        let data: &'a [u8] = self.data;
+        data.get(at..end.min(data.len())).unwrap_or(&[])
+    }
+
+    fn ethernet(&mut self) {
+        self.layer(LayerKind::Ethernet, 0);
+        let Ok(f) = ethernet::Frame::new_checked(self.data) else {
+            return self.missing(LayerKind::Ethernet, 0, ethernet::HEADER_LEN, usize::MAX);
+        };
+        let et = f.ethertype_raw();
+        if et < ethernet::MIN_ETHERTYPE {
+            return self.layer(LayerKind::Llc, ethernet::HEADER_LEN);
+        }
+        self.after_type(et, ethernet::field::ETHERTYPE.start);
+    }
+
+    fn sll(&mut self) {
+        self.layer(LayerKind::LinuxSll, 0);
+        let Ok(h) = sll::Header::new_checked(self.data) else {
+            return self.missing(LayerKind::LinuxSll, 0, sll::HEADER_LEN, usize::MAX);
+        };
+        let et = h.protocol_raw();
+        self.after_type(et, sll::field::PROTOCOL.start);
+    }
+
+    /// Walks the tags announced by the type field `et` at `type_at`, then the network layer.
+    fn after_type(&mut self, mut et: u16, mut type_at: usize) {
+        let mut prev_c_tag = false;
+        while vlan::is_tpid(et) {
+            if usize::from(self.d.flow.n_vlans) == MAX_TAGS {
+                return self.problem(ProblemKind::TagStackTooDeep, type_at);
+            }
+            if prev_c_tag && vlan::is_service_tpid(et) {
+                self.problem(ProblemKind::TpidAsEthertype, type_at);
+            }
+            prev_c_tag = et == u16::from(EtherType::Vlan);
+            self.layer(LayerKind::Vlan, type_at);
+            let tci_at = type_at + 2;
+            let Ok(t) = vlan::Tag::new_checked(self.slice(tci_at, usize::MAX)) else {
+                return self.missing(LayerKind::Vlan, type_at, tci_at + vlan::HEADER_LEN, usize::MAX);
+            };
+            let n = usize::from(self.d.flow.n_vlans);
+            self.d.flow.vlans[n] = t.vid();
+            self.d.flow.n_vlans += 1;
+            et = t.ethertype_raw();
+            type_at = tci_at + vlan::field::ETHERTYPE.start;
+        }
+        self.network(et, type_at + 2);
+    }
+
+    fn network(&mut self, et: u16, at: usize) {
+        self.d.flow.ethertype = et;
+        match EtherType::from(et) {
+            EtherType::Ipv4 => self.ipv4(at),
+            EtherType::Ipv6 => self.ipv6(at),
+            EtherType::Arp | EtherType::Rarp => self.arp(at),
+            EtherType::MplsUnicast | EtherType::MplsMulticast => self.mpls(at),
+            _ => {}
+        }
+    }
+
+    /// Raw IP at `at`, by its version nibble (`v4`/`v6`: which are allowed).
+    fn raw_ip(&mut self, at: usize, v4: bool, v6: bool) {
+        let Some(&b) = self.data.get(at) else {
+            return self.missing(if v4 { LayerKind::Ipv4 } else { LayerKind::Ipv6 }, at, at + 1, usize::MAX);
+        };
+        match b >> 4 {
+            4 if v4 => {
+                self.d.flow.ethertype = EtherType::Ipv4.into();
+                self.ipv4(at)
+            }
+            6 if v6 => {
+                self.d.flow.ethertype = EtherType::Ipv6.into();
+                self.ipv6(at)
+            }
+            v => self.problem(ProblemKind::IpVersion(v), at),
+        }
+    }
+
+    fn arp(&mut self, at: usize) {
+        self.layer(LayerKind::Arp, at);
+        match arp::Packet::new_checked(self.slice(at, usize::MAX)) {
+            Ok(p) => {
+                if let (Ok(s), Ok(t)) = (<[u8; 4]>::try_from(p.spa()), <[u8; 4]>::try_from(p.tpa())) {
+                    self.d.flow.src = Addr::V4(s);
+                    self.d.flow.dst = Addr::V4(t);
+                }
+            }
+            Err(_) => {
+                let b = self.slice(at, usize::MAX);
+                let need = match (b.get(arp::field::HLEN), b.get(arp::field::PLEN)) {
+                    (Some(&h), Some(&p)) => arp::field::SHA + 2 * (usize::from(h) + usize::from(p)),
+                    _ => arp::field::SHA,
+                };
+                self.missing(LayerKind::Arp, at, at + need, usize::MAX);
+            }
+        }
+    }
+
+    fn mpls(&mut self, mut at: usize) {
+        loop {
+            if usize::from(self.d.flow.n_labels) == MAX_LABELS {
+                return self.problem(ProblemKind::MplsStackTooDeep, at);
+            }
+            let Ok(e) = mpls::Entry::new_checked(self.slice(at, usize::MAX)) else {
+                if at == self.data.len() && at == self.wire {
+                    return self.problem(ProblemKind::MplsNoBottom, at);
+                }
+                return self.missing(LayerKind::Mpls, at, at + mpls::ENTRY_LEN, usize::MAX);
+            };
+            self.layer(LayerKind::Mpls, at);
+            let (label, bottom) = (e.label(), e.bottom_of_stack());
+            let n = usize::from(self.d.flow.n_labels);
+            self.d.flow.labels[n] = label;
+            self.d.flow.n_labels += 1;
+            if mpls::misplaced_reserved(label, bottom) {
+                self.problem(ProblemKind::MplsReservedLabel(label), at);
+            }
+            at += mpls::ENTRY_LEN;
+            if bottom {
+                break;
+            }
+        }
+        // The payload's type is not in the stack: IPv4 or IPv6 by the
+        // version nibble; anything else (a pseudowire control word,
+        // Ethernet) is not walked.
+        match self.data.get(at).map(|b| b >> 4) {
+            Some(4) => self.network(EtherType::Ipv4.into(), at),
+            Some(6) => self.network(EtherType::Ipv6.into(), at),
+            _ => {}
+        }
+    }
+
+    fn ipv4(&mut self, at: usize) {
+        self.layer(LayerKind::Ipv4, at);
+        let b = self.slice(at, usize::MAX);
+        if let Some(&v) = b.first() {
+            if v >> 4 != 4 {
+                return self.problem(ProblemKind::IpVersion(v >> 4), at);
+            }
+        }
+        let p = match ipv4::Packet::new_checked(b) {
+            Ok(p) => p,
+            Err(views::Error::Malformed) => {
+                return self.problem(ProblemKind::Ipv4HeaderLength(4 * (b[0] & 0x0f)), at);
+            }
+            Err(views::Error::Truncated) => {
+                let hl = b.first().map_or(ipv4::MIN_HEADER_LEN, |v| 4 * usize::from(v & 0x0f));
+                return self.missing(LayerKind::Ipv4, at, at + hl.max(ipv4::MIN_HEADER_LEN), usize::MAX);
+            }
+        };
+        let hl = p.header_len();
+        let on_wire = self.wire - at;
+        // A total length of 0 is what TSO hands to the capture before it
+        // segments: taken as "the rest of the frame" (as tshark does).
+        let total = match usize::from(p.total_len()) {
+            0 => on_wire,
+            t if t < hl => return self.problem(ProblemKind::Ipv4TotalLengthShort, at),
+            t if t > on_wire => {
+                self.problem(ProblemKind::Ipv4TotalLengthBeyondFrame, at);
+                on_wire
+            }
+            t => t,
+        };
+        if !p.verify_checksum() {
+            self.problem(ProblemKind::Ipv4Checksum, at);
+        }
+        let proto = u8::from(p.next_header());
+        self.d.flow.src = Addr::V4(p.src_addr());
+        self.d.flow.dst = Addr::V4(p.dst_addr());
+        self.d.flow.protocol = Some(proto);
+        if p.frag_offset() != 0 {
+            self.d.flow.later_fragment = true;
+            return;
+        }
+        self.transport(proto, at + hl, at + total, false, p.more_frags());
+    }
+
+    fn ipv6(&mut self, at: usize) {
+        self.layer(LayerKind::Ipv6, at);
+        let b = self.slice(at, usize::MAX);
+        if let Some(&v) = b.first() {
+            if v >> 4 != 6 {
+                return self.problem(ProblemKind::IpVersion(v >> 4), at);
+            }
+        }
+        let Ok(p) = ipv6::Packet::new_checked(b) else {
+            return self.missing(LayerKind::Ipv6, at, at + ipv6::HEADER_LEN, usize::MAX);
+        };
+        self.d.flow.src = Addr::V6(p.src_addr());
+        self.d.flow.dst = Addr::V6(p.dst_addr());
+        let on_wire = self.wire - at - ipv6::HEADER_LEN;
+        // Payload length 0: a jumbogram (RFC 2675) or TSO; the rest of the frame.
+        let plen = match usize::from(p.payload_len()) {
+            0 => on_wire,
+            l if l > on_wire => {
+                self.problem(ProblemKind::Ipv6PayloadBeyondFrame, at);
+                on_wire
+            }
+            l => l,
+        };
+        let end = at + ipv6::HEADER_LEN + plen;
+        let mut nh = u8::from(p.next_header());
+        let mut off = at + ipv6::HEADER_LEN;
+        let mut n = 0;
+        let mut first_fragment = false;
+        while ipv6::is_extension(nh) {
+            if n == MAX_EXT_HEADERS {
+                return self.problem(ProblemKind::Ipv6ExtChainTooLong, off);
+            }
+            n += 1;
+            self.layer(LayerKind::Ipv6Ext(nh), off);
+            let h = match ipv6::ExtHeader::new_checked(self.slice(off, end), nh) {
+                Ok(h) => h,
+                Err(_) => {
+                    let need = ipv6::ext_header_len(nh, self.slice(off, end)).unwrap_or(2);
+                    return self.missing(LayerKind::Ipv6Ext(nh), off, off + need, end);
+                }
+            };
+            let (next, len, later) = (u8::from(h.next_header()), h.header_len(), h.frag_offset() != 0);
+            first_fragment |= h.more_frags();
+            self.d.flow.protocol = Some(next);
+            if later {
+                self.d.flow.later_fragment = true;
+                return;
+            }
+            nh = next;
+            off += len;
+        }
+        self.d.flow.protocol = Some(nh);
+        self.transport(nh, off, end, true, first_fragment);
+    }
+
+    /// The transport header at `at`; the IP payload ends at `end` on the
+    /// wire. In the first fragment of several (`fragment`) the L4 lengths
+    /// describe the whole datagram, so they are not judged against `end`.
+    fn transport(&mut self, proto: u8, at: usize, end: usize, v6: bool, fragment: bool) {
+        let end_judged = if fragment { usize::MAX } else { end };
+        let b = self.slice(at, end);
+        let len = end.saturating_sub(at);
+        match proto {
+            ipproto::TCP => {
+                self.layer(LayerKind::Tcp, at);
+                match tcp::Packet::new_checked(b) {
+                    Ok(t) => {
+                        self.d.flow.ports = Some((t.src_port(), t.dst_port()));
+                        if !fragment && t.header_len() > len {
+                            self.problem(ProblemKind::TcpDataOffset(t.header_len() as u8), at);
+                        }
+                    }
+                    Err(views::Error::Malformed) => {
+                        let hl = 4 * (b[tcp::field::FLAGS.start] >> 4);
+                        self.ports_from(b);
+                        self.problem(ProblemKind::TcpDataOffset(hl), at);
+                    }
+                    Err(views::Error::Truncated) => {
+                        let hl =
+                            b.get(tcp::field::FLAGS.start).map_or(tcp::MIN_HEADER_LEN, |v| 4 * usize::from(v >> 4));
+                        let need = at + hl.max(tcp::MIN_HEADER_LEN);
+                        if !fragment && need > end && end <= self.data.len() && hl >= tcp::MIN_HEADER_LEN {
+                            // The whole segment is here and the offset points past it.
+                            self.ports_from(b);
+                            return self.problem(ProblemKind::TcpDataOffset(hl as u8), at);
+                        }
+                        self.missing(LayerKind::Tcp, at, need, end_judged);
+                    }
+                }
+            }
+            ipproto::UDP => {
+                self.layer(LayerKind::Udp, at);
+                let Ok(u) = udp::Packet::new_checked(b) else {
+                    return self.missing(LayerKind::Udp, at, at + udp::HEADER_LEN, end_judged);
+                };
+                self.d.flow.ports = Some((u.src_port(), u.dst_port()));
+                let ulen = u.len();
+                if usize::from(ulen) < udp::HEADER_LEN || (!fragment && usize::from(ulen) > len) {
+                    // Zero over IPv6 is a jumbogram's UDP length (RFC 2675).
+                    if !(v6 && ulen == 0) {
+                        self.problem(ProblemKind::UdpLength(ulen), at);
+                    }
+                }
+            }
+            ipproto::ICMP | ipproto::ICMPV6 => {
+                let (kind, min) = if proto == ipproto::ICMP {
+                    (LayerKind::Icmp, icmp::MIN_LEN_V4)
+                } else {
+                    (LayerKind::Icmpv6, icmp::MIN_LEN_V6)
+                };
+                self.layer(kind, at);
+                if b.len() < min {
+                    self.missing(kind, at, at + min, end_judged);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Ports from the first 4 bytes of a TCP header the view refused.
+    fn ports_from(&mut self, b: &[u8]) {
+        if let (Some(s), Some(d)) =
+            (views::get16(b, tcp::field::SRC_PORT.start), views::get16(b, tcp::field::DST_PORT.start))
+        {
+            self.d.flow.ports = Some((s, d));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::views::ethernet::tests::ETH_TCP;
+    use crate::views::ipv6::tests::ipv6_ext;
+
+    /// ETH_TCP with its IPv4 checksum filled in.
+    fn eth_tcp() -> Vec<u8> {
+        let mut f = ETH_TCP.to_vec();
+        f[24..26].copy_from_slice(&0x26e9u16.to_be_bytes());
+        f
+    }
+
+    fn kinds(d: &Dissection) -> Vec<ProblemKind> {
+        d.problems().iter().map(|p| p.kind).collect()
+    }
+
+    #[test]
+    fn ethernet_ipv4_tcp() {
+        let f = eth_tcp();
+        let d = dissect(1, &f, f.len() as u32);
+        let l: Vec<_> = d.layers().iter().map(|l| (l.kind, l.offset)).collect();
+        assert_eq!(l, [(LayerKind::Ethernet, 0), (LayerKind::Ipv4, 14), (LayerKind::Tcp, 34)]);
+        assert!(!d.is_malformed() && !d.cut);
+        assert_eq!(d.flow.src, Addr::V4([192, 168, 1, 10]));
+        assert_eq!(d.flow.dst, Addr::V4([93, 184, 216, 34]));
+        assert_eq!((d.flow.ethertype, d.flow.protocol, d.flow.ports), (0x0800, Some(6), Some((51000, 80))));
+        // The capture's own frame had the checksum offloaded.
+        let d = dissect(1, &ETH_TCP, 74);
+        assert_eq!(d.problems(), &[Problem { kind: ProblemKind::Ipv4Checksum, offset: 14 }]);
+    }
+
+    #[test]
+    fn cut_by_capture_is_not_malformed_but_short_frame_is() {
+        let f = eth_tcp();
+        for n in 0..f.len() {
+            let d = dissect(1, &f[..n], 74);
+            assert!(!d.is_malformed(), "cut at {n}: {:?}", d.problems());
+            assert!(d.cut, "cut at {n}");
+            let d = dissect(1, &f[..n], n as u32);
+            assert!(d.is_malformed(), "short at {n}");
+        }
+    }
+
+    #[test]
+    fn tag_stacks() {
+        let f = eth_tcp();
+        let mut q = f[..12].to_vec();
+        q.extend_from_slice(&[0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0x20, 0xc8]);
+        q.extend_from_slice(&f[12..]);
+        let d = dissect(1, &q, q.len() as u32);
+        assert_eq!(d.flow.vlans(), &[100, 200]);
+        assert!(!d.is_malformed());
+        assert_eq!(d.layer(LayerKind::Ipv4).unwrap().offset, 22);
+        // C-tag outside an S-tag: the S-tag TPID stands where an EtherType belongs.
+        q[12..14].copy_from_slice(&[0x81, 0x00]);
+        q[16..18].copy_from_slice(&[0x88, 0xa8]);
+        let d = dissect(1, &q, q.len() as u32);
+        assert_eq!(d.problems(), &[Problem { kind: ProblemKind::TpidAsEthertype, offset: 16 }]);
+        assert_eq!(d.flow.ports, Some((51000, 80)));
+        // Nine tags.
+        let mut deep = f[..12].to_vec();
+        for _ in 0..9 {
+            deep.extend_from_slice(&[0x81, 0x00, 0x00, 0x01]);
+        }
+        deep.extend_from_slice(&f[12..]);
+        let d = dissect(1, &deep, deep.len() as u32);
+        assert_eq!(kinds(&d), [ProblemKind::TagStackTooDeep]);
+        assert_eq!(d.problems()[0].offset, 12 + 4 * 8);
+        assert_eq!(d.flow.vlans().len(), MAX_TAGS);
+        // A truncated tag.
+        let d = dissect(1, &deep[..15], 15);
+        assert_eq!(kinds(&d), [ProblemKind::Truncated(LayerKind::Vlan)]);
+    }
+
+    #[test]
+    fn mpls_stacks() {
+        let f = eth_tcp();
+        let mut m = f[..12].to_vec();
+        m.extend_from_slice(&[0x88, 0x47, 0x00, 0x01, 0x20, 0x40, 0x00, 0x01, 0x31, 0x3f]); // 18, then 19 bottom
+        m.extend_from_slice(&f[14..]);
+        let d = dissect(1, &m, m.len() as u32);
+        assert_eq!(d.flow.labels(), &[18, 19]);
+        assert!(!d.is_malformed(), "{:?}", d.problems());
+        assert_eq!(d.flow.ports, Some((51000, 80)));
+        assert_eq!(d.layer(LayerKind::Ipv4).unwrap().offset, 22);
+        // No bottom of stack before the end of the frame.
+        let d = dissect(1, &m[..18], 18);
+        assert_eq!(kinds(&d), [ProblemKind::MplsNoBottom]);
+        let d = dissect(1, &m[..20], 20);
+        assert_eq!(kinds(&d), [ProblemKind::Truncated(LayerKind::Mpls)]);
+        // Implicit null (3) never appears in a packet; router alert not at the bottom.
+        m[14..17].copy_from_slice(&[0x00, 0x00, 0x30]);
+        m[18..21].copy_from_slice(&[0x00, 0x00, 0x11]);
+        let d = dissect(1, &m, m.len() as u32);
+        assert_eq!(kinds(&d), [ProblemKind::MplsReservedLabel(3), ProblemKind::MplsReservedLabel(1)]);
+    }
+
+    #[test]
+    fn ipv4_problems() {
+        let f = eth_tcp();
+        let mut g = f.clone();
+        g[14] = 0x44;
+        assert_eq!(kinds(&dissect(1, &g, 74)), [ProblemKind::Ipv4HeaderLength(16)]);
+        g[14] = 0x65;
+        assert_eq!(kinds(&dissect(1, &g, 74)), [ProblemKind::IpVersion(6)]);
+        let mut g = f.clone();
+        g[17] = 19; // total length 19 < 20
+        assert!(kinds(&dissect(1, &g, 74)).contains(&ProblemKind::Ipv4TotalLengthShort));
+        let mut g = f.clone();
+        g[17] = 61;
+        let k = kinds(&dissect(1, &g, 74));
+        assert!(k.contains(&ProblemKind::Ipv4TotalLengthBeyondFrame), "{k:?}");
+        // Total length says the segment ends inside the TCP header.
+        let mut g = f.clone();
+        g[17] = 50;
+        g[24..26].copy_from_slice(&0x26f3u16.to_be_bytes());
+        let d = dissect(1, &g, 74);
+        assert_eq!(kinds(&d), [ProblemKind::TcpDataOffset(40)], "{:?}", d.problems());
+        assert_eq!(d.flow.ports, Some((51000, 80)));
+    }
+
+    #[test]
+    fn ipv6_udp_and_extension_headers() {
+        let f = ipv6_ext();
+        let d = dissect(101, &f, f.len() as u32);
+        assert!(!d.is_malformed(), "{:?}", d.problems());
+        let l: Vec<_> = d.layers().iter().map(|l| (l.kind, l.offset)).collect();
+        assert_eq!(
+            l,
+            [(LayerKind::Ipv6, 0), (LayerKind::Ipv6Ext(0), 40), (LayerKind::Ipv6Ext(44), 48), (LayerKind::Udp, 56)]
+        );
+        assert_eq!((d.flow.protocol, d.flow.ports), (Some(17), Some((5353, 53))));
+        // The payload length ends inside the hop-by-hop header.
+        let mut g = f.clone();
+        g[5] = 4;
+        let d = dissect(101, &g[..44], 44);
+        assert_eq!(kinds(&d), [ProblemKind::Truncated(LayerKind::Ipv6Ext(0))]);
+        // UDP length beyond the IP payload (judged once the datagram is
+        // not fragmented: in a first fragment it is the whole datagram's).
+        let mut g = f.clone();
+        g[61] = 9;
+        assert!(!dissect(101, &g, 64).is_malformed());
+        g[51] = 0;
+        assert_eq!(kinds(&dissect(101, &g, 64)), [ProblemKind::UdpLength(9)]);
+        // Payload length beyond the frame.
+        g[61] = 8;
+        g[5] = 30;
+        assert_eq!(kinds(&dissect(101, &g, 64)), [ProblemKind::Ipv6PayloadBeyondFrame]);
+    }
+
+    #[test]
+    fn junk_never_panics() {
+        let mut x = 0x1234_5678u32;
+        let mut buf = [0u8; 256];
+        for _ in 0..20_000 {
+            for b in buf.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *b = x as u8;
+            }
+            // Plausible starts, so that the walk goes deep.
+            buf[12..14]
+                .copy_from_slice(&[[0x08, 0x00], [0x86, 0xdd], [0x81, 0x00], [0x88, 0x47]][(x >> 8) as usize % 4]);
+            let n = (x >> 16) as usize % 256;
+            for lt in [1, 101, 113, 228, 229, 0] {
+                let d = dissect(lt, &buf[..n], (x >> 3) % 300);
+                assert!(d.layers().len() <= MAX_LAYERS && d.problems().len() <= MAX_PROBLEMS);
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! The analysers' L2->L4 dissector on arbitrary frames: no panic, bounded
+//! output, and the same layers for a frame whether or not the capture cut it
+//! (a cut never adds problems beyond what the prefix shows).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use wv_wire::dissect::{dissect, MAX_LAYERS, MAX_PROBLEMS};
+
+fuzz_target!(|data: &[u8]| {
+    // First byte: link type (0 Ethernet, 1 SLL, 2 RAW, 3 IPV4, 4 IPV6, else the byte).
+    let Some((&sel, frame)) = data.split_first() else {
+        return;
+    };
+    let lt = match sel {
+        0 => 1,
+        1 => 113,
+        2 => 101,
+        3 => 228,
+        4 => 229,
+        x => u32::from(x),
+    };
+    for wire in [frame.len() as u32, frame.len() as u32 + 1000, 0, u32::MAX] {
+        let d = dissect(lt, frame, wire);
+        assert!(d.layers().len() <= MAX_LAYERS && d.problems().len() <= MAX_PROBLEMS);
+        assert!(d.layers().windows(2).all(|w| w[0].offset <= w[1].offset), "{:?}", d.layers());
+        let _ = (d.flow.vlans(), d.flow.labels(), d.is_malformed(), format!("{d:?}"));
+    }
+    // Every prefix, marked as cut by the capture, never reports truncation.
+    for cut in [14usize, 18, 22, 34, 38, 54, 58, 74] {
+        if cut < frame.len() {
+            let d = dissect(lt, &frame[..cut], frame.len() as u32);
+            for p in d.problems() {
+                assert!(
+                    !matches!(p.kind, wv_wire::dissect::ProblemKind::Truncated(_)) || (p.offset as usize) < cut,
+                    "{p:?} at cut {cut}"
+                );
+            }
+        }
+    }
+});
