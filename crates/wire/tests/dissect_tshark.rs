@@ -35,24 +35,6 @@ use wv_wire::dissect::{dissect, Dissection, LayerKind, ProblemKind};
 use wv_wire::packet::Addr;
 use wv_wire::{linktype, pcapng, reader::Reader};
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests");
-
-/// The corpus directory; `None` (skip) when it is missing, except under CI.
-fn corpus_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(CORPUS);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    assert!(!ci, "corpus {} not found (CI=true)", dir.display());
-    println!("skipping: corpus {} not found", dir.display());
-    None
-}
-
-fn have_tshark() -> bool {
-    Command::new("tshark").arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
-}
-
 struct Frame {
     file: String,
     number: usize,
@@ -236,11 +218,8 @@ fn our_facts(d: &Dissection, kind: Option<&str>, ports: Option<&str>) -> Facts {
 #[test]
 #[ignore = "work in progress: 20 of 8,528 frames still disagree (partial IP headers, IPv6 payload length 0, ports of truncated TCP headers, IPv6 under EtherType 0x0800); run with --ignored"]
 fn dissector_agrees_with_tshark() {
-    let Some(dir) = corpus_dir() else { return };
-    if !have_tshark() {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        assert!(!ci, "tshark not found (CI=true)");
-        println!("skipping: tshark not found");
+    let Some(dir) = wv_testkit::corpus_dir("dissect_tshark") else { return };
+    if !wv_testkit::need_tools("dissect_tshark", &["tshark"]) {
         return;
     }
     let tmp = std::env::temp_dir().join(format!("wv-dissect-tshark-{}", std::process::id()));
