@@ -97,8 +97,12 @@ pub enum ProblemKind {
     Ipv4TotalLengthBeyondFrame,
     /// IPv4 header checksum does not add up.
     Ipv4Checksum,
-    /// IPv6 payload length beyond the frame's end on the wire.
+    /// IPv6 payload length (or Jumbo Payload length) beyond the frame's end on the wire.
     Ipv6PayloadBeyondFrame,
+    /// IPv6 payload length 0 before a Hop-by-Hop header without a Jumbo
+    /// Payload option of more than 65,535 (RFC 2675 section 3): the
+    /// payload's length is unknown, so the walk stops at the IP layer.
+    Ipv6JumboMissing,
     /// More than [`MAX_EXT_HEADERS`] extension headers.
     Ipv6ExtChainTooLong,
     /// UDP length below 8 or beyond the IP payload.
@@ -401,6 +405,13 @@ impl<'a> Walk<'a> {
                 return self.problem(ProblemKind::Ipv4HeaderLength(4 * (b[0] & 0x0f)), at);
             }
             Err(views::Error::Truncated) => {
+                // A partial flow key: the addresses wholly inside the frame.
+                if let Some(a) = views::get_arr(b, ipv4::field::SRC_ADDR.start) {
+                    self.d.flow.src = Addr::V4(a);
+                }
+                if let Some(a) = views::get_arr(b, ipv4::field::DST_ADDR.start) {
+                    self.d.flow.dst = Addr::V4(a);
+                }
                 let hl = b.first().map_or(ipv4::MIN_HEADER_LEN, |v| 4 * usize::from(v & 0x0f));
                 return self.missing(LayerKind::Ipv4, at, at + hl.max(ipv4::MIN_HEADER_LEN), usize::MAX);
             }
@@ -441,23 +452,47 @@ impl<'a> Walk<'a> {
             }
         }
         let Ok(p) = ipv6::Packet::new_checked(b) else {
+            // A partial flow key: the addresses wholly inside the frame.
+            if let Some(a) = views::get_arr(b, ipv6::field::SRC_ADDR.start) {
+                self.d.flow.src = Addr::V6(a);
+            }
             return self.missing(LayerKind::Ipv6, at, at + ipv6::HEADER_LEN, usize::MAX);
         };
         self.d.flow.src = Addr::V6(p.src_addr());
         self.d.flow.dst = Addr::V6(p.dst_addr());
         let on_wire = self.wire - at - ipv6::HEADER_LEN;
-        // Payload length 0: a jumbogram (RFC 2675) or TSO; the rest of the frame.
-        let plen = match usize::from(p.payload_len()) {
-            0 => on_wire,
-            l if l > on_wire => {
+        let first = at + ipv6::HEADER_LEN;
+        let plen = match (usize::from(p.payload_len()), u8::from(p.next_header())) {
+            // A jumbogram (RFC 2675): the length is in the Hop-by-Hop
+            // header's Jumbo Payload option, and above 65,535. When that
+            // header is not all here, the walk below judges it.
+            (0, ipproto::HOPOPTS) => {
+                match ipv6::ExtHeader::new_checked(self.slice(first, usize::MAX), ipproto::HOPOPTS) {
+                    Ok(h) => match h.jumbo_payload_len().filter(|&j| j > u32::from(u16::MAX)) {
+                        Some(j) if j as usize > on_wire => {
+                            self.problem(ProblemKind::Ipv6PayloadBeyondFrame, at);
+                            on_wire
+                        }
+                        Some(j) => j as usize,
+                        None => return self.problem(ProblemKind::Ipv6JumboMissing, at),
+                    },
+                    Err(_) => on_wire,
+                }
+            }
+            (0, ipproto::NONXT) => 0,
+            // TSO, or Linux's BIG TCP, which since 6.x no longer inserts
+            // the Jumbo option: the rest of the frame (tshark's
+            // ipv6.tso_support, as IPv4 total length 0 above).
+            (0, _) => on_wire,
+            (l, _) if l > on_wire => {
                 self.problem(ProblemKind::Ipv6PayloadBeyondFrame, at);
                 on_wire
             }
-            l => l,
+            (l, _) => l,
         };
-        let end = at + ipv6::HEADER_LEN + plen;
+        let end = first + plen;
         let mut nh = u8::from(p.next_header());
-        let mut off = at + ipv6::HEADER_LEN;
+        let mut off = first;
         let mut n = 0;
         let mut first_fragment = false;
         while ipv6::is_extension(nh) {
@@ -510,14 +545,21 @@ impl<'a> Walk<'a> {
                         self.problem(ProblemKind::TcpDataOffset(hl), at);
                     }
                     Err(views::Error::Truncated) => {
-                        let hl =
-                            b.get(tcp::field::FLAGS.start).map_or(tcp::MIN_HEADER_LEN, |v| 4 * usize::from(v >> 4));
+                        let off = b.get(tcp::field::FLAGS.start).map(|v| 4 * usize::from(v >> 4));
+                        let hl = off.unwrap_or(tcp::MIN_HEADER_LEN);
                         let need = at + hl.max(tcp::MIN_HEADER_LEN);
-                        if !fragment && need > end && end <= self.data.len() && hl >= tcp::MIN_HEADER_LEN {
-                            // The whole segment is here and the offset points past it.
+                        if !fragment
+                            && need > end
+                            && end <= self.data.len()
+                            && off.is_some_and(|o| o >= tcp::MIN_HEADER_LEN)
+                        {
+                            // The whole segment is here and the offset points past it
+                            // (when the segment ends before the offset, the header is truncated).
                             self.ports_from(b);
                             return self.problem(ProblemKind::TcpDataOffset(hl as u8), at);
                         }
+                        // A partial flow key: the ports when they are here.
+                        self.ports_from(b);
                         self.missing(LayerKind::Tcp, at, need, end_judged);
                     }
                 }
@@ -525,6 +567,7 @@ impl<'a> Walk<'a> {
             ipproto::UDP => {
                 self.layer(LayerKind::Udp, at);
                 let Ok(u) = udp::Packet::new_checked(b) else {
+                    self.ports_from(b);
                     return self.missing(LayerKind::Udp, at, at + udp::HEADER_LEN, end_judged);
                 };
                 self.d.flow.ports = Some((u.src_port(), u.dst_port()));
@@ -551,7 +594,8 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Ports from the first 4 bytes of a TCP header the view refused.
+    /// Ports from the first 4 bytes of a TCP or UDP header the view refused
+    /// (both put them there).
     fn ports_from(&mut self, b: &[u8]) {
         if let (Some(s), Some(d)) =
             (views::get16(b, tcp::field::SRC_PORT.start), views::get16(b, tcp::field::DST_PORT.start))
@@ -710,6 +754,109 @@ mod tests {
         g[61] = 8;
         g[5] = 30;
         assert_eq!(kinds(&dissect(101, &g, 64)), [ProblemKind::Ipv6PayloadBeyondFrame]);
+    }
+
+    #[test]
+    fn partial_ip_header_gives_the_addresses_it_holds() {
+        // IPv4 ending inside the destination address (19 of 20 bytes).
+        let f = eth_tcp();
+        let d = dissect(1, &f[..33], 33);
+        assert_eq!(kinds(&d), [ProblemKind::Truncated(LayerKind::Ipv4)]);
+        assert_eq!((d.flow.src, d.flow.dst), (Addr::V4([192, 168, 1, 10]), Addr::None));
+        // IHL 15 (options) cut by the capture after both addresses.
+        let mut g = f.clone();
+        g[14] = 0x4f;
+        let d = dissect(1, &g[..60], 1000);
+        assert!(!d.is_malformed() && d.cut);
+        assert_eq!((d.flow.src, d.flow.dst), (Addr::V4([192, 168, 1, 10]), Addr::V4([93, 184, 216, 34])));
+        assert_eq!(d.flow.ports, None);
+        // IPv6 cut after the source address.
+        let v6 = ipv6_ext();
+        let d = dissect(101, &v6[..25], 64);
+        assert!(!d.is_malformed() && d.cut);
+        assert_eq!(d.flow.src, Addr::V6(v6[8..24].try_into().unwrap()));
+        assert_eq!(d.flow.dst, Addr::None);
+        // Not even the source: nothing.
+        let d = dissect(101, &v6[..23], 23);
+        assert_eq!((d.flow.src, kinds(&d)), (Addr::None, vec![ProblemKind::Truncated(LayerKind::Ipv6)]));
+    }
+
+    /// Raw IPv6 with payload length 0 and Next Header `nh`, then `rest`.
+    fn ipv6_plen0(nh: u8, rest: &[u8]) -> Vec<u8> {
+        let mut f = ipv6_ext()[..40].to_vec();
+        f[4..6].copy_from_slice(&[0, 0]);
+        f[6] = nh;
+        f.extend_from_slice(rest);
+        f
+    }
+
+    const UDP_5353_53: [u8; 8] = [0x14, 0xe9, 0x00, 0x35, 0, 0, 0, 0];
+
+    #[test]
+    fn ipv6_payload_length_zero() {
+        // A jumbogram whose Jumbo Payload length (70,000) is on the wire.
+        let mut hbh = vec![17, 0, 0xc2, 4, 0, 1, 0x11, 0x70];
+        hbh.extend_from_slice(&UDP_5353_53);
+        let f = ipv6_plen0(0, &hbh);
+        let d = dissect(101, &f, 40 + 70_000);
+        assert!(!d.is_malformed(), "{:?}", d.problems());
+        assert_eq!(d.flow.ports, Some((5353, 53)));
+        // ... and beyond it.
+        let d = dissect(101, &f, f.len() as u32);
+        assert_eq!(kinds(&d), [ProblemKind::Ipv6PayloadBeyondFrame]);
+        assert_eq!(d.flow.ports, Some((5353, 53)));
+        // A Jumbo Payload length of 65,535 or less is no jumbogram, and a
+        // Hop-by-Hop header without the option leaves the length unknown.
+        let mut small = hbh.clone();
+        small[4..8].copy_from_slice(&16u32.to_be_bytes());
+        let mut none = hbh.clone();
+        none[2..8].copy_from_slice(&[1, 4, 0, 0, 0, 0]);
+        for h in [small, none] {
+            let d = dissect(101, &ipv6_plen0(0, &h), 56);
+            assert_eq!(kinds(&d), [ProblemKind::Ipv6JumboMissing]);
+            assert_eq!((d.flow.protocol, d.flow.ports), (None, None));
+        }
+        // TSO or BIG TCP (no Hop-by-Hop header): the rest of the frame.
+        let f = ipv6_plen0(17, &UDP_5353_53);
+        let d = dissect(101, &f, f.len() as u32);
+        assert!(!d.is_malformed(), "{:?}", d.problems());
+        assert_eq!(d.flow.ports, Some((5353, 53)));
+        // No Next Header: an empty payload.
+        let d = dissect(101, &ipv6_plen0(59, &[]), 40);
+        assert!(!d.is_malformed() && !d.cut);
+    }
+
+    #[test]
+    fn truncated_l4_header_gives_its_ports() {
+        let f = eth_tcp();
+        // Cut by the capture 6 bytes into the TCP header.
+        let d = dissect(1, &f[..40], 74);
+        assert!(!d.is_malformed() && d.cut);
+        assert_eq!(d.flow.ports, Some((51000, 80)));
+        // The frame really ends there.
+        let d = dissect(1, &f[..40], 40);
+        assert!(kinds(&d).contains(&ProblemKind::Truncated(LayerKind::Tcp)));
+        assert_eq!(d.flow.ports, Some((51000, 80)));
+        // Three bytes: no ports.
+        let d = dissect(1, &f[..37], 74);
+        assert_eq!(d.flow.ports, None);
+        // UDP cut after its ports.
+        let v6 = ipv6_ext();
+        let d = dissect(101, &v6[..60], 64);
+        assert!(!d.is_malformed() && d.cut);
+        assert_eq!(d.flow.ports, Some((5353, 53)));
+    }
+
+    #[test]
+    fn ipv6_under_ipv4_ethertype_is_a_wrong_version_only() {
+        // The dissector does not decode by the version nibble against the
+        // EtherType (tshark does, and then judges that IPv6 header too).
+        let mut f = ETH_TCP[..14].to_vec();
+        f.extend_from_slice(&ipv6_ext());
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let d = dissect(1, &f, f.len() as u32);
+        assert_eq!(d.problems(), &[Problem { kind: ProblemKind::IpVersion(6), offset: 14 }]);
+        assert_eq!((d.flow.src, d.flow.ports), (Addr::None, None));
     }
 
     #[test]

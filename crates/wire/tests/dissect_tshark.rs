@@ -22,8 +22,21 @@
 //!   `tcp.bogus_header_length`, `udp.length.bad`. tshark's generic
 //!   `_ws.malformed` is also raised for things the dissector does not
 //!   check (TCP/IP options, upper layers), so it is only counted, not compared.
+//!   tshark's flags count only for the IP layer compared above: behind a
+//!   layer the dissector does not walk (MACsec, PPPoE, ...) it never sees
+//!   that IP header; and when the first IP layer is `ip` with a bogus
+//!   version, tshark decodes the rest as IPv6 (by the version nibble, under
+//!   EtherType 0x0800) and judges that IPv6 header, while the dissector
+//!   reports the wrong version and stops there by design (it does not
+//!   guess a layer's protocol against its type field; Linux drops such
+//!   frames too). This is the only exclusion rule; nothing is listed by file.
 //! * IPv4/IPv6 reassembly is turned off in tshark so that a first fragment
 //!   shows its own transport header, as the dissector does.
+//! * `ipv6.tso_support` is turned on: an IPv6 payload length of 0 without
+//!   a Hop-by-Hop header is what TSO and Linux's BIG TCP (which no longer
+//!   inserts the Jumbo Payload option) hand to the capture, and both
+//!   tcpdump and the dissector take the rest of the frame, as tshark's
+//!   default `ip.tso_support` does for an IPv4 total length of 0.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -104,7 +117,7 @@ const FIELDS: &[&str] = &[
 fn tshark(path: &Path) -> Vec<Vec<String>> {
     let mut cmd = Command::new("tshark");
     cmd.args(["-n", "-r"]).arg(path);
-    for o in ["ip.defragment:FALSE", "ipv6.defragment:FALSE", "ip.check_checksum:TRUE"] {
+    for o in ["ip.defragment:FALSE", "ipv6.defragment:FALSE", "ip.check_checksum:TRUE", "ipv6.tso_support:TRUE"] {
         cmd.args(["-o", o]);
     }
     cmd.args(["-T", "fields", "-E", "occurrence=f", "-E", "separator=/t"]);
@@ -171,6 +184,12 @@ fn tshark_facts(row: &[String], kind: Option<&str>, ports: Option<&str>) -> Fact
     if let Some(l4) = ports {
         facts.ports = f(&format!("{l4}.srcport")).zip(f(&format!("{l4}.dstport")));
     }
+    // No IP layer the dissector reaches: tshark's IP and L4 flags concern
+    // layers it does not walk (see the module doc).
+    if kind.is_none() {
+        return facts;
+    }
+    let bogus_ipv4 = kind == Some("ip") && f("ip.bogus_ip_version").is_some();
     if f("ip.checksum.status").as_deref() == Some("0") {
         facts.malformed.push("ip checksum");
     }
@@ -181,7 +200,8 @@ fn tshark_facts(row: &[String], kind: Option<&str>, ports: Option<&str>) -> Fact
         ("tcp.bogus_header_length", "tcp data offset"),
         ("udp.length.bad", "udp length"),
     ] {
-        if f(field).is_some() {
+        // Behind a bogus IPv4 version, tshark's IPv6 is not the dissector's.
+        if f(field).is_some() && !(bogus_ipv4 && field.starts_with("ipv6.")) {
             facts.malformed.push(name);
         }
     }
@@ -216,7 +236,6 @@ fn our_facts(d: &Dissection, kind: Option<&str>, ports: Option<&str>) -> Facts {
 }
 
 #[test]
-#[ignore = "work in progress: 20 of 8,528 frames still disagree (partial IP headers, IPv6 payload length 0, ports of truncated TCP headers, IPv6 under EtherType 0x0800); run with --ignored"]
 fn dissector_agrees_with_tshark() {
     let Some(dir) = wv_testkit::corpus_dir("dissect_tshark") else { return };
     if !wv_testkit::need_tools("dissect_tshark", &["tshark"]) {

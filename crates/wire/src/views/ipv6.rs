@@ -4,7 +4,7 @@
 //! units, minus 2). [`ExtHeader`] walks one of them; the dissector walks
 //! the chain.
 
-use super::{be16, get16, ipproto, Error, IpProtocol};
+use super::{be16, get16, get_arr, ipproto, Error, IpProtocol};
 
 /// Byte ranges of the fixed header.
 pub mod field {
@@ -35,6 +35,12 @@ pub const HEADER_LEN: usize = field::PAYLOAD.start;
 pub const FRAG_HEADER_LEN: usize = 8;
 /// Mask of the offset in [`ext_field::FRAG_OFF_M`].
 pub const FRAG_OFFSET_MASK: u16 = 0xfff8;
+/// Option types of Hop-by-Hop and Destination Options headers (RFC 8200 4.2).
+pub const OPT_PAD1: u8 = 0x00;
+/// Jumbo Payload (RFC 2675): a 4-byte payload length, for a payload length field of 0.
+pub const OPT_JUMBO: u8 = 0xc2;
+/// Jumbo Payload option data length.
+pub const OPT_JUMBO_LEN: u8 = 4;
 
 /// True for the Next Header values this module walks as extension headers.
 pub const fn is_extension(nh: u8) -> bool {
@@ -148,6 +154,28 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
     pub fn more_frags(&self) -> bool {
         self.kind == ipproto::FRAGMENT && self.buffer.as_ref()[ext_field::FRAG_OFF_M.end - 1] & 1 != 0
     }
+    /// The value of the first Jumbo Payload option (RFC 2675) of a
+    /// Hop-by-Hop header, when there is one whose data is 4 bytes inside
+    /// this header (None for other headers).
+    pub fn jumbo_payload_len(&self) -> Option<u32> {
+        if self.kind != ipproto::HOPOPTS {
+            return None;
+        }
+        let opts = self.data();
+        let mut at = 0;
+        while let Some(&t) = opts.get(at) {
+            if t == OPT_PAD1 {
+                at += 1;
+                continue;
+            }
+            let len = *opts.get(at + 1)?;
+            if t == OPT_JUMBO && len == OPT_JUMBO_LEN {
+                return get_arr::<4>(opts, at + 2).map(u32::from_be_bytes);
+            }
+            at += 2 + usize::from(len);
+        }
+        None
+    }
     /// The header's data after its first two bytes.
     pub fn data(&self) -> &[u8] {
         &self.buffer.as_ref()[2..self.len]
@@ -190,6 +218,13 @@ pub(crate) mod tests {
         assert_eq!(ExtHeader::new_checked(&f[40..47], 0).unwrap_err(), Error::Truncated);
         assert_eq!(ExtHeader::new_checked(&f[40..], 17).unwrap_err(), Error::Malformed);
         assert!(Packet::new_checked(&f[..39]).is_err());
+        assert_eq!(h.jumbo_payload_len(), None);
+        // Pad1, then Jumbo Payload 70000; the option must lie inside the header.
+        let j = [6, 0, 0, 0xc2, 4, 0, 1, 0x11, 0x70, 0];
+        assert_eq!(ExtHeader::new_checked(&j[..8], 0).unwrap().jumbo_payload_len(), None);
+        let j = [6, 0, 0xc2, 4, 0, 1, 0x11, 0x70];
+        assert_eq!(ExtHeader::new_checked(&j[..], 0).unwrap().jumbo_payload_len(), Some(70_000));
+        assert_eq!(ExtHeader::new_checked(&j[..], 60).unwrap().jumbo_payload_len(), None);
         // AH: length 1 means 12 bytes.
         assert_eq!(ext_header_len(51, &[6, 1]), Some(12));
     }
