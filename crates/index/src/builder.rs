@@ -20,8 +20,7 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use wv_wire::packet::{self, ipproto, Addr};
 
@@ -394,37 +393,28 @@ impl Builder {
     /// The file is created 0640 whatever the umask, never through a
     /// symlink; its checksums are computed here, as its bytes go out.
     pub fn write(&mut self, path: &Path) -> Result<IndexSummary, IndexError> {
-        let mut part = PathBuf::from(path);
-        part.as_mut_os_string().push(".part");
         let io = |e| IndexError::Io { path: path.to_path_buf(), source: e };
         if self.capture_id.is_none() {
             // The capture beside the index (the recorder's index thread
             // runs once the file is closed and renamed).
-            if let Some(cap) = path.as_os_str().as_bytes().strip_suffix(b".idx") {
-                let cap = Path::new(std::ffi::OsStr::from_bytes(cap));
+            if let Some(cap) = wv_store::layout::capture_of_index(path) {
                 self.capture_id = crate::ident::open_capture(cap, true).and_then(|f| CaptureId::of(&f)).ok();
             }
         }
-        let result = (|| {
-            let mut f = create_private(&part).map_err(io)?;
+        let len = wv_sys::fs::replace_durable(path, |f: &mut std::fs::File| {
             f.write_all(&[0; HEAD_LEN]).map_err(io)?;
             let mut written = HEAD_LEN as u64;
             let head = self.encode_into(&mut |bytes| {
                 written += bytes.len() as u64;
                 f.write_all(bytes).map_err(io)
             })?;
-            std::os::unix::fs::FileExt::write_all_at(&f, &head, 0).map_err(io)?;
-            f.sync_all().map_err(io)?;
-            std::fs::rename(&part, path).map_err(io)?;
-            Ok(written)
-        })();
-        let len = match result {
-            Ok(len) => len,
-            Err(e) => {
-                let _ = std::fs::remove_file(&part);
-                return Err(e);
-            }
-        };
+            std::os::unix::fs::FileExt::write_all_at(&*f, &head, 0).map_err(io)?;
+            Ok::<_, WriteError>(written)
+        })
+        .map_err(|e| match e {
+            WriteError::Index(e) => e,
+            WriteError::Io(e) => io(e),
+        })?;
         let (first_ns, last_ns) = self.time_range();
         Ok(IndexSummary {
             linktype: self.linktype,
@@ -555,23 +545,23 @@ impl Builder {
     }
 }
 
-/// Creates `path` for writing, 0640 whatever the umask, never through a
-/// symlink: a `.part` left by an earlier run (or planted) is removed first
-/// and the new one is created exclusively.
-fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
+/// What can go wrong inside [`wv_sys::fs::replace_durable`] while an index
+/// is written: the index's own error, or the helper's I/O.
+enum WriteError {
+    Index(IndexError),
+    Io(std::io::Error),
+}
+
+impl From<IndexError> for WriteError {
+    fn from(e: IndexError) -> Self {
+        WriteError::Index(e)
     }
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o640)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o640))?;
-    Ok(f)
+}
+
+impl From<std::io::Error> for WriteError {
+    fn from(e: std::io::Error) -> Self {
+        WriteError::Io(e)
+    }
 }
 
 /// Sorts `key << 32 | block` pairs by key with a stable LSD radix sort

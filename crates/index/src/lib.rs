@@ -69,12 +69,9 @@ pub struct FileIndexed {
     pub truncated: Option<String>,
 }
 
-/// The index path of a capture file: `FILE.idx`.
-pub fn index_path_for(capture: &Path) -> PathBuf {
-    let mut p = capture.as_os_str().to_owned();
-    p.push(".idx");
-    PathBuf::from(p)
-}
+/// The index path of a capture file: `FILE.idx` (the store's one rule,
+/// [`wv_store::layout::index_path`]).
+pub use wv_store::layout::index_path as index_path_for;
 
 /// How [`index_file_opts`] and [`index_path_opts`] work.
 #[derive(Debug, Clone, Copy)]
@@ -276,7 +273,7 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
         }
         match index_file_opts(&capture, &dir_opts) {
             Ok(fi) => {
-                e.index = Some(format!("{}.idx", e.file));
+                e.index = Some(wv_store::layout::index_rel(&e.file));
                 e.format = fi.format.to_string();
                 e.linktype = fi.summary.linktype;
                 e.snaplen = fi.snaplen;

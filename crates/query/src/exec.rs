@@ -208,7 +208,7 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
     let entry = Entry {
         stream: 0,
         file: name.clone(),
-        index: idx.exists().then(|| format!("{name}.idx")),
+        index: idx.exists().then(|| wv_store::layout::index_rel(&name)),
         format: String::new(),
         linktype,
         snaplen,
@@ -223,6 +223,7 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
 /// Capture files being written: `*.pcap.part` / `*.pcapng.part` in the
 /// store and its stream directories.
 fn count_part_files(store: &Path) -> usize {
+    use wv_store::layout;
     let mut n = 0;
     let mut dirs = vec![store.to_path_buf()];
     if let Ok(rd) = std::fs::read_dir(store) {
@@ -235,7 +236,8 @@ fn count_part_files(store: &Path) -> usize {
                 .filter(|e| {
                     let name = e.file_name();
                     let name = name.to_string_lossy();
-                    name.ends_with(".part") && !name.ends_with(".idx.part") && !name.starts_with("catalog.")
+                    name.strip_suffix(layout::PART).is_some_and(|n| !n.ends_with(layout::INDEX))
+                        && !name.starts_with("catalog.")
                 })
                 .count();
         }

@@ -189,7 +189,7 @@ fn reserve_ahead(g: &mut Inner) {
     let len = g.file.metadata().map_or(0, |m| m.len());
     if len + (64 << 10) > g.reserved {
         let to = (len + STEP).next_multiple_of(STEP);
-        if wv_sys::uring::fallocate_keep_size(&g.file, 0, to).is_ok() {
+        if wv_sys::fs::fallocate_keep_size(&g.file, 0, to).is_ok() {
             g.reserved = to;
         }
     }
@@ -241,8 +241,9 @@ pub fn check_entry(e: &Entry) -> Result<(), String> {
         }
     }
     if let Some(ix) = &e.index {
-        if *ix != format!("{}{}", e.file, crate::layout::INDEX) {
-            return Err(format!("index \"{ix}\" is not \"{}{}\"", e.file, crate::layout::INDEX));
+        let want = crate::layout::index_rel(&e.file);
+        if *ix != want {
+            return Err(format!("index \"{ix}\" is not \"{want}\""));
         }
     }
     Ok(())
@@ -366,22 +367,12 @@ pub fn rewrite(store: &Path, entries: &[Entry]) -> io::Result<()> {
 /// [`rewrite`] through the store's directory: the temporary file is created
 /// new (0640, no symlink followed) and renamed over the catalog.
 pub fn rewrite_in(dir: &Dir, entries: &[Entry]) -> io::Result<()> {
-    let tmp = format!("{}{}", crate::layout::CATALOG, crate::layout::PART);
-    match dir.unlink(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let mut f = dir.open_file(&tmp, Open::CreateNew, 0)?;
     let mut buf = Vec::new();
     for e in entries {
         serde_json::to_writer(&mut buf, e).map_err(io::Error::other)?;
         buf.push(b'\n');
     }
-    f.write_all(&buf)?;
-    f.sync_all()?;
-    drop(f);
-    dir.rename(&tmp, crate::layout::CATALOG)
+    dir.replace(crate::layout::CATALOG, |f| f.write_all(&buf))
 }
 
 #[cfg(test)]

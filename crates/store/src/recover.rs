@@ -38,7 +38,7 @@ pub fn valid_prefix(path: &Path, format: Format, partial: bool) -> io::Result<Va
 
 /// [`valid_prefix`] of a file already open (opened beneath the store).
 pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<ValidPrefix> {
-    let data_len = if partial { wv_sys::uring::data_end(&file)? } else { file.metadata()?.len() };
+    let data_len = if partial { wv_sys::fs::data_end(&file)? } else { file.metadata()?.len() };
     let mut r = BufReader::with_capacity(1 << 20, file.take(data_len));
     let mut v = ValidPrefix { len: 0, data_len, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
     let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8];
@@ -283,9 +283,8 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
             if partial {
                 f.set_len(v.len)?;
                 f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(wv_sys::fs::FILE_MODE))?;
-                f.sync_all()?;
+                dir.persist(&f, &rel_here, &rel)?;
                 drop(f);
-                dir.rename(&rel_here, &rel)?;
                 rep.recovered_files += 1;
                 rep.recovered_packets += v.packets;
                 rep.cut_bytes += len - v.len;
@@ -317,7 +316,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     if let Some(index) = index {
         for e in entries.iter_mut() {
             let capture = store.join(&e.file);
-            let irel = format!("{}{}", e.file, layout::INDEX);
+            let irel = layout::index_rel(&e.file);
             let is_file = |rel: &str| dir.lstat(rel).is_ok_and(|s| s.kind == Kind::File);
             if e.index.is_some() && is_file(&irel) {
                 let Some(check) = check else {
@@ -398,14 +397,14 @@ mod tests {
         assert!(two < 4096 && bytes.len() > 4096);
         let mut f = std::fs::File::create(&path).unwrap();
         f.write_all(&bytes[..4096]).unwrap();
-        if let Err(e) = wv_sys::uring::fallocate_extend(&f, 0, 64 << 10) {
+        if let Err(e) = wv_sys::fs::fallocate_extend(&f, 0, 64 << 10) {
             eprintln!("skipped: {} cannot preallocate ({e})", dir.display());
             return;
         }
         f.sync_all().unwrap();
         drop(f);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 << 10);
-        if wv_sys::uring::data_end(&std::fs::File::open(&path).unwrap()).unwrap() == 64 << 10 {
+        if wv_sys::fs::data_end(&std::fs::File::open(&path).unwrap()).unwrap() == 64 << 10 {
             eprintln!("skipped: {} does not report unwritten extents as holes", dir.display());
             return;
         }

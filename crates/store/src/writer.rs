@@ -149,7 +149,7 @@ fn finisher(
     for mut job in rx {
         let path = job.index_path.clone();
         match job.indexer.finish(&path) {
-            Ok(()) => job.entry.index = Some(format!("{}{}", job.entry.file, layout::INDEX)),
+            Ok(()) => job.entry.index = Some(layout::index_rel(&job.entry.file)),
             Err(e) => shared.warn(format!("index {} not written: {e}", path.display())),
         }
         if let Err(e) = catalog.append(&job.entry) {
@@ -510,7 +510,7 @@ impl Writer {
             let step = self.cfg.prealloc_step;
             let cap = self.cfg.file_size.next_multiple_of(DIRECT_ALIGN).max((off + len).next_multiple_of(DIRECT_ALIGN));
             let to = (off + len).next_multiple_of(step).min(cap);
-            let _ = uring::fallocate_extend(&c.file, c.allocated, to - c.allocated);
+            let _ = wv_sys::fs::fallocate_extend(&c.file, c.allocated, to - c.allocated);
             c.allocated = to;
         }
         let id = self.pending_base + self.pending.len() as u64;
@@ -649,11 +649,11 @@ impl Writer {
             let _ = self.store.unlink(&c.part_rel);
             return;
         }
-        let r = c.file.set_len(len).and_then(|()| c.file.sync_all());
+        let final_rel = format!("{}/{}", self.rel_dir, c.name);
+        let r = c.file.set_len(len).and_then(|()| self.store.persist(&c.file, &c.part_rel, &final_rel));
         drop(c.file);
         let path = self.dir.join(&c.name);
-        let final_rel = format!("{}/{}", self.rel_dir, c.name);
-        if let Err(e) = r.and_then(|()| self.store.rename(&c.part_rel, &final_rel)) {
+        if let Err(e) = r {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
             self.shared.fail(format!("cannot close {}: {e}", c.part.display()), full);
             self.stopped = true;

@@ -8,7 +8,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::afpacket::Error;
+use crate::error::Error;
 
 /// pcap/pcapng link types of interfaces (one table: [`wv_wire::linktype`]).
 pub use wv_wire::linktype::{ETHERNET as LINKTYPE_ETHERNET, RAW as LINKTYPE_RAW};
