@@ -5,6 +5,7 @@ use crate::Format;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
+use wv_wire::octets::{Endian, Octets};
 use wv_wire::{pcap, pcapng};
 
 /// The valid prefix of a capture file.
@@ -51,7 +52,7 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
             let Some(fh) = pcap::FileHeader::parse(&h) else {
                 return Ok(v);
             };
-            if fh.big_endian || fh.precision != pcap::Precision::Nano {
+            if fh.magic.endian != Endian::Little || fh.magic.precision != pcap::Precision::Nano || fh.magic.patched {
                 return Ok(v);
             }
             v.len = h.len() as u64;
@@ -63,11 +64,9 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
                 if !read_full(&mut r, &mut rh)? || rh == [0u8; 16] {
                     break;
                 }
-                let rec = pcap::RecordHeader::parse(&rh, false, pcap::Precision::Nano);
-                let nsec = u32::from_le_bytes(rh[4..8].try_into().expect("4 bytes"));
-                if rec.caplen > bound || nsec >= 1_000_000_000 {
+                let Some(rec) = pcap::RecordHeader::parse_wirevault(&rh).filter(|rec| rec.caplen <= bound) else {
                     break;
-                }
+                };
                 if !read_full(&mut r, &mut data[..rec.caplen as usize])? {
                     break;
                 }
@@ -79,31 +78,38 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
             if !read_full(&mut r, &mut h)? {
                 return Ok(v);
             }
-            if u32::from_le_bytes(h[0..4].try_into().expect("4 bytes")) != pcapng::BT_SHB {
+            if Octets::le(&h).peek_u32() != Some(pcapng::BT_SHB) {
                 return Ok(v);
             }
+            let idb = &h[pcapng::SHB_LEN + pcapng::BLOCK_HEADER_LEN..];
+            let Some(idb) = pcapng::InterfaceDescription::parse(&mut Octets::le(idb)) else {
+                return Ok(v);
+            };
             v.len = h.len() as u64;
-            v.linktype = u16::from_le_bytes(h[36..38].try_into().expect("2 bytes")) as u32;
-            v.snaplen = u32::from_le_bytes(h[40..44].try_into().expect("4 bytes"));
+            v.linktype = u32::from(idb.linktype);
+            v.snaplen = idb.snaplen;
             loop {
                 let mut bh = [0u8; pcapng::EPB_HEADER_LEN];
                 if !read_full(&mut r, &mut bh)? {
                     break;
                 }
-                let le = |i: usize| u32::from_le_bytes(bh[i..i + 4].try_into().expect("4 bytes"));
-                let (bt, total, caplen) = (le(0), le(4) as usize, le(20));
-                if bt != pcapng::BT_EPB || caplen > wv_wire::MAX_SNAPLEN || total != pcapng::epb_len(caplen) {
+                let Some((bh, epb)) = pcapng::EnhancedPacket::parse_block(&bh) else {
+                    break;
+                };
+                let (total, caplen) = (bh.total_len as usize, epb.caplen);
+                if bh.block_type != pcapng::BT_EPB || caplen > wv_wire::MAX_SNAPLEN || total != pcapng::epb_len(caplen)
+                {
                     break;
                 }
                 let rest = total - pcapng::EPB_HEADER_LEN;
                 if !read_full(&mut r, &mut data[..rest])? {
                     break;
                 }
-                let trailer = u32::from_le_bytes(data[rest - 4..rest].try_into().expect("4 bytes")) as usize;
-                if trailer != total {
+                let trailer = Octets::le(&data[rest - pcapng::BLOCK_TRAILER_LEN..rest]).peek_u32();
+                if trailer != Some(bh.total_len) {
                     break;
                 }
-                v.record((le(12) as u64) << 32 | le(16) as u64, total as u64);
+                v.record(epb.ts, total as u64);
             }
         }
     }

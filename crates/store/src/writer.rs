@@ -409,14 +409,20 @@ impl Writer {
                 buf
             }
         }
-        let le = |h: &[u8], i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
         while off + hdr_len <= total {
             let mut hb = [0u8; pcapng::EPB_HEADER_LEN];
             hb[..hdr_len].copy_from_slice(span(a, b, off, off + hdr_len, scratch));
-            let (ts_ns, caplen, origlen) = match fmt {
-                Format::Pcap => (le(&hb, 0) as u64 * 1_000_000_000 + le(&hb, 4) as u64, le(&hb, 8), le(&hb, 12)),
-                Format::Pcapng => ((le(&hb, 12) as u64) << 32 | le(&hb, 16) as u64, le(&hb, 20), le(&hb, 24)),
+            // The stream holds only records the capture thread wrote, so
+            // the headers parse (and their lengths were checked there).
+            let rec = match fmt {
+                Format::Pcap => pcap::RecordHeader::parse(&mut wv_wire::octets::Octets::le(&hb), pcap::Precision::Nano),
+                Format::Pcapng => pcapng::EnhancedPacket::parse_block(&hb).map(|(_, e)| pcap::RecordHeader {
+                    ts_ns: e.ts,
+                    caplen: e.caplen,
+                    origlen: e.origlen,
+                }),
             };
+            let Some(pcap::RecordHeader { ts_ns, caplen, origlen }) = rec else { break };
             let rec_len = fmt.record_len(caplen) as usize;
             if off + rec_len > total {
                 break;

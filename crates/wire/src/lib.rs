@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod bpf;
+pub mod octets;
 pub mod packet;
 pub mod pcap;
 pub mod pcapng;
