@@ -449,7 +449,10 @@ impl Builder {
     /// place). File order: the block table, then per key class its posting
     /// lists and then its directory (the directory's end offsets are only
     /// known once the lists are out; readers go by the table).
-    fn encode_into(&mut self, sink: &mut dyn FnMut(&[u8]) -> Result<(), IndexError>) -> Result<Vec<u8>, IndexError> {
+    fn encode_into(
+        &mut self,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), IndexError>,
+    ) -> Result<[u8; HEAD_LEN], IndexError> {
         let summer = RefCell::new(Summer::new());
         let sink = &mut |b: &[u8]| {
             summer.borrow_mut().feed(b);
@@ -511,36 +514,30 @@ impl Builder {
         table[format::section::SUMS] = (at, out.len() as u64);
         (self.dir, self.out) = (dir, out);
         let (first_ns, last_ns) = self.time_range();
-        let mut head = Vec::with_capacity(HEAD_LEN);
-        head.extend_from_slice(&format::MAGIC);
-        head.extend_from_slice(&format::VERSION.to_le_bytes());
         let mut flags = if self.keys_complete { format::FLAG_KEYS_COMPLETE } else { 0 };
         if self.capture_id.is_some() {
             flags |= format::FLAG_CAPTURE_ID;
         }
-        head.extend_from_slice(&flags.to_le_bytes());
-        head.extend_from_slice(&self.linktype.to_le_bytes());
-        head.extend_from_slice(&((self.block_mask + 1) as u32).to_le_bytes());
-        head.extend_from_slice(&self.packets.to_le_bytes());
-        head.extend_from_slice(&first_ns.to_le_bytes());
-        head.extend_from_slice(&last_ns.to_le_bytes());
-        head.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
-        head.extend_from_slice(&(format::N_SECTIONS as u32).to_le_bytes());
         let id = self.capture_id.unwrap_or(CaptureId { bytes: 0, mtime_ns: 0, fingerprint: 0 });
-        head.extend_from_slice(&id.bytes.to_le_bytes());
-        head.extend_from_slice(&id.mtime_ns.to_le_bytes());
-        head.extend_from_slice(&id.fingerprint.to_le_bytes());
-        head.extend_from_slice(&format::CHUNK_LEN.to_le_bytes());
-        head.resize(format::at::SUMS_CRC, 0);
-        head.extend_from_slice(&sums_crc.to_le_bytes());
-        head.extend_from_slice(&0u32.to_le_bytes());
-        debug_assert_eq!(head.len(), format::HEADER_LEN);
-        for (off, len) in table {
-            head.extend_from_slice(&off.to_le_bytes());
-            head.extend_from_slice(&len.to_le_bytes());
+        let head = format::Head {
+            version: format::VERSION,
+            flags,
+            linktype: self.linktype,
+            block_packets: (self.block_mask + 1) as u32,
+            packets: self.packets,
+            first_ns,
+            last_ns,
+            n_blocks: self.blocks.len() as u32,
+            n_sections: format::N_SECTIONS as u32,
+            capture_bytes: id.bytes,
+            capture_mtime: id.mtime_ns,
+            capture_sum: id.fingerprint,
+            chunk_len: format::CHUNK_LEN,
+            sums_crc,
+            head_crc: 0,
+            sections: table,
         }
-        let crc = format::head_crc(&head);
-        head[format::at::HEAD_CRC..format::at::HEAD_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        .seal();
         Ok(head)
     }
 }
@@ -1014,10 +1011,7 @@ impl ClassEncoder<'_> {
     /// bytes on once they pass [`POST_CHUNK`].
     fn end_key(&mut self, key: u128) -> Result<(), IndexError> {
         let end = u32::try_from(self.sent + self.post.len() as u64).map_err(|_| IndexError::TooLarge)?;
-        let mut k = [0u8; 16];
-        let n = self.class.encode_key(key, &mut k);
-        self.dir.extend_from_slice(&k[..n]);
-        self.dir.extend_from_slice(&end.to_le_bytes());
+        self.class.emit_entry(key, end, &mut self.dir);
         if self.post.len() >= POST_CHUNK {
             (self.sink)(self.post)?;
             self.sent += self.post.len() as u64;
