@@ -1011,7 +1011,7 @@ impl ClassEncoder<'_> {
     /// bytes on once they pass [`POST_CHUNK`].
     fn end_key(&mut self, key: u128) -> Result<(), IndexError> {
         let end = u32::try_from(self.sent + self.post.len() as u64).map_err(|_| IndexError::TooLarge)?;
-        self.class.emit_entry(key, end, &mut self.dir);
+        self.class.emit_entry(key, end, self.dir);
         if self.post.len() >= POST_CHUNK {
             (self.sink)(self.post)?;
             self.sent += self.post.len() as u64;
