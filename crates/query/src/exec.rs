@@ -209,7 +209,7 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
         stream: 0,
         file: name.clone(),
         index: idx.exists().then(|| wv_store::layout::index_rel(&name)),
-        format: String::new(),
+        format: None,
         linktype,
         snaplen,
         first_ns: 0,

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use wv_sys::fs::{Dir, Kind, Open};
+use wv_wire::Format;
 
 /// One closed capture file. Paths are relative to the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,13 +19,30 @@ pub struct Entry {
     pub stream: usize,
     pub file: String,
     pub index: Option<String>,
-    pub format: String,
+    /// Written as its name; `""` (and, read back, any name wirevault does
+    /// not know) is `None`: not known yet.
+    #[serde(with = "format_name")]
+    pub format: Option<Format>,
     pub linktype: u32,
     pub snaplen: u32,
     pub first_ns: u64,
     pub last_ns: u64,
     pub packets: u64,
     pub bytes: u64,
+}
+
+/// The catalog's `format` value: a [`Format`]'s name, or `""`.
+mod format_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use wv_wire::Format;
+
+    pub fn serialize<S: Serializer>(f: &Option<Format>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(f.map_or("", Format::name))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Format>, D::Error> {
+        Ok(Format::from_name(&String::deserialize(d)?))
+    }
 }
 
 /// What to do when a new file would push the store over its budget.
@@ -388,7 +406,7 @@ mod tests {
             stream: 0,
             file: name,
             index: None,
-            format: "pcap".into(),
+            format: Some(Format::Pcap),
             linktype: 1,
             snaplen: 262_144,
             first_ns: n,

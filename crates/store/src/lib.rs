@@ -18,44 +18,8 @@ pub mod recover;
 pub mod stream;
 pub mod writer;
 
-/// File format of the store's files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Little-endian nanosecond pcap (magic a1b23c4d).
-    Pcap,
-    /// pcapng with one SHB, one IDB (if_tsresol 9) and EPBs.
-    Pcapng,
-}
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Pcap => "pcap",
-            Format::Pcapng => "pcapng",
-        }
-    }
-
-    pub fn extension(self) -> &'static str {
-        self.name()
-    }
-
-    /// Bytes before the first record.
-    pub fn preamble_len(self) -> usize {
-        match self {
-            Format::Pcap => wv_wire::pcap::FILE_HEADER_LEN,
-            Format::Pcapng => wv_wire::pcapng::PREAMBLE_LEN,
-        }
-    }
-
-    /// Bytes a record of `caplen` captured bytes takes.
-    #[inline]
-    pub fn record_len(self, caplen: u32) -> u64 {
-        match self {
-            Format::Pcap => (wv_wire::pcap::RECORD_HEADER_LEN + caplen as usize) as u64,
-            Format::Pcapng => wv_wire::pcapng::epb_len(caplen) as u64,
-        }
-    }
-}
+/// File format of the store's files (the one `Format`, from wv-wire).
+pub use wv_wire::Format;
 
 /// What the writer does with each record of a file besides writing it:
 /// the index builder, behind a trait so the store does not depend on the index format.

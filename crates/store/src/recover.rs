@@ -308,7 +308,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 stream,
                 file: rel,
                 index: None,
-                format: format.name().into(),
+                format: Some(format),
                 linktype: v.linktype,
                 snaplen: v.snaplen,
                 first_ns: v.first_ns.unwrap_or(0),

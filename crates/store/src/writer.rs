@@ -671,7 +671,7 @@ impl Writer {
             stream: self.cfg.stream,
             file: rel,
             index: None,
-            format: self.cfg.format.name().into(),
+            format: Some(self.cfg.format),
             linktype: c.linktype,
             snaplen: c.snaplen,
             first_ns: c.first_ns,

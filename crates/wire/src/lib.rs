@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod bpf;
+pub mod format;
 pub mod octets;
 pub mod packet;
 pub mod pcap;
@@ -14,6 +15,8 @@ pub mod pcapng;
 pub mod reader;
 
 pub mod linktype;
+
+pub use format::Format;
 
 /// Largest snapshot length libpcap accepts for most link types
 /// (`MAXIMUM_SNAPLEN` in libpcap's pcap-int.h).

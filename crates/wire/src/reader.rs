@@ -72,21 +72,7 @@ fn effective_snaplen(linktype: u32, snaplen: u32) -> u32 {
     }
 }
 
-/// The container format of a capture file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Pcap,
-    Pcapng,
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Format::Pcap => "pcap",
-            Format::Pcapng => "pcapng",
-        })
-    }
-}
+pub use crate::format::Format;
 
 /// One packet, borrowed from the reader's buffer until the next call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
