@@ -15,7 +15,7 @@
 
 use crate::catalog::{Catalog, Entry};
 use crate::stream::Msg;
-use crate::{layout, Format, IndexerFactory};
+use crate::{layout, FileIndexer, Format};
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -44,7 +44,8 @@ pub struct WriterConfig {
     pub prealloc_step: u64,
     /// Size at which files rotate: preallocation never goes past it (rounded to pages).
     pub file_size: u64,
-    pub indexer: Option<IndexerFactory>,
+    /// Build an index for every file (with the indexer type `run` is given).
+    pub index: bool,
     /// The store's byte budget, enforced before each new file.
     pub budget: Option<crate::catalog::Budget>,
     /// Bytes to keep free under the budget when a file opens: the most the
@@ -104,7 +105,7 @@ struct Pending {
     off: u64,
 }
 
-struct CurFile {
+struct CurFile<I> {
     file: File,
     part: PathBuf,
     /// `part` relative to the store.
@@ -123,14 +124,14 @@ struct CurFile {
     allocated: u64,
     /// File offset of the first failed write.
     failed_at: Option<u64>,
-    indexer: Option<Box<dyn crate::FileIndexer>>,
+    indexer: Option<I>,
     /// False when the stream had already stopped: nothing is written, records are only counted.
     real: bool,
 }
 
 /// A closed file whose index is still to be written, then cataloged.
-struct Finish {
-    indexer: Box<dyn crate::FileIndexer>,
+struct Finish<I> {
+    indexer: I,
     index_path: PathBuf,
     entry: Entry,
 }
@@ -140,9 +141,9 @@ struct Finish {
 /// the writes otherwise. The channel holds one job, so at most two closed
 /// files per stream wait for their index (retention reserves room for them).
 /// Each finished indexer goes back to the writer through `recycle`.
-fn finisher(
-    rx: std::sync::mpsc::Receiver<Finish>,
-    recycle: std::sync::mpsc::SyncSender<Box<dyn crate::FileIndexer>>,
+fn finisher<I: FileIndexer>(
+    rx: std::sync::mpsc::Receiver<Finish<I>>,
+    recycle: std::sync::mpsc::SyncSender<I>,
     catalog: Arc<Catalog>,
     shared: Arc<WriterShared>,
 ) {
@@ -174,10 +175,10 @@ fn sorter(rx: std::sync::mpsc::Receiver<crate::IndexWork>, shared: Arc<WriterSha
     }
 }
 
-struct Writer {
-    finish_tx: Option<std::sync::mpsc::SyncSender<Finish>>,
+struct Writer<I> {
+    finish_tx: Option<std::sync::mpsc::SyncSender<Finish<I>>>,
     /// Indexers the finisher is done with, to reuse.
-    recycled: std::sync::mpsc::Receiver<Box<dyn crate::FileIndexer>>,
+    recycled: std::sync::mpsc::Receiver<I>,
     /// The sort thread's queue, for new indexers.
     work_tx: std::sync::mpsc::Sender<crate::IndexWork>,
     ring: Consumer,
@@ -191,7 +192,7 @@ struct Writer {
     /// Sequence number of `pending[0]`.
     pending_base: u64,
     completions: Vec<Completion>,
-    cur: Option<CurFile>,
+    cur: Option<CurFile<I>>,
     /// After a write error: walk records only to count them as dropped.
     stopped: bool,
     /// Frame bytes of a record that wraps around the ring end, for the indexer.
@@ -205,8 +206,9 @@ struct Writer {
     budget_stopped: bool,
 }
 
-/// Runs the writer until the producer sends [`Msg::Done`].
-pub fn run(
+/// Runs the writer until the producer sends [`Msg::Done`], indexing every
+/// file with an `I` when [`WriterConfig::index`] says so.
+pub fn run<I: FileIndexer>(
     ring: Consumer,
     queue: Arc<ArrayQueue<Msg>>,
     cfg: WriterConfig,
@@ -222,7 +224,7 @@ pub fn run(
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     // Room for every builder there can be (the writer's, the queued one and
     // the one being encoded), so none is dropped and re-faulted later.
-    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel(3);
+    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel::<I>(3);
     let (c2, s2) = (catalog.clone(), shared.clone());
     let fin = std::thread::Builder::new()
         .name(format!("wv-index-{}", cfg.stream))
@@ -264,7 +266,7 @@ pub fn run(
     Ok(())
 }
 
-impl Writer {
+impl<I: FileIndexer> Writer<I> {
     fn run(&mut self) {
         loop {
             match self.queue.pop() {
@@ -346,7 +348,7 @@ impl Writer {
         };
         // Even when stopped we walk the stream to count what is dropped.
         let real = file.is_some();
-        let indexer = self.cfg.indexer.as_ref().filter(|_| real).map(|f| match self.recycled.try_recv() {
+        let indexer = (self.cfg.index && real).then(|| match self.recycled.try_recv() {
             Ok(mut ix) => {
                 ix.reset(linktype);
                 ix
@@ -355,7 +357,7 @@ impl Writer {
                 let work_tx = self.work_tx.clone();
                 // A work the sort thread can no longer take is dropped, and
                 // the indexer's work does itself when dropped.
-                f(linktype, Box::new(move |work| drop(work_tx.send(work))))
+                I::new(linktype, Box::new(move |work| drop(work_tx.send(work))))
             }
         });
         let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
@@ -635,7 +637,7 @@ impl Writer {
         self.ring.release(next);
     }
 
-    fn finish_file(&mut self, c: CurFile, len: u64, walked_all: bool) {
+    fn finish_file(&mut self, c: CurFile<I>, len: u64, walked_all: bool) {
         debug_assert!(walked_all, "producer closes files at record boundaries");
         let failed = c.failed_at.is_some() || self.stopped;
         let (len, packets, last_ns) = if failed {

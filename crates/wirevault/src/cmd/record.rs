@@ -600,7 +600,6 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
     let catalog =
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
-    let indexer = (!a.no_index).then(indexer_factory);
 
     // Streams: arena, queue, writer thread, worker thread.
     let mut writers = Vec::new();
@@ -629,7 +628,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             // reserves one per open file.
             prealloc_step: 64 << 20,
             file_size: p.file_size,
-            indexer: indexer.clone(),
+            index: !a.no_index,
             budget: p.budget,
             reserve: reserve(p.file_size, p.workers),
         };
@@ -641,7 +640,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
                 if let Some(c) = wcpu {
                     let _ = wv_sys::cpu::pin_current_thread(c);
                 }
-                writer::run(cons, q2, wcfg, c2, s2)
+                writer::run::<wv_index::Builder>(cons, q2, wcfg, c2, s2)
             })
             .context("cannot start a writer thread")?;
         let mut sp = StreamProducer::new(
@@ -805,33 +804,6 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 
 fn file_problems(src: &dyn Source) -> Vec<String> {
     src.problems()
-}
-
-/// The index builder as the writer's per-file indexer.
-struct Indexer(wv_index::Builder);
-
-impl wv_store::FileIndexer for Indexer {
-    fn add(&mut self, ts_ns: u64, offset: u64, frame: &[u8], origlen: u32) {
-        self.0.add(ts_ns, offset, frame, origlen);
-    }
-
-    fn finish(&mut self, path: &Path) -> std::io::Result<()> {
-        self.0.write(path).map(drop).map_err(std::io::Error::other)
-    }
-
-    fn reset(&mut self, linktype: u32) {
-        self.0.reset(linktype);
-    }
-}
-
-/// Index builders that hand their full runs of keys to the stream's sort
-/// thread (see wv_index's builder): the writer thread only appends.
-fn indexer_factory() -> wv_store::IndexerFactory {
-    Arc::new(|linktype, offload| {
-        let mut b = wv_index::Builder::new(linktype);
-        b.set_offload(offload);
-        Box::new(Indexer(b)) as Box<dyn wv_store::FileIndexer>
-    })
 }
 
 /// `STORE/stats.json`: a fixed 4 KiB file rewritten in place (JSON padded
