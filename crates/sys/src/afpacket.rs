@@ -39,7 +39,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::bpf;
 pub use crate::error::Error;
+
+mod block;
 use crate::netif;
+pub use block::{Block, Frames};
 
 /// How a fanout group spreads packets over its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,148 +374,6 @@ impl Control {
     pub fn stop_intake(&self) -> Result<(), Error> {
         attach_filter(self.fd.as_raw_fd(), &bpf::drop_all())
     }
-}
-
-/// A block of packets owned by user space until dropped.
-///
-/// Invariant: `ptr..ptr + len` is one block of the ring's mapping whose status word had
-/// `TP_STATUS_USER` when the block was created (loaded with `Acquire`), so the kernel does not
-/// write it until `drop` stores `TP_STATUS_KERNEL`; the `&mut Ring` borrow keeps the mapping
-/// alive and prevents a second `Block` from existing.
-pub struct Block<'a> {
-    ptr: NonNull<u8>,
-    len: usize,
-    status: u32,
-    _ring: PhantomData<&'a mut Ring>,
-}
-
-impl std::fmt::Debug for Block<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Block")
-            .field("seq_num", &self.seq_num())
-            .field("num_frames", &self.num_frames())
-            .field("status", &format_args!("{:#x}", self.status))
-            .finish()
-    }
-}
-
-impl Block<'_> {
-    /// The block's bytes (header and packets).
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: see the type invariant: the range is mapped and the kernel leaves it alone
-        // while we own the block; the slice borrows `self`, so it ends before `drop` hands the
-        // block back.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// The packets of this block, in arrival order.
-    pub fn frames(&self) -> Frames<'_> {
-        let block = self.bytes();
-        Frames {
-            block,
-            off: read_u32(block, BLOCK_FIRST_PKT).map_or(usize::MAX, |o| o as usize),
-            left: self.num_frames(),
-        }
-    }
-
-    /// Number of packets the kernel says the block holds.
-    pub fn num_frames(&self) -> u32 {
-        read_u32(self.bytes(), BLOCK_NUM_PKTS).unwrap_or(0)
-    }
-
-    /// The kernel's sequence number of this block (increments by one per block handed over).
-    pub fn seq_num(&self) -> u64 {
-        self.bytes().get(BLOCK_SEQ_NUM..BLOCK_SEQ_NUM + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes)
-    }
-
-    /// The block was handed over by the retire timer, not because it was full.
-    pub fn timed_out(&self) -> bool {
-        self.status & libc::TP_STATUS_BLK_TMO != 0
-    }
-
-    /// The kernel dropped packets since the counters were last read (`TP_STATUS_LOSING`).
-    pub fn losing(&self) -> bool {
-        self.status & libc::TP_STATUS_LOSING != 0
-    }
-}
-
-impl Drop for Block<'_> {
-    fn drop(&mut self) {
-        // SAFETY: the status word is inside the block (BLOCK_STATUS + 4 <= block size) and
-        // 4-byte aligned (blocks are page aligned); the kernel accesses it concurrently, so it
-        // is only accessed atomically. No slice of the block is alive (they all borrow `self`).
-        // Release orders all our reads of the block before the kernel, which checks the status
-        // before reusing a block, can see it as its own again and overwrite it.
-        let status = unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(BLOCK_STATUS).cast()) };
-        status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
-    }
-}
-
-/// Iterator over the packets of a [`Block`]. Offsets come from the kernel and are checked: a
-/// packet header or frame that does not lie inside the block ends the walk.
-#[derive(Debug, Clone)]
-pub struct Frames<'b> {
-    block: &'b [u8],
-    off: usize,
-    left: u32,
-}
-
-impl<'b> Iterator for Frames<'b> {
-    type Item = Frame<'b>;
-
-    fn next(&mut self) -> Option<Frame<'b>> {
-        if self.left == 0 {
-            return None;
-        }
-        let frame = self.parse();
-        if frame.is_none() {
-            self.left = 0;
-        }
-        frame
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (0, Some(self.left as usize))
-    }
-}
-
-impl<'b> Frames<'b> {
-    fn parse(&mut self) -> Option<Frame<'b>> {
-        let off = self.off;
-        if off < BLOCK_HDR_LEN || off.checked_add(PKT_HDR_LEN)? > self.block.len() {
-            return None;
-        }
-        let h = &self.block[off..off + PKT_HDR_LEN];
-        let u32_at = |o: usize| u32::from_ne_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-        let u16_at = |o: usize| u16::from_ne_bytes([h[o], h[o + 1]]);
-        use libc::{tpacket3_hdr as T, tpacket_hdr_variant1 as V};
-        let next = u32_at(offset_of!(T, tp_next_offset)) as usize;
-        let sec = u32_at(offset_of!(T, tp_sec));
-        let nsec = u32_at(offset_of!(T, tp_nsec));
-        let snaplen = u32_at(offset_of!(T, tp_snaplen)) as usize;
-        let wire_len = u32_at(offset_of!(T, tp_len));
-        let status = u32_at(offset_of!(T, tp_status));
-        let mac = u16_at(offset_of!(T, tp_mac)) as usize;
-        let hv1 = offset_of!(T, hv1);
-        let tci = u32_at(hv1 + offset_of!(V, tp_vlan_tci));
-        let tpid = u16_at(hv1 + offset_of!(V, tp_vlan_tpid));
-
-        let start = off.checked_add(mac)?;
-        let data = self.block.get(start..start.checked_add(snaplen)?)?;
-        let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(Vlan {
-            tpid: if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 },
-            tci: tci as u16,
-        });
-
-        self.left -= 1;
-        // The last packet has tp_next_offset 0; a 0 before it would loop on one packet.
-        self.off = if self.left > 0 && next != 0 { off.checked_add(next)? } else { usize::MAX };
-        Some(Frame { ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec), wire_len, data, vlan })
-    }
-}
-
-fn read_u32(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
 }
 
 /// Exact count of the packets the capture filter rejected on an interface.

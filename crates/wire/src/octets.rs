@@ -17,6 +17,9 @@ pub enum Endian {
 }
 
 impl Endian {
+    /// The byte order of this machine (kernel structs shared in memory).
+    pub const NATIVE: Endian = if cfg!(target_endian = "big") { Endian::Big } else { Endian::Little };
+
     /// The byte order in which the 4 bytes `b` read as `want`, if either does.
     pub fn detect(b: [u8; 4], want: u32) -> Option<Endian> {
         if u32::from_le_bytes(b) == want {
@@ -93,6 +96,13 @@ impl<'a> Octets<'a> {
     #[inline]
     pub fn cap(&self) -> usize {
         self.buf.len().saturating_sub(self.off)
+    }
+
+    /// A cursor at byte `off` of the same slice (for structs read by their
+    /// fields' offsets); `None` past the end.
+    #[inline]
+    pub fn at(&self, off: usize) -> Option<Octets<'a>> {
+        (off <= self.buf.len()).then_some(Octets { buf: self.buf, off, endian: self.endian })
     }
 
     /// Reads one byte.
