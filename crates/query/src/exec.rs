@@ -790,7 +790,7 @@ fn block_ranges(
     // packet block (section header and interface descriptions).
     let mut magic = [0u8; 4];
     file.read_exact_at(&mut magic, 0)?;
-    let prefix_len = if u32::from_le_bytes(magic) == wv_wire::pcapng::BT_SHB {
+    let prefix_len = if wv_wire::Format::sniff(magic) == wv_wire::Format::Pcapng {
         first.offset
     } else {
         wv_wire::pcap::FILE_HEADER_LEN as u64

@@ -30,6 +30,17 @@ impl Format {
         Format::ALL.into_iter().find(|f| f.name() == name)
     }
 
+    /// The format of a capture file from its first four bytes: pcapng when
+    /// they are a Section Header Block's type, else pcap (whose magic the
+    /// pcap parser then checks).
+    pub fn sniff(first: [u8; 4]) -> Format {
+        if u32::from_le_bytes(first) == crate::pcapng::BT_SHB {
+            Format::Pcapng
+        } else {
+            Format::Pcap
+        }
+    }
+
     /// File name extension of the files wirevault writes.
     pub fn extension(self) -> &'static str {
         self.name()

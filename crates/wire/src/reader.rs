@@ -277,7 +277,7 @@ impl<R: Read> Reader<R> {
         if have < 4 {
             return Err(r.truncated("file header", 4, have));
         }
-        let is_pcapng = r.avail().first_chunk().is_some_and(|m| u32::from_le_bytes(*m) == BT_SHB);
+        let is_pcapng = r.avail().first_chunk().is_some_and(|m| Format::sniff(*m) == Format::Pcapng);
         r.kind = if is_pcapng { Kind::Pcapng(r.open_pcapng()?) } else { Kind::Pcap(r.open_pcap()?) };
         Ok(r)
     }
