@@ -58,7 +58,8 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
             v.len = h.len() as u64;
             v.linktype = fh.linktype();
             v.snaplen = fh.snaplen;
-            let bound = fh.effective_snaplen().max(wv_wire::MAX_SNAPLEN);
+            // wirevault never stores a record longer than this, whatever the link type.
+            let bound = wv_wire::MAX_SNAPLEN;
             loop {
                 let mut rh = [0u8; pcap::RECORD_HEADER_LEN];
                 if !read_full(&mut r, &mut rh)? || rh == [0u8; 16] {

@@ -157,13 +157,10 @@ impl FileHeader {
     }
 
     /// The snapshot length libpcap uses for this file: a zero or oversized
-    /// snaplen in the header means [`crate::MAX_SNAPLEN`].
+    /// snaplen in the header means the link type's maximum
+    /// ([`crate::linktype::effective_snaplen`]).
     pub fn effective_snaplen(&self) -> u32 {
-        if self.snaplen == 0 || self.snaplen > crate::MAX_SNAPLEN {
-            crate::MAX_SNAPLEN
-        } else {
-            self.snaplen
-        }
+        crate::linktype::effective_snaplen(self.linktype(), self.snaplen)
     }
 }
 

@@ -56,26 +56,7 @@ const MAX_FIRST_SHB_LEN: u32 = 1 << 20;
 /// so this keeps a file of nothing but IDBs from growing memory without end.
 pub const MAX_INTERFACES: usize = 1 << 20;
 
-/// Largest caplen libpcap accepts for a link type (`max_snaplen_for_dlt`).
-fn max_snaplen_for_linktype(linktype: u32) -> u32 {
-    match linktype {
-        231 => 128 << 20, // LINKTYPE_DBUS
-        279 => 8 << 20,   // LINKTYPE_EBHSCR
-        249 => 1 << 20,   // LINKTYPE_USBPCAP
-        _ => crate::MAX_SNAPLEN,
-    }
-}
-
-/// The snapshot length libpcap uses for a file or interface
-/// (`pcap_adjust_snapshot`): zero or oversized means the link type's maximum.
-fn effective_snaplen(linktype: u32, snaplen: u32) -> u32 {
-    let max = max_snaplen_for_linktype(linktype);
-    if snaplen == 0 || snaplen > max {
-        max
-    } else {
-        snaplen
-    }
-}
+use crate::linktype::{effective_snaplen, max_snaplen as max_snaplen_for_linktype};
 
 pub use crate::format::Format;
 
@@ -810,7 +791,7 @@ mod tests {
     fn pcap_huge_record_for_dbus_hits_reader_limit() {
         // D-Bus allows 128 MiB records; we refuse above 16 MiB without
         // allocating, even though the file is tiny.
-        let mut b = pcap_header(false, pcap::MAGIC_MICROS, 0, 231);
+        let mut b = pcap_header(false, pcap::MAGIC_MICROS, 0, crate::linktype::DBUS);
         pcap_record(&mut b, false, 0, 0, &[], 0);
         b[32..36].copy_from_slice(&(100u32 << 20).to_le_bytes());
         let (_, err) = read_all(&b);

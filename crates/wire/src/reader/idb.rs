@@ -2,7 +2,7 @@
 //! way libpcap's `add_interface` does, and the timestamp conversion they
 //! imply.
 
-use super::effective_snaplen;
+use crate::linktype::effective_snaplen;
 use crate::octets::Octets;
 use crate::pcapng::{self, InterfaceDescription};
 
