@@ -2,7 +2,7 @@
 //! existing captures) and read by queries.
 //!
 //! * [`Builder`] is fed every record of one capture file and writes
-//!   `NAME.idx` when the file closes; see [`format`] for the file layout.
+//!   `NAME.idx` when the file closes; see [`format`](mod@format) for the file layout.
 //! * [`IndexReader`] opens an index: block table (time → offset) and
 //!   posting lists (IPv4, IPv6, port, IP protocol, VLAN → blocks).
 //! * [`index_file`] indexes an existing pcap/pcapng file; [`index_path`]
