@@ -182,7 +182,7 @@ impl Head {
         let mut out = [0u8; HEAD_LEN];
         let mut w = OctetsMut::le(&mut out);
         // Cannot fail: the fields add up to HEAD_LEN.
-        let _ = (|| {
+        let written = (|| {
             w.put_bytes(&MAGIC)?;
             for v in [self.version, self.flags, self.linktype, self.block_packets] {
                 w.put_u32(v)?;
@@ -205,6 +205,7 @@ impl Head {
             }
             Some(())
         })();
+        debug_assert!(written.is_some(), "fields add up to the buffer");
         out
     }
 

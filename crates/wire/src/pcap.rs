@@ -140,7 +140,7 @@ impl FileHeader {
     pub fn emit(&self, out: &mut [u8; FILE_HEADER_LEN]) {
         let mut w = OctetsMut::new(out, self.magic.endian);
         // Cannot fail: the fields add up to FILE_HEADER_LEN.
-        let _ = (|| {
+        let written = (|| {
             w.put_u32(self.magic.value())?;
             w.put_u16(self.version_major)?;
             w.put_u16(self.version_minor)?;
@@ -149,6 +149,7 @@ impl FileHeader {
             w.put_u32(self.snaplen)?;
             w.put_u32(self.linktype_field)
         })();
+        debug_assert!(written.is_some(), "fields add up to the buffer");
     }
 
     /// The link type without the FCS bits libpcap keeps in the upper bits.

@@ -195,7 +195,7 @@ impl EnhancedPacket {
 pub fn emit_preamble(out: &mut [u8; PREAMBLE_LEN], snaplen: u32, linktype: u32) {
     let mut w = OctetsMut::le(out);
     // Cannot fail: the pieces add up to PREAMBLE_LEN.
-    let _ = (|| {
+    let written = (|| {
         BlockHeader { block_type: BT_SHB, total_len: SHB_LEN as u32 }.emit(&mut w)?;
         SectionHeader { endian: Endian::Little, major: 1, minor: 0, section_len: u64::MAX }.emit(&mut w)?;
         w.put_u32(SHB_LEN as u32)?;
@@ -208,6 +208,7 @@ pub fn emit_preamble(out: &mut [u8; PREAMBLE_LEN], snaplen: u32, linktype: u32) 
         w.put_u32(u32::from(OPT_ENDOFOPT))?;
         w.put_u32(IDB_LEN as u32)
     })();
+    debug_assert!(written.is_some(), "fields add up to the buffer");
 }
 
 /// Writes the fixed header of an EPB for interface 0.
