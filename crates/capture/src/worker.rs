@@ -23,6 +23,7 @@ impl Delivery<'_> {
     #[inline]
     pub fn packet(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
         let snaplen = snaplen.min(self.snaplen);
+        // Summed once per packet; the stream and the counters take it from here.
         let caplen: usize = parts.iter().map(|p| p.len()).sum();
         if caplen > snaplen as usize {
             let mut cut: [&[u8]; 4] = [&[]; 4];
@@ -33,22 +34,22 @@ impl Delivery<'_> {
                 n += 1;
                 left -= take;
             }
-            return self.store(ts_ns, linktype, snaplen, origlen, &cut[..n]);
+            return self.store(ts_ns, linktype, snaplen, origlen, snaplen, &cut[..n]);
         }
-        self.store(ts_ns, linktype, snaplen, origlen, parts)
+        self.store(ts_ns, linktype, snaplen, origlen, caplen as u32, parts)
     }
 
     #[inline]
-    fn store(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
+    fn store(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, caplen: u32, parts: &[&[u8]]) {
         self.counts.delivered += 1;
         if *self.remaining == 0 {
             self.counts.dropped_shutdown += 1;
             return;
         }
-        if self.stream.append(ts_ns, linktype, snaplen, origlen, parts) {
+        if self.stream.append(ts_ns, linktype, snaplen, origlen, caplen, parts) {
             *self.remaining -= 1;
             self.counts.stored += 1;
-            self.counts.stored_bytes += parts.iter().map(|p| p.len() as u64).sum::<u64>();
+            self.counts.stored_bytes += u64::from(caplen);
             self.counts.wire_bytes += origlen as u64;
         } else {
             self.counts.dropped_arena_full += 1;

@@ -66,6 +66,8 @@
 //! list), ARP sender/target addresses with IPv4. Keys are a superset of what
 //! libpcap's `host`/`net`/`port`/`proto`/`vlan` code can match, never less.
 
+use wv_wire::octets::{Octets, OctetsMut};
+
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"WVIDX\r\n\x1a";
 /// Current format version.
@@ -109,6 +111,111 @@ pub mod section {
     pub const SUMS: usize = 11;
 }
 
+/// The header and section table of an index file ([`HEAD_LEN`] bytes): the
+/// one definition of their layout, written by the builder and read by the
+/// reader and [`reseal`]. `reserved` bytes are written as zeros and not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub version: u32,
+    pub flags: u32,
+    pub linktype: u32,
+    pub block_packets: u32,
+    pub packets: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub n_blocks: u32,
+    pub n_sections: u32,
+    pub capture_bytes: u64,
+    pub capture_mtime: i64,
+    pub capture_sum: u32,
+    pub chunk_len: u32,
+    pub sums_crc: u32,
+    pub head_crc: u32,
+    /// (offset, length) of every section, by section number.
+    pub sections: [(u64, u64); N_SECTIONS],
+}
+
+impl Head {
+    /// The version field of `b` if it starts with the index magic (read
+    /// before the rest, so an old version is reported as such even when its
+    /// header is shorter than this one).
+    pub fn magic_version(b: &[u8]) -> Option<u32> {
+        let mut o = Octets::le(b);
+        (o.get_array::<8>()? == MAGIC).then_some(())?;
+        o.get_u32()
+    }
+
+    /// Parses a header and section table; `None` if `b` is shorter than
+    /// [`HEAD_LEN`] or lacks the magic. Nothing else is checked here.
+    pub fn parse(b: &[u8]) -> Option<Head> {
+        let mut o = Octets::le(b.get(..HEAD_LEN)?);
+        (o.get_array::<8>()? == MAGIC).then_some(())?;
+        let mut h = Head {
+            version: o.get_u32()?,
+            flags: o.get_u32()?,
+            linktype: o.get_u32()?,
+            block_packets: o.get_u32()?,
+            packets: o.get_u64()?,
+            first_ns: o.get_u64()?,
+            last_ns: o.get_u64()?,
+            n_blocks: o.get_u32()?,
+            n_sections: o.get_u32()?,
+            capture_bytes: o.get_u64()?,
+            capture_mtime: o.get_u64()? as i64,
+            capture_sum: o.get_u32()?,
+            chunk_len: o.get_u32()?,
+            sums_crc: {
+                o.skip(at::SUMS_CRC - at::CHUNK_LEN - 4)?;
+                o.get_u32()?
+            },
+            head_crc: o.get_u32()?,
+            sections: [(0, 0); N_SECTIONS],
+        };
+        for s in &mut h.sections {
+            *s = (o.get_u64()?, o.get_u64()?);
+        }
+        Some(h)
+    }
+
+    /// The header's bytes, with `head_crc` as it is in `self` (see [`Head::seal`]).
+    pub fn emit(&self) -> [u8; HEAD_LEN] {
+        let mut out = [0u8; HEAD_LEN];
+        let mut w = OctetsMut::le(&mut out);
+        // Cannot fail: the fields add up to HEAD_LEN.
+        let written = (|| {
+            w.put_bytes(&MAGIC)?;
+            for v in [self.version, self.flags, self.linktype, self.block_packets] {
+                w.put_u32(v)?;
+            }
+            for v in [self.packets, self.first_ns, self.last_ns] {
+                w.put_u64(v)?;
+            }
+            w.put_u32(self.n_blocks)?;
+            w.put_u32(self.n_sections)?;
+            w.put_u64(self.capture_bytes)?;
+            w.put_u64(self.capture_mtime as u64)?;
+            w.put_u32(self.capture_sum)?;
+            w.put_u32(self.chunk_len)?;
+            w.put_bytes(&[0; at::SUMS_CRC - at::CHUNK_LEN - 4])?;
+            w.put_u32(self.sums_crc)?;
+            w.put_u32(self.head_crc)?;
+            for (off, len) in self.sections {
+                w.put_u64(off)?;
+                w.put_u64(len)?;
+            }
+            Some(())
+        })();
+        debug_assert!(written.is_some(), "fields add up to the buffer");
+        out
+    }
+
+    /// [`Head::emit`] with `head_crc` computed over the bytes.
+    pub fn seal(&mut self) -> [u8; HEAD_LEN] {
+        self.head_crc = head_crc(&self.emit());
+        self.emit()
+    }
+}
+
 /// The checksum of a header and section table (`head`, at least
 /// [`HEAD_LEN`] bytes): CRC-32C with the `head_crc` field taken as 0.
 pub fn head_crc(head: &[u8]) -> u32 {
@@ -128,35 +235,30 @@ pub fn chunks(len: u64, chunk_len: u32) -> u64 {
 /// parsing behind the checksums with damaged content; it does nothing to
 /// bytes whose header or section table is unusable.
 pub fn reseal(bytes: &mut [u8]) {
-    if bytes.len() < HEAD_LEN || bytes[..8] != MAGIC {
+    let Some(mut head) = Head::parse(bytes) else { return };
+    if head.chunk_len == 0 {
         return;
     }
-    let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-    let chunk_len = u32::from_le_bytes(bytes[at::CHUNK_LEN..at::CHUNK_LEN + 4].try_into().unwrap_or([0; 4]));
-    if chunk_len == 0 {
-        return;
-    }
-    let section = |b: &[u8], i: usize| {
-        let t = HEADER_LEN + 16 * i;
-        let (off, len) = (u64_at(b, t), u64_at(b, t + 8));
+    let section = |b: &[u8], (off, len): (u64, u64)| {
         let end = off.checked_add(len).filter(|e| *e <= b.len() as u64)?;
         Some((off as usize, end as usize))
     };
     let mut sums = Vec::new();
     for i in 0..N_DATA_SECTIONS {
-        let Some((a, b)) = section(bytes, i) else { return };
-        for c in bytes[a..b].chunks(chunk_len as usize) {
+        let Some((a, b)) = section(bytes, head.sections[i]) else { return };
+        for c in bytes[a..b].chunks(head.chunk_len as usize) {
             sums.extend_from_slice(&crc32c::crc32c(c).to_le_bytes());
         }
     }
-    let Some((a, b)) = section(bytes, section::SUMS) else { return };
+    let Some((a, b)) = section(bytes, head.sections[section::SUMS]) else { return };
     if b - a == sums.len() {
         bytes[a..b].copy_from_slice(&sums);
     }
-    let c = crc32c::crc32c(&bytes[a..b]);
-    bytes[at::SUMS_CRC..at::SUMS_CRC + 4].copy_from_slice(&c.to_le_bytes());
-    let c = head_crc(bytes);
-    bytes[at::HEAD_CRC..at::HEAD_CRC + 4].copy_from_slice(&c.to_le_bytes());
+    head.sums_crc = crc32c::crc32c(&bytes[a..b]);
+    // Only the two checksums change: the other bytes (reserved ones too) stay.
+    bytes[at::SUMS_CRC..at::SUMS_CRC + 4].copy_from_slice(&head.sums_crc.to_le_bytes());
+    let crc = head_crc(bytes);
+    bytes[at::HEAD_CRC..at::HEAD_CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// A class of keys: its directory section and key width.
@@ -201,6 +303,27 @@ impl KeyClass {
         let mut a = [0u8; 16];
         a[16 - b.len()..].copy_from_slice(b);
         u128::from_be_bytes(a)
+    }
+
+    /// Size of a directory entry: the key, then the end of its posting list (u32).
+    pub fn entry_len(self) -> usize {
+        self.key_len() + 4
+    }
+
+    /// Appends the directory entry of `key`, whose posting list ends at `end`.
+    pub fn emit_entry(self, key: u128, end: u32, dir: &mut Vec<u8>) {
+        let mut k = [0u8; 16];
+        let n = self.encode_key(key, &mut k);
+        dir.extend_from_slice(&k[..n]);
+        dir.extend_from_slice(&end.to_le_bytes());
+    }
+
+    /// Parses a directory entry: its key and the end of its posting list;
+    /// `None` if `e` is shorter than [`KeyClass::entry_len`].
+    pub fn parse_entry(self, e: &[u8]) -> Option<(u128, u32)> {
+        let mut o = Octets::le(e);
+        let key = self.decode_key(o.get_bytes(self.key_len())?);
+        Some((key, o.get_u32()?))
     }
 }
 
@@ -264,6 +387,62 @@ pub fn decode_posting(b: &[u8], out: &mut Vec<u32>) -> Option<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn head_parse_emit_round_trip() {
+        let mut sections = [(0u64, 0u64); N_SECTIONS];
+        for (i, s) in sections.iter_mut().enumerate() {
+            *s = (HEAD_LEN as u64 + 100 * i as u64, 7 * i as u64);
+        }
+        let mut h = Head {
+            version: VERSION,
+            flags: FLAG_KEYS_COMPLETE | FLAG_CAPTURE_ID,
+            linktype: 1,
+            block_packets: 64,
+            packets: 123_456,
+            first_ns: 1_763_800_000_000_000_000,
+            last_ns: 1_763_800_001_000_000_000,
+            n_blocks: 1930,
+            n_sections: N_SECTIONS as u32,
+            capture_bytes: 1 << 30,
+            capture_mtime: -5,
+            capture_sum: 0xdead_beef,
+            chunk_len: CHUNK_LEN,
+            sums_crc: 0x1234_5678,
+            head_crc: 0,
+            sections,
+        };
+        let b = h.seal();
+        // The layout the module docs give, byte by byte.
+        assert_eq!(&b[..8], b"WVIDX\r\n\x1a");
+        assert_eq!(b[8..12], 2u32.to_le_bytes());
+        assert_eq!(b[48..52], 1930u32.to_le_bytes());
+        assert_eq!(b[at::CAPTURE_MTIME..at::CAPTURE_MTIME + 8], (-5i64).to_le_bytes());
+        assert_eq!(b[at::CAPTURE_SUM..at::CAPTURE_SUM + 4], 0xdead_beefu32.to_le_bytes());
+        assert!(b[80..120].iter().all(|&x| x == 0));
+        assert_eq!(b[HEADER_LEN..HEADER_LEN + 8], (HEAD_LEN as u64).to_le_bytes());
+        assert_eq!(b[at::HEAD_CRC..at::HEAD_CRC + 4], head_crc(&b).to_le_bytes());
+        let back = Head::parse(&b).unwrap();
+        assert_eq!(back, h);
+        assert_eq!(back.emit(), b);
+        assert_eq!(Head::magic_version(&b[..12]), Some(VERSION));
+        assert_eq!(Head::parse(&b[..HEAD_LEN - 1]), None);
+        let mut bad = b;
+        bad[0] = b'X';
+        assert_eq!((Head::parse(&bad), Head::magic_version(&bad)), (None, None));
+    }
+
+    #[test]
+    fn directory_entry_round_trip() {
+        for (class, key) in [(KeyClass::Ipv4, 0x0a00_0001u128), (KeyClass::Ipv6, u128::MAX - 3), (KeyClass::Port, 443)]
+        {
+            let mut dir = Vec::new();
+            class.emit_entry(key, 77, &mut dir);
+            assert_eq!(dir.len(), class.entry_len());
+            assert_eq!(class.parse_entry(&dir), Some((key, 77)));
+            assert_eq!(class.parse_entry(&dir[..dir.len() - 1]), None);
+        }
+    }
 
     #[test]
     fn varint_round_trip() {

@@ -2,7 +2,7 @@
 //! existing captures) and read by queries.
 //!
 //! * [`Builder`] is fed every record of one capture file and writes
-//!   `NAME.idx` when the file closes; see [`format`] for the file layout.
+//!   `NAME.idx` when the file closes; see [`format`](mod@format) for the file layout.
 //! * [`IndexReader`] opens an index: block table (time → offset) and
 //!   posting lists (IPv4, IPv6, port, IP protocol, VLAN → blocks).
 //! * [`index_file`] indexes an existing pcap/pcapng file; [`index_path`]
@@ -59,8 +59,7 @@ pub enum IndexError {
 pub struct FileIndexed {
     pub index_path: PathBuf,
     pub summary: IndexSummary,
-    /// "pcap" or "pcapng".
-    pub format: &'static str,
+    pub format: wv_wire::Format,
     pub snaplen: u32,
     /// Size of the capture file.
     pub bytes: u64,
@@ -69,12 +68,9 @@ pub struct FileIndexed {
     pub truncated: Option<String>,
 }
 
-/// The index path of a capture file: `FILE.idx`.
-pub fn index_path_for(capture: &Path) -> PathBuf {
-    let mut p = capture.as_os_str().to_owned();
-    p.push(".idx");
-    PathBuf::from(p)
-}
+/// The index path of a capture file: `FILE.idx` (the store's one rule,
+/// [`wv_store::layout::index_path`]).
+pub use wv_store::layout::index_path as index_path_for;
 
 /// How [`index_file_opts`] and [`index_path_opts`] work.
 #[derive(Debug, Clone, Copy)]
@@ -124,10 +120,7 @@ pub fn index_file_opts(capture: &Path, opts: &IndexOptions) -> Result<FileIndexe
     let id = ident::CaptureId::of(&file).map_err(io)?;
     let bytes = id.bytes;
     let mut reader = Reader::new(file).map_err(|e| IndexError::Capture { path: capture.to_path_buf(), source: e })?;
-    let format = match reader.format() {
-        wv_wire::reader::Format::Pcap => "pcap",
-        wv_wire::reader::Format::Pcapng => "pcapng",
-    };
+    let format = reader.format();
     let block_packets = opts.block_packets;
     let mut builder: Option<Builder> = None;
     let mut snaplen = 0;
@@ -202,7 +195,7 @@ fn new_entry(file: String) -> catalog::Entry {
         stream: wv_store::catalog::stream_of_path(&file),
         file,
         index: None,
-        format: String::new(),
+        format: None,
         linktype: 0,
         snaplen: 0,
         first_ns: 0,
@@ -276,8 +269,8 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
         }
         match index_file_opts(&capture, &dir_opts) {
             Ok(fi) => {
-                e.index = Some(format!("{}.idx", e.file));
-                e.format = fi.format.to_string();
+                e.index = Some(wv_store::layout::index_rel(&e.file));
+                e.format = Some(fi.format);
                 e.linktype = fi.summary.linktype;
                 e.snaplen = fi.snaplen;
                 e.first_ns = fi.summary.first_ns;

@@ -16,6 +16,7 @@ use crate::IndexError;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use wv_wire::octets::Octets;
 
 /// One block of consecutive records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,15 +47,6 @@ pub struct IndexReader {
     sum_base: [usize; format::N_DATA_SECTIONS],
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
-}
-
 impl IndexReader {
     /// Opens and validates an index file and loads its block table. A
     /// symbolic link is not followed.
@@ -83,34 +75,28 @@ impl IndexReader {
         }
         let mut h = vec![0u8; format::HEAD_LEN.min(len as usize)];
         file.read_exact_at(&mut h, 0).map_err(io)?;
-        if h[..8] != format::MAGIC {
+        let Some(version) = format::Head::magic_version(&h) else {
             return Err(corrupt("not an index file (bad magic)"));
-        }
-        let version = u32_at(&h, 8);
+        };
         if version != format::VERSION {
             return Err(IndexError::Version { path: path.to_path_buf(), version });
         }
-        if h.len() < format::HEAD_LEN {
+        let Some(head) = format::Head::parse(&h) else {
             return Err(corrupt("shorter than its header"));
-        }
-        if u32_at(&h, format::at::HEAD_CRC) != format::head_crc(&h) {
+        };
+        if head.head_crc != format::head_crc(&h) {
             return Err(corrupt("checksum mismatch in its header"));
         }
-        let flags = u32_at(&h, 12);
-        let n_blocks = u32_at(&h, 48) as usize;
-        if u32_at(&h, 52) as usize != format::N_SECTIONS {
+        let n_blocks = head.n_blocks as usize;
+        if head.n_sections as usize != format::N_SECTIONS {
             return Err(corrupt("unexpected section count"));
         }
-        if u32_at(&h, format::at::CHUNK_LEN) != format::CHUNK_LEN {
+        if head.chunk_len != format::CHUNK_LEN {
             return Err(corrupt("unexpected checksum chunk size"));
         }
-        let mut sections = [(0u64, 0u64); format::N_SECTIONS];
-        for (i, s) in sections.iter_mut().enumerate() {
-            let at = format::HEADER_LEN + 16 * i;
-            *s = (u64_at(&h, at), u64_at(&h, at + 8));
-            if s.0.checked_add(s.1).is_none_or(|end| end > len) {
-                return Err(corrupt("section beyond the end of the file"));
-            }
+        let sections = head.sections;
+        if sections.iter().any(|s| s.0.checked_add(s.1).is_none_or(|end| end > len)) {
+            return Err(corrupt("section beyond the end of the file"));
         }
         // The chunk checksums: one u32 per chunk of every data section.
         let mut sum_base = [0usize; format::N_DATA_SECTIONS];
@@ -125,24 +111,25 @@ impl IndexReader {
         }
         let mut raw = vec![0u8; s_len as usize];
         file.read_exact_at(&mut raw, s_off).map_err(io)?;
-        if crc32c::crc32c(&raw) != u32_at(&h, format::at::SUMS_CRC) {
+        if crc32c::crc32c(&raw) != head.sums_crc {
             return Err(corrupt("checksum mismatch in its checksum section"));
         }
-        let sums = raw.chunks_exact(4).map(|c| u32_at(c, 0)).collect();
-        let capture = (flags & format::FLAG_CAPTURE_ID != 0).then(|| CaptureId {
-            bytes: u64_at(&h, format::at::CAPTURE_BYTES),
-            mtime_ns: u64_at(&h, format::at::CAPTURE_MTIME) as i64,
-            fingerprint: u32_at(&h, format::at::CAPTURE_SUM),
+        let mut o = Octets::le(&raw);
+        let sums = std::iter::from_fn(|| o.get_u32()).collect();
+        let capture = (head.flags & format::FLAG_CAPTURE_ID != 0).then_some(CaptureId {
+            bytes: head.capture_bytes,
+            mtime_ns: head.capture_mtime,
+            fingerprint: head.capture_sum,
         });
         let mut r = IndexReader {
             file,
             path: path.to_path_buf(),
-            linktype: u32_at(&h, 16),
-            block_packets: u32_at(&h, 20),
-            packets: u64_at(&h, 24),
-            first_ns: u64_at(&h, 32),
-            last_ns: u64_at(&h, 40),
-            keys_complete: flags & format::FLAG_KEYS_COMPLETE != 0,
+            linktype: head.linktype,
+            block_packets: head.block_packets,
+            packets: head.packets,
+            first_ns: head.first_ns,
+            last_ns: head.last_ns,
+            keys_complete: head.flags & format::FLAG_KEYS_COMPLETE != 0,
             blocks: Vec::new(),
             sections,
             capture,
@@ -253,14 +240,15 @@ impl IndexReader {
         let dir_sec = class.dir_section();
         let (_, dir_len) = self.sections[dir_sec];
         let (_, post_len) = self.sections[dir_sec + 1];
-        let entry = (class.key_len() + 4) as u64;
+        let entry = class.entry_len() as u64;
         if dir_len % entry != 0 {
             return Err(corrupt("directory size is not a whole number of entries"));
         }
         let n = dir_len / entry;
         let read_entry = |i: u64| -> Result<(u128, u64), IndexError> {
             let e = self.read_checked(dir_sec, i * entry, (i + 1) * entry)?;
-            Ok((class.decode_key(&e[..class.key_len()]), u64::from(u32_at(&e, class.key_len()))))
+            let (key, end) = class.parse_entry(&e).ok_or_else(|| corrupt("truncated directory entry"))?;
+            Ok((key, u64::from(end)))
         };
         // Entries [a, b): the first with key >= lo, the first with key > hi.
         let search = |bound: &dyn Fn(u128) -> bool| -> Result<u64, IndexError> {
@@ -284,7 +272,11 @@ impl IndexReader {
         // and their posting lists, each in one checked read.
         let from = a.saturating_sub(1);
         let dir = self.read_checked(dir_sec, from * entry, b * entry)?;
-        let ends: Vec<u64> = dir.chunks_exact(entry as usize).map(|e| u64::from(u32_at(e, class.key_len()))).collect();
+        let ends: Vec<u64> = dir
+            .chunks_exact(entry as usize)
+            .filter_map(|e| class.parse_entry(e))
+            .map(|(_, end)| u64::from(end))
+            .collect();
         let (ends_before, ends) = if a == 0 { (0, &ends[..]) } else { (ends[0], &ends[1..]) };
         let last = *ends.last().unwrap_or(&ends_before);
         if last < ends_before || last > post_len {
@@ -311,8 +303,7 @@ impl IndexReader {
     /// (for statistics and tests).
     pub fn keys(&self, class: KeyClass) -> Result<Vec<u128>, IndexError> {
         let dir = self.section(class.dir_section())?;
-        let entry = class.key_len() + 4;
-        Ok(dir.chunks_exact(entry).map(|e| class.decode_key(&e[..class.key_len()])).collect())
+        Ok(dir.chunks_exact(class.entry_len()).filter_map(|e| class.parse_entry(e)).map(|(key, _)| key).collect())
     }
 }
 

@@ -208,8 +208,8 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
     let entry = Entry {
         stream: 0,
         file: name.clone(),
-        index: idx.exists().then(|| format!("{name}.idx")),
-        format: String::new(),
+        index: idx.exists().then(|| wv_store::layout::index_rel(&name)),
+        format: None,
         linktype,
         snaplen,
         first_ns: 0,
@@ -223,6 +223,7 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
 /// Capture files being written: `*.pcap.part` / `*.pcapng.part` in the
 /// store and its stream directories.
 fn count_part_files(store: &Path) -> usize {
+    use wv_store::layout;
     let mut n = 0;
     let mut dirs = vec![store.to_path_buf()];
     if let Ok(rd) = std::fs::read_dir(store) {
@@ -235,7 +236,8 @@ fn count_part_files(store: &Path) -> usize {
                 .filter(|e| {
                     let name = e.file_name();
                     let name = name.to_string_lossy();
-                    name.ends_with(".part") && !name.ends_with(".idx.part") && !name.starts_with("catalog.")
+                    name.strip_suffix(layout::PART).is_some_and(|n| !n.ends_with(layout::INDEX))
+                        && !name.starts_with("catalog.")
                 })
                 .count();
         }
@@ -788,7 +790,7 @@ fn block_ranges(
     // packet block (section header and interface descriptions).
     let mut magic = [0u8; 4];
     file.read_exact_at(&mut magic, 0)?;
-    let prefix_len = if u32::from_le_bytes(magic) == wv_wire::pcapng::BT_SHB {
+    let prefix_len = if wv_wire::Format::sniff(magic) == wv_wire::Format::Pcapng {
         first.offset
     } else {
         wv_wire::pcap::FILE_HEADER_LEN as u64

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use wv_sys::fs::{Dir, Kind, Open};
+use wv_wire::Format;
 
 /// One closed capture file. Paths are relative to the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,13 +19,30 @@ pub struct Entry {
     pub stream: usize,
     pub file: String,
     pub index: Option<String>,
-    pub format: String,
+    /// Written as its name; `""` (and, read back, any name wirevault does
+    /// not know) is `None`: not known yet.
+    #[serde(with = "format_name")]
+    pub format: Option<Format>,
     pub linktype: u32,
     pub snaplen: u32,
     pub first_ns: u64,
     pub last_ns: u64,
     pub packets: u64,
     pub bytes: u64,
+}
+
+/// The catalog's `format` value: a [`Format`]'s name, or `""`.
+mod format_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use wv_wire::Format;
+
+    pub fn serialize<S: Serializer>(f: &Option<Format>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(f.map_or("", Format::name))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Format>, D::Error> {
+        Ok(Format::from_name(&String::deserialize(d)?))
+    }
 }
 
 /// What to do when a new file would push the store over its budget.
@@ -189,7 +207,7 @@ fn reserve_ahead(g: &mut Inner) {
     let len = g.file.metadata().map_or(0, |m| m.len());
     if len + (64 << 10) > g.reserved {
         let to = (len + STEP).next_multiple_of(STEP);
-        if wv_sys::uring::fallocate_keep_size(&g.file, 0, to).is_ok() {
+        if wv_sys::fs::fallocate_keep_size(&g.file, 0, to).is_ok() {
             g.reserved = to;
         }
     }
@@ -241,8 +259,9 @@ pub fn check_entry(e: &Entry) -> Result<(), String> {
         }
     }
     if let Some(ix) = &e.index {
-        if *ix != format!("{}{}", e.file, crate::layout::INDEX) {
-            return Err(format!("index \"{ix}\" is not \"{}{}\"", e.file, crate::layout::INDEX));
+        let want = crate::layout::index_rel(&e.file);
+        if *ix != want {
+            return Err(format!("index \"{ix}\" is not \"{want}\""));
         }
     }
     Ok(())
@@ -366,28 +385,36 @@ pub fn rewrite(store: &Path, entries: &[Entry]) -> io::Result<()> {
 /// [`rewrite`] through the store's directory: the temporary file is created
 /// new (0640, no symlink followed) and renamed over the catalog.
 pub fn rewrite_in(dir: &Dir, entries: &[Entry]) -> io::Result<()> {
-    let tmp = format!("{}{}", crate::layout::CATALOG, crate::layout::PART);
-    match dir.unlink(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let mut f = dir.open_file(&tmp, Open::CreateNew, 0)?;
     let mut buf = Vec::new();
     for e in entries {
         serde_json::to_writer(&mut buf, e).map_err(io::Error::other)?;
         buf.push(b'\n');
     }
-    f.write_all(&buf)?;
-    f.sync_all()?;
-    drop(f);
-    dir.rename(&tmp, crate::layout::CATALOG)
+    dir.replace(crate::layout::CATALOG, |f| f.write_all(&buf))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::fs::OpenOptions;
+
+    /// The catalog line is the entry's one layout (serde both ways): a line
+    /// as DESIGN.md gives it parses, and emits back byte for byte.
+    #[test]
+    fn entry_line_parse_emit_round_trip() {
+        let line = r#"{"stream":1,"file":"stream-001/20261122T101500.123456789Z-000001.pcapng","index":"stream-001/20261122T101500.123456789Z-000001.pcapng.idx","format":"pcapng","linktype":1,"snaplen":262144,"first_ns":1795342500123456789,"last_ns":1795342501000000000,"packets":42,"bytes":4096}"#;
+        let e: Entry = serde_json::from_str(line).unwrap();
+        assert_eq!(e.format, Some(Format::Pcapng));
+        assert_eq!(e.index.as_deref(), Some(crate::layout::index_rel(&e.file).as_str()));
+        assert_eq!(serde_json::to_string(&e).unwrap(), line);
+        let back: Entry = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+        // Unindexed, format not known yet (a plain directory being indexed).
+        let none = Entry { index: None, format: None, ..e };
+        let text = serde_json::to_string(&none).unwrap();
+        assert!(text.contains(r#""index":null,"format":"","#), "{text}");
+        assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), none);
+    }
 
     fn entry(n: u64, dir: &Path) -> Entry {
         let name = format!("stream-000/f{n}.pcap");
@@ -397,7 +424,7 @@ mod tests {
             stream: 0,
             file: name,
             index: None,
-            format: "pcap".into(),
+            format: Some(Format::Pcap),
             linktype: 1,
             snaplen: 262_144,
             first_ns: n,

@@ -7,7 +7,7 @@ pub const CATALOG: &str = "catalog.jsonl";
 /// The latest counters of a recording.
 pub const STATS: &str = "stats.json";
 /// Suffix of a file still being written.
-pub const PART: &str = ".part";
+pub const PART: &str = wv_sys::fs::PART;
 /// Suffix of an index file, after the capture file's name.
 pub const INDEX: &str = ".idx";
 
@@ -36,11 +36,25 @@ pub fn max_seq(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Path of the index beside a capture file.
+/// Path of the index beside a capture file: `FILE.idx`. The one rule for
+/// an index's name; [`index_rel`] is the same for a store-relative name and
+/// [`capture_of_index`] its inverse.
 pub fn index_path(capture: &Path) -> PathBuf {
     let mut s = capture.as_os_str().to_owned();
     s.push(INDEX);
     PathBuf::from(s)
+}
+
+/// [`index_path`] of a store-relative capture name (a catalog `file`).
+pub fn index_rel(capture: &str) -> String {
+    format!("{capture}{INDEX}")
+}
+
+/// The capture file an index path belongs to, if `index` is named by [`index_path`].
+pub fn capture_of_index(index: &Path) -> Option<&Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let cap = index.as_os_str().as_bytes().strip_suffix(INDEX.as_bytes())?;
+    Some(Path::new(std::ffi::OsStr::from_bytes(cap)))
 }
 
 /// `20261122T101500.123456789Z` for a nanosecond UTC timestamp.

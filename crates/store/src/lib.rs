@@ -18,48 +18,18 @@ pub mod recover;
 pub mod stream;
 pub mod writer;
 
-/// File format of the store's files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Little-endian nanosecond pcap (magic a1b23c4d).
-    Pcap,
-    /// pcapng with one SHB, one IDB (if_tsresol 9) and EPBs.
-    Pcapng,
-}
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Pcap => "pcap",
-            Format::Pcapng => "pcapng",
-        }
-    }
-
-    pub fn extension(self) -> &'static str {
-        self.name()
-    }
-
-    /// Bytes before the first record.
-    pub fn preamble_len(self) -> usize {
-        match self {
-            Format::Pcap => wv_wire::pcap::FILE_HEADER_LEN,
-            Format::Pcapng => wv_wire::pcapng::PREAMBLE_LEN,
-        }
-    }
-
-    /// Bytes a record of `caplen` captured bytes takes.
-    #[inline]
-    pub fn record_len(self, caplen: u32) -> u64 {
-        match self {
-            Format::Pcap => (wv_wire::pcap::RECORD_HEADER_LEN + caplen as usize) as u64,
-            Format::Pcapng => wv_wire::pcapng::epb_len(caplen) as u64,
-        }
-    }
-}
+/// File format of the store's files (the one `Format`, from wv-wire).
+pub use wv_wire::Format;
 
 /// What the writer does with each record of a file besides writing it:
-/// the index builder, behind a trait so the store does not depend on the index format.
-pub trait FileIndexer: Send {
+/// the index builder. The writer is generic over it (`writer::run::<I>`),
+/// so the per-record [`FileIndexer::add`] is a direct call the compiler can
+/// inline into the writer's walk; the store still does not depend on the
+/// index crate, which implements this trait for its builder.
+pub trait FileIndexer: Send + Sized + 'static {
+    /// A new indexer for a file of `linktype`, handing its background work
+    /// (sorting full runs of keys) to `offload`.
+    fn new(linktype: u32, offload: IndexOffload) -> Self;
     /// One record, in file order: its timestamp, byte offset in the file,
     /// captured bytes and original length.
     fn add(&mut self, ts_ns: u64, offset: u64, frame: &[u8], origlen: u32);
@@ -72,7 +42,8 @@ pub trait FileIndexer: Send {
 }
 
 /// Work an indexer hands to the stream's sort thread (sorting a full run of
-/// keys) instead of doing it on the writer thread.
+/// keys) instead of doing it on the writer thread. The one hand-off type:
+/// the index builder takes these too.
 pub type IndexWork = Box<dyn FnOnce() + Send>;
 
 /// Queues [`IndexWork`] on the stream's sort thread, which runs works in
@@ -81,7 +52,3 @@ pub type IndexWork = Box<dyn FnOnce() + Send>;
 /// file. A work that cannot be queued any more (the thread has stopped) is
 /// dropped.
 pub type IndexOffload = Box<dyn FnMut(IndexWork) + Send>;
-
-/// Makes a [`FileIndexer`] for a new file of the given link type, with the
-/// stream's [`IndexOffload`].
-pub type IndexerFactory = std::sync::Arc<dyn Fn(u32, IndexOffload) -> Box<dyn FileIndexer> + Send + Sync>;

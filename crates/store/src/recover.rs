@@ -5,6 +5,7 @@ use crate::Format;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
+use wv_wire::octets::{Endian, Octets};
 use wv_wire::{pcap, pcapng};
 
 /// The valid prefix of a capture file.
@@ -38,7 +39,7 @@ pub fn valid_prefix(path: &Path, format: Format, partial: bool) -> io::Result<Va
 
 /// [`valid_prefix`] of a file already open (opened beneath the store).
 pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<ValidPrefix> {
-    let data_len = if partial { wv_sys::uring::data_end(&file)? } else { file.metadata()?.len() };
+    let data_len = if partial { wv_sys::fs::data_end(&file)? } else { file.metadata()?.len() };
     let mut r = BufReader::with_capacity(1 << 20, file.take(data_len));
     let mut v = ValidPrefix { len: 0, data_len, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
     let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8];
@@ -51,23 +52,22 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
             let Some(fh) = pcap::FileHeader::parse(&h) else {
                 return Ok(v);
             };
-            if fh.big_endian || fh.precision != pcap::Precision::Nano {
+            if fh.magic.endian != Endian::Little || fh.magic.precision != pcap::Precision::Nano || fh.magic.patched {
                 return Ok(v);
             }
             v.len = h.len() as u64;
             v.linktype = fh.linktype();
             v.snaplen = fh.snaplen;
-            let bound = fh.effective_snaplen().max(wv_wire::MAX_SNAPLEN);
+            // wirevault never stores a record longer than this, whatever the link type.
+            let bound = wv_wire::MAX_SNAPLEN;
             loop {
                 let mut rh = [0u8; pcap::RECORD_HEADER_LEN];
                 if !read_full(&mut r, &mut rh)? || rh == [0u8; 16] {
                     break;
                 }
-                let rec = pcap::RecordHeader::parse(&rh, false, pcap::Precision::Nano);
-                let nsec = u32::from_le_bytes(rh[4..8].try_into().expect("4 bytes"));
-                if rec.caplen > bound || nsec >= 1_000_000_000 {
+                let Some(rec) = pcap::RecordHeader::parse_wirevault(&rh).filter(|rec| rec.caplen <= bound) else {
                     break;
-                }
+                };
                 if !read_full(&mut r, &mut data[..rec.caplen as usize])? {
                     break;
                 }
@@ -79,31 +79,38 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
             if !read_full(&mut r, &mut h)? {
                 return Ok(v);
             }
-            if u32::from_le_bytes(h[0..4].try_into().expect("4 bytes")) != pcapng::BT_SHB {
+            if Octets::le(&h).peek_u32() != Some(pcapng::BT_SHB) {
                 return Ok(v);
             }
+            let idb = &h[pcapng::SHB_LEN + pcapng::BLOCK_HEADER_LEN..];
+            let Some(idb) = pcapng::InterfaceDescription::parse(&mut Octets::le(idb)) else {
+                return Ok(v);
+            };
             v.len = h.len() as u64;
-            v.linktype = u16::from_le_bytes(h[36..38].try_into().expect("2 bytes")) as u32;
-            v.snaplen = u32::from_le_bytes(h[40..44].try_into().expect("4 bytes"));
+            v.linktype = u32::from(idb.linktype);
+            v.snaplen = idb.snaplen;
             loop {
                 let mut bh = [0u8; pcapng::EPB_HEADER_LEN];
                 if !read_full(&mut r, &mut bh)? {
                     break;
                 }
-                let le = |i: usize| u32::from_le_bytes(bh[i..i + 4].try_into().expect("4 bytes"));
-                let (bt, total, caplen) = (le(0), le(4) as usize, le(20));
-                if bt != pcapng::BT_EPB || caplen > wv_wire::MAX_SNAPLEN || total != pcapng::epb_len(caplen) {
+                let Some((bh, epb)) = pcapng::EnhancedPacket::parse_block(&bh) else {
+                    break;
+                };
+                let (total, caplen) = (bh.total_len as usize, epb.caplen);
+                if bh.block_type != pcapng::BT_EPB || caplen > wv_wire::MAX_SNAPLEN || total != pcapng::epb_len(caplen)
+                {
                     break;
                 }
                 let rest = total - pcapng::EPB_HEADER_LEN;
                 if !read_full(&mut r, &mut data[..rest])? {
                     break;
                 }
-                let trailer = u32::from_le_bytes(data[rest - 4..rest].try_into().expect("4 bytes")) as usize;
-                if trailer != total {
+                let trailer = Octets::le(&data[rest - pcapng::BLOCK_TRAILER_LEN..rest]).peek_u32();
+                if trailer != Some(bh.total_len) {
                     break;
                 }
-                v.record((le(12) as u64) << 32 | le(16) as u64, total as u64);
+                v.record(epb.ts, total as u64);
             }
         }
     }
@@ -283,9 +290,8 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
             if partial {
                 f.set_len(v.len)?;
                 f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(wv_sys::fs::FILE_MODE))?;
-                f.sync_all()?;
+                dir.persist(&f, &rel_here, &rel)?;
                 drop(f);
-                dir.rename(&rel_here, &rel)?;
                 rep.recovered_files += 1;
                 rep.recovered_packets += v.packets;
                 rep.cut_bytes += len - v.len;
@@ -303,7 +309,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 stream,
                 file: rel,
                 index: None,
-                format: format.name().into(),
+                format: Some(format),
                 linktype: v.linktype,
                 snaplen: v.snaplen,
                 first_ns: v.first_ns.unwrap_or(0),
@@ -317,7 +323,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     if let Some(index) = index {
         for e in entries.iter_mut() {
             let capture = store.join(&e.file);
-            let irel = format!("{}{}", e.file, layout::INDEX);
+            let irel = layout::index_rel(&e.file);
             let is_file = |rel: &str| dir.lstat(rel).is_ok_and(|s| s.kind == Kind::File);
             if e.index.is_some() && is_file(&irel) {
                 let Some(check) = check else {
@@ -398,14 +404,14 @@ mod tests {
         assert!(two < 4096 && bytes.len() > 4096);
         let mut f = std::fs::File::create(&path).unwrap();
         f.write_all(&bytes[..4096]).unwrap();
-        if let Err(e) = wv_sys::uring::fallocate_extend(&f, 0, 64 << 10) {
+        if let Err(e) = wv_sys::fs::fallocate_extend(&f, 0, 64 << 10) {
             eprintln!("skipped: {} cannot preallocate ({e})", dir.display());
             return;
         }
         f.sync_all().unwrap();
         drop(f);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 << 10);
-        if wv_sys::uring::data_end(&std::fs::File::open(&path).unwrap()).unwrap() == 64 << 10 {
+        if wv_sys::fs::data_end(&std::fs::File::open(&path).unwrap()).unwrap() == 64 << 10 {
             eprintln!("skipped: {} does not report unwritten extents as holes", dir.display());
             return;
         }

@@ -48,17 +48,6 @@ pub struct StreamConfig {
     pub clock_close_grace_ns: Option<u64>,
 }
 
-/// Per-stream counters kept by the producer (plain integers; published by the caller).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ProducerCounts {
-    /// Packets laid into the arena.
-    pub stored: u64,
-    /// Captured bytes of those packets.
-    pub stored_bytes: u64,
-    /// Packets refused because the arena (or the message queue) was full.
-    pub dropped_arena_full: u64,
-}
-
 struct OpenFile {
     start: u64,
     last_ns: u64,
@@ -80,7 +69,6 @@ pub struct StreamProducer {
     committed_block: u64,
     committed_head: u64,
     last_commit_ns: u64,
-    pub counts: ProducerCounts,
 }
 
 /// Messages the queue must always have room for besides one per block.
@@ -98,7 +86,6 @@ impl StreamProducer {
             committed_block: 0,
             committed_head: 0,
             last_commit_ns: 0,
-            counts: ProducerCounts::default(),
         }
     }
 
@@ -126,12 +113,21 @@ impl StreamProducer {
     }
 
     /// Stores one packet whose captured bytes are the concatenation of `parts`
-    /// (a VLAN tag re-inserted by the caller is one of them). Returns false if
-    /// the packet was dropped because the arena is full.
+    /// (a VLAN tag re-inserted by the caller is one of them), `caplen` bytes
+    /// in all (the caller summed them once). Returns false if the packet was
+    /// dropped because the arena is full; the caller counts what happened.
     #[inline]
-    pub fn append(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) -> bool {
-        let caplen: usize = parts.iter().map(|p| p.len()).sum();
-        let rec = self.cfg.format.record_len(caplen as u32);
+    pub fn append(
+        &mut self,
+        ts_ns: u64,
+        linktype: u32,
+        snaplen: u32,
+        origlen: u32,
+        caplen: u32,
+        parts: &[&[u8]],
+    ) -> bool {
+        debug_assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), caplen as usize);
+        let rec = self.cfg.format.record_len(caplen);
         if let Some(f) = &self.file {
             let size = self.ring.head() - f.start;
             if f.linktype != linktype
@@ -151,7 +147,6 @@ impl StreamProducer {
             0
         };
         if !self.ring.has_room(open_cost + rec) || self.queue.len() + QUEUE_SLACK > self.queue.capacity() {
-            self.counts.dropped_arena_full += 1;
             return false;
         }
         if self.file.is_none() {
@@ -160,7 +155,7 @@ impl StreamProducer {
         match self.cfg.format {
             Format::Pcap => {
                 let mut h = [0u8; pcap::RECORD_HEADER_LEN];
-                pcap::emit_record_header(&mut h, ts_ns, caplen as u32, origlen);
+                pcap::emit_record_header(&mut h, ts_ns, caplen, origlen);
                 self.ring.write(&h);
                 for p in parts {
                     self.ring.write(p);
@@ -168,21 +163,19 @@ impl StreamProducer {
             }
             Format::Pcapng => {
                 let mut h = [0u8; pcapng::EPB_HEADER_LEN];
-                pcapng::emit_epb_header(&mut h, ts_ns, caplen as u32, origlen);
+                pcapng::emit_epb_header(&mut h, ts_ns, caplen, origlen);
                 self.ring.write(&h);
                 for p in parts {
                     self.ring.write(p);
                 }
                 let mut t = [0u8; 7];
-                let n = pcapng::emit_epb_trailer(&mut t, caplen as u32);
+                let n = pcapng::emit_epb_trailer(&mut t, caplen);
                 self.ring.write(&t[..n]);
             }
         }
         let f = self.file.as_mut().expect("file opened above");
         f.packets += 1;
         f.last_ns = ts_ns;
-        self.counts.stored += 1;
-        self.counts.stored_bytes += caplen as u64;
         let block = self.ring.head() / self.cfg.block_size;
         if block != self.committed_block {
             self.committed_block = block;

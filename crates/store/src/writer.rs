@@ -15,7 +15,7 @@
 
 use crate::catalog::{Catalog, Entry};
 use crate::stream::Msg;
-use crate::{layout, Format, IndexerFactory};
+use crate::{layout, FileIndexer, Format};
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -27,6 +27,9 @@ use std::time::Duration;
 use wv_sys::byte_ring::Consumer;
 use wv_sys::uring::{self, Completion, DIRECT_ALIGN};
 use wv_wire::{pcap, pcapng};
+
+mod threads;
+use threads::{finisher, sorter, Finish};
 
 /// Choices for one writer.
 #[derive(Clone)]
@@ -44,7 +47,8 @@ pub struct WriterConfig {
     pub prealloc_step: u64,
     /// Size at which files rotate: preallocation never goes past it (rounded to pages).
     pub file_size: u64,
-    pub indexer: Option<IndexerFactory>,
+    /// Build an index for every file (with the indexer type `run` is given).
+    pub index: bool,
     /// The store's byte budget, enforced before each new file.
     pub budget: Option<crate::catalog::Budget>,
     /// Bytes to keep free under the budget when a file opens: the most the
@@ -104,7 +108,7 @@ struct Pending {
     off: u64,
 }
 
-struct CurFile {
+struct CurFile<I> {
     file: File,
     part: PathBuf,
     /// `part` relative to the store.
@@ -123,61 +127,15 @@ struct CurFile {
     allocated: u64,
     /// File offset of the first failed write.
     failed_at: Option<u64>,
-    indexer: Option<Box<dyn crate::FileIndexer>>,
+    indexer: Option<I>,
     /// False when the stream had already stopped: nothing is written, records are only counted.
     real: bool,
 }
 
-/// A closed file whose index is still to be written, then cataloged.
-struct Finish {
-    indexer: Box<dyn crate::FileIndexer>,
-    index_path: PathBuf,
-    entry: Entry,
-}
-
-/// Writes indexes and appends catalog lines for closed files, off the writer
-/// thread: merging and writing a big file's index takes long enough to stall
-/// the writes otherwise. The channel holds one job, so at most two closed
-/// files per stream wait for their index (retention reserves room for them).
-/// Each finished indexer goes back to the writer through `recycle`.
-fn finisher(
-    rx: std::sync::mpsc::Receiver<Finish>,
-    recycle: std::sync::mpsc::SyncSender<Box<dyn crate::FileIndexer>>,
-    catalog: Arc<Catalog>,
-    shared: Arc<WriterShared>,
-) {
-    for mut job in rx {
-        let path = job.index_path.clone();
-        match job.indexer.finish(&path) {
-            Ok(()) => job.entry.index = Some(format!("{}{}", job.entry.file, layout::INDEX)),
-            Err(e) => shared.warn(format!("index {} not written: {e}", path.display())),
-        }
-        if let Err(e) = catalog.append(&job.entry) {
-            shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
-        }
-        // Never full: at most three builders exist per stream.
-        let _ = recycle.try_send(job.indexer);
-    }
-}
-
-/// Runs the work indexers hand over while their files fill (sorting runs of
-/// keys), in order, on its own thread: it never waits for a file's index to
-/// be written, so an indexer waiting for its work back waits for other work
-/// only. A work that panics is reported (its indexer marks the file's index
-/// incomplete) and the thread goes on with the next. Ends when every sender
-/// is gone (the writer's and the indexers').
-fn sorter(rx: std::sync::mpsc::Receiver<crate::IndexWork>, shared: Arc<WriterShared>) {
-    for work in rx {
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_err() {
-            shared.warn("sorting a run of index keys failed; that file's index will not narrow queries".into());
-        }
-    }
-}
-
-struct Writer {
-    finish_tx: Option<std::sync::mpsc::SyncSender<Finish>>,
+struct Writer<I> {
+    finish_tx: Option<std::sync::mpsc::SyncSender<Finish<I>>>,
     /// Indexers the finisher is done with, to reuse.
-    recycled: std::sync::mpsc::Receiver<Box<dyn crate::FileIndexer>>,
+    recycled: std::sync::mpsc::Receiver<I>,
     /// The sort thread's queue, for new indexers.
     work_tx: std::sync::mpsc::Sender<crate::IndexWork>,
     ring: Consumer,
@@ -191,7 +149,7 @@ struct Writer {
     /// Sequence number of `pending[0]`.
     pending_base: u64,
     completions: Vec<Completion>,
-    cur: Option<CurFile>,
+    cur: Option<CurFile<I>>,
     /// After a write error: walk records only to count them as dropped.
     stopped: bool,
     /// Frame bytes of a record that wraps around the ring end, for the indexer.
@@ -205,8 +163,9 @@ struct Writer {
     budget_stopped: bool,
 }
 
-/// Runs the writer until the producer sends [`Msg::Done`].
-pub fn run(
+/// Runs the writer until the producer sends [`Msg::Done`], indexing every
+/// file with an `I` when [`WriterConfig::index`] says so.
+pub fn run<I: FileIndexer>(
     ring: Consumer,
     queue: Arc<ArrayQueue<Msg>>,
     cfg: WriterConfig,
@@ -222,7 +181,7 @@ pub fn run(
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     // Room for every builder there can be (the writer's, the queued one and
     // the one being encoded), so none is dropped and re-faulted later.
-    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel(3);
+    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel::<I>(3);
     let (c2, s2) = (catalog.clone(), shared.clone());
     let fin = std::thread::Builder::new()
         .name(format!("wv-index-{}", cfg.stream))
@@ -264,7 +223,7 @@ pub fn run(
     Ok(())
 }
 
-impl Writer {
+impl<I: FileIndexer> Writer<I> {
     fn run(&mut self) {
         loop {
             match self.queue.pop() {
@@ -346,7 +305,7 @@ impl Writer {
         };
         // Even when stopped we walk the stream to count what is dropped.
         let real = file.is_some();
-        let indexer = self.cfg.indexer.as_ref().filter(|_| real).map(|f| match self.recycled.try_recv() {
+        let indexer = (self.cfg.index && real).then(|| match self.recycled.try_recv() {
             Ok(mut ix) => {
                 ix.reset(linktype);
                 ix
@@ -355,7 +314,7 @@ impl Writer {
                 let work_tx = self.work_tx.clone();
                 // A work the sort thread can no longer take is dropped, and
                 // the indexer's work does itself when dropped.
-                f(linktype, Box::new(move |work| drop(work_tx.send(work))))
+                I::new(linktype, Box::new(move |work| drop(work_tx.send(work))))
             }
         });
         let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
@@ -409,14 +368,20 @@ impl Writer {
                 buf
             }
         }
-        let le = |h: &[u8], i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
         while off + hdr_len <= total {
             let mut hb = [0u8; pcapng::EPB_HEADER_LEN];
             hb[..hdr_len].copy_from_slice(span(a, b, off, off + hdr_len, scratch));
-            let (ts_ns, caplen, origlen) = match fmt {
-                Format::Pcap => (le(&hb, 0) as u64 * 1_000_000_000 + le(&hb, 4) as u64, le(&hb, 8), le(&hb, 12)),
-                Format::Pcapng => ((le(&hb, 12) as u64) << 32 | le(&hb, 16) as u64, le(&hb, 20), le(&hb, 24)),
+            // The stream holds only records the capture thread wrote, so
+            // the headers parse (and their lengths were checked there).
+            let rec = match fmt {
+                Format::Pcap => pcap::RecordHeader::parse(&mut wv_wire::octets::Octets::le(&hb), pcap::Precision::Nano),
+                Format::Pcapng => pcapng::EnhancedPacket::parse_block(&hb).map(|(_, e)| pcap::RecordHeader {
+                    ts_ns: e.ts,
+                    caplen: e.caplen,
+                    origlen: e.origlen,
+                }),
             };
+            let Some(pcap::RecordHeader { ts_ns, caplen, origlen }) = rec else { break };
             let rec_len = fmt.record_len(caplen) as usize;
             if off + rec_len > total {
                 break;
@@ -510,7 +475,7 @@ impl Writer {
             let step = self.cfg.prealloc_step;
             let cap = self.cfg.file_size.next_multiple_of(DIRECT_ALIGN).max((off + len).next_multiple_of(DIRECT_ALIGN));
             let to = (off + len).next_multiple_of(step).min(cap);
-            let _ = uring::fallocate_extend(&c.file, c.allocated, to - c.allocated);
+            let _ = wv_sys::fs::fallocate_extend(&c.file, c.allocated, to - c.allocated);
             c.allocated = to;
         }
         let id = self.pending_base + self.pending.len() as u64;
@@ -629,7 +594,7 @@ impl Writer {
         self.ring.release(next);
     }
 
-    fn finish_file(&mut self, c: CurFile, len: u64, walked_all: bool) {
+    fn finish_file(&mut self, c: CurFile<I>, len: u64, walked_all: bool) {
         debug_assert!(walked_all, "producer closes files at record boundaries");
         let failed = c.failed_at.is_some() || self.stopped;
         let (len, packets, last_ns) = if failed {
@@ -649,11 +614,11 @@ impl Writer {
             let _ = self.store.unlink(&c.part_rel);
             return;
         }
-        let r = c.file.set_len(len).and_then(|()| c.file.sync_all());
+        let final_rel = format!("{}/{}", self.rel_dir, c.name);
+        let r = c.file.set_len(len).and_then(|()| self.store.persist(&c.file, &c.part_rel, &final_rel));
         drop(c.file);
         let path = self.dir.join(&c.name);
-        let final_rel = format!("{}/{}", self.rel_dir, c.name);
-        if let Err(e) = r.and_then(|()| self.store.rename(&c.part_rel, &final_rel)) {
+        if let Err(e) = r {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
             self.shared.fail(format!("cannot close {}: {e}", c.part.display()), full);
             self.stopped = true;
@@ -665,7 +630,7 @@ impl Writer {
             stream: self.cfg.stream,
             file: rel,
             index: None,
-            format: self.cfg.format.name().into(),
+            format: Some(self.cfg.format),
             linktype: c.linktype,
             snaplen: c.snaplen,
             first_ns: c.first_ns,

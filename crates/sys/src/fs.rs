@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub const FILE_MODE: u32 = 0o640;
 /// Mode of every directory wirevault creates in a store.
 pub const DIR_MODE: u32 = 0o750;
+/// Suffix of a file being written under a temporary name, renamed when complete.
+pub const PART: &str = ".part";
 
 /// Checks that `rel` is a path wirevault may take from a store: relative,
 /// made of normal components only (no `..`, `.`, empty component, no NUL).
@@ -303,6 +305,39 @@ impl Dir {
         Ok(())
     }
 
+    /// Makes a file written under a temporary name durable under its final
+    /// one: fsyncs `file` (open at `from`), renames `from` to `to` and fsyncs
+    /// the directory. The one rule every write-fsync-rename in wirevault
+    /// follows (capture files, indexes, the catalog, repaired files).
+    pub fn persist(&self, file: &File, from: &str, to: &str) -> io::Result<()> {
+        file.sync_all()?;
+        self.rename(from, to)
+    }
+
+    /// Durably replaces `rel` with what `write` puts into a new file: the
+    /// bytes go to `rel.part` (a stale one is removed first; created new,
+    /// 0640, never through a symlink), which is then [`Dir::persist`]ed over
+    /// `rel`. On any error the temporary file is removed and `rel` keeps
+    /// what it had. `E` lets `write` return the caller's own error type.
+    pub fn replace<T, E: From<io::Error>>(
+        &self,
+        rel: &str,
+        write: impl FnOnce(&mut File) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let tmp = format!("{rel}{PART}");
+        match self.unlink(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        let mut f = self.open_file(&tmp, Open::CreateNew, 0)?;
+        let r = write(&mut f).and_then(|v| self.persist(&f, &tmp, rel).map(|()| v).map_err(E::from));
+        if r.is_err() {
+            let _ = self.unlink(&tmp);
+        }
+        r
+    }
+
     /// fsyncs this directory.
     pub fn sync(&self) -> io::Result<()> {
         // SAFETY: a valid descriptor.
@@ -472,6 +507,122 @@ pub fn create_nofollow(path: &Path, truncate: bool) -> io::Result<File> {
     }
     // SAFETY: a fresh descriptor we own.
     Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Creates (truncating) `path` for writing with mode 0640, with O_DIRECT when
+/// the file system allows it. Returns the file and whether O_DIRECT is on.
+pub fn create_output(path: &Path, direct: bool) -> io::Result<(File, bool)> {
+    let c =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let base = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
+    if direct {
+        // SAFETY: `c` is a valid NUL-terminated path; open has no other preconditions.
+        let fd = unsafe { libc::open(c.as_ptr(), base | libc::O_DIRECT, 0o640) };
+        if fd >= 0 {
+            // SAFETY: fd was just opened and is owned by nobody else.
+            return Ok((unsafe { File::from_raw_fd(fd) }, true));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(e);
+        }
+    }
+    // SAFETY: as above.
+    let fd = unsafe { libc::open(c.as_ptr(), base, 0o640) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    Ok((unsafe { File::from_raw_fd(fd) }, false))
+}
+
+/// Allocates `len` bytes of disk at `offset` for `file` and extends its size
+/// to cover them (fallocate mode 0; the new range reads as zeros).
+///
+/// The writer preallocates its output files this way so that its O_DIRECT
+/// writes land inside the file size. On ext4 and XFS a write that extends the
+/// file needs the inode lock exclusively, so io_uring cannot issue it inline
+/// and hands it to a kernel worker thread (`iou-wrk`) instead; a write inside
+/// the size into allocated blocks is issued straight from the submitting
+/// thread. The file is cut to its exact length when it closes; after a
+/// crash, recovery reads only up to the first hole ([`data_end`]), so the
+/// unwritten tail is never mistaken for records. Not every file system can
+/// (EOPNOTSUPP); callers may ignore the error and write past the end instead.
+pub fn fallocate_extend(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: plain syscall on an owned fd.
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reserves `len` bytes of disk at `offset` for `file` without changing its
+/// size, so the writes that follow need no block allocation. Not every file
+/// system can (EOPNOTSUPP); callers may ignore the error.
+pub fn fallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: plain syscall on an owned fd.
+    let r = unsafe {
+        libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Where the data of `file` ends: the start of its first hole (SEEK_HOLE),
+/// or its length where the file system cannot tell. Preallocated but
+/// unwritten extents (fallocate) and the range of a write that never
+/// completed count as holes on ext4, XFS, btrfs and tmpfs.
+pub fn data_end(file: &File) -> io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let len = file.metadata()?.len();
+    let mut f = file;
+    let cur = f.stream_position()?;
+    // SAFETY: plain syscall on an owned fd; it only moves the file offset,
+    // which is put back below.
+    let hole = unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_HOLE) };
+    let err = (hole < 0).then(io::Error::last_os_error);
+    f.seek(SeekFrom::Start(cur))?;
+    match err.map(|e| (e.raw_os_error(), e)) {
+        None => Ok((hole as u64).min(len)),
+        Some((Some(libc::EINVAL | libc::ENXIO | libc::EOPNOTSUPP), _)) => Ok(len),
+        Some((_, e)) => Err(e),
+    }
+}
+
+/// Free and total bytes of the file system holding `path` (statvfs).
+pub fn fs_space(path: &Path) -> io::Result<(u64, u64)> {
+    let c =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: statvfs is plain data; zeroed is a valid value to overwrite.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid path and out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((s.f_bavail * s.f_frsize, s.f_blocks * s.f_frsize))
+}
+
+/// [`Dir::replace`] of a path the caller names (an index beside a capture
+/// the user gave): the parent directory is opened as given, the file name
+/// is resolved beneath it.
+pub fn replace_durable<T, E: From<io::Error>>(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> Result<T, E>,
+) -> Result<T, E> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Dir::open(parent)?.replace(name, write)
 }
 
 /// Is `name` one plain file name (no `/`, not `.`/`..`)?

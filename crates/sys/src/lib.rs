@@ -1,11 +1,13 @@
 //! Kernel interfaces for wirevault: AF_PACKET capture rings, cBPF programs, network interface
 //! facts, aligned memory, O_DIRECT/io_uring files, CPU affinity. All of wirevault's `unsafe`
-//! code lives in this crate.
+//! code lives in this crate, and every `unsafe` block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod afpacket;
 pub mod bpf;
 pub mod byte_ring;
 pub mod cpu;
+pub mod error;
 pub mod fs;
 pub mod mem;
 pub mod netif;

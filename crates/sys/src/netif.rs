@@ -8,10 +8,10 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::afpacket::Error;
+use crate::error::Error;
 
 /// pcap/pcapng link types of interfaces (one table: [`wv_wire::linktype`]).
-pub use wv_wire::linktype::{ETHERNET as LINKTYPE_ETHERNET, RAW as LINKTYPE_RAW};
+use wv_wire::linktype;
 
 /// The interface index of `name` (what `if_nametoindex` returns).
 pub fn ifindex(name: &str) -> Result<u32, Error> {
@@ -60,9 +60,9 @@ pub fn linktype_for_arphrd(arphrd: u16) -> Option<u32> {
     const ARPHRD_DLCI: u16 = 15;
     match arphrd {
         // libpcap captures lo as Ethernet: the loopback device carries a (zero) Ethernet header.
-        libc::ARPHRD_ETHER | libc::ARPHRD_LOOPBACK => Some(LINKTYPE_ETHERNET),
+        libc::ARPHRD_ETHER | libc::ARPHRD_LOOPBACK => Some(linktype::ETHERNET),
         // tun (IFF_TUN), wireguard and other header-less devices: packets start at the IP header.
-        libc::ARPHRD_NONE => Some(LINKTYPE_RAW),
+        libc::ARPHRD_NONE => Some(linktype::RAW),
         // ipip/sit tunnels and serial lines: libpcap maps these to DLT_RAW too.
         libc::ARPHRD_TUNNEL
         | libc::ARPHRD_SIT
@@ -72,7 +72,7 @@ pub fn linktype_for_arphrd(arphrd: u16) -> Option<u32> {
         | libc::ARPHRD_CSLIP6
         | ARPHRD_ADAPT
         | ARPHRD_RAWHDLC
-        | ARPHRD_DLCI => Some(LINKTYPE_RAW),
+        | ARPHRD_DLCI => Some(linktype::RAW),
         _ => None,
     }
 }
@@ -141,7 +141,7 @@ mod tests {
     fn loopback_facts() {
         assert_eq!(ifindex("lo").unwrap(), 1);
         assert_eq!(arphrd("lo").unwrap(), libc::ARPHRD_LOOPBACK);
-        assert_eq!(linktype_of("lo").unwrap(), Some(LINKTYPE_ETHERNET));
+        assert_eq!(linktype_of("lo").unwrap(), Some(linktype::ETHERNET));
         assert!(mtu("lo").unwrap() >= 1280);
         assert_eq!(numa_node("lo"), None);
     }

@@ -4,84 +4,18 @@
 //! O_DIRECT bypasses the page cache (no double copy, no write-back storms),
 //! but needs buffer address, file offset and length aligned to the logical
 //! block size; the arena guarantees 4 KiB alignment. Where the file system
-//! refuses O_DIRECT (tmpfs, some FUSE/ZFS setups) [`create_output`] falls back to
+//! refuses O_DIRECT (tmpfs, some FUSE/ZFS setups) [`crate::fs::create_output`] falls back to
 //! buffered I/O and says so through its return value.
 
 use io_uring::{opcode, types, IoUring};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::os::fd::{AsRawFd, RawFd};
 
 use crate::byte_ring::Consumer;
 
 /// Alignment wirevault uses for O_DIRECT (covers 512 and 4096-byte sectors).
 pub const DIRECT_ALIGN: u64 = 4096;
-
-/// Creates (truncating) `path` for writing with mode 0640, with O_DIRECT when
-/// the file system allows it. Returns the file and whether O_DIRECT is on.
-pub fn create_output(path: &Path, direct: bool) -> io::Result<(File, bool)> {
-    let c =
-        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let base = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
-    if direct {
-        // SAFETY: `c` is a valid NUL-terminated path; open has no other preconditions.
-        let fd = unsafe { libc::open(c.as_ptr(), base | libc::O_DIRECT, 0o640) };
-        if fd >= 0 {
-            // SAFETY: fd was just opened and is owned by nobody else.
-            return Ok((unsafe { File::from_raw_fd(fd) }, true));
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINVAL) {
-            return Err(e);
-        }
-    }
-    // SAFETY: as above.
-    let fd = unsafe { libc::open(c.as_ptr(), base, 0o640) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    Ok((unsafe { File::from_raw_fd(fd) }, false))
-}
-
-/// Allocates `len` bytes of disk at `offset` for `file` and extends its size
-/// to cover them (fallocate mode 0; the new range reads as zeros).
-///
-/// The writer preallocates its output files this way so that its O_DIRECT
-/// writes land inside the file size. On ext4 and XFS a write that extends the
-/// file needs the inode lock exclusively, so io_uring cannot issue it inline
-/// and hands it to a kernel worker thread (`iou-wrk`) instead; a write inside
-/// the size into allocated blocks is issued straight from the submitting
-/// thread. The file is cut to its exact length when it closes; after a
-/// crash, recovery reads only up to the first hole ([`data_end`]), so the
-/// unwritten tail is never mistaken for records. Not every file system can
-/// (EOPNOTSUPP); callers may ignore the error and write past the end instead.
-pub fn fallocate_extend(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    // SAFETY: plain syscall on an owned fd.
-    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Reserves `len` bytes of disk at `offset` for `file` without changing its
-/// size, so the writes that follow need no block allocation. Not every file
-/// system can (EOPNOTSUPP); callers may ignore the error.
-pub fn fallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    // SAFETY: plain syscall on an owned fd.
-    let r = unsafe {
-        libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t)
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
 
 /// A completed write.
 #[derive(Debug, Clone, Copy)]
@@ -89,27 +23,6 @@ pub struct Completion {
     pub user_data: u64,
     /// Bytes written, or a negative errno.
     pub result: i32,
-}
-
-/// Where the data of `file` ends: the start of its first hole (SEEK_HOLE),
-/// or its length where the file system cannot tell. Preallocated but
-/// unwritten extents (fallocate) and the range of a write that never
-/// completed count as holes on ext4, XFS, btrfs and tmpfs.
-pub fn data_end(file: &File) -> io::Result<u64> {
-    use std::io::{Seek, SeekFrom};
-    let len = file.metadata()?.len();
-    let mut f = file;
-    let cur = f.stream_position()?;
-    // SAFETY: plain syscall on an owned fd; it only moves the file offset,
-    // which is put back below.
-    let hole = unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_HOLE) };
-    let err = (hole < 0).then(io::Error::last_os_error);
-    f.seek(SeekFrom::Start(cur))?;
-    match err.map(|e| (e.raw_os_error(), e)) {
-        None => Ok((hole as u64).min(len)),
-        Some((Some(libc::EINVAL | libc::ENXIO | libc::EOPNOTSUPP), _)) => Ok(len),
-        Some((_, e)) => Err(e),
-    }
 }
 
 /// One O_DIRECT-aligned page the writer owns, for the last, partial page of
@@ -252,31 +165,10 @@ impl Writer {
     }
 }
 
-/// Renames `from` to `to` and fsyncs the directory so the rename is durable.
-pub fn rename_durable(from: &Path, to: &Path) -> io::Result<()> {
-    std::fs::rename(from, to)?;
-    if let Some(dir) = to.parent() {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
-}
-
-/// Free and total bytes of the file system holding `path` (statvfs).
-pub fn fs_space(path: &Path) -> io::Result<(u64, u64)> {
-    let c =
-        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: statvfs is plain data; zeroed is a valid value to overwrite.
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid path and out-pointer.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((s.f_bavail * s.f_frsize, s.f_blocks * s.f_frsize))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::create_output;
     use crate::mem::AlignedBuf;
 
     /// The last partial page goes to the file zero-padded, not with the

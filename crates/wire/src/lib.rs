@@ -8,6 +8,8 @@
 
 pub mod bpf;
 pub mod dissect;
+pub mod format;
+pub mod octets;
 pub mod packet;
 pub mod pcap;
 pub mod pcapng;
@@ -15,6 +17,8 @@ pub mod reader;
 pub mod views;
 
 pub mod linktype;
+
+pub use format::Format;
 
 /// Largest snapshot length libpcap accepts for most link types
 /// (`MAXIMUM_SNAPLEN` in libpcap's pcap-int.h).

@@ -13,6 +13,37 @@ pub const ETHERNET: u32 = 1;
 pub const RAW: u32 = 101;
 /// Linux "cooked" capture, version 1.
 pub const LINUX_SLL: u32 = 113;
+/// Raw IPv4, no link-layer header.
+pub const IPV4: u32 = 228;
+/// Raw IPv6, no link-layer header.
+pub const IPV6: u32 = 229;
+/// D-Bus messages (records up to 128 MiB).
+pub const DBUS: u32 = 231;
+/// USB packets as USBPcap captures them (records up to 1 MiB).
+pub const USBPCAP: u32 = 249;
+/// Automotive bus traffic, EBHSCR (records up to 8 MiB).
+pub const EBHSCR: u32 = 279;
+
+/// Largest caplen libpcap accepts for a link type (`max_snaplen_for_dlt`).
+pub fn max_snaplen(linktype: u32) -> u32 {
+    match linktype {
+        DBUS => 128 << 20,
+        EBHSCR => 8 << 20,
+        USBPCAP => 1 << 20,
+        _ => crate::MAX_SNAPLEN,
+    }
+}
+
+/// The snapshot length libpcap uses for a file or interface
+/// (`pcap_adjust_snapshot`): zero or oversized means the link type's maximum.
+pub fn effective_snaplen(linktype: u32, snaplen: u32) -> u32 {
+    let max = max_snaplen(linktype);
+    if snaplen == 0 || snaplen > max {
+        max
+    } else {
+        snaplen
+    }
+}
 
 /// Lowest and highest LINKTYPE_* values whose DLT_* value is the same number
 /// (`LINKTYPE_MATCHING_MIN`/`MAX`; the upper end is open here, as libpcap
@@ -55,7 +86,9 @@ mod tests {
         assert_eq!(to_dlt(103), 16);
         assert_eq!(to_dlt(104), 104);
         assert_eq!(to_dlt(LINUX_SLL), 113);
-        assert_eq!(to_dlt(228), 228); // LINKTYPE_IPV4
+        assert_eq!(to_dlt(IPV4), 228);
+        assert_eq!((effective_snaplen(ETHERNET, 0), effective_snaplen(DBUS, 0)), (262_144, 128 << 20));
+        assert_eq!((effective_snaplen(ETHERNET, 300_000), effective_snaplen(RAW, 96)), (262_144, 96));
         assert_eq!(to_dlt(50), 50); // LINKTYPE_PPP_HDLC
         assert_eq!(to_dlt(RAW | 0x0400_0000), 12);
     }

@@ -19,6 +19,8 @@ pub const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
 /// Magic of a nanosecond pcap file, as read in the writer's byte order.
 pub const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
 
+use crate::octets::{Endian, Octets, OctetsMut};
+
 /// Byte ranges of the file header fields.
 pub mod field {
     use core::ops::Range;
@@ -31,6 +33,9 @@ pub mod field {
     pub const LINKTYPE: Range<usize> = 20..24;
 }
 
+/// Alexey Kuznetzov's patched pcap format (µs, 24-byte record headers).
+pub const MAGIC_KUZNETZOV: u32 = 0xa1b2_cd34;
+
 /// Timestamp resolution of a pcap file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
@@ -38,51 +43,113 @@ pub enum Precision {
     Nano,
 }
 
-/// A parsed pcap file header.
+/// What a file's magic says: byte order, timestamp precision and whether
+/// records have Kuznetzov's longer header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Magic {
+    pub endian: Endian,
+    pub precision: Precision,
+    /// Kuznetzov's patched format: 24-byte record headers.
+    pub patched: bool,
+}
+
+impl Magic {
+    /// Reads the four magic bytes of a file; `None` if they are not a pcap magic.
+    pub fn parse(b: [u8; 4]) -> Option<Magic> {
+        let known = |m| [MAGIC_MICROS, MAGIC_NANOS, MAGIC_KUZNETZOV].contains(&m);
+        let endian = if known(u32::from_le_bytes(b)) {
+            Endian::Little
+        } else if known(u32::from_be_bytes(b)) {
+            Endian::Big
+        } else {
+            return None;
+        };
+        let m = Octets::new(&b, endian).peek_u32()?;
+        let precision = if m == MAGIC_NANOS { Precision::Nano } else { Precision::Micro };
+        Some(Magic { endian, precision, patched: m == MAGIC_KUZNETZOV })
+    }
+
+    /// The magic number as written in the file's byte order.
+    pub fn value(&self) -> u32 {
+        match (self.patched, self.precision) {
+            (true, _) => MAGIC_KUZNETZOV,
+            (false, Precision::Nano) => MAGIC_NANOS,
+            (false, Precision::Micro) => MAGIC_MICROS,
+        }
+    }
+
+    /// Size of a record header in a file with this magic.
+    pub fn record_header_len(&self) -> usize {
+        if self.patched {
+            KUZNETZOV_RECORD_HEADER_LEN
+        } else {
+            RECORD_HEADER_LEN
+        }
+    }
+}
+
+/// Size of a record header in Kuznetzov's patched format.
+pub const KUZNETZOV_RECORD_HEADER_LEN: usize = 24;
+
+/// A pcap file header; [`FileHeader::parse`] and [`FileHeader::emit`] are
+/// the one definition of its layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileHeader {
-    pub big_endian: bool,
-    pub precision: Precision,
+    pub magic: Magic,
     pub version_major: u16,
     pub version_minor: u16,
+    pub thiszone: i32,
+    pub sigfigs: u32,
     pub snaplen: u32,
     /// Link type; the upper bits (FCS length) are masked off by [`FileHeader::linktype`].
     pub linktype_field: u32,
 }
 
 impl FileHeader {
+    /// The header of the files wirevault writes: little-endian, nanoseconds, version 2.4.
+    pub fn wirevault(snaplen: u32, linktype: u32) -> FileHeader {
+        FileHeader {
+            magic: Magic { endian: Endian::Little, precision: Precision::Nano, patched: false },
+            version_major: 2,
+            version_minor: 4,
+            thiszone: 0,
+            sigfigs: 0,
+            snaplen,
+            linktype_field: linktype,
+        }
+    }
+
     /// Parses a file header; `None` if the magic is not a pcap magic or the
     /// buffer is shorter than 24 bytes.
     pub fn parse(b: &[u8]) -> Option<FileHeader> {
-        if b.len() < FILE_HEADER_LEN {
-            return None;
-        }
-        let le = u32::from_le_bytes(b[field::MAGIC].try_into().ok()?);
-        let be = u32::from_be_bytes(b[field::MAGIC].try_into().ok()?);
-        let (big_endian, precision) = match (le, be) {
-            (MAGIC_MICROS, _) => (false, Precision::Micro),
-            (MAGIC_NANOS, _) => (false, Precision::Nano),
-            (_, MAGIC_MICROS) => (true, Precision::Micro),
-            (_, MAGIC_NANOS) => (true, Precision::Nano),
-            _ => return None,
-        };
-        let r16 = |r: core::ops::Range<usize>| {
-            let a = [b[r.start], b[r.start + 1]];
-            if big_endian {
-                u16::from_be_bytes(a)
-            } else {
-                u16::from_le_bytes(a)
-            }
-        };
-        let r32 = |r: core::ops::Range<usize>| read_u32(&b[r], big_endian);
+        let magic = Magic::parse(*b.first_chunk()?)?;
+        let mut o = Octets::new(b, magic.endian);
+        o.skip(4)?;
         Some(FileHeader {
-            big_endian,
-            precision,
-            version_major: r16(field::VERSION_MAJOR),
-            version_minor: r16(field::VERSION_MINOR),
-            snaplen: r32(field::SNAPLEN),
-            linktype_field: r32(field::LINKTYPE),
+            magic,
+            version_major: o.get_u16()?,
+            version_minor: o.get_u16()?,
+            thiszone: o.get_u32()? as i32,
+            sigfigs: o.get_u32()?,
+            snaplen: o.get_u32()?,
+            linktype_field: o.get_u32()?,
         })
+    }
+
+    /// Writes the header in its own byte order.
+    pub fn emit(&self, out: &mut [u8; FILE_HEADER_LEN]) {
+        let mut w = OctetsMut::new(out, self.magic.endian);
+        // Cannot fail: the fields add up to FILE_HEADER_LEN.
+        let written = (|| {
+            w.put_u32(self.magic.value())?;
+            w.put_u16(self.version_major)?;
+            w.put_u16(self.version_minor)?;
+            w.put_u32(self.thiszone as u32)?;
+            w.put_u32(self.sigfigs)?;
+            w.put_u32(self.snaplen)?;
+            w.put_u32(self.linktype_field)
+        })();
+        debug_assert!(written.is_some(), "fields add up to the buffer");
     }
 
     /// The link type without the FCS bits libpcap keeps in the upper bits.
@@ -91,50 +158,26 @@ impl FileHeader {
     }
 
     /// The snapshot length libpcap uses for this file: a zero or oversized
-    /// snaplen in the header means [`crate::MAX_SNAPLEN`].
+    /// snaplen in the header means the link type's maximum
+    /// ([`crate::linktype::effective_snaplen`]).
     pub fn effective_snaplen(&self) -> u32 {
-        if self.snaplen == 0 || self.snaplen > crate::MAX_SNAPLEN {
-            crate::MAX_SNAPLEN
-        } else {
-            self.snaplen
-        }
-    }
-}
-
-/// Reads a u32 in the given byte order from the first four bytes of `b`.
-#[inline]
-pub fn read_u32(b: &[u8], big_endian: bool) -> u32 {
-    let a = [b[0], b[1], b[2], b[3]];
-    if big_endian {
-        u32::from_be_bytes(a)
-    } else {
-        u32::from_le_bytes(a)
+        crate::linktype::effective_snaplen(self.linktype(), self.snaplen)
     }
 }
 
 /// Writes the 24-byte header of a little-endian nanosecond pcap file.
 pub fn emit_file_header(out: &mut [u8; FILE_HEADER_LEN], snaplen: u32, linktype: u32) {
-    out[field::MAGIC].copy_from_slice(&MAGIC_NANOS.to_le_bytes());
-    out[field::VERSION_MAJOR].copy_from_slice(&2u16.to_le_bytes());
-    out[field::VERSION_MINOR].copy_from_slice(&4u16.to_le_bytes());
-    out[field::THISZONE].copy_from_slice(&0i32.to_le_bytes());
-    out[field::SIGFIGS].copy_from_slice(&0u32.to_le_bytes());
-    out[field::SNAPLEN].copy_from_slice(&snaplen.to_le_bytes());
-    out[field::LINKTYPE].copy_from_slice(&linktype.to_le_bytes());
+    FileHeader::wirevault(snaplen, linktype).emit(out);
 }
 
-/// Writes a little-endian nanosecond record header.
+/// Writes a little-endian nanosecond record header (the capture path's
+/// [`RecordHeader::emit`]).
 #[inline]
 pub fn emit_record_header(out: &mut [u8; RECORD_HEADER_LEN], ts_ns: u64, caplen: u32, origlen: u32) {
-    let sec = (ts_ns / 1_000_000_000) as u32;
-    let nsec = (ts_ns % 1_000_000_000) as u32;
-    out[0..4].copy_from_slice(&sec.to_le_bytes());
-    out[4..8].copy_from_slice(&nsec.to_le_bytes());
-    out[8..12].copy_from_slice(&caplen.to_le_bytes());
-    out[12..16].copy_from_slice(&origlen.to_le_bytes());
+    RecordHeader { ts_ns, caplen, origlen }.emit(out);
 }
 
-/// A record header of a file wirevault wrote (little-endian, nanoseconds).
+/// A pcap record header, its timestamp in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordHeader {
     pub ts_ns: u64,
@@ -143,15 +186,42 @@ pub struct RecordHeader {
 }
 
 impl RecordHeader {
-    /// Parses a record header of a file with the given byte order and precision.
-    pub fn parse(b: &[u8; RECORD_HEADER_LEN], big_endian: bool, precision: Precision) -> RecordHeader {
-        let sec = read_u32(&b[0..4], big_endian) as u64;
-        let frac = read_u32(&b[4..8], big_endian) as u64;
+    /// Parses a record header at the cursor (in the file's byte order) of
+    /// a file with the given precision; `None` if fewer than 16 bytes are left.
+    #[inline]
+    pub fn parse(o: &mut Octets<'_>, precision: Precision) -> Option<RecordHeader> {
+        let sec = u64::from(o.get_u32()?);
+        let frac = u64::from(o.get_u32()?);
         let ts_ns = match precision {
             Precision::Micro => sec * 1_000_000_000 + frac * 1_000,
             Precision::Nano => sec * 1_000_000_000 + frac,
         };
-        RecordHeader { ts_ns, caplen: read_u32(&b[8..12], big_endian), origlen: read_u32(&b[12..16], big_endian) }
+        Some(RecordHeader { ts_ns, caplen: o.get_u32()?, origlen: o.get_u32()? })
+    }
+
+    /// Parses a record header of a file wirevault wrote (little-endian,
+    /// nanoseconds); `None` if its nanosecond field is not below 10^9, which
+    /// wirevault never writes (so `emit(parse_wirevault(b)) == b`).
+    #[inline]
+    pub fn parse_wirevault(b: &[u8; RECORD_HEADER_LEN]) -> Option<RecordHeader> {
+        let mut o = Octets::le(b);
+        let sec = u64::from(o.get_u32()?);
+        let nsec = o.get_u32()?;
+        if nsec >= 1_000_000_000 {
+            return None;
+        }
+        Some(RecordHeader { ts_ns: sec * 1_000_000_000 + u64::from(nsec), caplen: o.get_u32()?, origlen: o.get_u32()? })
+    }
+
+    /// Writes the header as wirevault does: little-endian, nanoseconds.
+    #[inline]
+    pub fn emit(&self, out: &mut [u8; RECORD_HEADER_LEN]) {
+        let sec = (self.ts_ns / 1_000_000_000) as u32;
+        let nsec = (self.ts_ns % 1_000_000_000) as u32;
+        out[0..4].copy_from_slice(&sec.to_le_bytes());
+        out[4..8].copy_from_slice(&nsec.to_le_bytes());
+        out[8..12].copy_from_slice(&self.caplen.to_le_bytes());
+        out[12..16].copy_from_slice(&self.origlen.to_le_bytes());
     }
 }
 
@@ -168,8 +238,8 @@ mod tests {
     #[test]
     fn parse_tcpdump_header() {
         let h = FileHeader::parse(&TCPDUMP_NS_HEADER).unwrap();
-        assert!(!h.big_endian);
-        assert_eq!(h.precision, Precision::Nano);
+        assert_eq!(h.magic.endian, Endian::Little);
+        assert_eq!(h.magic.precision, Precision::Nano);
         assert_eq!((h.version_major, h.version_minor), (2, 4));
         assert_eq!(h.snaplen, 262_144);
         assert_eq!(h.linktype(), crate::linktype::ETHERNET);
@@ -186,7 +256,7 @@ mod tests {
     fn record_round_trip() {
         let mut b = [0xaa; 16];
         emit_record_header(&mut b, 1_763_800_000_123_456_789, 60, 1514);
-        let r = RecordHeader::parse(&b, false, Precision::Nano);
+        let r = RecordHeader::parse(&mut Octets::le(&b), Precision::Nano).unwrap();
         assert_eq!(r.ts_ns, 1_763_800_000_123_456_789);
         assert_eq!((r.caplen, r.origlen), (60, 1514));
     }
@@ -198,9 +268,54 @@ mod tests {
         b[16..20].copy_from_slice(&0u32.to_be_bytes());
         b[20..24].copy_from_slice(&105u32.to_be_bytes());
         let h = FileHeader::parse(&b).unwrap();
-        assert!(h.big_endian);
-        assert_eq!(h.precision, Precision::Micro);
+        assert_eq!(h.magic.endian, Endian::Big);
+        assert_eq!(h.magic.precision, Precision::Micro);
         assert_eq!(h.linktype(), 105);
         assert_eq!(h.effective_snaplen(), crate::MAX_SNAPLEN);
+    }
+
+    #[test]
+    fn file_header_parse_emit_round_trip() {
+        // Every magic in both byte orders, odd field values.
+        for endian in [Endian::Little, Endian::Big] {
+            for (precision, patched) in [(Precision::Micro, false), (Precision::Nano, false), (Precision::Micro, true)]
+            {
+                let h = FileHeader {
+                    magic: Magic { endian, precision, patched },
+                    version_major: 2,
+                    version_minor: 3,
+                    thiszone: -3600,
+                    sigfigs: 7,
+                    snaplen: 65535,
+                    linktype_field: 0x0400_0001,
+                };
+                let mut b = [0xeeu8; FILE_HEADER_LEN];
+                h.emit(&mut b);
+                assert_eq!(FileHeader::parse(&b), Some(h));
+                let mut again = [0u8; FILE_HEADER_LEN];
+                FileHeader::parse(&b).unwrap().emit(&mut again);
+                assert_eq!(again, b);
+            }
+        }
+        let mut again = [0u8; FILE_HEADER_LEN];
+        FileHeader::parse(&TCPDUMP_NS_HEADER).unwrap().emit(&mut again);
+        assert_eq!(again, TCPDUMP_NS_HEADER);
+        assert_eq!(FileHeader::parse(&TCPDUMP_NS_HEADER[..23]), None);
+    }
+
+    #[test]
+    fn record_header_emit_parse_bytes() {
+        // A record header as tcpdump wrote it (ns): 2025-11-22 ... caplen 60, origlen 1514.
+        let b: [u8; 16] = [0x15, 0xcd, 0x5b, 0x07, 0x0d, 0x0c, 0x0b, 0x0a, 60, 0, 0, 0, 0xea, 0x05, 0, 0];
+        let r = RecordHeader::parse(&mut Octets::le(&b), Precision::Nano).unwrap();
+        assert_eq!(r, RecordHeader { ts_ns: 0x075b_cd15 * 1_000_000_000 + 0x0a0b_0c0d, caplen: 60, origlen: 1514 });
+        let mut again = [0xffu8; 16];
+        r.emit(&mut again);
+        assert_eq!(again, b);
+        assert_eq!(RecordHeader::parse_wirevault(&b), Some(r));
+        let mut bad = b;
+        bad[4..8].copy_from_slice(&1_000_000_000u32.to_le_bytes());
+        assert_eq!(RecordHeader::parse_wirevault(&bad), None);
+        assert_eq!(RecordHeader::parse(&mut Octets::le(&b[..15]), Precision::Nano), None);
     }
 }

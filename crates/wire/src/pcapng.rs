@@ -5,6 +5,8 @@
 //! with `if_tsresol = 9` (nanoseconds), then one Enhanced Packet Block per
 //! packet, all little-endian.
 
+use crate::octets::{Endian, Octets, OctetsMut};
+
 /// Block type of a Section Header Block.
 pub const BT_SHB: u32 = 0x0a0d_0d0a;
 /// Block type of an Interface Description Block.
@@ -43,7 +45,8 @@ pub const SPB_BODY_LEN: usize = 4;
 
 /// Length of the SHB + IDB preamble wirevault writes.
 pub const PREAMBLE_LEN: usize = SHB_LEN + IDB_LEN;
-const SHB_LEN: usize = 28;
+/// Length of the SHB wirevault writes (no options).
+pub const SHB_LEN: usize = 28;
 // IDB: 16 fixed + option if_tsresol (4 + 1 padded to 4) + opt_endofopt (4) + trailing length (4)
 const IDB_LEN: usize = 32;
 /// Fixed part of an EPB before the packet data.
@@ -63,42 +66,155 @@ pub fn pad4(n: usize) -> usize {
     (n + 3) & !3
 }
 
+/// The byte order of a section, from the byte-order magic of its SHB
+/// (bytes 8..12 of the block; the block type reads the same both ways).
+/// The one place this check is made.
+pub fn section_endian(bom: [u8; 4]) -> Option<Endian> {
+    Endian::detect(bom, BYTE_ORDER_MAGIC)
+}
+
+/// The header every block starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    pub block_type: u32,
+    pub total_len: u32,
+}
+
+impl BlockHeader {
+    pub fn parse(o: &mut Octets<'_>) -> Option<BlockHeader> {
+        Some(BlockHeader { block_type: o.get_u32()?, total_len: o.get_u32()? })
+    }
+    pub fn emit(&self, w: &mut OctetsMut<'_>) -> Option<()> {
+        w.put_u32(self.block_type)?;
+        w.put_u32(self.total_len)
+    }
+}
+
+/// The fixed body of a Section Header Block ([`SHB_BODY_LEN`] bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SectionHeader {
+    /// The section's byte order (its byte-order magic).
+    pub endian: Endian,
+    pub major: u16,
+    pub minor: u16,
+    /// Section length; `u64::MAX` when unknown.
+    pub section_len: u64,
+}
+
+impl SectionHeader {
+    /// Parses the fixed body; `None` if it is short or the byte-order
+    /// magic is neither order's.
+    pub fn parse(body: &[u8]) -> Option<SectionHeader> {
+        let endian = section_endian(*body.first_chunk()?)?;
+        let mut o = Octets::new(body, endian);
+        o.skip(4)?;
+        Some(SectionHeader { endian, major: o.get_u16()?, minor: o.get_u16()?, section_len: o.get_u64()? })
+    }
+    pub fn emit(&self, w: &mut OctetsMut<'_>) -> Option<()> {
+        w.put_u32(BYTE_ORDER_MAGIC)?;
+        w.put_u16(self.major)?;
+        w.put_u16(self.minor)?;
+        w.put_u64(self.section_len)
+    }
+}
+
+/// The fixed body of an Interface Description Block ([`IDB_BODY_LEN`] bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterfaceDescription {
+    pub linktype: u16,
+    pub reserved: u16,
+    pub snaplen: u32,
+}
+
+impl InterfaceDescription {
+    pub fn parse(o: &mut Octets<'_>) -> Option<InterfaceDescription> {
+        Some(InterfaceDescription { linktype: o.get_u16()?, reserved: o.get_u16()?, snaplen: o.get_u32()? })
+    }
+    pub fn emit(&self, w: &mut OctetsMut<'_>) -> Option<()> {
+        w.put_u16(self.linktype)?;
+        w.put_u16(self.reserved)?;
+        w.put_u32(self.snaplen)
+    }
+}
+
+/// The fixed body of an Enhanced Packet Block, or of the obsolete Packet
+/// Block (whose interface id is a u16 followed by a u16 drop count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnhancedPacket {
+    pub interface_id: u32,
+    /// Timestamp in the interface's units (high and low halves joined).
+    pub ts: u64,
+    pub caplen: u32,
+    pub origlen: u32,
+}
+
+impl EnhancedPacket {
+    /// Parses the fixed body ([`EPB_BODY_LEN`] bytes) of an EPB, or of a PB
+    /// when `obsolete`.
+    pub fn parse(o: &mut Octets<'_>, obsolete: bool) -> Option<EnhancedPacket> {
+        let interface_id = if obsolete {
+            let id = o.get_u16()?;
+            o.skip(2)?;
+            u32::from(id)
+        } else {
+            o.get_u32()?
+        };
+        let (hi, lo) = (o.get_u32()?, o.get_u32()?);
+        Some(EnhancedPacket {
+            interface_id,
+            ts: (u64::from(hi) << 32) | u64::from(lo),
+            caplen: o.get_u32()?,
+            origlen: o.get_u32()?,
+        })
+    }
+
+    /// Parses the block header and fixed body of an EPB as wirevault writes
+    /// it (the header's type and length are returned, not checked).
+    #[inline]
+    pub fn parse_block(b: &[u8; EPB_HEADER_LEN]) -> Option<(BlockHeader, EnhancedPacket)> {
+        let mut o = Octets::le(b);
+        Some((BlockHeader::parse(&mut o)?, EnhancedPacket::parse(&mut o, false)?))
+    }
+
+    /// Writes the block header and fixed body of an EPB as wirevault does
+    /// (little-endian, no options): the capture path's per-packet emit.
+    #[inline]
+    pub fn emit_header(&self, out: &mut [u8; EPB_HEADER_LEN]) {
+        let total = epb_len(self.caplen) as u32;
+        out[0..4].copy_from_slice(&BT_EPB.to_le_bytes());
+        out[4..8].copy_from_slice(&total.to_le_bytes());
+        out[8..12].copy_from_slice(&self.interface_id.to_le_bytes());
+        out[12..16].copy_from_slice(&((self.ts >> 32) as u32).to_le_bytes());
+        out[16..20].copy_from_slice(&(self.ts as u32).to_le_bytes());
+        out[20..24].copy_from_slice(&self.caplen.to_le_bytes());
+        out[24..28].copy_from_slice(&self.origlen.to_le_bytes());
+    }
+}
+
 /// Writes the SHB and IDB that open every pcapng file wirevault writes.
 pub fn emit_preamble(out: &mut [u8; PREAMBLE_LEN], snaplen: u32, linktype: u32) {
-    let shb = &mut out[..SHB_LEN];
-    shb[0..4].copy_from_slice(&BT_SHB.to_le_bytes());
-    shb[4..8].copy_from_slice(&(SHB_LEN as u32).to_le_bytes());
-    shb[8..12].copy_from_slice(&BYTE_ORDER_MAGIC.to_le_bytes());
-    shb[12..14].copy_from_slice(&1u16.to_le_bytes());
-    shb[14..16].copy_from_slice(&0u16.to_le_bytes());
-    shb[16..24].copy_from_slice(&u64::MAX.to_le_bytes()); // section length unknown
-    shb[24..28].copy_from_slice(&(SHB_LEN as u32).to_le_bytes());
-    let idb = &mut out[SHB_LEN..];
-    idb[0..4].copy_from_slice(&BT_IDB.to_le_bytes());
-    idb[4..8].copy_from_slice(&(IDB_LEN as u32).to_le_bytes());
-    idb[8..10].copy_from_slice(&(linktype as u16).to_le_bytes());
-    idb[10..12].copy_from_slice(&0u16.to_le_bytes());
-    idb[12..16].copy_from_slice(&snaplen.to_le_bytes());
-    // if_tsresol (code 9, length 1, value 9 = 10^-9 s), padded to 4 bytes
-    idb[16..18].copy_from_slice(&9u16.to_le_bytes());
-    idb[18..20].copy_from_slice(&1u16.to_le_bytes());
-    idb[20..24].copy_from_slice(&[9, 0, 0, 0]);
-    // opt_endofopt
-    idb[24..28].copy_from_slice(&0u32.to_le_bytes());
-    idb[28..32].copy_from_slice(&(IDB_LEN as u32).to_le_bytes());
+    let mut w = OctetsMut::le(out);
+    // Cannot fail: the pieces add up to PREAMBLE_LEN.
+    let written = (|| {
+        BlockHeader { block_type: BT_SHB, total_len: SHB_LEN as u32 }.emit(&mut w)?;
+        SectionHeader { endian: Endian::Little, major: 1, minor: 0, section_len: u64::MAX }.emit(&mut w)?;
+        w.put_u32(SHB_LEN as u32)?;
+        BlockHeader { block_type: BT_IDB, total_len: IDB_LEN as u32 }.emit(&mut w)?;
+        InterfaceDescription { linktype: linktype as u16, reserved: 0, snaplen }.emit(&mut w)?;
+        // if_tsresol (code 9, length 1, value 9 = 10^-9 s), padded to 4 bytes
+        w.put_u16(IF_TSRESOL)?;
+        w.put_u16(1)?;
+        w.put_bytes(&[9, 0, 0, 0])?;
+        w.put_u32(u32::from(OPT_ENDOFOPT))?;
+        w.put_u32(IDB_LEN as u32)
+    })();
+    debug_assert!(written.is_some(), "fields add up to the buffer");
 }
 
 /// Writes the fixed header of an EPB for interface 0.
 #[inline]
 pub fn emit_epb_header(out: &mut [u8; EPB_HEADER_LEN], ts_ns: u64, caplen: u32, origlen: u32) {
-    let total = epb_len(caplen) as u32;
-    out[0..4].copy_from_slice(&BT_EPB.to_le_bytes());
-    out[4..8].copy_from_slice(&total.to_le_bytes());
-    out[8..12].copy_from_slice(&0u32.to_le_bytes());
-    out[12..16].copy_from_slice(&((ts_ns >> 32) as u32).to_le_bytes());
-    out[16..20].copy_from_slice(&(ts_ns as u32).to_le_bytes());
-    out[20..24].copy_from_slice(&caplen.to_le_bytes());
-    out[24..28].copy_from_slice(&origlen.to_le_bytes());
+    EnhancedPacket { interface_id: 0, ts: ts_ns, caplen, origlen }.emit_header(out);
 }
 
 /// The trailer of an EPB: padding (up to 3 zero bytes) then the total length.
@@ -134,5 +250,75 @@ mod tests {
         assert_eq!(emit_epb_trailer(&mut t, 61), 7);
         assert_eq!(&t[..3], &[0, 0, 0]);
         assert_eq!(u32::from_le_bytes(t[3..7].try_into().unwrap()), 96);
+    }
+
+    /// The preamble as bytes, written out by hand from the pcapng spec.
+    fn preamble_bytes() -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [BT_SHB, 28, BYTE_ORDER_MAGIC] {
+            b.extend(v.to_le_bytes());
+        }
+        b.extend(1u16.to_le_bytes());
+        b.extend(0u16.to_le_bytes());
+        b.extend([0xff; 8]);
+        b.extend(28u32.to_le_bytes());
+        for v in [BT_IDB, 32] {
+            b.extend(v.to_le_bytes());
+        }
+        b.extend(1u16.to_le_bytes());
+        b.extend(0u16.to_le_bytes());
+        b.extend(65535u32.to_le_bytes());
+        b.extend([9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+        b.extend(32u32.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn preamble_bytes_and_block_types_round_trip() {
+        let mut out = [0xaau8; PREAMBLE_LEN];
+        emit_preamble(&mut out, 65535, 1);
+        let want = preamble_bytes();
+        assert_eq!(&out[..], &want[..]);
+        // Parse the pieces back and emit them again.
+        let mut o = Octets::le(&want);
+        let bh = BlockHeader::parse(&mut o).unwrap();
+        assert_eq!(bh, BlockHeader { block_type: BT_SHB, total_len: 28 });
+        let shb = SectionHeader::parse(o.rest()).unwrap();
+        assert_eq!(shb, SectionHeader { endian: Endian::Little, major: 1, minor: 0, section_len: u64::MAX });
+        let mut again = [0u8; SHB_BODY_LEN];
+        shb.emit(&mut OctetsMut::le(&mut again)).unwrap();
+        assert_eq!(&again[..], &want[8..24]);
+        let mut o = Octets::le(&want[SHB_LEN + 8..]);
+        let idb = InterfaceDescription::parse(&mut o).unwrap();
+        assert_eq!(idb, InterfaceDescription { linktype: 1, reserved: 0, snaplen: 65535 });
+        let mut again = [0u8; IDB_BODY_LEN];
+        idb.emit(&mut OctetsMut::le(&mut again)).unwrap();
+        assert_eq!(&again[..], &want[SHB_LEN + 8..SHB_LEN + 16]);
+        // A big-endian SHB body reads as big-endian.
+        let mut be = [0u8; SHB_BODY_LEN];
+        let h = SectionHeader { endian: Endian::Big, major: 1, minor: 2, section_len: 7 };
+        h.emit(&mut OctetsMut::new(&mut be, Endian::Big)).unwrap();
+        assert_eq!(SectionHeader::parse(&be), Some(h));
+        assert_eq!(section_endian([0x1a, 0x2b, 0x3c, 0x4d]), Some(Endian::Big));
+        assert_eq!(section_endian([1, 2, 3, 4]), None);
+    }
+
+    #[test]
+    fn epb_parse_emit_round_trip() {
+        let e = EnhancedPacket { interface_id: 0, ts: 1_763_800_000_123_456_789, caplen: 61, origlen: 1514 };
+        let mut b = [0xffu8; EPB_HEADER_LEN];
+        e.emit_header(&mut b);
+        let mut o = Octets::le(&b);
+        assert_eq!(BlockHeader::parse(&mut o), Some(BlockHeader { block_type: BT_EPB, total_len: 96 }));
+        assert_eq!(EnhancedPacket::parse(&mut o, false), Some(e));
+        assert_eq!(EnhancedPacket::parse_block(&b), Some((BlockHeader { block_type: BT_EPB, total_len: 96 }, e)));
+        let mut again = [0u8; EPB_HEADER_LEN];
+        EnhancedPacket::parse(&mut Octets::le(&b[8..]), false).unwrap().emit_header(&mut again);
+        assert_eq!(again, b);
+        assert_eq!(EnhancedPacket::parse(&mut Octets::le(&b[8..27]), false), None);
+        // The obsolete PB: u16 interface, u16 drops.
+        let pb = [3, 0, 9, 9, 0, 0, 0, 0, 42, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0];
+        let p = EnhancedPacket::parse(&mut Octets::le(&pb), true).unwrap();
+        assert_eq!(p, EnhancedPacket { interface_id: 3, ts: 42, caplen: 2, origlen: 2 });
     }
 }

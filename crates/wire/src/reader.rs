@@ -30,11 +30,18 @@
 use std::fmt;
 use std::io::{self, Read};
 
+use crate::octets::{Endian, Octets};
 use crate::pcap::{self, Precision, RecordHeader};
 use crate::pcapng::{
-    self, BLOCK_HEADER_LEN, BLOCK_TRAILER_LEN, BT_EPB, BT_IDB, BT_PB, BT_SHB, BT_SPB, BYTE_ORDER_MAGIC, EPB_BODY_LEN,
-    IDB_BODY_LEN, MIN_BLOCK_LEN, SHB_BODY_LEN, SPB_BODY_LEN,
+    self, BlockHeader, EnhancedPacket, InterfaceDescription, SectionHeader, BLOCK_HEADER_LEN, BLOCK_TRAILER_LEN,
+    BT_EPB, BT_IDB, BT_PB, BT_SHB, BT_SPB, EPB_BODY_LEN, IDB_BODY_LEN, MIN_BLOCK_LEN, SHB_BODY_LEN, SPB_BODY_LEN,
 };
+
+mod idb;
+
+#[cfg(test)]
+use idb::Scale;
+use idb::{parse_idb, Interface};
 
 /// Size of the internal buffer [`Reader::new`] allocates.
 pub const DEFAULT_BUFFER_LEN: usize = 1 << 20;
@@ -48,47 +55,10 @@ const MAX_FIRST_SHB_LEN: u32 = 1 << 20;
 /// Most interfaces one section may declare; each costs us a few dozen bytes,
 /// so this keeps a file of nothing but IDBs from growing memory without end.
 pub const MAX_INTERFACES: usize = 1 << 20;
-/// Alexey Kuznetzov's patched pcap format: 24-byte record headers.
-const KUZNETZOV_MAGIC: u32 = 0xa1b2_cd34;
-const KUZNETZOV_RECORD_HEADER_LEN: usize = 24;
-const NANOS_PER_SEC: u64 = 1_000_000_000;
 
-/// Largest caplen libpcap accepts for a link type (`max_snaplen_for_dlt`).
-fn max_snaplen_for_linktype(linktype: u32) -> u32 {
-    match linktype {
-        231 => 128 << 20, // LINKTYPE_DBUS
-        279 => 8 << 20,   // LINKTYPE_EBHSCR
-        249 => 1 << 20,   // LINKTYPE_USBPCAP
-        _ => crate::MAX_SNAPLEN,
-    }
-}
+use crate::linktype::{effective_snaplen, max_snaplen as max_snaplen_for_linktype};
 
-/// The snapshot length libpcap uses for a file or interface
-/// (`pcap_adjust_snapshot`): zero or oversized means the link type's maximum.
-fn effective_snaplen(linktype: u32, snaplen: u32) -> u32 {
-    let max = max_snaplen_for_linktype(linktype);
-    if snaplen == 0 || snaplen > max {
-        max
-    } else {
-        snaplen
-    }
-}
-
-/// The container format of a capture file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Pcap,
-    Pcapng,
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Format::Pcap => "pcap",
-            Format::Pcapng => "pcapng",
-        })
-    }
-}
+pub use crate::format::Format;
 
 /// One packet, borrowed from the reader's buffer until the next call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,23 +142,6 @@ impl ReadError {
     }
 }
 
-/// Bounds-checked field access: every length in the input is untrusted, so
-/// nothing here may index past the end.
-fn u16_at(b: &[u8], at: usize, big: bool) -> Option<u16> {
-    let a: [u8; 2] = b.get(at..at.checked_add(2)?)?.try_into().ok()?;
-    Some(if big { u16::from_be_bytes(a) } else { u16::from_le_bytes(a) })
-}
-
-fn u32_at(b: &[u8], at: usize, big: bool) -> Option<u32> {
-    let a: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
-    Some(if big { u32::from_be_bytes(a) } else { u32::from_le_bytes(a) })
-}
-
-fn u64_at(b: &[u8], at: usize, big: bool) -> Option<u64> {
-    let a: [u8; 8] = b.get(at..at.checked_add(8)?)?.try_into().ok()?;
-    Some(if big { u64::from_be_bytes(a) } else { u64::from_le_bytes(a) })
-}
-
 /// How a pcap file stores caplen and origlen (they were swapped before 2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LengthOrder {
@@ -201,7 +154,7 @@ enum LengthOrder {
 
 #[derive(Debug, Clone, Copy)]
 struct PcapState {
-    big: bool,
+    endian: Endian,
     precision: Precision,
     header_len: usize,
     lengths: LengthOrder,
@@ -210,50 +163,10 @@ struct PcapState {
     max_caplen: u32,
 }
 
-/// How to turn an interface's timestamp fraction into nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scale {
-    Nanos,
-    /// Power-of-ten resolution coarser than ns: multiply.
-    Mul(u64),
-    /// Power-of-ten resolution finer than ns: divide (truncating, as libpcap).
-    Div(u64),
-    /// Power-of-two resolution: `frac * 1e9 / tsresol`.
-    Binary,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Interface {
-    linktype: u32,
-    snaplen: u32,
-    /// Timestamp units per second.
-    tsresol: u64,
-    scale: Scale,
-    tsoffset: i64,
-}
-
-impl Interface {
-    /// libpcap's conversion (seconds = t / tsresol + tsoffset, fraction
-    /// scaled), done in 128 bits so that no input overflows.
-    fn ts_ns(&self, t: u64) -> u64 {
-        // tsresol is never 0: it is 10^n or 2^n.
-        let sec = t / self.tsresol.max(1);
-        let frac = t % self.tsresol.max(1);
-        let frac_ns = match self.scale {
-            Scale::Nanos => frac as u128,
-            Scale::Mul(m) => frac as u128 * m as u128,
-            Scale::Div(d) => (frac / d.max(1)) as u128,
-            Scale::Binary => frac as u128 * NANOS_PER_SEC as u128 / self.tsresol.max(1) as u128,
-        };
-        let ns = (sec as i128 + self.tsoffset as i128) * NANOS_PER_SEC as i128 + frac_ns as i128;
-        ns.clamp(0, u64::MAX as i128) as u64
-    }
-}
-
 #[derive(Debug)]
 struct PcapngState {
     /// Byte order of the current section.
-    big: bool,
+    endian: Endian,
     /// Interfaces of the current section, by interface id.
     interfaces: Vec<Interface>,
     /// Whether any IDB appeared in the file (libpcap refuses a file without).
@@ -283,7 +196,7 @@ struct Found {
 struct Block {
     offset: u64,
     block_type: u32,
-    big: bool,
+    endian: Endian,
     /// Body (between header and trailer) as a range of `Reader::buf`.
     body_start: usize,
     body_end: usize,
@@ -332,7 +245,7 @@ impl<R: Read> Reader<R> {
             eof: false,
             failed: false,
             kind: Kind::Pcap(PcapState {
-                big: false,
+                endian: Endian::Little,
                 precision: Precision::Micro,
                 header_len: pcap::RECORD_HEADER_LEN,
                 lengths: LengthOrder::Normal,
@@ -345,9 +258,8 @@ impl<R: Read> Reader<R> {
         if have < 4 {
             return Err(r.truncated("file header", 4, have));
         }
-        let first = r.avail();
-        let magic_le = u32_at(first, 0, false).unwrap_or(0);
-        r.kind = if magic_le == BT_SHB { Kind::Pcapng(r.open_pcapng()?) } else { Kind::Pcap(r.open_pcap()?) };
+        let is_pcapng = r.avail().first_chunk().is_some_and(|m| Format::sniff(*m) == Format::Pcapng);
+        r.kind = if is_pcapng { Kind::Pcapng(r.open_pcapng()?) } else { Kind::Pcap(r.open_pcap()?) };
         Ok(r)
     }
 
@@ -443,27 +355,14 @@ impl<R: Read> Reader<R> {
     // ---- pcap ---------------------------------------------------------
 
     fn open_pcap(&mut self) -> Result<PcapState, ReadError> {
-        let b = self.avail();
-        let magic_le = u32_at(b, 0, false).unwrap_or(0);
-        let magic_be = u32_at(b, 0, true).unwrap_or(0);
-        let known = |m| m == pcap::MAGIC_MICROS || m == pcap::MAGIC_NANOS || m == KUZNETZOV_MAGIC;
-        let (big, magic) = if known(magic_le) {
-            (false, magic_le)
-        } else if known(magic_be) {
-            (true, magic_be)
-        } else {
-            // Shown as the bytes appear in the file.
-            return Err(ReadError::NotCapture { magic: magic_be });
-        };
+        let first: [u8; 4] = *self.avail().first_chunk().ok_or_else(|| self.truncated("file header", 4, 0))?;
+        // Shown as the bytes appear in the file.
+        let magic = pcap::Magic::parse(first).ok_or(ReadError::NotCapture { magic: u32::from_be_bytes(first) })?;
         let have = self.fill(pcap::FILE_HEADER_LEN)?;
-        if have < pcap::FILE_HEADER_LEN {
-            return Err(self.truncated("pcap file header", pcap::FILE_HEADER_LEN, have));
-        }
-        let h = self.avail();
-        let major = u16_at(h, pcap::field::VERSION_MAJOR.start, big).unwrap_or(0);
-        let minor = u16_at(h, pcap::field::VERSION_MINOR.start, big).unwrap_or(0);
-        let snaplen = u32_at(h, pcap::field::SNAPLEN.start, big).unwrap_or(0);
-        let linktype = u32_at(h, pcap::field::LINKTYPE.start, big).unwrap_or(0) & 0x03ff_ffff;
+        let h = pcap::FileHeader::parse(self.avail())
+            .ok_or_else(|| self.truncated("pcap file header", pcap::FILE_HEADER_LEN, have))?;
+        let (major, minor) = (h.version_major, h.version_minor);
+        let linktype = h.linktype();
         // libpcap reads 2.0 to 2.4, and 543.0 (DG/UX).
         if !((major == 2 && minor <= 4) || (major == 543 && minor == 0)) {
             return Err(ReadError::UnsupportedVersion { format: Format::Pcap, offset: 4, major, minor });
@@ -473,22 +372,17 @@ impl<R: Read> Reader<R> {
             (2, 3) => LengthOrder::Maybe,
             _ => LengthOrder::Normal,
         };
-        let mut snap = effective_snaplen(linktype, snaplen);
-        let header_len = if magic == KUZNETZOV_MAGIC {
+        let mut snap = effective_snaplen(linktype, h.snaplen);
+        if magic.patched && linktype == crate::linktype::ETHERNET {
             // libpcap assumes such Ethernet captures were cooked, with a
             // fake 14-byte Ethernet header added on top of the snaplen.
-            if linktype == crate::linktype::ETHERNET {
-                snap = snap.saturating_add(14).min(i32::MAX as u32);
-            }
-            KUZNETZOV_RECORD_HEADER_LEN
-        } else {
-            pcap::RECORD_HEADER_LEN
-        };
+            snap = snap.saturating_add(14).min(i32::MAX as u32);
+        }
         self.pos += pcap::FILE_HEADER_LEN;
         Ok(PcapState {
-            big,
-            precision: if magic == pcap::MAGIC_NANOS { Precision::Nano } else { Precision::Micro },
-            header_len,
+            endian: magic.endian,
+            precision: magic.precision,
+            header_len: magic.record_header_len(),
             lengths,
             linktype,
             snaplen: snap,
@@ -505,9 +399,8 @@ impl<R: Read> Reader<R> {
         if have < st.header_len {
             return Err(self.truncated("record header", st.header_len, have));
         }
-        let hdr: &[u8; pcap::RECORD_HEADER_LEN] =
-            self.avail().first_chunk().ok_or_else(|| self.truncated("record header", st.header_len, have))?;
-        let rh = RecordHeader::parse(hdr, st.big, st.precision);
+        let rh = RecordHeader::parse(&mut Octets::new(self.avail(), st.endian), st.precision)
+            .ok_or_else(|| self.truncated("record header", st.header_len, have))?;
         let (caplen, origlen) = match st.lengths {
             LengthOrder::Normal => (rh.caplen, rh.origlen),
             LengthOrder::Maybe if rh.caplen <= rh.origlen => (rh.caplen, rh.origlen),
@@ -551,19 +444,9 @@ impl<R: Read> Reader<R> {
     /// Reads the first SHB. libpcap is laxer here than for later blocks: it
     /// checks only the length range and the version, not the trailer.
     fn open_pcapng(&mut self) -> Result<PcapngState, ReadError> {
-        let have = self.fill(12)?;
-        if have < 12 {
-            return Err(self.truncated("section header block", 12, have));
-        }
-        let bom = u32_at(self.avail(), 8, false).unwrap_or(0);
-        let big = if bom == BYTE_ORDER_MAGIC {
-            false
-        } else if bom.swap_bytes() == BYTE_ORDER_MAGIC {
-            true
-        } else {
-            return Err(ReadError::BadByteOrderMagic { offset: 0, magic: bom });
-        };
-        let len = u32_at(self.avail(), 4, big).unwrap_or(0);
+        let endian = self.shb_endian(0)?;
+        let mut o = Octets::new(self.avail(), endian);
+        let len = BlockHeader::parse(&mut o).ok_or_else(|| self.truncated("section header block", 12, 0))?.total_len;
         let min = (BLOCK_HEADER_LEN + SHB_BODY_LEN + BLOCK_TRAILER_LEN) as u32;
         if !(min..=MAX_FIRST_SHB_LEN).contains(&len) {
             return Err(ReadError::BadBlockLength {
@@ -576,19 +459,31 @@ impl<R: Read> Reader<R> {
         if have < len as usize {
             return Err(self.truncated("section header block", len as usize, have));
         }
-        let b = self.avail();
-        let major = u16_at(b, 12, big).unwrap_or(0);
-        let minor = u16_at(b, 14, big).unwrap_or(0);
+        let body = self.avail().get(BLOCK_HEADER_LEN..).unwrap_or(&[]);
+        let shb = SectionHeader::parse(body).ok_or_else(|| self.truncated("section header block", len as usize, 0))?;
+        let (major, minor) = (shb.major, shb.minor);
         // 1.2 is written by some tools and read as 1.0.
         if !(major == 1 && (minor == 0 || minor == 2)) {
             return Err(ReadError::UnsupportedVersion { format: Format::Pcapng, offset: 12, major, minor });
         }
         self.pos += len as usize;
-        Ok(PcapngState { big, interfaces: Vec::new(), seen_idb: false })
+        Ok(PcapngState { endian, interfaces: Vec::new(), seen_idb: false })
+    }
+
+    /// The byte order of the SHB at the current position, from its
+    /// byte-order magic (`offset` is the block's, for the error).
+    fn shb_endian(&mut self, offset: u64) -> Result<Endian, ReadError> {
+        let have = self.fill(12)?;
+        let bom: [u8; 4] = *self
+            .avail()
+            .get(8..)
+            .and_then(|b| b.first_chunk())
+            .ok_or_else(|| self.truncated("section header block", 12, have))?;
+        pcapng::section_endian(bom).ok_or(ReadError::BadByteOrderMagic { offset, magic: u32::from_le_bytes(bom) })
     }
 
     /// Reads and validates the next block; `None` at a clean end of file.
-    fn next_block(&mut self, section_big: bool) -> Result<Option<Block>, ReadError> {
+    fn next_block(&mut self, section: Endian) -> Result<Option<Block>, ReadError> {
         let offset = self.offset();
         let have = self.fill(BLOCK_HEADER_LEN)?;
         if have == 0 {
@@ -597,26 +492,14 @@ impl<R: Read> Reader<R> {
         if have < BLOCK_HEADER_LEN {
             return Err(self.truncated("block header", BLOCK_HEADER_LEN, have));
         }
-        let mut big = section_big;
+        let mut endian = section;
         // The SHB type reads the same in both byte orders; its byte-order
         // magic decides how to read its length and the section after it.
-        if u32_at(self.avail(), 0, false) == Some(BT_SHB) {
-            let have = self.fill(12)?;
-            if have < 12 {
-                return Err(self.truncated("section header block", 12, have));
-            }
-            let bom = u32_at(self.avail(), 8, false).unwrap_or(0);
-            big = if bom == BYTE_ORDER_MAGIC {
-                false
-            } else if bom.swap_bytes() == BYTE_ORDER_MAGIC {
-                true
-            } else {
-                return Err(ReadError::BadByteOrderMagic { offset, magic: bom });
-            };
+        if Octets::le(self.avail()).peek_u32() == Some(BT_SHB) {
+            endian = self.shb_endian(offset)?;
         }
-        let b = self.avail();
-        let block_type = u32_at(b, 0, big).unwrap_or(0);
-        let len = u32_at(b, 4, big).unwrap_or(0);
+        let BlockHeader { block_type, total_len: len } = BlockHeader::parse(&mut Octets::new(self.avail(), endian))
+            .ok_or_else(|| self.truncated("block header", BLOCK_HEADER_LEN, have))?;
         let bad = |reason| ReadError::BadBlockLength { offset, len, reason };
         if len < MIN_BLOCK_LEN {
             return Err(bad("shorter than the 12-byte minimum"));
@@ -632,23 +515,27 @@ impl<R: Read> Reader<R> {
         if have < total {
             return Err(self.truncated("block", total, have));
         }
-        let trailer = u32_at(self.avail(), total - BLOCK_TRAILER_LEN, big).unwrap_or(0);
+        let trailer = self
+            .avail()
+            .get(total - BLOCK_TRAILER_LEN..)
+            .and_then(|t| Octets::new(t, endian).get_u32())
+            .ok_or_else(|| self.truncated("block", total, have))?;
         if trailer != len {
             return Err(ReadError::BlockLengthMismatch { offset, header: len, trailer });
         }
         let body_start = self.pos + BLOCK_HEADER_LEN;
         let body_end = self.pos + total - BLOCK_TRAILER_LEN;
         self.pos += total;
-        Ok(Some(Block { offset, block_type, big, body_start, body_end }))
+        Ok(Some(Block { offset, block_type, endian, body_start, body_end }))
     }
 
     fn next_pcapng(&mut self) -> Result<Option<Found>, ReadError> {
         loop {
-            let section_big = match &self.kind {
-                Kind::Pcapng(ng) => ng.big,
+            let section = match &self.kind {
+                Kind::Pcapng(ng) => ng.endian,
                 Kind::Pcap(_) => return Ok(None),
             };
-            let Some(blk) = self.next_block(section_big)? else {
+            let Some(blk) = self.next_block(section)? else {
                 return match &self.kind {
                     Kind::Pcapng(ng) if !ng.seen_idb => Err(ReadError::NoInterfaces { offset: self.offset() }),
                     _ => Ok(None),
@@ -658,7 +545,7 @@ impl<R: Read> Reader<R> {
                 return Ok(None);
             };
             let body = self.buf.get(blk.body_start..blk.body_end).unwrap_or(&[]);
-            let big = blk.big;
+            let endian = blk.endian;
             let too_short = |what, need: usize| ReadError::BlockTooShort {
                 offset: blk.offset,
                 block_type: blk.block_type,
@@ -669,14 +556,11 @@ impl<R: Read> Reader<R> {
             let unknown = |interface_id, count| ReadError::UnknownInterface { offset: blk.offset, interface_id, count };
             match blk.block_type {
                 BT_EPB | BT_PB => {
-                    if body.len() < EPB_BODY_LEN {
+                    let Some(EnhancedPacket { interface_id, ts: t, caplen, origlen }) =
+                        EnhancedPacket::parse(&mut Octets::new(body, endian), blk.block_type == BT_PB)
+                    else {
                         return Err(too_short("the fixed part", EPB_BODY_LEN));
-                    }
-                    let field = |at| u32_at(body, at, big).unwrap_or(0);
-                    let interface_id =
-                        if blk.block_type == BT_EPB { field(0) } else { u32::from(u16_at(body, 0, big).unwrap_or(0)) };
-                    let t = (u64::from(field(4)) << 32) | u64::from(field(8));
-                    let (caplen, origlen) = (field(12), field(16));
+                    };
                     let iface = ng
                         .interfaces
                         .get(interface_id as usize)
@@ -704,7 +588,7 @@ impl<R: Read> Reader<R> {
                     }));
                 }
                 BT_SPB => {
-                    let Some(origlen) = u32_at(body, 0, big) else {
+                    let Some(origlen) = Octets::new(body, endian).get_u32() else {
                         return Err(too_short("the fixed part", SPB_BODY_LEN));
                     };
                     // SPB packets belong to the first interface, have no
@@ -729,31 +613,32 @@ impl<R: Read> Reader<R> {
                     if ng.interfaces.len() >= MAX_INTERFACES {
                         return Err(ReadError::TooManyInterfaces { offset: blk.offset, max: MAX_INTERFACES });
                     }
-                    if body.len() < IDB_BODY_LEN {
+                    let mut o = Octets::new(body, endian);
+                    let Some(fixed) = InterfaceDescription::parse(&mut o) else {
                         return Err(too_short("the fixed part", IDB_BODY_LEN));
-                    }
-                    let iface = parse_idb(body, big)
+                    };
+                    let iface = parse_idb(fixed, o)
                         .map_err(|problem| ReadError::BadInterface { offset: blk.offset, problem })?;
                     ng.interfaces.push(iface);
                     ng.seen_idb = true;
                 }
                 BT_SHB => {
-                    if body.len() < SHB_BODY_LEN {
+                    // next_block read this SHB's byte order from its magic.
+                    let Some(shb) = SectionHeader::parse(body) else {
                         return Err(too_short("the fixed part", SHB_BODY_LEN));
-                    }
-                    let major = u16_at(body, 4, big).unwrap_or(0);
-                    if major != 1 {
+                    };
+                    if shb.major != 1 {
                         return Err(ReadError::UnsupportedVersion {
                             format: Format::Pcapng,
                             offset: blk.offset + 12,
-                            major,
-                            minor: u16_at(body, 6, big).unwrap_or(0),
+                            major: shb.major,
+                            minor: shb.minor,
                         });
                     }
                     // A new section brings its own interfaces (and maybe
                     // its own byte order).
                     ng.interfaces.clear();
-                    ng.big = big;
+                    ng.endian = endian;
                 }
                 // Name resolution, statistics, custom, decryption secrets...:
                 // nothing a packet depends on.
@@ -763,87 +648,12 @@ impl<R: Read> Reader<R> {
     }
 }
 
-/// Parses an IDB body (after the block header) the way libpcap's
-/// `add_interface` does; errors are the problem in words.
-fn parse_idb(body: &[u8], big: bool) -> Result<Interface, String> {
-    let linktype = u32::from(u16_at(body, 0, big).unwrap_or(0));
-    let snaplen = u32_at(body, 4, big).unwrap_or(0);
-    let mut tsresol: u64 = 1_000_000;
-    let mut binary = false;
-    let mut tsoffset: i64 = 0;
-    let (mut saw_tsresol, mut saw_tsoffset) = (false, false);
-    let mut opts = body.get(IDB_BODY_LEN..).unwrap_or(&[]);
-    while !opts.is_empty() {
-        let (Some(code), Some(len)) = (u16_at(opts, 0, big), u16_at(opts, 2, big)) else {
-            return Err("an option header is cut short by the end of the block".into());
-        };
-        let padded = (usize::from(len) + 3) & !3;
-        let Some(value) = opts.get(4..4 + usize::from(len)) else {
-            return Err(format!("option {code} of {len} bytes is cut short by the end of the block"));
-        };
-        let Some(rest) = opts.get(4 + padded..) else {
-            return Err(format!("option {code} of {len} bytes is cut short by the end of the block"));
-        };
-        match code {
-            pcapng::OPT_ENDOFOPT => {
-                if len != 0 {
-                    return Err(format!("opt_endofopt option has length {len} != 0"));
-                }
-                break;
-            }
-            pcapng::IF_TSRESOL => {
-                if len != 1 {
-                    return Err(format!("if_tsresol option has length {len} != 1"));
-                }
-                if saw_tsresol {
-                    return Err("more than one if_tsresol option".into());
-                }
-                saw_tsresol = true;
-                let v = value.first().copied().unwrap_or(6);
-                if v & 0x80 != 0 {
-                    let shift = v & 0x7f;
-                    if shift > 63 {
-                        return Err(format!("if_tsresol 2^-{shift} is too fine"));
-                    }
-                    binary = true;
-                    tsresol = 1u64 << shift;
-                } else {
-                    if v > 19 {
-                        return Err(format!("if_tsresol 10^-{v} is too fine"));
-                    }
-                    binary = false;
-                    tsresol = 10u64.pow(u32::from(v));
-                }
-            }
-            pcapng::IF_TSOFFSET => {
-                if len != 8 {
-                    return Err(format!("if_tsoffset option has length {len} != 8"));
-                }
-                if saw_tsoffset {
-                    return Err("more than one if_tsoffset option".into());
-                }
-                saw_tsoffset = true;
-                tsoffset = u64_at(value, 0, big).unwrap_or(0) as i64;
-            }
-            _ => {}
-        }
-        opts = rest;
-    }
-    let scale = if binary {
-        Scale::Binary
-    } else if tsresol == NANOS_PER_SEC {
-        Scale::Nanos
-    } else if tsresol < NANOS_PER_SEC {
-        Scale::Mul(NANOS_PER_SEC / tsresol)
-    } else {
-        Scale::Div(tsresol / NANOS_PER_SEC)
-    };
-    Ok(Interface { linktype, snaplen: effective_snaplen(linktype, snaplen), tsresol, scale, tsoffset })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NANOS_PER_SEC: u64 = 1_000_000_000;
+    use crate::pcapng::BYTE_ORDER_MAGIC;
 
     fn pcap_header(big: bool, magic: u32, snaplen: u32, linktype: u32) -> Vec<u8> {
         let w32 = |v: u32| {
@@ -981,7 +791,7 @@ mod tests {
     fn pcap_huge_record_for_dbus_hits_reader_limit() {
         // D-Bus allows 128 MiB records; we refuse above 16 MiB without
         // allocating, even though the file is tiny.
-        let mut b = pcap_header(false, pcap::MAGIC_MICROS, 0, 231);
+        let mut b = pcap_header(false, pcap::MAGIC_MICROS, 0, crate::linktype::DBUS);
         pcap_record(&mut b, false, 0, 0, &[], 0);
         b[32..36].copy_from_slice(&(100u32 << 20).to_le_bytes());
         let (_, err) = read_all(&b);

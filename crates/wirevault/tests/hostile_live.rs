@@ -183,7 +183,13 @@ fn damage_during_a_live_recording_never_reaches_outside_the_store() {
     let s = &sentinel.0;
     let _ = fs::remove_file(store.join("stats.json"));
     std::os::unix::fs::symlink(s, store.join("stats.json")).unwrap();
-    std::os::unix::fs::symlink(s, store.join("catalog.jsonl.part")).unwrap();
+    // Retention may be rewriting the catalog through this very name right
+    // now (the recorder's own .part exists for a moment): plant when free.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while let Err(e) = std::os::unix::fs::symlink(s, store.join("catalog.jsonl.part")) {
+        assert!(e.kind() == std::io::ErrorKind::AlreadyExists && std::time::Instant::now() < deadline, "{e}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     std::os::unix::fs::symlink(s, store.join("stream-000/20990101T000000.000000000Z-999999.pcap.part")).unwrap();
     std::os::unix::fs::symlink(s, store.join("stream-000/20990101T000000.000000000Z-999998.pcap")).unwrap();
     std::os::unix::fs::symlink(tmp.path(), store.join("stream-001")).unwrap();

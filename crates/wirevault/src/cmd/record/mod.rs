@@ -6,11 +6,10 @@
 //! and fixed tunings in [`plan::defaults`]) before anything is created;
 //! [`run`] builds the real objects from the plan: sources, the store
 //! ([`store`]), one capture worker and one writer per stream, and reports
-//! through [`status`] (status line, `stats.json`, summary). [`indexer`] is
-//! the glue between the store's writer and the index builder.
+//! through [`status`] (status line, `stats.json`, summary). The writer is
+//! generic over its indexer: `run` starts it with `wv_index::Builder`.
 
 mod args;
-mod indexer;
 mod plan;
 mod run;
 mod status;

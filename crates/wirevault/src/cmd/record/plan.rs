@@ -266,7 +266,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
                 // The volume of the store, or of its nearest existing parent: nothing is created yet.
                 let on = a.store.ancestors().find(|p| p.exists()).unwrap_or(Path::new("."));
                 let on = if on.as_os_str().is_empty() { Path::new(".") } else { on };
-                let (_, total) = wv_sys::uring::fs_space(on).map_err(|e| {
+                let (_, total) = wv_sys::fs::fs_space(on).map_err(|e| {
                     fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", a.store.display()))
                 })?;
                 (total as f64 * share) as u64

@@ -6,7 +6,7 @@
 use super::args::Args;
 use super::plan::{self, Plan, SourcePlan};
 use super::status::{Snapshot, Status};
-use super::{indexer, store};
+use super::store;
 use crate::{exit, fail};
 use anyhow::Context;
 use crossbeam_queue::ArrayQueue;
@@ -277,15 +277,16 @@ fn start_stream(
         chunk: p.stream.block_size,
         prealloc_step: p.tuning.prealloc_step,
         file_size: p.stream.file_size,
-        indexer: p.index.then(indexer::indexer_factory),
+        index: p.index,
         budget: p.budget,
         reserve: p.reserve(),
     };
     let (q2, c2, s2) = (queue.clone(), catalog.clone(), writer_shared.clone());
     let cpu = |n: usize| p.cpus.as_ref().map(|c| c[n % c.len()]);
-    let writer =
-        spawn_pinned(format!("wv-writer-{id}"), cpu(nstreams + id), move || writer::run(cons, q2, wcfg, c2, s2))
-            .context("cannot start a writer thread")?;
+    let writer = spawn_pinned(format!("wv-writer-{id}"), cpu(nstreams + id), move || {
+        writer::run::<wv_index::Builder>(cons, q2, wcfg, c2, s2)
+    })
+    .context("cannot start a writer thread")?;
     let mut sp = StreamProducer::new(
         prod,
         queue,

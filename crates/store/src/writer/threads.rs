@@ -1,0 +1,51 @@
+//! The writer's two helper threads per stream: the index thread, which
+//! writes a closed file's index and appends its catalog line, and the sort
+//! thread, which runs the indexers' background work in order.
+
+use super::*;
+
+/// A closed file whose index is still to be written, then cataloged.
+pub(super) struct Finish<I> {
+    pub(super) indexer: I,
+    pub(super) index_path: PathBuf,
+    pub(super) entry: Entry,
+}
+
+/// Writes indexes and appends catalog lines for closed files, off the writer
+/// thread: merging and writing a big file's index takes long enough to stall
+/// the writes otherwise. The channel holds one job, so at most two closed
+/// files per stream wait for their index (retention reserves room for them).
+/// Each finished indexer goes back to the writer through `recycle`.
+pub(super) fn finisher<I: FileIndexer>(
+    rx: std::sync::mpsc::Receiver<Finish<I>>,
+    recycle: std::sync::mpsc::SyncSender<I>,
+    catalog: Arc<Catalog>,
+    shared: Arc<WriterShared>,
+) {
+    for mut job in rx {
+        let path = job.index_path.clone();
+        match job.indexer.finish(&path) {
+            Ok(()) => job.entry.index = Some(layout::index_rel(&job.entry.file)),
+            Err(e) => shared.warn(format!("index {} not written: {e}", path.display())),
+        }
+        if let Err(e) = catalog.append(&job.entry) {
+            shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
+        }
+        // Never full: at most three builders exist per stream.
+        let _ = recycle.try_send(job.indexer);
+    }
+}
+
+/// Runs the work indexers hand over while their files fill (sorting runs of
+/// keys), in order, on its own thread: it never waits for a file's index to
+/// be written, so an indexer waiting for its work back waits for other work
+/// only. A work that panics is reported (its indexer marks the file's index
+/// incomplete) and the thread goes on with the next. Ends when every sender
+/// is gone (the writer's and the indexers').
+pub(super) fn sorter(rx: std::sync::mpsc::Receiver<crate::IndexWork>, shared: Arc<WriterShared>) {
+    for work in rx {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_err() {
+            shared.warn("sorting a run of index keys failed; that file's index will not narrow queries".into());
+        }
+    }
+}
