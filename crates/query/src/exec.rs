@@ -134,8 +134,8 @@ impl Prepared {
     }
 }
 
-fn compile(expr: &str, linktype: u32) -> Result<ExactFilter, QueryError> {
-    ExactFilter::compile(expr, linktype).map_err(|CompileError { message }| QueryError::BadExpression {
+fn compile(expr: &str, linktype: u32, swapped: bool) -> Result<ExactFilter, QueryError> {
+    ExactFilter::compile_file(expr, linktype, swapped).map_err(|CompileError { message }| QueryError::BadExpression {
         expr: wv_capture::filter::shown(expr),
         message,
     })
@@ -186,11 +186,23 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     if linktypes.is_empty() {
         linktypes.push(wv_wire::linktype::ETHERNET);
     }
+    // Stored files are in this machine's byte order; a single file is
+    // filtered as `tcpdump -r` filters it, in its own.
+    let swapped = single && file_is_swapped(&query.store);
     for lt in linktypes {
-        filters.insert(lt, compile(&query.expr, lt)?);
+        filters.insert(lt, compile(&query.expr, lt, swapped)?);
     }
     let plan = crate::expr::plan(&query.expr);
     Ok(Prepared { query, entries, root, filters, plan, part_files, store_dir, catalog_warnings, recording, single })
+}
+
+/// Whether the capture file at `path` is written in the other byte order
+/// than this machine's (see [`wv_capture::filter::swapped_header`]).
+fn file_is_swapped(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(12);
+    File::open(path).and_then(|f| f.take(12).read_to_end(&mut head)).is_ok()
+        && wv_capture::filter::swapped_header(&head)
 }
 
 /// A single capture file as a one-entry store (its index beside it, if any).
@@ -320,7 +332,8 @@ fn scan(
         let filt = match filters.get(&p.linktype) {
             Some(x) => x,
             None => {
-                let x = compile(expr, p.linktype)?;
+                // A link type the catalog did not name (a later pcapng interface).
+                let x = compile(expr, p.linktype, file_is_swapped(path))?;
                 filters.entry(p.linktype).or_insert(x)
             }
         };
