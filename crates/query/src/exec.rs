@@ -836,9 +836,21 @@ fn block_ranges(
 /// of its parent directories up to `/` against the store directory, and an
 /// existing target against every catalogued file and index.
 pub fn check_output(p: &Prepared, out: &Path) -> Result<(), QueryError> {
+    let files: Vec<&str> =
+        p.entries.iter().flat_map(|e| std::iter::once(e.file.as_str()).chain(e.index.as_deref())).collect();
+    check_outside(&p.root, (!p.single).then_some(p.query.store.as_path()), &files, out)
+}
+
+/// The check of [`check_output`] for any writer of a file beside a store
+/// (`record --stats-file`): `out` must not be the store directory `store`
+/// (`None` for a single capture file, whose directory is `root`), lie
+/// inside it, or be any file it holds (`files`, relative to `root`, and
+/// everything two levels deep in the store) under another name.
+pub fn check_outside(root: &Path, store: Option<&Path>, files: &[&str], out: &Path) -> Result<(), QueryError> {
     use std::os::unix::fs::MetadataExt;
     let id = |m: &std::fs::Metadata| (m.dev(), m.ino());
-    let refuse = || QueryError::OutputInStore { out: out.to_path_buf(), store: p.query.store.clone() };
+    let shown = store.map_or_else(|| root.join(files.first().copied().unwrap_or_default()), Path::to_path_buf);
+    let refuse = || QueryError::OutputInStore { out: out.to_path_buf(), store: shown.clone() };
     // Where opening `out` would land: follow a final symlink (even a
     // dangling one, which open(O_CREAT) would create the target of).
     let mut target = out.to_path_buf();
@@ -852,14 +864,13 @@ pub fn check_output(p: &Prepared, out: &Path) -> Result<(), QueryError> {
         }
     }
     let mut protected: Vec<(u64, u64)> = Vec::new();
-    let store_dir = if p.single { None } else { std::fs::metadata(&p.root).ok().map(|m| id(&m)) };
+    let store_dir = if store.is_none() { None } else { std::fs::metadata(root).ok().map(|m| id(&m)) };
     protected.extend(store_dir);
-    let files = p.entries.iter().flat_map(|e| std::iter::once(e.file.as_str()).chain(e.index.as_deref()));
-    protected.extend(files.filter_map(|f| std::fs::metadata(p.root.join(f)).ok()).map(|m| id(&m)));
-    if !p.single {
+    protected.extend(files.iter().filter_map(|f| std::fs::metadata(root.join(f)).ok()).map(|m| id(&m)));
+    if store.is_some() {
         // Everything else the store holds (catalog, stats, `.part` files),
         // two levels deep as the layout is: a hard link to any is refused too.
-        let mut dirs = vec![p.root.clone()];
+        let mut dirs = vec![root.to_path_buf()];
         let mut i = 0;
         while i < dirs.len() {
             if let Ok(rd) = std::fs::read_dir(&dirs[i]) {

@@ -166,7 +166,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         }
     }
     if let Some(sf) = &a.stats_file {
-        check_stats_file(sf)?;
+        check_stats_file(sf, &a.store)?;
     }
     let synthetic = a.synthetic.as_deref().map(|s| synthetic::parse_spec(s).map_err(usage)).transpose()?;
     if let Some(sp) = &synthetic {
@@ -340,24 +340,38 @@ fn check_read(files: &[PathBuf]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An unwritable `--stats-file` is an error before recording starts, not a
-/// file silently never written. The file is written as FILE.json.part and
-/// renamed, so that temporary name must be creatable beside it.
-fn check_stats_file(sf: &Path) -> anyhow::Result<()> {
-    if sf.is_dir() {
-        return Err(usage(format!("--stats-file {} is a directory; name a file", sf.display())));
+/// `--stats-file FILE`, checked before anything is created: FILE must not
+/// exist as anything but a regular file (a symlink, device, FIFO or
+/// directory is refused: it would be replaced), must not be in the store
+/// (by device and inode, as query's `-w`: it would replace the catalog or a
+/// capture), and its directory must take the temporary file it is written
+/// through (see `status::StatsFile`).
+fn check_stats_file(sf: &Path, store: &Path) -> anyhow::Result<()> {
+    let shown = sf.display();
+    match std::fs::symlink_metadata(sf) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(usage(format!("--stats-file {shown} is a symbolic link; name a regular file or a new one")))
+        }
+        Ok(m) if m.is_dir() => return Err(usage(format!("--stats-file {shown} is a directory; name a file"))),
+        Ok(m) if !m.is_file() => {
+            return Err(usage(format!(
+                "--stats-file {shown} is not a regular file (a device, pipe or socket) and would be replaced; name a regular file"
+            )))
+        }
+        _ => {}
     }
-    let tmp = sf.with_extension("json.part");
-    let probe = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp);
-    match probe {
-        Ok(_) => {
+    if wv_query::check_outside(store, Some(store), &[], sf).is_err() {
+        return Err(usage(format!(
+            "--stats-file {shown} is inside the store {} (it always holds stats.json); write the copy elsewhere",
+            store.display()
+        )));
+    }
+    match super::status::create_temp(sf) {
+        Ok((_, tmp)) => {
             let _ = std::fs::remove_file(&tmp);
             Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => {
-            Err(usage(format!("--stats-file {}: cannot write there ({e}); choose a writable directory", sf.display())))
-        }
+        Err(e) => Err(usage(format!("--stats-file {shown}: cannot write there ({e}); choose a writable directory"))),
     }
 }
 
