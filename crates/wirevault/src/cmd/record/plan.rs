@@ -325,6 +325,11 @@ fn check_read(files: &[PathBuf]) -> anyhow::Result<()> {
             Ok(m) if m.is_dir() => {
                 return Err(usage(format!("--read: {} is a directory, not a capture file", f.display())))
             }
+            // A regular file's header is checked now, so that a non-capture
+            // input creates no store; a pipe's when it is read (it cannot be
+            // read twice): then the store exists and the input is reported
+            // as an input problem (exit 1).
+            Ok(m) if m.is_file() => check_capture_header(f)?,
             Ok(_) => {}
             Err(e) => {
                 // `--read a.pcap udp`: --read takes every word up to the next option.
@@ -336,6 +341,27 @@ fn check_read(files: &[PathBuf]) -> anyhow::Result<()> {
                 return Err(usage(format!("--read: cannot read {}: {e}{hint}", f.display())));
             }
         }
+    }
+    Ok(())
+}
+
+/// A regular `--read` file must start as a pcap or pcapng file does.
+fn check_capture_header(f: &Path) -> anyhow::Result<()> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4);
+    std::fs::File::open(f)
+        .and_then(|h| h.take(4).read_to_end(&mut head))
+        .map_err(|e| usage(format!("--read: cannot read {}: {e}", f.display())))?;
+    const MAGICS: [u32; 3] = [0xa1b2_c3d4, 0xa1b2_3c4d, 0x0a0d_0d0a];
+    let ok = head.len() == 4 && {
+        let w = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        MAGICS.iter().any(|m| *m == w || m.swap_bytes() == w)
+    };
+    if !ok {
+        return Err(usage(format!(
+            "--read: {} is not a pcap or pcapng file (its first bytes are no capture file header)",
+            f.display()
+        )));
     }
     Ok(())
 }
