@@ -111,6 +111,14 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             Err(_) => capture_errors.push("a writer thread panicked".into()),
         }
     }
+    if let SourcePlan::Live { interface, .. } = &p.source {
+        // The ring reports a deleted interface as one that went down.
+        if !capture_errors.is_empty() && wv_sys::netif::ifindex(interface).is_err() {
+            capture_errors = vec![format!(
+                "network interface {interface} no longer exists (it was deleted while recording); everything captured before is stored"
+            )];
+        }
+    }
     let problems = file_problems.and_then(|r| r.recv().ok()).unwrap_or_default();
     let snap = Snapshot::take(&counts, &writer_shared);
     status.finish(&snap);
