@@ -21,6 +21,12 @@ pub mod defaults {
     /// `--file-size`.
     pub const FILE_SIZE: &str = "1G";
 
+    /// `--ring-size` when not given: 256 MiB of kernel ring in all, split
+    /// between the workers, at least 32 MiB each.
+    pub fn ring_size(workers: usize) -> u64 {
+        ((256u64 << 20) / workers.max(1) as u64).max(32 << 20) / (4 << 20) * (4 << 20)
+    }
+
     /// `--buffer` when not given: 1 GiB, or 1/8 of the machine's memory if
     /// less, but at least 64 MiB.
     pub fn buffer() -> u64 {
@@ -38,7 +44,8 @@ const MAX_SIZE: u64 = 1 << 60;
 pub struct Tuning {
     /// Bytes per block of a live worker's TPACKET_V3 ring.
     pub ring_block_size: usize,
-    /// Blocks per ring (64 × 4 MiB = 256 MiB of kernel ring per worker).
+    /// Blocks per ring (`--ring-size` / `ring_block_size`; by default 64 ×
+    /// 4 MiB = 256 MiB for one worker, see [`defaults::ring_size`]).
     pub ring_blocks: usize,
     /// Milliseconds after which the kernel hands over a block that is not full.
     pub ring_retire_ms: u32,
@@ -225,6 +232,26 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             block_size
         )));
     }
+    let ring_block = Tuning::default().ring_block_size as u64;
+    let ring_size = match &a.ring_size {
+        None => defaults::ring_size(a.workers),
+        Some(r) => {
+            let v = parse_size(r).ok_or_else(|| usage(format!("--ring-size \"{r}\" is not a size like 64M or 1G")))?;
+            if !(8 << 20..=4 << 30).contains(&v) {
+                return Err(usage(format!("--ring-size must be between 8M and 4G per worker, not {r}")));
+            }
+            let ram = wv_sys::cpu::total_memory();
+            if ram > 0 && v.saturating_mul(a.workers as u64) > ram / 2 {
+                return Err(usage(format!(
+                    "--ring-size {r} for {} worker(s) is more than half this machine's memory ({} MiB); give less",
+                    a.workers,
+                    ram >> 20
+                )));
+            }
+            v
+        }
+    };
+    let ring_blocks = (ring_size / ring_block).max(2) as usize;
     let dur = |what: &str, s: &str| {
         synthetic::parse_duration(s)
             .ok_or_else(|| usage(format!("{what} \"{s}\" is not a duration like 30s, 5m or 1h")))
@@ -309,7 +336,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         direct: !a.no_direct,
         index: !a.no_index,
         output: OutputPlan { json: a.json, quiet: a.quiet, stats_file: a.stats_file.clone() },
-        tuning: Tuning::default(),
+        tuning: Tuning { ring_blocks, ..Tuning::default() },
     })
 }
 
