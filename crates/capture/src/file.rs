@@ -22,9 +22,11 @@ const BATCH: usize = 512;
 pub struct FileSource {
     paths: Vec<PathBuf>,
     next: usize,
-    cur: Option<(PathBuf, Reader<Input>)>,
+    /// The file being read, its reader and whether it is byte-swapped.
+    cur: Option<(PathBuf, Reader<Input>, bool)>,
     expression: Option<String>,
-    filters: Vec<(u32, Option<Filter>)>,
+    /// Per (link type, byte-swapped file) as tcpdump compiles per file.
+    filters: Vec<((u32, bool), Option<Filter>)>,
     problems: Vec<String>,
     /// Files opened so far.
     pub files_read: usize,
@@ -54,10 +56,10 @@ impl FileSource {
         while self.next < self.paths.len() {
             let p = self.paths[self.next].clone();
             self.next += 1;
-            match open(&p) {
-                Ok(f) => match Reader::new(f) {
+            match open(&p).and_then(peek_order) {
+                Ok((f, swapped)) => match Reader::new(f) {
                     Ok(r) => {
-                        self.cur = Some((p, r));
+                        self.cur = Some((p, r, swapped));
                         self.files_read += 1;
                         return true;
                     }
@@ -81,20 +83,38 @@ fn open(path: &Path) -> std::io::Result<Input> {
     Ok(Box::new(File::open(path)?))
 }
 
+/// The input with its first bytes read and put back in front, and whether
+/// they say the file is byte-swapped (a pipe cannot be sought back).
+fn peek_order(mut f: Input) -> std::io::Result<(Input, bool)> {
+    let mut head = [0u8; 12];
+    let mut n = 0;
+    while n < head.len() {
+        match f.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let swapped = filter::swapped_header(&head[..n]);
+    Ok((Box::new(std::io::Cursor::new(head[..n].to_vec()).chain(f)), swapped))
+}
+
 /// The filter for `linktype`, compiled on first use (a failure is reported once
 /// and makes every packet of that link type count as filtered).
 fn filter_for<'f>(
-    filters: &'f mut Vec<(u32, Option<Filter>)>,
+    filters: &'f mut Vec<((u32, bool), Option<Filter>)>,
     problems: &mut Vec<String>,
     expr: &str,
     path: &std::path::Path,
     linktype: u32,
     snaplen: u32,
+    swapped: bool,
 ) -> &'f Option<Filter> {
-    let i = match filters.iter().position(|(l, _)| *l == linktype) {
+    let i = match filters.iter().position(|(l, _)| *l == (linktype, swapped)) {
         Some(i) => i,
         None => {
-            let f = filter::compile(expr, linktype, snaplen)
+            let f = filter::compile_file(expr, linktype, snaplen, swapped)
                 .map_err(|e| {
                     problems.push(format!(
                         "{}: {e}; its packets of link type {linktype} are counted as filtered",
@@ -102,7 +122,7 @@ fn filter_for<'f>(
                     ))
                 })
                 .ok();
-            filters.push((linktype, f));
+            filters.push(((linktype, swapped), f));
             filters.len() - 1
         }
     };
@@ -124,7 +144,8 @@ impl Source for FileSource {
             return Ok(Poll::End);
         }
         let FileSource { cur, expression, filters, problems, .. } = self;
-        let (path, reader) = cur.as_mut().expect("opened above");
+        let (path, reader, swapped) = cur.as_mut().expect("opened above");
+        let swapped = *swapped;
         for _ in 0..BATCH {
             // Never drop what is read from a file: wait for the writer instead.
             if !out.has_room(wv_wire::reader::MAX_BLOCK_LEN.min(wv_wire::MAX_SNAPLEN)) {
@@ -135,7 +156,7 @@ impl Source for FileSource {
                 Ok(Some(p)) => {
                     let keep = match expression {
                         None => true,
-                        Some(expr) => match filter_for(filters, problems, expr, path, p.linktype, p.snaplen) {
+                        Some(expr) => match filter_for(filters, problems, expr, path, p.linktype, p.snaplen, swapped) {
                             Some(f) => f.matches(p.data, p.origlen),
                             None => false,
                         },

@@ -37,18 +37,75 @@ pub fn shown(expression: &str) -> String {
 }
 
 /// Compiles `expression` for packets of `linktype` (a file's LINKTYPE_*
-/// value, mapped to libpcap's DLT_* by [`wv_wire::linktype::to_dlt`]) with
-/// snapshot length `snaplen`, as tcpdump would for a capture file of that
-/// link type. Primitives that need live-capture metadata (`inbound`,
-/// `outbound`, `ifindex`) are refused with libpcap's savefile message.
+/// value) with snapshot length `snaplen`, as tcpdump would for a capture
+/// file of that link type written in this machine's byte order (as every
+/// stored file is). See [`compile_file`].
 pub fn compile(expression: &str, linktype: u32, snaplen: u32) -> Result<Filter, FilterError> {
+    compile_file(expression, linktype, snaplen, false)
+}
+
+/// Compiles `expression` exactly as `tcpdump -r` does for a capture file of
+/// `linktype` whose headers are in the other byte order than this machine's
+/// when `swapped`. libpcap's code generator takes its savefile branch only
+/// for a handle opened on a savefile: DLT_NULL/DLT_LOOP then test BSD's
+/// AF_INET6 values (24, 28, 30) and byte-swap the address family of a
+/// swapped file, where a dead handle tests Linux's 10 only. So the filter
+/// is compiled on a handle opened on a pipe holding just a pcap file header
+/// of that link type and byte order (libpcap maps the LINKTYPE_* value to
+/// its DLT_* itself, as for the real file). Should that fail, it falls back
+/// to a dead handle of [`wv_wire::linktype::to_dlt`]. Primitives that need
+/// live-capture metadata (`inbound`, `outbound`, `ifindex`) are refused
+/// with libpcap's savefile message.
+pub fn compile_file(expression: &str, linktype: u32, snaplen: u32, swapped: bool) -> Result<Filter, FilterError> {
     let err = |m: String| FilterError { expression: expression.to_string(), message: m };
     check_words(expression).map_err(err)?;
     let dlt = wv_wire::linktype::to_dlt(linktype);
-    let cap = pcap::Capture::dead_with_precision(pcap::Linktype(dlt), pcap::Precision::Nano)
-        .map_err(|e| err(e.to_string()))?;
-    let _ = snaplen; // dead handles use MAXIMUM_SNAPLEN; the return value only caps caplen
-    compile_on(&cap, expression, Some(dlt))
+    match savefile_handle(linktype, snaplen, swapped) {
+        Some(cap) => compile_on(&cap, expression, Some(dlt)),
+        None => {
+            let cap = pcap::Capture::dead_with_precision(pcap::Linktype(dlt), pcap::Precision::Nano)
+                .map_err(|e| err(e.to_string()))?;
+            compile_on(&cap, expression, Some(dlt))
+        }
+    }
+}
+
+/// Whether a capture file whose first bytes are `head` (12 are enough) is
+/// written in the other byte order than this machine's: what libpcap calls a
+/// swapped savefile (pcap magic, or a pcapng section's byte-order magic).
+pub fn swapped_header(head: &[u8]) -> bool {
+    let word = |o: usize| head.get(o..o + 4).map(|b| u32::from_ne_bytes(b.try_into().unwrap_or_default()));
+    match word(0) {
+        Some(0xa1b2_c3d4 | 0xa1b2_3c4d) => false,
+        Some(0xd4c3_b2a1 | 0x4d3c_b2a1) => true,
+        Some(0x0a0d_0d0a) => word(8) == Some(0x4d3c_2b1a),
+        _ => false,
+    }
+}
+
+/// A libpcap savefile handle on a pipe that holds only a pcap file header
+/// (nanosecond magic) for `linktype`, `snaplen` and the byte order asked for.
+fn savefile_handle(linktype: u32, snaplen: u32, swapped: bool) -> Option<pcap::Capture<pcap::Offline>> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let words: [u32; 4] = [0, 0, snaplen.max(1), linktype];
+    let mut header = Vec::with_capacity(24);
+    let put32 = |h: &mut Vec<u8>, v: u32| h.extend_from_slice(&if swapped { v.swap_bytes() } else { v }.to_ne_bytes());
+    let put16 = |h: &mut Vec<u8>, v: u16| h.extend_from_slice(&if swapped { v.swap_bytes() } else { v }.to_ne_bytes());
+    put32(&mut header, 0xa1b2_3c4d);
+    put16(&mut header, 2);
+    put16(&mut header, 4);
+    for w in words {
+        put32(&mut header, w);
+    }
+    let (reader, mut writer) = std::io::pipe().ok()?;
+    writer.write_all(&header).ok()?;
+    drop(writer);
+    // libpcap opens the path itself; the pipe's read end is reachable through /proc.
+    let path = format!("/proc/self/fd/{}", reader.as_raw_fd());
+    let cap = pcap::Capture::from_file_with_precision(&path, pcap::Precision::Nano).ok();
+    drop(reader);
+    cap
 }
 
 /// Compiles `expression` on a live handle of interface `ifname`, so that
@@ -83,15 +140,16 @@ fn too_large(what: String) -> String {
 }
 
 /// Compiles on `cap`: first without the optimiser (time linear in the
-/// expression) to bound the program's size and, for a savefile of `dlt`,
-/// refuse live-only metadata; then optimised, as tcpdump does.
+/// expression) to bound the program's size and, for a file of `dlt`,
+/// refuse live-only metadata (a savefile handle refuses it itself; a dead
+/// one would emit Linux's ancillary loads); then optimised, as tcpdump does.
 fn compile_on<T: pcap::Activated + ?Sized>(
     cap: &pcap::Capture<T>,
     expression: &str,
     savefile_dlt: Option<i32>,
 ) -> Result<Filter, FilterError> {
     let err = |m: String| FilterError { expression: expression.to_string(), message: m };
-    let raw = cap.compile(expression, false).map_err(|e| err(e.to_string()))?;
+    let raw = cap.compile(expression, false).map_err(|e| err(libpcap_message(e)))?;
     let insns = raw.get_instructions();
     if insns.len() > MAX_UNOPTIMISED_INSNS {
         return Err(err(too_large(format!(
@@ -109,8 +167,16 @@ fn compile_on<T: pcap::Activated + ?Sized>(
             )));
         }
     }
-    let prog = cap.compile(expression, true).map_err(|e| err(e.to_string()))?;
+    let prog = cap.compile(expression, true).map_err(|e| err(libpcap_message(e)))?;
     to_filter(expression, &prog).ok_or_else(|| err("libpcap produced an unreadable program".into()))
+}
+
+/// libpcap's own words, without the pcap crate's "libpcap error: " prefix.
+fn libpcap_message(e: pcap::Error) -> String {
+    match e {
+        pcap::Error::PcapError(m) => m,
+        other => other.to_string(),
+    }
 }
 
 /// Linux's ancillary loads (`SKF_AD_OFF + n`): packet metadata a socket
@@ -176,6 +242,22 @@ mod tests {
         assert!(f.matches(&pkt, 28));
         pkt[9] = 6;
         assert!(!f.matches(&pkt, 28));
+    }
+
+    #[test]
+    fn dlt_null_uses_the_savefile_branch() {
+        // DLT_NULL, IPv6 with BSD's AF_INET6 30 (macOS), in this machine's byte order.
+        let mut pkt = vec![0u8; 4 + 40 + 8];
+        pkt[0..4].copy_from_slice(&30u32.to_ne_bytes());
+        pkt[4] = 0x60;
+        pkt[4 + 6] = 17;
+        let n = pkt.len() as u32;
+        assert!(compile("ip6", 0, 65535).unwrap().matches(&pkt, n));
+        assert!(compile("udp", 0, 65535).unwrap().matches(&pkt, n));
+        // The same packet from a machine of the other byte order.
+        pkt[0..4].copy_from_slice(&30u32.swap_bytes().to_ne_bytes());
+        assert!(!compile("ip6", 0, 65535).unwrap().matches(&pkt, n));
+        assert!(compile_file("ip6", 0, 65535, true).unwrap().matches(&pkt, n));
     }
 
     #[test]

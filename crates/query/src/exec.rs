@@ -134,8 +134,8 @@ impl Prepared {
     }
 }
 
-fn compile(expr: &str, linktype: u32) -> Result<ExactFilter, QueryError> {
-    ExactFilter::compile(expr, linktype).map_err(|CompileError { message }| QueryError::BadExpression {
+fn compile(expr: &str, linktype: u32, swapped: bool) -> Result<ExactFilter, QueryError> {
+    ExactFilter::compile_file(expr, linktype, swapped).map_err(|CompileError { message }| QueryError::BadExpression {
         expr: wv_capture::filter::shown(expr),
         message,
     })
@@ -186,11 +186,23 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     if linktypes.is_empty() {
         linktypes.push(wv_wire::linktype::ETHERNET);
     }
+    // Stored files are in this machine's byte order; a single file is
+    // filtered as `tcpdump -r` filters it, in its own.
+    let swapped = single && file_is_swapped(&query.store);
     for lt in linktypes {
-        filters.insert(lt, compile(&query.expr, lt)?);
+        filters.insert(lt, compile(&query.expr, lt, swapped)?);
     }
     let plan = crate::expr::plan(&query.expr);
     Ok(Prepared { query, entries, root, filters, plan, part_files, store_dir, catalog_warnings, recording, single })
+}
+
+/// Whether the capture file at `path` is written in the other byte order
+/// than this machine's (see [`wv_capture::filter::swapped_header`]).
+fn file_is_swapped(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(12);
+    File::open(path).and_then(|f| f.take(12).read_to_end(&mut head)).is_ok()
+        && wv_capture::filter::swapped_header(&head)
 }
 
 /// A single capture file as a one-entry store (its index beside it, if any).
@@ -322,7 +334,8 @@ fn scan(
         let filt = match filters.get(&p.linktype) {
             Some(x) => x,
             None => {
-                let x = compile(expr, p.linktype)?;
+                // A link type the catalog did not name (a later pcapng interface).
+                let x = compile(expr, p.linktype, file_is_swapped(path))?;
                 filters.entry(p.linktype).or_insert(x)
             }
         };
@@ -825,9 +838,21 @@ fn block_ranges(
 /// of its parent directories up to `/` against the store directory, and an
 /// existing target against every catalogued file and index.
 pub fn check_output(p: &Prepared, out: &Path) -> Result<(), QueryError> {
+    let files: Vec<&str> =
+        p.entries.iter().flat_map(|e| std::iter::once(e.file.as_str()).chain(e.index.as_deref())).collect();
+    check_outside(&p.root, (!p.single).then_some(p.query.store.as_path()), &files, out)
+}
+
+/// The check of [`check_output`] for any writer of a file beside a store
+/// (`record --stats-file`): `out` must not be the store directory `store`
+/// (`None` for a single capture file, whose directory is `root`), lie
+/// inside it, or be any file it holds (`files`, relative to `root`, and
+/// everything two levels deep in the store) under another name.
+pub fn check_outside(root: &Path, store: Option<&Path>, files: &[&str], out: &Path) -> Result<(), QueryError> {
     use std::os::unix::fs::MetadataExt;
     let id = |m: &std::fs::Metadata| (m.dev(), m.ino());
-    let refuse = || QueryError::OutputInStore { out: out.to_path_buf(), store: p.query.store.clone() };
+    let shown = store.map_or_else(|| root.join(files.first().copied().unwrap_or_default()), Path::to_path_buf);
+    let refuse = || QueryError::OutputInStore { out: out.to_path_buf(), store: shown.clone() };
     // Where opening `out` would land: follow a final symlink (even a
     // dangling one, which open(O_CREAT) would create the target of).
     let mut target = out.to_path_buf();
@@ -841,14 +866,13 @@ pub fn check_output(p: &Prepared, out: &Path) -> Result<(), QueryError> {
         }
     }
     let mut protected: Vec<(u64, u64)> = Vec::new();
-    let store_dir = if p.single { None } else { std::fs::metadata(&p.root).ok().map(|m| id(&m)) };
+    let store_dir = if store.is_none() { None } else { std::fs::metadata(root).ok().map(|m| id(&m)) };
     protected.extend(store_dir);
-    let files = p.entries.iter().flat_map(|e| std::iter::once(e.file.as_str()).chain(e.index.as_deref()));
-    protected.extend(files.filter_map(|f| std::fs::metadata(p.root.join(f)).ok()).map(|m| id(&m)));
-    if !p.single {
+    protected.extend(files.iter().filter_map(|f| std::fs::metadata(root.join(f)).ok()).map(|m| id(&m)));
+    if store.is_some() {
         // Everything else the store holds (catalog, stats, `.part` files),
         // two levels deep as the layout is: a hard link to any is refused too.
-        let mut dirs = vec![p.root.clone()];
+        let mut dirs = vec![root.to_path_buf()];
         let mut i = 0;
         while i < dirs.len() {
             if let Ok(rd) = std::fs::read_dir(&dirs[i]) {

@@ -22,11 +22,17 @@ impl ExactFilter {
     /// Compiles `expr` (optimised, as tcpdump does) for `linktype`. An
     /// empty expression accepts every packet.
     pub fn compile(expr: &str, linktype: u32) -> Result<ExactFilter, CompileError> {
+        Self::compile_file(expr, linktype, false)
+    }
+
+    /// As [`ExactFilter::compile`], for a file written in the other byte
+    /// order than this machine's when `swapped` (as `tcpdump -r` compiles it).
+    pub fn compile_file(expr: &str, linktype: u32, swapped: bool) -> Result<ExactFilter, CompileError> {
         if expr.trim().is_empty() {
             return Ok(ExactFilter { program: None });
         }
-        let program =
-            filter::compile(expr, linktype, wv_wire::MAX_SNAPLEN).map_err(|e| CompileError { message: e.message })?;
+        let program = filter::compile_file(expr, linktype, wv_wire::MAX_SNAPLEN, swapped)
+            .map_err(|e| CompileError { message: e.message })?;
         Ok(ExactFilter { program: Some(program) })
     }
 

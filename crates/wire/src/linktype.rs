@@ -45,18 +45,25 @@ pub fn effective_snaplen(linktype: u32, snaplen: u32) -> u32 {
     }
 }
 
+/// Classical IP over ATM: in the matching range, but DLT_ATM_CLIP is 19
+/// (libpcap excludes it from the identity range and maps it in `map[]`).
+pub const ATM_CLIP: u32 = 106;
+
 /// Lowest and highest LINKTYPE_* values whose DLT_* value is the same number
 /// (`LINKTYPE_MATCHING_MIN`/`MAX`; the upper end is open here, as libpcap
-/// passes unknown values through unchanged anyway).
+/// passes unknown values through unchanged anyway), except [`ATM_CLIP`].
 const MATCHING_MIN: u32 = 104;
 
-/// LINKTYPE_* → DLT_* for the values outside the matching range that differ
-/// on Linux (libpcap's `map[]`; the identical pairs below 104 are omitted).
+/// LINKTYPE_* → DLT_* for the values that differ on Linux (libpcap's
+/// `map[]`; the identical pairs below 104 are omitted). libpcap's other
+/// exceptions in the matching range, LINKTYPE_PFSYNC (246) and
+/// LINKTYPE_PKTAP (258), map to DLTs that are the same numbers on Linux.
 const MAP: &[(u32, i32)] = &[
     (100, 11), // LINKTYPE_ATM_RFC1483 → DLT_ATM_RFC1483
     (101, 12), // LINKTYPE_RAW → DLT_RAW
     (102, 15), // LINKTYPE_SLIP_BSDOS → DLT_SLIP_BSDOS
     (103, 16), // LINKTYPE_PPP_BSDOS → DLT_PPP_BSDOS
+    (106, 19), // LINKTYPE_ATM_CLIP → DLT_ATM_CLIP
 ];
 
 /// The libpcap DLT_* value for a file's LINKTYPE_* value, on Linux.
@@ -66,7 +73,7 @@ const MAP: &[(u32, i32)] = &[
 pub fn to_dlt(linktype: u32) -> i32 {
     // libpcap masks the class bits of the header's link-type field (LT_LINKTYPE).
     let lt = linktype & 0x03ff_ffff;
-    if lt >= MATCHING_MIN {
+    if lt >= MATCHING_MIN && lt != ATM_CLIP {
         return lt as i32;
     }
     MAP.iter().find(|(l, _)| *l == lt).map_or(lt as i32, |(_, d)| *d)
@@ -75,6 +82,39 @@ pub fn to_dlt(linktype: u32) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn atm_rfc1483() {
+        assert_eq!(to_dlt(100), 11);
+    }
+
+    #[test]
+    fn raw() {
+        assert_eq!(to_dlt(RAW), 12);
+    }
+
+    #[test]
+    fn slip_bsdos() {
+        assert_eq!(to_dlt(102), 15);
+    }
+
+    #[test]
+    fn ppp_bsdos() {
+        assert_eq!(to_dlt(103), 16);
+    }
+
+    #[test]
+    fn atm_clip() {
+        // In the matching range, but libpcap maps it: "DLT 106 ... not implemented" otherwise.
+        assert_eq!(to_dlt(ATM_CLIP), 19);
+        assert_eq!(to_dlt(ATM_CLIP | 0x0400_0000), 19);
+    }
+
+    #[test]
+    fn pfsync_and_pktap_are_identity_on_linux() {
+        assert_eq!(to_dlt(246), 246);
+        assert_eq!(to_dlt(258), 258);
+    }
 
     #[test]
     fn libpcap_mapping_on_linux() {

@@ -382,22 +382,20 @@ fn broken_inputs_are_reported_and_the_rest_is_stored() {
     // Cut in the middle of the last record's data.
     let cut_len = len - (frames[69].data.len() as u64) / 2;
     fs::OpenOptions::new().write(true).open(&cut).unwrap().set_len(cut_len).unwrap();
-    let junk = tmp.join("junk.pcap");
-    fs::write(&junk, b"this is not a capture file at all, just text\n").unwrap();
+    // A non-capture file is refused before anything is created (see
+    // hostile_retrial::record_read_checks_every_input_before_creating_the_store).
     let good2 = tmp.join("good2.pcap");
     write_pcap(&good2, 1, 65535, false, &frames[70..]);
 
     let store = tmp.join("store");
-    let o = record_read(&store, &[good1, cut.clone(), junk.clone(), good2], &[], &[]);
+    let o = record_read(&store, &[good1, cut.clone(), good2], &[], &[]);
     o.expect(1, "broken inputs");
-    for bad in [&cut, &junk] {
-        assert!(
-            o.stderr.lines().any(|l| l.contains(&*bad.to_string_lossy())),
-            "no message names {}: {}",
-            bad.display(),
-            o.stderr
-        );
-    }
+    assert!(
+        o.stderr.lines().any(|l| l.contains(&*cut.to_string_lossy())),
+        "no message names {}: {}",
+        cut.display(),
+        o.stderr
+    );
     let c = final_counters(&store);
     assert_eq!((c.written, c.drops()), (99, 0));
     let files = check_store(&store);

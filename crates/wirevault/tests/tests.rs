@@ -6,6 +6,7 @@ mod util;
 
 mod cli_conventions;
 mod hostile_live;
+mod hostile_retrial;
 mod hostile_store;
 mod index_integrity;
 mod privileges;

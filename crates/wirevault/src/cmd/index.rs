@@ -33,10 +33,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             ),
         ));
     }
-    // SIGINT/SIGTERM stop indexing between packets: the file being indexed
-    // gets no index (nothing partial is left), what is done is kept.
+    // Every signal that stops `record` stops indexing between packets: the
+    // file being indexed gets no index (nothing partial is left), what is
+    // done is kept.
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for sig in crate::cmd::stop_signals() {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| fail(exit::ERROR, format!("cannot handle signals: {e}")))?;
     }

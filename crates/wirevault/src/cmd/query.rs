@@ -82,6 +82,21 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         wv_query::run(prepared, wv_query::Sink::Pcap(&mut f))
     } else {
         let (mut out, pipe) = stdout_file()?;
+        // `query S >> S/stream-000/X.pcap`: the shell opened the output, so
+        // the check is on what standard output is, by device and inode.
+        if out.metadata().is_ok_and(|m| m.is_file()) {
+            if let Err(wv_query::QueryError::OutputInStore { store, .. }) =
+                wv_query::check_output(&prepared, std::path::Path::new("/proc/self/fd/1"))
+            {
+                return Err(fail(
+                    exit::USAGE,
+                    format!(
+                        "refusing to write to standard output: it is a file inside the store {} or one of its stored files; redirect it elsewhere",
+                        store.display()
+                    ),
+                ));
+            }
+        }
         if pipe {
             wv_query::run(prepared, wv_query::Sink::PcapThreaded(&mut out))
         } else {

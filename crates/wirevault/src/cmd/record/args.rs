@@ -32,6 +32,10 @@ pub struct Args {
     /// Arena size, split between workers (K/M/G suffixes; default 1G, or 1/8 of RAM if less).
     #[arg(long, value_name = "SIZE")]
     pub buffer: Option<String>,
+    /// Kernel ring per capture worker (K/M/G; 8M..=4G, a multiple of 4M;
+    /// default 256M for one worker, 256M split between more, at least 32M each).
+    #[arg(long, value_name = "SIZE")]
+    pub ring_size: Option<String>,
     /// Write block size (multiple of 4K; default 4M).
     #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE")]
     pub block_size: String,

@@ -21,6 +21,12 @@ pub mod defaults {
     /// `--file-size`.
     pub const FILE_SIZE: &str = "1G";
 
+    /// `--ring-size` when not given: 256 MiB of kernel ring in all, split
+    /// between the workers, at least 32 MiB each.
+    pub fn ring_size(workers: usize) -> u64 {
+        ((256u64 << 20) / workers.max(1) as u64).max(32 << 20) / (4 << 20) * (4 << 20)
+    }
+
     /// `--buffer` when not given: 1 GiB, or 1/8 of the machine's memory if
     /// less, but at least 64 MiB.
     pub fn buffer() -> u64 {
@@ -38,7 +44,8 @@ const MAX_SIZE: u64 = 1 << 60;
 pub struct Tuning {
     /// Bytes per block of a live worker's TPACKET_V3 ring.
     pub ring_block_size: usize,
-    /// Blocks per ring (64 × 4 MiB = 256 MiB of kernel ring per worker).
+    /// Blocks per ring (`--ring-size` / `ring_block_size`; by default 64 ×
+    /// 4 MiB = 256 MiB for one worker, see [`defaults::ring_size`]).
     pub ring_blocks: usize,
     /// Milliseconds after which the kernel hands over a block that is not full.
     pub ring_retire_ms: u32,
@@ -166,7 +173,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         }
     }
     if let Some(sf) = &a.stats_file {
-        check_stats_file(sf)?;
+        check_stats_file(sf, &a.store)?;
     }
     let synthetic = a.synthetic.as_deref().map(|s| synthetic::parse_spec(s).map_err(usage)).transpose()?;
     if let Some(sp) = &synthetic {
@@ -225,6 +232,26 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             block_size
         )));
     }
+    let ring_block = Tuning::default().ring_block_size as u64;
+    let ring_size = match &a.ring_size {
+        None => defaults::ring_size(a.workers),
+        Some(r) => {
+            let v = parse_size(r).ok_or_else(|| usage(format!("--ring-size \"{r}\" is not a size like 64M or 1G")))?;
+            if !(8 << 20..=4 << 30).contains(&v) {
+                return Err(usage(format!("--ring-size must be between 8M and 4G per worker, not {r}")));
+            }
+            let ram = wv_sys::cpu::total_memory();
+            if ram > 0 && v.saturating_mul(a.workers as u64) > ram / 2 {
+                return Err(usage(format!(
+                    "--ring-size {r} for {} worker(s) is more than half this machine's memory ({} MiB); give less",
+                    a.workers,
+                    ram >> 20
+                )));
+            }
+            v
+        }
+    };
+    let ring_blocks = (ring_size / ring_block).max(2) as usize;
     let dur = |what: &str, s: &str| {
         synthetic::parse_duration(s)
             .ok_or_else(|| usage(format!("{what} \"{s}\" is not a duration like 30s, 5m or 1h")))
@@ -309,7 +336,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         direct: !a.no_direct,
         index: !a.no_index,
         output: OutputPlan { json: a.json, quiet: a.quiet, stats_file: a.stats_file.clone() },
-        tuning: Tuning::default(),
+        tuning: Tuning { ring_blocks, ..Tuning::default() },
     })
 }
 
@@ -325,6 +352,11 @@ fn check_read(files: &[PathBuf]) -> anyhow::Result<()> {
             Ok(m) if m.is_dir() => {
                 return Err(usage(format!("--read: {} is a directory, not a capture file", f.display())))
             }
+            // A regular file's header is checked now, so that a non-capture
+            // input creates no store; a pipe's when it is read (it cannot be
+            // read twice): then the store exists and the input is reported
+            // as an input problem (exit 1).
+            Ok(m) if m.is_file() => check_capture_header(f)?,
             Ok(_) => {}
             Err(e) => {
                 // `--read a.pcap udp`: --read takes every word up to the next option.
@@ -340,24 +372,59 @@ fn check_read(files: &[PathBuf]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An unwritable `--stats-file` is an error before recording starts, not a
-/// file silently never written. The file is written as FILE.json.part and
-/// renamed, so that temporary name must be creatable beside it.
-fn check_stats_file(sf: &Path) -> anyhow::Result<()> {
-    if sf.is_dir() {
-        return Err(usage(format!("--stats-file {} is a directory; name a file", sf.display())));
+/// A regular `--read` file must start as a pcap or pcapng file does.
+fn check_capture_header(f: &Path) -> anyhow::Result<()> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4);
+    std::fs::File::open(f)
+        .and_then(|h| h.take(4).read_to_end(&mut head))
+        .map_err(|e| usage(format!("--read: cannot read {}: {e}", f.display())))?;
+    const MAGICS: [u32; 3] = [0xa1b2_c3d4, 0xa1b2_3c4d, 0x0a0d_0d0a];
+    let ok = head.len() == 4 && {
+        let w = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        MAGICS.iter().any(|m| *m == w || m.swap_bytes() == w)
+    };
+    if !ok {
+        return Err(usage(format!(
+            "--read: {} is not a pcap or pcapng file (its first bytes are no capture file header)",
+            f.display()
+        )));
     }
-    let tmp = sf.with_extension("json.part");
-    let probe = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp);
-    match probe {
-        Ok(_) => {
+    Ok(())
+}
+
+/// `--stats-file FILE`, checked before anything is created: FILE must not
+/// exist as anything but a regular file (a symlink, device, FIFO or
+/// directory is refused: it would be replaced), must not be in the store
+/// (by device and inode, as query's `-w`: it would replace the catalog or a
+/// capture), and its directory must take the temporary file it is written
+/// through (see `status::StatsFile`).
+fn check_stats_file(sf: &Path, store: &Path) -> anyhow::Result<()> {
+    let shown = sf.display();
+    match std::fs::symlink_metadata(sf) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(usage(format!("--stats-file {shown} is a symbolic link; name a regular file or a new one")))
+        }
+        Ok(m) if m.is_dir() => return Err(usage(format!("--stats-file {shown} is a directory; name a file"))),
+        Ok(m) if !m.is_file() => {
+            return Err(usage(format!(
+                "--stats-file {shown} is not a regular file (a device, pipe or socket) and would be replaced; name a regular file"
+            )))
+        }
+        _ => {}
+    }
+    if wv_query::check_outside(store, Some(store), &[], sf).is_err() {
+        return Err(usage(format!(
+            "--stats-file {shown} is inside the store {} (it always holds stats.json); write the copy elsewhere",
+            store.display()
+        )));
+    }
+    match super::status::create_temp(sf) {
+        Ok((_, tmp)) => {
             let _ = std::fs::remove_file(&tmp);
             Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => {
-            Err(usage(format!("--stats-file {}: cannot write there ({e}); choose a writable directory", sf.display())))
-        }
+        Err(e) => Err(usage(format!("--stats-file {shown}: cannot write there ({e}); choose a writable directory"))),
     }
 }
 

@@ -25,37 +25,10 @@ use wv_store::writer::{self, WriterConfig, WriterShared};
 use wv_sys::afpacket::{Fanout, FanoutMode, FilteredCounter, Ring, RingConfig};
 use wv_sys::mem::{AlignedBuf, Backing};
 
-/// Signals whose default action ends the process and that can be caught:
-/// each stops the recording as SIGTERM does (tcpdump treats SIGHUP so too),
-/// so that no signal loses what was written. Hardware faults (SIGSEGV,
-/// SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS) are not among them: returning
-/// from their handler would repeat the fault. SIGPIPE is ignored (the Rust
-/// runtime sets it so): a closed standard output is a write error, not death.
-fn stop_signals() -> Vec<libc::c_int> {
-    let mut v = vec![
-        libc::SIGHUP,
-        libc::SIGINT,
-        libc::SIGTERM,
-        libc::SIGQUIT,
-        libc::SIGUSR1,
-        libc::SIGUSR2,
-        libc::SIGALRM,
-        libc::SIGXCPU,
-        libc::SIGXFSZ,
-        libc::SIGVTALRM,
-        libc::SIGPROF,
-        libc::SIGIO,
-        libc::SIGPWR,
-        libc::SIGSTKFLT,
-    ];
-    v.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
-    v
-}
-
 pub fn run(a: Args) -> anyhow::Result<u8> {
     // Before anything else, so that a signal at any moment stops cleanly.
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in stop_signals() {
+    for sig in crate::cmd::stop_signals() {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
     }
     let p = plan::plan(&a)?;
@@ -136,6 +109,14 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             Ok(Ok(())) => {}
             Ok(Err(e)) => capture_errors.push(format!("writer: {e}")),
             Err(_) => capture_errors.push("a writer thread panicked".into()),
+        }
+    }
+    if let SourcePlan::Live { interface, .. } = &p.source {
+        // The ring reports a deleted interface as one that went down.
+        if !capture_errors.is_empty() && wv_sys::netif::ifindex(interface).is_err() {
+            capture_errors = vec![format!(
+                "network interface {interface} no longer exists (it was deleted while recording); everything captured before is stored"
+            )];
         }
     }
     let problems = file_problems.and_then(|r| r.recv().ok()).unwrap_or_default();

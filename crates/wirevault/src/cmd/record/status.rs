@@ -52,12 +52,40 @@ impl StatsFile {
             }
         }
         if let Some(p) = &self.extra {
-            let tmp = p.with_extension("json.part");
-            if std::fs::File::create(&tmp).and_then(|mut f| f.write_all(&buf)).is_ok() {
-                let _ = std::fs::rename(&tmp, p);
+            if let Ok((mut f, tmp)) = create_temp(p) {
+                // Replace only a regular file (or nothing): a device or
+                // symlink put there since the start is left alone.
+                let replaceable = match std::fs::symlink_metadata(p) {
+                    Ok(m) => m.is_file(),
+                    Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+                };
+                let ok = replaceable && f.write_all(&buf).is_ok() && std::fs::rename(&tmp, p).is_ok();
+                if !ok {
+                    let _ = std::fs::remove_file(&tmp);
+                }
             }
         }
     }
+}
+
+/// Creates the temporary file `--stats-file FILE` is written through:
+/// `.FILE.PID.N.part` beside it, new (O_CREAT|O_EXCL, so never through a
+/// symlink or over anything there) and O_NOFOLLOW, mode 0640. The caller
+/// renames it over FILE or removes it.
+pub fn create_temp(file: &Path) -> std::io::Result<(std::fs::File, PathBuf)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::AtomicU64;
+    static N: AtomicU64 = AtomicU64::new(0);
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let tmp = file.with_file_name(format!(".{name}.{}.{n}.part", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o640)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    Ok((f, tmp))
 }
 
 /// One line on standard output; a closed output (`--json | head`) must not

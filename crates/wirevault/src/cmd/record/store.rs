@@ -11,10 +11,13 @@ use std::path::Path;
 pub fn drop_privileges(user: &str, store: &Path) -> anyhow::Result<()> {
     let (uid, gid) = wv_sys::cpu::lookup_user(user)
         .ok_or_else(|| fail(exit::USAGE, format!("--user: no user named {user} (see /etc/passwd)")))?;
-    for skipped in chown_store(store, uid, gid)
-        .map_err(|e| fail(exit::ERROR, format!("cannot hand the store {} to {user}: {e}", store.display())))?
-    {
+    let (foreign, linked) = chown_store(store, uid, gid)
+        .map_err(|e| fail(exit::ERROR, format!("cannot hand the store {} to {user}: {e}", store.display())))?;
+    for skipped in foreign {
         say!("wirevault: warning: {skipped} is not part of the store layout; its owner was left as it is");
+    }
+    for skipped in linked {
+        say!("wirevault: warning: {skipped} has other hard links or belongs to another user; its owner was left as it is");
     }
     wv_sys::cpu::switch_user(uid, gid).map_err(|e| fail(exit::ERROR, format!("cannot switch to user {user}: {e}")))?;
     Ok(())
@@ -23,19 +26,31 @@ pub fn drop_privileges(user: &str, store: &Path) -> anyhow::Result<()> {
 /// Gives `uid:gid` the store directory and what the store layout names in
 /// it (catalog, stats, lock, `stream-NNN` directories and the capture and
 /// index files in them), never following a symlink (each is opened beneath
-/// the store with O_NOFOLLOW and changed through that descriptor). Returns
-/// the paths left alone: anything else, and every symlink.
-fn chown_store(store: &Path, uid: u32, gid: u32) -> std::io::Result<Vec<String>> {
+/// the store with O_NOFOLLOW and changed through that descriptor). A file
+/// with more than one link, or owned by neither root nor `uid`, is left
+/// alone: it may be a hard link to a file outside the store. Returns the
+/// paths left alone: (not in the layout or symlinks, linked or foreign).
+fn chown_store(store: &Path, uid: u32, gid: u32) -> std::io::Result<(Vec<String>, Vec<String>)> {
     use wv_store::layout;
     use wv_sys::fs::{Dir, Kind};
     let dir = Dir::open(store)?;
     dir.chown_self(uid, gid)?;
     let mut skipped = Vec::new();
+    let mut linked = Vec::new();
+    let safe = |rel: &str| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(store.join(rel))
+            .is_ok_and(|m| m.is_file() && m.nlink() == 1 && (m.uid() == 0 || m.uid() == uid))
+    };
     let top = [layout::CATALOG, layout::STATS, wv_store::lock::LOCK_FILE];
     for (name, kind) in dir.list("")? {
         let shown = || dir.display(&name).display().to_string();
         if kind == Kind::File && top.contains(&name.as_str()) {
-            dir.chown(&name, uid, gid)?;
+            if safe(&name) {
+                dir.chown(&name, uid, gid)?;
+            } else {
+                linked.push(shown());
+            }
         } else if kind == Kind::Dir && is_stream_dir(&name) {
             dir.chown(&name, uid, gid)?;
             for (f, k) in dir.list(&name)? {
@@ -43,7 +58,11 @@ fn chown_store(store: &Path, uid: u32, gid: u32) -> std::io::Result<Vec<String>>
                 let stem = f.strip_suffix(layout::PART).unwrap_or(&f);
                 let stem = stem.strip_suffix(layout::INDEX).unwrap_or(stem);
                 if k == Kind::File && wv_store::catalog::is_capture_name(stem) {
-                    dir.chown(&rel, uid, gid)?;
+                    if safe(&rel) {
+                        dir.chown(&rel, uid, gid)?;
+                    } else {
+                        linked.push(dir.display(&rel).display().to_string());
+                    }
                 } else {
                     skipped.push(dir.display(&rel).display().to_string());
                 }
@@ -52,7 +71,7 @@ fn chown_store(store: &Path, uid: u32, gid: u32) -> std::io::Result<Vec<String>>
             skipped.push(shown());
         }
     }
-    Ok(skipped)
+    Ok((skipped, linked))
 }
 
 fn is_stream_dir(name: &str) -> bool {
