@@ -35,8 +35,12 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     // Capture files and indexes are readable by the owner's group only.
     wv_sys::cpu::set_umask(0o027);
 
-    // Sources first: interface and filter errors should come before any file is created.
-    let sources = open_sources(&p)?;
+    // Sources first: interface and filter errors should come before any file
+    // is created. A live interface is only checked here (its filter
+    // compiled): its rings open last, so that nothing queues in them while
+    // the store is repaired and the arenas are faulted in (at slow rates a
+    // ring holds well under a second of traffic before the kernel drops).
+    let mut sources = open_sources(&p)?;
 
     store::prepare_store(&p.store)?;
     // One writer at a time, held until the recording ends (the kernel drops it
@@ -48,21 +52,25 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         fail(exit::ERROR, format!("cannot check the store {} for a previous crash: {e}", p.store.display()))
     })?;
     crate::cmd::repair::print_report(&rep, &p.store, true);
+    let catalog =
+        Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
+    // Every arena is allocated and faulted in before a ring opens.
+    let nstreams = sources.streams(&p);
+    let arenas = (0..nstreams).map(|_| alloc_arena(&p)).collect::<anyhow::Result<Vec<Arena>>>()?;
+    let huge_fallback = arenas.iter().any(|a| !a.hugetlb);
+    if let Some(live) = sources.live.take() {
+        sources.list = open_rings(&p, live)?;
+    }
+    // Opening the rings needs the privileges; nothing after it does.
     if let Some(u) = &p.user {
         store::drop_privileges(u, &p.store)?;
     }
-    let catalog =
-        Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
 
-    // Streams: arena, queue, writer thread, worker thread.
+    // Streams: writer thread, then capture thread, at once for every stream.
     let mut streams = Vec::new();
-    let mut huge_fallback = false;
-    let nstreams = sources.list.len();
-    for (id, src) in sources.list.into_iter().enumerate() {
+    for ((id, src), arena) in sources.list.into_iter().enumerate().zip(arenas) {
         let is_file = sources.file_source == Some(id);
-        let s = start_stream(&p, id, nstreams, src, is_file, &catalog, &stop)?;
-        huge_fallback |= !s.hugetlb;
-        streams.push(s);
+        streams.push(start_stream(&p, id, nstreams, Parts { src, is_file, arena }, &catalog, &stop)?);
     }
     if huge_fallback {
         say!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
@@ -125,22 +133,49 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     outcome(&snap, &writer_shared, &capture_errors, &problems)
 }
 
-/// The sources of a recording, opened.
+/// The sources of a recording, opened (a live interface: checked, its rings
+/// opened later by [`open_rings`]).
 struct Sources {
     /// One per stream.
     list: Vec<Box<dyn Source>>,
+    /// A live interface whose rings are not open yet.
+    live: Option<Live>,
     /// The stream that reads files (`--read`), whose input problems are reported at the end.
     file_source: Option<usize>,
     /// A note to print once the streams run.
     note: Option<String>,
 }
 
-/// Opens the sources: the rings of a live interface (with the filter and
-/// the filtered-packet counter), the file reader or the generator.
+impl Sources {
+    /// How many streams the recording has: one per worker of a live
+    /// interface, otherwise one per source.
+    fn streams(&self, p: &Plan) -> usize {
+        if self.live.is_some() {
+            p.workers
+        } else {
+            self.list.len()
+        }
+    }
+}
+
+/// A live interface, checked: its link type and the kernel filter program.
+struct Live {
+    ifname: String,
+    promisc: bool,
+    linktype: u32,
+    /// The capture filter as the kernel runs it (also cuts at the snap length).
+    prog: Option<Vec<libc::sock_filter>>,
+    /// A user filter was given (so filtered packets are counted).
+    filtered: bool,
+}
+
+/// Opens the sources: checks a live interface and compiles its filter (its
+/// rings open later, in [`open_rings`]), opens the file reader or the generator.
 fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
     let mut list: Vec<Box<dyn Source>> = Vec::new();
     let mut file_source = None;
     let mut note = None;
+    let mut live = None;
     match &p.source {
         SourcePlan::Live { interface: ifname, promisc } => {
             let linktype =
@@ -158,34 +193,8 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
                 // Let the kernel cut packets at the snap length, as libpcap does.
                 prog = Some(vec![libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: p.snaplen }]);
             }
-            // The filtered-packet counter opens before the rings so it covers their lifetime.
-            let counter = match (&filt, &prog) {
-                (Some(_), Some(pr)) => match wv_sys::bpf::invert(pr) {
-                    Some(inv) => Some(Arc::new(
-                        FilteredCounter::open(ifname, &inv).map_err(|e| fail(exit::ERROR, e.to_string()))?,
-                    )),
-                    None => {
-                        note = Some(
-                            "this filter returns a computed length, so filtered packets are not counted".to_string(),
-                        );
-                        None
-                    }
-                },
-                _ => None,
-            };
-            let group_id = (std::process::id() & 0xffff) as u16;
-            for w in 0..p.workers {
-                let cfg = RingConfig {
-                    block_size: p.tuning.ring_block_size,
-                    block_count: p.tuning.ring_blocks,
-                    retire_tov_ms: p.tuning.ring_retire_ms,
-                    promisc: *promisc,
-                    fanout: (p.workers > 1).then_some(Fanout { group_id, mode: FanoutMode::Hash }),
-                    filter: prog.clone(),
-                };
-                let ring = Ring::open(ifname, &cfg).map_err(|e| fail(exit::ERROR, e.to_string()))?;
-                let c = if w == 0 { counter.clone() } else { None };
-                list.push(Box::new(AfPacketSource::new(ring, linktype, p.snaplen, c)));
+            if filt.is_some() && prog.as_deref().is_some_and(|pr| wv_sys::bpf::invert(pr).is_none()) {
+                note = Some("this filter returns a computed length, so filtered packets are not counted".to_string());
             }
             if let (Some(node), Some(cpus)) = (wv_sys::netif::numa_node(ifname), &p.cpus) {
                 for c in cpus {
@@ -194,6 +203,7 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
                     }
                 }
             }
+            live = Some(Live { ifname: ifname.clone(), promisc: *promisc, linktype, prog, filtered: filt.is_some() });
         }
         SourcePlan::Read { files } => {
             if let Some(e) = &p.expression {
@@ -215,7 +225,51 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
             list.push(Box::new(Synthetic::new(spec.clone(), filt)));
         }
     }
-    Ok(Sources { list, file_source, note })
+    Ok(Sources { list, live, file_source, note })
+}
+
+/// Opens the rings of a live interface, one per worker (a fanout group
+/// when there are several), with the filtered-packet counter opened just
+/// before them so it covers their lifetime.
+fn open_rings(p: &Plan, live: Live) -> anyhow::Result<Vec<Box<dyn Source>>> {
+    let Live { ifname, promisc, linktype, prog, filtered } = live;
+    let counter = match (filtered, prog.as_deref().and_then(wv_sys::bpf::invert)) {
+        (true, Some(inv)) => {
+            Some(Arc::new(FilteredCounter::open(&ifname, &inv).map_err(|e| fail(exit::ERROR, e.to_string()))?))
+        }
+        _ => None,
+    };
+    let group_id = (std::process::id() & 0xffff) as u16;
+    let mut list: Vec<Box<dyn Source>> = Vec::new();
+    for w in 0..p.workers {
+        let cfg = RingConfig {
+            block_size: p.tuning.ring_block_size,
+            block_count: p.tuning.ring_blocks,
+            retire_tov_ms: p.tuning.ring_retire_ms,
+            promisc,
+            fanout: (p.workers > 1).then_some(Fanout { group_id, mode: FanoutMode::Hash }),
+            filter: prog.clone(),
+        };
+        let ring = Ring::open(&ifname, &cfg).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+        let c = if w == 0 { counter.clone() } else { None };
+        list.push(Box::new(AfPacketSource::new(ring, linktype, p.snaplen, c)));
+    }
+    Ok(list)
+}
+
+/// One stream's arena, allocated and faulted in.
+struct Arena {
+    buf: AlignedBuf,
+    /// In reserved hugepages.
+    hugetlb: bool,
+}
+
+fn alloc_arena(p: &Plan) -> anyhow::Result<Arena> {
+    let arena = p.stream.arena_per_worker;
+    let buf = AlignedBuf::new(arena as usize, true)
+        .map_err(|e| fail(exit::ERROR, format!("cannot allocate a {arena} byte arena ({e}); lower --buffer")))?;
+    let hugetlb = buf.backing() == Backing::HugeTlb;
+    Ok(Arena { buf, hugetlb })
 }
 
 /// One running stream: its two threads and what they publish.
@@ -226,27 +280,29 @@ struct Stream {
     writer_shared: Arc<WriterShared>,
     /// The file reader's input problems, sent when its capture thread ends.
     file_problems: Option<std::sync::mpsc::Receiver<Vec<String>>>,
-    /// The arena is in reserved hugepages.
-    hugetlb: bool,
 }
 
-/// Starts stream `id` of `nstreams`: its arena, the hand-off queue, the
+/// What one stream is made of before it starts.
+struct Parts {
+    src: Box<dyn Source>,
+    /// The source reads files (`--read`): its input problems are reported at the end.
+    is_file: bool,
+    arena: Arena,
+}
+
+/// Starts stream `id` of `nstreams` on its arena: the hand-off queue, the
 /// writer thread and the capture thread. With `--cpus`, capture threads take
 /// the first CPUs of the list and writers the next.
 fn start_stream(
     p: &Plan,
     id: usize,
     nstreams: usize,
-    mut src: Box<dyn Source>,
-    is_file: bool,
+    parts: Parts,
     catalog: &Arc<Catalog>,
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Stream> {
-    let arena = p.stream.arena_per_worker;
-    let buf = AlignedBuf::new(arena as usize, true)
-        .map_err(|e| fail(exit::ERROR, format!("cannot allocate a {arena} byte arena ({e}); lower --buffer")))?;
-    let hugetlb = buf.backing() == Backing::HugeTlb;
-    let (prod, cons) = wv_sys::byte_ring::byte_ring(buf);
+    let Parts { mut src, is_file, arena } = parts;
+    let (prod, cons) = wv_sys::byte_ring::byte_ring(arena.buf);
     let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
     let writer_shared = Arc::new(WriterShared::default());
     let wcfg = WriterConfig {
@@ -295,7 +351,7 @@ fn start_stream(
         r
     })
     .context("cannot start a capture thread")?;
-    Ok(Stream { capture, writer, counts, writer_shared, file_problems: is_file.then_some(prx), hugetlb })
+    Ok(Stream { capture, writer, counts, writer_shared, file_problems: is_file.then_some(prx) })
 }
 
 /// Starts a named thread, pinned to `cpu` if given (a failure to pin is not
