@@ -59,6 +59,8 @@ pub enum QueryError {
     PermissionDenied { path: PathBuf },
     #[error("{} is not a regular file (a FIFO, device or directory); give a store directory or a capture file", path.display())]
     NotRegular { path: PathBuf },
+    #[error("{} is not a regular file (a FIFO, device or socket?); remove it and run `wirevault repair` (or `wirevault index`) on the store", path.display())]
+    CatalogNotRegular { path: PathBuf },
     #[error("refusing to write {}: it is inside the store {} or is one of its stored files; write the output elsewhere", out.display(), store.display())]
     OutputInStore { out: PathBuf, store: PathBuf },
 }
@@ -154,8 +156,11 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     let mut store_dir = None;
     let (root, entries, part_files) = if meta.is_dir() {
         let cat = path.join(catalog::CATALOG_FILE);
-        match std::fs::metadata(&cat) {
-            Ok(m) if m.is_file() => {}
+        match std::fs::symlink_metadata(&cat) {
+            Ok(m) if m.is_file() || m.file_type().is_symlink() => {}
+            // A store whose catalog is a FIFO, device or link: say so
+            // (reading it could block, and it is not "not a store").
+            Ok(m) if !m.is_dir() => return Err(QueryError::CatalogNotRegular { path: cat }),
             Ok(_) => return Err(QueryError::NotAStore { path }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(QueryError::NotAStore { path }),
             Err(e) => return Err(io_err(&cat, e)),
