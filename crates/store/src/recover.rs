@@ -156,6 +156,9 @@ pub struct RepairReport {
     pub removed_entries: u64,
     /// Indexes rebuilt.
     pub reindexed: u64,
+    /// Catalog entries whose first_ns/last_ns were not their file's min
+    /// and max timestamps, corrected.
+    pub retimed: u64,
     /// Of those, indexes that existed but were unusable (damaged, of an
     /// older format, built from another file).
     pub unusable_indexes: u64,
@@ -178,16 +181,28 @@ impl RepairReport {
     }
 }
 
-/// Builds the index of a capture file at the given path (the binary passes
-/// the index crate's builder; the store does not depend on the index format).
-pub type IndexFn<'a> = &'a dyn Fn(&Path) -> io::Result<()>;
+/// What an index says about its capture: its packet count and the min and
+/// max timestamps of its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Indexed {
+    pub packets: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
 
-/// Why the existing index (first path) of a capture (second path) cannot be
-/// used (damaged, of an older format version, built from another file), or
-/// `Ok` when it can. Given to [`repair`] by `wirevault repair`, which checks
-/// every index whole; `record`'s start-up repair passes none (it would read
-/// every index of the store before capture starts).
-pub type CheckFn<'a> = &'a dyn Fn(&Path, &Path) -> Result<(), String>;
+/// Builds the index of the capture `rel` beneath the store's directory (the
+/// binary passes the index crate's builder; the store does not depend on the
+/// index format). Both files are opened, created and renamed through the
+/// [`Dir`](wv_sys::fs::Dir), never through a symlink.
+pub type IndexFn<'a> = &'a dyn Fn(&wv_sys::fs::Dir, &str) -> io::Result<Indexed>;
+
+/// Why the existing index (first path) of a capture (second path), both
+/// beneath the store's directory, cannot be used (damaged, of an older
+/// format version, built from another file), or what it says when it can.
+/// Given to [`repair`] by `wirevault repair`, which checks every index
+/// whole; `record`'s start-up repair passes none (it would read every index
+/// of the store before capture starts).
+pub type CheckFn<'a> = &'a dyn Fn(&wv_sys::fs::Dir, &str, &str) -> Result<Indexed, String>;
 
 fn format_of(name: &str) -> Option<Format> {
     if name.ends_with(".pcap") {
@@ -329,8 +344,14 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 let Some(check) = check else {
                     continue;
                 };
-                match check(&store.join(&irel), &capture) {
-                    Ok(()) => continue,
+                match check(&dir, &irel, &e.file) {
+                    Ok(ix) => {
+                        if fix_times(e, &ix) {
+                            rep.retimed += 1;
+                            changed = true;
+                        }
+                        continue;
+                    }
                     Err(why) => {
                         rep.unusable_indexes += 1;
                         rep.notes.push(format!("{}: index rebuilt: {why}", dir.display(&irel).display()));
@@ -345,13 +366,16 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 continue;
             }
             // (The capture was checked above: a regular file beneath the store.)
-            match index(&capture) {
-                Ok(()) if is_file(&irel) => {
+            match index(&dir, &e.file) {
+                Ok(ix) if is_file(&irel) => {
                     e.index = Some(irel);
                     rep.reindexed += 1;
+                    if fix_times(e, &ix) {
+                        rep.retimed += 1;
+                    }
                     changed = true;
                 }
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(err) => rep.problems.push(format!("{}: index not rebuilt: {err}", capture.display())),
             }
         }
@@ -361,6 +385,17 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
         catalog::rewrite_in(&dir, &entries)?;
     }
     Ok(rep)
+}
+
+/// Sets an entry's times to the min and max its index found (catalogs of
+/// older versions held the first and last record's, which are not the
+/// bounds of a file whose times go back). True if they changed.
+fn fix_times(e: &mut crate::catalog::Entry, ix: &Indexed) -> bool {
+    if ix.packets == 0 || ix.packets != e.packets || (e.first_ns, e.last_ns) == (ix.first_ns, ix.last_ns) {
+        return false;
+    }
+    (e.first_ns, e.last_ns) = (ix.first_ns, ix.last_ns);
+    true
 }
 
 #[cfg(test)]

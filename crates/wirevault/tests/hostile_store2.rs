@@ -99,3 +99,66 @@ fn fifos_under_store_names_are_refused_not_waited_on() {
         o.expect(0, "query after record");
     }
 }
+
+// --- 1: index and repair stay beneath the store ---------------------------------
+
+/// The finding's repro: `stream-000` is a symlink to a root-only directory
+/// holding a capture and an index; the store's owner wrote a catalog naming
+/// them. Neither `index` nor `repair` may create, change or delete anything
+/// there, nor copy the secret capture's metadata into the catalog.
+#[test]
+fn index_and_repair_never_follow_a_symlinked_stream_directory() {
+    let Some(secret_src) = corpus_file("index_and_repair_never_follow", "ikev2four.pcap") else { return };
+    let tmp = TempDir::new("hs2-beneath");
+    let secret = tmp.join("secret");
+    fs::create_dir_all(&secret).unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut fs::metadata(&secret).unwrap().permissions(), 0o700);
+    fs::copy(&secret_src, secret.join("secret.pcap")).unwrap();
+    fs::write(secret.join("other.pcap.idx"), "keep").unwrap();
+    let listing = |d: &Path| {
+        let mut v: Vec<(String, Vec<u8>)> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), fs::read(e.path()).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&secret);
+    let tail = r#""format":"pcap","linktype":1,"snaplen":65535,"first_ns":0,"last_ns":0,"packets":0,"bytes":0}"#;
+    let cat = format!(
+        "{{\"stream\":0,\"file\":\"stream-000/secret.pcap\",\"index\":null,{tail}\n{{\"stream\":0,\"file\":\"stream-000/other.pcap\",\"index\":\"stream-000/other.pcap.idx\",{tail}\n"
+    );
+    for cmd in ["index", "repair"] {
+        let store = tmp.join(format!("store-{cmd}"));
+        fs::create_dir_all(&store).unwrap();
+        std::os::unix::fs::symlink(&secret, store.join("stream-000")).unwrap();
+        fs::write(store.join("catalog.jsonl"), &cat).unwrap();
+        let o = run_timeout(&[cmd, s(&store)], 60).expect("hung");
+        assert_no_panic(&o.stderr, cmd);
+        assert_eq!(listing(&secret), before, "{cmd} changed the directory behind the symlink\n{}", o.stderr);
+        let after = fs::read_to_string(store.join("catalog.jsonl")).unwrap_or_default();
+        assert!(!after.contains("\"packets\":4") && !after.contains("secret.pcap.idx"), "{cmd}: {after}");
+        assert!(fs::symlink_metadata(store.join("stream-000")).unwrap().file_type().is_symlink());
+    }
+}
+
+/// A plain directory indexed by `index DIR`: a symlinked subdirectory is
+/// not walked into, and nothing is written behind it.
+#[test]
+fn index_of_a_plain_directory_does_not_walk_symlinks() {
+    let tmp = TempDir::new("hs2-plain");
+    let outside = tmp.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    write_pcap(&outside.join("x.pcap"), 1, 65535, false, &test_frames(3, 1_700_000_000_000_000_000));
+    let d = tmp.join("d");
+    fs::create_dir_all(&d).unwrap();
+    write_pcap(&d.join("a.pcap"), 1, 65535, false, &test_frames(4, 1_700_000_000_000_000_000));
+    std::os::unix::fs::symlink(&outside, d.join("sub")).unwrap();
+    let o = run_timeout(&["index", s(&d)], 60).expect("hung");
+    o.expect(0, "index DIR");
+    assert!(!outside.join("x.pcap.idx").exists(), "index wrote behind a symlinked directory");
+    assert!(d.join("a.pcap.idx").exists());
+    let cat = fs::read_to_string(d.join("catalog.jsonl")).unwrap();
+    assert!(!cat.contains("sub/x.pcap"), "{cat}");
+}
