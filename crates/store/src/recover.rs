@@ -17,6 +17,7 @@ pub struct ValidPrefix {
     /// when the file is not partial). Records are looked for only there.
     pub data_len: u64,
     pub packets: u64,
+    /// Min and max timestamp of the complete records.
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
     pub linktype: u32,
@@ -121,8 +122,10 @@ impl ValidPrefix {
     fn record(&mut self, ts_ns: u64, len: u64) {
         self.len += len;
         self.packets += 1;
-        self.first_ns.get_or_insert(ts_ns);
-        self.last_ns = Some(ts_ns);
+        // The min and max time (what the catalog holds), not the first and
+        // last record's: times may go back (inputs out of order, clock steps).
+        self.first_ns = Some(self.first_ns.map_or(ts_ns, |t| t.min(ts_ns)));
+        self.last_ns = Some(self.last_ns.map_or(ts_ns, |t| t.max(ts_ns)));
     }
 }
 

@@ -162,3 +162,106 @@ fn index_of_a_plain_directory_does_not_walk_symlinks() {
     let cat = fs::read_to_string(d.join("catalog.jsonl")).unwrap();
     assert!(!cat.contains("sub/x.pcap"), "{cat}");
 }
+
+// --- 3: the catalog holds each file's min and max time ------------------------
+
+fn count_between(store: &Path, from: &str, to: &str, expr: &[&str]) -> u64 {
+    let mut args = vec!["query", s(store), "--count", "--from", from, "--to", to];
+    args.extend_from_slice(expr);
+    let o = run_wirevault(&args);
+    o.expect(0, &format!("query --from {from} --to {to} {expr:?}"));
+    o.stdout.trim().parse().unwrap()
+}
+
+fn with_times(times_ns: &[u64]) -> Vec<Frame> {
+    let mut f = test_frames(times_ns.len() as u32, 0);
+    for (fr, t) in f.iter_mut().zip(times_ns) {
+        fr.ts_ns = *t;
+    }
+    f
+}
+
+fn secs(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+#[test]
+fn time_ranges_are_exact_when_times_go_back() {
+    let tmp = TempDir::new("hs2-times");
+    const S: u64 = 1_000_000_000;
+    let day1: Vec<u64> = (0..20).map(|i| (1000 + i) * S).collect();
+    let day2: Vec<u64> = (0..20).map(|i| (5000 + i) * S).collect();
+    write_pcap(&tmp.join("day1.pcap"), 1, 65535, true, &with_times(&day1));
+    write_pcap(&tmp.join("day2.pcap"), 1, 65535, true, &with_times(&day2));
+    let store = tmp.join("s");
+    run_wirevault(&[
+        "record",
+        "-r",
+        s(&tmp.join("day2.pcap")),
+        s(&tmp.join("day1.pcap")),
+        "-o",
+        s(&store),
+        "-q",
+        "--buffer",
+        "64M",
+    ])
+    .expect(0, "record day2 day1");
+    let all: Vec<u64> = day1.iter().chain(&day2).copied().collect();
+    for (from, to) in [(0, 1010 * S), (1000 * S, 6000 * S), (5005 * S, 5010 * S), (1015 * S, 5003 * S)] {
+        let want = all.iter().filter(|t| (from..to).contains(*t)).count() as u64;
+        assert_eq!(count_between(&store, &secs(from), &secs(to), &[]), want, "day2 day1, [{from}, {to})");
+    }
+    // One file with jittered times.
+    let jit = tmp.join("jitter.pcap");
+    write_pcap(&jit, 1, 65535, true, &with_times(&[1000 * S, 500 * S, 2000 * S, 100 * S]));
+    let store = tmp.join("j");
+    run_wirevault(&["record", "-r", s(&jit), "-o", s(&store), "-q", "--buffer", "64M"]).expect(0, "record jitter");
+    assert_eq!(count_between(&store, "0", "600", &[]), 2);
+    assert_eq!(count_between(&store, "0", "600", &["ip or not ip"]), 2);
+    // Many packets with jitter across the index's blocks: ranges inside
+    // one block range stay exact (each block's min and max).
+    let mut x: u64 = 12345;
+    let many: Vec<u64> = (0..3000u64)
+        .map(|i| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            1_700_000_000 * S + i * 1_000_000 + (x >> 33) % 80_000_000
+        })
+        .collect();
+    let m = tmp.join("many.pcap");
+    write_pcap(&m, 1, 65535, true, &with_times(&many));
+    let store = tmp.join("m");
+    run_wirevault(&["record", "-r", s(&m), "-o", s(&store), "-q", "--buffer", "64M"]).expect(0, "record many");
+    let base = 1_700_000_000 * S;
+    for (a, b) in [
+        (1_000_000_500u64, 1_000_030_000u64),
+        (500_000_000, 500_100_000),
+        (0, 50_000_000),
+        (2_990_000_000, 3_100_000_000),
+    ] {
+        let (from, to) = (base + a - 1_000_000_000 + 1_000_000_000, base + b);
+        let want = many.iter().filter(|t| (from..to).contains(*t)).count() as u64;
+        for expr in [&[][..], &["ip or not ip"][..]] {
+            assert_eq!(count_between(&store, &secs(from), &secs(to), expr), want, "jitter [{from}, {to}) {expr:?}");
+        }
+    }
+}
+
+/// `repair` corrects a catalog whose times are the first and last record's
+/// (written by an older version), from the index's time range.
+#[test]
+fn repair_corrects_catalog_times() {
+    let tmp = TempDir::new("hs2-retime");
+    const S: u64 = 1_000_000_000;
+    let jit = tmp.join("jitter.pcap");
+    write_pcap(&jit, 1, 65535, true, &with_times(&[1000 * S, 500 * S, 2000 * S, 100 * S]));
+    let store = tmp.join("j");
+    run_wirevault(&["record", "-r", s(&jit), "-o", s(&store), "-q", "--buffer", "64M"]).expect(0, "record jitter");
+    let cat = fs::read_to_string(store.join("catalog.jsonl")).unwrap();
+    let old = cat
+        .replace(&format!("\"first_ns\":{}", 100 * S), &format!("\"first_ns\":{}", 1000 * S))
+        .replace(&format!("\"last_ns\":{}", 2000 * S), &format!("\"last_ns\":{}", 100 * S));
+    fs::write(store.join("catalog.jsonl"), &old).unwrap();
+    assert_eq!(count_between(&store, "0", "600", &[]), 0, "the stand-in for an old catalog");
+    run_wirevault(&["repair", s(&store)]).expect(0, "repair");
+    assert_eq!(count_between(&store, "0", "600", &[]), 2);
+}
