@@ -65,6 +65,16 @@ pub enum QueryError {
     OutputInStore { out: PathBuf, store: PathBuf },
 }
 
+impl Report {
+    /// Counts `path` as damaged, once however many problems it has.
+    fn note_damaged(&mut self, path: &Path) {
+        if !self.damaged_files.iter().any(|p| p == path) {
+            self.damaged_files.push(path.to_path_buf());
+            self.damaged += 1;
+        }
+    }
+}
+
 impl QueryError {
     /// True when the output's reader went away (EPIPE): not a failure of the query.
     pub fn is_broken_pipe(&self) -> bool {
@@ -93,8 +103,11 @@ pub struct Report {
     /// recorded (otherwise a crash left them and `repair` is due).
     pub recording: bool,
     /// Catalogued files skipped in whole or in part because they are
-    /// missing, shorter than catalogued or unreadable (each has a warning).
+    /// missing, shorter than catalogued or unreadable (each has a warning),
+    /// each counted once.
     pub damaged: usize,
+    /// The files counted in `damaged`.
+    pub damaged_files: Vec<PathBuf>,
     /// Problems that did not stop the query (unreadable tails, bad indexes).
     pub warnings: Vec<String>,
 }
@@ -329,7 +342,7 @@ fn scan(
             Ok(None) => return Ok(false),
             Err(e) => {
                 report.warnings.push(format!("{}: {e}; the rest of this file is skipped", path.display()));
-                report.damaged += 1;
+                report.note_damaged(path);
                 return Ok(false);
             }
         };
@@ -695,7 +708,7 @@ fn open_cursor(
     // skipped (in part) with a warning naming it, and counted.
     let damaged = |report: &mut Report, why: String| {
         report.warnings.push(format!("{}: {why}", path.display()));
-        report.damaged += 1;
+        report.note_damaged(&path);
     };
     // A store's files are opened beneath it, following no symlink.
     // O_NONBLOCK: a FIFO planted in place of a capture must not make the

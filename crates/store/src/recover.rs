@@ -157,6 +157,9 @@ pub struct RepairReport {
     pub cataloged: u64,
     /// Catalog entries whose file is gone (a crash during retention), removed.
     pub removed_entries: u64,
+    /// Catalogued files whose size differed from their entry (truncated,
+    /// grown, or a damaged `bytes`), walked again and their entry fixed.
+    pub resized: u64,
     /// Indexes rebuilt.
     pub reindexed: u64,
     /// Catalog entries whose first_ns/last_ns were not their file's min
@@ -242,8 +245,26 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     let before = entries.len();
     entries.retain(|e| dir.lstat(&e.file).is_ok_and(|s| s.kind == Kind::File));
     rep.removed_entries = (before - entries.len()) as u64;
-    let mut changed =
-        rep.removed_entries > 0 || rep.bad_catalog_lines > 0 || rep.rejected_entries > 0 || rep.duplicate_entries > 0;
+    // Catalogued files whose size is not the catalogued one (cut by a full
+    // disk or by hand, grown, or a damaged line's absurd `bytes`): walked
+    // again, cut at their last complete record when they shrank or end in
+    // an incomplete record, and their entry (and index) made to match.
+    for e in entries.iter_mut() {
+        match resize_entry(&dir, e) {
+            Ok(None) => {}
+            Ok(Some(note)) => {
+                rep.resized += 1;
+                rep.notes.push(note);
+            }
+            Err(why) => rep.problems.push(why),
+        }
+    }
+    let resized = rep.resized > 0;
+    let mut changed = resized
+        || rep.removed_entries > 0
+        || rep.bad_catalog_lines > 0
+        || rep.rejected_entries > 0
+        || rep.duplicate_entries > 0;
 
     let mut dirs: Vec<(usize, String)> = Vec::new();
     for (name, kind) in dir.list("")? {
@@ -388,6 +409,61 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
         catalog::rewrite_in(&dir, &entries)?;
     }
     Ok(rep)
+}
+
+/// See the loop in [`repair`]: `Ok(Some(note))` when `e` was changed.
+fn resize_entry(dir: &wv_sys::fs::Dir, e: &mut crate::catalog::Entry) -> Result<Option<String>, String> {
+    use wv_sys::fs::Open;
+    let shown = dir.display(&e.file);
+    let size = match dir.lstat(&e.file) {
+        Ok(st) => st.len,
+        Err(err) => return Err(format!("{}: {err}; left alone", shown.display())),
+    };
+    if size == e.bytes {
+        return Ok(None);
+    }
+    let name = e.file.rsplit('/').next().unwrap_or(&e.file);
+    let Some(format) = e.format.or_else(|| format_of(name)) else {
+        return Err(format!(
+            "{}: {size} bytes, {} catalogued, and not a capture wirevault wrote; left alone",
+            shown.display(),
+            e.bytes
+        ));
+    };
+    let f = dir
+        .open_file(&e.file, Open::ReadWrite, 0)
+        .map_err(|err| format!("{}: cannot open ({err}); left alone", shown.display()))?;
+    let v = valid_prefix_of(f.try_clone().map_err(|err| err.to_string())?, format, false)
+        .map_err(|err| format!("{}: cannot read ({err}); left alone", shown.display()))?;
+    if v.packets == 0 {
+        return Err(format!(
+            "{}: {size} bytes, {} catalogued, and no complete packet a wirevault store holds; left alone",
+            shown.display(),
+            e.bytes
+        ));
+    }
+    let cut = size - v.len;
+    if v.len < size {
+        f.set_len(v.len)
+            .and_then(|()| f.sync_all())
+            .map_err(|err| format!("{}: cannot cut ({err})", shown.display()))?;
+    }
+    let note = format!(
+        "{}: {size} bytes, {} catalogued: walked again, {} packets in {} bytes{}; its entry was corrected",
+        shown.display(),
+        e.bytes,
+        v.packets,
+        v.len,
+        if cut > 0 { format!(" ({cut} bytes of an incomplete last record cut)") } else { String::new() }
+    );
+    (e.bytes, e.packets) = (v.len, v.packets);
+    (e.first_ns, e.last_ns) = (v.first_ns.unwrap_or(0), v.last_ns.unwrap_or(0));
+    (e.linktype, e.snaplen, e.format) = (v.linktype, v.snaplen, Some(format));
+    // Its index describes the old file: rebuilt by the index step.
+    if let Some(ix) = e.index.take() {
+        let _ = dir.unlink(&ix);
+    }
+    Ok(Some(note))
 }
 
 /// Sets an entry's times to the min and max its index found (catalogs of

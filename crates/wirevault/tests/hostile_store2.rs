@@ -265,3 +265,112 @@ fn repair_corrects_catalog_times() {
     run_wirevault(&["repair", s(&store)]).expect(0, "repair");
     assert_eq!(count_between(&store, "0", "600", &[]), 2);
 }
+
+// --- 10: repair fixes catalogued files that changed size -----------------------
+
+fn tcpdump_count_all(file: &Path) -> u64 {
+    let o = Command::new("tcpdump").arg("-r").arg(file).arg("--count").output().expect("tcpdump");
+    let t = String::from_utf8_lossy(&o.stdout);
+    t.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("tcpdump --count: {t}"))
+}
+
+fn stored_files(store: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(store.join("stream-000"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn repair_fixes_a_truncated_catalogued_file() {
+    if !need_tools("repair_fixes_a_truncated_catalogued_file", &["tcpdump"]) {
+        return;
+    }
+    let tmp = TempDir::new("hs2-trunc");
+    let store = tmp.join("s");
+    run_wirevault(&["record", "--synthetic", "size=300,count=2000", "-o", s(&store), "-q", "--buffer", "64M"])
+        .expect(0, "record");
+    let files = stored_files(&store);
+    let f = &files[0];
+    let len = fs::metadata(f).unwrap().len();
+    Command::new("truncate").arg("-s").arg((len - 1000).to_string()).arg(f).status().unwrap();
+    let o = run_wirevault(&["repair", s(&store)]);
+    o.expect(0, "repair of a truncated file");
+    let o = run_wirevault(&["query", s(&store), "--strict", "--count"]);
+    o.expect(0, "query --strict after repair");
+    let want: u64 = stored_files(&store).iter().map(|f| tcpdump_count_all(f)).sum();
+    assert_eq!(o.stdout.trim().parse::<u64>().unwrap(), want, "{}", o.stderr);
+    assert!(o.stderr.is_empty() || !o.stderr.contains("repair"), "{}", o.stderr);
+    assert_eq!(run_wirevault(&["repair", s(&store)]).expect(0, "again").stdout.contains("nothing"), false);
+    check_store(&store);
+
+    // Truncated again: query counts the one damaged file once.
+    let f = &stored_files(&store)[0];
+    let len = fs::metadata(f).unwrap().len();
+    Command::new("truncate").arg("-s").arg((len - 1000).to_string()).arg(f).status().unwrap();
+    let o = run_wirevault(&["query", s(&store), "--strict", "--count"]);
+    assert!(o.stderr.contains("1 damaged"), "{}", o.stderr);
+}
+
+#[test]
+fn absurd_catalog_bytes_are_fixed_and_retention_still_deletes() {
+    let tmp = TempDir::new("hs2-absurd");
+    let store = tmp.join("s");
+    let rec = |store: &Path, extra: &[&str]| {
+        let mut a = vec![
+            "record",
+            "--synthetic",
+            "size=500,count=4000",
+            "-o",
+            s(store),
+            "-q",
+            "--buffer",
+            "64M",
+            "--block-size",
+            "256K",
+            "--file-size",
+            "256K",
+        ];
+        a.extend_from_slice(extra);
+        run_wirevault(&a).expect(0, &format!("record {extra:?}"));
+    };
+    rec(&store, &[]);
+    let cat = fs::read_to_string(store.join("catalog.jsonl")).unwrap();
+    let first = cat.lines().next().unwrap().to_string();
+    let bytes = first.split("\"bytes\":").nth(1).unwrap().trim_end_matches('}').to_string();
+    let bad = first.replace(&format!("\"bytes\":{bytes}"), "\"bytes\":18446744073709551615");
+    fs::write(store.join("catalog.jsonl"), cat.replacen(&first, &bad, 1)).unwrap();
+    // Retention with the absurd line: the budget holds, old files go.
+    let other = tmp.join("t");
+    fs::create_dir_all(&other).unwrap();
+    for e in fs::read_dir(&store).unwrap() {
+        let e = e.unwrap();
+        let to = other.join(e.file_name());
+        if e.path().is_dir() {
+            fs::create_dir_all(&to).unwrap();
+            for f in fs::read_dir(e.path()).unwrap() {
+                let f = f.unwrap();
+                fs::copy(f.path(), to.join(f.file_name())).unwrap();
+            }
+        } else {
+            fs::copy(e.path(), &to).unwrap();
+        }
+    }
+    rec(&other, &["--max-size", "1M"]);
+    // (Captures only: an index written after its file was cataloged is
+    // not in the sum the budget checks.)
+    let used: u64 = stored_files(&other).iter().map(|f| fs::metadata(f).unwrap().len()).sum();
+    assert!(used <= 1 << 20, "retention kept {used} bytes over a 1M budget");
+    assert!(!fs::read_to_string(other.join("catalog.jsonl")).unwrap().contains(&first[..60]));
+    // repair fixes the line.
+    let o = run_wirevault(&["repair", s(&store)]);
+    o.expect(0, "repair of an absurd bytes");
+    assert!(!o.stdout.contains("consistent"), "{}", o.stdout);
+    let fixed = fs::read_to_string(store.join("catalog.jsonl")).unwrap();
+    assert!(!fixed.contains("18446744073709551615"), "{fixed}");
+    check_store(&store);
+    run_wirevault(&["query", s(&store), "--strict", "--count"]).expect(0, "query --strict");
+}

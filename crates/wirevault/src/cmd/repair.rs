@@ -36,13 +36,14 @@ pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
         return;
     }
     say!(
-        "wirevault: repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s), {} duplicate catalog entr(ies) and {} entr(ies) with paths outside the store layout",
+        "wirevault: repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), corrected {} entr(ies) whose file changed size, removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s), {} duplicate catalog entr(ies) and {} entr(ies) with paths outside the store layout",
         store.display(),
         rep.recovered_files,
         rep.recovered_packets,
         rep.cut_bytes,
         rep.deleted_empty,
         rep.cataloged,
+        rep.resized,
         rep.removed_entries,
         rep.reindexed,
         rep.bad_catalog_lines,
