@@ -108,6 +108,9 @@ pub struct Report {
     pub damaged: usize,
     /// The files counted in `damaged`.
     pub damaged_files: Vec<PathBuf>,
+    /// Catalogued files deleted by the running recorder (retention) while
+    /// the query ran: not damage.
+    pub deleted_while_recording: usize,
     /// Problems that did not stop the query (unreadable tails, bad indexes).
     pub warnings: Vec<String>,
 }
@@ -138,6 +141,8 @@ pub struct Prepared {
     /// lines, missing or uncataloged files), reported with the query's warnings.
     catalog_warnings: Vec<String>,
     recording: bool,
+    /// A recorder (or repair, index) held the store's lock when it was opened.
+    locked: bool,
     /// A single capture file, not a store directory.
     single: bool,
 }
@@ -167,6 +172,7 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     let single = !meta.is_dir();
     let mut catalog_warnings = Vec::new();
     let mut store_dir = None;
+    let mut locked = false;
     let (root, entries, part_files) = if meta.is_dir() {
         let cat = path.join(catalog::CATALOG_FILE);
         match std::fs::symlink_metadata(&cat) {
@@ -181,8 +187,12 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         let io = |source| QueryError::Io { path: path.join(catalog::CATALOG_FILE), source };
         // Entries whose paths could leave the store are rejected here, with a warning.
         let read = wv_store::catalog::read_checked(&path).map_err(io)?;
+        // A recorder holding the lock renames files before it catalogs
+        // them and deletes old ones (retention): those are in flight, not
+        // damage, and are not reported as such.
+        locked = matches!(wv_store::lock::state(&path), Ok(wv_store::lock::LockState::Held { .. }));
         catalog_warnings = read.warnings();
-        catalog_warnings.extend(wv_store::catalog::audit(&path, &read.entries));
+        catalog_warnings.extend(wv_store::catalog::audit(&path, &read.entries, locked));
         store_dir = Some(wv_sys::fs::Dir::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?);
         let parts = count_part_files(&path);
         (path, read.entries, parts)
@@ -195,8 +205,7 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
             e => e,
         })?
     };
-    let recording =
-        part_files > 0 && !single && matches!(wv_store::lock::state(&root), Ok(wv_store::lock::LockState::Held { .. }));
+    let recording = part_files > 0 && !single && locked;
     let mut filters = HashMap::new();
     let mut linktypes: Vec<u32> = entries.iter().map(|e| e.linktype).collect();
     linktypes.sort_unstable();
@@ -211,7 +220,19 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         filters.insert(lt, compile(&query.expr, lt, swapped)?);
     }
     let plan = crate::expr::plan(&query.expr);
-    Ok(Prepared { query, entries, root, filters, plan, part_files, store_dir, catalog_warnings, recording, single })
+    Ok(Prepared {
+        query,
+        entries,
+        root,
+        filters,
+        plan,
+        part_files,
+        store_dir,
+        catalog_warnings,
+        recording,
+        locked,
+        single,
+    })
 }
 
 /// Whether the capture file at `path` is written in the other byte order
@@ -638,7 +659,8 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
         while next < files.len() && heap.peek().is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts) {
             let (_, e) = files[next];
             next += 1;
-            let Some(mut c) = open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), from, to, &mut report)?
+            let Some(mut c) =
+                open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), from, to, p.locked, &mut report)?
             else {
                 continue;
             };
@@ -701,6 +723,7 @@ fn open_cursor(
     plan: Option<&Plan>,
     from: u64,
     to: u64,
+    locked: bool,
     report: &mut Report,
 ) -> Result<Option<Cursor>, QueryError> {
     let path = root.join(&e.file);
@@ -721,6 +744,12 @@ fn open_cursor(
     };
     let file = match open(&e.file) {
         Ok(f) => f,
+        // Deleted by the running recorder's retention since the catalog
+        // was read: its packets are gone on purpose, nothing to repair.
+        Err(err) if locked && err.kind() == io::ErrorKind::NotFound => {
+            report.deleted_while_recording += 1;
+            return Ok(None);
+        }
         Err(err) => {
             damaged(report, format!("{err}; skipped (run `wirevault repair` on the store)"));
             return Ok(None);

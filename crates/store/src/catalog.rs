@@ -351,16 +351,23 @@ pub fn is_capture_name(name: &str) -> bool {
 
 /// Compares the catalog with the stream directories: entries whose file
 /// is missing (or not a regular file), and closed capture files no entry
-/// names. One sentence each, for readers to print as warnings.
-pub fn audit(store: &Path, entries: &[Entry]) -> Vec<String> {
+/// names. One sentence each, for readers to print as warnings. With
+/// `locked` (a recorder holds the store's lock) a missing file (deleted by
+/// its retention) and a closed file not yet catalogued (renamed, its line
+/// not yet appended) are in flight, not damage: they are not reported.
+pub fn audit(store: &Path, entries: &[Entry], locked: bool) -> Vec<String> {
     let mut w = Vec::new();
     let Ok(dir) = Dir::open(store) else { return w };
     for e in entries {
         match dir.lstat(&e.file) {
             Ok(s) if s.kind == Kind::File => {}
             Ok(_) => w.push(format!("{} is not a regular file; skipped (run `wirevault repair`)", e.file)),
+            Err(err) if locked && err.kind() == io::ErrorKind::NotFound => {}
             Err(_) => w.push(format!("the catalog names {}, which is missing; run `wirevault repair`", e.file)),
         }
+    }
+    if locked {
+        return w;
     }
     let known: std::collections::HashSet<&str> = entries.iter().map(|e| e.file.as_str()).collect();
     for (d, kind) in dir.list("").unwrap_or_default() {

@@ -374,3 +374,51 @@ fn absurd_catalog_bytes_are_fixed_and_retention_still_deletes() {
     check_store(&store);
     run_wirevault(&["query", s(&store), "--strict", "--count"]).expect(0, "query --strict");
 }
+
+// --- 11: query during a recording does not ask for repair ----------------------
+
+#[test]
+fn queries_during_a_recording_do_not_ask_for_repair() {
+    let _heavy = heavy_lock();
+    let tmp = TempDir::new("hs2-inflight");
+    let store = tmp.join("s");
+    let mut rec = Recorder::start(
+        None,
+        &store,
+        tmp.path(),
+        &[
+            "--synthetic",
+            "size=200,rate=20k,duration=6s",
+            "--buffer",
+            "16M",
+            "--block-size",
+            "64K",
+            "--file-size",
+            "64K",
+            "--max-size",
+            "1M",
+            "-q",
+        ],
+    );
+    rec.wait_ready();
+    let start = Instant::now();
+    let mut runs = 0;
+    let mut max_count = 0u64;
+    while start.elapsed() < Duration::from_secs(5) {
+        let o = run_wirevault(&["query", s(&store), "--count"]);
+        assert_no_panic(&o.stderr, "query while recording");
+        if o.code != Some(0) {
+            // The store may not exist for a moment at the start.
+            assert!(!o.stderr.contains("repair"), "{}", o.stderr);
+            continue;
+        }
+        runs += 1;
+        max_count = max_count.max(o.stdout.trim().parse::<u64>().unwrap());
+        assert!(!o.stderr.contains("wirevault repair"), "query while recording asks for repair:\n{}", o.stderr);
+    }
+    let o = rec.wait(Duration::from_secs(30));
+    o.expect(0, "record");
+    assert!(runs > 5, "only {runs} queries ran");
+    let written = final_counters(&store).written;
+    assert!(max_count <= written, "a query counted {max_count} of {written} written");
+}
