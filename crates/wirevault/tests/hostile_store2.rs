@@ -422,3 +422,69 @@ fn queries_during_a_recording_do_not_ask_for_repair() {
     let written = final_counters(&store).written;
     assert!(max_count <= written, "a query counted {max_count} of {written} written");
 }
+
+// --- 8: times past 2106 -----------------------------------------------------------
+
+#[test]
+fn times_past_2106_are_refused_in_pcap_and_kept_in_pcapng() {
+    let Some(input) = corpus_file("times_past_2106", "time_2106_overflow.pcapng") else { return };
+    if !need_tools("times_past_2106", &["tcpdump"]) {
+        return;
+    }
+    let tmp = TempDir::new("hs2-2106");
+    let count = |store: &Path, range: &[&str]| -> u64 {
+        let mut a = vec!["query", s(store), "--count"];
+        a.extend_from_slice(range);
+        let o = run_wirevault(&a);
+        o.expect(0, &format!("query {range:?}"));
+        o.stdout.trim().parse().unwrap()
+    };
+    let stored = |store: &Path| -> u64 {
+        fs::read_dir(store.join("stream-000"))
+            .map(|d| {
+                d.map(|e| e.unwrap().path())
+                    .filter(|p| !p.to_string_lossy().ends_with(".idx"))
+                    .map(|p| tcpdump_count_all(&p))
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let limit = (u32::MAX as u64 + 1) * 1_000_000_000;
+    for format in ["pcap", "pcapng"] {
+        let store = tmp.join(format);
+        let o = run_wirevault(&["record", "-r", s(&input), "-o", s(&store), "-q", "--format", format]);
+        o.expect(0, &format!("record --format {format}"));
+        // The catalog holds the times the stored records hold.
+        for e in catalog(&store) {
+            let (_, recs) = read_capture(&store.join(e["file"].as_str().unwrap()));
+            for r in recs {
+                let (lo, hi) = (e["first_ns"].as_u64().unwrap(), e["last_ns"].as_u64().unwrap());
+                assert!(
+                    lo <= r.ts_ns && r.ts_ns <= hi,
+                    "{format}: a stored time {} outside the catalog's {e}",
+                    r.ts_ns
+                );
+            }
+        }
+        let c = final_counters(&store);
+        let in_file = tcpdump_count_all(&input);
+        assert_eq!(c.received, in_file);
+        let on_disk = stored(&store);
+        assert_eq!(c.written, on_disk, "{format}: written vs stored");
+        assert_eq!(count(&store, &[]), on_disk, "{format}");
+        assert_eq!(count(&store, &["--from", "0", "--to", "100"]), 0, "{format}: a wrapped time");
+        let late = count(&store, &["--from", "2106-02-07T06:28:16Z"]);
+        if format == "pcap" {
+            assert_eq!(c.timestamp_range, in_file, "{format}: the packet past 2106 is counted as a drop");
+            assert!(o.stderr.contains("--format pcapng"), "{}", o.stderr);
+            assert_eq!(late, 0);
+        } else {
+            assert_eq!(c.timestamp_range, 0);
+            assert_eq!(late, on_disk, "pcapng keeps the time");
+        }
+        // The catalog holds what the files hold.
+        for e in catalog(&store) {
+            assert!(e["first_ns"].as_u64().unwrap() >= limit, "{format}: {e}");
+        }
+    }
+}

@@ -616,11 +616,12 @@ pub struct Counters {
     pub arena_full: u64,
     pub write_error: u64,
     pub shutdown: u64,
+    pub timestamp_range: u64,
 }
 
 impl Counters {
     pub fn drops(&self) -> u64 {
-        self.kernel + self.arena_full + self.write_error + self.shutdown
+        self.kernel + self.arena_full + self.write_error + self.shutdown + self.timestamp_range
     }
 }
 
@@ -636,6 +637,7 @@ pub fn final_counters(store: &Path) -> Counters {
         arena_full: u(d, "arena_full"),
         write_error: u(d, "write_error"),
         shutdown: u(d, "shutdown"),
+        timestamp_range: u(d, "timestamp_range"),
     };
     assert_eq!(c.received, c.written + c.filtered + c.drops(), "received != written + filtered + drops: {s}");
     assert_eq!(s["balanced"], true, "stats.json: {s}");
