@@ -660,7 +660,7 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
             let (_, e) = files[next];
             next += 1;
             let Some(mut c) =
-                open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), from, to, p.locked, &mut report)?
+                open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), (from, to), p.locked, &mut report)?
             else {
                 continue;
             };
@@ -721,8 +721,7 @@ fn open_cursor(
     store_dir: Option<&wv_sys::fs::Dir>,
     e: &Entry,
     plan: Option<&Plan>,
-    from: u64,
-    to: u64,
+    (from, to): (u64, u64),
     locked: bool,
     report: &mut Report,
 ) -> Result<Option<Cursor>, QueryError> {
