@@ -24,10 +24,13 @@ pub struct Counts {
     pub dropped_arena_full: u64,
     /// Packets the source had accepted but could not hand over at shutdown.
     pub dropped_shutdown: u64,
+    /// Packets whose time the stored format cannot hold (pcap after
+    /// 2106-02-07T06:28:15Z), not stored.
+    pub dropped_timestamp_range: u64,
 }
 
 /// Number of fields of [`Counts`].
-const FIELDS: usize = 9;
+const FIELDS: usize = 10;
 
 impl Counts {
     /// Every field, in one fixed order: the one list of the fields that
@@ -43,6 +46,7 @@ impl Counts {
             &mut self.wire_bytes,
             &mut self.dropped_arena_full,
             &mut self.dropped_shutdown,
+            &mut self.dropped_timestamp_range,
         ]
     }
 
@@ -105,6 +109,7 @@ mod tests {
             wire_bytes: k + 6,
             dropped_arena_full: k + 7,
             dropped_shutdown: k + 8,
+            dropped_timestamp_range: k + 9,
         }
     }
 

@@ -46,6 +46,10 @@ impl Delivery<'_> {
             self.counts.dropped_shutdown += 1;
             return;
         }
+        if !self.stream.time_fits(ts_ns) {
+            self.counts.dropped_timestamp_range += 1;
+            return;
+        }
         if self.stream.append(ts_ns, linktype, snaplen, origlen, caplen, parts) {
             *self.remaining -= 1;
             self.counts.stored += 1;

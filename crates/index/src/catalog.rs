@@ -2,7 +2,6 @@
 //! implementation lives in `wv_store::catalog`; this maps its errors.
 
 use crate::IndexError;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 pub use wv_store::catalog::Entry;
@@ -17,15 +16,9 @@ pub fn read(store: &Path) -> Result<Vec<Entry>, IndexError> {
         .map_err(|source| IndexError::Io { path: store.join(CATALOG_FILE), source })
 }
 
-/// Replaces a store's catalog atomically; it is left 0640 whatever the umask.
+/// Replaces a store's catalog atomically (through the store's directory,
+/// no symlink followed); it is left 0640 whatever the umask.
 pub fn write(store: &Path, entries: &[Entry]) -> Result<(), IndexError> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = store.join(CATALOG_FILE);
     wv_store::catalog::rewrite(store, entries)
-        .and_then(|()| {
-            let f =
-                std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(&path)?;
-            f.set_permissions(std::fs::Permissions::from_mode(0o640))
-        })
-        .map_err(|source| IndexError::Io { path, source })
+        .map_err(|source| IndexError::Io { path: store.join(CATALOG_FILE), source })
 }

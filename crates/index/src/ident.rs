@@ -86,3 +86,15 @@ pub fn open_capture(path: &Path, nofollow: bool) -> io::Result<File> {
     }
     Ok(file)
 }
+
+/// [`open_capture`] of `rel` beneath a store's directory: no symlink is
+/// followed at any component, never blocking, only a regular file.
+pub fn open_capture_in(dir: &wv_sys::fs::Dir, rel: &str) -> io::Result<File> {
+    dir.open_file(rel, wv_sys::fs::Open::Read, 0).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::other("is a symbolic link or under one; not followed")
+        } else {
+            e
+        }
+    })
+}

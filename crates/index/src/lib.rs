@@ -115,8 +115,32 @@ pub fn index_file_with(capture: &Path, block_packets: u32) -> Result<FileIndexed
 /// capture's identity as it was when indexing started (a file that grows
 /// meanwhile no longer matches its index, which is then not trusted).
 pub fn index_file_opts(capture: &Path, opts: &IndexOptions) -> Result<FileIndexed, IndexError> {
+    let file = ident::open_capture(capture, opts.nofollow)
+        .map_err(|e| IndexError::Io { path: capture.to_path_buf(), source: e })?;
+    let index_path = index_path_for(capture);
+    index_open(file, capture, index_path.clone(), opts, |b| b.finish(&index_path))
+}
+
+/// [`index_file_opts`] of the capture `rel` beneath a store's directory
+/// `dir`: the capture is opened, and its index `rel.idx` created and
+/// renamed, through the directory's descriptor (no symlink followed at any
+/// component: a store owned by another user cannot send the index, or the
+/// read, outside it).
+pub fn index_file_in(dir: &wv_sys::fs::Dir, rel: &str, opts: &IndexOptions) -> Result<FileIndexed, IndexError> {
+    let shown = dir.display(rel);
+    let file = ident::open_capture_in(dir, rel).map_err(|e| IndexError::Io { path: shown.clone(), source: e })?;
+    let irel = wv_store::layout::index_rel(rel);
+    index_open(file, &shown, dir.display(&irel), opts, |b| b.finish_in(dir, &irel))
+}
+
+fn index_open(
+    file: std::fs::File,
+    capture: &Path,
+    index_path: PathBuf,
+    opts: &IndexOptions,
+    finish: impl FnOnce(Builder) -> Result<IndexSummary, IndexError>,
+) -> Result<FileIndexed, IndexError> {
     let io = |e| IndexError::Io { path: capture.to_path_buf(), source: e };
-    let file = ident::open_capture(capture, opts.nofollow).map_err(io)?;
     let id = ident::CaptureId::of(&file).map_err(io)?;
     let bytes = id.bytes;
     let mut reader = Reader::new(file).map_err(|e| IndexError::Capture { path: capture.to_path_buf(), source: e })?;
@@ -150,8 +174,7 @@ pub fn index_file_opts(capture: &Path, opts: &IndexOptions) -> Result<FileIndexe
     }
     let mut builder = builder.unwrap_or_else(|| Builder::new(wv_wire::linktype::ETHERNET));
     builder.set_capture_id(id);
-    let index_path = index_path_for(capture);
-    let summary = builder.finish(&index_path)?;
+    let summary = finish(builder)?;
     Ok(FileIndexed { index_path, summary, format, snaplen, bytes, truncated })
 }
 
@@ -163,6 +186,20 @@ pub fn check_index(idx: &Path, capture: &Path) -> Result<(), IndexError> {
     let f =
         ident::open_capture(capture, true).map_err(|e| IndexError::Io { path: capture.to_path_buf(), source: e })?;
     r.check_capture_with(&f, true)
+}
+
+/// [`check_index`] of the index `idx` and capture `capture`, both beneath
+/// a store's directory `dir` (no symlink followed). Returns the index's
+/// packet count and time range (min, max) when it can be used.
+pub fn check_index_in(dir: &wv_sys::fs::Dir, idx: &str, capture: &str) -> Result<(u64, u64, u64), IndexError> {
+    let shown = dir.display(idx);
+    let f = ident::open_capture_in(dir, idx).map_err(|e| IndexError::Io { path: shown.clone(), source: e })?;
+    let r = IndexReader::from_file(f, &shown)?;
+    r.verify()?;
+    let f =
+        ident::open_capture_in(dir, capture).map_err(|e| IndexError::Io { path: dir.display(capture), source: e })?;
+    r.check_capture_with(&f, true)?;
+    Ok((r.packets, r.first_ns, r.last_ns))
 }
 
 /// What [`index_path`] did.
@@ -226,7 +263,11 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
         report.indexed.push(index_file_opts(path, opts)?);
         return Ok(report);
     }
-    let dir_opts = IndexOptions { nofollow: true, ..*opts };
+    // Every path below is taken from the directory (its catalog, its
+    // listing) and resolved beneath it, following no symlink at any
+    // component: the directory may belong to another user than the one
+    // indexing it.
+    let dir = wv_sys::fs::Dir::open(path).map_err(|e| IndexError::Io { path: path.to_path_buf(), source: e })?;
     let cat_path = path.join(catalog::CATALOG_FILE);
     let existed = std::fs::symlink_metadata(&cat_path).is_ok();
     let mut entries = if existed { catalog::read(path)? } else { Vec::new() };
@@ -235,7 +276,7 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
         // A plain directory: every capture file under it, sorted by path;
         // entries of an earlier run whose file is gone are left out.
         let mut files = Vec::new();
-        collect_captures(path, path, &mut files)?;
+        collect_captures(&dir, "", &mut files)?;
         files.sort();
         let known: std::collections::HashSet<String> = entries.iter().map(|e| e.file.clone()).collect();
         entries.retain(|e| {
@@ -258,8 +299,14 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
         }
         let capture = path.join(&e.file);
         if let Some(rel) = &e.index {
-            match check_index(&path.join(rel), &capture) {
-                Ok(()) => {
+            match check_index_in(&dir, rel, &e.file) {
+                Ok((packets, first_ns, last_ns)) => {
+                    // The catalog holds the min and max time (older
+                    // versions wrote the first and last record's).
+                    if packets == e.packets && packets > 0 && (e.first_ns, e.last_ns) != (first_ns, last_ns) {
+                        (e.first_ns, e.last_ns) = (first_ns, last_ns);
+                        changed = true;
+                    }
                     report.already += 1;
                     keep.push(e);
                     continue;
@@ -267,7 +314,7 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
                 Err(why) => report.rebuilt.push((capture.clone(), why.to_string())),
             }
         }
-        match index_file_opts(&capture, &dir_opts) {
+        match index_file_in(&dir, &e.file, opts) {
             Ok(fi) => {
                 e.index = Some(wv_store::layout::index_rel(&e.file));
                 e.format = Some(fi.format);
@@ -291,7 +338,7 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
                 report.failed.push((capture, err.to_string()));
                 // An index that no longer fits its capture is not kept.
                 if let Some(rel) = e.index.take() {
-                    let _ = std::fs::remove_file(path.join(rel));
+                    let _ = dir.unlink(&rel);
                     changed = true;
                 }
                 // A store keeps its entry (unindexed); a plain directory
@@ -324,21 +371,17 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
     report.catalog = Some(cat_path);
     Ok(report)
 }
-fn collect_captures(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), IndexError> {
-    let io = |e| IndexError::Io { path: dir.to_path_buf(), source: e };
-    for ent in std::fs::read_dir(dir).map_err(io)? {
-        let ent = ent.map_err(io)?;
-        let p = ent.path();
-        let ft = ent.file_type().map_err(io)?;
-        if ft.is_dir() {
-            collect_captures(root, &p, out)?;
-        } else if ft.is_file() {
-            let name = ent.file_name().to_string_lossy().into_owned();
-            if is_capture_name(&name) {
-                if let Ok(rel) = p.strip_prefix(root) {
-                    out.push(rel.to_string_lossy().into_owned());
-                }
-            }
+/// The capture files beneath `rel` of `dir` (store-relative paths); a
+/// symlink (to a file or a directory) is not followed.
+fn collect_captures(dir: &wv_sys::fs::Dir, rel: &str, out: &mut Vec<String>) -> Result<(), IndexError> {
+    use wv_sys::fs::Kind;
+    let io = |e| IndexError::Io { path: dir.display(rel), source: e };
+    for (name, kind) in dir.list(rel).map_err(io)? {
+        let sub = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+        match kind {
+            Kind::Dir => collect_captures(dir, &sub, out)?,
+            Kind::File if is_capture_name(&name) => out.push(sub),
+            _ => {}
         }
     }
     Ok(())

@@ -59,8 +59,20 @@ pub enum QueryError {
     PermissionDenied { path: PathBuf },
     #[error("{} is not a regular file (a FIFO, device or directory); give a store directory or a capture file", path.display())]
     NotRegular { path: PathBuf },
+    #[error("{} is not a regular file (a FIFO, device or socket?); remove it and run `wirevault repair` (or `wirevault index`) on the store", path.display())]
+    CatalogNotRegular { path: PathBuf },
     #[error("refusing to write {}: it is inside the store {} or is one of its stored files; write the output elsewhere", out.display(), store.display())]
     OutputInStore { out: PathBuf, store: PathBuf },
+}
+
+impl Report {
+    /// Counts `path` as damaged, once however many problems it has.
+    fn note_damaged(&mut self, path: &Path) {
+        if !self.damaged_files.iter().any(|p| p == path) {
+            self.damaged_files.push(path.to_path_buf());
+            self.damaged += 1;
+        }
+    }
 }
 
 impl QueryError {
@@ -91,8 +103,14 @@ pub struct Report {
     /// recorded (otherwise a crash left them and `repair` is due).
     pub recording: bool,
     /// Catalogued files skipped in whole or in part because they are
-    /// missing, shorter than catalogued or unreadable (each has a warning).
+    /// missing, shorter than catalogued or unreadable (each has a warning),
+    /// each counted once.
     pub damaged: usize,
+    /// The files counted in `damaged`.
+    pub damaged_files: Vec<PathBuf>,
+    /// Catalogued files deleted by the running recorder (retention) while
+    /// the query ran: not damage.
+    pub deleted_while_recording: usize,
     /// Problems that did not stop the query (unreadable tails, bad indexes).
     pub warnings: Vec<String>,
 }
@@ -123,6 +141,8 @@ pub struct Prepared {
     /// lines, missing or uncataloged files), reported with the query's warnings.
     catalog_warnings: Vec<String>,
     recording: bool,
+    /// A recorder (or repair, index) held the store's lock when it was opened.
+    locked: bool,
     /// A single capture file, not a store directory.
     single: bool,
 }
@@ -152,10 +172,14 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     let single = !meta.is_dir();
     let mut catalog_warnings = Vec::new();
     let mut store_dir = None;
+    let mut locked = false;
     let (root, entries, part_files) = if meta.is_dir() {
         let cat = path.join(catalog::CATALOG_FILE);
-        match std::fs::metadata(&cat) {
-            Ok(m) if m.is_file() => {}
+        match std::fs::symlink_metadata(&cat) {
+            Ok(m) if m.is_file() || m.file_type().is_symlink() => {}
+            // A store whose catalog is a FIFO, device or link: say so
+            // (reading it could block, and it is not "not a store").
+            Ok(m) if !m.is_dir() => return Err(QueryError::CatalogNotRegular { path: cat }),
             Ok(_) => return Err(QueryError::NotAStore { path }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(QueryError::NotAStore { path }),
             Err(e) => return Err(io_err(&cat, e)),
@@ -163,8 +187,12 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         let io = |source| QueryError::Io { path: path.join(catalog::CATALOG_FILE), source };
         // Entries whose paths could leave the store are rejected here, with a warning.
         let read = wv_store::catalog::read_checked(&path).map_err(io)?;
+        // A recorder holding the lock renames files before it catalogs
+        // them and deletes old ones (retention): those are in flight, not
+        // damage, and are not reported as such.
+        locked = matches!(wv_store::lock::state(&path), Ok(wv_store::lock::LockState::Held { .. }));
         catalog_warnings = read.warnings();
-        catalog_warnings.extend(wv_store::catalog::audit(&path, &read.entries));
+        catalog_warnings.extend(wv_store::catalog::audit(&path, &read.entries, locked));
         store_dir = Some(wv_sys::fs::Dir::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?);
         let parts = count_part_files(&path);
         (path, read.entries, parts)
@@ -177,8 +205,7 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
             e => e,
         })?
     };
-    let recording =
-        part_files > 0 && !single && matches!(wv_store::lock::state(&root), Ok(wv_store::lock::LockState::Held { .. }));
+    let recording = part_files > 0 && !single && locked;
     let mut filters = HashMap::new();
     let mut linktypes: Vec<u32> = entries.iter().map(|e| e.linktype).collect();
     linktypes.sort_unstable();
@@ -193,7 +220,19 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         filters.insert(lt, compile(&query.expr, lt, swapped)?);
     }
     let plan = crate::expr::plan(&query.expr);
-    Ok(Prepared { query, entries, root, filters, plan, part_files, store_dir, catalog_warnings, recording, single })
+    Ok(Prepared {
+        query,
+        entries,
+        root,
+        filters,
+        plan,
+        part_files,
+        store_dir,
+        catalog_warnings,
+        recording,
+        locked,
+        single,
+    })
 }
 
 /// Whether the capture file at `path` is written in the other byte order
@@ -324,7 +363,7 @@ fn scan(
             Ok(None) => return Ok(false),
             Err(e) => {
                 report.warnings.push(format!("{}: {e}; the rest of this file is skipped", path.display()));
-                report.damaged += 1;
+                report.note_damaged(path);
                 return Ok(false);
             }
         };
@@ -620,7 +659,8 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
         while next < files.len() && heap.peek().is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts) {
             let (_, e) = files[next];
             next += 1;
-            let Some(mut c) = open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), from, to, &mut report)?
+            let Some(mut c) =
+                open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), (from, to), p.locked, &mut report)?
             else {
                 continue;
             };
@@ -681,8 +721,8 @@ fn open_cursor(
     store_dir: Option<&wv_sys::fs::Dir>,
     e: &Entry,
     plan: Option<&Plan>,
-    from: u64,
-    to: u64,
+    (from, to): (u64, u64),
+    locked: bool,
     report: &mut Report,
 ) -> Result<Option<Cursor>, QueryError> {
     let path = root.join(&e.file);
@@ -690,7 +730,7 @@ fn open_cursor(
     // skipped (in part) with a warning naming it, and counted.
     let damaged = |report: &mut Report, why: String| {
         report.warnings.push(format!("{}: {why}", path.display()));
-        report.damaged += 1;
+        report.note_damaged(&path);
     };
     // A store's files are opened beneath it, following no symlink.
     // O_NONBLOCK: a FIFO planted in place of a capture must not make the
@@ -703,6 +743,12 @@ fn open_cursor(
     };
     let file = match open(&e.file) {
         Ok(f) => f,
+        // Deleted by the running recorder's retention since the catalog
+        // was read: its packets are gone on purpose, nothing to repair.
+        Err(err) if locked && err.kind() == io::ErrorKind::NotFound => {
+            report.deleted_while_recording += 1;
+            return Ok(None);
+        }
         Err(err) => {
             damaged(report, format!("{err}; skipped (run `wirevault repair` on the store)"));
             return Ok(None);

@@ -87,7 +87,11 @@ pub struct Catalog {
 /// Bytes a catalog entry occupies on disk: the capture file and its index.
 fn disk_size(dir: &Dir, e: &Entry) -> u64 {
     let idx = e.index.as_ref().and_then(|i| dir.lstat(i).ok()).filter(|s| s.kind == Kind::File).map_or(0, |s| s.len);
-    e.bytes + idx
+    // The file's real size where it can be seen: a damaged line's `bytes`
+    // (u64::MAX) must not make retention delete everything, or nothing.
+    let bytes = dir.lstat(&e.file).ok().filter(|s| s.kind == Kind::File).map_or(e.bytes.min(1 << 50), |s| s.len);
+    // A damaged line may say anything (u64::MAX): sums saturate.
+    bytes.saturating_add(idx)
 }
 
 /// Opens the catalog for appending (created 0640 if missing), no symlink followed.
@@ -104,7 +108,7 @@ impl Catalog {
         let file = open_append(&dir)?;
         let entries: Vec<(Entry, u64)> =
             entries.into_iter().map(|e| (disk_size(&dir, &e), e)).map(|(s, e)| (e, s)).collect();
-        let total = entries.iter().map(|(_, s)| s).sum();
+        let total = entries.iter().fold(0u64, |t, (_, s)| t.saturating_add(*s));
         let mut inner = Inner { file, reserved: 0, entries, total };
         reserve_ahead(&mut inner);
         Ok(Catalog { dir, path, inner: Mutex::new(inner) })
@@ -123,7 +127,7 @@ impl Catalog {
         g.file.write_all(&line)?;
         g.file.sync_data()?;
         g.entries.push((e.clone(), size));
-        g.total += size;
+        g.total = g.total.saturating_add(size);
         reserve_ahead(&mut g);
         Ok(())
     }
@@ -149,7 +153,7 @@ impl Catalog {
     pub fn make_room(&self, budget: &Budget, reserve: u64) -> Result<Deleted, io::Error> {
         let mut g = self.lock();
         let mut deleted = Deleted::default();
-        if g.total + reserve <= budget.max_bytes {
+        if g.total.saturating_add(reserve) <= budget.max_bytes {
             return Ok(deleted);
         }
         if budget.on_full == OnFull::Stop {
@@ -160,7 +164,7 @@ impl Catalog {
         let mut drop_set = vec![false; g.entries.len()];
         let mut total = g.total;
         for i in order {
-            if total + reserve <= budget.max_bytes {
+            if total.saturating_add(reserve) <= budget.max_bytes {
                 break;
             }
             let (e, size) = &g.entries[i];
@@ -174,9 +178,9 @@ impl Catalog {
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                 Err(err) => return Err(err),
             }
-            total -= size;
+            total = total.saturating_sub(*size);
             deleted.files += 1;
-            deleted.bytes += size;
+            deleted.bytes = deleted.bytes.saturating_add(*size);
             drop_set[i] = true;
         }
         let mut i = 0;
@@ -347,16 +351,23 @@ pub fn is_capture_name(name: &str) -> bool {
 
 /// Compares the catalog with the stream directories: entries whose file
 /// is missing (or not a regular file), and closed capture files no entry
-/// names. One sentence each, for readers to print as warnings.
-pub fn audit(store: &Path, entries: &[Entry]) -> Vec<String> {
+/// names. One sentence each, for readers to print as warnings. With
+/// `locked` (a recorder holds the store's lock) a missing file (deleted by
+/// its retention) and a closed file not yet catalogued (renamed, its line
+/// not yet appended) are in flight, not damage: they are not reported.
+pub fn audit(store: &Path, entries: &[Entry], locked: bool) -> Vec<String> {
     let mut w = Vec::new();
     let Ok(dir) = Dir::open(store) else { return w };
     for e in entries {
         match dir.lstat(&e.file) {
             Ok(s) if s.kind == Kind::File => {}
             Ok(_) => w.push(format!("{} is not a regular file; skipped (run `wirevault repair`)", e.file)),
+            Err(err) if locked && err.kind() == io::ErrorKind::NotFound => {}
             Err(_) => w.push(format!("the catalog names {}, which is missing; run `wirevault repair`", e.file)),
         }
+    }
+    if locked {
+        return w;
     }
     let known: std::collections::HashSet<&str> = entries.iter().map(|e| e.file.as_str()).collect();
     for (d, kind) in dir.list("").unwrap_or_default() {

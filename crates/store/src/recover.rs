@@ -17,6 +17,7 @@ pub struct ValidPrefix {
     /// when the file is not partial). Records are looked for only there.
     pub data_len: u64,
     pub packets: u64,
+    /// Min and max timestamp of the complete records.
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
     pub linktype: u32,
@@ -121,8 +122,10 @@ impl ValidPrefix {
     fn record(&mut self, ts_ns: u64, len: u64) {
         self.len += len;
         self.packets += 1;
-        self.first_ns.get_or_insert(ts_ns);
-        self.last_ns = Some(ts_ns);
+        // The min and max time (what the catalog holds), not the first and
+        // last record's: times may go back (inputs out of order, clock steps).
+        self.first_ns = Some(self.first_ns.map_or(ts_ns, |t| t.min(ts_ns)));
+        self.last_ns = Some(self.last_ns.map_or(ts_ns, |t| t.max(ts_ns)));
     }
 }
 
@@ -154,8 +157,14 @@ pub struct RepairReport {
     pub cataloged: u64,
     /// Catalog entries whose file is gone (a crash during retention), removed.
     pub removed_entries: u64,
+    /// Catalogued files whose size differed from their entry (truncated,
+    /// grown, or a damaged `bytes`), walked again and their entry fixed.
+    pub resized: u64,
     /// Indexes rebuilt.
     pub reindexed: u64,
+    /// Catalog entries whose first_ns/last_ns were not their file's min
+    /// and max timestamps, corrected.
+    pub retimed: u64,
     /// Of those, indexes that existed but were unusable (damaged, of an
     /// older format, built from another file).
     pub unusable_indexes: u64,
@@ -178,16 +187,28 @@ impl RepairReport {
     }
 }
 
-/// Builds the index of a capture file at the given path (the binary passes
-/// the index crate's builder; the store does not depend on the index format).
-pub type IndexFn<'a> = &'a dyn Fn(&Path) -> io::Result<()>;
+/// What an index says about its capture: its packet count and the min and
+/// max timestamps of its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Indexed {
+    pub packets: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
 
-/// Why the existing index (first path) of a capture (second path) cannot be
-/// used (damaged, of an older format version, built from another file), or
-/// `Ok` when it can. Given to [`repair`] by `wirevault repair`, which checks
-/// every index whole; `record`'s start-up repair passes none (it would read
-/// every index of the store before capture starts).
-pub type CheckFn<'a> = &'a dyn Fn(&Path, &Path) -> Result<(), String>;
+/// Builds the index of the capture `rel` beneath the store's directory (the
+/// binary passes the index crate's builder; the store does not depend on the
+/// index format). Both files are opened, created and renamed through the
+/// [`Dir`](wv_sys::fs::Dir), never through a symlink.
+pub type IndexFn<'a> = &'a dyn Fn(&wv_sys::fs::Dir, &str) -> io::Result<Indexed>;
+
+/// Why the existing index (first path) of a capture (second path), both
+/// beneath the store's directory, cannot be used (damaged, of an older
+/// format version, built from another file), or what it says when it can.
+/// Given to [`repair`] by `wirevault repair`, which checks every index
+/// whole; `record`'s start-up repair passes none (it would read every index
+/// of the store before capture starts).
+pub type CheckFn<'a> = &'a dyn Fn(&wv_sys::fs::Dir, &str, &str) -> Result<Indexed, String>;
 
 fn format_of(name: &str) -> Option<Format> {
     if name.ends_with(".pcap") {
@@ -224,8 +245,26 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     let before = entries.len();
     entries.retain(|e| dir.lstat(&e.file).is_ok_and(|s| s.kind == Kind::File));
     rep.removed_entries = (before - entries.len()) as u64;
-    let mut changed =
-        rep.removed_entries > 0 || rep.bad_catalog_lines > 0 || rep.rejected_entries > 0 || rep.duplicate_entries > 0;
+    // Catalogued files whose size is not the catalogued one (cut by a full
+    // disk or by hand, grown, or a damaged line's absurd `bytes`): walked
+    // again, cut at their last complete record when they shrank or end in
+    // an incomplete record, and their entry (and index) made to match.
+    for e in entries.iter_mut() {
+        match resize_entry(&dir, e) {
+            Ok(None) => {}
+            Ok(Some(note)) => {
+                rep.resized += 1;
+                rep.notes.push(note);
+            }
+            Err(why) => rep.problems.push(why),
+        }
+    }
+    let resized = rep.resized > 0;
+    let mut changed = resized
+        || rep.removed_entries > 0
+        || rep.bad_catalog_lines > 0
+        || rep.rejected_entries > 0
+        || rep.duplicate_entries > 0;
 
     let mut dirs: Vec<(usize, String)> = Vec::new();
     for (name, kind) in dir.list("")? {
@@ -329,8 +368,14 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 let Some(check) = check else {
                     continue;
                 };
-                match check(&store.join(&irel), &capture) {
-                    Ok(()) => continue,
+                match check(&dir, &irel, &e.file) {
+                    Ok(ix) => {
+                        if fix_times(e, &ix) {
+                            rep.retimed += 1;
+                            changed = true;
+                        }
+                        continue;
+                    }
                     Err(why) => {
                         rep.unusable_indexes += 1;
                         rep.notes.push(format!("{}: index rebuilt: {why}", dir.display(&irel).display()));
@@ -345,13 +390,16 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 continue;
             }
             // (The capture was checked above: a regular file beneath the store.)
-            match index(&capture) {
-                Ok(()) if is_file(&irel) => {
+            match index(&dir, &e.file) {
+                Ok(ix) if is_file(&irel) => {
                     e.index = Some(irel);
                     rep.reindexed += 1;
+                    if fix_times(e, &ix) {
+                        rep.retimed += 1;
+                    }
                     changed = true;
                 }
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(err) => rep.problems.push(format!("{}: index not rebuilt: {err}", capture.display())),
             }
         }
@@ -361,6 +409,72 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
         catalog::rewrite_in(&dir, &entries)?;
     }
     Ok(rep)
+}
+
+/// See the loop in [`repair`]: `Ok(Some(note))` when `e` was changed.
+fn resize_entry(dir: &wv_sys::fs::Dir, e: &mut crate::catalog::Entry) -> Result<Option<String>, String> {
+    use wv_sys::fs::Open;
+    let shown = dir.display(&e.file);
+    let size = match dir.lstat(&e.file) {
+        Ok(st) => st.len,
+        Err(err) => return Err(format!("{}: {err}; left alone", shown.display())),
+    };
+    if size == e.bytes {
+        return Ok(None);
+    }
+    let name = e.file.rsplit('/').next().unwrap_or(&e.file);
+    let Some(format) = e.format.or_else(|| format_of(name)) else {
+        return Err(format!(
+            "{}: {size} bytes, {} catalogued, and not a capture wirevault wrote; left alone",
+            shown.display(),
+            e.bytes
+        ));
+    };
+    let f = dir
+        .open_file(&e.file, Open::ReadWrite, 0)
+        .map_err(|err| format!("{}: cannot open ({err}); left alone", shown.display()))?;
+    let v = valid_prefix_of(f.try_clone().map_err(|err| err.to_string())?, format, false)
+        .map_err(|err| format!("{}: cannot read ({err}); left alone", shown.display()))?;
+    if v.packets == 0 {
+        return Err(format!(
+            "{}: {size} bytes, {} catalogued, and no complete packet a wirevault store holds; left alone",
+            shown.display(),
+            e.bytes
+        ));
+    }
+    let cut = size - v.len;
+    if v.len < size {
+        f.set_len(v.len)
+            .and_then(|()| f.sync_all())
+            .map_err(|err| format!("{}: cannot cut ({err})", shown.display()))?;
+    }
+    let note = format!(
+        "{}: {size} bytes, {} catalogued: walked again, {} packets in {} bytes{}; its entry was corrected",
+        shown.display(),
+        e.bytes,
+        v.packets,
+        v.len,
+        if cut > 0 { format!(" ({cut} bytes of an incomplete last record cut)") } else { String::new() }
+    );
+    (e.bytes, e.packets) = (v.len, v.packets);
+    (e.first_ns, e.last_ns) = (v.first_ns.unwrap_or(0), v.last_ns.unwrap_or(0));
+    (e.linktype, e.snaplen, e.format) = (v.linktype, v.snaplen, Some(format));
+    // Its index describes the old file: rebuilt by the index step.
+    if let Some(ix) = e.index.take() {
+        let _ = dir.unlink(&ix);
+    }
+    Ok(Some(note))
+}
+
+/// Sets an entry's times to the min and max its index found (catalogs of
+/// older versions held the first and last record's, which are not the
+/// bounds of a file whose times go back). True if they changed.
+fn fix_times(e: &mut crate::catalog::Entry, ix: &Indexed) -> bool {
+    if ix.packets == 0 || ix.packets != e.packets || (e.first_ns, e.last_ns) == (ix.first_ns, ix.last_ns) {
+        return false;
+    }
+    (e.first_ns, e.last_ns) = (ix.first_ns, ix.last_ns);
+    true
 }
 
 #[cfg(test)]

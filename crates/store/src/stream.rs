@@ -71,6 +71,9 @@ pub struct StreamProducer {
     last_commit_ns: u64,
 }
 
+/// The first time a pcap record cannot hold (2^32 seconds after the epoch).
+pub const PCAP_TIME_LIMIT_NS: u64 = (u32::MAX as u64 + 1) * 1_000_000_000;
+
 /// Messages the queue must always have room for besides one per block.
 const QUEUE_SLACK: usize = 8;
 
@@ -87,6 +90,15 @@ impl StreamProducer {
             committed_head: 0,
             last_commit_ns: 0,
         }
+    }
+
+    /// Whether a packet time fits this stream's records: a pcap record
+    /// holds 32-bit seconds (up to 2106-02-07T06:28:15Z); pcapng 64-bit
+    /// time. A packet that does not fit is not stored (the caller counts it
+    /// as `timestamp_range`): wrapped, its time would lie.
+    #[inline]
+    pub fn time_fits(&self, ts_ns: u64) -> bool {
+        self.cfg.format != Format::Pcap || ts_ns < PCAP_TIME_LIMIT_NS
     }
 
     /// Numbers the next file `seq + 1` (continue an existing stream directory).

@@ -115,8 +115,12 @@ struct CurFile<I> {
     part_rel: String,
     name: String,
     start: u64,
+    /// The first record's time (the file's name).
     first_ns: u64,
-    last_ns: u64,
+    /// The min and max timestamp of the records walked, as the file holds
+    /// them (the catalog's first_ns/last_ns: times may go back).
+    min_ns: u64,
+    max_ns: u64,
     linktype: u32,
     snaplen: u32,
     /// Stream position up to which data has been submitted (4 KiB aligned).
@@ -327,7 +331,8 @@ impl<I: FileIndexer> Writer<I> {
             name,
             start: pos,
             first_ns,
-            last_ns: first_ns,
+            min_ns: u64::MAX,
+            max_ns: 0,
             linktype,
             snaplen,
             submitted: pos,
@@ -406,7 +411,8 @@ impl<I: FileIndexer> Writer<I> {
                 ix.add(ts_ns, c.parse_pos + off as u64 - c.start, span(a, b, d, d + caplen as usize, scratch), origlen);
             }
             c.packets += 1;
-            c.last_ns = ts_ns;
+            c.min_ns = c.min_ns.min(ts_ns);
+            c.max_ns = c.max_ns.max(ts_ns);
             off += rec_len;
         }
         c.parse_pos += off as u64;
@@ -597,17 +603,19 @@ impl<I: FileIndexer> Writer<I> {
     fn finish_file(&mut self, c: CurFile<I>, len: u64, walked_all: bool) {
         debug_assert!(walked_all, "producer closes files at record boundaries");
         let failed = c.failed_at.is_some() || self.stopped;
-        let (len, packets, last_ns) = if failed {
+        let (len, packets, first_ns, last_ns) = if failed {
             // Keep what reached the disk before the first failed write, cut
             // at the last complete record.
             drop(c.file.set_len(len.min(file_len(&c.file)).min(c.failed_at.unwrap_or(u64::MAX))));
             let reopened = self.store.open_file(&c.part_rel, wv_sys::fs::Open::Read, 0);
             match reopened.and_then(|f| crate::recover::valid_prefix_of(f, self.cfg.format, true)) {
-                Ok(v) => (v.len, v.packets, v.last_ns.unwrap_or(c.first_ns)),
-                Err(_) => (0, 0, c.first_ns),
+                Ok(v) => (v.len, v.packets, v.first_ns.unwrap_or(c.first_ns), v.last_ns.unwrap_or(c.first_ns)),
+                Err(_) => (0, 0, c.first_ns, c.first_ns),
             }
+        } else if c.packets == 0 {
+            (len, 0, c.first_ns, c.first_ns)
         } else {
-            (len, c.packets, c.last_ns)
+            (len, c.packets, c.min_ns, c.max_ns)
         };
         self.shared.dropped_write_error.fetch_add(c.packets - packets.min(c.packets), Ordering::Relaxed);
         if packets == 0 && failed {
@@ -633,7 +641,7 @@ impl<I: FileIndexer> Writer<I> {
             format: Some(self.cfg.format),
             linktype: c.linktype,
             snaplen: c.snaplen,
-            first_ns: c.first_ns,
+            first_ns,
             last_ns,
             packets,
             bytes: len,

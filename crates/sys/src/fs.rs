@@ -201,11 +201,28 @@ impl Dir {
                 true,
             ),
         };
-        let fd = self.open_raw(rel, flags | extra_flags, FILE_MODE)?;
+        // O_NONBLOCK: a FIFO (or device) planted under a store name must
+        // not make the open wait for a writer; it is refused below, and the
+        // flag is cleared again for a regular file (unless asked for).
+        let not_regular = || {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file (a FIFO, device or socket?); remove it", self.display(rel).display()),
+            )
+        };
+        let fd = match self.open_raw(rel, flags | extra_flags | libc::O_NONBLOCK, FILE_MODE) {
+            Ok(fd) => fd,
+            // O_WRONLY|O_NONBLOCK on a FIFO without a reader.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(not_regular()),
+            Err(e) => return Err(e),
+        };
         let file = File::from(fd);
         let st = fstat(file.as_raw_fd())?;
         if kind_of_mode(st.st_mode) != Kind::File {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+            return Err(not_regular());
+        }
+        if extra_flags & libc::O_NONBLOCK == 0 {
+            clear_nonblock(file.as_raw_fd())?;
         }
         if creates && st.st_mode & 0o777 != FILE_MODE {
             // Ours (we created it, or it is our store's file): the store's mode.
@@ -445,6 +462,17 @@ fn fstat(fd: RawFd) -> io::Result<libc::stat> {
         return Err(io::Error::last_os_error());
     }
     Ok(st)
+}
+
+/// Clears O_NONBLOCK on an open file.
+pub fn clear_nonblock(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller holds open; F_GETFL has no other argument.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above; F_SETFL takes the flags as its argument.
+    if fl < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn fchmod(fd: RawFd, mode: u32) -> io::Result<()> {

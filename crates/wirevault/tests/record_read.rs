@@ -199,7 +199,14 @@ fn corpus_ethernet_files_round_trip_like_tcpdump() {
     let tmp = TempDir::new("corpus-eth");
     // Files without packets (or that our reader rejects) go to tcpdump too,
     // which decides by the header's link type.
-    let candidates: Vec<PathBuf> = all.into_iter().filter(|p| matches!(first_linktype(p), Some(1) | None)).collect();
+    // time_2106_overflow.pcapng's and time_2107.pcapng's packets are past
+    // what a pcap record holds: `record` counts them as `timestamp_range`
+    // drops (tested in hostile_store2).
+    let candidates: Vec<PathBuf> = all
+        .into_iter()
+        .filter(|p| !p.ends_with("time_2106_overflow.pcapng") && !p.ends_with("time_2107.pcapng"))
+        .filter(|p| matches!(first_linktype(p), Some(1) | None))
+        .collect();
     // libpcap's reading of each, two tcpdumps at a time.
     let mut expected: Vec<(PathBuf, Vec<Rec>)> = Vec::new();
     std::thread::scope(|s| {
@@ -222,7 +229,7 @@ fn corpus_ethernet_files_round_trip_like_tcpdump() {
             expected.extend(h.join().unwrap());
         }
     });
-    assert!(expected.len() >= 479, "only {} Ethernet files in the corpus", expected.len());
+    assert!(expected.len() >= 477, "only {} Ethernet files in the corpus", expected.len());
     eprintln!("{} Ethernet files of the corpus", expected.len());
 
     let store = tmp.join("store");
@@ -286,14 +293,18 @@ fn corpus_every_file_reads_without_panic() {
     assert!(matches!(o.code, Some(0) | Some(1)), "exit code {:?}: {}", o.code, o.stderr);
     for line in o.stderr.lines() {
         let l = line.trim_start_matches("wirevault: ");
-        let known = l.starts_with("note:") || l.contains("packets received in") || l.contains("input problem(s)");
+        let known = l.starts_with("note:")
+            || l.contains("packets received in")
+            || l.contains("input problem(s)")
+            || l.contains("record with --format pcapng");
         assert!(
             known || all.iter().any(|p| line.contains(&*p.file_name().unwrap().to_string_lossy())),
             "message does not name its file: {line}"
         );
     }
     let c = final_counters(&store);
-    assert_eq!(c.drops(), 0);
+    // Only packets past what a pcap record holds (time_2106_overflow, time_2107) are dropped.
+    assert_eq!(c.drops(), c.timestamp_range);
     let files = check_store(&store);
     let stored: usize = files.iter().map(|f| f.records.len()).sum();
     assert_eq!(stored as u64, c.written);
@@ -304,8 +315,8 @@ fn corpus_every_file_reads_without_panic() {
             let Ok(f) = fs::File::open(p) else { return 0 };
             let Ok(mut r) = wv_wire::reader::Reader::new(f) else { return 0 };
             let mut n = 0;
-            while let Ok(Some(_)) = r.next_packet() {
-                n += 1;
+            while let Ok(Some(p)) = r.next_packet() {
+                n += usize::from(p.ts_ns < (u32::MAX as u64 + 1) * 1_000_000_000);
             }
             n
         })

@@ -8,6 +8,7 @@ mod cli_conventions;
 mod hostile_live;
 mod hostile_retrial;
 mod hostile_store;
+mod hostile_store2;
 mod index_integrity;
 mod privileges;
 mod query_cli;

@@ -50,6 +50,13 @@ impl Builder {
         self.write(path)
     }
 
+    /// [`Builder::finish`] of the index `rel` beneath `dir` (a store): the
+    /// temporary file is created, and renamed, through the directory's
+    /// descriptor, never through a symlink at any component.
+    pub fn finish_in(mut self, dir: &wv_sys::fs::Dir, rel: &str) -> Result<IndexSummary, IndexError> {
+        self.write_in(dir, rel)
+    }
+
     /// [`Builder::finish`] without giving up the builder: call
     /// [`Builder::reset`] before adding the next file's records.
     ///
@@ -58,7 +65,6 @@ impl Builder {
     /// The file is created 0640 whatever the umask, never through a
     /// symlink; its checksums are computed here, as its bytes go out.
     pub fn write(&mut self, path: &Path) -> Result<IndexSummary, IndexError> {
-        let io = |e| IndexError::Io { path: path.to_path_buf(), source: e };
         if self.capture_id.is_none() {
             // The capture beside the index (the recorder's index thread
             // runs once the file is closed and renamed).
@@ -66,7 +72,26 @@ impl Builder {
                 self.capture_id = crate::ident::open_capture(cap, true).and_then(|f| CaptureId::of(&f)).ok();
             }
         }
-        let len = wv_sys::fs::replace_durable(path, |f: &mut std::fs::File| {
+        self.write_with(path, |w| wv_sys::fs::replace_durable(path, w))
+    }
+
+    /// [`Builder::write`] of the index `rel` beneath `dir` (see [`Builder::finish_in`]).
+    pub fn write_in(&mut self, dir: &wv_sys::fs::Dir, rel: &str) -> Result<IndexSummary, IndexError> {
+        if self.capture_id.is_none() {
+            if let Some(cap) = rel.strip_suffix(wv_store::layout::INDEX) {
+                self.capture_id = crate::ident::open_capture_in(dir, cap).and_then(|f| CaptureId::of(&f)).ok();
+            }
+        }
+        self.write_with(&dir.display(rel), |w| dir.replace(rel, w))
+    }
+
+    fn write_with(
+        &mut self,
+        path: &Path,
+        replace: impl FnOnce(&mut dyn FnMut(&mut std::fs::File) -> Result<u64, WriteError>) -> Result<u64, WriteError>,
+    ) -> Result<IndexSummary, IndexError> {
+        let io = |e| IndexError::Io { path: path.to_path_buf(), source: e };
+        let mut body = |f: &mut std::fs::File| {
             f.write_all(&[0; HEAD_LEN]).map_err(io)?;
             let mut written = HEAD_LEN as u64;
             let head = self.encode_into(&mut |bytes| {
@@ -75,8 +100,8 @@ impl Builder {
             })?;
             std::os::unix::fs::FileExt::write_all_at(&*f, &head, 0).map_err(io)?;
             Ok::<_, WriteError>(written)
-        })
-        .map_err(|e| match e {
+        };
+        let len = replace(&mut body).map_err(|e| match e {
             WriteError::Index(e) => e,
             WriteError::Io(e) => io(e),
         })?;

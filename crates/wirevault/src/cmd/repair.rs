@@ -3,7 +3,8 @@
 
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
-use wv_store::recover::RepairReport;
+use wv_store::recover::{Indexed, RepairReport};
+use wv_sys::fs::Dir;
 
 /// Arguments of `wirevault repair`.
 #[derive(clap::Args)]
@@ -12,14 +13,18 @@ pub struct Args {
     pub store: PathBuf,
 }
 
-/// Builds the index of one capture file (for the store's repair).
-pub fn index_one(capture: &Path) -> std::io::Result<()> {
-    wv_index::index_file(capture).map(drop).map_err(std::io::Error::other)
+/// Builds the index of one capture file beneath the store (for the store's
+/// repair): opened, created and renamed through the store's directory.
+pub fn index_one(dir: &Dir, capture: &str) -> std::io::Result<Indexed> {
+    let fi = wv_index::index_file_in(dir, capture, &Default::default()).map_err(std::io::Error::other)?;
+    Ok(Indexed { packets: fi.summary.packets, first_ns: fi.summary.first_ns, last_ns: fi.summary.last_ns })
 }
 
-/// Why the index `idx` of `capture` cannot be used as it is, if it cannot.
-pub fn check_one(idx: &Path, capture: &Path) -> Result<(), String> {
-    wv_index::check_index(idx, capture).map_err(|e| e.to_string())
+/// Why the index `idx` of `capture` (both beneath the store) cannot be used
+/// as it is, if it cannot; else its packet count and time range.
+pub fn check_one(dir: &Dir, idx: &str, capture: &str) -> Result<Indexed, String> {
+    let (packets, first_ns, last_ns) = wv_index::check_index_in(dir, idx, capture).map_err(|e| e.to_string())?;
+    Ok(Indexed { packets, first_ns, last_ns })
 }
 
 /// Prints what a repair did; silent when nothing was needed and `quiet_if_clean`.
@@ -31,13 +36,14 @@ pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
         return;
     }
     say!(
-        "wirevault: repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s), {} duplicate catalog entr(ies) and {} entr(ies) with paths outside the store layout",
+        "wirevault: repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), corrected {} entr(ies) whose file changed size, removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s), {} duplicate catalog entr(ies) and {} entr(ies) with paths outside the store layout",
         store.display(),
         rep.recovered_files,
         rep.recovered_packets,
         rep.cut_bytes,
         rep.deleted_empty,
         rep.cataloged,
+        rep.resized,
         rep.removed_entries,
         rep.reindexed,
         rep.bad_catalog_lines,

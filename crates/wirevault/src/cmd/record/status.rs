@@ -106,13 +106,15 @@ struct DropCause {
 
 /// Every cause of drops, in the order the reports list them; the values
 /// come from [`Snapshot::drops`] in the same order.
-const DROP_CAUSES: [DropCause; 5] = [
+const DROP_CAUSES: [DropCause; 6] = [
     DropCause { json: "kernel", line: Some("kernel"), summary: "kernel" },
     DropCause { json: "arena_full", line: Some("arena"), summary: "arena full" },
     DropCause { json: "write_error", line: Some("write"), summary: "write error" },
     DropCause { json: "budget", line: Some("budget"), summary: "budget" },
     // Packets that arrived after -c N was reached while intake was stopping.
     DropCause { json: "shutdown", line: None, summary: "shutdown" },
+    // Packets dated after 2106-02-07T06:28:15Z with --format pcap (32-bit seconds).
+    DropCause { json: "timestamp_range", line: None, summary: "time past pcap's range" },
 ];
 
 /// All counters at one moment.
@@ -161,7 +163,14 @@ impl Snapshot {
     /// The drops of each cause, in the order of [`DROP_CAUSES`].
     fn drops(&self) -> [u64; DROP_CAUSES.len()] {
         let c = &self.counts;
-        [c.dropped_kernel, c.dropped_arena_full, self.write_error, self.budget, c.dropped_shutdown]
+        [
+            c.dropped_kernel,
+            c.dropped_arena_full,
+            self.write_error,
+            self.budget,
+            c.dropped_shutdown,
+            c.dropped_timestamp_range,
+        ]
     }
 
     /// received = written + filtered + every drop, exactly.
@@ -298,5 +307,11 @@ impl Status {
             out_line(&json);
         }
         say!("{}", snap.summary(elapsed, &self.store));
+        if snap.counts.dropped_timestamp_range > 0 {
+            say!(
+                "wirevault: warning: {} packet(s) dated after 2106-02-07T06:28:15Z were not stored: a pcap record cannot hold their time; record with --format pcapng to keep them",
+                snap.counts.dropped_timestamp_range
+            );
+        }
     }
 }
