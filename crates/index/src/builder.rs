@@ -373,8 +373,8 @@ impl wv_store::FileIndexer for Builder {
         Builder::add(self, ts_ns, offset, frame, origlen);
     }
 
-    fn finish(&mut self, path: &Path) -> std::io::Result<()> {
-        self.write(path).map(drop).map_err(std::io::Error::other)
+    fn finish(&mut self, dir: &wv_sys::fs::Dir, rel: &str) -> std::io::Result<()> {
+        self.write_in(dir, rel).map(drop).map_err(std::io::Error::other)
     }
 
     fn reset(&mut self, linktype: u32) {

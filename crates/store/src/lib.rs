@@ -33,8 +33,9 @@ pub trait FileIndexer: Send + Sized + 'static {
     /// One record, in file order: its timestamp, byte offset in the file,
     /// captured bytes and original length.
     fn add(&mut self, ts_ns: u64, offset: u64, frame: &[u8], origlen: u32);
-    /// Writes the index for the closed file to `path`.
-    fn finish(&mut self, path: &std::path::Path) -> std::io::Result<()>;
+    /// Writes the index of the closed file as `rel` beneath the store `dir`
+    /// (no symlink followed on the way, as every path of a store).
+    fn finish(&mut self, dir: &wv_sys::fs::Dir, rel: &str) -> std::io::Result<()>;
     /// Empties the indexer for a new file of `linktype`, keeping its
     /// allocations: the writer reuses finished indexers, so their memory is
     /// not returned to the kernel and faulted in again (zeroed) for every file.

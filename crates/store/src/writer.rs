@@ -187,9 +187,11 @@ pub fn run<I: FileIndexer>(
     // the one being encoded), so none is dropped and re-faulted later.
     let (recycle_tx, recycled) = std::sync::mpsc::sync_channel::<I>(3);
     let (c2, s2) = (catalog.clone(), shared.clone());
+    // The index thread writes beneath the store through its own handle.
+    let fin_store = wv_sys::fs::Dir::open(&cfg.store)?;
     let fin = std::thread::Builder::new()
         .name(format!("wv-index-{}", cfg.stream))
-        .spawn(move || finisher(rx, recycle_tx, c2, s2))?;
+        .spawn(move || finisher(rx, recycle_tx, c2, s2, fin_store))?;
     // Unbounded: each indexer has at most a few works out at once.
     let (work_tx, work_rx) = std::sync::mpsc::channel();
     let s3 = shared.clone();
@@ -648,8 +650,8 @@ impl<I: FileIndexer> Writer<I> {
         };
         let entry = match (c.indexer.filter(|_| !failed), &self.finish_tx) {
             (Some(indexer), Some(tx)) => {
-                let index_path = layout::index_path(&path);
-                match tx.send(Finish { indexer, index_path, entry }) {
+                let index_rel = layout::index_rel(&entry.file);
+                match tx.send(Finish { indexer, index_rel, entry }) {
                     Ok(()) => None,
                     Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
                 }

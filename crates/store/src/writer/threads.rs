@@ -7,7 +7,8 @@ use super::*;
 /// A closed file whose index is still to be written, then cataloged.
 pub(super) struct Finish<I> {
     pub(super) indexer: I,
-    pub(super) index_path: PathBuf,
+    /// The index file, relative to the store.
+    pub(super) index_rel: String,
     pub(super) entry: Entry,
 }
 
@@ -21,12 +22,12 @@ pub(super) fn finisher<I: FileIndexer>(
     recycle: std::sync::mpsc::SyncSender<I>,
     catalog: Arc<Catalog>,
     shared: Arc<WriterShared>,
+    store: wv_sys::fs::Dir,
 ) {
     for mut job in rx {
-        let path = job.index_path.clone();
-        match job.indexer.finish(&path) {
-            Ok(()) => job.entry.index = Some(layout::index_rel(&job.entry.file)),
-            Err(e) => shared.warn(format!("index {} not written: {e}", path.display())),
+        match job.indexer.finish(&store, &job.index_rel) {
+            Ok(()) => job.entry.index = Some(job.index_rel.clone()),
+            Err(e) => shared.warn(format!("index {} not written: {e}", store.display(&job.index_rel).display())),
         }
         if let Err(e) = catalog.append(&job.entry) {
             shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
