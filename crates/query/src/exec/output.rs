@@ -1,0 +1,109 @@
+//! The pcap output of a query: records gathered in 1 MiB chunks, written
+//! inline (files, `/dev/null`) or by a writer thread (pipes, sockets).
+
+use super::*;
+/// Bytes handed to the output thread at a time (fewer hand-offs, fewer
+/// wake-ups: each costs a futex call and a context switch).
+pub(super) const OUT_CHUNK: usize = 1 << 20;
+/// Room for one more record of the largest snapshot length beyond a chunk
+/// (a record of an odd file beyond that grows a buffer once).
+pub(super) const OUT_CAP: usize = OUT_CHUNK + wv_wire::MAX_SNAPLEN as usize + wv_wire::pcap::RECORD_HEADER_LEN;
+
+/// Output buffers passed to a writer thread: the query fills one while the
+/// thread writes another, so the copy into a pipe (or the page cache)
+/// overlaps with reading and filtering instead of adding to it. Three
+/// buffers circulate; none is allocated after the start.
+pub(super) struct Chunks {
+    pub(super) cur: Vec<u8>,
+    pub(super) tx: Option<SyncSender<Vec<u8>>>,
+    pub(super) back: Receiver<Vec<u8>>,
+}
+
+/// The writer thread went away: its own error is reported after the join.
+pub(super) fn writer_gone() -> io::Error {
+    io::Error::other("the output thread stopped")
+}
+
+impl Chunks {
+    pub(super) fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        if self.cur.len() + b.len() > self.cur.capacity() {
+            self.hand_off()?;
+        }
+        self.cur.extend_from_slice(b);
+        if self.cur.len() >= OUT_CHUNK {
+            self.hand_off()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn hand_off(&mut self) -> io::Result<()> {
+        if self.cur.is_empty() {
+            return Ok(());
+        }
+        let next = self.back.recv().map_err(|_| writer_gone())?;
+        let full = std::mem::replace(&mut self.cur, next);
+        self.tx.as_ref().ok_or_else(writer_gone)?.send(full).map_err(|_| writer_gone())
+    }
+
+    /// Hands off the last bytes and ends the thread's input.
+    pub(super) fn finish(&mut self) -> io::Result<()> {
+        let r = self.hand_off();
+        self.tx = None;
+        r
+    }
+}
+
+/// Where [`PcapOut`] puts its bytes.
+pub(super) enum OutBytes<'a> {
+    Inline(io::BufWriter<&'a mut dyn Write>),
+    Chunks(Chunks),
+}
+
+impl OutBytes<'_> {
+    #[inline]
+    pub(super) fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        match self {
+            OutBytes::Inline(w) => w.write_all(b),
+            OutBytes::Chunks(c) => c.write_all(b),
+        }
+    }
+    pub(super) fn finish(&mut self) -> io::Result<()> {
+        match self {
+            OutBytes::Inline(w) => w.flush(),
+            OutBytes::Chunks(c) => c.finish(),
+        }
+    }
+}
+
+/// Writes a little-endian nanosecond pcap stream.
+pub(super) struct PcapOut<'a> {
+    pub(super) w: OutBytes<'a>,
+    pub(super) linktype: Option<u32>,
+    pub(super) snaplen: u32,
+}
+
+impl PcapOut<'_> {
+    pub(super) fn header(&mut self, linktype: u32) -> io::Result<()> {
+        let mut h = [0u8; wv_wire::pcap::FILE_HEADER_LEN];
+        wv_wire::pcap::emit_file_header(&mut h, self.snaplen, linktype);
+        self.linktype = Some(linktype);
+        self.w.write_all(&h)
+    }
+    pub(super) fn packet(&mut self, h: &Head) -> Result<(), QueryError> {
+        self.record(h.ts_ns, h.origlen, h.linktype, &h.data)
+    }
+    #[inline]
+    pub(super) fn record(&mut self, ts_ns: u64, origlen: u32, linktype: u32, data: &[u8]) -> Result<(), QueryError> {
+        match self.linktype {
+            None => self.header(linktype).map_err(QueryError::Output)?,
+            Some(lt) if lt != linktype => {
+                return Err(QueryError::MixedLinktypes { first: lt, other: linktype });
+            }
+            Some(_) => {}
+        }
+        let mut rh = [0u8; wv_wire::pcap::RECORD_HEADER_LEN];
+        wv_wire::pcap::emit_record_header(&mut rh, ts_ns, data.len() as u32, origlen);
+        self.w.write_all(&rh).map_err(QueryError::Output)?;
+        self.w.write_all(data).map_err(QueryError::Output)
+    }
+}
