@@ -20,7 +20,7 @@
 //! which reads what libpcap's filters would read (IHL unchecked, and so on).
 
 use crate::linktype;
-use crate::packet::{Addr, LINKTYPE_IPV4, LINKTYPE_IPV6};
+use crate::packet::Addr;
 use crate::views::{self, arp, ethernet, icmp, ipproto, ipv4, ipv6, mpls, sll, tcp, udp, vlan, EtherType};
 
 /// Most VLAN tags walked. Standard stacks have one (802.1Q) or two
@@ -208,8 +208,8 @@ pub fn dissect(linktype: u32, data: &[u8], wire_len: u32) -> Dissection {
         linktype::ETHERNET => w.ethernet(),
         linktype::LINUX_SLL => w.sll(),
         linktype::RAW => w.raw_ip(0, true, true),
-        LINKTYPE_IPV4 => w.raw_ip(0, true, false),
-        LINKTYPE_IPV6 => w.raw_ip(0, false, true),
+        linktype::IPV4 => w.raw_ip(0, true, false),
+        linktype::IPV6 => w.raw_ip(0, false, true),
         _ => w.d.linktype_supported = false,
     }
     w.d

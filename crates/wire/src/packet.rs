@@ -23,11 +23,6 @@
 use crate::linktype;
 use crate::views::{arp, ethernet, get16, get_arr, ipv4, ipv6, sll, udp, vlan};
 
-/// Link type numbers for raw IPv4 / IPv6 captures.
-pub const LINKTYPE_IPV4: u32 = 228;
-/// Link type number for raw IPv6 captures.
-pub const LINKTYPE_IPV6: u32 = 229;
-
 /// Most VLAN tags reported (outermost first); deeper tags are skipped.
 pub const MAX_VLANS: usize = 4;
 /// Most IP protocol numbers reported for one packet (IPv6 header chain).
@@ -108,12 +103,12 @@ pub fn parse(linktype: u32, frame: &[u8]) -> FlowKey {
                 parse_l3(et, frame, sll::HEADER_LEN, &mut k);
             }
         }
-        linktype::RAW | LINKTYPE_IPV4 | LINKTYPE_IPV6 => {
+        linktype::RAW | linktype::IPV4 | linktype::IPV6 => {
             k.linktype_supported = true;
             // libpcap decides by the version nibble on RAW (and checks it on IPV4/IPV6).
             let et = match frame.first().map(|b| b >> 4) {
-                Some(4) if linktype != LINKTYPE_IPV6 => ethertype::IPV4,
-                Some(6) if linktype != LINKTYPE_IPV4 => ethertype::IPV6,
+                Some(4) if linktype != linktype::IPV6 => ethertype::IPV4,
+                Some(6) if linktype != linktype::IPV4 => ethertype::IPV6,
                 _ => return k,
             };
             k.ethertype = et;
