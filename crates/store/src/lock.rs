@@ -44,32 +44,17 @@ pub enum LockError {
 
 fn open(store: &Path, create: bool) -> io::Result<File> {
     let path = store.join(LOCK_FILE);
-    let not_regular = || {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} is not a regular file (a FIFO, device or socket?); remove it", path.display()),
-        )
-    };
-    let file = match OpenOptions::new()
+    let opened = OpenOptions::new()
         .read(true)
         .write(create)
         .create(create)
         .mode(0o640)
         // A lock file planted as a symlink must not make us open (and
         // truncate) what it points to; one planted as a FIFO must not make
-        // us wait (O_NONBLOCK, cleared below for the regular file).
+        // us wait (O_NONBLOCK, cleared for the regular file).
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(not_regular()),
-        Err(e) => return Err(e),
-    };
-    if !file.metadata()?.is_file() {
-        return Err(not_regular());
-    }
-    wv_sys::fs::clear_nonblock(std::os::fd::AsRawFd::as_raw_fd(&file))?;
-    Ok(file)
+        .open(&path);
+    wv_sys::fs::regular_only(opened, &path, false).map(|(f, _)| f)
 }
 
 fn holder_of(f: &mut File) -> Option<String> {

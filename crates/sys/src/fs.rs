@@ -202,28 +202,10 @@ impl Dir {
             ),
         };
         // O_NONBLOCK: a FIFO (or device) planted under a store name must
-        // not make the open wait for a writer; it is refused below, and the
-        // flag is cleared again for a regular file (unless asked for).
-        let not_regular = || {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is not a regular file (a FIFO, device or socket?); remove it", self.display(rel).display()),
-            )
-        };
-        let fd = match self.open_raw(rel, flags | extra_flags | libc::O_NONBLOCK, FILE_MODE) {
-            Ok(fd) => fd,
-            // O_WRONLY|O_NONBLOCK on a FIFO without a reader.
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(not_regular()),
-            Err(e) => return Err(e),
-        };
-        let file = File::from(fd);
-        let st = fstat(file.as_raw_fd())?;
-        if kind_of_mode(st.st_mode) != Kind::File {
-            return Err(not_regular());
-        }
-        if extra_flags & libc::O_NONBLOCK == 0 {
-            clear_nonblock(file.as_raw_fd())?;
-        }
+        // not make the open wait for a writer; it is refused, and the flag is
+        // cleared again for a regular file (unless asked for).
+        let opened = self.open_raw(rel, flags | extra_flags | libc::O_NONBLOCK, FILE_MODE).map(File::from);
+        let (file, st) = regular_only(opened, &self.display(rel), extra_flags & libc::O_NONBLOCK != 0)?;
         if creates && st.st_mode & 0o777 != FILE_MODE {
             // Ours (we created it, or it is our store's file): the store's mode.
             fchmod(file.as_raw_fd(), FILE_MODE)?;
@@ -462,6 +444,33 @@ fn fstat(fd: RawFd) -> io::Result<libc::stat> {
         return Err(io::Error::last_os_error());
     }
     Ok(st)
+}
+
+/// Takes a file just opened with `O_NONBLOCK` (so that a FIFO or device
+/// planted under the name `shown` cannot make the open wait) and refuses it
+/// with one sentence unless it is a regular file; clears `O_NONBLOCK` again
+/// unless `keep_nonblock`. Returns the file and its `fstat`.
+pub fn regular_only(opened: io::Result<File>, shown: &Path, keep_nonblock: bool) -> io::Result<(File, libc::stat)> {
+    let not_regular = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file (a FIFO, device or socket?); remove it", shown.display()),
+        )
+    };
+    let file = match opened {
+        Ok(f) => f,
+        // O_WRONLY|O_NONBLOCK on a FIFO without a reader.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(not_regular()),
+        Err(e) => return Err(e),
+    };
+    let st = fstat(file.as_raw_fd())?;
+    if kind_of_mode(st.st_mode) != Kind::File {
+        return Err(not_regular());
+    }
+    if !keep_nonblock {
+        clear_nonblock(file.as_raw_fd())?;
+    }
+    Ok((file, st))
 }
 
 /// Clears O_NONBLOCK on an open file.
