@@ -89,29 +89,40 @@ fn sigpipe_is_ignored() {
     assert_all_written_stored(&store, "SIGPIPE");
 }
 
+/// Which standard stream of the recorder the test closes.
+#[derive(Clone, Copy)]
+enum Closed {
+    Stdout,
+    Stderr,
+}
+
+/// Starts a light recording whose `which` stream is a pipe with no reader
+/// (the reader went away), lets it run, stops it with SIGTERM: it must have
+/// kept running, exit 0 and have stored every packet it counted.
+fn record_with_closed(which: Closed, tag: &str) {
+    let tmp = TempDir::new(tag);
+    let store = tmp.join("store");
+    let mut cmd = wirevault();
+    cmd.arg("record").arg("-o").arg(&store).args(LIGHT).stdin(Stdio::null());
+    match which {
+        Closed::Stdout => cmd.arg("--json").stdout(Stdio::piped()).stderr(Stdio::null()),
+        Closed::Stderr => cmd.stdout(Stdio::null()).stderr(Stdio::piped()),
+    };
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(child.try_wait().unwrap().is_none(), "{tag}: the recorder died when its stream closed");
+    kill(child.id(), libc::SIGTERM);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{tag}: {status}");
+    assert_all_written_stored(&store, tag);
+}
+
 /// A closed standard output (`--json | head -1`) does not kill the recorder.
 #[test]
 fn closed_stdout_does_not_lose_the_recording() {
-    let tmp = TempDir::new("closed-stdout");
-    let store = tmp.join("store");
-    let mut child = wirevault()
-        .arg("record")
-        .arg("-o")
-        .arg(&store)
-        .args(LIGHT)
-        .arg("--json")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    std::thread::sleep(Duration::from_millis(2500));
-    assert!(child.try_wait().unwrap().is_none(), "the recorder died when its standard output closed");
-    kill(child.id(), libc::SIGTERM);
-    let o = Outcome::from_output(child.wait_with_output().unwrap());
-    o.expect(0, "closed stdout");
-    assert_all_written_stored(&store, "closed stdout");
+    record_with_closed(Closed::Stdout, "closed-stdout");
 }
 
 /// A broken standard error (the reader of the status lines went away) does
@@ -120,25 +131,7 @@ fn closed_stdout_does_not_lose_the_recording() {
 /// in the summary's `eprintln!` before.)
 #[test]
 fn closed_stderr_does_not_lose_the_recording() {
-    let tmp = TempDir::new("closed-stderr");
-    let store = tmp.join("store");
-    let mut child = wirevault()
-        .arg("record")
-        .arg("-o")
-        .arg(&store)
-        .args(LIGHT)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stderr.take());
-    std::thread::sleep(Duration::from_millis(2500));
-    assert!(child.try_wait().unwrap().is_none(), "the recorder died when its standard error closed");
-    kill(child.id(), libc::SIGTERM);
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "closed stderr: {status}");
-    assert_all_written_stored(&store, "closed stderr");
+    record_with_closed(Closed::Stderr, "closed-stderr");
 }
 
 /// Finding 6: the synthetic source needs an end; an empty spec is refused.
