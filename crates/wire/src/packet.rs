@@ -247,15 +247,9 @@ fn parse_ipv6(b: &[u8], l3: usize, k: &mut FlowKey) {
 mod tests {
     use super::*;
 
-    // Ethernet / IPv4 / TCP SYN 192.168.1.10:51000 -> 93.184.216.34:80 (from a real capture).
-    const ETH_TCP: [u8; 74] = [
-        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0x08, 0x00, // eth
-        0x45, 0x00, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, // ip
-        0xc0, 0xa8, 0x01, 0x0a, 0x5d, 0xb8, 0xd8, 0x22, // addrs
-        0xc7, 0x38, 0x00, 0x50, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, // tcp
-        0xa0, 0x02, 0xfa, 0xf0, 0x00, 0x00, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, 0x00, 0x00,
-        0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x03, 0x07,
-    ];
+    // Ethernet / IPv4 / TCP SYN 192.168.1.10:51000 -> 93.184.216.34:80 (from a
+    // real capture): the same frame the Ethernet view's tests take apart.
+    use crate::views::ethernet::tests::ETH_TCP;
 
     #[test]
     fn ethernet_ipv4_tcp() {
@@ -331,16 +325,9 @@ mod tests {
         assert_eq!(k.n_protos, 0);
     }
 
-    // Raw IPv6 / Hop-by-hop / Fragment (first) / UDP 5353 -> 53.
-    fn ipv6_ext() -> Vec<u8> {
-        let mut f = vec![0x60, 0, 0, 0, 0, 32, 0 /* hop-by-hop */, 64];
-        f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-        f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-        f.extend_from_slice(&[44, 0, 1, 4, 0, 0, 0, 0]); // HBH: next=fragment, len 0, PadN
-        f.extend_from_slice(&[17, 0, 0, 1, 0, 0, 0, 7]); // fragment: next=UDP, offset 0, M=1
-        f.extend_from_slice(&[0x14, 0xe9, 0x00, 0x35, 0, 8, 0, 0]); // UDP
-        f
-    }
+    // Raw IPv6 / Hop-by-hop / Fragment (first) / UDP 5353 -> 53: the IPv6
+    // view's test frame.
+    use crate::views::ipv6::tests::ipv6_ext;
 
     #[test]
     fn raw_ipv6_extension_headers() {
