@@ -124,6 +124,10 @@ pub enum Sink<'a> {
     /// Write a nanosecond pcap stream from a second thread: for a pipe or
     /// socket, whose copy into the kernel then overlaps with the query.
     PcapThreaded(&'a mut (dyn Write + Send)),
+    /// Hand each matching packet to a function, in the merged order:
+    /// `(timestamp ns, length on the wire, link type, captured bytes)`.
+    /// For tools that read the stored packets (`analyze`).
+    Each(&'a mut dyn FnMut(u64, u32, u32, &[u8])),
 }
 
 /// A query that has been validated: the expression compiles and the store opens.
@@ -151,6 +155,21 @@ impl Prepared {
     /// The indexable plan of the expression (`None`: unindexable, scan).
     pub fn plan(&self) -> Option<&Plan> {
         self.plan.as_ref()
+    }
+
+    /// The packets of the catalogued files that overlap the time range
+    /// (an upper bound for a progress bar); `None` when a file's count is
+    /// unknown (a single capture file).
+    pub fn packets_upper_bound(&self) -> Option<u64> {
+        let (from, to) = (self.query.from_ns.unwrap_or(0), self.query.to_ns.unwrap_or(u64::MAX));
+        let mut n = 0u64;
+        for e in self.entries.iter().filter(|e| e.packets > 0 && e.last_ns >= from && e.first_ns < to) {
+            if e.packets == u64::MAX {
+                return None;
+            }
+            n = n.saturating_add(e.packets);
+        }
+        Some(n)
     }
 }
 
@@ -308,8 +327,11 @@ pub use outside::{check_output, check_outside};
 /// thread writes (see [`Chunks`]); its error, if any, is the one reported.
 pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     let w = match sink {
-        Sink::Count => return run_into(p, None),
-        Sink::Pcap(w) => return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w)))),
+        Sink::Count => return run_into(p, None, None),
+        Sink::Each(f) => return run_into(p, None, Some(f)),
+        Sink::Pcap(w) => {
+            return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w))), None)
+        }
         Sink::PcapThreaded(w) => w,
     };
     std::thread::scope(|s| {
@@ -330,7 +352,7 @@ pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
             })
             .map_err(QueryError::Output)?;
         let chunks = Chunks { cur: Vec::with_capacity(OUT_CAP), tx: Some(tx), back };
-        let r = run_into(p, Some(OutBytes::Chunks(chunks)));
+        let r = run_into(p, Some(OutBytes::Chunks(chunks)), None);
         let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("the output thread panicked")));
         match (r, written) {
             (Err(QueryError::Output(_)), Err(e)) | (Ok(_), Err(e)) => Err(QueryError::Output(e)),
@@ -339,7 +361,11 @@ pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     })
 }
 
-fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, QueryError> {
+fn run_into(
+    mut p: Prepared,
+    bytes: Option<OutBytes<'_>>,
+    mut each: Option<&mut dyn FnMut(u64, u32, u32, &[u8])>,
+) -> Result<Report, QueryError> {
     let from = p.query.from_ns.unwrap_or(0);
     let to = p.query.to_ns.unwrap_or(u64::MAX);
     let limit = p.query.limit.unwrap_or(u64::MAX);
@@ -392,6 +418,9 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
         if let Some(o) = out.as_mut() {
             o.packet(&c.head)?;
         }
+        if let Some(f) = each.as_mut() {
+            f(c.head.ts_ns, c.head.origlen, c.head.linktype, &c.head.data);
+        }
         let more = if heap.is_empty() {
             // The only file with packets ahead, until the next file starts:
             // write its packets straight from the reader's buffer (no copy
@@ -407,6 +436,9 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
                 report.matched += 1;
                 if let Some(o) = out.as_mut() {
                     o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?;
+                }
+                if let Some(f) = each.as_mut() {
+                    f(pk.ts_ns, pk.origlen, pk.linktype, pk.data);
                 }
                 Ok(true)
             })?

@@ -165,6 +165,13 @@ pub struct Dissection {
     pub problems_lost: u8,
     /// The capture cut the frame inside a header the dissector needed.
     pub cut: bool,
+    /// Where the IP payload that holds the transport header ends (on the
+    /// wire, by the IP length fields); 0 when no transport header was reached.
+    /// A TCP segment's length is `l4_end - tcp offset - header length`.
+    pub l4_end: u32,
+    /// The transport header is in the first fragment of several: its
+    /// lengths describe the whole datagram, not this frame.
+    pub first_fragment: bool,
 }
 
 impl Dissection {
@@ -202,6 +209,8 @@ pub fn dissect(linktype: u32, data: &[u8], wire_len: u32) -> Dissection {
             n_problems: 0,
             problems_lost: 0,
             cut: false,
+            l4_end: 0,
+            first_fragment: false,
         },
     };
     match linktype & 0x03ff_ffff {
@@ -527,6 +536,8 @@ impl<'a> Walk<'a> {
     /// describe the whole datagram, so they are not judged against `end`.
     fn transport(&mut self, proto: u8, at: usize, end: usize, v6: bool, fragment: bool) {
         let end_judged = if fragment { usize::MAX } else { end };
+        self.d.l4_end = off32(end);
+        self.d.first_fragment = fragment;
         let b = self.slice(at, end);
         let len = end.saturating_sub(at);
         match proto {

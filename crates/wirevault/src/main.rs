@@ -53,6 +53,8 @@ enum Command {
     Index(cmd::index::Args),
     /// Select packets from a store by time range and tcpdump filter expression; writes pcap.
     Query(cmd::query::Args),
+    /// Statistics over stored packets: duplicates, malformed frames, traffic mix, throughput, TCP, RTP, delay.
+    Analyze(Box<cmd::analyze::Args>),
     /// Make a store consistent after a crash: keep partial files up to their last complete packet.
     Repair(cmd::repair::Args),
     /// Write the man pages and shell completions (bash, zsh, fish) into a directory.
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Command::Index(a) => cmd::index::run(a),
         Command::Query(a) => cmd::query::run(a),
         Command::Repair(a) => cmd::repair::run(a),
+        Command::Analyze(a) => cmd::analyze::run(*a),
         Command::GenerateDocs(a) => cmd::docs::run(a),
     };
     match result {

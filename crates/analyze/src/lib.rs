@@ -1,0 +1,335 @@
+//! `wirevault analyze`: statistics over stored or captured packets in one
+//! pass and bounded memory.
+//!
+//! The [`Analyzer`] is fed one frame at a time (in time order, as the query
+//! layer merges them); it dissects each frame once with
+//! [`wv_wire::dissect`] and hands the frame and its dissection to separate
+//! accumulators, one module per family:
+//!
+//! * [`dups`]: identical frames within a time and frame-count window;
+//! * [`malformed`]: malformed or unexpected frames by kind;
+//! * [`mix`]: EtherTypes, IP protocols, VLANs, MPLS labels, size histogram;
+//! * [`conv`]: conversations (IP, TCP, UDP) and IP endpoints, as tshark's
+//!   `-z conv,*` and `-z endpoints,ip`;
+//! * [`qos`]: throughput per interval (`-z io,stat`), TCP sequence analysis
+//!   (retransmissions, out-of-order, duplicate ACKs, handshake RTT, as
+//!   tshark's expert info), RTP streams (`-z rtp,streams`);
+//! * [`delay`]: one-way delay of the same packets seen at two points.
+//!
+//! Memory is bounded by [`Config`]: the flow tables hold at most
+//! `max_flows` entries each (later flows are counted as untracked, never
+//! evicted silently), the duplicate window at most `dup_frames` frames,
+//! the throughput series at most `max_intervals` intervals. Nothing grows
+//! with the number of packets.
+#![deny(unsafe_code)]
+
+pub mod conv;
+pub mod delay;
+pub mod dups;
+pub mod hash;
+pub mod malformed;
+pub mod mix;
+pub mod plot;
+pub mod qos;
+pub mod report;
+
+use serde::Serialize;
+use wv_wire::dissect::{dissect, Dissection};
+use wv_wire::packet::Addr;
+
+/// The choices an analysis is run with (the binary's flags, validated).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Duplicates: an identical frame at most this long before (ns).
+    pub dup_window_ns: u64,
+    /// Duplicates: among at most this many previous frames.
+    pub dup_frames: usize,
+    /// Frames whose network layer is longer than this are "over MTU".
+    pub mtu: u32,
+    /// Throughput interval (ns).
+    pub step_ns: u64,
+    /// Most entries per flow table (conversations, endpoints, TCP, RTP).
+    pub max_flows: usize,
+    /// Most throughput intervals kept.
+    pub max_intervals: usize,
+    /// Examples listed per duplicate / malformed kind.
+    pub examples: usize,
+    /// Rows of the "top" lists in the report.
+    pub top: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            dup_window_ns: 1_000_000,
+            dup_frames: 1024,
+            mtu: 1500,
+            step_ns: 1_000_000_000,
+            max_flows: 1 << 20,
+            max_intervals: 1 << 22,
+            examples: 5,
+            top: 10,
+        }
+    }
+}
+
+/// One frame to analyse.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    pub ts_ns: u64,
+    pub linktype: u32,
+    /// Length on the wire (at least `data.len()` is assumed).
+    pub wire_len: u32,
+    pub data: &'a [u8],
+}
+
+/// What every accumulator is handed: the frame, its number (1-based, as
+/// tshark numbers frames) and its dissection.
+pub struct Seen<'a> {
+    pub no: u64,
+    pub f: &'a Frame<'a>,
+    pub d: &'a Dissection,
+    /// `wire_len`, at least the captured length.
+    pub len: u32,
+}
+
+/// Packets and bytes (bytes on the wire).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Count {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Count {
+    pub fn add(&mut self, len: u32) {
+        self.packets += 1;
+        self.bytes += u64::from(len);
+    }
+}
+
+/// A frame listed as an example (duplicates, malformed frames).
+#[derive(Debug, Clone, Serialize)]
+pub struct Example {
+    /// Frame number in the analysed sequence (1-based).
+    pub frame: u64,
+    pub time_ns: u64,
+    /// Length on the wire.
+    pub size: u32,
+    pub flow: String,
+    /// What exactly (offset of the header concerned, a value).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+impl Example {
+    pub fn of(s: &Seen<'_>, detail: String) -> Example {
+        Example { frame: s.no, time_ns: s.f.ts_ns, size: s.len, flow: flow_text(s.d), detail }
+    }
+}
+
+/// An address as text ("" when absent).
+pub fn addr_text(a: &Addr) -> String {
+    match a {
+        Addr::None => String::new(),
+        Addr::V4(b) => std::net::Ipv4Addr::from(*b).to_string(),
+        Addr::V6(b) => std::net::Ipv6Addr::from(*b).to_string(),
+    }
+}
+
+/// "src:port > dst:port proto" for a dissected frame.
+pub fn flow_text(d: &Dissection) -> String {
+    let f = &d.flow;
+    let (sp, dp) = match f.ports {
+        Some((s, d)) => (format!(":{s}"), format!(":{d}")),
+        None => (String::new(), String::new()),
+    };
+    let proto = match f.protocol {
+        Some(6) => " tcp".to_string(),
+        Some(17) => " udp".to_string(),
+        Some(1) => " icmp".to_string(),
+        Some(58) => " icmp6".to_string(),
+        Some(p) => format!(" proto {p}"),
+        None if f.ethertype != 0 => format!(" ethertype 0x{:04x}", f.ethertype),
+        None => String::new(),
+    };
+    if f.src == Addr::None && f.dst == Addr::None {
+        return proto.trim_start().to_string();
+    }
+    format!("{}{sp} > {}{dp}{proto}", addr_text(&f.src), addr_text(&f.dst))
+}
+
+/// The value at fraction `q` (0..=1) of sorted `v` (nearest rank).
+pub fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Percentiles of a set of durations (ns).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub min_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Percentiles {
+    pub fn of(mut v: Vec<u64>) -> Percentiles {
+        v.sort_unstable();
+        Percentiles {
+            count: v.len() as u64,
+            min_ns: v.first().copied().unwrap_or(0),
+            p50_ns: percentile(&v, 0.5),
+            p90_ns: percentile(&v, 0.9),
+            p99_ns: percentile(&v, 0.99),
+            max_ns: v.last().copied().unwrap_or(0),
+        }
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub frames: u64,
+    pub bytes: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// Frames of a link type the dissector does not walk (counted in the
+    /// totals and throughput only).
+    pub unsupported_linktype: u64,
+    pub duplicates: dups::DupReport,
+    pub malformed: malformed::MalformedReport,
+    pub mix: mix::MixReport,
+    pub conversations: conv::ConvReport,
+    pub throughput: qos::io::IoReport,
+    pub tcp: qos::tcp::TcpReport,
+    pub rtp: qos::rtp::RtpReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay: Option<delay::DelayReport>,
+}
+
+/// Why a configuration is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("--step must be more than 0")]
+    ZeroStep,
+    #[error("--dup-frames must be between 1 and {max}")]
+    DupFrames { max: usize },
+    #[error("--max-flows must be at least 1")]
+    ZeroFlows,
+}
+
+/// Most frames the duplicate window may hold (memory: 48 bytes each).
+pub const MAX_DUP_FRAMES: usize = 1 << 24;
+
+/// The one-pass analysis.
+pub struct Analyzer {
+    cfg: Config,
+    frames: u64,
+    bytes: u64,
+    first_ns: Option<u64>,
+    last_ns: u64,
+    unsupported: u64,
+    dups: dups::Dups,
+    malformed: malformed::Malformed,
+    mix: mix::Mix,
+    conv: conv::Conversations,
+    io: qos::io::IoStat,
+    tcp: qos::tcp::TcpAnalysis,
+    rtp: qos::rtp::Rtp,
+    delay: Option<delay::Delay>,
+}
+
+impl Analyzer {
+    pub fn new(cfg: Config) -> Result<Analyzer, ConfigError> {
+        if cfg.step_ns == 0 {
+            return Err(ConfigError::ZeroStep);
+        }
+        if cfg.dup_frames == 0 || cfg.dup_frames > MAX_DUP_FRAMES {
+            return Err(ConfigError::DupFrames { max: MAX_DUP_FRAMES });
+        }
+        if cfg.max_flows == 0 {
+            return Err(ConfigError::ZeroFlows);
+        }
+        Ok(Analyzer {
+            dups: dups::Dups::new(&cfg),
+            malformed: malformed::Malformed::new(&cfg),
+            mix: mix::Mix::new(&cfg),
+            conv: conv::Conversations::new(&cfg),
+            io: qos::io::IoStat::new(&cfg),
+            tcp: qos::tcp::TcpAnalysis::new(&cfg),
+            rtp: qos::rtp::Rtp::new(&cfg),
+            delay: None,
+            cfg,
+            frames: 0,
+            bytes: 0,
+            first_ns: None,
+            last_ns: 0,
+            unsupported: 0,
+        })
+    }
+
+    /// Measures one-way delay against `reference`: the same packets seen
+    /// at another point (see [`delay::Delay`]).
+    pub fn with_delay(&mut self, reference: delay::Delay) {
+        self.delay = Some(reference);
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Frames fed so far.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// Analyses one frame.
+    pub fn feed(&mut self, f: &Frame<'_>) {
+        self.frames += 1;
+        let len = f.wire_len.max(u32::try_from(f.data.len()).unwrap_or(u32::MAX));
+        self.bytes += u64::from(len);
+        self.first_ns.get_or_insert(f.ts_ns);
+        self.last_ns = self.last_ns.max(f.ts_ns);
+        let d = dissect(f.linktype, f.data, len);
+        let s = Seen { no: self.frames, f, d: &d, len };
+        self.io.feed(&s);
+        self.dups.feed(&s);
+        if let Some(x) = self.delay.as_mut() {
+            x.feed(&s);
+        }
+        if !d.linktype_supported {
+            self.unsupported += 1;
+            return;
+        }
+        self.malformed.feed(&s);
+        self.mix.feed(&s);
+        self.conv.feed(&s);
+        self.tcp.feed(&s);
+        self.rtp.feed(&s);
+    }
+
+    /// The report (consumes the analyzer).
+    pub fn finish(self) -> Report {
+        Report {
+            frames: self.frames,
+            bytes: self.bytes,
+            first_ns: self.first_ns.unwrap_or(0),
+            last_ns: self.last_ns,
+            unsupported_linktype: self.unsupported,
+            duplicates: self.dups.finish(),
+            malformed: self.malformed.finish(),
+            mix: self.mix.finish(),
+            conversations: self.conv.finish(self.cfg.top),
+            throughput: self.io.finish(),
+            tcp: self.tcp.finish(self.cfg.top),
+            rtp: self.rtp.finish(),
+            delay: self.delay.map(delay::Delay::finish),
+        }
+    }
+}

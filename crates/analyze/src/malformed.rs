@@ -1,0 +1,171 @@
+//! Malformed or unexpected frames, by kind: everything
+//! [`wv_wire::dissect`] reports (bad VLAN and MPLS stacks, truncated
+//! headers, IPv4 header and total length, IPv4 header checksum, TCP data
+//! offset and UDP length that do not fit the IP payload, ...), plus two
+//! judged here: Ethernet frames shorter than the 60-byte minimum (without
+//! FCS) and frames whose network layer is longer than the MTU.
+//!
+//! A capture cut (snap length) is not a malformation. Frames sent by the
+//! capturing host itself are captured before the NIC pads them, so on a
+//! host's own traffic short frames are expected.
+
+use crate::{Config, Count, Example, Seen};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use wv_wire::dissect::{LayerKind, ProblemKind};
+use wv_wire::linktype;
+
+/// Ethernet minimum frame length without the FCS.
+pub const ETHERNET_MIN: u32 = 60;
+
+/// Every kind this module reports, in report order: (name, what it means).
+pub const KINDS: &[(&str, &str)] = &[
+    ("vlan_tpid_as_ethertype", "S-tag TPID where a C-tag's EtherType belongs (stack in the wrong order)"),
+    ("vlan_too_many_tags", "more VLAN tags than allowed"),
+    ("vlan_truncated_tag", "VLAN tag cut short by the end of the frame"),
+    ("mpls_no_bottom_of_stack", "MPLS stack ends without a bottom-of-stack entry"),
+    ("mpls_truncated", "MPLS label stack entry cut short"),
+    ("mpls_reserved_label", "reserved MPLS label where it cannot stand"),
+    ("mpls_too_many_labels", "more MPLS labels than allowed"),
+    ("truncated_l2", "link-layer header cut short"),
+    ("truncated_l3", "network-layer header cut short (IPv4, IPv6, extension header, ARP)"),
+    ("truncated_l4", "transport header cut short (TCP, UDP, ICMP)"),
+    ("ip_version", "IP version does not match the EtherType"),
+    ("ipv4_header_length", "IPv4 header length below 20 bytes"),
+    ("ipv4_total_length_short", "IPv4 total length below the header length"),
+    ("ipv4_total_length_beyond_frame", "IPv4 total length beyond the end of the frame"),
+    ("ipv4_checksum", "IPv4 header checksum wrong"),
+    ("ipv6_payload_beyond_frame", "IPv6 payload length beyond the end of the frame"),
+    ("ipv6_jumbo_missing", "IPv6 payload length 0 without a Jumbo Payload option"),
+    ("ipv6_too_many_ext_headers", "more IPv6 extension headers than allowed"),
+    ("udp_length", "UDP length below 8 or beyond the IP payload"),
+    ("tcp_data_offset", "TCP data offset below 20 bytes or beyond the segment"),
+    ("runt", "Ethernet frame shorter than 60 bytes (64 with FCS)"),
+    ("over_mtu", "network layer longer than the MTU"),
+];
+
+/// The name and detail of a dissector problem.
+pub fn kind_of(k: ProblemKind) -> (&'static str, String) {
+    use LayerKind as L;
+    use ProblemKind as P;
+    match k {
+        P::Truncated(L::Vlan) => ("vlan_truncated_tag", String::new()),
+        P::Truncated(L::Mpls) => ("mpls_truncated", String::new()),
+        P::Truncated(l @ (L::Ethernet | L::Llc | L::LinuxSll)) => ("truncated_l2", format!("{l:?}")),
+        P::Truncated(l @ (L::Arp | L::Ipv4 | L::Ipv6 | L::Ipv6Ext(_))) => ("truncated_l3", format!("{l:?}")),
+        P::Truncated(l @ (L::Tcp | L::Udp | L::Icmp | L::Icmpv6)) => ("truncated_l4", format!("{l:?}")),
+        P::TagStackTooDeep => ("vlan_too_many_tags", String::new()),
+        P::TpidAsEthertype => ("vlan_tpid_as_ethertype", String::new()),
+        P::MplsNoBottom => ("mpls_no_bottom_of_stack", String::new()),
+        P::MplsStackTooDeep => ("mpls_too_many_labels", String::new()),
+        P::MplsReservedLabel(l) => ("mpls_reserved_label", format!("label {l}")),
+        P::IpVersion(v) => ("ip_version", format!("version {v}")),
+        P::Ipv4HeaderLength(l) => ("ipv4_header_length", format!("{l} bytes")),
+        P::Ipv4TotalLengthShort => ("ipv4_total_length_short", String::new()),
+        P::Ipv4TotalLengthBeyondFrame => ("ipv4_total_length_beyond_frame", String::new()),
+        P::Ipv4Checksum => ("ipv4_checksum", String::new()),
+        P::Ipv6PayloadBeyondFrame => ("ipv6_payload_beyond_frame", String::new()),
+        P::Ipv6JumboMissing => ("ipv6_jumbo_missing", String::new()),
+        P::Ipv6ExtChainTooLong => ("ipv6_too_many_ext_headers", String::new()),
+        P::UdpLength(l) => ("udp_length", format!("length {l}")),
+        P::TcpDataOffset(o) => ("tcp_data_offset", format!("{o} bytes")),
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KindReport {
+    pub kind: &'static str,
+    pub description: &'static str,
+    pub packets: u64,
+    pub bytes: u64,
+    pub first: Vec<Example>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MalformedReport {
+    /// Frames with at least one problem.
+    pub packets: u64,
+    pub mtu: u32,
+    /// Only the kinds seen, in [`KINDS`] order.
+    pub kinds: Vec<KindReport>,
+}
+
+pub struct Malformed {
+    mtu: u32,
+    max_examples: usize,
+    packets: u64,
+    kinds: BTreeMap<usize, (Count, Vec<Example>)>,
+}
+
+impl Malformed {
+    pub fn new(cfg: &Config) -> Malformed {
+        Malformed { mtu: cfg.mtu, max_examples: cfg.examples, packets: 0, kinds: BTreeMap::new() }
+    }
+
+    fn note(&mut self, s: &Seen<'_>, name: &str, detail: String, seen: &mut u32) {
+        let i = KINDS.iter().position(|(k, _)| *k == name).unwrap_or(0);
+        // Each kind once per frame (a frame with two bad tags counts once).
+        if *seen & (1 << i) != 0 {
+            return;
+        }
+        *seen |= 1 << i;
+        let (c, ex) = self.kinds.entry(i).or_default();
+        c.add(s.len);
+        if ex.len() < self.max_examples {
+            ex.push(Example::of(s, detail));
+        }
+    }
+
+    pub fn feed(&mut self, s: &Seen<'_>) {
+        let mut seen = 0u32;
+        for p in s.d.problems() {
+            let (name, detail) = kind_of(p.kind);
+            let detail = if detail.is_empty() {
+                format!("at offset {}", p.offset)
+            } else {
+                format!("{detail} at offset {}", p.offset)
+            };
+            self.note(s, name, detail, &mut seen);
+        }
+        let lt = s.f.linktype & 0x03ff_ffff;
+        if lt == linktype::ETHERNET && s.len < ETHERNET_MIN {
+            self.note(s, "runt", format!("{} bytes", s.len), &mut seen);
+        }
+        if let Some(l3) = network_offset(s) {
+            let l3_len = s.len.saturating_sub(l3);
+            if l3_len > self.mtu {
+                self.note(s, "over_mtu", format!("{l3_len} bytes of network layer"), &mut seen);
+            }
+        }
+        if seen != 0 {
+            self.packets += 1;
+        }
+    }
+
+    pub fn finish(self) -> MalformedReport {
+        MalformedReport {
+            packets: self.packets,
+            mtu: self.mtu,
+            kinds: self
+                .kinds
+                .into_iter()
+                .map(|(i, (c, first))| KindReport {
+                    kind: KINDS[i].0,
+                    description: KINDS[i].1,
+                    packets: c.packets,
+                    bytes: c.bytes,
+                    first,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Where the network layer starts: the first layer that is not link
+/// layer, VLAN tag or MPLS label; `None` when there is none.
+fn network_offset(s: &Seen<'_>) -> Option<u32> {
+    s.d.layers()
+        .iter()
+        .find(|l| !matches!(l.kind, LayerKind::Ethernet | LayerKind::LinuxSll | LayerKind::Vlan | LayerKind::Mpls))
+        .map(|l| l.offset)
+}

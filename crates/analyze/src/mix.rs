@@ -1,0 +1,174 @@
+//! Traffic mix: packets and bytes per EtherType, IP protocol, VLAN id and
+//! MPLS label, and the frame size histogram (the buckets of tshark's
+//! `-z plen,tree`). Top talkers and top flows come from [`crate::conv`].
+//!
+//! Memory: EtherTypes, protocols and VLAN ids are bounded by their ranges;
+//! MPLS labels (2^20 values) by `max_flows`, beyond which they are counted
+//! as untracked.
+
+use crate::{Config, Count, Seen};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Lower bounds of the size buckets (tshark's packet length tree).
+pub const SIZE_BUCKETS: [u32; 10] = [0, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120];
+
+pub struct Mix {
+    ethertypes: BTreeMap<u16, Count>,
+    protocols: BTreeMap<u8, Count>,
+    vlans: BTreeMap<u16, Count>,
+    labels: HashMap<u32, Count>,
+    labels_untracked: Count,
+    max_labels: usize,
+    sizes: [Count; SIZE_BUCKETS.len()],
+    min_size: u32,
+    max_size: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row<K: Serialize> {
+    pub key: K,
+    pub name: String,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeBucket {
+    /// Inclusive bounds; `max` is `None` for the last bucket.
+    pub min: u32,
+    pub max: Option<u32>,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MixReport {
+    pub ethertypes: Vec<Row<u16>>,
+    pub ip_protocols: Vec<Row<u8>>,
+    pub vlans: Vec<Row<u16>>,
+    pub mpls_labels: Vec<Row<u32>>,
+    pub mpls_labels_untracked: Count,
+    pub sizes: Vec<SizeBucket>,
+    pub min_size: u32,
+    pub max_size: u32,
+}
+
+/// A name for an EtherType.
+pub fn ethertype_name(t: u16) -> &'static str {
+    match t {
+        0x0800 => "IPv4",
+        0x0806 => "ARP",
+        0x8035 => "RARP",
+        0x86dd => "IPv6",
+        0x8847 => "MPLS",
+        0x8848 => "MPLS multicast",
+        0x8100 => "802.1Q",
+        0x88a8 => "802.1ad",
+        0x88cc => "LLDP",
+        0x8863 | 0x8864 => "PPPoE",
+        0x888e => "EAPOL",
+        0x88f7 => "PTP",
+        0x9000 => "loopback",
+        0 => "none (802.3 LLC or unknown)",
+        _ => "",
+    }
+}
+
+/// A name for an IP protocol number.
+pub fn protocol_name(p: u8) -> &'static str {
+    match p {
+        1 => "ICMP",
+        2 => "IGMP",
+        4 => "IPv4-in-IP",
+        6 => "TCP",
+        17 => "UDP",
+        41 => "IPv6-in-IP",
+        47 => "GRE",
+        50 => "ESP",
+        51 => "AH",
+        58 => "ICMPv6",
+        59 => "no next header",
+        89 => "OSPF",
+        103 => "PIM",
+        112 => "VRRP",
+        132 => "SCTP",
+        _ => "",
+    }
+}
+
+fn rows<K: Copy + Serialize>(m: impl IntoIterator<Item = (K, Count)>, name: impl Fn(K) -> String) -> Vec<Row<K>> {
+    let mut v: Vec<Row<K>> =
+        m.into_iter().map(|(k, c)| Row { key: k, name: name(k), packets: c.packets, bytes: c.bytes }).collect();
+    v.sort_by(|a, b| b.packets.cmp(&a.packets).then(b.bytes.cmp(&a.bytes)));
+    v
+}
+
+impl Mix {
+    pub fn new(cfg: &Config) -> Mix {
+        Mix {
+            ethertypes: BTreeMap::new(),
+            protocols: BTreeMap::new(),
+            vlans: BTreeMap::new(),
+            labels: HashMap::new(),
+            labels_untracked: Count::default(),
+            max_labels: cfg.max_flows,
+            sizes: [Count::default(); SIZE_BUCKETS.len()],
+            min_size: u32::MAX,
+            max_size: 0,
+        }
+    }
+
+    pub fn feed(&mut self, s: &Seen<'_>) {
+        let f = &s.d.flow;
+        self.ethertypes.entry(f.ethertype).or_default().add(s.len);
+        if let Some(p) = f.protocol {
+            self.protocols.entry(p).or_default().add(s.len);
+        }
+        // A frame counts once per VLAN id and label in its stack.
+        for (i, v) in f.vlans().iter().enumerate() {
+            if !f.vlans()[..i].contains(v) {
+                self.vlans.entry(*v).or_default().add(s.len);
+            }
+        }
+        for (i, l) in f.labels().iter().enumerate() {
+            if f.labels()[..i].contains(l) {
+                continue;
+            }
+            if let Some(c) = self.labels.get_mut(l) {
+                c.add(s.len);
+            } else if self.labels.len() < self.max_labels {
+                self.labels.entry(*l).or_default().add(s.len);
+            } else {
+                self.labels_untracked.add(s.len);
+            }
+        }
+        let b = SIZE_BUCKETS.iter().rposition(|&m| s.len >= m).unwrap_or(0);
+        self.sizes[b].add(s.len);
+        self.min_size = self.min_size.min(s.len);
+        self.max_size = self.max_size.max(s.len);
+    }
+
+    pub fn finish(self) -> MixReport {
+        let sizes = SIZE_BUCKETS
+            .iter()
+            .enumerate()
+            .map(|(i, &min)| SizeBucket {
+                min,
+                max: SIZE_BUCKETS.get(i + 1).map(|m| m - 1),
+                packets: self.sizes[i].packets,
+                bytes: self.sizes[i].bytes,
+            })
+            .collect();
+        MixReport {
+            ethertypes: rows(self.ethertypes, |t| ethertype_name(t).to_string()),
+            ip_protocols: rows(self.protocols, |p| protocol_name(p).to_string()),
+            vlans: rows(self.vlans, |_| String::new()),
+            mpls_labels: rows(self.labels, |_| String::new()),
+            mpls_labels_untracked: self.labels_untracked,
+            sizes,
+            min_size: if self.max_size == 0 && self.min_size == u32::MAX { 0 } else { self.min_size },
+            max_size: self.max_size,
+        }
+    }
+}

@@ -1,0 +1,492 @@
+//! TCP sequence analysis, following Wireshark's `tcp_analyze_sequence_number`
+//! (epan/dissectors/packet-tcp.c) rule for rule, so that the counts equal
+//! tshark's expert info on the same packets:
+//!
+//! * `retransmission` counts every segment tshark marks
+//!   `tcp.analysis.retransmission`, which includes its subtypes fast
+//!   retransmission (after 2 or more duplicate ACKs, within 20 ms of the
+//!   last) and spurious retransmission (data already acknowledged);
+//! * `out_of_order`: a segment below the highest sequence number, sent
+//!   within the handshake RTT (3 ms when unknown) of the segment that set it,
+//!   that does not end where the highest one did;
+//! * `duplicate_ack`: a bare ACK repeating the previous segment's window,
+//!   sequence and acknowledgement numbers.
+//!
+//! Sequence numbers are relative to each direction's first (a SYN's own
+//! number, else one less than the first seen), as tshark's default relative
+//! sequence numbers; its "not yet seen" zero tests keep their meaning.
+//! Handshake RTT is tshark's `tcp.analysis.initial_rtt`: from the last SYN
+//! to the first ACK without SYN after it.
+//!
+//! A connection is a port pair until a SYN with another initial sequence
+//! number reuses it (tshark's new `tcp.stream`). Memory: at most
+//! `max_flows` connections; each keeps at most 1000 unacknowledged segment
+//! ends per direction, as tshark does (`TCP_MAX_UNACKED_SEGMENTS`).
+
+use crate::conv::{conv_table, ip_pair, pair_key, Capped, Conv, ConvRow, Ip, Table};
+use crate::{Config, Count, Percentiles, Seen};
+use serde::Serialize;
+use wv_wire::dissect::{LayerKind, ProblemKind};
+use wv_wire::views::tcp;
+
+const FIN: u16 = tcp::flags::FIN;
+const SYN: u16 = tcp::flags::SYN;
+const RST: u16 = tcp::flags::RST;
+const ACK: u16 = tcp::flags::ACK;
+
+/// Analysis flags of a segment (tshark's `TCP_A_*`).
+pub mod flag {
+    pub const RETRANSMISSION: u32 = 0x0001;
+    pub const LOST_PACKET: u32 = 0x0002;
+    pub const ACK_LOST_PACKET: u32 = 0x0004;
+    pub const KEEP_ALIVE: u32 = 0x0008;
+    pub const DUPLICATE_ACK: u32 = 0x0010;
+    pub const ZERO_WINDOW: u32 = 0x0020;
+    pub const ZERO_WINDOW_PROBE: u32 = 0x0040;
+    pub const ZERO_WINDOW_PROBE_ACK: u32 = 0x0080;
+    pub const KEEP_ALIVE_ACK: u32 = 0x0100;
+    pub const OUT_OF_ORDER: u32 = 0x0200;
+    pub const FAST_RETRANSMISSION: u32 = 0x0400;
+    pub const WINDOW_UPDATE: u32 = 0x0800;
+    pub const SPURIOUS_RETRANSMISSION: u32 = 0x4000;
+}
+
+/// tshark's `TCP_MAX_UNACKED_SEGMENTS`.
+const MAX_UNACKED: usize = 1000;
+/// Out-of-order threshold when the handshake RTT is unknown (3 ms).
+const OOO_DEFAULT_NS: u64 = 3_000_000;
+/// A retransmission this soon after a duplicate ACK is "fast" (20 ms).
+const FAST_RETRANS_NS: u64 = 20_000_000;
+
+fn lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+fn gt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+fn le(a: u32, b: u32) -> bool {
+    !gt(a, b)
+}
+
+/// One direction of a connection (tshark's `tcp_flow_t` and its sequence info).
+#[derive(Debug, Clone, Default)]
+struct Half {
+    base: Option<u32>,
+    nextseq: u32,
+    nextseq_ns: u64,
+    maxseqtobeacked: u32,
+    lastack: u32,
+    lastack_ns: u64,
+    /// The last window (scaled); `None` before the first segment.
+    window: Option<u32>,
+    dupacknum: u32,
+    lastsegmentflags: u32,
+    /// Window scale shift: -1 unknown (unscaled), else the shift.
+    win_scale: i8,
+    /// Ends of segments not yet acknowledged.
+    unacked: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+struct Connection {
+    conv: Conv,
+    half: [Half; 2],
+    mru_syn_ns: Option<u64>,
+    first_rtt_ns: Option<u64>,
+}
+
+impl Connection {
+    fn new(src: (Ip, u16), dst: (Ip, u16), ts: u64) -> Connection {
+        let h = Half { win_scale: -1, ..Half::default() };
+        Connection { conv: Conv::new(src, dst, ts), half: [h.clone(), h], mru_syn_ns: None, first_rtt_ns: None }
+    }
+}
+
+/// One handshake's RTT.
+#[derive(Debug, Clone, Serialize)]
+pub struct RttRow {
+    pub client: String,
+    pub server: String,
+    pub rtt_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TcpCounts {
+    /// Segments analysed.
+    pub segments: u64,
+    /// All of tshark's `tcp.analysis.retransmission` (fast and spurious included).
+    pub retransmissions: u64,
+    pub fast_retransmissions: u64,
+    pub spurious_retransmissions: u64,
+    pub out_of_order: u64,
+    pub duplicate_acks: u64,
+    /// "Previous segment not captured".
+    pub lost_segments: u64,
+    /// "ACKed unseen segment".
+    pub acked_unseen: u64,
+    pub keep_alives: u64,
+    pub zero_windows: u64,
+    pub window_updates: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TcpReport {
+    #[serde(flatten)]
+    pub counts: TcpCounts,
+    pub conversations: Table<ConvRow>,
+    /// Handshake RTTs (all connections that completed one).
+    pub handshake_rtt: Percentiles,
+    /// The slowest handshakes.
+    pub slowest_handshakes: Vec<RttRow>,
+    /// Frames (1-based) marked, the first few of each kind.
+    pub first_retransmissions: Vec<u64>,
+    pub first_out_of_order: Vec<u64>,
+    pub first_duplicate_acks: Vec<u64>,
+}
+
+pub struct TcpAnalysis {
+    conns: Capped<((Ip, u16), (Ip, u16)), Connection>,
+    /// Connections replaced by a reuse of their ports, for the tables.
+    closed: Vec<Connection>,
+    counts: TcpCounts,
+    examples: usize,
+    first: [Vec<u64>; 3],
+}
+
+/// A TCP segment as the analysis needs it.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    seq: u32,
+    ack: u32,
+    seglen: u32,
+    flags: u16,
+    win: u16,
+    wscale: Option<u8>,
+}
+
+/// The TCP segment of a frame when tshark would analyse it: whole header
+/// captured, sane data offset, not a fragment.
+fn segment(s: &Seen<'_>) -> Option<Segment> {
+    let l = s.d.layer(LayerKind::Tcp)?;
+    if s.d.first_fragment || s.d.flow.later_fragment {
+        return None;
+    }
+    if s.d.problems().iter().any(|p| matches!(p.kind, ProblemKind::TcpDataOffset(_) | ProblemKind::Truncated(LayerKind::Tcp))) {
+        return None;
+    }
+    let at = l.offset as usize;
+    let t = tcp::Packet::new_checked(s.f.data.get(at..)?).ok()?;
+    let end = (s.d.l4_end as usize).min(s.len as usize);
+    let seglen = end.checked_sub(at + t.header_len())?;
+    Some(Segment {
+        seq: t.seq_number(),
+        ack: t.ack_number(),
+        seglen: u32::try_from(seglen).ok()?,
+        flags: t.flags() & 0x0fff,
+        win: t.window_len(),
+        wscale: wscale(t.options()),
+    })
+}
+
+/// The window scale option's shift, if present.
+fn wscale(mut o: &[u8]) -> Option<u8> {
+    while let Some(&kind) = o.first() {
+        match kind {
+            0 => return None,
+            1 => o = &o[1..],
+            _ => {
+                let len = usize::from(*o.get(1)?);
+                if len < 2 || len > o.len() {
+                    return None;
+                }
+                if kind == 3 && len == 3 {
+                    return Some(o[2].min(14));
+                }
+                o = &o[len..];
+            }
+        }
+    }
+    None
+}
+
+impl TcpAnalysis {
+    pub fn new(cfg: &Config) -> TcpAnalysis {
+        TcpAnalysis {
+            conns: Capped::new(cfg.max_flows),
+            closed: Vec::new(),
+            counts: TcpCounts::default(),
+            examples: cfg.examples,
+            first: Default::default(),
+        }
+    }
+
+    pub fn feed(&mut self, s: &Seen<'_>) {
+        let Some(seg) = segment(s) else {
+            return;
+        };
+        let Some((sip, dip)) = ip_pair(s.d, s.f.data) else {
+            return;
+        };
+        let Some((sp, dp)) = s.d.flow.ports else {
+            return;
+        };
+        let (src, dst, ts) = ((sip, sp), (dip, dp), s.f.ts_ns);
+        let key = pair_key(src, dst);
+        let cap = self.conns.cap;
+        let Some(c) = self.conns.get_or(key, s.len, || Connection::new(src, dst, ts)) else {
+            return;
+        };
+        let mut dir = usize::from(src != c.conv.a);
+        // A new SYN with another initial sequence number: the ports are reused.
+        if seg.flags & (SYN | ACK) == SYN && c.half[dir].base.is_some_and(|b| b != seg.seq) {
+            let old = std::mem::replace(c, Connection::new(src, dst, ts));
+            if self.closed.len() < cap {
+                self.closed.push(old);
+            }
+            dir = 0;
+        }
+        c.conv.add(src, s.len, ts);
+        let f = analyze(c, dir, ts, seg);
+        self.counts.segments += 1;
+        let c = &mut self.counts;
+        if f & (flag::RETRANSMISSION | flag::FAST_RETRANSMISSION | flag::SPURIOUS_RETRANSMISSION) != 0 {
+            c.retransmissions += 1;
+            if self.first[0].len() < self.examples {
+                self.first[0].push(s.no);
+            }
+        }
+        c.fast_retransmissions += u64::from(f & flag::FAST_RETRANSMISSION != 0);
+        c.spurious_retransmissions += u64::from(f & flag::SPURIOUS_RETRANSMISSION != 0);
+        if f & flag::OUT_OF_ORDER != 0 {
+            c.out_of_order += 1;
+            if self.first[1].len() < self.examples {
+                self.first[1].push(s.no);
+            }
+        }
+        if f & flag::DUPLICATE_ACK != 0 {
+            c.duplicate_acks += 1;
+            if self.first[2].len() < self.examples {
+                self.first[2].push(s.no);
+            }
+        }
+        c.lost_segments += u64::from(f & flag::LOST_PACKET != 0);
+        c.acked_unseen += u64::from(f & flag::ACK_LOST_PACKET != 0);
+        c.keep_alives += u64::from(f & flag::KEEP_ALIVE != 0);
+        c.zero_windows += u64::from(f & flag::ZERO_WINDOW != 0);
+        c.window_updates += u64::from(f & flag::WINDOW_UPDATE != 0);
+    }
+
+    pub fn finish(self, top: usize) -> TcpReport {
+        let mut all = Capped::new(usize::MAX);
+        let mut rtts = Vec::new();
+        let mut rows = Vec::new();
+        for (i, c) in self.closed.into_iter().chain(self.conns.map.into_values()).enumerate() {
+            if let Some(r) = c.first_rtt_ns {
+                rtts.push(r);
+                rows.push(RttRow { client: end_text(c.conv.a), server: end_text(c.conv.b), rtt_ns: r });
+            }
+            all.map.insert(i, c.conv);
+        }
+        all.untracked = self.conns.untracked;
+        rows.sort_by(|a, b| b.rtt_ns.cmp(&a.rtt_ns));
+        rows.truncate(top);
+        let [r, o, d] = self.first;
+        TcpReport {
+            counts: self.counts,
+            conversations: conv_table(all, true, |_| true),
+            handshake_rtt: Percentiles::of(rtts),
+            slowest_handshakes: rows,
+            first_retransmissions: r,
+            first_out_of_order: o,
+            first_duplicate_acks: d,
+        }
+    }
+}
+
+fn end_text((ip, port): (Ip, u16)) -> String {
+    match ip {
+        Ip::V4(_) => format!("{}:{port}", ip.text()),
+        Ip::V6(_) => format!("[{}]:{port}", ip.text()),
+    }
+}
+
+/// tshark's `tcp_analyze_sequence_number` for one segment sent in
+/// direction `dir`; returns its analysis flags.
+fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
+    use flag::*;
+    let (fwd_i, rev_i) = (dir, 1 - dir);
+    // Window scaling: each SYN announces its shift; both must, or neither scales.
+    if s.flags & SYN != 0 {
+        c.half[fwd_i].win_scale = s.wscale.map_or(-1, |w| w as i8);
+        if s.flags & ACK != 0 && (c.half[fwd_i].win_scale < 0 || c.half[rev_i].win_scale < 0) {
+            c.half[fwd_i].win_scale = -1;
+            c.half[rev_i].win_scale = -1;
+        }
+    }
+    // Relative sequence numbers.
+    let fb = *c.half[fwd_i].base.get_or_insert(if s.flags & SYN != 0 { s.seq } else { s.seq.wrapping_sub(1) });
+    let seq = s.seq.wrapping_sub(fb);
+    let ack = if s.flags & ACK != 0 { s.ack.wrapping_sub(c.half[rev_i].base.unwrap_or(0)) } else { s.ack };
+    let window = if s.flags & SYN == 0 && c.half[fwd_i].win_scale >= 0 {
+        u32::from(s.win) << c.half[fwd_i].win_scale
+    } else {
+        u32::from(s.win)
+    };
+    let seglen = s.seglen;
+    let flags = s.flags;
+    let synfin = flags & (SYN | FIN) != 0;
+    let plain = flags & (SYN | FIN | RST) == 0;
+
+    // The handshake RTT (tshark: ts_mru_syn, ts_first_rtt).
+    if flags & (SYN | ACK) == SYN {
+        c.mru_syn_ns = Some(ts);
+    } else if flags & (SYN | ACK) == ACK && c.first_rtt_ns.is_none() {
+        if let Some(syn) = c.mru_syn_ns {
+            c.first_rtt_ns = Some(ts.saturating_sub(syn));
+        }
+    }
+
+    let mut f = 0u32;
+    let [a, b] = &mut c.half;
+    let (fwd, rev) = if dir == 0 { (a, b) } else { (b, a) };
+    'fwd: {
+        // Zero window probe.
+        if seglen == 1 && seq == fwd.nextseq && rev.window == Some(0) {
+            f |= ZERO_WINDOW_PROBE;
+            break 'fwd;
+        }
+        // Zero window.
+        if window == 0 && plain {
+            f |= ZERO_WINDOW;
+        }
+        // Previous segment not captured.
+        if fwd.nextseq != 0 && gt(seq, fwd.nextseq) && flags & RST == 0 {
+            f |= LOST_PACKET;
+        }
+        // Keep-alive.
+        if seglen <= 1 && seq == fwd.nextseq.wrapping_sub(1) && plain {
+            f |= KEEP_ALIVE;
+        }
+        // Window update.
+        if seglen == 0
+            && window != 0
+            && Some(window) != fwd.window
+            && seq == fwd.nextseq
+            && ack == fwd.lastack
+            && plain
+        {
+            f |= WINDOW_UPDATE;
+        }
+        // Keep-alive ACK.
+        if seglen == 0
+            && Some(window) == fwd.window
+            && seq == fwd.nextseq
+            && ack == fwd.lastack
+            && rev.lastsegmentflags & KEEP_ALIVE != 0
+            && plain
+        {
+            f |= KEEP_ALIVE_ACK;
+            break 'fwd;
+        }
+        // Zero window probe ACK.
+        if seglen == 0
+            && window == 0
+            && Some(window) == fwd.window
+            && seq == fwd.nextseq
+            && (ack == fwd.lastack || ack == fwd.lastack.wrapping_add(1))
+            && rev.lastsegmentflags & ZERO_WINDOW_PROBE != 0
+            && plain
+        {
+            f |= ZERO_WINDOW_PROBE_ACK;
+            break 'fwd;
+        }
+        // Duplicate ACK.
+        if seglen == 0 && window != 0 && Some(window) == fwd.window && seq == fwd.nextseq && ack == fwd.lastack && plain {
+            fwd.dupacknum += 1;
+            f |= DUPLICATE_ACK;
+        }
+    }
+    if f & DUPLICATE_ACK == 0 {
+        fwd.dupacknum = 0;
+    }
+    // ACKed unseen segment.
+    if rev.maxseqtobeacked != 0 && gt(ack, rev.maxseqtobeacked) && flags & ACK != 0 {
+        f |= ACK_LOST_PACKET;
+        rev.maxseqtobeacked = rev.nextseq;
+    }
+    // Retransmission, fast retransmission, out of order, spurious.
+    if (seglen > 0 || synfin) && fwd.nextseq != 0 && lt(seq, fwd.nextseq) && f & KEEP_ALIVE == 0 {
+        'kind: {
+            if rev.dupacknum >= 2 && rev.lastack == seq && ts.saturating_sub(rev.lastack_ns) < FAST_RETRANS_NS {
+                f |= FAST_RETRANSMISSION;
+                break 'kind;
+            }
+            let since = ts.saturating_sub(fwd.nextseq_ns);
+            let ooo = c.first_rtt_ns.filter(|&r| r > 0).unwrap_or(OOO_DEFAULT_NS);
+            if since < ooo && fwd.nextseq != seq.wrapping_add(seglen).wrapping_add(u32::from(synfin)) {
+                f |= OUT_OF_ORDER;
+                break 'kind;
+            }
+            if rev.lastack != 0 && le(seq.wrapping_add(seglen), rev.lastack) {
+                f |= SPURIOUS_RETRANSMISSION;
+                break 'kind;
+            }
+            f |= RETRANSMISSION;
+        }
+    }
+    let mut nextseq = seq.wrapping_add(seglen);
+    if (seglen > 0 || synfin) && fwd.unacked.len() < MAX_UNACKED {
+        if synfin {
+            nextseq = nextseq.wrapping_add(1);
+        }
+        fwd.unacked.push(nextseq);
+        if (fwd.nextseq == 0 || gt(nextseq, fwd.nextseq)) && f & ZERO_WINDOW_PROBE == 0 {
+            fwd.nextseq = nextseq;
+            fwd.nextseq_ns = ts;
+        }
+    }
+    if (seq == fwd.maxseqtobeacked || fwd.maxseqtobeacked == 0) && f & ZERO_WINDOW_PROBE == 0 {
+        fwd.maxseqtobeacked = fwd.nextseq;
+    }
+    fwd.window = Some(window);
+    fwd.lastack = ack;
+    fwd.lastack_ns = ts;
+    fwd.lastsegmentflags = f;
+    // Segments of the other direction this acknowledges.
+    if flags & ACK != 0 {
+        rev.unacked.retain(|&end| gt(end, ack));
+    }
+    f
+}
+
+/// Packets and bytes of the connections (for the mix's top flows).
+pub fn total(r: &TcpReport) -> Count {
+    let mut c = Count::default();
+    for row in &r.conversations.rows {
+        let t = row.total();
+        c.packets += t.packets;
+        c.bytes += t.bytes;
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_scale_option() {
+        assert_eq!(wscale(&[2, 4, 5, 0xb4, 1, 3, 3, 7]), Some(7));
+        assert_eq!(wscale(&[1, 1, 8, 10, 0, 0, 0, 0, 0, 0, 0, 0]), None);
+        assert_eq!(wscale(&[3, 3]), None);
+        assert_eq!(wscale(&[5, 0]), None);
+        assert_eq!(wscale(&[3, 3, 20]), Some(14));
+    }
+
+    #[test]
+    fn sequence_comparisons_wrap() {
+        assert!(lt(u32::MAX, 1));
+        assert!(gt(1, u32::MAX));
+        assert!(le(5, 5));
+    }
+}

@@ -1,0 +1,217 @@
+//! The report as a terminal table (the default output).
+
+use crate::conv::{ConvRow, Table};
+use crate::Report;
+use std::fmt::Write;
+
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+fn rate(bits: f64) -> String {
+    let units = [(1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")];
+    for (d, u) in units {
+        if bits >= d {
+            return format!("{:.2} {u}", bits / d);
+        }
+    }
+    format!("{bits:.0} bit/s")
+}
+
+fn conv_rows(out: &mut String, title: &str, t: &Table<ConvRow>, top: usize) {
+    if t.count == 0 {
+        return;
+    }
+    let _ = writeln!(out, "\n{title} ({} conversations, top {}):", t.count, top.min(t.count));
+    let _ = writeln!(out, "  {:<44} {:>10} {:>12} {:>10} {:>12}", "A <-> B", "A->B pkts", "A->B bytes", "B->A pkts", "B->A bytes");
+    for r in t.rows.iter().take(top) {
+        let a = match r.port_a {
+            Some(p) => format!("{}:{p}", r.a),
+            None => r.a.clone(),
+        };
+        let b = match r.port_b {
+            Some(p) => format!("{}:{p}", r.b),
+            None => r.b.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<44} {:>10} {:>12} {:>10} {:>12}",
+            format!("{a} <-> {b}"),
+            r.a_to_b.packets,
+            r.a_to_b.bytes,
+            r.b_to_a.packets,
+            r.b_to_a.bytes
+        );
+    }
+    if t.untracked.packets > 0 {
+        let _ = writeln!(out, "  (table full: {} packets not attributed)", t.untracked.packets);
+    }
+}
+
+/// Renders `r` for a terminal, lists cut to `top` rows.
+pub fn table(r: &Report, top: usize) -> String {
+    let mut o = String::new();
+    let secs = r.last_ns.saturating_sub(r.first_ns) as f64 / 1e9;
+    let _ = writeln!(o, "Frames: {}  bytes: {}  duration: {:.3} s", r.frames, r.bytes, secs);
+    if r.unsupported_linktype > 0 {
+        let _ = writeln!(o, "  {} frames of a link type not dissected (counted in totals and throughput only)", r.unsupported_linktype);
+    }
+    let d = &r.duplicates;
+    let _ = writeln!(
+        o,
+        "\nDuplicates (identical within {} and {} frames): {} packets, {} bytes",
+        ms(d.window_ns),
+        d.window_frames,
+        d.packets,
+        d.bytes
+    );
+    for e in &d.first {
+        let _ = writeln!(o, "  frame {} at {} ns, {} bytes, {} ({})", e.frame, e.time_ns, e.size, e.flow, e.detail);
+    }
+    let m = &r.malformed;
+    let _ = writeln!(o, "\nMalformed or unexpected frames: {}", m.packets);
+    for k in &m.kinds {
+        let _ = writeln!(o, "  {:<32} {:>10}  {}", k.kind, k.packets, k.description);
+        for e in &k.first {
+            let _ = writeln!(o, "      frame {} at {} ns, {} bytes, {} ({})", e.frame, e.time_ns, e.size, e.flow, e.detail);
+        }
+    }
+    let x = &r.mix;
+    let _ = writeln!(o, "\nEtherTypes:");
+    for e in x.ethertypes.iter().take(top) {
+        let _ = writeln!(o, "  0x{:04x} {:<28} {:>10} pkts {:>14} bytes", e.key, e.name, e.packets, e.bytes);
+    }
+    if !x.ip_protocols.is_empty() {
+        let _ = writeln!(o, "IP protocols:");
+        for e in x.ip_protocols.iter().take(top) {
+            let _ = writeln!(o, "  {:>6} {:<28} {:>10} pkts {:>14} bytes", e.key, e.name, e.packets, e.bytes);
+        }
+    }
+    if !x.vlans.is_empty() {
+        let _ = writeln!(o, "VLANs:");
+        for e in x.vlans.iter().take(top) {
+            let _ = writeln!(o, "  {:>6} {:>10} pkts {:>14} bytes", e.key, e.packets, e.bytes);
+        }
+    }
+    if !x.mpls_labels.is_empty() {
+        let _ = writeln!(o, "MPLS labels:");
+        for e in x.mpls_labels.iter().take(top) {
+            let _ = writeln!(o, "  {:>7} {:>10} pkts {:>14} bytes", e.key, e.packets, e.bytes);
+        }
+    }
+    let _ = writeln!(o, "Frame sizes (min {}, max {}):", x.min_size, x.max_size);
+    for b in x.sizes.iter().filter(|b| b.packets > 0) {
+        let range = match b.max {
+            Some(m) => format!("{}-{m}", b.min),
+            None => format!("{}+", b.min),
+        };
+        let _ = writeln!(o, "  {:>10} {:>10} pkts {:>14} bytes", range, b.packets, b.bytes);
+    }
+    let c = &r.conversations;
+    if c.endpoints.count > 0 {
+        let _ = writeln!(o, "\nTop talkers ({} endpoints):", c.endpoints.count);
+        for e in c.endpoints.rows.iter().take(top) {
+            let _ = writeln!(
+                o,
+                "  {:<40} tx {:>10} pkts {:>12} bytes  rx {:>10} pkts {:>12} bytes",
+                e.address, e.tx.packets, e.tx.bytes, e.rx.packets, e.rx.bytes
+            );
+        }
+    }
+    conv_rows(&mut o, "TCP flows", &r.tcp.conversations, top);
+    conv_rows(&mut o, "UDP flows", &c.udp, top);
+    conv_rows(&mut o, "IPv4 conversations", &c.ipv4, top);
+    conv_rows(&mut o, "IPv6 conversations", &c.ipv6, top);
+    let t = &r.throughput;
+    let _ = writeln!(
+        o,
+        "\nThroughput per {}: {} intervals, peak {} and {:.0} pkt/s",
+        ms(t.step_ns),
+        t.intervals.len(),
+        rate(t.peak_bits_per_second),
+        t.peak_packets_per_second
+    );
+    let shown = t.intervals.len().min(top.max(1) * 3);
+    for i in &t.intervals[..shown] {
+        let _ = writeln!(
+            o,
+            "  {:>12.3} s {:>10} pkts {:>12} bytes {:>16} {:>12.0} pkt/s",
+            i.start_ns as f64 / 1e9,
+            i.packets,
+            i.bytes,
+            rate(i.bits_per_second),
+            i.packets_per_second
+        );
+    }
+    if shown < t.intervals.len() {
+        let _ = writeln!(o, "  ... {} more (--json lists all)", t.intervals.len() - shown);
+    }
+    let tc = &r.tcp.counts;
+    let _ = writeln!(o, "\nTCP: {} segments", tc.segments);
+    let _ = writeln!(
+        o,
+        "  retransmissions {} (fast {}, spurious {}), out of order {}, duplicate ACKs {}",
+        tc.retransmissions, tc.fast_retransmissions, tc.spurious_retransmissions, tc.out_of_order, tc.duplicate_acks
+    );
+    let _ = writeln!(
+        o,
+        "  previous segment not captured {}, ACKed unseen {}, keep-alives {}, zero windows {}, window updates {}",
+        tc.lost_segments, tc.acked_unseen, tc.keep_alives, tc.zero_windows, tc.window_updates
+    );
+    let h = &r.tcp.handshake_rtt;
+    if h.count > 0 {
+        let _ = writeln!(
+            o,
+            "  handshake RTT over {} connections: min {} p50 {} p99 {} max {}",
+            h.count,
+            ms(h.min_ns),
+            ms(h.p50_ns),
+            ms(h.p99_ns),
+            ms(h.max_ns)
+        );
+        for s in &r.tcp.slowest_handshakes {
+            let _ = writeln!(o, "    {} -> {}: {}", s.client, s.server, ms(s.rtt_ns));
+        }
+    }
+    if !r.rtp.streams.is_empty() {
+        let _ = writeln!(o, "\nRTP streams: {}", r.rtp.streams.len());
+        for s in r.rtp.streams.iter().take(top) {
+            let j = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+            let _ = writeln!(
+                o,
+                "  {}:{} > {}:{} ssrc 0x{:08x} pt {}: {} pkts, lost {} ({:.1}%), delta max {:.3} ms, jitter mean {} max {} ms",
+                s.src,
+                s.src_port,
+                s.dst,
+                s.dst_port,
+                s.ssrc,
+                s.payload_type,
+                s.packets,
+                s.lost,
+                s.lost_percent,
+                s.max_delta_ms,
+                j(s.mean_jitter_ms),
+                j(s.max_jitter_ms)
+            );
+        }
+    }
+    if let Some(d) = &r.delay {
+        let _ = writeln!(
+            o,
+            "\nOne-way delay: {} matched of {} here ({} reference packets): min {} p50 {} p90 {} p99 {} max {}",
+            d.matched,
+            d.matched + d.unmatched,
+            d.reference_packets,
+            sms(d.min_ns),
+            sms(d.p50_ns),
+            sms(d.p90_ns),
+            sms(d.p99_ns),
+            sms(d.max_ns)
+        );
+    }
+    o
+}
+
+fn sms(ns: i64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}

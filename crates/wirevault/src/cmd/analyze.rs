@@ -1,0 +1,176 @@
+//! `wirevault analyze STORE|FILE [--from T] [--to T] [EXPRESSION...]`:
+//! statistics over the packets `query` would select (duplicates, malformed
+//! frames, traffic mix, throughput, TCP analysis, RTP streams, one-way
+//! delay against a second capture point), as a table, JSON or charts.
+//! The mechanisms live in `wv_analyze`; this file parses, validates, wires.
+
+use crate::cmd::query::{prepare_error, time_range};
+use crate::{exit, fail};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Default throughput interval.
+const DEFAULT_STEP: &str = "1s";
+/// Default duplicate time window.
+const DEFAULT_DUP_WINDOW: &str = "1ms";
+
+/// Arguments of `wirevault analyze`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The store, or a pcap/pcapng file.
+    pub store: PathBuf,
+    /// Earliest packet time, inclusive (as `query --from`).
+    #[arg(long, value_name = "T")]
+    pub from: Option<String>,
+    /// End of the time range, exclusive (as `query --to`).
+    #[arg(long, value_name = "T")]
+    pub to: Option<String>,
+    /// Print the whole report as JSON on standard output instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write charts (throughput.svg, sizes.svg, jitter.svg) into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Throughput interval: `1s`, `100ms`, `10us`, ...
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_STEP)]
+    pub step: String,
+    /// A frame is a duplicate of an identical one at most this long before it.
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_DUP_WINDOW)]
+    pub dup_window: String,
+    /// ... and among the previous N frames (`editcap -D N+1`).
+    #[arg(long, value_name = "N", default_value_t = wv_analyze::Config::default().dup_frames)]
+    pub dup_frames: usize,
+    /// Frames whose network layer is longer than this are reported as over the MTU.
+    #[arg(long, value_name = "BYTES", default_value_t = wv_analyze::Config::default().mtu)]
+    pub mtu: u32,
+    /// Most entries per table (conversations, endpoints, TCP connections, RTP
+    /// streams, reference packets of --against); packets beyond are counted as untracked.
+    #[arg(long, value_name = "N", default_value_t = wv_analyze::Config::default().max_flows)]
+    pub max_flows: usize,
+    /// Rows of each list in the table.
+    #[arg(long, value_name = "N", default_value_t = wv_analyze::Config::default().top)]
+    pub top: usize,
+    /// Examples listed per duplicate and malformed kind.
+    #[arg(long, value_name = "N", default_value_t = wv_analyze::Config::default().examples)]
+    pub examples: usize,
+    /// Measure one-way delay against a second capture point (a store or a
+    /// capture file holding the same packets, selected by the same filter).
+    #[arg(long, value_name = "STORE|FILE")]
+    pub against: Option<PathBuf>,
+    /// tcpdump filter expression (as `query`).
+    #[arg(value_name = "EXPRESSION")]
+    pub expression: Vec<String>,
+}
+
+fn duration(flag: &str, v: &str) -> anyhow::Result<u64> {
+    wv_capture::synthetic::parse_duration(v)
+        .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+        .filter(|&n| n > 0 || flag == "--dup-window")
+        .ok_or_else(|| fail(exit::USAGE, format!("{flag} {v}: give a duration above 0 such as 1s, 100ms or 50us")))
+}
+
+/// The validated plan.
+struct Plan {
+    cfg: wv_analyze::Config,
+    query: wv_query::Query,
+}
+
+fn plan(args: &Args) -> anyhow::Result<Plan> {
+    let (from_ns, to_ns) = time_range(&args.from, &args.to)?;
+    let cfg = wv_analyze::Config {
+        dup_window_ns: duration("--dup-window", &args.dup_window)?,
+        dup_frames: args.dup_frames,
+        mtu: args.mtu,
+        step_ns: duration("--step", &args.step)?,
+        max_flows: args.max_flows,
+        examples: args.examples,
+        top: args.top,
+        ..wv_analyze::Config::default()
+    };
+    if args.json && args.plot.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+        return Err(fail(exit::USAGE, "--plot takes a directory, not standard output"));
+    }
+    let query =
+        wv_query::Query { store: args.store.clone(), from_ns, to_ns, expr: args.expression.join(" "), limit: None };
+    Ok(Plan { cfg, query })
+}
+
+/// A progress bar on standard error when it is a terminal.
+fn progress(total: Option<u64>) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = match total {
+        Some(n) => indicatif::ProgressBar::new(n).with_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} packets, {per_sec}, {eta} left")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        ),
+        None => indicatif::ProgressBar::new_spinner().with_style(
+            indicatif::ProgressStyle::with_template("{spinner} {pos} packets, {per_sec}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        ),
+    };
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+    Some(bar)
+}
+
+/// Runs a query into `f`, with the query's warnings said on standard error.
+fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::Result<()> {
+    let prepared = wv_query::prepare(q).map_err(prepare_error)?;
+    let bar = progress(prepared.packets_upper_bound());
+    let mut n = 0u64;
+    let mut g = |ts, len, lt, data: &[u8]| {
+        f(ts, len, lt, data);
+        n += 1;
+        if n % 4096 == 0 {
+            if let Some(b) = &bar {
+                b.set_position(n);
+            }
+        }
+    };
+    let report = wv_query::run(prepared, wv_query::Sink::Each(&mut g)).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    for w in &report.warnings {
+        say!("wirevault: {w}");
+    }
+    if report.part_files > 0 {
+        say!("wirevault: {} file(s) being written or left by a crash are not included", report.part_files);
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let p = plan(&args)?;
+    let mut an = wv_analyze::Analyzer::new(p.cfg.clone()).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+    if let Some(other) = &args.against {
+        let mut d = wv_analyze::delay::Delay::new(p.cfg.max_flows);
+        let q = wv_query::Query { store: other.clone(), from_ns: None, to_ns: None, expr: p.query.expr.clone(), limit: None };
+        each(q, |ts, len, _, data| d.reference(ts, len, data))?;
+        an.with_delay(d);
+    }
+    each(p.query, |ts_ns, wire_len, linktype, data| {
+        an.feed(&wv_analyze::Frame { ts_ns, linktype, wire_len, data });
+    })?;
+    let report = an.finish();
+    if let Some(dir) = &args.plot {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(exit::ERROR, format!("cannot create the --plot directory {}: {e}", dir.display())))?;
+        let files = wv_analyze::plot::write_all(&report, dir).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+        for f in files {
+            say!("wirevault: wrote {}", f.display());
+        }
+    }
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).map_err(|e| fail(exit::ERROR, format!("cannot encode the report: {e}")))? + "\n"
+    } else {
+        wv_analyze::report::table(&report, args.top)
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(exit::OK),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(exit::OK),
+        Err(e) => Err(fail(exit::ERROR, format!("cannot write the report: {e}"))),
+    }
+}
