@@ -440,10 +440,11 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
             nextseq = nextseq.wrapping_add(1);
         }
         fwd.unacked.push(nextseq);
-        if (fwd.nextseq == 0 || gt(nextseq, fwd.nextseq)) && f & ZERO_WINDOW_PROBE == 0 {
-            fwd.nextseq = nextseq;
-            fwd.nextseq_ns = ts;
-        }
+    }
+    // The highest sequence number seen (any segment, a bare ACK included).
+    if (fwd.nextseq == 0 || gt(nextseq, fwd.nextseq)) && f & ZERO_WINDOW_PROBE == 0 {
+        fwd.nextseq = nextseq;
+        fwd.nextseq_ns = ts;
     }
     if (seq == fwd.maxseqtobeacked || fwd.maxseqtobeacked == 0) && f & ZERO_WINDOW_PROBE == 0 {
         fwd.maxseqtobeacked = fwd.nextseq;
