@@ -274,7 +274,8 @@ impl Conversations {
 }
 
 /// The UDP ports of a frame whose UDP header tshark would read and count
-/// (whole header, sane length, not a fragment).
+/// (whole header, a length of at least 8, not a fragment; a length beyond
+/// the IP payload is counted, as tshark does).
 pub fn udp_ports(d: &Dissection, data: &[u8]) -> Option<(u16, u16)> {
     let l = d.layer(LayerKind::Udp)?;
     if l.offset as usize + 8 > data.len() {
@@ -286,7 +287,7 @@ pub fn udp_ports(d: &Dissection, data: &[u8]) -> Option<(u16, u16)> {
     let bad = d
         .problems()
         .iter()
-        .any(|p| matches!(p.kind, ProblemKind::UdpLength(_) | ProblemKind::Truncated(LayerKind::Udp)));
+        .any(|p| matches!(p.kind, ProblemKind::UdpLength(0..8) | ProblemKind::Truncated(LayerKind::Udp)));
     if bad {
         return None;
     }

@@ -4,6 +4,7 @@
 
 mod util;
 
+mod analyze;
 mod cli_conventions;
 mod hostile_live;
 mod hostile_retrial;

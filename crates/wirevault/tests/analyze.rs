@@ -1,0 +1,465 @@
+//! `wirevault analyze` end to end: a capture built here with known numbers
+//! of duplicates, malformed frames of every kind, TCP retransmissions,
+//! out-of-order segments, duplicate ACKs and a jittered RTP stream (every
+//! count exact, and equal to tshark's where tshark has the statistic), and
+//! tcpdump's corpus against tshark's TCP expert info.
+
+use crate::util::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+const T0: u64 = 1_700_000_000_000_000_000;
+const MS: u64 = 1_000_000;
+
+fn csum(h: &[u8]) -> u16 {
+    let mut s = 0u32;
+    for w in h.chunks(2) {
+        s += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// IP identification numbers: every built packet differs from every other
+/// (as a real sender's do), except the copies made on purpose.
+static IP_ID: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(1);
+
+fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, payload: &[u8]) -> Vec<u8> {
+    let id = IP_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_be_bytes();
+    let mut h = vec![0x45, 0, 0, 0, id[0], id[1], 0x40, 0, 64, proto, 0, 0];
+    h[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+    h.extend_from_slice(&src);
+    h.extend_from_slice(&dst);
+    let c = csum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    h.extend_from_slice(payload);
+    h
+}
+
+fn fix_csum(ip: &mut [u8]) {
+    ip[10..12].copy_from_slice(&[0, 0]);
+    let hl = (4 * (ip[0] & 0x0f) as usize).min(ip.len());
+    let c = csum(&ip[..hl]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
+fn udp(sp: u16, dp: u16, payload: &[u8]) -> Vec<u8> {
+    let mut u = Vec::new();
+    u.extend_from_slice(&sp.to_be_bytes());
+    u.extend_from_slice(&dp.to_be_bytes());
+    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    u
+}
+
+fn tcp(sp: u16, dp: u16, seq: u32, ack: u32, flags: u8, win: u16, payload: &[u8]) -> Vec<u8> {
+    let mut t = Vec::new();
+    t.extend_from_slice(&sp.to_be_bytes());
+    t.extend_from_slice(&dp.to_be_bytes());
+    t.extend_from_slice(&seq.to_be_bytes());
+    t.extend_from_slice(&ack.to_be_bytes());
+    t.extend_from_slice(&[0x50, flags]);
+    t.extend_from_slice(&win.to_be_bytes());
+    t.extend_from_slice(&[0, 0, 0, 0]);
+    t.extend_from_slice(payload);
+    t
+}
+
+/// An Ethernet frame: MACs, then `l2` (type fields, tags, labels), then `rest`, padded to 60 bytes.
+fn ether(l2: &[u8], rest: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&DST_MAC);
+    f.extend_from_slice(&SRC_MAC);
+    f.extend_from_slice(l2);
+    f.extend_from_slice(rest);
+    if f.len() < 60 {
+        f.resize(60, 0);
+    }
+    f
+}
+
+fn eth_ip(ip: &[u8]) -> Vec<u8> {
+    ether(&[0x08, 0x00], ip)
+}
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+const SYNACK: u8 = 0x12;
+const PSHACK: u8 = 0x18;
+
+/// What the built capture holds, by construction.
+struct Built {
+    frames: Vec<Frame>,
+}
+
+impl Built {
+    fn at(&mut self, t: u64, data: Vec<u8>) {
+        self.frames.push(Frame { ts_ns: T0 + t, origlen: data.len() as u32, data });
+    }
+}
+
+fn rtp_packet(seq: u16) -> Vec<u8> {
+    let mut p = vec![0x80, 0x00];
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&(1000 + 160 * u32::from(seq - 100)).to_be_bytes());
+    p.extend_from_slice(&0x1122_3344u32.to_be_bytes());
+    p.extend_from_slice(&[0xd5; 160]);
+    p
+}
+
+/// RTP arrivals: 20 ms apart plus a jitter of 0-4 ms by sequence number.
+fn rtp_arrival(seq: u16) -> u64 {
+    700 * MS + u64::from(seq - 100) * 20 * MS + u64::from(seq * 7 % 5) * MS
+}
+const RTP_LOST: [u16; 3] = [110, 120, 121];
+
+fn build() -> Vec<Frame> {
+    let mut b = Built { frames: Vec::new() };
+    let (c, s) = ([10, 1, 0, 1], [10, 1, 0, 2]);
+    let to_s = |seq: u32, ack: u32, fl: u8, win: u16, len: usize| eth_ip(&ipv4(c, s, 6, &tcp(40000, 80, seq, ack, fl, win, &vec![0x61; len])));
+    let to_c = |seq: u32, ack: u32, fl: u8, win: u16| eth_ip(&ipv4(s, c, 6, &tcp(80, 40000, seq, ack, fl, win, &[])));
+    // Handshake: RTT 20 ms.
+    b.at(0, to_s(1000, 0, SYN, 64240, 0));
+    b.at(10 * MS, to_c(5000, 1001, SYNACK, 65535));
+    b.at(20 * MS, to_s(1001, 5001, ACK, 64240, 0));
+    let seg = |i: u32| 1001 + 100 * i;
+    for (t, i) in [(30, 0), (31, 1), (32, 2), (33, 4), (34, 3)] {
+        // Segment 3 comes 1 ms after segment 4: out of order.
+        b.at(t * MS, to_s(seg(i), 5001, PSHACK, 64240, 100));
+    }
+    b.at(40 * MS, to_c(5001, seg(5), ACK, 1000));
+    for (t, i) in [(41, 5), (42, 7), (43, 8)] {
+        b.at(t * MS, to_s(seg(i), 5001, PSHACK, 64240, 100));
+    }
+    // One ACK and three duplicates of it, then the fast retransmission.
+    for t in 44..48 {
+        b.at(t * MS, to_c(5001, seg(6), ACK, 1000));
+    }
+    b.at(50 * MS, to_s(seg(6), 5001, PSHACK, 64240, 100));
+    b.at(52 * MS, to_c(5001, seg(9), ACK, 1000));
+    // A retransmission after a timeout, then a spurious one.
+    b.at(60 * MS, to_s(seg(9), 5001, PSHACK, 64240, 100));
+    b.at(300 * MS, to_s(seg(9), 5001, PSHACK, 64240, 100));
+    b.at(310 * MS, to_c(5001, seg(10), ACK, 1000));
+    b.at(500 * MS, to_s(seg(9), 5001, PSHACK, 64240, 100));
+
+    // Duplicates: 4 within 5 us; one copy 5 ms later (outside the 1 ms window).
+    for i in 0..10u64 {
+        let f = eth_ip(&ipv4([10, 3, 0, 1], [10, 3, 0, 2], 17, &udp(5555, 9999, format!("dup-{i}").as_bytes())));
+        b.at(600 * MS + i * 10 * MS, f.clone());
+        if i < 4 {
+            b.at(600 * MS + i * 10 * MS + 5_000, f.clone());
+        }
+        if i == 9 {
+            b.at(600 * MS + i * 10 * MS + 5 * MS, f);
+        }
+    }
+
+    // RTP: 50 sequence numbers, 3 lost.
+    for seq in 100..150u16 {
+        if !RTP_LOST.contains(&seq) {
+            b.at(rtp_arrival(seq), eth_ip(&ipv4([10, 4, 0, 1], [10, 4, 0, 2], 17, &udp(30000, 30002, &rtp_packet(seq)))));
+        }
+    }
+
+    // Traffic mix: 3 frames in VLAN 100, 2 under MPLS label 1000.
+    let u = || ipv4([10, 5, 0, 1], [10, 5, 0, 2], 17, &udp(7000, 7001, b"mix"));
+    for i in 0..3 {
+        b.at(1800 * MS + i * MS, ether(&[0x81, 0x00, 0x00, 0x64, 0x08, 0x00], &u()));
+    }
+    for i in 0..2 {
+        b.at(1810 * MS + i * MS, ether(&[0x88, 0x47, 0x00, 0x3e, 0x81, 0x40], &u()));
+    }
+
+    // Malformed: one frame per kind (at 2 s, 1 ms apart).
+    let m = |t: u64, b: &mut Built, f: Vec<u8>| b.at(2000 * MS + t * MS, f);
+    let good = ipv4([10, 9, 0, 1], [10, 9, 0, 2], 17, &udp(1, 2, b"x"));
+    let mut l2 = vec![0x81, 0x00, 0x00, 0x0a, 0x88, 0xa8, 0x00, 0x14, 0x08, 0x00];
+    m(0, &mut b, ether(&l2, &good)); // vlan_tpid_as_ethertype
+    // (not IP inside: tshark walks any number of tags and would count it)
+    l2 = [0x81, 0x00, 0x00, 0x01].repeat(9);
+    l2.extend_from_slice(&[0x88, 0xb5]);
+    m(1, &mut b, ether(&l2, b"deep")); // vlan_too_many_tags
+    let mut f = [DST_MAC, SRC_MAC].concat();
+    f.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a, 0x81, 0x00, 0x00]);
+    m(2, &mut b, f); // vlan_truncated_tag (and runt)
+    let mut labels: Vec<u8> = vec![0x88, 0x47];
+    for _ in 0..12 {
+        labels.extend_from_slice(&[0x00, 0x7d, 0x00, 0x40]);
+    }
+    m(3, &mut b, ether(&labels, &[])); // mpls_no_bottom_of_stack (62 bytes)
+    let mut l = labels.clone();
+    l.extend_from_slice(&[0x00, 0x7d]);
+    m(4, &mut b, ether(&l, &[])); // mpls_truncated
+    m(5, &mut b, ether(&[0x88, 0x47, 0x00, 0x00, 0x31, 0x40], &good)); // mpls_reserved_label (3, bottom)
+    m(6, &mut b, vec![0x02; 10]); // truncated_l2 (and runt)
+    let mut ip = good.clone();
+    ip[0] = 0x4f;
+    m(7, &mut b, eth_ip(&ip)); // truncated_l3
+    let mut ip = ipv4([10, 9, 0, 1], [10, 9, 0, 2], 17, &[0, 1, 0, 2]);
+    fix_csum(&mut ip);
+    m(8, &mut b, eth_ip(&ip)); // truncated_l4
+    let mut ip = good.clone();
+    ip[0] = 0x44;
+    m(9, &mut b, eth_ip(&ip)); // ipv4_header_length
+    let mut ip = good.clone();
+    ip[2..4].copy_from_slice(&10u16.to_be_bytes());
+    fix_csum(&mut ip);
+    m(10, &mut b, eth_ip(&ip)); // ipv4_total_length_short
+    let mut ip = good.clone();
+    ip[2..4].copy_from_slice(&1000u16.to_be_bytes());
+    fix_csum(&mut ip);
+    m(11, &mut b, eth_ip(&ip)); // ipv4_total_length_beyond_frame
+    let mut ip = good.clone();
+    ip[10] ^= 0xff;
+    m(12, &mut b, eth_ip(&ip)); // ipv4_checksum
+    let mut ip = good.clone();
+    ip[24..26].copy_from_slice(&200u16.to_be_bytes());
+    m(13, &mut b, eth_ip(&ip)); // udp_length
+    let mut t = tcp(1, 2, 1, 1, ACK, 100, &[0; 8]);
+    t[12] = 0x40;
+    m(14, &mut b, eth_ip(&ipv4([10, 9, 0, 1], [10, 9, 0, 2], 6, &t))); // tcp_data_offset
+    m(15, &mut b, eth_ip(&ipv4([10, 9, 0, 1], [10, 9, 0, 2], 17, &udp(1, 2, &[0x55; 1600])))); // over_mtu
+    let mut arp = [[0xff; 6], SRC_MAC].concat();
+    arp.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.extend_from_slice(&SRC_MAC);
+    arp.extend_from_slice(&[10, 9, 0, 1, 0, 0, 0, 0, 0, 0, 10, 9, 0, 2]);
+    m(16, &mut b, arp); // runt (42 bytes)
+    let mut ip = good.clone();
+    ip[0] = 0x65;
+    m(17, &mut b, eth_ip(&ip)); // ip_version
+    b.frames.sort_by_key(|f| f.ts_ns);
+    b.frames
+}
+
+/// The kinds of malformed frames built, and how many of each.
+const MALFORMED: &[(&str, u64)] = &[
+    ("vlan_tpid_as_ethertype", 1),
+    ("vlan_too_many_tags", 1),
+    ("vlan_truncated_tag", 1),
+    ("mpls_no_bottom_of_stack", 1),
+    ("mpls_truncated", 1),
+    ("mpls_reserved_label", 1),
+    ("truncated_l2", 1),
+    ("truncated_l3", 1),
+    ("truncated_l4", 1),
+    ("ip_version", 1),
+    ("ipv4_header_length", 1),
+    ("ipv4_total_length_short", 1),
+    ("ipv4_total_length_beyond_frame", 1),
+    ("ipv4_checksum", 1),
+    ("udp_length", 1),
+    ("tcp_data_offset", 1),
+    ("runt", 3),
+    ("over_mtu", 1),
+];
+
+fn analyze_json(path: &Path, extra: &[&str]) -> Value {
+    let out = run_ok(wirevault().arg("analyze").arg("--json").args(extra).arg(path));
+    serde_json::from_slice(&out.stdout).expect("analyze --json prints JSON")
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// tshark's frames with a display filter.
+fn tshark_count(file: &Path, filter: &str, opts: &[&str]) -> u64 {
+    let out = run_ok(Command::new("tshark").args(["-n", "-r"]).arg(file).args(opts).args(["-Y", filter]));
+    String::from_utf8_lossy(&out.stdout).lines().count() as u64
+}
+
+/// The RFC 3550 jitter of the built stream, computed here from the construction (ms).
+fn expected_jitter() -> (f64, f64) {
+    let (mut j, mut max, mut sum, mut k) = (0.0f64, 0.0f64, 0.0f64, 0u32);
+    let mut prev: Option<(f64, f64)> = None;
+    for seq in (100..150u16).filter(|s| !RTP_LOST.contains(s)) {
+        let arrival = rtp_arrival(seq) as f64 / 1e6;
+        let nominal = f64::from(160 * u32::from(seq - 100)) / 8.0;
+        if let Some((pa, pn)) = prev {
+            let d = (arrival - pa) - (nominal - pn);
+            j += (d.abs() - j) / 16.0;
+            max = max.max(j);
+        }
+        sum += j;
+        k += 1;
+        prev = Some((arrival, nominal));
+    }
+    (max, sum / f64::from(k))
+}
+
+#[test]
+fn built_capture_counts_are_exact() {
+    let dir = TempDir::new("analyze-built");
+    let file = dir.join("built.pcap");
+    let frames = build();
+    write_pcap(&file, 1, 65535, true, &frames);
+    let r = analyze_json(&file, &[]);
+    assert_eq!(n(&r["frames"]), frames.len() as u64);
+    // Duplicates: 4 within the 1 ms window, not the copy 5 ms later.
+    assert_eq!(n(&r["duplicates"]["packets"]), 4, "{}", r["duplicates"]);
+    let wide = analyze_json(&file, &["--dup-window", "10ms"]);
+    assert_eq!(n(&wide["duplicates"]["packets"]), 5);
+    // Malformed: every kind, exactly.
+    let kinds: Vec<(String, u64)> = r["malformed"]["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["kind"].as_str().unwrap().to_string(), n(&k["packets"])))
+        .collect();
+    let mut want: Vec<(String, u64)> = MALFORMED.iter().map(|(k, c)| (k.to_string(), *c)).collect();
+    want.sort();
+    let mut got = kinds.clone();
+    got.sort();
+    assert_eq!(got, want, "malformed kinds");
+    // TCP: 3 retransmissions (1 fast, 1 spurious), 1 out of order, 3 duplicate ACKs, RTT 20 ms.
+    let t = &r["tcp"];
+    assert_eq!(
+        (n(&t["retransmissions"]), n(&t["fast_retransmissions"]), n(&t["spurious_retransmissions"])),
+        (3, 1, 1),
+        "{t}"
+    );
+    assert_eq!(n(&t["out_of_order"]), 1);
+    assert_eq!(n(&t["duplicate_acks"]), 3);
+    assert_eq!(n(&t["lost_segments"]), 2);
+    assert_eq!(n(&t["handshake_rtt"]["count"]), 1);
+    assert_eq!(n(&t["handshake_rtt"]["max_ns"]), 20 * MS);
+    // RTP: 47 packets, 3 lost, jitter as RFC 3550 computes it from the construction.
+    let streams = r["rtp"]["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 1, "{streams:?}");
+    let s = &streams[0];
+    assert_eq!((n(&s["packets"]), s["lost"].as_i64().unwrap(), n(&s["ssrc"])), (47, 3, 0x1122_3344));
+    let (max_j, mean_j) = expected_jitter();
+    assert!((s["max_jitter_ms"].as_f64().unwrap() - max_j).abs() < 1e-9, "{s} vs {max_j}");
+    assert!((s["mean_jitter_ms"].as_f64().unwrap() - mean_j).abs() < 1e-9, "{s} vs {mean_j}");
+    // Mix.
+    let count_of = |list: &Value, key: u64| {
+        list.as_array().unwrap().iter().find(|e| n(&e["key"]) == key).map_or(0, |e| n(&e["packets"]))
+    };
+    assert_eq!(count_of(&r["mix"]["vlans"], 100), 3);
+    assert_eq!(count_of(&r["mix"]["mpls_labels"], 1000), 2);
+    let sizes: u64 = r["mix"]["sizes"].as_array().unwrap().iter().map(|b| n(&b["packets"])).sum();
+    assert_eq!(sizes, frames.len() as u64);
+
+    if !need_tools("built_capture_counts_are_exact (tshark part)", &["tshark"]) {
+        return;
+    }
+    // tshark's expert info on the same packets.
+    for (filter, key) in [
+        ("tcp.analysis.retransmission", "retransmissions"),
+        ("tcp.analysis.fast_retransmission", "fast_retransmissions"),
+        ("tcp.analysis.spurious_retransmission", "spurious_retransmissions"),
+        ("tcp.analysis.out_of_order", "out_of_order"),
+        ("tcp.analysis.duplicate_ack", "duplicate_acks"),
+        ("tcp.analysis.lost_segment", "lost_segments"),
+    ] {
+        assert_eq!(tshark_count(&file, filter, &[]), n(&t[key]), "{filter}");
+    }
+    // tshark's RTP streams (heuristic RTP on UDP).
+    let out = run_ok(Command::new("tshark").args(["-n", "-q", "-o", "rtp.heuristic_rtp:TRUE", "-z", "rtp,streams", "-r"]).arg(&file));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().find(|l| l.contains("0x11223344")).unwrap_or_else(|| panic!("no stream in {text}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert!(cols.contains(&"47"), "packets: {row}");
+    assert!(cols.contains(&"3"), "lost: {row}");
+    compare_with_tshark(&file, &r);
+}
+
+/// tshark's `-z io,stat,1`, `-z conv,tcp|udp|ip` and `-z endpoints,ip` against our report.
+fn compare_with_tshark(file: &Path, r: &Value) {
+    let out = run_ok(
+        Command::new("tshark")
+            .args(["-n", "-q", "-z", "io,stat,1", "-z", "conv,tcp", "-z", "conv,udp", "-z", "conv,ip", "-z", "endpoints,ip", "-r"])
+            .arg(file),
+    );
+    let text = String::from_utf8_lossy(&out.stdout).replace(',', "");
+    // io,stat rows: "| 0 <> 1 | frames | bytes |".
+    let io: Vec<(u64, u64)> = text
+        .lines()
+        .filter(|l| l.contains("<>") && l.starts_with('|'))
+        .map(|l| {
+            let c: Vec<&str> = l.split('|').map(str::trim).collect();
+            (c[2].parse().unwrap(), c[3].parse().unwrap())
+        })
+        .collect();
+    let mine: Vec<(u64, u64)> = r["throughput"]["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (n(&i["packets"]), n(&i["bytes"])))
+        .collect();
+    assert_eq!(io, mine, "io,stat");
+    for (title, rows) in [
+        ("TCP Conversations", &r["tcp"]["conversations"]["rows"]),
+        ("UDP Conversations", &r["conversations"]["udp"]["rows"]),
+        ("IPv4 Conversations", &r["conversations"]["ipv4"]["rows"]),
+    ] {
+        let want = conv_section(&text, title);
+        let mut got: Vec<(String, [u64; 4])> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let end = |a: &str, p: &str| match c.get(p) {
+                    Some(p) => format!("{}:{p}", c[a].as_str().unwrap()),
+                    None => c[a].as_str().unwrap().to_string(),
+                };
+                let k = format!("{} {}", end("a", "port_a"), end("b", "port_b"));
+                (k, [n(&c["b_to_a"]["packets"]), n(&c["b_to_a"]["bytes"]), n(&c["a_to_b"]["packets"]), n(&c["a_to_b"]["bytes"])])
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got.len(), want.len(), "{title}: {got:?} vs {want:?}");
+        for ((k, g), (wk, w)) in got.iter().zip(&want) {
+            assert_eq!(k, wk, "{title}");
+            for i in 0..4 {
+                // tshark prints "10 kB" from 10,000 bytes on: only exact byte counts compare.
+                if let Some(w) = w[i] {
+                    assert_eq!(g[i], w, "{title} {k}: {g:?} vs {w:?}");
+                }
+            }
+        }
+    }
+    let mut want_ep: Vec<String> = section(&text, "IPv4 Endpoints")
+        .iter()
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            (c.len() == 7 && c[1].parse::<u64>().is_ok()).then(|| format!("{} {} {} {} {}", c[0], c[3], c[4], c[5], c[6]))
+        })
+        .collect();
+    let mut got_ep: Vec<String> = r["conversations"]["endpoints"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| !e["address"].as_str().unwrap().contains(':'))
+        .map(|e| format!("{} {} {} {} {}", e["address"].as_str().unwrap(), e["tx"]["packets"], e["tx"]["bytes"], e["rx"]["packets"], e["rx"]["bytes"]))
+        .collect();
+    want_ep.sort();
+    got_ep.sort();
+    assert_eq!(got_ep, want_ep, "endpoints,ip");
+}
+
+fn section<'a>(text: &'a str, title: &str) -> Vec<&'a str> {
+    text.split(&format!("{title}\n")).nth(1).map_or(Vec::new(), |s| s.split("=====").next().unwrap_or("").lines().collect())
+}
+
+/// ("A B", [frames <-, bytes <-, frames ->, bytes ->]) of each row of a tshark
+/// conversation table, sorted; bytes `None` when tshark rounded them to a unit.
+fn conv_section(text: &str, title: &str) -> Vec<(String, [Option<u64>; 4])> {
+    let mut v: Vec<(String, [Option<u64>; 4])> = section(text, title)
+        .iter()
+        .filter(|l| l.contains("<->"))
+        .map(|l| {
+            let c: Vec<&str> = l.split_whitespace().filter(|w| *w != "<->").collect();
+            let num = |i: usize| c[i].parse::<u64>().ok();
+            let bytes = |i: usize| if c[i + 1] == "bytes" { num(i) } else { None };
+            (format!("{} {}", c[0], c[1]), [num(2), bytes(3), num(5), bytes(6)])
+        })
+        .collect();
+    v.sort();
+    v
+}
