@@ -10,7 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$(dirname "$here")"
-targets=(reader packet_index query_expr config recover catalog dissect)
+targets=(reader packet_index query_expr config recover catalog dissect analyze)
 
 target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path fuzz/Cargo.toml |
     grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
