@@ -11,7 +11,7 @@
 
 use crate::{addr_text, Config, Count, Seen};
 use serde::Serialize;
-use std::collections::HashMap;
+use crate::hash::FastMap;
 use std::hash::Hash;
 use wv_wire::dissect::{Dissection, LayerKind, ProblemKind};
 use wv_wire::packet::Addr;
@@ -140,14 +140,14 @@ pub fn pair_key(x: (Ip, u16), y: (Ip, u16)) -> ((Ip, u16), (Ip, u16)) {
 /// A table of at most `cap` entries; what does not fit is counted.
 #[derive(Debug)]
 pub struct Capped<K, V> {
-    pub map: HashMap<K, V>,
+    pub map: FastMap<K, V>,
     pub cap: usize,
     pub untracked: Count,
 }
 
 impl<K: Hash + Eq, V> Capped<K, V> {
     pub fn new(cap: usize) -> Self {
-        Capped { map: HashMap::new(), cap, untracked: Count::default() }
+        Capped { map: FastMap::default(), cap, untracked: Count::default() }
     }
     /// The entry of `k`, created by `new` when there is room; `None` (and
     /// the packet counted as untracked) when the table is full.

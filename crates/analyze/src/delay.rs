@@ -13,10 +13,10 @@
 use crate::hash::frame_hash;
 use crate::{percentile, Seen};
 use serde::Serialize;
-use std::collections::HashMap;
+use crate::hash::FastMap;
 
 pub struct Delay {
-    reference: HashMap<u128, Option<u64>>,
+    reference: FastMap<u128, Option<u64>>,
     cap: usize,
     reference_packets: u64,
     reference_untracked: u64,
@@ -43,7 +43,7 @@ pub struct DelayReport {
 impl Delay {
     pub fn new(cap: usize) -> Delay {
         Delay {
-            reference: HashMap::new(),
+            reference: FastMap::default(),
             cap,
             reference_packets: 0,
             reference_untracked: 0,

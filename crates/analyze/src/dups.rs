@@ -10,7 +10,8 @@
 use crate::hash::frame_hash;
 use crate::{Config, Count, Example, Seen};
 use serde::Serialize;
-use std::collections::{HashMap, VecDeque};
+use crate::hash::FastMap;
+use std::collections::VecDeque;
 
 pub struct Dups {
     window_ns: u64,
@@ -18,7 +19,7 @@ pub struct Dups {
     /// (hash, time, frame number) of the frames in the window, oldest first.
     ring: VecDeque<(u128, u64, u64)>,
     /// hash -> (time, frame number) of the latest frame with it.
-    last: HashMap<u128, (u64, u64)>,
+    last: FastMap<u128, (u64, u64)>,
     count: Count,
     examples: Vec<Example>,
     max_examples: usize,
@@ -39,7 +40,7 @@ impl Dups {
             window_ns: cfg.dup_window_ns,
             frames: cfg.dup_frames as u64,
             ring: VecDeque::with_capacity(cfg.dup_frames.min(1 << 16)),
-            last: HashMap::with_capacity(cfg.dup_frames.min(1 << 16)),
+            last: FastMap::with_capacity_and_hasher(cfg.dup_frames.min(1 << 16), Default::default()),
             count: Count::default(),
             examples: Vec::new(),
             max_examples: cfg.examples,

@@ -8,7 +8,8 @@
 
 use crate::{Config, Count, Seen};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use crate::hash::FastMap;
+use std::collections::BTreeMap;
 
 /// Lower bounds of the size buckets (tshark's packet length tree).
 pub const SIZE_BUCKETS: [u32; 10] = [0, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120];
@@ -17,7 +18,7 @@ pub struct Mix {
     ethertypes: BTreeMap<u16, Count>,
     protocols: BTreeMap<u8, Count>,
     vlans: BTreeMap<u16, Count>,
-    labels: HashMap<u32, Count>,
+    labels: FastMap<u32, Count>,
     labels_untracked: Count,
     max_labels: usize,
     sizes: [Count; SIZE_BUCKETS.len()],
@@ -110,7 +111,7 @@ impl Mix {
             ethertypes: BTreeMap::new(),
             protocols: BTreeMap::new(),
             vlans: BTreeMap::new(),
-            labels: HashMap::new(),
+            labels: FastMap::default(),
             labels_untracked: Count::default(),
             max_labels: cfg.max_flows,
             sizes: [Count::default(); SIZE_BUCKETS.len()],
