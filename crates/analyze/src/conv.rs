@@ -9,9 +9,9 @@
 //! that finds its table full are counted as untracked (the report says how
 //! many), so the totals still add up and nothing tracked is ever evicted.
 
+use crate::hash::FastMap;
 use crate::{addr_text, Config, Count, Seen};
 use serde::Serialize;
-use crate::hash::FastMap;
 use std::hash::Hash;
 use wv_wire::dissect::{Dissection, LayerKind, ProblemKind};
 use wv_wire::packet::Addr;
@@ -128,8 +128,11 @@ impl Conv {
     }
 }
 
+/// An (address, port) pair in canonical order: a TCP or UDP conversation's key.
+pub type PairKey = ((Ip, u16), (Ip, u16));
+
 /// The unordered key of a pair of (address, port).
-pub fn pair_key(x: (Ip, u16), y: (Ip, u16)) -> ((Ip, u16), (Ip, u16)) {
+pub fn pair_key(x: (Ip, u16), y: (Ip, u16)) -> PairKey {
     if x <= y {
         (x, y)
     } else {
@@ -193,7 +196,7 @@ pub struct ConvReport {
 
 pub struct Conversations {
     ip: Capped<(Ip, Ip), Conv>,
-    udp: Capped<((Ip, u16), (Ip, u16)), Conv>,
+    udp: Capped<PairKey, Conv>,
     endpoints: Capped<Ip, (Count, Count)>,
 }
 
@@ -254,12 +257,8 @@ impl Conversations {
             }
         }
         v4.untracked = ip.untracked;
-        let mut endpoints: Vec<EndpointRow> = self
-            .endpoints
-            .map
-            .into_iter()
-            .map(|(a, (tx, rx))| EndpointRow { address: a.text(), tx, rx })
-            .collect();
+        let mut endpoints: Vec<EndpointRow> =
+            self.endpoints.map.into_iter().map(|(a, (tx, rx))| EndpointRow { address: a.text(), tx, rx }).collect();
         endpoints.sort_by(|x, y| {
             let (a, b) = (x.tx.packets + x.rx.packets, y.tx.packets + y.rx.packets);
             b.cmp(&a).then((y.tx.bytes + y.rx.bytes).cmp(&(x.tx.bytes + x.rx.bytes)))

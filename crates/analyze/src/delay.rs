@@ -11,9 +11,9 @@
 //! matched).
 
 use crate::hash::frame_hash;
+use crate::hash::FastMap;
 use crate::{percentile, Seen};
 use serde::Serialize;
-use crate::hash::FastMap;
 
 pub struct Delay {
     reference: FastMap<u128, Option<u64>>,

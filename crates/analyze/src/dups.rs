@@ -8,9 +8,9 @@
 //! hash to the latest frame that had it; both bounded by `dup_frames`.
 
 use crate::hash::frame_hash;
+use crate::hash::FastMap;
 use crate::{Config, Count, Example, Seen};
 use serde::Serialize;
-use crate::hash::FastMap;
 use std::collections::VecDeque;
 
 pub struct Dups {

@@ -6,9 +6,9 @@
 //! MPLS labels (2^20 values) by `max_flows`, beyond which they are counted
 //! as untracked.
 
+use crate::hash::FastMap;
 use crate::{Config, Count, Seen};
 use serde::Serialize;
-use crate::hash::FastMap;
 use std::collections::BTreeMap;
 
 /// Lower bounds of the size buckets (tshark's packet length tree).

@@ -47,12 +47,7 @@ fn throughput(r: &Report, path: &Path) -> Result<(), String> {
         .y_label_area_size(70)
         .build_cartesian_2d(0f64..xmax, 0f64..ymax)
         .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc("time since first frame (s)")
-        .y_desc("Mbit/s")
-        .draw()
-        .map_err(|e| e.to_string())?;
+    chart.configure_mesh().x_desc("time since first frame (s)").y_desc("Mbit/s").draw().map_err(|e| e.to_string())?;
     let step = t.step_ns as f64 / 1e9;
     chart
         .draw_series(LineSeries::new(
@@ -115,12 +110,7 @@ fn jitter(r: &Report, path: &Path) -> Result<(), String> {
         .y_label_area_size(70)
         .build_cartesian_2d((0..s.len()).into_segmented(), 0f64..ymax)
         .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc("stream (report order)")
-        .y_desc("ms")
-        .draw()
-        .map_err(|e| e.to_string())?;
+    chart.configure_mesh().x_desc("stream (report order)").y_desc("ms").draw().map_err(|e| e.to_string())?;
     chart
         .draw_series(
             Histogram::vertical(&chart)

@@ -23,7 +23,11 @@ fn conv_rows(out: &mut String, title: &str, t: &Table<ConvRow>, top: usize) {
         return;
     }
     let _ = writeln!(out, "\n{title} ({} conversations, top {}):", t.count, top.min(t.count));
-    let _ = writeln!(out, "  {:<44} {:>10} {:>12} {:>10} {:>12}", "A <-> B", "A->B pkts", "A->B bytes", "B->A pkts", "B->A bytes");
+    let _ = writeln!(
+        out,
+        "  {:<44} {:>10} {:>12} {:>10} {:>12}",
+        "A <-> B", "A->B pkts", "A->B bytes", "B->A pkts", "B->A bytes"
+    );
     for r in t.rows.iter().take(top) {
         let a = match r.port_a {
             Some(p) => format!("{}:{p}", r.a),
@@ -54,7 +58,11 @@ pub fn table(r: &Report, top: usize) -> String {
     let secs = r.last_ns.saturating_sub(r.first_ns) as f64 / 1e9;
     let _ = writeln!(o, "Frames: {}  bytes: {}  duration: {:.3} s", r.frames, r.bytes, secs);
     if r.unsupported_linktype > 0 {
-        let _ = writeln!(o, "  {} frames of a link type not dissected (counted in totals and throughput only)", r.unsupported_linktype);
+        let _ = writeln!(
+            o,
+            "  {} frames of a link type not dissected (counted in totals and throughput only)",
+            r.unsupported_linktype
+        );
     }
     let d = &r.duplicates;
     let _ = writeln!(
@@ -73,7 +81,8 @@ pub fn table(r: &Report, top: usize) -> String {
     for k in &m.kinds {
         let _ = writeln!(o, "  {:<32} {:>10}  {}", k.kind, k.packets, k.description);
         for e in &k.first {
-            let _ = writeln!(o, "      frame {} at {} ns, {} bytes, {} ({})", e.frame, e.time_ns, e.size, e.flow, e.detail);
+            let _ =
+                writeln!(o, "      frame {} at {} ns, {} bytes, {} ({})", e.frame, e.time_ns, e.size, e.flow, e.detail);
         }
     }
     let x = &r.mix;

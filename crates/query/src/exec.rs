@@ -115,6 +115,10 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
+/// What [`Sink::Each`] calls per packet: `(timestamp ns, length on the
+/// wire, link type, captured bytes)`.
+pub type EachPacket<'a> = dyn FnMut(u64, u32, u32, &[u8]) + 'a;
+
 /// Where matching packets go.
 pub enum Sink<'a> {
     /// Count only.
@@ -127,7 +131,7 @@ pub enum Sink<'a> {
     /// Hand each matching packet to a function, in the merged order:
     /// `(timestamp ns, length on the wire, link type, captured bytes)`.
     /// For tools that read the stored packets (`analyze`).
-    Each(&'a mut dyn FnMut(u64, u32, u32, &[u8])),
+    Each(&'a mut EachPacket<'a>),
 }
 
 /// A query that has been validated: the expression compiles and the store opens.
@@ -329,9 +333,7 @@ pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     let w = match sink {
         Sink::Count => return run_into(p, None, None),
         Sink::Each(f) => return run_into(p, None, Some(f)),
-        Sink::Pcap(w) => {
-            return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w))), None)
-        }
+        Sink::Pcap(w) => return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w))), None),
         Sink::PcapThreaded(w) => w,
     };
     std::thread::scope(|s| {
@@ -364,7 +366,7 @@ pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
 fn run_into(
     mut p: Prepared,
     bytes: Option<OutBytes<'_>>,
-    mut each: Option<&mut dyn FnMut(u64, u32, u32, &[u8])>,
+    mut each: Option<&mut EachPacket<'_>>,
 ) -> Result<Report, QueryError> {
     let from = p.query.from_ns.unwrap_or(0);
     let to = p.query.to_ns.unwrap_or(u64::MAX);

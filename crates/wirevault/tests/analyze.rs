@@ -120,7 +120,9 @@ const RTP_LOST: [u16; 3] = [110, 120, 121];
 fn build() -> Vec<Frame> {
     let mut b = Built { frames: Vec::new() };
     let (c, s) = ([10, 1, 0, 1], [10, 1, 0, 2]);
-    let to_s = |seq: u32, ack: u32, fl: u8, win: u16, len: usize| eth_ip(&ipv4(c, s, 6, &tcp(40000, 80, seq, ack, fl, win, &vec![0x61; len])));
+    let to_s = |seq: u32, ack: u32, fl: u8, win: u16, len: usize| {
+        eth_ip(&ipv4(c, s, 6, &tcp(40000, 80, seq, ack, fl, win, &vec![0x61; len])))
+    };
     let to_c = |seq: u32, ack: u32, fl: u8, win: u16| eth_ip(&ipv4(s, c, 6, &tcp(80, 40000, seq, ack, fl, win, &[])));
     // Handshake: RTT 20 ms.
     b.at(0, to_s(1000, 0, SYN, 64240, 0));
@@ -162,7 +164,10 @@ fn build() -> Vec<Frame> {
     // RTP: 50 sequence numbers, 3 lost.
     for seq in 100..150u16 {
         if !RTP_LOST.contains(&seq) {
-            b.at(rtp_arrival(seq), eth_ip(&ipv4([10, 4, 0, 1], [10, 4, 0, 2], 17, &udp(30000, 30002, &rtp_packet(seq)))));
+            b.at(
+                rtp_arrival(seq),
+                eth_ip(&ipv4([10, 4, 0, 1], [10, 4, 0, 2], 17, &udp(30000, 30002, &rtp_packet(seq)))),
+            );
         }
     }
 
@@ -180,7 +185,7 @@ fn build() -> Vec<Frame> {
     let good = ipv4([10, 9, 0, 1], [10, 9, 0, 2], 17, &udp(1, 2, b"x"));
     let mut l2 = vec![0x81, 0x00, 0x00, 0x0a, 0x88, 0xa8, 0x00, 0x14, 0x08, 0x00];
     m(0, &mut b, ether(&l2, &good)); // vlan_tpid_as_ethertype
-    // (not IP inside: tshark walks any number of tags and would count it)
+                                     // (not IP inside: tshark walks any number of tags and would count it)
     l2 = [0x81, 0x00, 0x00, 0x01].repeat(9);
     l2.extend_from_slice(&[0x88, 0xb5]);
     m(1, &mut b, ether(&l2, b"deep")); // vlan_too_many_tags
@@ -360,7 +365,9 @@ fn built_capture_counts_are_exact() {
         assert_eq!(tshark_count(&file, filter, &[]), n(&t[key]), "{filter}");
     }
     // tshark's RTP streams (heuristic RTP on UDP).
-    let out = run_ok(Command::new("tshark").args(["-n", "-q", "-o", "rtp.heuristic_rtp:TRUE", "-z", "rtp,streams", "-r"]).arg(&file));
+    let out = run_ok(
+        Command::new("tshark").args(["-n", "-q", "-o", "rtp.heuristic_rtp:TRUE", "-z", "rtp,streams", "-r"]).arg(&file),
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let row = text.lines().find(|l| l.contains("0x11223344")).unwrap_or_else(|| panic!("no stream in {text}"));
     let cols: Vec<&str> = row.split_whitespace().collect();
@@ -373,7 +380,21 @@ fn built_capture_counts_are_exact() {
 fn compare_with_tshark(file: &Path, r: &Value) {
     let out = run_ok(
         Command::new("tshark")
-            .args(["-n", "-q", "-z", "io,stat,1", "-z", "conv,tcp", "-z", "conv,udp", "-z", "conv,ip", "-z", "endpoints,ip", "-r"])
+            .args([
+                "-n",
+                "-q",
+                "-z",
+                "io,stat,1",
+                "-z",
+                "conv,tcp",
+                "-z",
+                "conv,udp",
+                "-z",
+                "conv,ip",
+                "-z",
+                "endpoints,ip",
+                "-r",
+            ])
             .arg(file),
     );
     let text = String::from_utf8_lossy(&out.stdout).replace(',', "");
@@ -386,12 +407,8 @@ fn compare_with_tshark(file: &Path, r: &Value) {
             (c[2].parse().unwrap(), c[3].parse().unwrap())
         })
         .collect();
-    let mine: Vec<(u64, u64)> = r["throughput"]["intervals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| (n(&i["packets"]), n(&i["bytes"])))
-        .collect();
+    let mine: Vec<(u64, u64)> =
+        r["throughput"]["intervals"].as_array().unwrap().iter().map(|i| (n(&i["packets"]), n(&i["bytes"]))).collect();
     assert_eq!(io, mine, "io,stat");
     for (title, rows) in [
         ("TCP Conversations", &r["tcp"]["conversations"]["rows"]),
@@ -409,7 +426,15 @@ fn compare_with_tshark(file: &Path, r: &Value) {
                     None => c[a].as_str().unwrap().to_string(),
                 };
                 let k = format!("{} {}", end("a", "port_a"), end("b", "port_b"));
-                (k, [n(&c["b_to_a"]["packets"]), n(&c["b_to_a"]["bytes"]), n(&c["a_to_b"]["packets"]), n(&c["a_to_b"]["bytes"])])
+                (
+                    k,
+                    [
+                        n(&c["b_to_a"]["packets"]),
+                        n(&c["b_to_a"]["bytes"]),
+                        n(&c["a_to_b"]["packets"]),
+                        n(&c["a_to_b"]["bytes"]),
+                    ],
+                )
             })
             .collect();
         got.sort();
@@ -428,7 +453,8 @@ fn compare_with_tshark(file: &Path, r: &Value) {
         .iter()
         .filter_map(|l| {
             let c: Vec<&str> = l.split_whitespace().collect();
-            (c.len() == 7 && c[1].parse::<u64>().is_ok()).then(|| format!("{} {} {} {} {}", c[0], c[3], c[4], c[5], c[6]))
+            (c.len() == 7 && c[1].parse::<u64>().is_ok())
+                .then(|| format!("{} {} {} {} {}", c[0], c[3], c[4], c[5], c[6]))
         })
         .collect();
     let mut got_ep: Vec<String> = r["conversations"]["endpoints"]["rows"]
@@ -436,7 +462,16 @@ fn compare_with_tshark(file: &Path, r: &Value) {
         .unwrap()
         .iter()
         .filter(|e| !e["address"].as_str().unwrap().contains(':'))
-        .map(|e| format!("{} {} {} {} {}", e["address"].as_str().unwrap(), e["tx"]["packets"], e["tx"]["bytes"], e["rx"]["packets"], e["rx"]["bytes"]))
+        .map(|e| {
+            format!(
+                "{} {} {} {} {}",
+                e["address"].as_str().unwrap(),
+                e["tx"]["packets"],
+                e["tx"]["bytes"],
+                e["rx"]["packets"],
+                e["rx"]["bytes"]
+            )
+        })
         .collect();
     want_ep.sort();
     got_ep.sort();
@@ -444,7 +479,9 @@ fn compare_with_tshark(file: &Path, r: &Value) {
 }
 
 fn section<'a>(text: &'a str, title: &str) -> Vec<&'a str> {
-    text.split(&format!("{title}\n")).nth(1).map_or(Vec::new(), |s| s.split("=====").next().unwrap_or("").lines().collect())
+    text.split(&format!("{title}\n"))
+        .nth(1)
+        .map_or(Vec::new(), |s| s.split("=====").next().unwrap_or("").lines().collect())
 }
 
 /// ("A B", [frames <-, bytes <-, frames ->, bytes ->]) of each row of a tshark

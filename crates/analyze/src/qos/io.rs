@@ -38,7 +38,13 @@ pub struct IoReport {
 
 impl IoStat {
     pub fn new(cfg: &Config) -> IoStat {
-        IoStat { step_ns: cfg.step_ns, max: cfg.max_intervals, first_ns: None, intervals: Vec::new(), beyond: Count::default() }
+        IoStat {
+            step_ns: cfg.step_ns,
+            max: cfg.max_intervals,
+            first_ns: None,
+            intervals: Vec::new(),
+            beyond: Count::default(),
+        }
     }
 
     pub fn feed(&mut self, s: &Seen<'_>) {

@@ -23,7 +23,7 @@
 //! `max_flows` connections; each keeps at most 1000 unacknowledged segment
 //! ends per direction, as tshark does (`TCP_MAX_UNACKED_SEGMENTS`).
 
-use crate::conv::{conv_table, ip_pair, pair_key, Capped, Conv, ConvRow, Ip, Table};
+use crate::conv::{conv_table, ip_pair, pair_key, Capped, Conv, ConvRow, Ip, PairKey, Table};
 use crate::{Config, Count, Percentiles, Seen};
 use serde::Serialize;
 use wv_wire::dissect::{LayerKind, ProblemKind};
@@ -145,7 +145,7 @@ pub struct TcpReport {
 }
 
 pub struct TcpAnalysis {
-    conns: Capped<((Ip, u16), (Ip, u16)), Connection>,
+    conns: Capped<PairKey, Connection>,
     /// Connections replaced by a reuse of their ports, for the tables.
     closed: Vec<Connection>,
     counts: TcpCounts,
@@ -171,7 +171,11 @@ fn segment(s: &Seen<'_>) -> Option<Segment> {
     if s.d.first_fragment || s.d.flow.later_fragment {
         return None;
     }
-    if s.d.problems().iter().any(|p| matches!(p.kind, ProblemKind::TcpDataOffset(_) | ProblemKind::Truncated(LayerKind::Tcp))) {
+    if s.d
+        .problems()
+        .iter()
+        .any(|p| matches!(p.kind, ProblemKind::TcpDataOffset(_) | ProblemKind::Truncated(LayerKind::Tcp)))
+    {
         return None;
     }
     let at = l.offset as usize;
@@ -288,7 +292,7 @@ impl TcpAnalysis {
             all.map.insert(i, c.conv);
         }
         all.untracked = self.conns.untracked;
-        rows.sort_by(|a, b| b.rtt_ns.cmp(&a.rtt_ns));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.rtt_ns));
         rows.truncate(top);
         let [r, o, d] = self.first;
         TcpReport {
@@ -368,12 +372,7 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
             f |= KEEP_ALIVE;
         }
         // Window update.
-        if seglen == 0
-            && window != 0
-            && Some(window) != fwd.window
-            && seq == fwd.nextseq
-            && ack == fwd.lastack
-            && plain
+        if seglen == 0 && window != 0 && Some(window) != fwd.window && seq == fwd.nextseq && ack == fwd.lastack && plain
         {
             f |= WINDOW_UPDATE;
         }
@@ -401,7 +400,8 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
             break 'fwd;
         }
         // Duplicate ACK.
-        if seglen == 0 && window != 0 && Some(window) == fwd.window && seq == fwd.nextseq && ack == fwd.lastack && plain {
+        if seglen == 0 && window != 0 && Some(window) == fwd.window && seq == fwd.nextseq && ack == fwd.lastack && plain
+        {
             fwd.dupacknum += 1;
             f |= DUPLICATE_ACK;
         }

@@ -122,7 +122,7 @@ fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::
     let mut g = |ts, len, lt, data: &[u8]| {
         f(ts, len, lt, data);
         n += 1;
-        if n % 4096 == 0 {
+        if n.is_multiple_of(4096) {
             if let Some(b) = &bar {
                 b.set_position(n);
             }
@@ -146,7 +146,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut an = wv_analyze::Analyzer::new(p.cfg.clone()).map_err(|e| fail(exit::USAGE, e.to_string()))?;
     if let Some(other) = &args.against {
         let mut d = wv_analyze::delay::Delay::new(p.cfg.max_flows);
-        let q = wv_query::Query { store: other.clone(), from_ns: None, to_ns: None, expr: p.query.expr.clone(), limit: None };
+        let q = wv_query::Query {
+            store: other.clone(),
+            from_ns: None,
+            to_ns: None,
+            expr: p.query.expr.clone(),
+            limit: None,
+        };
         each(q, |ts, len, _, data| d.reference(ts, len, data))?;
         an.with_delay(d);
     }
@@ -163,7 +169,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     let text = if args.json {
-        serde_json::to_string_pretty(&report).map_err(|e| fail(exit::ERROR, format!("cannot encode the report: {e}")))? + "\n"
+        serde_json::to_string_pretty(&report)
+            .map_err(|e| fail(exit::ERROR, format!("cannot encode the report: {e}")))?
+            + "\n"
     } else {
         wv_analyze::report::table(&report, args.top)
     };
