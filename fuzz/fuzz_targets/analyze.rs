@@ -7,6 +7,9 @@
 //! is fed twice (the second a duplicate 1 µs later, cut to half its length).
 #![no_main]
 
+#[path = "common.rs"]
+mod common;
+
 use libfuzzer_sys::fuzz_target;
 use wv_analyze::{Analyzer, Config, Frame};
 
@@ -14,14 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, mut rest)) = data.split_first() else {
         return;
     };
-    let linktype = match sel {
-        0 => 1,
-        1 => 113,
-        2 => 101,
-        3 => 228,
-        4 => 229,
-        x => u32::from(x),
-    };
+    let linktype = common::linktype(sel);
     let cfg = Config {
         dup_frames: 4,
         max_flows: 4,

@@ -25,3 +25,17 @@ impl std::io::Read for Trickle<'_> {
         Ok(n)
     }
 }
+
+/// The link type a selector byte stands for (the first byte of the
+/// `packet_index`, `dissect` and `analyze` inputs): 0 Ethernet, 1 Linux SLL,
+/// 2 raw IP, 3 IPv4, 4 IPv6, any other byte itself.
+pub fn linktype(sel: u8) -> u32 {
+    match sel {
+        0 => 1,
+        1 => 113,
+        2 => 101,
+        3 => 228,
+        4 => 229,
+        x => u32::from(x),
+    }
+}

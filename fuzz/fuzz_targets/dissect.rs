@@ -3,6 +3,9 @@
 //! (a cut never adds problems beyond what the prefix shows).
 #![no_main]
 
+#[path = "common.rs"]
+mod common;
+
 use libfuzzer_sys::fuzz_target;
 use wv_wire::dissect::{dissect, MAX_LAYERS, MAX_PROBLEMS};
 
@@ -11,14 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, frame)) = data.split_first() else {
         return;
     };
-    let lt = match sel {
-        0 => 1,
-        1 => 113,
-        2 => 101,
-        3 => 228,
-        4 => 229,
-        x => u32::from(x),
-    };
+    let lt = common::linktype(sel);
     for wire in [frame.len() as u32, frame.len() as u32 + 1000, 0, u32::MAX] {
         let d = dissect(lt, frame, wire);
         assert!(d.layers().len() <= MAX_LAYERS && d.problems().len() <= MAX_PROBLEMS);

@@ -55,14 +55,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, frame)) = data.split_first() else {
         return;
     };
-    let lt = match sel {
-        0 => 1,
-        1 => 113,
-        2 => 101,
-        3 => 228,
-        4 => 229,
-        x => u32::from(x),
-    };
+    let lt = common::linktype(sel);
     for l in [1u32, 113, 101, 228, 229, u32::from(sel)] {
         let k = wv_wire::packet::parse(l, frame);
         let _ = (k.vlans(), k.protos(), format!("{k:?}"));

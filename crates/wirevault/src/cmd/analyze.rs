@@ -4,7 +4,7 @@
 //! delay against a second capture point), as a table, JSON or charts.
 //! The mechanisms live in `wv_analyze`; this file parses, validates, wires.
 
-use crate::cmd::query::{prepare_error, time_range};
+use crate::cmd::query::{prepare_error, Selection};
 use crate::{exit, fail};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -17,14 +17,8 @@ const DEFAULT_DUP_WINDOW: &str = "1ms";
 /// Arguments of `wirevault analyze`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The store, or a pcap/pcapng file.
-    pub store: PathBuf,
-    /// Earliest packet time, inclusive (as `query --from`).
-    #[arg(long, value_name = "T")]
-    pub from: Option<String>,
-    /// End of the time range, exclusive (as `query --to`).
-    #[arg(long, value_name = "T")]
-    pub to: Option<String>,
+    #[command(flatten)]
+    pub sel: Selection,
     /// Print the whole report as JSON on standard output instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -57,9 +51,6 @@ pub struct Args {
     /// capture file holding the same packets, selected by the same filter).
     #[arg(long, value_name = "STORE|FILE")]
     pub against: Option<PathBuf>,
-    /// tcpdump filter expression (as `query`).
-    #[arg(value_name = "EXPRESSION")]
-    pub expression: Vec<String>,
 }
 
 fn duration(flag: &str, v: &str) -> anyhow::Result<u64> {
@@ -76,7 +67,7 @@ struct Plan {
 }
 
 fn plan(args: &Args) -> anyhow::Result<Plan> {
-    let (from_ns, to_ns) = time_range(&args.from, &args.to)?;
+    let query = args.sel.query(None)?;
     let cfg = wv_analyze::Config {
         dup_window_ns: duration("--dup-window", &args.dup_window)?,
         dup_frames: args.dup_frames,
@@ -90,8 +81,6 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
     if args.json && args.plot.as_deref().is_some_and(|p| p.as_os_str() == "-") {
         return Err(fail(exit::USAGE, "--plot takes a directory, not standard output"));
     }
-    let query =
-        wv_query::Query { store: args.store.clone(), from_ns, to_ns, expr: args.expression.join(" "), limit: None };
     Ok(Plan { cfg, query })
 }
 

@@ -6,9 +6,10 @@ use std::io::{IsTerminal, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
-/// Arguments of `wirevault query`.
+/// What to read: a store or capture file, a time range and a filter
+/// (shared by `query` and `analyze`).
 #[derive(clap::Args)]
-pub struct Args {
+pub struct Selection {
     /// The store (or a single capture file).
     pub store: PathBuf,
     /// Earliest packet time, inclusive: RFC 3339, epoch seconds[.fraction], or `10m ago`.
@@ -17,6 +18,25 @@ pub struct Args {
     /// End of the time range, exclusive (same forms as --from).
     #[arg(long, value_name = "T")]
     pub to: Option<String>,
+    /// tcpdump filter expression (the words are joined with spaces, as tcpdump does).
+    /// Options may come before or after it; after `--` every word is filter text.
+    #[arg(value_name = "EXPRESSION")]
+    pub expression: Vec<String>,
+}
+
+impl Selection {
+    /// The query this selection makes (times checked, one sentence when wrong).
+    pub fn query(&self, limit: Option<u64>) -> anyhow::Result<wv_query::Query> {
+        let (from_ns, to_ns) = time_range(&self.from, &self.to)?;
+        Ok(wv_query::Query { store: self.store.clone(), from_ns, to_ns, expr: self.expression.join(" "), limit })
+    }
+}
+
+/// Arguments of `wirevault query`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub sel: Selection,
     /// Write pcap to FILE instead of standard output.
     #[arg(short = 'w', value_name = "FILE")]
     pub write: Option<PathBuf>,
@@ -33,10 +53,6 @@ pub struct Args {
     /// (the answer still holds every readable packet).
     #[arg(long)]
     pub strict: bool,
-    /// tcpdump filter expression (the words are joined with spaces, as tcpdump does).
-    /// Options may come before or after it; after `--` every word is filter text.
-    #[arg(value_name = "EXPRESSION")]
-    pub expression: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -51,14 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             "standard output is a terminal and query writes binary pcap: use -w FILE, a pipe (| tcpdump -r -) or --count",
         ));
     }
-    let (from_ns, to_ns) = time_range(&args.from, &args.to)?;
-    let query = wv_query::Query {
-        store: args.store.clone(),
-        from_ns,
-        to_ns,
-        expr: args.expression.join(" "),
-        limit: args.limit,
-    };
+    let query = args.sel.query(args.limit)?;
     let prepared = wv_query::prepare(query).map_err(prepare_error)?;
     let result = if args.count {
         wv_query::run(prepared, wv_query::Sink::Count)
@@ -106,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         say!(
             "wirevault: {} partial file(s) left by a crash are not included; run `wirevault repair {}` to keep their packets",
             report.part_files,
-            args.store.display()
+            args.sel.store.display()
         );
     }
     if args.stats {
