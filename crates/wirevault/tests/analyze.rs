@@ -565,3 +565,111 @@ fn corpus_tcp_analysis_equals_tsharks_expert_info() {
     eprintln!("corpus: {compared} files with TCP compared, {marked} marked frames agree");
     assert!(compared >= 50, "only {compared} corpus files with TCP");
 }
+
+/// Runs a python3 program in a namespace, in the background.
+fn py(ns: &str, code: &str) -> std::process::Child {
+    VethPair::exec(ns, "python3").args(["-c", code]).spawn().expect("python3 starts")
+}
+
+/// Real traffic between two namespaces (TCP with every tenth data packet
+/// dropped by nftables at the receiver after the capture saw it, when nft is installed; UDP RTP
+/// with a gap of 5 sequence numbers and sender-side jitter; ICMP echo),
+/// recorded by `wirevault record`: analyze's statistics on the store equal
+/// tshark's on the same packets (written out by `query`). The kernel here has
+/// no netem; loss comes from nftables instead (`numgen inc`, deterministic).
+#[test]
+fn live_traffic_statistics_equal_tsharks() {
+    let test = "live_traffic_statistics_equal_tsharks";
+    if !need_root(test) || !need_tools(test, &["tshark", "python3", "ping", "ip"]) {
+        return;
+    }
+    let _heavy = heavy_lock();
+    let tmp = TempDir::new("analyze-live");
+    let pair = VethPair::new();
+    let (a, b) = ("10.77.0.1", "10.77.0.2");
+    for (ns, dev, addr, mac, peer, peer_mac) in [
+        (&pair.ns_a, pair.if_a, a, "02:00:00:00:77:01", b, "02:00:00:00:77:02"),
+        (&pair.ns_b, pair.if_b, b, "02:00:00:00:77:02", a, "02:00:00:00:77:01"),
+    ] {
+        run_ok(Command::new("ip").args(["-n", ns, "link", "set", "dev", dev, "address", mac]));
+        run_ok(Command::new("ip").args(["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]));
+        run_ok(Command::new("ip").args(["-n", ns, "neigh", "replace", peer, "lladdr", peer_mac, "dev", dev]));
+        run_ok(Command::new("ip").args(["-n", ns, "link", "set", "lo", "up"]));
+    }
+    let lossy = have("nft")
+        && VethPair::exec(&pair.ns_b, "nft")
+            .args(["-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(
+                    b"table ip loss {\n chain in {\n  type filter hook input priority 0;\n  tcp dport 5001 numgen inc mod 10 == 5 drop\n }\n}\n",
+                )?;
+                c.wait()
+            })
+            .is_ok_and(|s| s.success());
+    eprintln!("{test}: TCP loss by nftables: {lossy}");
+    let store = tmp.join("store");
+    let mut rec = Recorder::start(Some(&pair.ns_b), &store, tmp.path(), &["-i", pair.if_b, "--buffer", "64M", "-q"]);
+    rec.wait_ready();
+    let server = py(
+        &pair.ns_b,
+        "import socket\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('10.77.0.2', 5001)); s.listen(1)\nc,_=s.accept()\nn=0\nwhile True:\n    d=c.recv(65536)\n    if not d: break\n    n+=len(d)\nc.sendall(str(n).encode()); c.close()",
+    );
+    let sink = py(&pair.ns_b, "import socket,time\nu=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('10.77.0.2', 40000)); time.sleep(30)");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let client = py(
+        &pair.ns_a,
+        "import socket\nc=socket.create_connection(('10.77.0.2', 5001))\nc.sendall(b'x'*3000000); c.shutdown(socket.SHUT_WR)\nprint(c.recv(100))",
+    );
+    let rtp = py(
+        &pair.ns_a,
+        "import socket,struct,time,random\nrandom.seed(7)\nu=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('10.77.0.1', 40002))\nt0=time.time()\nfor i in range(200):\n    if 50<=i<55: continue\n    while time.time() < t0+0.02*i+random.random()*0.004: pass\n    u.sendto(struct.pack('!BBHII',0x80,0,1000+i,160*i,0xabcdef01)+b'\\xd5'*160, ('10.77.0.2', 40000))",
+    );
+    let ping = VethPair::exec(&pair.ns_a, "ping").args(["-c", "10", "-i", "0.05", "-q", b]).output().unwrap();
+    assert!(ping.status.success(), "ping");
+    for (name, mut c) in [("client", client), ("rtp", rtp), ("server", server)] {
+        assert!(c.wait().unwrap().success(), "{name}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    rec.terminate().expect(0, "recorder stopped by SIGTERM");
+    let mut sink = sink;
+    let _ = sink.kill();
+    let _ = sink.wait();
+
+    let r = analyze_json(&store, &["--examples", "1000000"]);
+    let all = tmp.join("all.pcap");
+    run_ok(wirevault().arg("query").arg(&store).arg("-w").arg(&all));
+    assert!(n(&r["frames"]) > 200, "{}", r["frames"]);
+    // TCP expert info, frame by frame.
+    let filters = ["tcp.analysis.retransmission", "tcp.analysis.out_of_order", "tcp.analysis.duplicate_ack"];
+    let want = tshark_frames(&all, &filters);
+    for (i, k) in ["first_retransmissions", "first_out_of_order", "first_duplicate_acks"].iter().enumerate() {
+        let got: Vec<u64> = r["tcp"][k].as_array().unwrap().iter().map(n).collect();
+        assert_eq!(got, want[i], "{}", filters[i]);
+    }
+    if lossy {
+        assert!(n(&r["tcp"]["retransmissions"]) > 0, "every tenth segment dropped and no retransmission: {}", r["tcp"]);
+    }
+    assert_eq!(n(&r["tcp"]["handshake_rtt"]["count"]), 1);
+    // RTP: 195 packets, the 5 skipped sequence numbers lost.
+    let s =
+        r["rtp"]["streams"].as_array().unwrap().iter().find(|s| n(&s["ssrc"]) == 0xabcd_ef01).expect("the RTP stream");
+    assert_eq!((n(&s["packets"]), s["lost"].as_i64().unwrap()), (195, 5), "{s}");
+    let jitter = s["max_jitter_ms"].as_f64().unwrap();
+    assert!(jitter > 0.0 && jitter < 4.0, "sender jitter is 0-4 ms: {s}");
+    let out = run_ok(
+        Command::new("tshark").args(["-n", "-q", "-o", "rtp.heuristic_rtp:TRUE", "-z", "rtp,streams", "-r"]).arg(&all),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row =
+        text.lines().find(|l| l.to_lowercase().contains("0xabcdef01")).unwrap_or_else(|| panic!("no stream in {text}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert!(cols.contains(&"195") && cols.contains(&"5"), "tshark: {row}");
+    // Max jitter: the sixth number after the lost percentage; tshark prints 3 decimals.
+    let pct = cols.iter().position(|c| c.starts_with('(')).expect("lost percentage");
+    let tshark_jitter: f64 = cols[pct + 6].parse().unwrap();
+    assert!((jitter - tshark_jitter).abs() < 0.0015, "max jitter {jitter} ms, tshark {tshark_jitter} ms");
+    compare_with_tshark(&all, &r);
+}
