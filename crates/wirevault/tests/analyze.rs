@@ -673,3 +673,37 @@ fn live_traffic_statistics_equal_tsharks() {
     assert!((jitter - tshark_jitter).abs() < 0.0015, "max jitter {jitter} ms, tshark {tshark_jitter} ms");
     compare_with_tshark(&all, &r);
 }
+
+/// `--against`: the built capture against a copy of itself seen 5 ms later,
+/// with 10 frames lost between the points: every other frame matches with a
+/// delay of exactly 5 ms. `--plot` writes the three charts as SVG.
+#[test]
+fn delay_against_a_second_point_and_plots() {
+    let dir = TempDir::new("analyze-delay");
+    let (a, b) = (dir.join("a.pcap"), dir.join("b.pcap"));
+    let frames = build();
+    write_pcap(&a, 1, 65535, true, &frames);
+    // Point B: 5 ms later, without 10 frames; identical copies (duplicates) keep one delay.
+    let later: Vec<Frame> = frames
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 10 != 3)
+        .map(|(_, f)| Frame { ts_ns: f.ts_ns + 5 * MS, ..f.clone() })
+        .collect();
+    let lost = (frames.len() - later.len()) as u64;
+    write_pcap(&b, 1, 65535, true, &later);
+    let plots = dir.join("charts");
+    let r = analyze_json(&a, &["--against", b.to_str().unwrap(), "--plot", plots.to_str().unwrap()]);
+    let d = &r["delay"];
+    let dups = n(&r["duplicates"]["packets"]);
+    // A frame and its identical copy hash alike: the copy finds its reference taken.
+    assert_eq!(n(&d["matched"]) + n(&d["unmatched"]), frames.len() as u64, "{d}");
+    assert!(n(&d["unmatched"]) >= lost && n(&d["unmatched"]) <= lost + dups + 1, "{d}");
+    for k in ["min_ns", "p50_ns", "p99_ns", "max_ns"] {
+        assert_eq!(d[k].as_i64().unwrap(), (5 * MS) as i64, "{k}: {d}");
+    }
+    for f in ["throughput.svg", "sizes.svg", "jitter.svg"] {
+        let text = std::fs::read_to_string(plots.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(text.contains("<svg") && text.trim_end().ends_with("</svg>"), "{f} is not an SVG document");
+    }
+}
