@@ -114,8 +114,8 @@ where
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(err)?;
-    // Each second's bytes drawn at the end of its window.
-    let points = ys.iter().enumerate().map(|(i, &y)| ((i + 1) as f64, y));
+    // A step per second: each second's bytes over its whole window.
+    let points = ys.iter().enumerate().flat_map(|(i, &y)| [(i as f64, y), ((i + 1) as f64, y)]);
     chart
         .draw_series(LineSeries::new(points, BLUE.stroke_width(2)))
         .map_err(err)?

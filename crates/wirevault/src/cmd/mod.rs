@@ -1,4 +1,5 @@
 //! One module per subcommand: clap arguments, validation, wiring.
+pub mod disk_bench;
 pub mod docs;
 pub mod index;
 pub mod query;

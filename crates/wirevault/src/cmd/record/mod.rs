@@ -16,4 +16,6 @@ mod status;
 mod store;
 
 pub use args::Args;
+/// The recorder's defaults and writer tunings, which `disk-bench` measures with.
+pub use plan::{defaults, Tuning};
 pub use run::run;
