@@ -5,6 +5,7 @@
 mod util;
 
 mod cli_conventions;
+mod disk_bench;
 mod hostile_live;
 mod hostile_retrial;
 mod hostile_store;
