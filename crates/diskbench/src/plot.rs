@@ -79,7 +79,8 @@ fn font() -> Result<&'static Path, String> {
 
 /// Draws the chart into `path` (SVG or PNG by its extension).
 pub fn draw(path: &Path, chart: &Chart) -> Result<(), BenchError> {
-    let format = Format::of(path).ok_or_else(|| BenchError::Plot(format!("{}: the plot must end in .svg or .png", path.display())))?;
+    let format = Format::of(path)
+        .ok_or_else(|| BenchError::Plot(format!("{}: the plot must end in .svg or .png", path.display())))?;
     font().map_err(BenchError::Plot)?;
     let size = (1000, 500);
     let r = match format {

@@ -289,7 +289,8 @@ impl DirectWriter {
             let len = (cfg.file_size - off).min(cfg.block_size);
             if cfg.prealloc_step > 0 && off + len > allocated {
                 // As the writer: in steps, never past the file size.
-                let to = (off + len).next_multiple_of(cfg.prealloc_step).min(cfg.file_size.next_multiple_of(DIRECT_ALIGN));
+                let to =
+                    (off + len).next_multiple_of(cfg.prealloc_step).min(cfg.file_size.next_multiple_of(DIRECT_ALIGN));
                 let _ = wv_sys::fs::fallocate_extend(file, allocated, to - allocated);
                 allocated = to;
             }

@@ -137,7 +137,10 @@ fn beta_fraction(x: f64, a: f64, b: f64) -> f64 {
     let mut h = d;
     for m in 1..1000 {
         let m = m as f64;
-        for num in [m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)), -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0))] {
+        for num in [
+            m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
+        ] {
             d = 1.0 + num * d;
             d = if d.abs() < TINY { TINY } else { d };
             c = 1.0 + num / c;

@@ -59,8 +59,9 @@ impl LoopFs {
         if !out.status.success() || fs.dev.is_empty() {
             return None;
         }
-        (q(Command::new("mkfs.ext4").args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", &fs.dev])) && q(Command::new("mount").arg(&fs.dev).arg(&fs.dir)))
-            .then_some(fs)
+        (q(Command::new("mkfs.ext4").args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", &fs.dev]))
+            && q(Command::new("mount").arg(&fs.dev).arg(&fs.dir)))
+        .then_some(fs)
     }
 
     /// Entries other than ext4's lost+found.
@@ -187,7 +188,10 @@ fn agrees_with_fio(dir: &Path, what: &str) {
     let mut ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(a, b)| a / b).collect();
     let ratio = median(&mut ratios);
     eprintln!("{what}: disk-bench {ours:?}, fio {theirs:?}: ratios {ratios:.3?}, median {ratio:.3}");
-    assert!((0.9..=1.1).contains(&ratio), "{what}: disk-bench's mean is {ratio:.3} times fio's ({ours:?} vs {theirs:?})");
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "{what}: disk-bench's mean is {ratio:.3} times fio's ({ours:?} vs {theirs:?})"
+    );
 }
 
 #[test]
@@ -253,10 +257,8 @@ fn json_report_plots_and_cleanup() {
     let plots = TempDir::new("disk-bench-plots");
     let svg = plots.join("series.svg");
     let png = plots.join("series.png");
-    let v = bench_json(
-        &dir,
-        &["--files", "6", "--file-size", "32M", "--rate", "1gbps", "--plot", svg.to_str().unwrap()],
-    );
+    let v =
+        bench_json(&dir, &["--files", "6", "--file-size", "32M", "--rate", "1gbps", "--plot", svg.to_str().unwrap()]);
     assert!(entries(&dir).is_empty(), "files left: {:?}", entries(&dir));
     assert_eq!(v["version"], 1);
     assert_eq!(v["dir"], dir.to_str().unwrap());
@@ -264,7 +266,8 @@ fn json_report_plots_and_cleanup() {
     assert_eq!((v["files"].as_u64(), v["file_size"].as_u64()), (Some(6), Some(32 << 20)));
     assert_eq!(v["total_bytes"], 6 * (32 << 20));
     let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {v}"));
-    let per_file: Vec<f64> = v["per_file_bytes_per_s"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let per_file: Vec<f64> =
+        v["per_file_bytes_per_s"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     assert_eq!(per_file.len(), 6);
     let mean = per_file.iter().sum::<f64>() / 6.0;
     assert!((f("mean_bytes_per_s") - mean).abs() <= 1e-6 * mean);
@@ -293,7 +296,10 @@ fn json_report_plots_and_cleanup() {
     // The SVG is well-formed XML (parsed by Python's parser) and shows the lines.
     if need_tools("json_report_plots_and_cleanup (svg check)", &["python3"]) {
         let o = Command::new("python3")
-            .args(["-c", "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); print(d.documentElement.tagName)"])
+            .args([
+                "-c",
+                "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); print(d.documentElement.tagName)",
+            ])
             .arg(&svg)
             .output()
             .unwrap();
@@ -303,11 +309,23 @@ fn json_report_plots_and_cleanup() {
         assert!(text.contains("mean per file") && text.contains("rate 0.125 GB/s (1.00 Gb/s)"), "labels missing");
     }
     // PNG: a real 1000x500 image.
-    let o = run_wirevault(&["disk-bench", dir.to_str().unwrap(), "--files", "2", "--file-size", "8M", "--plot", png.to_str().unwrap()]);
+    let o = run_wirevault(&[
+        "disk-bench",
+        dir.to_str().unwrap(),
+        "--files",
+        "2",
+        "--file-size",
+        "8M",
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
     o.expect(0, "png");
     let b = std::fs::read(&png).unwrap();
     assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n");
-    assert_eq!((u32::from_be_bytes(b[16..20].try_into().unwrap()), u32::from_be_bytes(b[20..24].try_into().unwrap())), (1000, 500));
+    assert_eq!(
+        (u32::from_be_bytes(b[16..20].try_into().unwrap()), u32::from_be_bytes(b[20..24].try_into().unwrap())),
+        (1000, 500)
+    );
     assert!(o.stdout.contains("per file (n = 2)"), "{}", o.stdout);
     std::fs::remove_dir_all(&dir).unwrap();
 }

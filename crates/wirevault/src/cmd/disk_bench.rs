@@ -97,16 +97,23 @@ fn usage(msg: String) -> anyhow::Error {
 
 fn plan(a: Args) -> anyhow::Result<Plan> {
     let size = |what: &str, s: &str| {
-        parse_size(s).filter(|&v| v < 1 << 60).ok_or_else(|| usage(format!("{what} \"{s}\" is not a size like 512M or 2G")))
+        parse_size(s)
+            .filter(|&v| v < 1 << 60)
+            .ok_or_else(|| usage(format!("{what} \"{s}\" is not a size like 512M or 2G")))
     };
     let files = a.files.unwrap_or(if a.quick { QUICK_FILES } else { FILES });
     if !(2..=1_000_000).contains(&files) {
-        return Err(usage(format!("--files must be between 2 and 1000000 (the confidence interval needs two), not {files}")));
+        return Err(usage(format!(
+            "--files must be between 2 and 1000000 (the confidence interval needs two), not {files}"
+        )));
     }
-    let fs_text = a.file_size.clone().unwrap_or_else(|| (if a.quick { QUICK_FILE_SIZE } else { FILE_SIZE }).to_string());
+    let fs_text =
+        a.file_size.clone().unwrap_or_else(|| (if a.quick { QUICK_FILE_SIZE } else { FILE_SIZE }).to_string());
     let file_size = size("--file-size", &fs_text)?;
     if file_size < 4096 || !file_size.is_multiple_of(4096) {
-        return Err(usage(format!("--file-size must be a multiple of 4K (O_DIRECT writes whole pages), not {fs_text}")));
+        return Err(usage(format!(
+            "--file-size must be a multiple of 4K (O_DIRECT writes whole pages), not {fs_text}"
+        )));
     }
     let block_size = size("--block-size", &a.block_size)?;
     if !(64 << 10..=64 << 20).contains(&block_size) || !block_size.is_multiple_of(4096) {
@@ -135,13 +142,19 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
     }
     match std::fs::metadata(&a.dir) {
         Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(usage(format!("{} is not a directory; give a directory on the volume to gauge", a.dir.display()))),
+        Ok(_) => {
+            return Err(usage(format!(
+                "{} is not a directory; give a directory on the volume to gauge",
+                a.dir.display()
+            )))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(usage(format!("{} does not exist; give a directory on the volume to gauge", a.dir.display())))
         }
         Err(e) => return Err(fail(exit::ERROR, format!("{}: {e}", a.dir.display()))),
     }
-    let (free, _total) = wv_sys::fs::fs_space(&a.dir).map_err(|e| fail(exit::ERROR, format!("{}: {e}", a.dir.display())))?;
+    let (free, _total) =
+        wv_sys::fs::fs_space(&a.dir).map_err(|e| fail(exit::ERROR, format!("{}: {e}", a.dir.display())))?;
     let need = u64::from(files).saturating_mul(file_size);
     let limit = (free as f64 * MAX_FILL) as u64;
     if need > limit && !a.allow_fill {
@@ -279,7 +292,10 @@ fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
     )
     .ok()?
     .progress_chars("=> ");
-    Some(indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr()).with_style(style))
+    Some(
+        indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr())
+            .with_style(style),
+    )
 }
 
 /// What a rate needs from the volume.
@@ -386,7 +402,11 @@ impl Report {
         let how = if out.direct {
             format!("O_DIRECT io_uring, {} writes, queue depth {}", human_bytes(c.block_size), c.depth)
         } else if c.mode == Mode::Direct {
-            format!("buffered io_uring (O_DIRECT refused), {} writes, queue depth {}", human_bytes(c.block_size), c.depth)
+            format!(
+                "buffered io_uring (O_DIRECT refused), {} writes, queue depth {}",
+                human_bytes(c.block_size),
+                c.depth
+            )
         } else {
             format!("buffered write(2) of {} + fsync per file", human_bytes(c.block_size))
         };
