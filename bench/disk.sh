@@ -5,7 +5,7 @@
 #
 # 1. Overhead: `wirevault disk-bench` and fio's O_DIRECT sequential write
 #    (io_uring, 4 MiB blocks, 8 in flight, files preallocated and fsynced,
-#    registered buffers) on the same directory, alternating A B B A for ROUNDS
+#    registered buffers in huge pages, as the writer's arena) on the same directory, alternating A B B A for ROUNDS
 #    rounds of CMP_FILES files of CMP_SIZE each. Table: mean, 99% CI, p5/p95
 #    of each round's throughput per tool, and the ratio of the means
 #    (target: within 5%).
@@ -37,9 +37,15 @@ CMP_BYTES=$(size_bytes "$CMP_SIZE")
 ours() { # round
   "$BIN" disk-bench "$DIR" --files "$CMP_FILES" --file-size "$CMP_SIZE" --json >"$OUT/wv-$1.json"
 }
+# fio's buffers in huge pages (--mem=shmhuge) as the writer's arena: 24 more
+# reserved 2 MiB pages while the script runs (root), the old count restored.
+need_root disk.sh
+HUGE_OLD=$(cat /proc/sys/vm/nr_hugepages)
+trap 'echo "$HUGE_OLD" >/proc/sys/vm/nr_hugepages' EXIT
+echo $((HUGE_OLD + 24)) >/proc/sys/vm/nr_hugepages
 theirs() { # round
   fio --name=wv-fio --directory="$DIR" --rw=write --ioengine=io_uring --direct=1 --bs=4M --iodepth=8 \
-    --fsync_on_close=1 --fallocate=posix --file_service_type=sequential --fixedbufs=1 --scramble_buffers=0 \
+    --fsync_on_close=1 --fallocate=posix --file_service_type=sequential --fixedbufs=1 --scramble_buffers=0 --mem=shmhuge \
     --nrfiles="$CMP_FILES" --filesize="$CMP_SIZE" --size=$((CMP_FILES * CMP_BYTES)) \
     --output-format=json >"$OUT/fio-$1.json"
   rm -f "$DIR"/wv-fio.*
