@@ -124,6 +124,9 @@ pub enum Sink<'a> {
     /// Write a nanosecond pcap stream from a second thread: for a pipe or
     /// socket, whose copy into the kernel then overlaps with the query.
     PcapThreaded(&'a mut (dyn Write + Send)),
+    /// As `PcapThreaded`, into a pipe: with no filter, byte ranges of stored
+    /// pcap files that go out whole are spliced into it (zero copy).
+    PcapPipe(&'a mut File),
 }
 
 /// A query that has been validated: the expression compiles and the store opens.
@@ -307,29 +310,24 @@ pub use outside::{check_output, check_outside};
 /// Runs a prepared query into `sink`. With [`Sink::PcapThreaded`] a second
 /// thread writes (see [`Chunks`]); its error, if any, is the one reported.
 pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
-    let w = match sink {
+    let dest = match sink {
         Sink::Count => return run_into(p, None),
         Sink::Pcap(w) => return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w)))),
-        Sink::PcapThreaded(w) => w,
+        Sink::PcapThreaded(w) => Dest::Any(w),
+        Sink::PcapPipe(f) => Dest::Pipe(f),
     };
+    let pipe = matches!(dest, Dest::Pipe(_));
     std::thread::scope(|s| {
-        let (tx, rx) = sync_channel::<Vec<u8>>(1);
+        let (tx, rx) = sync_channel::<Msg>(1);
         let (back_tx, back) = sync_channel::<Vec<u8>>(3);
         for _ in 0..2 {
             let _ = back_tx.send(Vec::with_capacity(OUT_CAP));
         }
         let writer = std::thread::Builder::new()
             .name("wv-query-out".into())
-            .spawn_scoped(s, move || -> io::Result<()> {
-                for mut buf in rx {
-                    w.write_all(&buf)?;
-                    buf.clear();
-                    let _ = back_tx.send(buf);
-                }
-                w.flush()
-            })
+            .spawn_scoped(s, move || writer(dest, rx, back_tx))
             .map_err(QueryError::Output)?;
-        let chunks = Chunks { cur: Vec::with_capacity(OUT_CAP), tx: Some(tx), back };
+        let chunks = Chunks { cur: Vec::with_capacity(OUT_CAP), tx: Some(tx), pipe, back };
         let r = run_into(p, Some(OutBytes::Chunks(chunks)));
         let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("the output thread panicked")));
         match (r, written) {
@@ -366,6 +364,9 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
 
     let mut out = bytes.map(|w| PcapOut { w, linktype: None, snaplen });
     let mut cursors: Vec<Cursor> = Vec::new();
+    // Each cursor's catalog times (first, last packet).
+    let mut times: Vec<(u64, u64)> = Vec::new();
+    let splice_ok = p.query.expr.trim().is_empty() && p.query.limit.is_none();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let mut next = 0;
     let expr = p.query.expr.clone();
@@ -383,6 +384,7 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
                 heap.push(Reverse((c.head.ts_ns, cursors.len())));
             }
             cursors.push(c);
+            times.push((e.first_ns, e.last_ns));
         }
         let Some(Reverse((_, ci))) = heap.pop() else {
             break;
@@ -398,18 +400,54 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
             // into `head`, no heap). The first packet at or past the next
             // file's start, or past the limit, goes back to the merge.
             let bound = files.get(next).map_or(u64::MAX, |(_, e)| e.first_ns);
-            let Cursor { reader, path, head } = c;
-            scan(reader, path, from, to, &expr, &mut p.filters, &mut report, |pk, report| {
+            // With no filter, a stored pcap file whose records are the
+            // output's bytes and which goes out whole from here (the time
+            // range covers it, no other file starts before its last
+            // packet, no limit) is spliced: the reader still reads and
+            // checks each record; the runs of checked records it laid out
+            // contiguously are sent from the file, not copied.
+            let (first_ns, last_ns) = times[ci];
+            let mut sp = match out.as_ref() {
+                Some(PcapOut { w: OutBytes::Chunks(ch), linktype: Some(lt), .. })
+                    if splice_ok && ch.pipe && from <= first_ns && last_ns < to && last_ns < bound =>
+                {
+                    c.splice_source(*lt)
+                }
+                _ => None,
+            };
+            let Cursor { reader, path, head, .. } = c;
+            let more = scan(reader, path, from, to, &expr, &mut p.filters, &mut report, |pk, report| {
                 if pk.ts_ns >= bound || report.matched >= limit {
                     head.set(pk);
                     return Ok(false);
                 }
                 report.matched += 1;
-                if let Some(o) = out.as_mut() {
-                    o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?;
+                let Some(o) = out.as_mut() else {
+                    return Ok(true);
+                };
+                let end = pk.offset + (wv_wire::pcap::RECORD_HEADER_LEN + pk.data.len()) as u64;
+                match (&mut sp, &mut o.w) {
+                    (Some((_, s, e)), _) if pk.offset == *e && pk.data.len() == pk.caplen as usize => {
+                        *e = end;
+                        if *e - *s >= 64 << 20 {
+                            o.w.splice_run(&mut sp).map_err(QueryError::Output)?;
+                        }
+                    }
+                    (Some(_), _) => {
+                        o.w.splice_run(&mut sp).map_err(QueryError::Output)?;
+                        o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?;
+                        if let Some((_, s, e)) = sp.as_mut() {
+                            (*s, *e) = (end, end);
+                        }
+                    }
+                    (None, _) => o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?,
                 }
                 Ok(true)
-            })?
+            });
+            if let Some(o) = out.as_mut() {
+                o.w.splice_run(&mut sp).map_err(QueryError::Output)?;
+            }
+            more?
         } else {
             c.advance(from, to, &expr, &mut p.filters, &mut report)?
         };

@@ -271,6 +271,11 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    /// The underlying reader.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
     /// Byte offset of the next unread record or block.
     pub fn offset(&self) -> u64 {
         self.base.saturating_add(self.pos as u64)

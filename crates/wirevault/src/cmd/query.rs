@@ -81,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         let mut f = create_output(&prepared, path)?;
         wv_query::run(prepared, wv_query::Sink::Pcap(&mut f))
     } else {
-        let (mut out, pipe) = stdout_file()?;
+        let (mut out, pipe, fifo) = stdout_file()?;
         // `query S >> S/stream-000/X.pcap`: the shell opened the output, so
         // the check is on what standard output is, by device and inode.
         if out.metadata().is_ok_and(|m| m.is_file()) {
@@ -97,7 +97,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 ));
             }
         }
-        if pipe {
+        if fifo {
+            wv_query::run(prepared, wv_query::Sink::PcapPipe(&mut out))
+        } else if pipe {
             wv_query::run(prepared, wv_query::Sink::PcapThreaded(&mut out))
         } else {
             wv_query::run(prepared, wv_query::Sink::Pcap(&mut out))
@@ -175,7 +177,7 @@ fn create_output(prepared: &wv_query::Prepared, path: &std::path::Path) -> anyho
 /// maximum and written from a second thread: with the default 64 KiB pipe
 /// and the copy into it on the query's own thread, `| cat` took twice as
 /// long as `-w /dev/null`.
-fn stdout_file() -> anyhow::Result<(std::fs::File, bool)> {
+fn stdout_file() -> anyhow::Result<(std::fs::File, bool, bool)> {
     use std::os::fd::AsFd;
     let fd = std::io::stdout()
         .as_fd()
@@ -187,5 +189,5 @@ fn stdout_file() -> anyhow::Result<(std::fs::File, bool)> {
     if fifo {
         let _ = wv_sys::pipe::grow(&f, 4 << 20);
     }
-    Ok((f, fifo || kind.is_ok_and(|t| t.is_socket())))
+    Ok((f, fifo || kind.is_ok_and(|t| t.is_socket()), fifo))
 }
