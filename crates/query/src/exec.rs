@@ -299,6 +299,7 @@ fn count_part_files(store: &Path) -> usize {
     n
 }
 
+mod count;
 mod cursor;
 mod output;
 mod outside;
@@ -362,6 +363,13 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
     let default_linktype = files.first().map_or(wv_wire::linktype::ETHERNET, |(_, e)| e.linktype);
     let snaplen = files.iter().map(|(_, e)| e.snaplen).max().filter(|s| *s > 0).unwrap_or(wv_wire::MAX_SNAPLEN);
 
+    if bytes.is_none() && p.query.limit.is_none() {
+        let threads = count::threads_for(files.len());
+        if threads > 1 {
+            count::count_files(&p, &files, (from, to), threads, &mut report)?;
+            return Ok(report);
+        }
+    }
     let mut out = bytes.map(|w| PcapOut { w, linktype: None, snaplen });
     let mut cursors: Vec<Cursor> = Vec::new();
     // Each cursor's catalog times (first, last packet).
@@ -425,22 +433,29 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
                 let Some(o) = out.as_mut() else {
                     return Ok(true);
                 };
-                let end = pk.offset + (wv_wire::pcap::RECORD_HEADER_LEN + pk.data.len()) as u64;
-                match (&mut sp, &mut o.w) {
-                    (Some((_, s, e)), _) if pk.offset == *e && pk.data.len() == pk.caplen as usize => {
-                        *e = end;
-                        if *e - *s >= 64 << 20 {
-                            o.w.splice_run(&mut sp).map_err(QueryError::Output)?;
-                        }
-                    }
-                    (Some(_), _) => {
+                let Some((_, s, e)) = sp.as_mut() else {
+                    return o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data).map(|()| true);
+                };
+                // A record joins the run only if it follows the run's last
+                // one in the file and is stored exactly as it would be
+                // written (same link type, header bytes equal to the ones
+                // written for its time and lengths: not truncated to the
+                // snaplen, no nanoseconds field of 10^9 or more, lengths in
+                // order). Anything else ends the run and is copied.
+                let mut rh = [0u8; wv_wire::pcap::RECORD_HEADER_LEN];
+                wv_wire::pcap::emit_record_header(&mut rh, pk.ts_ns, pk.data.len() as u32, pk.origlen);
+                let end = pk.offset + (rh.len() + pk.data.len()) as u64;
+                if pk.offset == *e && pk.stored_header == rh && o.linktype == Some(pk.linktype) {
+                    *e = end;
+                    if *e - *s >= 64 << 20 {
                         o.w.splice_run(&mut sp).map_err(QueryError::Output)?;
-                        o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?;
-                        if let Some((_, s, e)) = sp.as_mut() {
-                            (*s, *e) = (end, end);
-                        }
                     }
-                    (None, _) => o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?,
+                } else {
+                    o.w.splice_run(&mut sp).map_err(QueryError::Output)?;
+                    o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?;
+                    if let Some((_, s, e)) = sp.as_mut() {
+                        (*s, *e) = (end, end);
+                    }
                 }
                 Ok(true)
             });
