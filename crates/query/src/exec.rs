@@ -127,7 +127,24 @@ pub enum Sink<'a> {
     /// As `PcapThreaded`, into a pipe: with no filter, byte ranges of stored
     /// pcap files that go out whole are spliced into it (zero copy).
     PcapPipe(&'a mut File),
+    /// Hand each packet to a callback, in output order, instead of writing
+    /// pcap (`replay`; any tool that consumes packets). Packets of several
+    /// link types are passed as they are. An error from the callback stops
+    /// the query and is returned as [`QueryError::Output`].
+    Packets(&'a mut PacketFn<'a>),
 }
+
+/// One selected packet, borrowed for the duration of a [`Sink::Packets`] call.
+#[derive(Debug, Clone, Copy)]
+pub struct PacketRef<'p> {
+    pub ts_ns: u64,
+    pub origlen: u32,
+    pub linktype: u32,
+    pub data: &'p [u8],
+}
+
+/// The callback of [`Sink::Packets`].
+pub type PacketFn<'a> = dyn FnMut(PacketRef<'_>) -> io::Result<()> + 'a;
 
 /// A query that has been validated: the expression compiles and the store opens.
 pub struct Prepared {
@@ -316,6 +333,7 @@ pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
         Sink::Pcap(w) => return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w)))),
         Sink::PcapThreaded(w) => Dest::Any(w),
         Sink::PcapPipe(f) => Dest::Pipe(f),
+        Sink::Packets(f) => return run_into(p, Some(OutBytes::Each(f))),
     };
     let pipe = matches!(dest, Dest::Pipe(_));
     std::thread::scope(|s| {

@@ -13,5 +13,7 @@ pub mod expr;
 pub mod filter;
 pub mod time;
 
-pub use exec::{check_output, check_outside, prepare, run, Prepared, Query, QueryError, Report, Sink};
+pub use exec::{
+    check_output, check_outside, prepare, run, PacketFn, PacketRef, Prepared, Query, QueryError, Report, Sink,
+};
 pub use time::{parse_time, TimeError};

@@ -126,6 +126,8 @@ impl Chunks {
 pub(super) enum OutBytes<'a> {
     Inline(io::BufWriter<&'a mut dyn Write>),
     Chunks(Chunks),
+    /// No bytes: each record goes to the callback of [`Sink::Packets`].
+    Each(&'a mut PacketFn<'a>),
 }
 
 impl OutBytes<'_> {
@@ -134,6 +136,7 @@ impl OutBytes<'_> {
         match self {
             OutBytes::Inline(w) => w.write_all(b),
             OutBytes::Chunks(c) => c.write_all(b),
+            OutBytes::Each(_) => Ok(()),
         }
     }
     /// Sends the pending run of `sp` (a file, its start and end) and
@@ -149,6 +152,7 @@ impl OutBytes<'_> {
         match self {
             OutBytes::Inline(w) => w.flush(),
             OutBytes::Chunks(c) => c.finish(),
+            OutBytes::Each(_) => Ok(()),
         }
     }
 }
@@ -172,6 +176,9 @@ impl PcapOut<'_> {
     }
     #[inline]
     pub(super) fn record(&mut self, ts_ns: u64, origlen: u32, linktype: u32, data: &[u8]) -> Result<(), QueryError> {
+        if let OutBytes::Each(f) = &mut self.w {
+            return f(PacketRef { ts_ns, origlen, linktype, data }).map_err(QueryError::Output);
+        }
         match self.linktype {
             None => self.header(linktype).map_err(QueryError::Output)?,
             Some(lt) if lt != linktype => {
