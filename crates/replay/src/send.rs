@@ -18,6 +18,8 @@
 use crate::pacing::Schedule;
 use crate::stats::{Cause, Stats, Summary};
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use wv_sys::afpacket::tx::{monotonic_ns, sleep_until_ns, TxSocket};
 
 /// Targets closer than this are spun for, not slept for.
@@ -46,6 +48,9 @@ impl Transmit for TxSocket {
 pub enum ReplayError {
     #[error("network interface {0} went down or away while sending")]
     InterfaceDown(String),
+    /// The stop flag was raised (a signal) while waiting or between packets.
+    #[error("stopped")]
+    Stopped,
 }
 
 /// The interface's facts the replayer checks each packet against.
@@ -89,6 +94,7 @@ pub struct Replayer<T: Transmit> {
     stats: Stats,
     first_ns: Option<u64>,
     last_ns: u64,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl<T: Transmit> Replayer<T> {
@@ -106,7 +112,14 @@ impl<T: Transmit> Replayer<T> {
             stats: Stats::default(),
             first_ns: None,
             last_ns: 0,
+            stop: None,
         }
+    }
+
+    /// Stops the replay (with [`ReplayError::Stopped`]) when `flag` is set:
+    /// checked before each packet and while waiting.
+    pub fn set_stop(&mut self, flag: Arc<AtomicBool>) {
+        self.stop = Some(flag);
     }
 
     pub fn stats(&self) -> &Stats {
@@ -121,6 +134,10 @@ impl<T: Transmit> Replayer<T> {
     /// Takes one packet: counts it as failed (too long, wrong link type) or
     /// waits for its target and sends it (now or with the next batch).
     pub fn packet(&mut self, ts_ns: u64, linktype: u32, data: &[u8]) -> Result<(), ReplayError> {
+        let stopped = || self.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed));
+        if stopped() {
+            return Err(ReplayError::Stopped);
+        }
         if linktype != self.cfg.linktype {
             self.stats.fail(Cause::LinkType);
             return Ok(());
@@ -139,7 +156,9 @@ impl<T: Transmit> Replayer<T> {
         if let Some(t) = target {
             if monotonic_ns() < t {
                 self.flush()?;
-                wait_until(t);
+                if !wait_until(t, self.stop.as_deref()) {
+                    return Err(ReplayError::Stopped);
+                }
                 waited = true;
             }
         }
@@ -236,20 +255,27 @@ mod libc_errno {
 }
 
 /// Waits until the monotonic clock reaches `t`: sleeps to `t - SPIN_NS`
-/// with an absolute deadline, then spins.
-fn wait_until(t: u64) {
+/// with an absolute deadline (in steps of at most [`STOP_CHECK_NS`], so
+/// that a stop is seen), then spins. False if `stop` was raised.
+fn wait_until(t: u64, stop: Option<&AtomicBool>) -> bool {
     loop {
+        if stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            return false;
+        }
         let now = monotonic_ns();
         if now >= t {
-            return;
+            return true;
         }
         if t - now > SPIN_NS {
-            sleep_until_ns(t - SPIN_NS);
+            sleep_until_ns((t - SPIN_NS).min(now + STOP_CHECK_NS));
         } else {
             std::hint::spin_loop();
         }
     }
 }
+
+/// The longest single sleep: a signal that stops the replay is seen within it.
+const STOP_CHECK_NS: u64 = 100_000_000;
 
 #[cfg(test)]
 mod tests {

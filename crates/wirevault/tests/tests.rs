@@ -16,4 +16,5 @@ mod query_hardening;
 mod record_live;
 mod record_read;
 mod record_synthetic;
+mod replay;
 mod store_faults;

@@ -69,12 +69,21 @@ impl TxSocket {
         sll.sll_ifindex = ifindex as i32;
         // SAFETY: a valid sockaddr_ll and its exact size.
         let rc = unsafe {
-            libc::bind(raw, (&sll as *const libc::sockaddr_ll).cast(), size_of::<libc::sockaddr_ll>() as libc::socklen_t)
+            libc::bind(
+                raw,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
         };
         if rc < 0 {
             return Err(Error::os("binding the sending socket to the interface"));
         }
-        Ok(TxSocket { fd, ifname: ifname.to_owned(), msgs: Vec::with_capacity(MAX_BATCH), iovs: Vec::with_capacity(MAX_BATCH) })
+        Ok(TxSocket {
+            fd,
+            ifname: ifname.to_owned(),
+            msgs: Vec::with_capacity(MAX_BATCH),
+            iovs: Vec::with_capacity(MAX_BATCH),
+        })
     }
 
     /// The interface this socket sends on.

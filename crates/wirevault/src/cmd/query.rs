@@ -51,16 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             "standard output is a terminal and query writes binary pcap: use -w FILE, a pipe (| tcpdump -r -) or --count",
         ));
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
-        s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| fail(exit::USAGE, e.to_string()))).transpose()
-    };
-    let (from_ns, to_ns) = (time(&args.from)?, time(&args.to)?);
-    if let (Some(f), Some(t)) = (from_ns, to_ns) {
-        if f >= t {
-            return Err(fail(exit::USAGE, "--from must be earlier than --to"));
-        }
-    }
+    let (from_ns, to_ns) = time_range(&args.from, &args.to)?;
     let query = wv_query::Query {
         store: args.store.clone(),
         from_ns,
@@ -68,13 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         expr: args.expression.join(" "),
         limit: args.limit,
     };
-    let prepared = wv_query::prepare(query).map_err(|e| match e {
-        wv_query::QueryError::BadExpression { .. } => fail(exit::USAGE, e.to_string()),
-        wv_query::QueryError::NotAStore { .. } | wv_query::QueryError::NotRegular { .. } => {
-            fail(exit::USAGE, e.to_string())
-        }
-        other => fail(exit::ERROR, other.to_string()),
-    })?;
+    let prepared = wv_query::prepare(query).map_err(prepare_error)?;
     let result = if args.count {
         wv_query::run(prepared, wv_query::Sink::Count)
     } else if let Some(path) = write {
@@ -151,6 +136,33 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         return Ok(exit::ERROR);
     }
     Ok(exit::OK)
+}
+
+/// `--from`/`--to` as ns since the epoch (shared by every command that
+/// selects stored packets); a bad time or an empty range is a usage error.
+pub(crate) fn time_range(from: &Option<String>, to: &Option<String>) -> anyhow::Result<(Option<u64>, Option<u64>)> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
+        s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| fail(exit::USAGE, e.to_string()))).transpose()
+    };
+    let (from_ns, to_ns) = (time(from)?, time(to)?);
+    if let (Some(f), Some(t)) = (from_ns, to_ns) {
+        if f >= t {
+            return Err(fail(exit::USAGE, "--from must be earlier than --to"));
+        }
+    }
+    Ok((from_ns, to_ns))
+}
+
+/// The exit code of a failed `wv_query::prepare`: the user's input (filter,
+/// path) is a usage error, the rest a runtime error.
+pub(crate) fn prepare_error(e: wv_query::QueryError) -> anyhow::Error {
+    match e {
+        wv_query::QueryError::BadExpression { .. }
+        | wv_query::QueryError::NotAStore { .. }
+        | wv_query::QueryError::NotRegular { .. } => fail(exit::USAGE, e.to_string()),
+        other => fail(exit::ERROR, other.to_string()),
+    }
 }
 
 /// Opens `-w FILE`: never the store or a file in it (checked by device and
