@@ -126,7 +126,7 @@ pub fn parse_rate(s: &str) -> Result<f64, RateError> {
         _ => return Err(err()),
     };
     let r = v * mult;
-    if !r.is_finite() || r < 1.0 || r > MAX_RATE {
+    if !r.is_finite() || !(1.0..=MAX_RATE).contains(&r) {
         return Err(err());
     }
     Ok(r)
