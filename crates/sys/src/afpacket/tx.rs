@@ -4,7 +4,8 @@
 //!
 //! # Why sendmmsg and not PACKET_TX_RING
 //!
-//! Both were considered for `wirevault replay`. A TX ring saves the copy of each frame into an
+//! Both were considered for `wirevault replay`; the ring was not built, so this choice rests on
+//! the reasons below, not on a measurement of the ring. A TX ring saves the copy of each frame into an
 //! skb only with `PACKET_QDISC_BYPASS` *and* a driver that sends from the ring's pages; the
 //! kernel still builds one skb per frame and veth (the test and bench link) copies nothing
 //! either way. The ring also hides which frame failed and why (`TP_STATUS_WRONG_FORMAT` says
