@@ -72,7 +72,8 @@ pub struct DrvInfo {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Channels {
-    cmd: u32,
+    /// The ethtool command word: the functions of this module set it.
+    pub cmd: u32,
     pub max_rx: u32,
     pub max_tx: u32,
     pub max_other: u32,
@@ -94,7 +95,8 @@ impl Channels {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Rings {
-    cmd: u32,
+    /// The ethtool command word: the functions of this module set it.
+    pub cmd: u32,
     pub rx_max: u32,
     pub rx_mini_max: u32,
     pub rx_jumbo_max: u32,
@@ -110,7 +112,8 @@ pub struct Rings {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Coalesce {
-    cmd: u32,
+    /// The ethtool command word: the functions of this module set it.
+    pub cmd: u32,
     pub rx_usecs: u32,
     pub rx_frames: u32,
     pub rx_usecs_irq: u32,

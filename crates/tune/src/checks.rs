@@ -686,3 +686,212 @@ fn store_space(f: &Facts) -> Finding {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{Host, Inputs, Irq, Store};
+    use crate::parse::Mount;
+    use wv_sys::ethtool::{Channels, Coalesce, DrvInfo, Rings};
+
+    fn feature(name: &str, active: bool, changeable: bool) -> Feature {
+        Feature { name: name.into(), active, requested: active, changeable }
+    }
+
+    /// A two-node machine with a NIC on node 1, GRO on, one queue of 8, a short ring.
+    fn nic() -> Facts {
+        Facts {
+            inputs: Inputs { interface: Some("eth1".into()), buffer: 1 << 30, ..Inputs::default() },
+            iface: Some(Iface {
+                name: "eth1".into(),
+                driver: Some(DrvInfo { driver: "ixgbe".into(), bus_info: "0000:03:00.0".into() }),
+                physical: true,
+                numa_node: Some(1),
+                irqs: vec![
+                    Irq { irq: 90, name: "eth1-TxRx-0".into(), affinity: Some(vec![0]) },
+                    Irq { irq: 91, name: "eth1-TxRx-1".into(), affinity: Some(vec![4, 5]) },
+                ],
+                channels: Ok(Some(Channels { max_combined: 8, combined: 1, ..Channels::default() })),
+                rings: Ok(Some(Rings { rx_max: 4096, rx: 512, tx_max: 4096, tx: 512, ..Rings::default() })),
+                coalesce: Ok(Some(Coalesce { rx_usecs: 0, rx_frames: 1, ..Coalesce::default() })),
+                features: Ok(Some(vec![
+                    feature("rx-gro", true, true),
+                    feature("rx-gro-hw", false, false),
+                    feature("rx-lro", false, false),
+                    feature("rx-vlan-hw-parse", true, false),
+                    feature("tx-tcp-segmentation", false, true),
+                ])),
+                default_route: false,
+            }),
+            host: Host {
+                nodes: vec![(0, vec![0, 1, 2, 3]), (1, vec![4, 5, 6, 7])],
+                governors: vec![(0, Some("powersave".into())), (4, Some("performance".into()))],
+                thp: Some("never".into()),
+                hugepage_size: Some(2 << 20),
+                hugepages_total: Some(100),
+                hugepages_free: Some(100),
+                memlock: Some((Some(8 << 20), None)),
+                cap_ipc_lock: false,
+                irqbalance: false,
+            },
+            store: None,
+        }
+    }
+
+    fn get<'a>(v: &'a [Finding], c: &str) -> &'a Finding {
+        v.iter().find(|f| f.check == c).unwrap()
+    }
+
+    #[test]
+    fn a_badly_set_nic_on_two_nodes() {
+        let mut f = nic();
+        f.inputs.cpus = Some(vec![0, 4]);
+        let v = run(&f);
+        let numa = get(&v, "numa");
+        assert_eq!(numa.state, State::Bad);
+        assert_eq!(numa.found, "eth1 is on NUMA node 1 (CPUs 4-7) but --cpus has 0 elsewhere");
+        assert_eq!(numa.fix.as_deref(), Some("wirevault record -i eth1 --cpus 4-7 ..."));
+        let irq = get(&v, "irq-affinity");
+        assert_eq!(irq.state, State::Bad);
+        assert_eq!(irq.fix.as_deref(), Some("echo 4-7 > /proc/irq/90/smp_affinity_list"));
+        assert_eq!(irq.action, Some(Action::IrqAffinity { irqs: vec![90], cpus: "4-7".into() }));
+        let q = get(&v, "rx-queues");
+        assert_eq!((q.state, q.fix.as_deref()), (State::Warn, Some("ethtool -L eth1 combined 4")));
+        let r = get(&v, "rings");
+        assert_eq!((r.state, r.fix.as_deref()), (State::Warn, Some("ethtool -G eth1 rx 4096")));
+        assert_eq!(r.action, Some(Action::RxRing(4096)));
+        let gro = get(&v, "gro");
+        assert_eq!(gro.state, State::Bad);
+        assert_eq!(gro.found, "generic-receive-offload: on, rx-gro-hw: off [fixed]");
+        assert_eq!(gro.fix.as_deref(), Some("ethtool -K eth1 gro off"));
+        assert_eq!(get(&v, "lro").state, State::Ok);
+        // on but fixed: a warning whose fix says it cannot be changed here
+        let vlan = get(&v, "vlan-strip");
+        assert_eq!(vlan.state, State::Warn);
+        assert!(vlan.fix.as_deref().unwrap().contains("[fixed]"));
+        assert_eq!(get(&v, "tso-gso").state, State::Ok);
+        assert_eq!(get(&v, "coalesce").state, State::Warn);
+        let g = get(&v, "cpu-governor");
+        assert_eq!((g.state, g.action.clone()), (State::Warn, Some(Action::Governor(vec![0]))));
+        assert_eq!(get(&v, "transparent-hugepages").action, Some(Action::Thp("madvise")));
+        assert_eq!(get(&v, "hugepages").state, State::Warn, "100 free pages do not hold 1 GiB");
+        assert_eq!(get(&v, "memlock").state, State::Warn);
+        assert_eq!(get(&v, "store").state, State::Unknown);
+        for x in &v {
+            assert_eq!(x.state == State::Ok, x.fix.is_none(), "{x:?}");
+        }
+    }
+
+    #[test]
+    fn a_well_set_nic_is_ok() {
+        let mut f = nic();
+        f.inputs.cpus = Some(vec![4, 5]);
+        let i = f.iface.as_mut().unwrap();
+        i.irqs.iter_mut().for_each(|q| q.affinity = Some(vec![4, 5, 6, 7]));
+        i.channels = Ok(Some(Channels { max_combined: 8, combined: 4, ..Channels::default() }));
+        i.rings = Ok(Some(Rings { rx_max: 4096, rx: 4096, ..Rings::default() }));
+        i.coalesce = Ok(Some(Coalesce { adaptive_rx: 1, ..Coalesce::default() }));
+        i.features = Ok(Some(vec![feature("rx-gro", false, true), feature("rx-vlan-hw-parse", false, true)]));
+        f.host.governors = vec![(4, Some("performance".into()))];
+        f.host.thp = Some("madvise".into());
+        f.host.hugepages_free = Some(512);
+        f.host.cap_ipc_lock = true;
+        let v = run(&f);
+        for c in ["numa", "irq-affinity", "rx-queues", "rings", "gro", "lro", "vlan-strip", "tso-gso", "coalesce"] {
+            assert_eq!(get(&v, c).state, State::Ok, "{:?}", get(&v, c));
+        }
+        for c in ["cpu-governor", "transparent-hugepages", "hugepages", "memlock"] {
+            assert_eq!(get(&v, c).state, State::Ok, "{:?}", get(&v, c));
+        }
+        // irqbalance would move them again
+        f.host.irqbalance = true;
+        assert_eq!(get(&run(&f), "irq-affinity").state, State::Warn);
+    }
+
+    #[test]
+    fn virtual_interfaces_are_not_applicable() {
+        let mut f = nic();
+        let i = f.iface.as_mut().unwrap();
+        i.physical = false;
+        i.numa_node = None;
+        i.irqs.clear();
+        i.rings = Ok(None);
+        i.name = "veth0".into();
+        let v = run(&f);
+        for c in ["numa", "irq-affinity", "rx-queues", "rings", "coalesce"] {
+            assert_eq!(get(&v, c).state, State::Ok);
+            assert_eq!(get(&v, c).found, "not applicable (virtual interface veth0)");
+        }
+        assert_eq!(get(&v, "gro").state, State::Bad, "GRO on a veth still merges");
+    }
+
+    #[test]
+    fn unreported_nic_settings_are_unknown_with_a_pointer() {
+        let mut f = nic();
+        let i = f.iface.as_mut().unwrap();
+        i.rings = Ok(None);
+        i.channels = Err("Operation not permitted".into());
+        i.features = Ok(None);
+        let v = run(&f);
+        assert_eq!(get(&v, "rings").state, State::Unknown);
+        assert_eq!(get(&v, "rings").found, "the ixgbe driver does not report its ring sizes");
+        assert_eq!(get(&v, "rx-queues").fix.as_deref(), Some("ethtool -l eth1"));
+        assert_eq!(get(&v, "gro").state, State::Unknown);
+    }
+
+    fn with_store(fstype: &str, opts: &[&str], budget: Option<u64>) -> Facts {
+        let mut f = nic();
+        f.iface = None;
+        f.inputs.budget = budget;
+        f.store = Some(Store {
+            path: "/data/store".into(),
+            probe: "/data".into(),
+            mount: Some(Mount {
+                dev: (259, 2),
+                point: "/data".into(),
+                options: opts.iter().map(|s| s.to_string()).collect(),
+                fstype: fstype.into(),
+                source: "/dev/nvme0n1p2".into(),
+                super_options: vec!["rw".into()],
+            }),
+            block: Some(crate::facts::Block {
+                name: "nvme0n1".into(),
+                scheduler: Some(("mq-deadline".into(), vec!["none".into(), "mq-deadline".into()])),
+                rotational: Some(false),
+            }),
+            space: Ok((100 << 30, 1000 << 30)),
+            used: 50 << 30,
+        });
+        f
+    }
+
+    #[test]
+    fn store_checks() {
+        let v = run(&with_store("xfs", &["rw", "noatime"], Some(150 << 30)));
+        assert!(v.iter().all(|f| !f.check.starts_with("numa")), "no interface checks without an interface");
+        assert_eq!(get(&v, "store-fs").state, State::Ok);
+        assert_eq!(get(&v, "store-mount").state, State::Ok);
+        let s = get(&v, "store-scheduler");
+        assert_eq!(s.fix.as_deref(), Some("echo none > /sys/block/nvme0n1/queue/scheduler"));
+        assert_eq!(get(&v, "store-space").state, State::Ok, "150 GiB fit in 100 free + 50 used");
+        let v = run(&with_store("tmpfs", &["rw", "strictatime"], Some((150 << 30) + 1)));
+        assert_eq!(get(&v, "store-fs").state, State::Bad);
+        assert_eq!(get(&v, "store-mount").fix.as_deref(), Some("mount -o remount,noatime /data (and in /etc/fstab)"));
+        let sp = get(&v, "store-space");
+        assert_eq!(sp.state, State::Bad);
+        assert_eq!(sp.fix.as_deref(), Some("--max-size 145920M (95% of what fits), or free space on the volume"));
+        assert_eq!(get(&run(&with_store("ext4", &["rw", "sync"], None)), "store-mount").state, State::Bad);
+        assert_eq!(get(&run(&with_store("btrfs", &["rw"], None)), "store-fs").state, State::Warn);
+        assert_eq!(get(&run(&with_store("fuse.sshfs", &["rw"], None)), "store-fs").state, State::Bad);
+    }
+
+    #[test]
+    fn helpers() {
+        assert_eq!(cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert_eq!(cpu_list(&[]), "");
+        assert_eq!(size(1 << 30), "1.0 GiB");
+        assert_eq!(size(100), "100 B");
+        assert_eq!(ethtool_k_name("rx-gro"), "generic-receive-offload");
+        assert_eq!(ethtool_k_name("rx-gro-hw"), "rx-gro-hw");
+    }
+}
