@@ -220,26 +220,26 @@ fn nic_probe<'a, T>(
     what: &str,
     reason: &'static str,
     cmd: &str,
-) -> Result<&'a T, Finding> {
+) -> Result<&'a T, Box<Finding>> {
     if let Some(x) = not_virtual(check, i, reason) {
-        return Err(x);
+        return Err(Box::new(x));
     }
     match p {
         Ok(Some(v)) => Ok(v),
-        Ok(None) => Err(Finding::with(
+        Ok(None) => Err(Box::new(Finding::with(
             check,
             State::Unknown,
             format!("the {} driver does not report its {what}", i.driver.as_ref().map_or("?", |d| d.driver.as_str())),
             reason,
             format!("see the driver's documentation (`{cmd} {}` shows the same)", i.name),
-        )),
-        Err(e) => Err(Finding::with(
+        ))),
+        Err(e) => Err(Box::new(Finding::with(
             check,
             State::Unknown,
             format!("cannot read the {what}: {e}"),
             reason,
             format!("{cmd} {}", i.name),
-        )),
+        ))),
     }
 }
 
@@ -247,7 +247,7 @@ fn rx_queues(f: &Facts, i: &Iface) -> Finding {
     const C: &str = "rx-queues";
     let ch = match nic_probe(C, i, &i.channels, "queues", R_QUEUES, "ethtool -l") {
         Ok(c) => c,
-        Err(x) => return x,
+        Err(x) => return *x,
     };
     let (now, max, kind) = if ch.max_combined > 0 {
         (ch.rx_queues(), ch.max_combined, "combined")
@@ -272,7 +272,7 @@ fn rings(i: &Iface) -> Finding {
     const C: &str = "rings";
     let r = match nic_probe(C, i, &i.rings, "ring sizes", R_RINGS, "ethtool -g") {
         Ok(r) => r,
-        Err(x) => return x,
+        Err(x) => return *x,
     };
     let found = format!("RX ring {} of at most {} descriptors (TX {} of {})", r.rx, r.rx_max, r.tx, r.tx_max);
     if r.rx >= r.rx_max {
@@ -404,7 +404,7 @@ fn coalesce(i: &Iface) -> Finding {
     const C: &str = "coalesce";
     let c = match nic_probe(C, i, &i.coalesce, "interrupt coalescing", R_COALESCE, "ethtool -c") {
         Ok(c) => c,
-        Err(x) => return x,
+        Err(x) => return *x,
     };
     let found = format!(
         "adaptive-rx {}, rx-usecs {}, rx-frames {}",

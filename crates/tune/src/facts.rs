@@ -276,9 +276,9 @@ fn block((major, minor): (u32, u32)) -> Option<Block> {
         dir = dir.parent()?.to_owned();
     }
     let q = dir.join("queue");
-    let scheduler = read(q.join("scheduler")).and_then(|t| {
+    let scheduler = read(q.join("scheduler")).map(|t| {
         let choices = t.split_whitespace().map(|w| w.trim_matches(['[', ']']).to_owned()).collect();
-        Some((parse::selected(&t).unwrap_or_else(|| t.trim().to_owned()), choices))
+        (parse::selected(&t).unwrap_or_else(|| t.trim().to_owned()), choices)
     });
     Some(Block {
         name: dir.file_name()?.to_str()?.to_owned(),
