@@ -1,7 +1,8 @@
 //! The checks: each a pure function of the [`Facts`] returning one [`Finding`], so each is
 //! unit-tested on facts made by hand. The reasons are the research's, one sentence each.
 
-use crate::facts::{Facts, Iface, Probe};
+use crate::facts::{Facts, Iface, Probe, Store};
+use crate::parse::Mount;
 use crate::{Action, Finding, State};
 use wv_sys::ethtool::Feature;
 
@@ -32,11 +33,11 @@ pub fn run(f: &Facts) -> Vec<Finding> {
             R_STORE_FS,
             "add --store DIR (the directory record -o writes to)",
         )),
-        Some(_) => {
-            v.push(store_fs(f));
-            v.push(store_mount(f));
-            v.push(store_scheduler(f));
-            v.push(store_space(f));
+        Some(s) => {
+            v.push(store_fs(s));
+            v.push(store_mount(s));
+            v.push(store_scheduler(s));
+            v.push(store_space(f, s));
         }
     }
     v
@@ -542,17 +543,24 @@ fn memlock(f: &Facts) -> Finding {
     }
 }
 
-fn store_fs(f: &Facts) -> Finding {
-    const C: &str = "store-fs";
-    let Some(s) = &f.store else { unreachable_store() };
-    let Some(m) = &s.mount else {
-        return Finding::with(
-            C,
+/// The store's mount, or the finding that stands in for it.
+fn mount_of<'a>(check: &'static str, s: &'a Store, reason: &'static str) -> Result<&'a Mount, Box<Finding>> {
+    s.mount.as_ref().ok_or_else(|| {
+        Box::new(Finding::with(
+            check,
             State::Unknown,
             format!("cannot find the mount of {}", s.probe.display()),
-            R_STORE_FS,
-            "findmnt -T DIR",
-        );
+            reason,
+            format!("findmnt -T {}", s.probe.display()),
+        ))
+    })
+}
+
+fn store_fs(s: &Store) -> Finding {
+    const C: &str = "store-fs";
+    let m = match mount_of(C, s, R_STORE_FS) {
+        Ok(m) => m,
+        Err(x) => return *x,
     };
     let found = format!("{} on {} ({}, mounted at {})", s.path.display(), m.source, m.fstype, m.point);
     let fix = "a volume formatted ext4 or XFS (mkfs.xfs /dev/DEVICE), mounted for the store";
@@ -575,21 +583,11 @@ fn store_fs(f: &Facts) -> Finding {
     }
 }
 
-fn unreachable_store() -> ! {
-    unreachable!("store checks run only with a store")
-}
-
-fn store_mount(f: &Facts) -> Finding {
+fn store_mount(s: &Store) -> Finding {
     const C: &str = "store-mount";
-    let Some(s) = &f.store else { unreachable_store() };
-    let Some(m) = &s.mount else {
-        return Finding::with(
-            C,
-            State::Unknown,
-            format!("cannot find the mount of {}", s.probe.display()),
-            R_MOUNT,
-            "findmnt -T DIR",
-        );
+    let m = match mount_of(C, s, R_MOUNT) {
+        Ok(m) => m,
+        Err(x) => return *x,
     };
     let has = |o: &str| m.options.iter().chain(&m.super_options).any(|x| x == o);
     let found = format!("{} mounted {} ({})", m.point, m.options.join(","), m.super_options.join(","));
@@ -623,9 +621,8 @@ fn store_mount(f: &Facts) -> Finding {
     .action(Action::Manual("remounting a file system in use is left to the administrator"))
 }
 
-fn store_scheduler(f: &Facts) -> Finding {
+fn store_scheduler(s: &Store) -> Finding {
     const C: &str = "store-scheduler";
-    let Some(s) = &f.store else { unreachable_store() };
     let Some(b) = &s.block else {
         return Finding::ok(C, "no block device under the store (memory or network file system)", R_SCHED);
     };
@@ -649,9 +646,8 @@ fn store_scheduler(f: &Facts) -> Finding {
         .action(Action::Scheduler { device: b.name.clone(), to: to.into() })
 }
 
-fn store_space(f: &Facts) -> Finding {
+fn store_space(f: &Facts, s: &Store) -> Finding {
     const C: &str = "store-space";
-    let Some(s) = &f.store else { unreachable_store() };
     let (free, total) = match &s.space {
         Ok(v) => *v,
         Err(e) => {
@@ -690,8 +686,7 @@ fn store_space(f: &Facts) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::{Host, Inputs, Irq, Store};
-    use crate::parse::Mount;
+    use crate::facts::{Host, Inputs, Irq};
     use wv_sys::ethtool::{Channels, Coalesce, DrvInfo, Rings};
 
     fn feature(name: &str, active: bool, changeable: bool) -> Feature {

@@ -7,26 +7,8 @@ use serde_json::Value;
 use std::process::{Command, Stdio};
 
 const STATES: [&str; 4] = ["ok", "warn", "bad", "unknown"];
-const CHECKS: [&str; 18] = [
-    "numa",
-    "irq-affinity",
-    "rx-queues",
-    "rings",
-    "gro",
-    "lro",
-    "vlan-strip",
-    "tso-gso",
-    "coalesce",
-    "cpu-governor",
-    "transparent-hugepages",
-    "hugepages",
-    "memlock",
-    "store",
-    "store-fs",
-    "store-mount",
-    "store-scheduler",
-    "store-space",
-];
+/// Every check `tune` has (a finding of each is expected on a NIC with a store).
+const CHECKS: &[&str] = wv_tune::CHECKS;
 
 /// Runs a command and returns (exit code, stdout, stderr).
 fn run(cmd: &mut Command) -> (i32, String, String) {
