@@ -8,6 +8,7 @@ pub mod bpf;
 pub mod byte_ring;
 pub mod cpu;
 pub mod error;
+pub mod ethtool;
 pub mod fs;
 pub mod mem;
 pub mod netif;

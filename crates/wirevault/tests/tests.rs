@@ -17,3 +17,4 @@ mod record_live;
 mod record_read;
 mod record_synthetic;
 mod store_faults;
+mod tune;

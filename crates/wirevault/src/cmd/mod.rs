@@ -4,6 +4,7 @@ pub mod index;
 pub mod query;
 pub mod record;
 pub mod repair;
+pub mod tune;
 
 /// Signals whose default action ends the process and that can be caught:
 /// each stops `record` and `index` as SIGTERM does (tcpdump treats SIGHUP so too),

@@ -81,6 +81,9 @@ pub struct Args {
     /// No status line (the summary is still printed).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Do not print the host's tuning warnings at start-up (see `wirevault tune`).
+    #[arg(long)]
+    pub no_tune_warnings: bool,
     /// Also write the counters, every second, to this file (always written to STORE/stats.json).
     #[arg(long, value_name = "FILE")]
     pub stats_file: Option<PathBuf>,

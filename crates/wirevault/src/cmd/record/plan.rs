@@ -106,6 +106,8 @@ pub struct OutputPlan {
     pub quiet: bool,
     /// `--stats-file`: a copy of `STORE/stats.json`.
     pub stats_file: Option<PathBuf>,
+    /// Print `wirevault tune`'s warnings at start-up (not `--no-tune-warnings`).
+    pub tune_warnings: bool,
 }
 
 /// The validated plan.
@@ -335,7 +337,12 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         user: a.user.clone(),
         direct: !a.no_direct,
         index: !a.no_index,
-        output: OutputPlan { json: a.json, quiet: a.quiet, stats_file: a.stats_file.clone() },
+        output: OutputPlan {
+            json: a.json,
+            quiet: a.quiet,
+            stats_file: a.stats_file.clone(),
+            tune_warnings: !a.no_tune_warnings,
+        },
         tuning: Tuning { ring_blocks, ..Tuning::default() },
     })
 }
