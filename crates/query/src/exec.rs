@@ -299,10 +299,12 @@ fn count_part_files(store: &Path) -> usize {
 mod cursor;
 mod output;
 mod outside;
+mod visit;
 
 use cursor::*;
 use output::*;
 pub use outside::{check_output, check_outside};
+pub use visit::{visit, VisitFile};
 
 /// Runs a prepared query into `sink`. With [`Sink::PcapThreaded`] a second
 /// thread writes (see [`Chunks`]); its error, if any, is the one reported.
