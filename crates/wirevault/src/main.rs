@@ -55,6 +55,8 @@ enum Command {
     Query(cmd::query::Args),
     /// Make a store consistent after a crash: keep partial files up to their last complete packet.
     Repair(cmd::repair::Args),
+    /// Plan capacity: packets/s, bits/s and storage rate per capture format for a link and frame sizes.
+    Plan(cmd::plan::Args),
     /// Write the man pages and shell completions (bash, zsh, fish) into a directory.
     #[command(hide = true)]
     GenerateDocs(cmd::docs::Args),
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Command::Index(a) => cmd::index::run(a),
         Command::Query(a) => cmd::query::run(a),
         Command::Repair(a) => cmd::repair::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
         Command::GenerateDocs(a) => cmd::docs::run(a),
     };
     match result {
