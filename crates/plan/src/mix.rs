@@ -56,9 +56,9 @@ impl Mix {
         }
         let mut classes = Vec::new();
         for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            let (size, weight) = item
-                .split_once(':')
-                .ok_or_else(|| format!("mix item \"{item}\" is not SIZE:WEIGHT (e.g. --mix 64:7,576:4,1518:1 or --mix imix)"))?;
+            let (size, weight) = item.split_once(':').ok_or_else(|| {
+                format!("mix item \"{item}\" is not SIZE:WEIGHT (e.g. --mix 64:7,576:4,1518:1 or --mix imix)")
+            })?;
             let size = parse_size(size.trim(), conv)?;
             let weight: f64 = weight
                 .trim()

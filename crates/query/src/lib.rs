@@ -13,5 +13,7 @@ pub mod expr;
 pub mod filter;
 pub mod time;
 
-pub use exec::{check_output, check_outside, prepare, run, visit, Prepared, Query, QueryError, Report, Sink, VisitFile};
+pub use exec::{
+    check_output, check_outside, prepare, run, visit, Prepared, Query, QueryError, Report, Sink, VisitFile,
+};
 pub use time::{parse_time, TimeError};

@@ -10,6 +10,7 @@ mod hostile_retrial;
 mod hostile_store;
 mod hostile_store2;
 mod index_integrity;
+mod plan;
 mod privileges;
 mod query_cli;
 mod query_hardening;

@@ -22,10 +22,7 @@ pub struct VisitFile<'a> {
 /// whether to go on. The files are chosen, opened (beneath the store,
 /// following no symlink), narrowed by their indexes and checked exactly as
 /// by [`run`]; damage is reported in the [`Report`] the same way.
-pub fn visit(
-    mut p: Prepared,
-    mut f: impl FnMut(VisitFile<'_>, &Packet<'_>) -> bool,
-) -> Result<Report, QueryError> {
+pub fn visit(mut p: Prepared, mut f: impl FnMut(VisitFile<'_>, &Packet<'_>) -> bool) -> Result<Report, QueryError> {
     let from = p.query.from_ns.unwrap_or(0);
     let to = p.query.to_ns.unwrap_or(u64::MAX);
     let limit = p.query.limit.unwrap_or(u64::MAX);

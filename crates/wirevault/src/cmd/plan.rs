@@ -105,7 +105,8 @@ struct Plan {
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let plan = validate(&args)?;
-    let rows: Vec<Value> = plan.rows.iter().map(|(m, size, from, idx)| row(&plan, m, *size, from.clone(), *idx)).collect();
+    let rows: Vec<Value> =
+        plan.rows.iter().map(|(m, size, from, idx)| row(&plan, m, *size, from.clone(), *idx)).collect();
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&Value::Array(rows)).map_err(|e| fail(exit::ERROR, e.to_string()))?;
         s.push('\n');
@@ -149,7 +150,12 @@ fn validate(args: &Args) -> anyhow::Result<Plan> {
     for s in &args.size {
         for frame in mix::parse_sizes(s, conv).map_err(usage)? {
             let given = conv.size_of(frame);
-            rows.push((Mix::single(frame, given.to_string()).with_snaplen(snaplen), Some(given), None, INDEX_BYTES_PER_PACKET));
+            rows.push((
+                Mix::single(frame, given.to_string()).with_snaplen(snaplen),
+                Some(given),
+                None,
+                INDEX_BYTES_PER_PACKET,
+            ));
         }
     }
     for m in &args.mix {
@@ -162,14 +168,23 @@ fn validate(args: &Args) -> anyhow::Result<Plan> {
         let sizes: &[u64] = if args.size_includes_fcs { &DEFAULT_SIZES_FCS } else { &DEFAULT_SIZES };
         for &given in sizes {
             let frame = conv.frame_len(given).expect("default sizes are valid");
-            rows.push((Mix::single(frame, given.to_string()).with_snaplen(snaplen), Some(given), None, INDEX_BYTES_PER_PACKET));
+            rows.push((
+                Mix::single(frame, given.to_string()).with_snaplen(snaplen),
+                Some(given),
+                None,
+                INDEX_BYTES_PER_PACKET,
+            ));
         }
     }
     Ok(Plan { link_bps, conv, rows, format: args.format.into(), index: !args.no_index, disk, bench })
 }
 
 /// The row of `--from`: the distribution read through the query layer.
-fn from_row(args: &Args, path: &std::path::Path, snaplen: Option<u64>) -> anyhow::Result<(Mix, Option<u64>, Option<Value>, f64)> {
+fn from_row(
+    args: &Args,
+    path: &std::path::Path,
+    snaplen: Option<u64>,
+) -> anyhow::Result<(Mix, Option<u64>, Option<Value>, f64)> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
         s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| usage(e.to_string()))).transpose()
@@ -335,7 +350,17 @@ fn grouped(x: f64) -> String {
 }
 
 fn table(plan: &Plan, rows: &[Value]) -> String {
-    let mut head = vec!["size", "frames/s", "frames Gb/s", "pcap Gb/s", "pcapng Gb/s", "RAW Gb/s", "index Gb/s", "store/hour", "store/day"];
+    let mut head = vec![
+        "size",
+        "frames/s",
+        "frames Gb/s",
+        "pcap Gb/s",
+        "pcapng Gb/s",
+        "RAW Gb/s",
+        "index Gb/s",
+        "store/hour",
+        "store/day",
+    ];
     if plan.disk.is_some() {
         head.push("disk lasts");
     }
@@ -384,8 +409,11 @@ fn table(plan: &Plan, rows: &[Value]) -> String {
         if plan.index { " + index" } else { "" }
     ));
     for (ri, r) in cells.iter().enumerate() {
-        let line: Vec<String> =
-            r.iter().enumerate().map(|(i, c)| if i == 0 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) }).collect();
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i == 0 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
+            .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
         if ri == 0 {
