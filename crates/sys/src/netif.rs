@@ -93,7 +93,7 @@ pub fn numa_node(name: &str) -> Option<i32> {
 }
 
 /// Whether `name` can be an interface name at all (`dev_valid_name` in the kernel).
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() < libc::IFNAMSIZ
         && name != "."

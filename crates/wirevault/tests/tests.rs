@@ -18,3 +18,4 @@ mod record_live;
 mod record_read;
 mod record_synthetic;
 mod store_faults;
+mod timestamps;

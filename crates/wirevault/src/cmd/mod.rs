@@ -5,6 +5,7 @@ pub mod plan;
 pub mod query;
 pub mod record;
 pub mod repair;
+pub mod timestamps;
 
 /// Signals whose default action ends the process and that can be caught:
 /// each stops `record` and `index` as SIGTERM does (tcpdump treats SIGHUP so too),
