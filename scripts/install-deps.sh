@@ -9,7 +9,7 @@
 # when a package is missing. Needs root (or sudo) only in that case.
 set -euo pipefail
 
-packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer)
+packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer ethtool)
 
 missing=()
 for p in "${packages[@]}"; do

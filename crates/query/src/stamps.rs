@@ -78,7 +78,7 @@ impl StampStats {
     /// Adds the next stamp of the sequence.
     pub fn add(&mut self, ts: u64) {
         let mut res = self.resolution_ns.unwrap_or(1_000_000_000);
-        while res > 1 && ts % res != 0 {
+        while res > 1 && !ts.is_multiple_of(res) {
             res /= 10;
         }
         self.resolution_ns = Some(res);
@@ -106,7 +106,7 @@ impl StampStats {
         }
         self.min_gap_ns = Some(self.min_gap_ns.map_or(gap, |m| m.min(gap)));
         self.max_gap_ns = Some(self.max_gap_ns.map_or(gap, |m| m.max(gap)));
-        if self.gap_count % self.stride == 0 {
+        if self.gap_count.is_multiple_of(self.stride) {
             if self.gaps.len() == MAX_GAPS {
                 // Keep every other one: an even sample at twice the stride.
                 let mut i = 0;
@@ -117,7 +117,7 @@ impl StampStats {
                 self.stride *= 2;
                 self.median_exact = false;
             }
-            if self.gap_count % self.stride == 0 {
+            if self.gap_count.is_multiple_of(self.stride) {
                 self.gaps.push(gap);
             }
         }

@@ -5,7 +5,6 @@
 //! [`crate::netif`]); the clock source is the system's.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::Error;
 
@@ -95,38 +94,20 @@ impl TsInfo {
 
 /// Asks the driver of interface `name` what timestamping it offers.
 pub fn ts_info(name: &str) -> Result<TsInfo, Error> {
-    if !crate::netif::valid_name(name) {
-        return Err(Error::NoSuchInterface(name.to_owned()));
-    }
     let mut info = EthtoolTsInfo { cmd: ETHTOOL_GET_TS_INFO, ..Default::default() };
-    // SAFETY: `ifreq` is a plain C struct/union; all-zero bytes are a valid value.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, &b) in ifr.ifr_name.iter_mut().zip(name.as_bytes()) {
-        *dst = b as libc::c_char; // NUL-terminated: name.len() < IFNAMSIZ and the rest is zero
-    }
+    let mut ifr = crate::netif::ifreq_for(name)?;
     ifr.ifr_ifru.ifru_data = (&mut info as *mut EthtoolTsInfo).cast();
-    // Any socket family reaches dev_ioctl's SIOCETHTOOL; AF_UNIX needs no privilege.
-    // SAFETY: plain syscall with constant arguments.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(Error::os("creating a socket for the ethtool ioctl"));
-    }
-    // SAFETY: `fd` is a fresh descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: SIOCETHTOOL with ETHTOOL_GET_TS_INFO reads the name from the `ifreq` and writes a
     // `struct ethtool_ts_info` through `ifru_data`, which points at `info`: a live, exclusive,
     // correctly laid out (repr(C), size checked by a test) value that outlives the call.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut libc::ifreq) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::ENODEV) | Some(libc::ENXIO) => Error::NoSuchInterface(name.to_owned()),
-            _ => Error::Os {
-                what: "asking the driver for its timestamping capabilities (ETHTOOL_GET_TS_INFO)",
-                source: e,
-            },
-        });
-    }
+    unsafe {
+        crate::netif::ioctl_on(
+            name,
+            SIOCETHTOOL,
+            "asking the driver for its timestamping capabilities (ETHTOOL_GET_TS_INFO)",
+            &mut ifr,
+        )?
+    };
     Ok(TsInfo {
         so_timestamping: info.so_timestamping,
         phc_index: u32::try_from(info.phc_index).ok(),

@@ -139,7 +139,7 @@ fn timestamps_of_a_known_file_are_exact_and_agree_with_tshark() {
     assert_eq!(s["median_exact"], true);
     // tshark's stamps give the same numbers, and its negative deltas are the steps back.
     for (inp, file) in inputs.iter().zip([&ns_file, &us_file]) {
-        let (ts, negative) = tshark_stamps(&[file.clone()]);
+        let (ts, negative) = tshark_stamps(std::slice::from_ref(file));
         let st = &inp["streams"][0];
         assert_matches(st, &expected(&ts), &file.display().to_string());
         assert_eq!(st["backwards"], negative);

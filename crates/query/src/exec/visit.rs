@@ -23,24 +23,8 @@ pub struct VisitFile<'a> {
 /// following no symlink), narrowed by their indexes and checked exactly as
 /// by [`run`]; damage is reported in the [`Report`] the same way.
 pub fn visit(mut p: Prepared, mut f: impl FnMut(VisitFile<'_>, &Packet<'_>) -> bool) -> Result<Report, QueryError> {
-    let from = p.query.from_ns.unwrap_or(0);
-    let to = p.query.to_ns.unwrap_or(u64::MAX);
-    let limit = p.query.limit.unwrap_or(u64::MAX);
-    let mut report = Report {
-        files: p.entries.len(),
-        part_files: p.part_files,
-        recording: p.recording,
-        warnings: std::mem::take(&mut p.catalog_warnings),
-        ..Report::default()
-    };
-    let mut files: Vec<(usize, &Entry)> = Vec::new();
-    for (i, e) in p.entries.iter().enumerate() {
-        if e.packets == 0 || e.last_ns < from || e.first_ns >= to {
-            report.files_skipped_by_time += 1;
-        } else {
-            files.push((i, e));
-        }
-    }
+    let ((from, to, limit), mut report) = begin(&mut p);
+    let mut files = in_range(&p.entries, from, to, &mut report);
     // Recording order within a stream: the per-stream sequence number of
     // the name (times in names are first stamps, which may go backwards),
     // then the catalog's (append) order.
