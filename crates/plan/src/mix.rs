@@ -181,16 +181,20 @@ impl Distribution {
     }
 
     /// Adds the size and packet count of `capture`'s index, if it has a
-    /// readable one (a regular file, not a link).
+    /// readable one (a regular file, not a link) built from this capture.
     fn add_index_of(&mut self, capture: &std::path::Path) {
         let idx = wv_index::index_path_for(capture);
         let Ok(meta) = std::fs::symlink_metadata(&idx) else { return };
         if !meta.is_file() {
             return;
         }
+        // An index built from another file (stale) does not count.
+        let Ok(cap) = std::fs::File::open(capture) else { return };
         if let Ok(r) = wv_index::IndexReader::open(&idx) {
-            self.index_bytes += meta.len();
-            self.index_packets += r.packets;
+            if r.check_capture(&cap).is_ok() {
+                self.index_bytes += meta.len();
+                self.index_packets += r.packets;
+            }
         }
     }
 

@@ -243,3 +243,21 @@ fn timestamps_of_a_live_store_per_stream_agree_with_tshark() {
         assert_eq!(ours, theirs, "{cap}: ours {caps:?}, ethtool -T:\n{text}");
     }
 }
+
+#[test]
+fn timestamps_of_a_damaged_store_warn_and_exit_1() {
+    let dir = TempDir::new("stamps-damaged");
+    let store = dir.join("store");
+    run_wirevault(&["record", "--synthetic", "size=1514,count=2000", "-o", store.to_str().unwrap(), "-q"])
+        .expect(0, "record --synthetic");
+    let file = store.join(catalog(&store)[0]["file"].as_str().unwrap());
+    let len = std::fs::metadata(&file).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(len / 2).unwrap();
+    let o = run_wirevault(&["timestamps", "--json", store.to_str().unwrap()]);
+    o.expect(1, "timestamps of a cut store");
+    assert!(o.stderr.contains(file.file_name().unwrap().to_str().unwrap()), "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let n = v["inputs"][0]["streams"][0]["packets"].as_u64().unwrap();
+    assert!(n > 0 && n < 2000, "{n} packets read from the cut file");
+    assert_eq!(v["inputs"][0]["damaged_files"], 1);
+}
