@@ -8,7 +8,7 @@
 //! * [`mix`]: what a link carries: one size, a weighted mix (IMIX), or the
 //!   size distribution of a capture file or store (read through `wv_query`).
 //! * [`capacity`]: the rates of one mix on a saturated link.
-//! * [`bench`]: a `disk-bench` result (its JSON), the volumes needed and the
+//! * [`bench`](mod@bench): a `disk-bench` result (its JSON), the volumes needed and the
 //!   buffer that absorbs its dips.
 //!
 //! Everything here is arithmetic on explicit inputs except

@@ -1,4 +1,4 @@
-//! [`visit`]: every selected packet of a store (or capture file) handed to a
+//! [`visit()`]: every selected packet of a store (or capture file) handed to a
 //! caller one file at a time, per stream in recording order, without the
 //! merge by time. For tools that need each stream's own order (timestamp
 //! statistics: a stamp going backwards is only visible there) or only
@@ -6,7 +6,7 @@
 
 use super::*;
 
-/// One file of a [`visit`]: its catalog entry's stream and path.
+/// One file of a [`visit()`]: its catalog entry's stream and path.
 #[derive(Debug, Clone, Copy)]
 pub struct VisitFile<'a> {
     /// The entry's stream (0 for a single capture file).
