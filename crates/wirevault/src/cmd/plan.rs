@@ -185,16 +185,7 @@ fn from_row(
     path: &std::path::Path,
     snaplen: Option<u64>,
 ) -> anyhow::Result<(Mix, Option<u64>, Option<Value>, f64)> {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
-        s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| usage(e.to_string()))).transpose()
-    };
-    let (from_ns, to_ns) = (time(&args.from_time)?, time(&args.to_time)?);
-    if let (Some(f), Some(t)) = (from_ns, to_ns) {
-        if f >= t {
-            return Err(usage("--from-time must be earlier than --to-time"));
-        }
-    }
+    let (from_ns, to_ns) = super::time_range(&args.from_time, &args.to_time, ("--from-time", "--to-time"))?;
     let query = wv_query::Query { store: path.to_path_buf(), from_ns, to_ns, expr: String::new(), limit: None };
     let (dist, report) = Distribution::read(query).map_err(|e| match e {
         wv_query::QueryError::NotAStore { .. } | wv_query::QueryError::NotRegular { .. } => usage(e.to_string()),

@@ -32,16 +32,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let usage = |m: String| fail(exit::USAGE, m);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
-        s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| usage(e.to_string()))).transpose()
-    };
-    let (from_ns, to_ns) = (time(&args.from)?, time(&args.to)?);
-    if let (Some(f), Some(t)) = (from_ns, to_ns) {
-        if f >= t {
-            return Err(usage("--from must be earlier than --to".into()));
-        }
-    }
+    let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
     // Check everything before reading anything.
     let mut ifaces = Vec::new();
     for name in &args.interfaces {
