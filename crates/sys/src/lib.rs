@@ -13,4 +13,5 @@ pub mod fs;
 pub mod mem;
 pub mod netif;
 pub mod pipe;
+pub mod tsinfo;
 pub mod uring;
