@@ -15,5 +15,6 @@ mod query_cli;
 mod query_hardening;
 mod record_live;
 mod record_read;
+mod record_reduce;
 mod record_synthetic;
 mod store_faults;
