@@ -16,6 +16,7 @@ mod query_cli;
 mod query_hardening;
 mod record_live;
 mod record_read;
+mod record_reduce;
 mod record_synthetic;
 mod store_faults;
 mod tune;

@@ -349,9 +349,11 @@ fn start_stream(
     let counts = Arc::new(SharedCounts::default());
     let (stop2, sc2) = (stop.clone(), counts.clone());
     let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
+    // Allocated and touched here, before capture starts.
+    let reduce = p.reduce.build();
     let (ptx, prx) = std::sync::mpsc::channel::<Vec<String>>();
     let capture = spawn_pinned(format!("wv-capture-{id}"), cpu(id), move || {
-        let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, limits);
+        let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, limits, reduce);
         if is_file {
             let _ = ptx.send(src.problems());
         }
