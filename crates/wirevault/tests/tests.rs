@@ -19,5 +19,5 @@ mod record_read;
 mod record_reduce;
 mod record_synthetic;
 mod store_faults;
-mod tune;
 mod timestamps;
+mod tune;

@@ -5,8 +5,8 @@ pub mod plan;
 pub mod query;
 pub mod record;
 pub mod repair;
-pub mod tune;
 pub mod timestamps;
+pub mod tune;
 
 /// Parses a time range given as two options (`names`, e.g. `("--from", "--to")`):
 /// each an RFC 3339 time, epoch seconds or `10m ago`; the first earlier than the
