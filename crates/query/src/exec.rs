@@ -320,10 +320,12 @@ mod count;
 mod cursor;
 mod output;
 mod outside;
+mod visit;
 
 use cursor::*;
 use output::*;
 pub use outside::{check_output, check_outside};
+pub use visit::{visit, VisitFile};
 
 /// Runs a prepared query into `sink`. With [`Sink::PcapThreaded`] a second
 /// thread writes (see [`Chunks`]); its error, if any, is the one reported.
@@ -356,27 +358,38 @@ pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     })
 }
 
-fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, QueryError> {
-    let from = p.query.from_ns.unwrap_or(0);
-    let to = p.query.to_ns.unwrap_or(u64::MAX);
-    let limit = p.query.limit.unwrap_or(u64::MAX);
-    let mut report = Report {
+/// The start of running `p`: its bounds (from, to, limit) and a report
+/// holding what preparing it found.
+fn begin(p: &mut Prepared) -> ((u64, u64, u64), Report) {
+    let bounds = (p.query.from_ns.unwrap_or(0), p.query.to_ns.unwrap_or(u64::MAX), p.query.limit.unwrap_or(u64::MAX));
+    let report = Report {
         files: p.entries.len(),
         part_files: p.part_files,
         recording: p.recording,
         warnings: std::mem::take(&mut p.catalog_warnings),
         ..Report::default()
     };
+    (bounds, report)
+}
 
-    // Files that may hold packets in [from, to), by first timestamp.
-    let mut files: Vec<(usize, &Entry)> = Vec::new();
-    for (i, e) in p.entries.iter().enumerate() {
+/// The entries that may hold packets in `[from, to)` (with their catalog
+/// positions); the others are counted as skipped by time.
+fn in_range<'a>(entries: &'a [Entry], from: u64, to: u64, report: &mut Report) -> Vec<(usize, &'a Entry)> {
+    let mut files = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
         if e.packets == 0 || e.last_ns < from || e.first_ns >= to {
             report.files_skipped_by_time += 1;
         } else {
             files.push((i, e));
         }
     }
+    files
+}
+
+fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, QueryError> {
+    let ((from, to, limit), mut report) = begin(&mut p);
+    // Files that may hold packets in [from, to), by first timestamp.
+    let mut files = in_range(&p.entries, from, to, &mut report);
     files.sort_by_key(|(i, e)| (e.first_ns, *i));
     let default_linktype = files.first().map_or(wv_wire::linktype::ETHERNET, |(_, e)| e.linktype);
     let snaplen = files.iter().map(|(_, e)| e.snaplen).max().filter(|s| *s > 0).unwrap_or(wv_wire::MAX_SNAPLEN);

@@ -51,7 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             "standard output is a terminal and query writes binary pcap: use -w FILE, a pipe (| tcpdump -r -) or --count",
         ));
     }
-    let (from_ns, to_ns) = time_range(&args.from, &args.to)?;
+    let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
     let query = wv_query::Query {
         store: args.store.clone(),
         from_ns,
@@ -136,22 +136,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         return Ok(exit::ERROR);
     }
     Ok(exit::OK)
-}
-
-/// `--from`/`--to` as ns since the epoch (shared by every command that
-/// selects stored packets); a bad time or an empty range is a usage error.
-pub(crate) fn time_range(from: &Option<String>, to: &Option<String>) -> anyhow::Result<(Option<u64>, Option<u64>)> {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
-        s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| fail(exit::USAGE, e.to_string()))).transpose()
-    };
-    let (from_ns, to_ns) = (time(from)?, time(to)?);
-    if let (Some(f), Some(t)) = (from_ns, to_ns) {
-        if f >= t {
-            return Err(fail(exit::USAGE, "--from must be earlier than --to"));
-        }
-    }
-    Ok((from_ns, to_ns))
 }
 
 /// The exit code of a failed `wv_query::prepare`: the user's input (filter,

@@ -108,7 +108,7 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
     }
     let sources = args.words[..n].iter().map(PathBuf::from).collect();
     let expr = args.words[n..].join(" ");
-    let (from_ns, to_ns) = super::query::time_range(&args.from, &args.to)?;
+    let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
     Ok(Plan { pacing, sources, expr, from_ns, to_ns })
 }
 

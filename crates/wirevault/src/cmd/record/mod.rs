@@ -16,4 +16,5 @@ mod status;
 mod store;
 
 pub use args::Args;
+pub use plan::defaults::buffer as default_buffer;
 pub use run::run;
