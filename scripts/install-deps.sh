@@ -2,14 +2,14 @@
 # Installs what wirevault's build, tests, demo and benchmarks need on Debian:
 # libpcap (filter compiler), tcpdump/tshark/capinfos (peers the tests compare
 # with), tcpreplay and netsniff-ng (traffic generators), fio (disk baseline),
-# iproute2 (namespaces and veth pairs), ping (the demo's traffic),
+# iproute2 (namespaces and veth pairs), ethtool (`tune`'s cross-check), ping (the demo's traffic),
 # stenographer (benchmark peer) and fonts-dejavu-core (disk-bench's plot text).
 #
 # Idempotent and quiet when everything is present: `apt-get update` runs only
 # when a package is missing. Needs root (or sudo) only in that case.
 set -euo pipefail
 
-packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer fonts-dejavu-core)
+packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer ethtool fonts-dejavu-core)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -51,16 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             "standard output is a terminal and query writes binary pcap: use -w FILE, a pipe (| tcpdump -r -) or --count",
         ));
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
-        s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| fail(exit::USAGE, e.to_string()))).transpose()
-    };
-    let (from_ns, to_ns) = (time(&args.from)?, time(&args.to)?);
-    if let (Some(f), Some(t)) = (from_ns, to_ns) {
-        if f >= t {
-            return Err(fail(exit::USAGE, "--from must be earlier than --to"));
-        }
-    }
+    let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
     let query = wv_query::Query {
         store: args.store.clone(),
         from_ns,
@@ -68,20 +59,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         expr: args.expression.join(" "),
         limit: args.limit,
     };
-    let prepared = wv_query::prepare(query).map_err(|e| match e {
-        wv_query::QueryError::BadExpression { .. } => fail(exit::USAGE, e.to_string()),
-        wv_query::QueryError::NotAStore { .. } | wv_query::QueryError::NotRegular { .. } => {
-            fail(exit::USAGE, e.to_string())
-        }
-        other => fail(exit::ERROR, other.to_string()),
-    })?;
+    let prepared = wv_query::prepare(query).map_err(prepare_error)?;
     let result = if args.count {
         wv_query::run(prepared, wv_query::Sink::Count)
     } else if let Some(path) = write {
         let mut f = create_output(&prepared, path)?;
         wv_query::run(prepared, wv_query::Sink::Pcap(&mut f))
     } else {
-        let (mut out, pipe) = stdout_file()?;
+        let (mut out, pipe, fifo) = stdout_file()?;
         // `query S >> S/stream-000/X.pcap`: the shell opened the output, so
         // the check is on what standard output is, by device and inode.
         if out.metadata().is_ok_and(|m| m.is_file()) {
@@ -97,7 +82,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 ));
             }
         }
-        if pipe {
+        if fifo {
+            wv_query::run(prepared, wv_query::Sink::PcapPipe(&mut out))
+        } else if pipe {
             wv_query::run(prepared, wv_query::Sink::PcapThreaded(&mut out))
         } else {
             wv_query::run(prepared, wv_query::Sink::Pcap(&mut out))
@@ -151,6 +138,17 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// The exit code of a failed `wv_query::prepare`: the user's input (filter,
+/// path) is a usage error, the rest a runtime error.
+pub(crate) fn prepare_error(e: wv_query::QueryError) -> anyhow::Error {
+    match e {
+        wv_query::QueryError::BadExpression { .. }
+        | wv_query::QueryError::NotAStore { .. }
+        | wv_query::QueryError::NotRegular { .. } => fail(exit::USAGE, e.to_string()),
+        other => fail(exit::ERROR, other.to_string()),
+    }
+}
+
 /// Opens `-w FILE`: never the store or a file in it (checked by device and
 /// inode before anything is created or truncated), truncated only once what
 /// was opened has been checked again (the path may have changed meanwhile).
@@ -175,7 +173,7 @@ fn create_output(prepared: &wv_query::Prepared, path: &std::path::Path) -> anyho
 /// maximum and written from a second thread: with the default 64 KiB pipe
 /// and the copy into it on the query's own thread, `| cat` took twice as
 /// long as `-w /dev/null`.
-fn stdout_file() -> anyhow::Result<(std::fs::File, bool)> {
+fn stdout_file() -> anyhow::Result<(std::fs::File, bool, bool)> {
     use std::os::fd::AsFd;
     let fd = std::io::stdout()
         .as_fd()
@@ -187,5 +185,5 @@ fn stdout_file() -> anyhow::Result<(std::fs::File, bool)> {
     if fifo {
         let _ = wv_sys::pipe::grow(&f, 4 << 20);
     }
-    Ok((f, fifo || kind.is_ok_and(|t| t.is_socket())))
+    Ok((f, fifo || kind.is_ok_and(|t| t.is_socket()), fifo))
 }
