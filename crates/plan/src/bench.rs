@@ -100,14 +100,11 @@ pub struct Volumes {
 /// mean is below `rate` the backlog grows with the length of the run and no
 /// buffer suffices: [`Buffer::sustained`] is false.
 ///
-/// The same rule as disk-bench's own buffer calculation (written at the same
-/// time in its crate); one of the two is to go when both are merged.
+/// The rule is disk-bench's own ([`wv_diskbench::buffer::needed`]), so
+/// `plan --bench` and `disk-bench --rate` give the same buffer.
 pub fn buffer_for(rate: f64, series: &[f64]) -> Buffer {
-    let (mut backlog, mut worst) = (0.0f64, 0.0f64);
-    for s in series {
-        backlog = (backlog + rate - s).max(0.0);
-        worst = worst.max(backlog);
-    }
+    let whole: Vec<u64> = series.iter().map(|s| s.max(0.0).round() as u64).collect();
+    let worst = wv_diskbench::buffer::needed(&whole, rate);
     let mean = if series.is_empty() { 0.0 } else { series.iter().sum::<f64>() / series.len() as f64 };
     Buffer { bytes: worst, sustained: !series.is_empty() && mean >= rate }
 }
@@ -126,10 +123,10 @@ pub struct Buffer {
 pub const BUFFER_MARGIN: f64 = 0.5;
 
 /// A `record --buffer` value for a measured backlog: plus [`BUFFER_MARGIN`],
-/// rounded up to a whole MiB, at least 64 MiB.
+/// rounded up as disk-bench rounds its advice (a power of two or 1.5 times
+/// one, in MiB), at least 64 MiB.
 pub fn advised_buffer(bytes: f64) -> u64 {
-    let mib = (bytes * (1.0 + BUFFER_MARGIN) / (1u64 << 20) as f64).ceil() as u64;
-    mib.max(64) << 20
+    wv_diskbench::buffer::round_up(bytes * (1.0 + BUFFER_MARGIN), 64 << 20)
 }
 
 #[cfg(test)]
