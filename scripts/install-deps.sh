@@ -2,15 +2,15 @@
 # Installs what wirevault's build, tests, demo and benchmarks need on Debian:
 # libpcap (filter compiler), tcpdump/tshark/capinfos (peers the tests compare
 # with), tcpreplay and netsniff-ng (traffic generators), fio (disk baseline),
-# iproute2 (namespaces and veth pairs), ping (the demo's traffic) and
-# stenographer (benchmark peer), nftables (packet loss in the analyze live
-# test; this kernel has no netem) and python3 (test traffic, bench helpers).
+# iproute2 (namespaces and veth pairs), ethtool (`tune`'s cross-check), ping (the demo's traffic),
+# stenographer (benchmark peer), fonts-dejavu-core (disk-bench's plot text), nftables (packet
+# loss in the analyze live test; this kernel has no netem) and python3 (test traffic, bench helpers).
 #
 # Idempotent and quiet when everything is present: `apt-get update` runs only
 # when a package is missing. Needs root (or sudo) only in that case.
 set -euo pipefail
 
-packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer nftables python3)
+packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer ethtool fonts-dejavu-core nftables python3)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -27,10 +27,20 @@ pub struct Counts {
     /// Packets whose time the stored format cannot hold (pcap after
     /// 2106-02-07T06:28:15Z), not stored.
     pub dropped_timestamp_range: u64,
+    /// Frames not stored because they equal one stored within `--dedup`'s window.
+    pub deduplicated: u64,
+    /// Frames not stored because their connection passed `--flow-cutoff`.
+    pub cut: u64,
+    /// Connections still active whose `--flow-cutoff` entry a new one took
+    /// (the table was full): they may keep more than the cutoff.
+    pub flows_evicted: u64,
+    /// CPU time of the capture thread since it started capturing (ns),
+    /// updated when the counters are published.
+    pub cpu_ns: u64,
 }
 
 /// Number of fields of [`Counts`].
-const FIELDS: usize = 10;
+const FIELDS: usize = 14;
 
 impl Counts {
     /// Every field, in one fixed order: the one list of the fields that
@@ -47,6 +57,10 @@ impl Counts {
             &mut self.dropped_arena_full,
             &mut self.dropped_shutdown,
             &mut self.dropped_timestamp_range,
+            &mut self.deduplicated,
+            &mut self.cut,
+            &mut self.flows_evicted,
+            &mut self.cpu_ns,
         ]
     }
 
@@ -110,6 +124,10 @@ mod tests {
             dropped_arena_full: k + 7,
             dropped_shutdown: k + 8,
             dropped_timestamp_range: k + 9,
+            deduplicated: k + 10,
+            cut: k + 11,
+            flows_evicted: k + 12,
+            cpu_ns: k + 13,
         }
     }
 

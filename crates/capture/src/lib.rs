@@ -12,6 +12,7 @@ pub mod args;
 pub mod counters;
 pub mod file;
 pub mod filter;
+pub mod reduce;
 pub mod synthetic;
 pub mod worker;
 

@@ -2,6 +2,7 @@
 //!
 //! HOT PATH: [`Delivery::packet`] runs once per packet.
 
+use crate::reduce::{Reduce, Verdict};
 use crate::{CaptureError, Counts, KernelCounts, Poll, SharedCounts, Source};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -15,6 +16,8 @@ pub struct Delivery<'a> {
     remaining: &'a mut u64,
     /// The user's snapshot length (`-s`): packets are cut to it.
     snaplen: u32,
+    /// `--dedup` and `--flow-cutoff`.
+    reduce: &'a mut Reduce,
 }
 
 impl Delivery<'_> {
@@ -50,7 +53,24 @@ impl Delivery<'_> {
             self.counts.dropped_timestamp_range += 1;
             return;
         }
+        let reduce = !self.reduce.is_off();
+        if reduce {
+            match self.reduce.verdict(ts_ns, linktype, origlen, parts) {
+                Verdict::Store => {}
+                Verdict::Duplicate => {
+                    self.counts.deduplicated += 1;
+                    return;
+                }
+                Verdict::Cut => {
+                    self.counts.cut += 1;
+                    return;
+                }
+            }
+        }
         if self.stream.append(ts_ns, linktype, snaplen, origlen, caplen, parts) {
+            if reduce {
+                self.reduce.stored(ts_ns);
+            }
             *self.remaining -= 1;
             self.counts.stored += 1;
             self.counts.stored_bytes += u64::from(caplen);
@@ -104,11 +124,19 @@ pub fn run<S: Source + ?Sized>(
     stop: &AtomicBool,
     shared: &SharedCounts,
     limits: Limits,
+    mut reduce: Reduce,
 ) -> Result<Counts, CaptureError> {
+    let cpu0 = wv_sys::cpu::thread_cpu_ns();
     let mut counts = Counts::default();
     let mut remaining = limits.max_packets.unwrap_or(u64::MAX);
-    let snaplen = limits.snaplen;
-    let result = pump(src, stream, stop, shared, &mut counts, &mut remaining, snaplen);
+    let mut d = Delivery {
+        stream,
+        counts: &mut counts,
+        remaining: &mut remaining,
+        snaplen: limits.snaplen,
+        reduce: &mut reduce,
+    };
+    let result = pump(src, &mut d, stop, shared, cpu0);
     // Drain what the source already accepted, even after an error, so
     // nothing it took in goes uncounted.
     let drained = src.stop_intake().and_then(|()| {
@@ -116,7 +144,6 @@ pub fn run<S: Source + ?Sized>(
             return Ok(());
         }
         loop {
-            let mut d = Delivery { stream, counts: &mut counts, remaining: &mut remaining, snaplen };
             match src.poll(&mut d)? {
                 Poll::Packets => continue,
                 Poll::Idle if !src.drained_when_idle() => continue,
@@ -126,21 +153,21 @@ pub fn run<S: Source + ?Sized>(
         Ok(())
     });
     let kc: KernelCounts = src.kernel_counts().unwrap_or_default();
-    counts.filtered_kernel = kc.filtered;
-    counts.dropped_kernel = kc.dropped;
-    stream.finish();
-    shared.publish(&counts, stream.arena_fill());
+    d.counts.flows_evicted = d.reduce.cutoff.as_ref().map_or(0, |c| c.evicted);
+    d.counts.filtered_kernel = kc.filtered;
+    d.counts.dropped_kernel = kc.dropped;
+    d.counts.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
+    d.stream.finish();
+    shared.publish(d.counts, d.stream.arena_fill());
     result.and(drained).map(|()| counts)
 }
 
 fn pump<S: Source + ?Sized>(
     src: &mut S,
-    stream: &mut StreamProducer,
+    d: &mut Delivery<'_>,
     stop: &AtomicBool,
     shared: &SharedCounts,
-    counts: &mut Counts,
-    remaining: &mut u64,
-    snaplen: u32,
+    cpu0: u64,
 ) -> Result<(), CaptureError> {
     let mut batches = 0u32;
     let mut kernel_read_ns = 0u64;
@@ -148,22 +175,23 @@ fn pump<S: Source + ?Sized>(
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let mut d = Delivery { stream, counts, remaining, snaplen };
-        let p = src.poll(&mut d)?;
+        let p = src.poll(d)?;
         let done = d.limit_reached();
         batches = batches.wrapping_add(1);
         // One clock read per batch (or every 16 when busy): time rotation and idle flushes.
         if p != Poll::Packets || batches.is_multiple_of(16) {
             let now = now_ns();
-            stream.tick(now);
+            d.stream.tick(now);
             // Kernel counters once a second (one getsockopt per socket).
             if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
                 kernel_read_ns = now;
                 let kc = src.kernel_counts()?;
-                counts.filtered_kernel = kc.filtered;
-                counts.dropped_kernel = kc.dropped;
+                d.counts.filtered_kernel = kc.filtered;
+                d.counts.dropped_kernel = kc.dropped;
             }
-            shared.publish(counts, stream.arena_fill());
+            d.counts.flows_evicted = d.reduce.cutoff.as_ref().map_or(0, |c| c.evicted);
+            d.counts.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
+            shared.publish(d.counts, d.stream.arena_fill());
         }
         if p == Poll::End || done {
             return Ok(());

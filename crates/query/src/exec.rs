@@ -115,10 +115,6 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-/// What [`Sink::Each`] calls per packet: `(timestamp ns, length on the
-/// wire, link type, captured bytes)`.
-pub type EachPacket<'a> = dyn FnMut(u64, u32, u32, &[u8]) + 'a;
-
 /// Where matching packets go.
 pub enum Sink<'a> {
     /// Count only.
@@ -128,11 +124,27 @@ pub enum Sink<'a> {
     /// Write a nanosecond pcap stream from a second thread: for a pipe or
     /// socket, whose copy into the kernel then overlaps with the query.
     PcapThreaded(&'a mut (dyn Write + Send)),
-    /// Hand each matching packet to a function, in the merged order:
-    /// `(timestamp ns, length on the wire, link type, captured bytes)`.
-    /// For tools that read the stored packets (`analyze`).
-    Each(&'a mut EachPacket<'a>),
+    /// As `PcapThreaded`, into a pipe: with no filter, byte ranges of stored
+    /// pcap files that go out whole are spliced into it (zero copy).
+    PcapPipe(&'a mut File),
+    /// Hand each packet to a callback, in output order, instead of writing
+    /// pcap (`replay`; any tool that consumes packets). Packets of several
+    /// link types are passed as they are. An error from the callback stops
+    /// the query and is returned as [`QueryError::Output`].
+    Packets(&'a mut PacketFn<'a>),
 }
+
+/// One selected packet, borrowed for the duration of a [`Sink::Packets`] call.
+#[derive(Debug, Clone, Copy)]
+pub struct PacketRef<'p> {
+    pub ts_ns: u64,
+    pub origlen: u32,
+    pub linktype: u32,
+    pub data: &'p [u8],
+}
+
+/// The callback of [`Sink::Packets`].
+pub type PacketFn<'a> = dyn FnMut(PacketRef<'_>) -> io::Result<()> + 'a;
 
 /// A query that has been validated: the expression compiles and the store opens.
 pub struct Prepared {
@@ -319,42 +331,40 @@ fn count_part_files(store: &Path) -> usize {
     n
 }
 
+mod count;
 mod cursor;
 mod output;
 mod outside;
+mod visit;
 
 use cursor::*;
 use output::*;
 pub use outside::{check_output, check_outside};
+pub use visit::{visit, VisitFile};
 
 /// Runs a prepared query into `sink`. With [`Sink::PcapThreaded`] a second
 /// thread writes (see [`Chunks`]); its error, if any, is the one reported.
 pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
-    let w = match sink {
-        Sink::Count => return run_into(p, None, None),
-        Sink::Each(f) => return run_into(p, None, Some(f)),
-        Sink::Pcap(w) => return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w))), None),
-        Sink::PcapThreaded(w) => w,
+    let dest = match sink {
+        Sink::Count => return run_into(p, None),
+        Sink::Pcap(w) => return run_into(p, Some(OutBytes::Inline(io::BufWriter::with_capacity(OUT_CHUNK, w)))),
+        Sink::PcapThreaded(w) => Dest::Any(w),
+        Sink::PcapPipe(f) => Dest::Pipe(f),
+        Sink::Packets(f) => return run_into(p, Some(OutBytes::Each(f))),
     };
+    let pipe = matches!(dest, Dest::Pipe(_));
     std::thread::scope(|s| {
-        let (tx, rx) = sync_channel::<Vec<u8>>(1);
+        let (tx, rx) = sync_channel::<Msg>(1);
         let (back_tx, back) = sync_channel::<Vec<u8>>(3);
         for _ in 0..2 {
             let _ = back_tx.send(Vec::with_capacity(OUT_CAP));
         }
         let writer = std::thread::Builder::new()
             .name("wv-query-out".into())
-            .spawn_scoped(s, move || -> io::Result<()> {
-                for mut buf in rx {
-                    w.write_all(&buf)?;
-                    buf.clear();
-                    let _ = back_tx.send(buf);
-                }
-                w.flush()
-            })
+            .spawn_scoped(s, move || writer(dest, rx, back_tx))
             .map_err(QueryError::Output)?;
-        let chunks = Chunks { cur: Vec::with_capacity(OUT_CAP), tx: Some(tx), back };
-        let r = run_into(p, Some(OutBytes::Chunks(chunks)), None);
+        let chunks = Chunks { cur: Vec::with_capacity(OUT_CAP), tx: Some(tx), pipe, back };
+        let r = run_into(p, Some(OutBytes::Chunks(chunks)));
         let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("the output thread panicked")));
         match (r, written) {
             (Err(QueryError::Output(_)), Err(e)) | (Ok(_), Err(e)) => Err(QueryError::Output(e)),
@@ -363,37 +373,54 @@ pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     })
 }
 
-fn run_into(
-    mut p: Prepared,
-    bytes: Option<OutBytes<'_>>,
-    mut each: Option<&mut EachPacket<'_>>,
-) -> Result<Report, QueryError> {
-    let from = p.query.from_ns.unwrap_or(0);
-    let to = p.query.to_ns.unwrap_or(u64::MAX);
-    let limit = p.query.limit.unwrap_or(u64::MAX);
-    let mut report = Report {
+/// The start of running `p`: its bounds (from, to, limit) and a report
+/// holding what preparing it found.
+fn begin(p: &mut Prepared) -> ((u64, u64, u64), Report) {
+    let bounds = (p.query.from_ns.unwrap_or(0), p.query.to_ns.unwrap_or(u64::MAX), p.query.limit.unwrap_or(u64::MAX));
+    let report = Report {
         files: p.entries.len(),
         part_files: p.part_files,
         recording: p.recording,
         warnings: std::mem::take(&mut p.catalog_warnings),
         ..Report::default()
     };
+    (bounds, report)
+}
 
-    // Files that may hold packets in [from, to), by first timestamp.
-    let mut files: Vec<(usize, &Entry)> = Vec::new();
-    for (i, e) in p.entries.iter().enumerate() {
+/// The entries that may hold packets in `[from, to)` (with their catalog
+/// positions); the others are counted as skipped by time.
+fn in_range<'a>(entries: &'a [Entry], from: u64, to: u64, report: &mut Report) -> Vec<(usize, &'a Entry)> {
+    let mut files = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
         if e.packets == 0 || e.last_ns < from || e.first_ns >= to {
             report.files_skipped_by_time += 1;
         } else {
             files.push((i, e));
         }
     }
+    files
+}
+
+fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, QueryError> {
+    let ((from, to, limit), mut report) = begin(&mut p);
+    // Files that may hold packets in [from, to), by first timestamp.
+    let mut files = in_range(&p.entries, from, to, &mut report);
     files.sort_by_key(|(i, e)| (e.first_ns, *i));
     let default_linktype = files.first().map_or(wv_wire::linktype::ETHERNET, |(_, e)| e.linktype);
     let snaplen = files.iter().map(|(_, e)| e.snaplen).max().filter(|s| *s > 0).unwrap_or(wv_wire::MAX_SNAPLEN);
 
+    if bytes.is_none() && p.query.limit.is_none() {
+        let threads = count::threads_for(files.len());
+        if threads > 1 {
+            count::count_files(&p, &files, (from, to), threads, &mut report)?;
+            return Ok(report);
+        }
+    }
     let mut out = bytes.map(|w| PcapOut { w, linktype: None, snaplen });
     let mut cursors: Vec<Cursor> = Vec::new();
+    // Each cursor's catalog times (first, last packet).
+    let mut times: Vec<(u64, u64)> = Vec::new();
+    let splice_ok = p.query.expr.trim().is_empty() && p.query.limit.is_none();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let mut next = 0;
     let expr = p.query.expr.clone();
@@ -411,6 +438,7 @@ fn run_into(
                 heap.push(Reverse((c.head.ts_ns, cursors.len())));
             }
             cursors.push(c);
+            times.push((e.first_ns, e.last_ns));
         }
         let Some(Reverse((_, ci))) = heap.pop() else {
             break;
@@ -420,30 +448,67 @@ fn run_into(
         if let Some(o) = out.as_mut() {
             o.packet(&c.head)?;
         }
-        if let Some(f) = each.as_mut() {
-            f(c.head.ts_ns, c.head.origlen, c.head.linktype, &c.head.data);
-        }
         let more = if heap.is_empty() {
             // The only file with packets ahead, until the next file starts:
             // write its packets straight from the reader's buffer (no copy
             // into `head`, no heap). The first packet at or past the next
             // file's start, or past the limit, goes back to the merge.
             let bound = files.get(next).map_or(u64::MAX, |(_, e)| e.first_ns);
-            let Cursor { reader, path, head } = c;
-            scan(reader, path, from, to, &expr, &mut p.filters, &mut report, |pk, report| {
+            // With no filter, a stored pcap file whose records are the
+            // output's bytes and which goes out whole from here (the time
+            // range covers it, no other file starts before its last
+            // packet, no limit) is spliced: the reader still reads and
+            // checks each record; the runs of checked records it laid out
+            // contiguously are sent from the file, not copied.
+            let (first_ns, last_ns) = times[ci];
+            let mut sp = match out.as_ref() {
+                Some(PcapOut { w: OutBytes::Chunks(ch), linktype: Some(lt), .. })
+                    if splice_ok && ch.pipe && from <= first_ns && last_ns < to && last_ns < bound =>
+                {
+                    c.splice_source(*lt)
+                }
+                _ => None,
+            };
+            let Cursor { reader, path, head, .. } = c;
+            let more = scan(reader, path, from, to, &expr, &mut p.filters, &mut report, |pk, report| {
                 if pk.ts_ns >= bound || report.matched >= limit {
                     head.set(pk);
                     return Ok(false);
                 }
                 report.matched += 1;
-                if let Some(o) = out.as_mut() {
+                let Some(o) = out.as_mut() else {
+                    return Ok(true);
+                };
+                let Some((_, s, e)) = sp.as_mut() else {
+                    return o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data).map(|()| true);
+                };
+                // A record joins the run only if it follows the run's last
+                // one in the file and is stored exactly as it would be
+                // written (same link type, header bytes equal to the ones
+                // written for its time and lengths: not truncated to the
+                // snaplen, no nanoseconds field of 10^9 or more, lengths in
+                // order). Anything else ends the run and is copied.
+                let mut rh = [0u8; wv_wire::pcap::RECORD_HEADER_LEN];
+                wv_wire::pcap::emit_record_header(&mut rh, pk.ts_ns, pk.data.len() as u32, pk.origlen);
+                let end = pk.offset + (rh.len() + pk.data.len()) as u64;
+                if pk.offset == *e && pk.stored_header == rh && o.linktype == Some(pk.linktype) {
+                    *e = end;
+                    if *e - *s >= 64 << 20 {
+                        o.w.splice_run(&mut sp).map_err(QueryError::Output)?;
+                    }
+                } else {
+                    o.w.splice_run(&mut sp).map_err(QueryError::Output)?;
                     o.record(pk.ts_ns, pk.origlen, pk.linktype, pk.data)?;
-                }
-                if let Some(f) = each.as_mut() {
-                    f(pk.ts_ns, pk.origlen, pk.linktype, pk.data);
+                    if let Some((_, s, e)) = sp.as_mut() {
+                        (*s, *e) = (end, end);
+                    }
                 }
                 Ok(true)
-            })?
+            });
+            if let Some(o) = out.as_mut() {
+                o.w.splice_run(&mut sp).map_err(QueryError::Output)?;
+            }
+            more?
         } else {
             c.advance(from, to, &expr, &mut p.filters, &mut report)?
         };

@@ -6,12 +6,17 @@
 //! * [`filter`] runs the libpcap-compiled expression on each candidate.
 //! * [`exec`] chooses files by time, reads candidate blocks, merges by timestamp.
 //! * [`time`] parses the times users give.
+//! * [`stamps`]: timestamp statistics per stream (resolution, steps back, shared stamps, gaps).
 #![deny(unsafe_code)]
 
 pub mod exec;
 pub mod expr;
 pub mod filter;
+pub mod stamps;
 pub mod time;
 
-pub use exec::{check_output, check_outside, prepare, run, Prepared, Query, QueryError, Report, Sink};
+pub use exec::{
+    check_output, check_outside, prepare, run, visit, PacketFn, PacketRef, Prepared, Query, QueryError, Report, Sink,
+    VisitFile,
+};
 pub use time::{parse_time, TimeError};

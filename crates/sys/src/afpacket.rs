@@ -41,6 +41,8 @@ use crate::bpf;
 pub use crate::error::Error;
 
 mod block;
+/// Sending frames (`wirevault replay`): sendmmsg batches with qdisc bypass, the monotonic clock.
+pub mod tx;
 use crate::netif;
 pub use block::{Block, Frames};
 

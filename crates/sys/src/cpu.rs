@@ -39,6 +39,17 @@ pub fn cpu_numa_node(cpu: usize) -> Option<i32> {
     dir.flatten().find_map(|e| e.file_name().to_str()?.strip_prefix("node")?.parse().ok())
 }
 
+/// CPU time the calling thread has used, in nanoseconds (0 if the clock
+/// cannot be read). A system call: not for per-packet use.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a live timespec the kernel writes; no other memory is touched.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
+}
+
 /// Total physical memory in bytes.
 pub fn total_memory() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.

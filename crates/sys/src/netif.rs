@@ -93,7 +93,7 @@ pub fn numa_node(name: &str) -> Option<i32> {
 }
 
 /// Whether `name` can be an interface name at all (`dev_valid_name` in the kernel).
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() < libc::IFNAMSIZ
         && name != "."
@@ -103,6 +103,15 @@ fn valid_name(name: &str) -> bool {
 
 /// Runs a `SIOCGIF*` ioctl for `name` on a throw-away socket.
 fn ioctl(name: &str, req: libc::c_ulong, what: &'static str) -> Result<libc::ifreq, Error> {
+    let mut ifr = ifreq_for(name)?;
+    // SAFETY: `req` is a SIOCGIF* request, which reads the name from and writes its answer into
+    // the `ifreq` itself; it follows no pointer in it.
+    unsafe { ioctl_on(name, req, what, &mut ifr)? };
+    Ok(ifr)
+}
+
+/// An `ifreq` naming interface `name`, everything else zero.
+pub(crate) fn ifreq_for(name: &str) -> Result<libc::ifreq, Error> {
     if !valid_name(name) {
         return Err(Error::NoSuchInterface(name.to_owned()));
     }
@@ -111,8 +120,25 @@ fn ioctl(name: &str, req: libc::c_ulong, what: &'static str) -> Result<libc::ifr
     for (dst, &b) in ifr.ifr_name.iter_mut().zip(name.as_bytes()) {
         *dst = b as libc::c_char; // NUL-terminated: name.len() < IFNAMSIZ and the rest is zero
     }
-    // Any socket family serves SIOCGIF* (the kernel falls back to dev_ioctl); AF_UNIX needs no
-    // privilege and exists even when IPv4 is disabled.
+    Ok(ifr)
+}
+
+/// Runs the interface ioctl `req` with `ifr` (made by [`ifreq_for`] for
+/// `name`) on a throw-away socket.
+///
+/// # Safety
+///
+/// `req` must be an interface request that reads and writes only the
+/// `ifreq`, or whose pointer in it (`ifru_data` for `SIOCETHTOOL`) points at
+/// a live, exclusive buffer of the layout the request expects.
+pub(crate) unsafe fn ioctl_on(
+    name: &str,
+    req: libc::c_ulong,
+    what: &'static str,
+    ifr: &mut libc::ifreq,
+) -> Result<(), Error> {
+    // Any socket family serves SIOCGIF* and SIOCETHTOOL (the kernel falls back to dev_ioctl);
+    // AF_UNIX needs no privilege and exists even when IPv4 is disabled.
     // SAFETY: plain syscall with constant arguments.
     let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -120,9 +146,9 @@ fn ioctl(name: &str, req: libc::c_ulong, what: &'static str) -> Result<libc::ifr
     }
     // SAFETY: `fd` is a fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: `req` is a SIOCGIF* request, which reads the name from and writes its answer into
-    // the `ifreq` we pass by valid, exclusive pointer.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut ifr as *mut libc::ifreq) };
+    // SAFETY: the `ifreq` is valid and exclusively borrowed; what the request does with it
+    // and any buffer it points at is the caller's contract (see # Safety).
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), req as _, ifr as *mut libc::ifreq) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
@@ -130,7 +156,7 @@ fn ioctl(name: &str, req: libc::c_ulong, what: &'static str) -> Result<libc::ifr
             _ => Error::Os { what, source: e },
         });
     }
-    Ok(ifr)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 //! ([`crate::dissect`]) uses; only the leniency differs.
 
 use crate::linktype;
-use crate::views::{arp, ethernet, get16, get_arr, ipv4, ipv6, sll, udp, vlan};
+use crate::views::{arp, ethernet, get16, get_arr, ipv4, ipv6, sll, tcp, udp, vlan};
 
 /// Most VLAN tags reported (outermost first); deeper tags are skipped.
 pub const MAX_VLANS: usize = 4;
@@ -62,6 +62,10 @@ pub struct FlowKey {
     /// Source and destination port of a TCP, UDP or SCTP header (first
     /// fragment only), when both are inside the captured bytes.
     pub ports: Option<(u16, u16)>,
+    /// The flag bits of a TCP header (see [`crate::views::tcp::flags`]),
+    /// when its flags field is inside the captured bytes. Not indexed: the
+    /// recorder's per-flow cutoff reads it to see connections end.
+    pub tcp_flags: Option<u16>,
 }
 
 impl FlowKey {
@@ -187,6 +191,15 @@ fn parse_ipv4(b: &[u8], l3: usize, k: &mut FlowKey) {
     // The header length as libpcap takes it: 4 * IHL, unchecked.
     let l4 = l3 + 4 * (b[l3 + ipv4::field::VER_IHL] & 0x0f) as usize;
     k.ports = ports(b, l4);
+    if proto == ipproto::TCP {
+        k.tcp_flags = tcp_flags(b, l4);
+    }
+}
+
+/// The flag bits of the TCP header at `l4`.
+#[inline]
+fn tcp_flags(b: &[u8], l4: usize) -> Option<u16> {
+    Some(get16(b, l4 + tcp::field::FLAGS.start)? & 0x01ff)
 }
 
 /// Source and destination port of the TCP, UDP or SCTP header at `l4`
@@ -241,6 +254,9 @@ fn parse_ipv6(b: &[u8], l3: usize, k: &mut FlowKey) {
     if matches!(nh, ipproto::TCP | ipproto::UDP | ipproto::SCTP) {
         k.ports = ports(b, off);
     }
+    if nh == ipproto::TCP {
+        k.tcp_flags = tcp_flags(b, off);
+    }
 }
 
 #[cfg(test)]
@@ -261,6 +277,7 @@ mod tests {
         assert_eq!(k.dst, Addr::V4([93, 184, 216, 34]));
         assert_eq!(k.protos(), &[6]);
         assert_eq!(k.ports, Some((51000, 80)));
+        assert_eq!(k.tcp_flags, Some(tcp::flags::SYN));
     }
 
     #[test]

@@ -77,6 +77,11 @@ pub struct Packet<'a> {
     pub snaplen: u32,
     /// Byte offset in the file of the record header (pcap) or block (pcapng).
     pub offset: u64,
+    /// The pcap record header's bytes as stored (16, or 24 in the modified
+    /// format); empty for pcapng. A record whose stored header equals the one
+    /// written for (`ts_ns`, `caplen`, `origlen`) in a nanosecond
+    /// little-endian file is stored exactly as it would be written.
+    pub stored_header: &'a [u8],
     pub data: &'a [u8],
 }
 
@@ -189,6 +194,8 @@ struct Found {
     linktype: u32,
     snaplen: u32,
     offset: u64,
+    /// Start in the buffer of the pcap record header (`data_start` for pcapng).
+    header_start: usize,
     data_start: usize,
 }
 
@@ -271,6 +278,11 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    /// The underlying reader.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
     /// Byte offset of the next unread record or block.
     pub fn offset(&self) -> u64 {
         self.base.saturating_add(self.pos as u64)
@@ -302,6 +314,7 @@ impl<R: Read> Reader<R> {
             linktype: found.linktype,
             snaplen: found.snaplen,
             offset: found.offset,
+            stored_header: self.buf.get(found.header_start..found.data_start).unwrap_or(&[]),
             data: self.buf.get(found.data_start..data_end).unwrap_or(&[]),
         }))
     }
@@ -424,6 +437,7 @@ impl<R: Read> Reader<R> {
         if have < total {
             return Err(ReadError::TruncatedRecord { offset, caplen, have: (have - st.header_len) as u64 });
         }
+        let header_start = self.pos;
         let data_start = self.pos + st.header_len;
         self.pos += total;
         // libpcap hands out at most the snapshot length and skips the rest
@@ -435,6 +449,7 @@ impl<R: Read> Reader<R> {
             linktype: st.linktype,
             snaplen: st.snaplen,
             offset,
+            header_start,
             data_start,
         }))
     }
@@ -584,6 +599,7 @@ impl<R: Read> Reader<R> {
                         linktype: iface.linktype,
                         snaplen: iface.snaplen,
                         offset: blk.offset,
+                        header_start: blk.body_start + EPB_BODY_LEN,
                         data_start: blk.body_start + EPB_BODY_LEN,
                     }));
                 }
@@ -606,6 +622,7 @@ impl<R: Read> Reader<R> {
                         linktype: iface.linktype,
                         snaplen: iface.snaplen,
                         offset: blk.offset,
+                        header_start: blk.body_start + SPB_BODY_LEN,
                         data_start: blk.body_start + SPB_BODY_LEN,
                     }));
                 }

@@ -57,6 +57,16 @@ enum Command {
     Analyze(Box<cmd::analyze::Args>),
     /// Make a store consistent after a crash: keep partial files up to their last complete packet.
     Repair(cmd::repair::Args),
+    /// Gauge a volume with the recorder's own writer: throughput statistics and the buffer a rate needs.
+    DiskBench(cmd::disk_bench::Args),
+    /// Send stored packets (a store or capture files) out of an interface, at recorded timing or a given rate.
+    Replay(Box<cmd::replay::Args>),
+    /// Check the host for recording from an interface (NUMA, IRQs, queues, offloads, disks) and print the fixes.
+    Tune(cmd::tune::Args),
+    /// Plan capacity: packets/s, bits/s and storage rate per capture format for a link and frame sizes.
+    Plan(cmd::plan::Args),
+    /// Timestamp quality of stores or files (resolution, steps back, shared stamps), the clock source, a NIC's stamping.
+    Timestamps(cmd::timestamps::Args),
     /// Write the man pages and shell completions (bash, zsh, fish) into a directory.
     #[command(hide = true)]
     GenerateDocs(cmd::docs::Args),
@@ -89,6 +99,11 @@ fn main() -> ExitCode {
         Command::Query(a) => cmd::query::run(a),
         Command::Repair(a) => cmd::repair::run(a),
         Command::Analyze(a) => cmd::analyze::run(*a),
+        Command::DiskBench(a) => cmd::disk_bench::run(a),
+        Command::Replay(a) => cmd::replay::run(*a),
+        Command::Tune(a) => cmd::tune::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
+        Command::Timestamps(a) => cmd::timestamps::run(a),
         Command::GenerateDocs(a) => cmd::docs::run(a),
     };
     match result {

@@ -187,3 +187,111 @@ fn index_a_single_file_then_query_it() {
     let got = frames(&std::fs::read(dir.join("out.pcap")).unwrap());
     assert!(!got.is_empty());
 }
+
+/// `sec.nnnnnnnnn` of a time in nanoseconds.
+fn ns_arg(t: u64) -> String {
+    format!("{}.{:09}", t / 1_000_000_000, t % 1_000_000_000)
+}
+
+/// Into a pipe, stored nanosecond files whose records go out whole are
+/// spliced from the file instead of copied. Whatever the shape of the query
+/// (two streams overlapping in time, rotation, time ranges cutting files,
+/// --limit, a filter) and whatever a stored file holds (a record whose
+/// nanoseconds field is 10^9 or more, which the copy path writes normalised),
+/// the bytes in the pipe are exactly those `-w FILE` writes, and tcpdump reads
+/// them. `--count` counts them.
+#[test]
+fn pipe_output_equals_file_output_byte_for_byte() {
+    if !crate::util::need_tools("pipe_output_equals_file_output_byte_for_byte", &["tcpdump"]) {
+        return;
+    }
+    let tmp = TempDir::new("splice");
+    // Two recordings at nearly the same time, their files then indexed as the two
+    // streams of one store: files of both streams overlap in time.
+    let rec = |name: &str| {
+        Command::new(bin())
+            .args(["record", "-q", "--buffer", "64M", "--file-size", "1M", "-o"])
+            .arg(tmp.join(name))
+            .args(["--synthetic", "size=imix,count=40k,rate=100kpps"])
+            .spawn()
+            .unwrap()
+    };
+    // The second starts later: the first stream's first files go out alone
+    // (spliced), the rest is merged with the second stream's.
+    let mut r0 = rec("a");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut r1 = rec("b");
+    assert!(r0.wait().unwrap().success() && r1.wait().unwrap().success());
+    let store = tmp.join("store");
+    for (from, stream) in [("a", "stream-000"), ("b", "stream-001")] {
+        std::fs::create_dir_all(store.join(stream)).unwrap();
+        for e in std::fs::read_dir(tmp.join(from).join("stream-000")).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "pcap") {
+                std::fs::rename(e.path(), store.join(stream).join(e.file_name())).unwrap();
+            }
+        }
+    }
+    let out = Command::new(bin()).arg("index").arg(&store).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cat = crate::util::catalog(&store);
+    assert!(cat.len() >= 8, "{} stored files", cat.len());
+    let streams: std::collections::BTreeSet<_> = cat.iter().map(|e| e["stream"].as_u64().unwrap()).collect();
+    assert_eq!(streams.len(), 2, "two streams");
+
+    // One record of a stored file gets a nanoseconds field of 10^9 or more
+    // (one second less, 10^9 nanoseconds more: the same time).
+    let first_of_0 = cat.iter().filter(|e| e["stream"] == 0).min_by_key(|e| e["first_ns"].as_u64()).unwrap();
+    let victim = store.join(first_of_0["file"].as_str().unwrap());
+    let bytes = std::fs::read(&victim).unwrap();
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    let mut offsets = Vec::new();
+    while let Ok(Some(p)) = r.next_packet() {
+        offsets.push(p.offset as usize);
+    }
+    let at = offsets[offsets.len() / 2];
+    let mut bytes = bytes;
+    let sec = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    let nsec = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+    bytes[at..at + 4].copy_from_slice(&(sec - 1).to_le_bytes());
+    bytes[at + 4..at + 8].copy_from_slice(&(nsec + 1_000_000_000).to_le_bytes());
+    std::fs::write(&victim, &bytes).unwrap();
+
+    let first = cat.iter().map(|e| e["first_ns"].as_u64().unwrap()).min().unwrap();
+    let last = cat.iter().map(|e| e["last_ns"].as_u64().unwrap()).max().unwrap();
+    let (a, b) = (first + (last - first) / 3, first + 2 * (last - first) / 3);
+    let (a, b) = (ns_arg(a), ns_arg(b));
+    let s = store.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec![],
+        vec!["--from", &a],
+        vec!["--to", &b],
+        vec!["--from", &a, "--to", &b],
+        vec!["--limit", "1000"],
+        vec!["greater 500"],
+    ];
+    let file = tmp.join("out.pcap");
+    for args in cases {
+        let piped = Command::new(bin()).args(["query", s]).args(&args).output().unwrap();
+        assert!(piped.status.success(), "{args:?}: {}", String::from_utf8_lossy(&piped.stderr));
+        let _ = std::fs::remove_file(&file);
+        let w = Command::new(bin()).args(["query", s]).args(&args).arg("-w").arg(&file).output().unwrap();
+        assert!(w.status.success(), "{args:?}: {}", String::from_utf8_lossy(&w.stderr));
+        let written = std::fs::read(&file).unwrap();
+        assert!(written.len() > 24, "{args:?}: no packets");
+        assert_eq!(piped.stdout.len(), written.len(), "{args:?}: pipe and -w sizes");
+        assert!(piped.stdout == written, "{args:?}: pipe and -w bytes differ");
+        // --count (files counted on several threads when there is no
+        // --limit) counts what -w writes.
+        let c = Command::new(bin()).args(["query", s, "--count"]).args(&args).output().unwrap();
+        assert!(c.status.success(), "{args:?}: {}", String::from_utf8_lossy(&c.stderr));
+        let n: usize = String::from_utf8_lossy(&c.stdout).trim().parse().unwrap();
+        assert_eq!(n, frames(&written).len(), "{args:?}: --count");
+        let from_pipe = tmp.join("piped.pcap");
+        std::fs::write(&from_pipe, &piped.stdout).unwrap();
+        let td = Command::new("tcpdump").args(["--nano", "-r"]).arg(&from_pipe).args(["-w", "-"]).output().unwrap();
+        assert!(td.status.success(), "{args:?}: tcpdump: {}", String::from_utf8_lossy(&td.stderr));
+        let (t, p) = (frames(&td.stdout), frames(&piped.stdout));
+        assert_eq!(t.len(), p.len(), "{args:?}: packets tcpdump reads");
+        assert!(t == p, "{args:?}: tcpdump reads other packets than the query wrote");
+    }
+}

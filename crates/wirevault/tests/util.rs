@@ -607,11 +607,14 @@ pub fn stream_records(files: &[StoredFile], stream: u64) -> Vec<Rec> {
 }
 
 /// The final counters of a recording, checked for consistency:
-/// state "done", balanced, and received = written + filtered + every drop.
+/// state "done", balanced, and received = written + filtered +
+/// deduplicated + cut + every drop.
 pub struct Counters {
     pub received: u64,
     pub written: u64,
     pub filtered: u64,
+    pub deduplicated: u64,
+    pub cut: u64,
     pub kernel: u64,
     pub arena_full: u64,
     pub write_error: u64,
@@ -633,13 +636,19 @@ pub fn final_counters(store: &Path) -> Counters {
         received: u(&s, "received"),
         written: u(&s, "written"),
         filtered: u(&s, "filtered"),
+        deduplicated: u(&s, "deduplicated"),
+        cut: u(&s, "cut"),
         kernel: u(d, "kernel"),
         arena_full: u(d, "arena_full"),
         write_error: u(d, "write_error"),
         shutdown: u(d, "shutdown"),
         timestamp_range: u(d, "timestamp_range"),
     };
-    assert_eq!(c.received, c.written + c.filtered + c.drops(), "received != written + filtered + drops: {s}");
+    assert_eq!(
+        c.received,
+        c.written + c.filtered + c.deduplicated + c.cut + c.drops(),
+        "received != written + filtered + deduplicated + cut + drops: {s}"
+    );
     assert_eq!(s["balanced"], true, "stats.json: {s}");
     c
 }

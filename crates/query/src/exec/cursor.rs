@@ -41,6 +41,23 @@ impl Cursor {
     }
 }
 
+impl Cursor {
+    /// When this file is read whole and is a nanosecond little-endian pcap
+    /// file (version 2.4) of link type `linktype`, its records are the
+    /// output's bytes: the file and the offset of the next record.
+    pub(super) fn splice_source(&self, linktype: u32) -> Option<(std::sync::Arc<File>, u64, u64)> {
+        let rr = self.reader.get_ref();
+        if !rr.prefix.is_empty() || rr.ranges != [(0, u64::MAX)] || self.reader.format() != wv_wire::Format::Pcap {
+            return None;
+        }
+        let mut h = [0u8; wv_wire::pcap::FILE_HEADER_LEN];
+        rr.file.read_exact_at(&mut h, 0).ok()?;
+        let ok = h[0..4] == [0x4d, 0x3c, 0xb2, 0xa1] && h[4..8] == [2, 0, 4, 0] && h[20..24] == linktype.to_le_bytes();
+        let off = self.reader.offset();
+        ok.then(|| Some((std::sync::Arc::new(rr.file.try_clone().ok()?), off, off))).flatten()
+    }
+}
+
 impl Head {
     pub(super) fn set(&mut self, p: &Packet<'_>) {
         self.ts_ns = p.ts_ns;

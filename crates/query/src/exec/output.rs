@@ -2,6 +2,7 @@
 //! inline (files, `/dev/null`) or by a writer thread (pipes, sockets).
 
 use super::*;
+use std::sync::Arc;
 /// Bytes handed to the output thread at a time (fewer hand-offs, fewer
 /// wake-ups: each costs a futex call and a context switch).
 pub(super) const OUT_CHUNK: usize = 1 << 20;
@@ -15,8 +16,67 @@ pub(super) const OUT_CAP: usize = OUT_CHUNK + wv_wire::MAX_SNAPLEN as usize + wv
 /// buffers circulate; none is allocated after the start.
 pub(super) struct Chunks {
     pub(super) cur: Vec<u8>,
-    pub(super) tx: Option<SyncSender<Vec<u8>>>,
+    pub(super) tx: Option<SyncSender<Msg>>,
+    /// The output is a pipe the writer thread can splice a file into.
+    pub(super) pipe: bool,
     pub(super) back: Receiver<Vec<u8>>,
+}
+
+/// What the writer thread sends, in order: bytes, or a byte range of a
+/// file to splice into the pipe.
+pub(super) enum Msg {
+    Bytes(Vec<u8>),
+    Splice(Arc<File>, u64, u64),
+}
+
+/// Where the writer thread writes: any writer, or a pipe it may splice into.
+pub(super) enum Dest<'a> {
+    Any(&'a mut (dyn Write + Send)),
+    Pipe(&'a mut File),
+}
+
+impl Dest<'_> {
+    fn w(&mut self) -> &mut dyn Write {
+        match self {
+            Dest::Any(w) => *w,
+            Dest::Pipe(f) => *f,
+        }
+    }
+}
+
+/// The writer thread: writes what `rx` brings, returns buffers on `back`.
+pub(super) fn writer(mut dest: Dest<'_>, rx: Receiver<Msg>, back: SyncSender<Vec<u8>>) -> io::Result<()> {
+    for m in rx {
+        match m {
+            Msg::Bytes(mut buf) => {
+                dest.w().write_all(&buf)?;
+                buf.clear();
+                let _ = back.send(buf);
+            }
+            Msg::Splice(file, off, len) => {
+                let mut moved = 0;
+                if let Dest::Pipe(p) = &dest {
+                    match wv_sys::pipe::splice_file(&file, off, len, *p, &mut moved) {
+                        Ok(()) => {}
+                        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                // Not a pipe, or splice refused: copy the rest.
+                let mut buf = vec![0u8; OUT_CHUNK];
+                while moved < len {
+                    let want = (len - moved).min(OUT_CHUNK as u64) as usize;
+                    let n = file.read_at(&mut buf[..want], off + moved)?;
+                    if n == 0 {
+                        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a stored file shrank while read"));
+                    }
+                    dest.w().write_all(&buf[..n])?;
+                    moved += n as u64;
+                }
+            }
+        }
+    }
+    dest.w().flush()
 }
 
 /// The writer thread went away: its own error is reported after the join.
@@ -42,7 +102,16 @@ impl Chunks {
         }
         let next = self.back.recv().map_err(|_| writer_gone())?;
         let full = std::mem::replace(&mut self.cur, next);
-        self.tx.as_ref().ok_or_else(writer_gone)?.send(full).map_err(|_| writer_gone())
+        self.tx.as_ref().ok_or_else(writer_gone)?.send(Msg::Bytes(full)).map_err(|_| writer_gone())
+    }
+
+    /// Sends `len` bytes of `file` at `off` after the bytes queued so far.
+    pub(super) fn splice(&mut self, file: &Arc<File>, off: u64, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.hand_off()?;
+        self.tx.as_ref().ok_or_else(writer_gone)?.send(Msg::Splice(file.clone(), off, len)).map_err(|_| writer_gone())
     }
 
     /// Hands off the last bytes and ends the thread's input.
@@ -57,6 +126,8 @@ impl Chunks {
 pub(super) enum OutBytes<'a> {
     Inline(io::BufWriter<&'a mut dyn Write>),
     Chunks(Chunks),
+    /// No bytes: each record goes to the callback of [`Sink::Packets`].
+    Each(&'a mut PacketFn<'a>),
 }
 
 impl OutBytes<'_> {
@@ -65,12 +136,23 @@ impl OutBytes<'_> {
         match self {
             OutBytes::Inline(w) => w.write_all(b),
             OutBytes::Chunks(c) => c.write_all(b),
+            OutBytes::Each(_) => Ok(()),
         }
+    }
+    /// Sends the pending run of `sp` (a file, its start and end) and
+    /// leaves it empty at its end.
+    pub(super) fn splice_run(&mut self, sp: &mut Option<(Arc<File>, u64, u64)>) -> io::Result<()> {
+        if let (OutBytes::Chunks(c), Some((f, s, e))) = (self, sp.as_mut()) {
+            c.splice(f, *s, *e - *s)?;
+            *s = *e;
+        }
+        Ok(())
     }
     pub(super) fn finish(&mut self) -> io::Result<()> {
         match self {
             OutBytes::Inline(w) => w.flush(),
             OutBytes::Chunks(c) => c.finish(),
+            OutBytes::Each(_) => Ok(()),
         }
     }
 }
@@ -94,6 +176,9 @@ impl PcapOut<'_> {
     }
     #[inline]
     pub(super) fn record(&mut self, ts_ns: u64, origlen: u32, linktype: u32, data: &[u8]) -> Result<(), QueryError> {
+        if let OutBytes::Each(f) = &mut self.w {
+            return f(PacketRef { ts_ns, origlen, linktype, data }).map_err(QueryError::Output);
+        }
         match self.linktype {
             None => self.header(linktype).map_err(QueryError::Output)?,
             Some(lt) if lt != linktype => {

@@ -108,16 +108,18 @@ fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::
     let prepared = wv_query::prepare(q).map_err(prepare_error)?;
     let bar = progress(prepared.packets_upper_bound());
     let mut n = 0u64;
-    let mut g = |ts, len, lt, data: &[u8]| {
-        f(ts, len, lt, data);
+    let mut g = |p: wv_query::PacketRef<'_>| {
+        f(p.ts_ns, p.origlen, p.linktype, p.data);
         n += 1;
         if n.is_multiple_of(4096) {
             if let Some(b) = &bar {
                 b.set_position(n);
             }
         }
+        Ok(())
     };
-    let report = wv_query::run(prepared, wv_query::Sink::Each(&mut g)).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    let report =
+        wv_query::run(prepared, wv_query::Sink::Packets(&mut g)).map_err(|e| fail(exit::ERROR, e.to_string()))?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }

@@ -27,7 +27,7 @@ pub struct Selection {
 impl Selection {
     /// The query this selection makes (times checked, one sentence when wrong).
     pub fn query(&self, limit: Option<u64>) -> anyhow::Result<wv_query::Query> {
-        let (from_ns, to_ns) = time_range(&self.from, &self.to)?;
+        let (from_ns, to_ns) = super::time_range(&self.from, &self.to, ("--from", "--to"))?;
         Ok(wv_query::Query { store: self.store.clone(), from_ns, to_ns, expr: self.expression.join(" "), limit })
     }
 }
@@ -75,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         let mut f = create_output(&prepared, path)?;
         wv_query::run(prepared, wv_query::Sink::Pcap(&mut f))
     } else {
-        let (mut out, pipe) = stdout_file()?;
+        let (mut out, pipe, fifo) = stdout_file()?;
         // `query S >> S/stream-000/X.pcap`: the shell opened the output, so
         // the check is on what standard output is, by device and inode.
         if out.metadata().is_ok_and(|m| m.is_file()) {
@@ -91,7 +91,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 ));
             }
         }
-        if pipe {
+        if fifo {
+            wv_query::run(prepared, wv_query::Sink::PcapPipe(&mut out))
+        } else if pipe {
             wv_query::run(prepared, wv_query::Sink::PcapThreaded(&mut out))
         } else {
             wv_query::run(prepared, wv_query::Sink::Pcap(&mut out))
@@ -145,28 +147,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-/// `--from` and `--to` as ns since the epoch (shared with `analyze`).
-pub fn time_range(from: &Option<String>, to: &Option<String>) -> anyhow::Result<(Option<u64>, Option<u64>)> {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
-        s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| fail(exit::USAGE, e.to_string()))).transpose()
-    };
-    let (from_ns, to_ns) = (time(from)?, time(to)?);
-    if let (Some(f), Some(t)) = (from_ns, to_ns) {
-        if f >= t {
-            return Err(fail(exit::USAGE, "--from must be earlier than --to"));
-        }
-    }
-    Ok((from_ns, to_ns))
-}
-
-/// The exit code of a query that could not be prepared (shared with `analyze`).
-pub fn prepare_error(e: wv_query::QueryError) -> anyhow::Error {
+/// The exit code of a failed `wv_query::prepare`: the user's input (filter,
+/// path) is a usage error, the rest a runtime error.
+pub(crate) fn prepare_error(e: wv_query::QueryError) -> anyhow::Error {
     match e {
-        wv_query::QueryError::BadExpression { .. } => fail(exit::USAGE, e.to_string()),
-        wv_query::QueryError::NotAStore { .. } | wv_query::QueryError::NotRegular { .. } => {
-            fail(exit::USAGE, e.to_string())
-        }
+        wv_query::QueryError::BadExpression { .. }
+        | wv_query::QueryError::NotAStore { .. }
+        | wv_query::QueryError::NotRegular { .. } => fail(exit::USAGE, e.to_string()),
         other => fail(exit::ERROR, other.to_string()),
     }
 }
@@ -195,7 +182,7 @@ fn create_output(prepared: &wv_query::Prepared, path: &std::path::Path) -> anyho
 /// maximum and written from a second thread: with the default 64 KiB pipe
 /// and the copy into it on the query's own thread, `| cat` took twice as
 /// long as `-w /dev/null`.
-fn stdout_file() -> anyhow::Result<(std::fs::File, bool)> {
+fn stdout_file() -> anyhow::Result<(std::fs::File, bool, bool)> {
     use std::os::fd::AsFd;
     let fd = std::io::stdout()
         .as_fd()
@@ -207,5 +194,5 @@ fn stdout_file() -> anyhow::Result<(std::fs::File, bool)> {
     if fifo {
         let _ = wv_sys::pipe::grow(&f, 4 << 20);
     }
-    Ok((f, fifo || kind.is_ok_and(|t| t.is_socket())))
+    Ok((f, fifo || kind.is_ok_and(|t| t.is_socket()), fifo))
 }

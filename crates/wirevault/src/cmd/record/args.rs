@@ -60,6 +60,18 @@ pub struct Args {
     /// Stop after storing this many packets (exact with one worker).
     #[arg(short = 'c', long, value_name = "N")]
     pub count: Option<u64>,
+    /// Do not store a frame identical (bytes and length) to one stored less than WINDOW before (e.g. 1ms): the second copy a SPAN port makes.
+    #[arg(long, value_name = "WINDOW")]
+    pub dedup: Option<String>,
+    /// Store only the frames that start within the first BYTES of each TCP/UDP/SCTP connection, both directions (e.g. 10K, 1M).
+    #[arg(long, value_name = "BYTES")]
+    pub flow_cutoff: Option<String>,
+    /// Connections --flow-cutoff tracks per worker (32 bytes each); when full, the least recently seen one is forgotten.
+    #[arg(long, default_value_t = wv_capture::reduce::Cutoff::DEFAULT_ENTRIES, value_name = "N")]
+    pub flow_table: usize,
+    /// A connection without packets for this long starts again from zero (--flow-cutoff).
+    #[arg(long, default_value = defaults::FLOW_IDLE, value_name = "DURATION")]
+    pub flow_idle: String,
     /// Store budget: bytes (e.g. 500G) or a share of the volume (e.g. 80%).
     #[arg(long, value_name = "SIZE|PERCENT")]
     pub max_size: Option<String>,
@@ -81,6 +93,9 @@ pub struct Args {
     /// No status line (the summary is still printed).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Do not print the host's tuning warnings at start-up (see `wirevault tune`).
+    #[arg(long)]
+    pub no_tune_warnings: bool,
     /// Also write the counters, every second, to this file (always written to STORE/stats.json).
     #[arg(long, value_name = "FILE")]
     pub stats_file: Option<PathBuf>,

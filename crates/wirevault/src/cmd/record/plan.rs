@@ -20,6 +20,9 @@ pub mod defaults {
     pub const BLOCK_SIZE: &str = "4M";
     /// `--file-size`.
     pub const FILE_SIZE: &str = "1G";
+    /// `--flow-idle`: a connection silent this long starts again (the
+    /// Time Machine's inactivity timeout is of this order).
+    pub const FLOW_IDLE: &str = "60s";
 
     /// `--ring-size` when not given: 256 MiB of kernel ring in all, split
     /// between the workers, at least 32 MiB each.
@@ -106,6 +109,8 @@ pub struct OutputPlan {
     pub quiet: bool,
     /// `--stats-file`: a copy of `STORE/stats.json`.
     pub stats_file: Option<PathBuf>,
+    /// Print `wirevault tune`'s warnings at start-up (not `--no-tune-warnings`).
+    pub tune_warnings: bool,
 }
 
 /// The validated plan.
@@ -129,6 +134,29 @@ pub struct Plan {
     pub index: bool,
     pub output: OutputPlan,
     pub tuning: Tuning,
+    pub reduce: ReducePlan,
+}
+
+/// `--dedup` and `--flow-cutoff`: what is deliberately not stored.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReducePlan {
+    /// `--dedup`: the window in ns.
+    pub dedup_window_ns: Option<u64>,
+    /// `--flow-cutoff`: bytes kept per connection.
+    pub flow_cutoff: Option<u64>,
+    pub flow_table: usize,
+    pub flow_idle_ns: u64,
+}
+
+impl ReducePlan {
+    /// The tables of one worker (allocated and touched now).
+    pub fn build(&self) -> wv_capture::reduce::Reduce {
+        use wv_capture::reduce::{Cutoff, Dedup, Reduce};
+        Reduce::new(
+            self.dedup_window_ns.map(|w| Dedup::new(w, Dedup::DEFAULT_ENTRIES)),
+            self.flow_cutoff.map(|b| Cutoff::new(b, self.flow_idle_ns, self.flow_table)),
+        )
+    }
 }
 
 impl Plan {
@@ -267,6 +295,26 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         None => None,
     };
     let duration = a.duration.as_deref().map(|d| dur("--duration", d)).transpose()?;
+    let dedup_window_ns = match &a.dedup {
+        Some(w) => {
+            let d = dur("--dedup", w)?;
+            if d.is_zero() || d > Duration::from_secs(10) {
+                return Err(usage(format!(
+                    "--dedup must be a window longer than 0 and at most 10s (e.g. 1ms), not {w}"
+                )));
+            }
+            Some(d.as_nanos() as u64)
+        }
+        None => None,
+    };
+    let flow_cutoff = a.flow_cutoff.as_deref().map(|b| size("--flow-cutoff", b)).transpose()?;
+    if !(1..=1 << 30).contains(&a.flow_table) {
+        return Err(usage(format!("--flow-table must be 1..={}, not {}", 1u64 << 30, a.flow_table)));
+    }
+    let flow_idle = dur("--flow-idle", &a.flow_idle)?;
+    if flow_idle.is_zero() {
+        return Err(usage("--flow-idle must be longer than 0".into()));
+    }
     if duration.is_some_and(|d| d.is_zero()) {
         return Err(usage("--duration must be longer than 0".into()));
     }
@@ -335,8 +383,19 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         user: a.user.clone(),
         direct: !a.no_direct,
         index: !a.no_index,
-        output: OutputPlan { json: a.json, quiet: a.quiet, stats_file: a.stats_file.clone() },
+        output: OutputPlan {
+            json: a.json,
+            quiet: a.quiet,
+            stats_file: a.stats_file.clone(),
+            tune_warnings: !a.no_tune_warnings,
+        },
         tuning: Tuning { ring_blocks, ..Tuning::default() },
+        reduce: ReducePlan {
+            dedup_window_ns,
+            flow_cutoff,
+            flow_table: a.flow_table,
+            flow_idle_ns: flow_idle.as_nanos() as u64,
+        },
     })
 }
 

@@ -52,6 +52,20 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         fail(exit::ERROR, format!("cannot check the store {} for a previous crash: {e}", p.store.display()))
     })?;
     crate::cmd::repair::print_report(&rep, &p.store, true);
+    // The host's tuning warnings (NUMA, interrupts, offloads, the store's volume), once, after the
+    // store's own errors and before capture starts; the CPUs' NUMA node is among them.
+    if p.output.tune_warnings {
+        crate::cmd::tune::startup_warnings(&wv_tune::Inputs {
+            interface: match &p.source {
+                SourcePlan::Live { interface, .. } => Some(interface.clone()),
+                _ => None,
+            },
+            store: Some(p.store.clone()),
+            cpus: p.cpus.clone(),
+            buffer: p.stream.arena_per_worker * p.workers as u64,
+            budget: p.budget.map(|b| b.max_bytes),
+        });
+    }
     let catalog =
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
     // Every arena is allocated and faulted in before a ring opens.
@@ -196,13 +210,6 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
             if filt.is_some() && prog.as_deref().is_some_and(|pr| wv_sys::bpf::invert(pr).is_none()) {
                 note = Some("this filter returns a computed length, so filtered packets are not counted".to_string());
             }
-            if let (Some(node), Some(cpus)) = (wv_sys::netif::numa_node(ifname), &p.cpus) {
-                for c in cpus {
-                    if wv_sys::cpu::cpu_numa_node(*c).is_some_and(|n| n != node) {
-                        say!("wirevault: warning: CPU {c} is not on NUMA node {node} of {ifname}; capture will cross the interconnect");
-                    }
-                }
-            }
             live = Some(Live { ifname: ifname.clone(), promisc: *promisc, linktype, prog, filtered: filt.is_some() });
         }
         SourcePlan::Read { files } => {
@@ -342,9 +349,11 @@ fn start_stream(
     let counts = Arc::new(SharedCounts::default());
     let (stop2, sc2) = (stop.clone(), counts.clone());
     let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
+    // Allocated and touched here, before capture starts.
+    let reduce = p.reduce.build();
     let (ptx, prx) = std::sync::mpsc::channel::<Vec<String>>();
     let capture = spawn_pinned(format!("wv-capture-{id}"), cpu(id), move || {
-        let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, limits);
+        let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, limits, reduce);
         if is_file {
             let _ = ptx.send(src.problems());
         }

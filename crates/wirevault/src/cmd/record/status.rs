@@ -173,9 +173,15 @@ impl Snapshot {
         ]
     }
 
-    /// received = written + filtered + every drop, exactly.
+    /// Frames not stored on purpose: `--dedup`'s duplicates and what
+    /// `--flow-cutoff` cut.
+    fn reduced(&self) -> u64 {
+        self.counts.deduplicated + self.counts.cut
+    }
+
+    /// received = written + filtered + deduplicated + cut + every drop, exactly.
     pub fn balanced(&self) -> bool {
-        self.received() == self.written + self.filtered() + self.drops().iter().sum::<u64>()
+        self.received() == self.written + self.filtered() + self.reduced() + self.drops().iter().sum::<u64>()
     }
 
     fn json(&self, state: &str, elapsed: f64, rates: Rates) -> String {
@@ -188,6 +194,11 @@ impl Snapshot {
             "received": self.received(),
             "written": self.written,
             "filtered": self.filtered(),
+            "deduplicated": c.deduplicated,
+            "cut": c.cut,
+            "flows_evicted": c.flows_evicted,
+            // CPU time of the capture threads (not the writers, not start-up).
+            "capture_cpu_s": (c.cpu_ns as f64 / 1e6).round() / 1e3,
             "dropped": dropped,
             "stored_in_arena": c.stored,
             "wire_bytes": c.wire_bytes,
@@ -211,26 +222,35 @@ impl Snapshot {
             .filter_map(|(d, n)| d.line.map(|label| format!("{label} {n}")))
             .collect();
         format!(
-            "{:>10.0} pps {:>7.3} Gb/s | stored {} filtered {} | drops {} | arena {:>5.1}% | disk {:>6.0} MB/s",
+            "{:>10.0} pps {:>7.3} Gb/s | stored {} filtered {}{} | drops {} | arena {:>5.1}% | disk {:>6.0} MB/s",
             rates.pps,
             rates.gbps,
             self.counts.stored,
             self.filtered(),
+            self.reduced_each().map(|(what, n)| format!(" {what} {n}")).collect::<String>(),
             drops.join(" "),
             self.arena_fill * 100.0,
             rates.disk_mb_s
         )
     }
 
+    /// The deduplicated and cut counts that are not zero, with their names
+    /// (a recording without --dedup or --flow-cutoff reads as before).
+    fn reduced_each(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        let c = &self.counts;
+        [("deduplicated", c.deduplicated), ("cut", c.cut)].into_iter().filter(|(_, n)| *n > 0)
+    }
+
     fn summary(&self, elapsed: f64, store: &Path) -> String {
         let drops = self.drops();
         let each: Vec<String> = DROP_CAUSES.iter().zip(drops).map(|(d, n)| format!("{} {n}", d.summary)).collect();
         format!(
-            "wirevault: {} packets received in {:.2}s: {} written, {} filtered, {} dropped ({}); {} files, {} bytes in {}",
+            "wirevault: {} packets received in {:.2}s: {} written, {} filtered{}, {} dropped ({}); {} files, {} bytes in {}",
             self.received(),
             elapsed,
             self.written,
             self.filtered(),
+            self.reduced_each().map(|(what, n)| format!(", {n} {what}")).collect::<String>(),
             drops.iter().sum::<u64>(),
             each.join(", "),
             self.files,

@@ -1,0 +1,488 @@
+//! What the recorder may choose not to store, on purpose, before a packet
+//! reaches the arena: duplicated frames (`--dedup`, as the HPCAP driver
+//! removes the second copy a SPAN port makes) and the tail of long
+//! connections (`--flow-cutoff`, as the Time Machine keeps only the first
+//! bytes of each connection). Both keep fixed-size tables allocated (and
+//! touched) at start-up: no allocation, lock or system call per packet.
+//! Both fail open: when a table is too small for the traffic, a duplicate
+//! may be stored or a connection kept past its cutoff, never the reverse.
+//!
+//! HOT PATH: [`Reduce::verdict`] runs once per packet when either is on.
+
+use std::hash::{BuildHasher, Hasher};
+use xxhash_rust::xxh3::xxh3_64_with_secret;
+
+/// Bytes of the XXH3 secret (its default secret's size).
+const SECRET_LEN: usize = 192;
+
+/// A random secret for this process: frame and flow hashes cannot be
+/// predicted from outside, so no one can craft a frame that collides with
+/// another one to have it dropped as its duplicate.
+fn random_secret() -> Box<[u8; SECRET_LEN]> {
+    let state = std::collections::hash_map::RandomState::new();
+    let mut s = Box::new([0u8; SECRET_LEN]);
+    for (i, chunk) in s.chunks_exact_mut(8).enumerate() {
+        let mut h = state.build_hasher();
+        h.write_usize(i);
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    s
+}
+
+/// Mixes a length into a hash (frames of equal bytes but different
+/// original lengths are different frames).
+#[inline]
+fn mix(h: u64, x: u64) -> u64 {
+    (h ^ x.wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(29).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1
+}
+
+/// What to do with one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Store,
+    /// Identical to a frame stored within the window.
+    Duplicate,
+    /// Its connection has passed the cutoff.
+    Cut,
+}
+
+/// The reducers a worker runs, each optional.
+#[derive(Default)]
+pub struct Reduce {
+    pub dedup: Option<Dedup>,
+    pub cutoff: Option<Cutoff>,
+    /// Frames made of several parts are joined here first (only then).
+    joined: Vec<u8>,
+    /// Where the dedup table remembers the last frame judged `Store`, once
+    /// it is stored ([`Reduce::stored`]): a frame that was not stored (arena
+    /// full) must not make its copy a "duplicate".
+    pending: Option<Pending>,
+}
+
+impl Reduce {
+    pub fn new(dedup: Option<Dedup>, cutoff: Option<Cutoff>) -> Reduce {
+        let on = dedup.is_some() || cutoff.is_some();
+        Reduce {
+            dedup,
+            cutoff,
+            joined: Vec::with_capacity(if on { wv_wire::MAX_SNAPLEN as usize } else { 0 }),
+            pending: None,
+        }
+    }
+
+    /// True when neither reducer is on.
+    #[inline]
+    pub fn is_off(&self) -> bool {
+        self.dedup.is_none() && self.cutoff.is_none()
+    }
+
+    /// The verdict on one packet (its captured bytes are `parts` joined).
+    #[inline]
+    pub fn verdict(&mut self, ts_ns: u64, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Verdict {
+        let frame: &[u8] = match parts {
+            [one] => one,
+            _ => {
+                self.joined.clear();
+                for p in parts {
+                    self.joined.extend_from_slice(p);
+                }
+                &self.joined
+            }
+        };
+        self.pending = None;
+        let mut pending = None;
+        if let Some(d) = self.dedup.as_mut() {
+            match d.lookup(ts_ns, origlen, frame) {
+                Lookup::Duplicate => return Verdict::Duplicate,
+                Lookup::New(p) => pending = Some(p),
+            }
+        }
+        if let Some(c) = self.cutoff.as_mut() {
+            if !c.keep(ts_ns, linktype, origlen, frame) {
+                return Verdict::Cut;
+            }
+        }
+        self.pending = pending;
+        Verdict::Store
+    }
+
+    /// The packet last judged [`Verdict::Store`] was stored at `ts_ns`.
+    #[inline]
+    pub fn stored(&mut self, ts_ns: u64) {
+        if let (Some(d), Some(p)) = (self.dedup.as_mut(), self.pending.take()) {
+            d.remember(p, ts_ns);
+        }
+    }
+}
+
+/// What the dedup table says of a frame.
+#[derive(Debug, Clone, Copy)]
+pub enum Lookup {
+    /// Equal to a frame remembered within the window.
+    Duplicate,
+    /// Not seen: where to remember it once it is stored.
+    New(Pending),
+}
+
+/// A place in the dedup table for a frame about to be stored.
+#[derive(Debug, Clone, Copy)]
+pub struct Pending {
+    bucket: usize,
+    way: usize,
+    hash: u64,
+}
+
+/// Ways of a bucket: one 64-byte cache line of (hash, time) pairs.
+const WAYS: usize = 4;
+
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct DedupBucket {
+    hash: [u64; WAYS],
+    ts: [u64; WAYS],
+}
+
+/// `--dedup WINDOW`: a frame whose bytes and original length equal those
+/// of a frame stored less than WINDOW earlier is not stored. Frames are
+/// compared by a keyed 64-bit hash of all their bytes (XXH3 with a random
+/// secret); the table keeps the most recent stored frames, 4 per bucket
+/// (the oldest of a bucket is replaced).
+pub struct Dedup {
+    buckets: Box<[DedupBucket]>,
+    mask: u64,
+    window_ns: u64,
+    secret: Box<[u8; SECRET_LEN]>,
+}
+
+impl Dedup {
+    /// Frames remembered by default (1 MiB of table): at 14.9 Mpps (64-byte
+    /// frames at 10 Gb/s) a 4 ms window, at 812 kpps (1514 bytes) 80 ms.
+    pub const DEFAULT_ENTRIES: usize = 1 << 16;
+
+    /// A table for `entries` frames (rounded up to a power of two, at least
+    /// one bucket) and a window of `window_ns`.
+    pub fn new(window_ns: u64, entries: usize) -> Dedup {
+        let n = entries.div_ceil(WAYS).max(1).next_power_of_two();
+        Dedup {
+            // Written, not just allocated: the pages are faulted in now, not
+            // on the capture path.
+            buckets: vec![DedupBucket::default(); n].into_boxed_slice(),
+            mask: n as u64 - 1,
+            window_ns,
+            secret: random_secret(),
+        }
+    }
+
+    /// Whether `frame` (of original length `origlen`, seen at `ts_ns`)
+    /// equals a frame remembered within the window; if not, the place to
+    /// [`Dedup::remember`] it once it is stored.
+    #[inline]
+    pub fn lookup(&self, ts_ns: u64, origlen: u32, frame: &[u8]) -> Lookup {
+        let hash = mix(xxh3_64_with_secret(frame, &self.secret[..]), u64::from(origlen));
+        let bucket = ((hash >> 32) & self.mask) as usize;
+        let b = &self.buckets[bucket];
+        let mut way = 0;
+        for i in 0..WAYS {
+            // Stamps may step back a little (several sources, clock steps):
+            // the distance counts either way.
+            if b.hash[i] == hash && ts_ns.abs_diff(b.ts[i]) < self.window_ns {
+                return Lookup::Duplicate;
+            }
+            if b.ts[i] < b.ts[way] {
+                way = i;
+            }
+        }
+        // The oldest way (an empty one has time 0) gets the frame.
+        Lookup::New(Pending { bucket, way, hash })
+    }
+
+    /// Remembers a stored frame at the place [`Dedup::lookup`] gave.
+    #[inline]
+    pub fn remember(&mut self, p: Pending, ts_ns: u64) {
+        let b = &mut self.buckets[p.bucket];
+        (b.hash[p.way], b.ts[p.way]) = (p.hash, ts_ns);
+    }
+
+    /// [`Dedup::lookup`], and [`Dedup::remember`] what is not a duplicate.
+    pub fn is_duplicate(&mut self, ts_ns: u64, origlen: u32, frame: &[u8]) -> bool {
+        match self.lookup(ts_ns, origlen, frame) {
+            Lookup::Duplicate => true,
+            Lookup::New(p) => {
+                self.remember(p, ts_ns);
+                false
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct FlowBucket {
+    key: [u64; WAYS],
+    last_ns: [u64; WAYS],
+    /// Original bytes of the connection so far (both directions).
+    bytes: [u64; WAYS],
+    /// FIN seen from the lower (bit 0) and the higher (bit 1) endpoint; RST (bit 2).
+    state: [u8; WAYS],
+}
+
+const FIN_LOW: u8 = 1;
+const FIN_HIGH: u8 = 2;
+const ENDED: u8 = 4;
+
+/// `--flow-cutoff BYTES`: of each TCP, UDP or SCTP connection (both
+/// directions, told apart by VLAN ids, addresses, protocol and ports), only
+/// the frames that start before its first BYTES original bytes are stored.
+/// A connection starts again (from zero) with a SYN without ACK, and after
+/// `idle` without packets. Frames without ports (not TCP/UDP/SCTP, later
+/// IP fragments, truncated headers) are always stored. The table is a fixed
+/// number of entries, 4 per bucket; a new connection whose bucket is full
+/// takes the place of its least recently seen one, which, if it comes back,
+/// starts from zero again (it keeps more than BYTES: counted in
+/// [`Cutoff::evicted`]).
+pub struct Cutoff {
+    buckets: Box<[FlowBucket]>,
+    mask: u64,
+    limit: u64,
+    idle_ns: u64,
+    secret: Box<[u8; SECRET_LEN]>,
+    /// Connections still active that lost their entry to a new one.
+    pub evicted: u64,
+}
+
+impl Cutoff {
+    /// Connections tracked by default (128 B a bucket of 4: 32 MiB).
+    pub const DEFAULT_ENTRIES: usize = 1 << 20;
+
+    pub fn new(limit: u64, idle_ns: u64, entries: usize) -> Cutoff {
+        let n = entries.div_ceil(WAYS).max(1).next_power_of_two();
+        Cutoff {
+            buckets: vec![FlowBucket::default(); n].into_boxed_slice(),
+            mask: n as u64 - 1,
+            limit,
+            idle_ns,
+            secret: random_secret(),
+            evicted: 0,
+        }
+    }
+
+    /// True when the frame is stored: its connection's bytes before it are
+    /// fewer than the cutoff (or it belongs to no connection).
+    #[inline]
+    pub fn keep(&mut self, ts_ns: u64, linktype: u32, origlen: u32, frame: &[u8]) -> bool {
+        let k = wv_wire::packet::parse(linktype, frame);
+        let Some((sport, dport)) = k.ports else {
+            return true;
+        };
+        let Some((key, from_high)) = flow_key(&k, sport, dport, &self.secret[..]) else {
+            return true;
+        };
+        let b = &mut self.buckets[((key >> 32) & self.mask) as usize];
+        let flags = k.tcp_flags.unwrap_or(0);
+        let new_conn = flags & wv_wire::views::tcp::flags::SYN != 0 && flags & wv_wire::views::tcp::flags::ACK == 0;
+        let slot = match (0..WAYS).find(|&i| b.key[i] == key) {
+            Some(i) => {
+                if new_conn || ts_ns.saturating_sub(b.last_ns[i]) >= self.idle_ns {
+                    (b.bytes[i], b.state[i]) = (0, 0);
+                }
+                i
+            }
+            None => {
+                // An empty way, else the least recently seen one.
+                let mut v = 0;
+                for i in 1..WAYS {
+                    if b.last_ns[i] < b.last_ns[v] {
+                        v = i;
+                    }
+                }
+                let live =
+                    b.key[v] != 0 && b.state[v] & ENDED == 0 && ts_ns.saturating_sub(b.last_ns[v]) < self.idle_ns;
+                self.evicted += u64::from(live);
+                (b.key[v], b.bytes[v], b.state[v]) = (key, 0, 0);
+                v
+            }
+        };
+        let keep = b.bytes[slot] < self.limit;
+        b.bytes[slot] = b.bytes[slot].saturating_add(u64::from(origlen));
+        b.last_ns[slot] = b.last_ns[slot].max(ts_ns);
+        if flags & wv_wire::views::tcp::flags::RST != 0 {
+            b.state[slot] |= ENDED;
+        } else if flags & wv_wire::views::tcp::flags::FIN != 0 {
+            b.state[slot] |= if from_high { FIN_HIGH } else { FIN_LOW };
+            if b.state[slot] & (FIN_LOW | FIN_HIGH) == FIN_LOW | FIN_HIGH {
+                b.state[slot] |= ENDED;
+            }
+        }
+        keep
+    }
+}
+
+/// The connection's keyed hash, the same for both directions, and whether
+/// the frame comes from the higher endpoint. None without both addresses.
+#[inline]
+fn flow_key(k: &wv_wire::packet::FlowKey, sport: u16, dport: u16, secret: &[u8]) -> Option<(u64, bool)> {
+    use wv_wire::packet::Addr;
+    fn bytes(a: &Addr) -> Option<&[u8]> {
+        match a {
+            Addr::V4(x) => Some(x),
+            Addr::V6(x) => Some(x),
+            Addr::None => None,
+        }
+    }
+    let (src, dst) = (bytes(&k.src)?, bytes(&k.dst)?);
+    let from_high = (src, sport) > (dst, dport);
+    let ((lo, lp), (hi, hp)) = if from_high { ((dst, dport), (src, sport)) } else { ((src, sport), (dst, dport)) };
+    // VLAN ids, the transport protocol, ports and addresses, laid out in a
+    // fixed buffer (no allocation).
+    let mut buf = [0u8; 2 * 4 + 1 + 4 + 32];
+    let mut n = 0;
+    for v in k.vlans() {
+        buf[n..n + 2].copy_from_slice(&v.to_be_bytes());
+        n += 2;
+    }
+    buf[n] = k.protos().last().copied().unwrap_or(0);
+    n += 1;
+    buf[n..n + 2].copy_from_slice(&lp.to_be_bytes());
+    buf[n + 2..n + 4].copy_from_slice(&hp.to_be_bytes());
+    n += 4;
+    buf[n..n + lo.len()].copy_from_slice(lo);
+    n += lo.len();
+    buf[n..n + hi.len()].copy_from_slice(hi);
+    n += hi.len();
+    Some((mix(xxh3_64_with_secret(&buf[..n], secret), n as u64), from_high))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wv_wire::views::tcp::flags::{ACK, FIN, RST, SYN};
+
+    /// An Ethernet/IPv4/TCP frame a->b with the given flags and size.
+    fn tcp(a: ([u8; 4], u16), b: ([u8; 4], u16), flags: u16, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; len.max(54)];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[23] = 6;
+        f[26..30].copy_from_slice(&a.0);
+        f[30..34].copy_from_slice(&b.0);
+        f[34..36].copy_from_slice(&a.1.to_be_bytes());
+        f[36..38].copy_from_slice(&b.1.to_be_bytes());
+        f[46] = 0x50;
+        f[47] = flags as u8;
+        f
+    }
+
+    const A: ([u8; 4], u16) = ([10, 0, 0, 1], 40000);
+    const B: ([u8; 4], u16) = ([10, 0, 0, 2], 80);
+
+    #[test]
+    fn dedup_drops_copies_within_the_window_only() {
+        let mut d = Dedup::new(1_000, 64);
+        let f = tcp(A, B, ACK, 100);
+        assert!(!d.is_duplicate(10_000, 100, &f));
+        assert!(d.is_duplicate(10_500, 100, &f), "copy 500 ns later");
+        assert!(d.is_duplicate(10_999, 100, &f), "a copy does not move the window");
+        assert!(!d.is_duplicate(11_000, 100, &f), "at the window's end: stored again");
+        assert!(d.is_duplicate(11_200, 100, &f));
+        // Same bytes, another original length: another frame.
+        assert!(!d.is_duplicate(11_300, 1500, &f));
+        // One byte different: another frame.
+        let mut g = f.clone();
+        g[99] ^= 1;
+        assert!(!d.is_duplicate(11_400, 100, &g));
+    }
+
+    #[test]
+    fn dedup_table_full_fails_open() {
+        // One bucket of 4: a fifth frame evicts the oldest, whose copy is
+        // then stored (never a frame dropped that was not a copy).
+        let mut d = Dedup::new(1_000_000, 1);
+        let frames: Vec<Vec<u8>> = (0..5).map(|i| tcp(A, B, ACK, 60 + i)).collect();
+        for (i, f) in frames.iter().enumerate() {
+            assert!(!d.is_duplicate(i as u64 + 1, f.len() as u32, f));
+        }
+        assert!(!d.is_duplicate(10, frames[0].len() as u32, &frames[0]), "evicted: stored");
+        assert!(d.is_duplicate(11, frames[4].len() as u32, &frames[4]));
+    }
+
+    #[test]
+    fn cutoff_keeps_frames_that_start_before_the_limit_both_directions() {
+        let mut c = Cutoff::new(1000, 60_000_000_000, 1024);
+        let mut t = 0;
+        let mut keep = |c: &mut Cutoff, f: &[u8]| {
+            t += 1;
+            c.keep(t, 1, f.len() as u32, f)
+        };
+        assert!(keep(&mut c, &tcp(A, B, SYN, 60)));
+        assert!(keep(&mut c, &tcp(B, A, SYN | ACK, 60)));
+        assert!(keep(&mut c, &tcp(A, B, ACK, 500))); // 120 before
+        assert!(keep(&mut c, &tcp(B, A, ACK, 500))); // 620 before
+        assert!(!keep(&mut c, &tcp(A, B, ACK, 60)), "1120 before: cut");
+        assert!(!keep(&mut c, &tcp(B, A, FIN | ACK, 60)));
+        // Another connection is its own.
+        let other = ([10, 0, 0, 3], 5000);
+        assert!(keep(&mut c, &tcp(other, B, ACK, 1500)));
+        assert!(!keep(&mut c, &tcp(other, B, ACK, 60)));
+        // A new SYN on the same ports starts from zero.
+        assert!(keep(&mut c, &tcp(A, B, SYN, 60)));
+        assert!(keep(&mut c, &tcp(A, B, ACK, 60)));
+        assert_eq!(c.evicted, 0);
+    }
+
+    #[test]
+    fn cutoff_restarts_after_idle_and_rst_is_counted_as_end() {
+        let mut c = Cutoff::new(100, 1_000, 1024);
+        assert!(c.keep(0, 1, 200, &tcp(A, B, ACK, 200)));
+        assert!(!c.keep(10, 1, 60, &tcp(A, B, ACK, 60)));
+        assert!(c.keep(2_000, 1, 60, &tcp(A, B, ACK, 60)), "idle past 1 us: a new connection");
+        assert!(c.keep(2_001, 1, 60, &tcp(A, B, RST, 60)));
+        assert!(!c.keep(2_002, 1, 60, &tcp(A, B, ACK, 60)), "after RST, stragglers still count");
+    }
+
+    #[test]
+    fn cutoff_table_full_fails_open_and_counts() {
+        let mut c = Cutoff::new(100, u64::MAX, 1);
+        for p in 0..5u16 {
+            assert!(c.keep(u64::from(p) + 1, 1, 200, &tcp(([10, 0, 0, 9], p), B, ACK, 200)));
+        }
+        assert_eq!(c.evicted, 1, "the fifth connection evicted the least recently seen");
+        // The evicted one (port 0) comes back: starts from zero, stored.
+        assert!(c.keep(10, 1, 200, &tcp(([10, 0, 0, 9], 0), B, ACK, 200)));
+    }
+
+    #[test]
+    fn frames_without_ports_are_never_cut() {
+        let mut c = Cutoff::new(0, u64::MAX, 64);
+        let mut f = tcp(A, B, ACK, 60);
+        f[23] = 1; // ICMP
+        assert!(c.keep(1, 1, 60, &f));
+        assert!(c.keep(2, 1, 60, &[0u8; 10]));
+        assert!(!c.keep(3, 1, 60, &tcp(A, B, ACK, 60)), "limit 0 cuts every TCP frame");
+    }
+
+    #[test]
+    fn joined_parts_hash_as_the_whole() {
+        let f = tcp(A, B, ACK, 300);
+        let mut r = Reduce::new(Some(Dedup::new(1_000_000, 64)), None);
+        assert_eq!(r.verdict(1, 1, 300, &[&f]), Verdict::Store);
+        r.stored(1);
+        assert_eq!(r.verdict(2, 1, 300, &[&f[..12], &f[12..100], &f[100..]]), Verdict::Duplicate);
+    }
+
+    #[test]
+    fn a_frame_not_stored_does_not_make_its_copy_a_duplicate() {
+        let f = tcp(A, B, ACK, 300);
+        let mut r = Reduce::new(Some(Dedup::new(1_000_000, 64)), Some(Cutoff::new(100, u64::MAX, 64)));
+        // Judged Store, then lost (arena full): not remembered.
+        assert_eq!(r.verdict(1, 1, 300, &[&f]), Verdict::Store);
+        // Its copy: not a duplicate, but cut (the connection is past 100 bytes).
+        assert_eq!(r.verdict(2, 1, 300, &[&f]), Verdict::Cut);
+        // A cut frame is not remembered either.
+        let g = tcp(B, A, ACK, 70);
+        assert_eq!(r.verdict(3, 1, 70, &[&g]), Verdict::Cut);
+        let mut r2 = Reduce::new(Some(Dedup::new(1_000_000, 64)), None);
+        assert_eq!(r2.verdict(4, 1, 70, &[&g]), Verdict::Store);
+        r2.stored(4);
+        assert_eq!(r2.verdict(5, 1, 70, &[&g]), Verdict::Duplicate);
+    }
+}

@@ -1,0 +1,109 @@
+//! `--count` without `--limit` over several files: no output order to keep,
+//! so the files are counted on several threads at once (each file by one
+//! thread, its own filters), and their reports are merged in file order, so
+//! warnings read as they do from one pass. A scan-bound count (an expression
+//! the index cannot narrow) is then limited by the cores, not by one.
+
+use super::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// At most this many counting threads (a count must not take every core of
+/// a recorder's machine).
+const MAX_THREADS: usize = 4;
+
+/// The threads a count over `files` files uses: 1 means count in line.
+pub(super) fn threads_for(files: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.min(MAX_THREADS).min(files)
+}
+
+/// Counts the packets of `files` in `[from, to)` that pass the expression,
+/// on `threads` threads, adding each file's report to `report` in file order.
+pub(super) fn count_files(
+    p: &Prepared,
+    files: &[(usize, &Entry)],
+    (from, to): (u64, u64),
+    threads: usize,
+    report: &mut Report,
+) -> Result<(), QueryError> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let done: Mutex<Vec<Option<Result<Report, QueryError>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                // Compiled on first use, per link type (as `scan` does for a
+                // link type the catalog did not name).
+                let mut filters = HashMap::new();
+                while !failed.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((_, e)) = files.get(i) else { break };
+                    let r = count_one(p, e, (from, to), &mut filters);
+                    if r.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    if let Ok(mut d) = done.lock() {
+                        d[i] = Some(r);
+                    }
+                }
+            });
+        }
+    });
+    let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    for r in done.into_iter().flatten() {
+        report.absorb(r?);
+    }
+    Ok(())
+}
+
+/// One file's count and report.
+fn count_one(
+    p: &Prepared,
+    e: &Entry,
+    (from, to): (u64, u64),
+    filters: &mut HashMap<u32, ExactFilter>,
+) -> Result<Report, QueryError> {
+    let mut r = Report::default();
+    let opened = open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), (from, to), p.locked, &mut r)?;
+    if let Some(Cursor { mut reader, path, .. }) = opened {
+        scan(&mut reader, &path, from, to, &p.query.expr, filters, &mut r, |_, r| {
+            r.matched += 1;
+            Ok(true)
+        })?;
+    }
+    Ok(r)
+}
+
+impl Report {
+    /// Adds what one file's reading found (its count, how it was read, its
+    /// damage and warnings) to this report.
+    fn absorb(&mut self, r: Report) {
+        // Every field named: a new one must be decided on here.
+        let Report {
+            matched,
+            files: _,
+            files_skipped_by_time: _,
+            files_indexed,
+            files_scanned,
+            blocks_read,
+            blocks_total,
+            part_files: _,
+            recording: _,
+            damaged: _,
+            damaged_files,
+            deleted_while_recording,
+            warnings,
+        } = r;
+        self.matched += matched;
+        self.files_indexed += files_indexed;
+        self.files_scanned += files_scanned;
+        self.blocks_read += blocks_read;
+        self.blocks_total += blocks_total;
+        self.deleted_while_recording += deleted_while_recording;
+        for path in &damaged_files {
+            self.note_damaged(path);
+        }
+        self.warnings.extend(warnings);
+    }
+}

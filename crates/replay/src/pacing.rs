@@ -1,0 +1,178 @@
+//! When each packet is due: a target time on `CLOCK_MONOTONIC` per packet,
+//! computed from the sequence alone (no clock read), so that a late packet
+//! never shifts the ones after it.
+//!
+//! * Recorded timing: `target = t0 + (ts - ts0) / speed`, where `ts - ts0`
+//!   is the sum of the gaps between consecutive packets; a gap that goes
+//!   backwards (files out of time order) counts as 0, and so does the gap
+//!   between the last packet of one segment (file, loop) and the first of
+//!   the next.
+//! * `--pps N`: packet `i` is due at `t0 + i / N`.
+//! * `--rate R`: a packet is due when the frames before it, at `R` bits per
+//!   second, have taken their time: `t0 + bits_before * 1e9 / R` (frame
+//!   bytes, without Ethernet's preamble, FCS or inter-frame gap).
+//! * Top speed: no target.
+
+/// How fast to send.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pacing {
+    /// The recorded gaps, divided by `speed` (1.0: as recorded).
+    Recorded { speed: f64 },
+    /// A fixed number of packets per second.
+    Pps(f64),
+    /// A fixed number of frame bits per second.
+    Rate(f64),
+    /// As fast as the interface takes them.
+    TopSpeed,
+}
+
+/// Targets for a sequence of packets. See the module documentation.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pacing: Pacing,
+    t0: u64,
+    /// Recorded timing: the sum of the gaps so far (ns of recorded time).
+    recorded_ns: u64,
+    prev_ts: Option<u64>,
+    /// Packets and frame bits scheduled so far (pps, rate).
+    packets: u64,
+    bits: u128,
+}
+
+impl Schedule {
+    /// A schedule whose first packet is due at `t0` (monotonic ns).
+    pub fn new(pacing: Pacing, t0: u64) -> Schedule {
+        Schedule { pacing, t0, recorded_ns: 0, prev_ts: None, packets: 0, bits: 0 }
+    }
+
+    pub fn pacing(&self) -> Pacing {
+        self.pacing
+    }
+
+    /// The next packet starts a new segment (file or loop): its gap to the
+    /// previous one is 0 at recorded timing.
+    pub fn new_segment(&mut self) {
+        self.prev_ts = None;
+    }
+
+    /// When the next packet (recorded at `ts_ns`, `len` bytes) is due;
+    /// `None` at top speed.
+    pub fn target(&mut self, ts_ns: u64, len: usize) -> Option<u64> {
+        match self.pacing {
+            Pacing::TopSpeed => None,
+            Pacing::Recorded { speed } => {
+                if let Some(p) = self.prev_ts {
+                    self.recorded_ns += ts_ns.saturating_sub(p);
+                }
+                self.prev_ts = Some(ts_ns);
+                Some(self.t0 + scale(self.recorded_ns as f64, speed))
+            }
+            Pacing::Pps(pps) => {
+                let t = self.t0 + scale(self.packets as f64 * 1e9, pps);
+                self.packets += 1;
+                Some(t)
+            }
+            Pacing::Rate(bps) => {
+                let t = self.t0 + scale(self.bits as f64 * 1e9, bps);
+                self.bits += len as u128 * 8;
+                Some(t)
+            }
+        }
+    }
+}
+
+/// `x / by` in whole nanoseconds (saturating; `by` is positive and finite).
+fn scale(x: f64, by: f64) -> u64 {
+    let v = (x / by).round();
+    if v >= u64::MAX as f64 / 2.0 {
+        u64::MAX / 2
+    } else {
+        v as u64
+    }
+}
+
+/// Why a rate string was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid rate '{given}': give a positive number of bits per second with an optional unit, such as 5gbps, 100mbps, 800kbps or 64000bps")]
+pub struct RateError {
+    pub given: String,
+}
+
+/// The highest rate accepted: 10 Tbit/s (anything above is a typo).
+const MAX_RATE: f64 = 1e13;
+
+/// Parses a bit rate: a number (decimals allowed) and an optional unit,
+/// case-insensitive: `bps`/`bit`/`bit/s`, `kbps`/`kbit`, `mbps`/`mbit`,
+/// `gbps`/`gbit`, `tbps`/`tbit` (powers of 1000). A bare number is bits per
+/// second. Returns bits per second.
+pub fn parse_rate(s: &str) -> Result<f64, RateError> {
+    let err = || RateError { given: s.to_owned() };
+    let t = s.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() || num.starts_with('.') && num.len() == 1 {
+        return Err(err());
+    }
+    let v: f64 = num.parse().map_err(|_| err())?;
+    let unit = unit.trim();
+    let base = unit.strip_suffix("bit/s").or_else(|| unit.strip_suffix("bps")).or_else(|| unit.strip_suffix("bit"));
+    let mult = match base {
+        Some("") => 1e0,
+        Some("k") => 1e3,
+        Some("m") => 1e6,
+        Some("g") => 1e9,
+        Some("t") => 1e12,
+        None if unit.is_empty() => 1e0,
+        _ => return Err(err()),
+    };
+    let r = v * mult;
+    if !r.is_finite() || !(1.0..=MAX_RATE).contains(&r) {
+        return Err(err());
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!(parse_rate("5gbps"), Ok(5e9));
+        assert_eq!(parse_rate("5Gbps"), Ok(5e9));
+        assert_eq!(parse_rate("1.5gbit"), Ok(1.5e9));
+        assert_eq!(parse_rate("100mbps"), Ok(1e8));
+        assert_eq!(parse_rate("800kbit/s"), Ok(8e5));
+        assert_eq!(parse_rate("64000"), Ok(64000.0));
+        assert_eq!(parse_rate("64000bps"), Ok(64000.0));
+        for bad in ["", "gbps", "5 gigs", "-5gbps", "0", "0.1bps", "5xbps", "1e3", ".", "99tbps", "5gbpss", "nan"] {
+            assert!(parse_rate(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(parse_rate("5gigs").unwrap_err().to_string().starts_with("invalid rate '5gigs': give a positive"));
+    }
+
+    #[test]
+    fn recorded_targets_follow_gaps_over_speed() {
+        let mut s = Schedule::new(Pacing::Recorded { speed: 2.0 }, 1000);
+        assert_eq!(s.target(5_000, 60), Some(1000));
+        assert_eq!(s.target(7_000, 60), Some(2000));
+        // Backwards: no gap.
+        assert_eq!(s.target(6_000, 60), Some(2000));
+        assert_eq!(s.target(10_000, 60), Some(4000));
+        s.new_segment();
+        assert_eq!(s.target(1, 60), Some(4000));
+        assert_eq!(s.target(2001, 60), Some(5000));
+    }
+
+    #[test]
+    fn pps_and_rate_targets() {
+        let mut s = Schedule::new(Pacing::Pps(1000.0), 0);
+        let t: Vec<_> = (0..3).map(|_| s.target(0, 60).unwrap()).collect();
+        assert_eq!(t, [0, 1_000_000, 2_000_000]);
+        // 1500-byte frames at 12 Mbit/s: one per millisecond.
+        let mut s = Schedule::new(Pacing::Rate(12e6), 10);
+        let t: Vec<_> = (0..3).map(|_| s.target(0, 1500).unwrap()).collect();
+        assert_eq!(t, [10, 1_000_010, 2_000_010]);
+        assert_eq!(Schedule::new(Pacing::TopSpeed, 0).target(1, 1), None);
+    }
+}

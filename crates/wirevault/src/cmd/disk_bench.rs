@@ -1,0 +1,523 @@
+//! `wirevault disk-bench DIR`: gauge a volume with the recorder's own writer.
+//!
+//! Flags -> [`plan`] (every check, the free-space limit) -> the run
+//! (`wv_diskbench::runner`) -> statistics, the buffer a rate needs, the
+//! report (text or `--json`) and the plot. The mechanisms are in
+//! `crates/diskbench`; the defaults are `record`'s (block size, queue depth,
+//! preallocation step), so what is measured is what `record` would do.
+
+use crate::cmd::record::{defaults, Tuning};
+use crate::{exit, fail};
+use serde_json::{json, Value};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use wv_capture::args::parse_size;
+use wv_diskbench::runner::{self, Config, Mode, Outcome};
+use wv_diskbench::stats::{self, Summary};
+use wv_diskbench::{buffer, plot, BenchError};
+
+/// The paper's method: 100 files of 2 GB.
+const FILES: u32 = 100;
+const FILE_SIZE: &str = "2G";
+/// `--quick`: about a minute on a 1 GB/s disk.
+const QUICK_FILES: u32 = 60;
+const QUICK_FILE_SIZE: &str = "1G";
+/// Share of the volume's free space a run may use without `--allow-fill`.
+const MAX_FILL: f64 = 0.80;
+/// Safety margin on the measured buffer.
+const MARGIN: f64 = 1.5;
+/// The smallest `--buffer` recommended (record's own floor for its default).
+const MIN_BUFFER: u64 = 64 << 20;
+
+/// Arguments of `wirevault disk-bench`.
+#[derive(clap::Args)]
+#[command(after_help = "Throughputs are in bytes per second (GB/s = 10^9 B/s); rates take bits (10gbps, \
+                        9.95Gb/s, 100Mbit/s) or bytes (1.2GB/s, 800MiB/s) per second.\n\
+                        Example: wirevault disk-bench /data --quick --rate 9.95gbps --plot disk.svg")]
+pub struct Args {
+    /// A directory on the volume to gauge. The files are written into it and removed afterwards.
+    pub dir: PathBuf,
+    /// Number of files (at least 2; default 100, the paper's method, or 60 with --quick).
+    #[arg(long, value_name = "N")]
+    pub files: Option<u32>,
+    /// Bytes per file, a multiple of 4K (K/M/G/T binary, KB/MB/GB decimal; default 2G, or 1G with --quick).
+    #[arg(long, value_name = "SIZE")]
+    pub file_size: Option<String>,
+    /// About a minute on a 1 GB/s disk: 60 files of 1 GiB instead of 100 of 2 GiB
+    /// (--files and --file-size still apply).
+    #[arg(long)]
+    pub quick: bool,
+    /// Write through the page cache with write(2) and one fsync per file, as
+    /// `dd conv=fsync` does, instead of the recorder's O_DIRECT io_uring writes.
+    #[arg(long)]
+    pub buffered: bool,
+    /// Bytes per write (multiple of 4K, 64K..64M; record's default).
+    #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE")]
+    pub block_size: String,
+    /// Writes in flight (record's writer: 8).
+    #[arg(long, value_name = "N")]
+    pub queue_depth: Option<u32>,
+    /// The capture rate to sustain: says whether the volume keeps up and the
+    /// smallest buffer that absorbs its measured dips (e.g. 10gbps, 9.95Gb/s, 1.2GB/s).
+    #[arg(long, value_name = "RATE")]
+    pub rate: Option<String>,
+    /// Safety factor on the measured buffer (at least 1).
+    #[arg(long, default_value_t = MARGIN, value_name = "FACTOR")]
+    pub margin: f64,
+    /// Draw the per-second series, the mean and the rate (FILE.svg or FILE.png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Print one JSON object on standard output instead of the report.
+    #[arg(long)]
+    pub json: bool,
+    /// Leave the files in DIR.
+    #[arg(long)]
+    pub keep: bool,
+    /// Use more than 80% of the volume's free space.
+    #[arg(long)]
+    pub allow_fill: bool,
+}
+
+/// The validated plan.
+struct Plan {
+    cfg: Config,
+    /// Bytes per second.
+    rate: Option<f64>,
+    rate_text: Option<String>,
+    margin: f64,
+    plot: Option<PathBuf>,
+    json: bool,
+}
+
+fn usage(msg: String) -> anyhow::Error {
+    fail(exit::USAGE, msg)
+}
+
+fn plan(a: Args) -> anyhow::Result<Plan> {
+    let size = |what: &str, s: &str| {
+        parse_size(s)
+            .filter(|&v| v < 1 << 60)
+            .ok_or_else(|| usage(format!("{what} \"{s}\" is not a size like 512M or 2G")))
+    };
+    let files = a.files.unwrap_or(if a.quick { QUICK_FILES } else { FILES });
+    if !(2..=1_000_000).contains(&files) {
+        return Err(usage(format!(
+            "--files must be between 2 and 1000000 (the confidence interval needs two), not {files}"
+        )));
+    }
+    let fs_text =
+        a.file_size.clone().unwrap_or_else(|| (if a.quick { QUICK_FILE_SIZE } else { FILE_SIZE }).to_string());
+    let file_size = size("--file-size", &fs_text)?;
+    if file_size < 4096 || !file_size.is_multiple_of(4096) {
+        return Err(usage(format!(
+            "--file-size must be a multiple of 4K (O_DIRECT writes whole pages), not {fs_text}"
+        )));
+    }
+    let block_size = size("--block-size", &a.block_size)?;
+    if !(64 << 10..=64 << 20).contains(&block_size) || !block_size.is_multiple_of(4096) {
+        return Err(usage(format!("--block-size must be a multiple of 4K between 64K and 64M, not {}", a.block_size)));
+    }
+    let tuning = Tuning::default();
+    let depth = a.queue_depth.unwrap_or(tuning.write_depth);
+    if !(1..=1024).contains(&depth) {
+        return Err(usage(format!("--queue-depth must be between 1 and 1024, not {depth}")));
+    }
+    if !(a.margin.is_finite() && (1.0..=100.0).contains(&a.margin)) {
+        return Err(usage(format!("--margin must be a factor between 1 and 100, not {}", a.margin)));
+    }
+    let rate = match &a.rate {
+        None => None,
+        Some(r) => Some(parse_rate(r).filter(|&v| v > 0.0).ok_or_else(|| {
+            usage(format!(
+                "--rate \"{r}\" is not a rate: give bits per second (10gbps, 9.95Gb/s, 100Mbit/s) or bytes per second (1.2GB/s, 800MiB/s)"
+            ))
+        })?),
+    };
+    if let Some(p) = &a.plot {
+        if plot::Format::of(p).is_none() {
+            return Err(usage(format!("--plot {} must end in .svg or .png", p.display())));
+        }
+    }
+    match std::fs::metadata(&a.dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(usage(format!(
+                "{} is not a directory; give a directory on the volume to gauge",
+                a.dir.display()
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(usage(format!("{} does not exist; give a directory on the volume to gauge", a.dir.display())))
+        }
+        Err(e) => return Err(fail(exit::ERROR, format!("{}: {e}", a.dir.display()))),
+    }
+    let (free, _total) =
+        wv_sys::fs::fs_space(&a.dir).map_err(|e| fail(exit::ERROR, format!("{}: {e}", a.dir.display())))?;
+    let need = u64::from(files).saturating_mul(file_size);
+    let limit = (free as f64 * MAX_FILL) as u64;
+    if need > limit && !a.allow_fill {
+        let fit = limit / file_size;
+        let advice = if fit >= 2 {
+            format!("at most {fit} such files fit (--files {fit})")
+        } else {
+            "not even two such files fit (make --file-size smaller)".to_string()
+        };
+        return Err(usage(format!(
+            "{} has {} free; {files} files of {} ({}) would use more than {:.0}% of it: {advice}, or pass --allow-fill",
+            a.dir.display(),
+            human_bytes(free),
+            human_bytes(file_size),
+            human_bytes(need),
+            MAX_FILL * 100.0
+        )));
+    }
+    Ok(Plan {
+        cfg: Config {
+            dir: a.dir,
+            files,
+            file_size,
+            mode: if a.buffered { Mode::Buffered } else { Mode::Direct },
+            block_size,
+            depth,
+            prealloc_step: tuning.prealloc_step,
+            keep: a.keep,
+        },
+        rate,
+        rate_text: a.rate,
+        margin: a.margin,
+        plot: a.plot,
+        json: a.json,
+    })
+}
+
+/// Parses a rate into bytes per second. Bits: `bps`/`b/s`/`bit/s` with a
+/// decimal prefix (`10gbps`, `9.95Gb/s`, `100Mbit/s`); bytes: `B/s`/`Bps`
+/// with a decimal (`1.2GB/s`) or binary (`800MiB/s`) prefix. A number
+/// without a unit is refused: bits or bytes must be said.
+pub fn parse_rate(s: &str) -> Option<f64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().ok().filter(|v: &f64| v.is_finite())?;
+    let unit = unit.trim_start();
+    let decimal = |p: &str| match p {
+        "" => Some(1.0),
+        "k" | "K" => Some(1e3),
+        "M" => Some(1e6),
+        "G" => Some(1e9),
+        "T" => Some(1e12),
+        _ => None,
+    };
+    let bytes_per_unit = if let Some(p) = unit.strip_suffix("bps") {
+        // Network habit: the prefix's case does not matter (10gbps, 10Gbps).
+        decimal(&p.to_ascii_uppercase().replace('K', "k"))? / 8.0
+    } else if let Some(p) = unit.strip_suffix("bit/s").or_else(|| unit.strip_suffix("b/s")) {
+        decimal(p)? / 8.0
+    } else if let Some(p) = unit.strip_suffix("B/s").or_else(|| unit.strip_suffix("Bps")) {
+        match p {
+            "Ki" => 1024.0,
+            "Mi" => 1024.0 * 1024.0,
+            "Gi" => 1024.0 * 1024.0 * 1024.0,
+            "Ti" => 1024.0f64.powi(4),
+            p => decimal(p)?,
+        }
+    } else {
+        return None;
+    };
+    Some(v * bytes_per_unit)
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let p = plan(args)?;
+    // Every signal that stops `record` stops the run; the files are removed.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in crate::cmd::stop_signals() {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| fail(exit::ERROR, format!("cannot handle signals: {e}")))?;
+    }
+    let total = u64::from(p.cfg.files) * p.cfg.file_size;
+    let bar = progress_bar(total);
+    let outcome = runner::run(&p.cfg, &stop, &mut |done| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+        }
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let dir = p.cfg.dir.display();
+    let out = match outcome {
+        Ok(o) => o,
+        Err(BenchError::Interrupted) => {
+            return Err(fail(exit::ERROR, format!("interrupted; the files written in {dir} were removed")))
+        }
+        Err(BenchError::Write { full: true, path, source }) => {
+            return Err(fail(
+                exit::DISK_FULL,
+                format!("the volume filled up while writing {path} ({source}); the files were removed: use fewer or smaller files"),
+            ))
+        }
+        Err(e) => return Err(fail(exit::ERROR, format!("{e}; the files written in {dir} were removed"))),
+    };
+    if p.cfg.mode == Mode::Direct && !out.direct {
+        say!("wirevault: {dir} refused O_DIRECT (tmpfs, some FUSE/ZFS setups): measured buffered io_uring writes, as record would use there");
+    }
+    let report = Report::new(&p, &out);
+    if let Some(path) = &p.plot {
+        let title = format!("disk-bench {dir}: {} files of {}", p.cfg.files, human_bytes(p.cfg.file_size));
+        let chart = plot::Chart { per_second: &out.per_second, mean: report.summary.mean, rate: p.rate, title: &title };
+        plot::draw(path, &chart).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    }
+    if p.json {
+        let line = report.json(&p, &out).to_string();
+        use std::io::Write as _;
+        let mut o = std::io::stdout().lock();
+        if writeln!(o, "{line}").and_then(|_| o.flush()).is_err() {
+            return Err(fail(exit::ERROR, "cannot write to standard output"));
+        }
+    } else {
+        report.print(&p, &out);
+    }
+    Ok(exit::OK)
+}
+
+fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let style = indicatif::ProgressStyle::with_template(
+        "{spinner} {elapsed_precise} [{bar:40}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
+    )
+    .ok()?
+    .progress_chars("=> ");
+    Some(
+        indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr())
+            .with_style(style),
+    )
+}
+
+/// What a rate needs from the volume.
+struct RateVerdict {
+    bytes_per_s: f64,
+    /// The long-run throughput reaches the rate: a finite buffer suffices.
+    sustained: bool,
+    /// Even the worst 10 s window reaches it (`None`: run shorter than 10 s).
+    worst_10s_meets: Option<bool>,
+    buffer: Option<f64>,
+    with_margin: Option<u64>,
+    shortfall_per_hour: f64,
+}
+
+struct Report {
+    per_file: Vec<f64>,
+    summary: Summary,
+    overall: f64,
+    worst_1s: Option<f64>,
+    worst_10s: Option<f64>,
+    rate: Option<RateVerdict>,
+}
+
+impl Report {
+    fn new(p: &Plan, out: &Outcome) -> Report {
+        let per_file: Vec<f64> = out.files.iter().map(|f| f.bytes_per_s()).collect();
+        let summary = Summary::of(&per_file).unwrap_or(Summary {
+            n: per_file.len(),
+            mean: 0.0,
+            std_dev: 0.0,
+            ci99: (0.0, 0.0),
+            p5: 0.0,
+            p95: 0.0,
+            min: 0.0,
+            max: 0.0,
+        });
+        let overall = out.total_bytes as f64 / out.elapsed.max(1e-9);
+        let worst_1s = stats::worst_window(&out.per_second, 1);
+        let worst_10s = stats::worst_window(&out.per_second, 10);
+        let rate = p.rate.map(|r| {
+            let sustained = overall >= r;
+            let need = buffer::needed(&out.per_second, r);
+            let floor = MIN_BUFFER.max(4 * p.cfg.block_size);
+            RateVerdict {
+                bytes_per_s: r,
+                sustained,
+                worst_10s_meets: worst_10s.map(|w| w >= r),
+                buffer: sustained.then_some(need),
+                with_margin: sustained.then(|| buffer::round_up(need * p.margin, floor)),
+                shortfall_per_hour: (r - overall).max(0.0) * 3600.0,
+            }
+        });
+        Report { per_file, summary, overall, worst_1s, worst_10s, rate }
+    }
+
+    fn json(&self, p: &Plan, out: &Outcome) -> Value {
+        let s = &self.summary;
+        let rate = self.rate.as_ref().map(|v| {
+            json!({
+                "bytes_per_s": v.bytes_per_s,
+                "bits_per_s": v.bytes_per_s * 8.0,
+                "given": p.rate_text,
+                "sustained": v.sustained,
+                "worst_10s_meets_rate": v.worst_10s_meets,
+                "buffer_bytes": v.buffer.map(|b| b.ceil() as u64),
+                "buffer_with_margin_bytes": v.with_margin,
+                "margin": p.margin,
+                "record_buffer_arg": v.with_margin.map(buffer::size_arg),
+                "shortfall_bytes_per_hour": v.shortfall_per_hour,
+            })
+        });
+        json!({
+            "version": 1,
+            "dir": p.cfg.dir.display().to_string(),
+            "mode": if out.direct { "direct" } else { "buffered" },
+            "direct_refused": p.cfg.mode == Mode::Direct && !out.direct,
+            "block_size": p.cfg.block_size,
+            "queue_depth": p.cfg.depth,
+            "files": p.cfg.files,
+            "file_size": p.cfg.file_size,
+            "total_bytes": out.total_bytes,
+            "elapsed_s": out.elapsed,
+            "overall_bytes_per_s": self.overall,
+            "mean_bytes_per_s": s.mean,
+            "std_dev_bytes_per_s": s.std_dev,
+            "ci99_bytes_per_s": [s.ci99.0, s.ci99.1],
+            "p5_bytes_per_s": s.p5,
+            "p95_bytes_per_s": s.p95,
+            "min_bytes_per_s": s.min,
+            "max_bytes_per_s": s.max,
+            "worst_1s_bytes_per_s": self.worst_1s,
+            "worst_10s_bytes_per_s": self.worst_10s,
+            "per_file_bytes_per_s": self.per_file,
+            "per_second_bytes": out.per_second,
+            "kept": out.kept.iter().map(|k| k.display().to_string()).collect::<Vec<_>>(),
+            "rate": rate,
+        })
+    }
+
+    fn print(&self, p: &Plan, out: &Outcome) {
+        use std::io::Write as _;
+        let s = &self.summary;
+        let c = &p.cfg;
+        let how = if out.direct {
+            format!("O_DIRECT io_uring, {} writes, queue depth {}", human_bytes(c.block_size), c.depth)
+        } else if c.mode == Mode::Direct {
+            format!(
+                "buffered io_uring (O_DIRECT refused), {} writes, queue depth {}",
+                human_bytes(c.block_size),
+                c.depth
+            )
+        } else {
+            format!("buffered write(2) of {} + fsync per file", human_bytes(c.block_size))
+        };
+        let mut t = String::new();
+        let gb = |b: f64| format!("{:.3}", b / 1e9);
+        t += &format!("disk-bench {}: {} files of {}, {how}\n", c.dir.display(), c.files, human_bytes(c.file_size));
+        t += &format!(
+            "  wrote {} in {:.1} s: {} GB/s overall\n",
+            human_bytes(out.total_bytes),
+            out.elapsed,
+            gb(self.overall)
+        );
+        t += &format!(
+            "  per file (n = {}): mean {} GB/s, 99% CI [{}, {}], p5 {}, p95 {}, min {}, max {} GB/s\n",
+            s.n,
+            gb(s.mean),
+            gb(s.ci99.0),
+            gb(s.ci99.1),
+            gb(s.p5),
+            gb(s.p95),
+            gb(s.min),
+            gb(s.max)
+        );
+        let win = |w: Option<f64>| w.map_or("n/a (run too short)".to_string(), |v| format!("{} GB/s", gb(v)));
+        t += &format!(
+            "  per second ({} whole seconds): worst 1 s {}, worst 10 s {}\n",
+            out.per_second.len(),
+            win(self.worst_1s),
+            win(self.worst_10s)
+        );
+        if let Some(v) = &self.rate {
+            let r = format!("{} ({} GB/s)", p.rate_text.as_deref().unwrap_or(""), gb(v.bytes_per_s));
+            if !v.sustained {
+                t += &format!(
+                    "  at {r}: NOT sustained: the volume writes {} GB/s, {} GB/s short; no finite buffer suffices ({} behind per hour)\n",
+                    gb(self.overall),
+                    gb(v.bytes_per_s - self.overall),
+                    human_bytes(v.shortfall_per_hour as u64)
+                );
+            } else {
+                let need = v.buffer.unwrap_or(0.0);
+                let with = v.with_margin.unwrap_or(0);
+                let dips = match v.worst_10s_meets {
+                    Some(true) => "even its worst 10 s window keeps up",
+                    Some(false) => "its worst 10 s window falls below the rate",
+                    None => "the run was shorter than 10 s",
+                };
+                t += &format!(
+                    "  at {r}: sustained on average ({dips}); the measured dips need a {} buffer, x{} margin: {}\n",
+                    human_bytes(need.ceil() as u64),
+                    p.margin,
+                    human_bytes(with)
+                );
+                t += &format!("  use: wirevault record --buffer {} ...\n", buffer::size_arg(with));
+                if out.per_second.len() < 60 {
+                    t += &format!(
+                        "  note: the series has {} s; a longer run (the default 100 x 2G) sees rarer dips\n",
+                        out.per_second.len()
+                    );
+                }
+            }
+        }
+        for k in &out.kept {
+            t += &format!("  kept {}\n", k.display());
+        }
+        let _ = std::io::stdout().lock().write_all(t.as_bytes());
+    }
+}
+
+/// Bytes as a binary size with one unit (`2.00 GiB`).
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", UNITS[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_say_bits_or_bytes() {
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() <= 1e-9 * b);
+        assert!(close(parse_rate("10gbps"), 1.25e9));
+        assert!(close(parse_rate("10Gbps"), 1.25e9));
+        assert!(close(parse_rate("9.95gbps"), 1.24375e9));
+        assert!(close(parse_rate("9.95 Gb/s"), 1.24375e9));
+        assert!(close(parse_rate("100Mbit/s"), 12.5e6));
+        assert!(close(parse_rate("1.2GB/s"), 1.2e9));
+        assert!(close(parse_rate("1GiB/s"), 1073741824.0));
+        assert!(close(parse_rate("800MiB/s"), 800.0 * 1048576.0));
+        assert!(close(parse_rate("500MBps"), 5e8));
+        assert!(close(parse_rate("40kbps"), 5e3));
+        for bad in ["10", "10g", "gbps", "10 gigs", "1.2GB", "-1gbps", "1e3gbps", "10mb/s", "NaNgbps", ""] {
+            assert_eq!(parse_rate(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(2 << 30), "2.00 GiB");
+        assert_eq!(human_bytes(1536 << 20), "1.50 GiB");
+    }
+}

@@ -1,0 +1,306 @@
+//! `wirevault replay -i IFACE SOURCE... [--from T] [--to T] [EXPRESSION...]`:
+//! send stored packets out of an interface.
+//!
+//! Flags -> plan -> wiring: the pacing flags, the sources and the interface
+//! are checked before anything is sent (an interface that is missing, down,
+//! or carries the default route without `--force` is refused with one
+//! sentence). Every source, a store or a capture file, is read through
+//! `wv_query` (`Sink::Packets`), so a store replays exactly the packets
+//! `wirevault query` selects for the same arguments; files are sent one
+//! after the other, in the order given, as tcpreplay does.
+
+use crate::{exit, fail};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use wv_replay::{Pacing, Replayer, Summary};
+
+/// A packet that went out more than this after its target counts as late.
+const LATE_NS: u64 = 100_000;
+/// The progress bar is redrawn every this many packets (indicatif limits
+/// the drawing rate itself).
+const PROGRESS_EVERY: u64 = 1024;
+
+/// Arguments of `wirevault replay`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The interface to send on.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    pub interface: String,
+    /// Earliest packet time, inclusive (as `query --from`).
+    #[arg(long, value_name = "T")]
+    pub from: Option<String>,
+    /// End of the time range, exclusive (as `query --to`).
+    #[arg(long, value_name = "T")]
+    pub to: Option<String>,
+    /// Send at most N packets (per loop).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// Send at the recorded timing divided by X (2: twice as fast).
+    #[arg(long, value_name = "X", group = "pace")]
+    pub speed: Option<f64>,
+    /// Send N packets per second.
+    #[arg(long, value_name = "N", group = "pace")]
+    pub pps: Option<f64>,
+    /// Send at this many bits of frames per second: 5gbps, 100mbps, 800kbps, 64000.
+    #[arg(long, value_name = "RATE", group = "pace")]
+    pub rate: Option<String>,
+    /// Send as fast as the interface takes the packets.
+    #[arg(long, group = "pace")]
+    pub topspeed: bool,
+    /// Send the whole selection N times.
+    #[arg(long = "loop", value_name = "N", default_value_t = 1)]
+    pub loops: u64,
+    /// Send even on an interface that carries the default route.
+    #[arg(long)]
+    pub force: bool,
+    /// Print the summary as JSON on standard output.
+    #[arg(long)]
+    pub json: bool,
+    /// Stores or capture files (sent in this order), then an optional tcpdump
+    /// filter expression: the leading words that name existing paths are the
+    /// sources, the rest is the filter.
+    #[arg(value_name = "SOURCE... [EXPRESSION]", required = true)]
+    pub words: Vec<String>,
+}
+
+/// The validated arguments.
+struct Plan {
+    pacing: Pacing,
+    sources: Vec<PathBuf>,
+    expr: String,
+    from_ns: Option<u64>,
+    to_ns: Option<u64>,
+}
+
+fn plan(args: &Args) -> anyhow::Result<Plan> {
+    let positive = |v: f64| v.is_finite() && v > 0.0;
+    let pacing = if let Some(x) = args.speed {
+        if !positive(x) || x > 1e9 {
+            return Err(fail(
+                exit::USAGE,
+                format!("invalid --speed {x}: give a positive multiplier such as 0.5, 1 or 10"),
+            ));
+        }
+        Pacing::Recorded { speed: x }
+    } else if let Some(n) = args.pps {
+        if !positive(n) || n > 1e9 {
+            return Err(fail(exit::USAGE, format!("invalid --pps {n}: give a positive number of packets per second")));
+        }
+        Pacing::Pps(n)
+    } else if let Some(r) = &args.rate {
+        Pacing::Rate(wv_replay::parse_rate(r).map_err(|e| fail(exit::USAGE, e.to_string()))?)
+    } else if args.topspeed {
+        Pacing::TopSpeed
+    } else {
+        Pacing::Recorded { speed: 1.0 }
+    };
+    if args.loops == 0 {
+        return Err(fail(exit::USAGE, "--loop 0 sends nothing: give 1 or more"));
+    }
+    let n = args.words.iter().take_while(|w| std::path::Path::new(w).exists()).count();
+    if n == 0 {
+        return Err(fail(
+            exit::USAGE,
+            format!("{} does not exist: give a store directory or capture files first, then the filter", args.words[0]),
+        ));
+    }
+    let sources = args.words[..n].iter().map(PathBuf::from).collect();
+    let expr = args.words[n..].join(" ");
+    let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
+    Ok(Plan { pacing, sources, expr, from_ns, to_ns })
+}
+
+/// The interface checks, in order: it exists, it is up, it does not carry
+/// the default route (unless `--force`), its link type can be sent.
+fn check_interface(ifname: &str, force: bool) -> anyhow::Result<wv_replay::Config> {
+    use wv_sys::afpacket::Error;
+    wv_sys::netif::ifindex(ifname).map_err(|e| match e {
+        Error::NoSuchInterface(_) => fail(exit::USAGE, e.to_string()),
+        e => fail(exit::ERROR, e.to_string()),
+    })?;
+    if !wv_sys::netif::is_up(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))? {
+        return Err(fail(exit::ERROR, Error::InterfaceDown(ifname.to_owned()).to_string()));
+    }
+    if !force {
+        let defaults = wv_replay::route::default_route_interfaces()
+            .map_err(|e| fail(exit::ERROR, format!("cannot read the routing table to check {ifname}: {e}")))?;
+        if defaults.iter().any(|d| d == ifname) {
+            return Err(fail(
+                exit::USAGE,
+                format!(
+                    "refusing to send on {ifname}: it carries the default route, so replayed packets would reach the real network; give --force to send anyway"
+                ),
+            ));
+        }
+    }
+    let linktype =
+        wv_sys::netif::linktype_of(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))?.ok_or_else(|| {
+            fail(exit::ERROR, format!("cannot send on {ifname}: its link type is neither Ethernet nor raw IP"))
+        })?;
+    let mtu = wv_sys::netif::mtu(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    Ok(wv_replay::Config { ifname: ifname.to_owned(), linktype, mtu, late_ns: LATE_NS })
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let p = plan(&args)?;
+    let cfg = check_interface(&args.interface, args.force)?;
+    let query = |src: &PathBuf, limit: Option<u64>| wv_query::Query {
+        store: src.clone(),
+        from_ns: p.from_ns,
+        to_ns: p.to_ns,
+        expr: p.expr.clone(),
+        limit,
+    };
+    // Every source opens and its filter compiles before anything is sent.
+    let mut first: Vec<Option<wv_query::Prepared>> = Vec::new();
+    for s in &p.sources {
+        first.push(Some(wv_query::prepare(query(s, args.limit)).map_err(super::query::prepare_error)?));
+    }
+    let tx = wv_sys::afpacket::tx::TxSocket::open(&args.interface).map_err(|e| match e {
+        wv_sys::afpacket::Error::PermissionDenied => {
+            fail(exit::ERROR, "sending packets needs root or CAP_NET_RAW (setcap cap_net_raw+ep on the binary)")
+        }
+        e => fail(exit::ERROR, e.to_string()),
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| fail(exit::ERROR, format!("cannot install signal handlers: {e}")))?;
+    }
+    let mut r = Replayer::new(tx, cfg, p.pacing);
+    r.set_stop(Arc::clone(&stop));
+    let bar = std::io::stderr().is_terminal().then(progress_bar);
+
+    let mut fatal: Option<wv_replay::ReplayError> = None;
+    let mut warnings: Vec<String> = Vec::new();
+    'outer: for lap in 0..args.loops {
+        let mut taken = 0u64;
+        for (i, src) in p.sources.iter().enumerate() {
+            let limit = args.limit.map(|l| l - taken);
+            if limit == Some(0) {
+                break;
+            }
+            let prepared = match first[i].take() {
+                Some(pr) => pr,
+                None => wv_query::prepare(query(src, limit)).map_err(super::query::prepare_error)?,
+            };
+            r.new_segment();
+            let mut n = 0u64;
+            let mut full = false;
+            let mut each = |pk: wv_query::PacketRef<'_>| -> std::io::Result<()> {
+                // The limit counts over all sources of a loop (each query
+                // was prepared with the whole limit).
+                if args.limit.is_some_and(|l| taken + n >= l) {
+                    full = true;
+                    return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+                }
+                if let Err(e) = r.packet(pk.ts_ns, pk.linktype, pk.data) {
+                    fatal = Some(e);
+                    return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+                }
+                n += 1;
+                if let Some(b) = &bar {
+                    if n.is_multiple_of(PROGRESS_EVERY) {
+                        let s = r.stats();
+                        b.set_position(s.sent);
+                        b.set_message(format!("{} failed, {} late, loop {}/{}", s.failed, s.late, lap + 1, args.loops));
+                    }
+                }
+                Ok(())
+            };
+            let report = match wv_query::run(prepared, wv_query::Sink::Packets(&mut each)) {
+                Ok(rep) => Some(rep),
+                Err(_) if fatal.is_some() || full => None,
+                Err(e) => return Err(fail(exit::ERROR, e.to_string())),
+            };
+            taken += n;
+            if let Some(rep) = report.filter(|_| lap == 0) {
+                warnings.extend(rep.warnings);
+            }
+            if fatal.is_some() {
+                break 'outer;
+            }
+            if full {
+                break;
+            }
+        }
+    }
+    let summary = match r.finish() {
+        Ok(s) => s,
+        Err(e) => {
+            fatal.get_or_insert(e);
+            r.finish().unwrap_or_else(|_| Summary::from_stats(r.stats(), LATE_NS, false, 0))
+        }
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    for w in &warnings {
+        say!("wirevault: {w}");
+    }
+    report(&args, &summary);
+    match fatal {
+        Some(wv_replay::ReplayError::Stopped) => say!("wirevault: replay stopped by a signal"),
+        Some(e) => {
+            say!("wirevault: {e}");
+            return Ok(exit::ERROR);
+        }
+        None => {}
+    }
+    let _ = stop.load(Ordering::Relaxed);
+    Ok(if summary.failed > 0 { exit::ERROR } else { exit::OK })
+}
+
+fn progress_bar() -> indicatif::ProgressBar {
+    let b = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {human_pos} sent ({per_sec}) {msg}")
+    {
+        b.set_style(style);
+    }
+    b.enable_steady_tick(std::time::Duration::from_millis(200));
+    b
+}
+
+/// The summary line on standard error; with `--json`, the summary on standard output.
+fn report(args: &Args, s: &Summary) {
+    let secs = s.elapsed_ns as f64 / 1e9;
+    let per = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
+    if args.json {
+        let mut v = serde_json::to_value(s).unwrap_or_default();
+        v["interface"] = args.interface.clone().into();
+        v["loops"] = args.loops.into();
+        v["pps"] = per(s.sent as f64).round().into();
+        v["bits_per_s"] = per(s.bytes as f64 * 8.0).round().into();
+        println!("{v}");
+    }
+    let mut line = format!(
+        "wirevault: replay on {}: {} sent ({} bytes) in {secs:.3} s ({:.0} pps, {:.1} Mbit/s), {} failed",
+        args.interface,
+        s.sent,
+        s.bytes,
+        per(s.sent as f64),
+        per(s.bytes as f64 * 8.0) / 1e6,
+        s.failed
+    );
+    if !s.failures.is_empty() {
+        let causes: Vec<String> = s.failures.iter().map(|(c, n)| format!("{n} {c}")).collect();
+        line.push_str(&format!(" ({})", causes.join(", ")));
+    }
+    if let Some(l) = s.lateness_ns {
+        line.push_str(&format!(
+            ", {} late (> {} µs); lateness p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            s.late,
+            s.late_threshold_ns / 1000,
+            l.p50 as f64 / 1e3,
+            l.p99 as f64 / 1e3,
+            l.max as f64 / 1e3
+        ));
+    }
+    if s.retries > 0 {
+        line.push_str(&format!(", {} retried sends (driver full)", s.retries));
+    }
+    say!("{line}");
+}

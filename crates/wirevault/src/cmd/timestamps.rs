@@ -1,0 +1,179 @@
+//! `wirevault timestamps [STORE|FILE...] [-i IFACE...]`: how good the stored
+//! stamps are (resolution, steps back, shared stamps, gaps; per stream of a
+//! store, per file otherwise), the kernel's clock source and what a NIC
+//! offers for stamping.
+//!
+//! The statistics are `wv_query::stamps` over the query layer; the clock
+//! source and the NIC's capabilities are `wv_sys::tsinfo`.
+
+use crate::{exit, fail};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// Arguments of `wirevault timestamps`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Stores (statistics per stream) or capture files (per file).
+    #[arg(value_name = "STORE|FILE")]
+    pub paths: Vec<PathBuf>,
+    /// An interface whose timestamping capabilities to show (ETHTOOL_GET_TS_INFO, as `ethtool -T`).
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    pub interfaces: Vec<String>,
+    /// Only packets from this time on (RFC 3339, epoch seconds, `2h ago`).
+    #[arg(long, value_name = "T")]
+    pub from: Option<String>,
+    /// Only packets before this time.
+    #[arg(long, value_name = "T")]
+    pub to: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let usage = |m: String| fail(exit::USAGE, m);
+    let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
+    // Check everything before reading anything.
+    let mut ifaces = Vec::new();
+    for name in &args.interfaces {
+        match wv_sys::tsinfo::ts_info(name) {
+            Ok(i) => ifaces.push((name.clone(), i)),
+            Err(e @ wv_sys::error::Error::NoSuchInterface(_)) => return Err(usage(e.to_string())),
+            Err(e) => return Err(fail(exit::ERROR, format!("{name}: {e}"))),
+        }
+    }
+    let mut prepared = Vec::new();
+    for p in &args.paths {
+        let query = wv_query::Query { store: p.clone(), from_ns, to_ns, expr: String::new(), limit: None };
+        let is_store = p.is_dir();
+        prepared.push((
+            p.clone(),
+            is_store,
+            wv_query::prepare(query).map_err(|e| match e {
+                wv_query::QueryError::NotAStore { .. } | wv_query::QueryError::NotRegular { .. } => {
+                    usage(e.to_string())
+                }
+                wv_query::QueryError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    usage(format!("{} does not exist; give a store or a capture file", p.display()))
+                }
+                other => fail(exit::ERROR, other.to_string()),
+            })?,
+        ));
+    }
+    let clock = wv_sys::tsinfo::clock_source().ok();
+    let mut inputs = Vec::new();
+    let mut damaged = false;
+    for (path, is_store, p) in prepared {
+        let (streams, report) =
+            wv_query::stamps::per_stream(p).map_err(|e| fail(exit::ERROR, format!("{}: {e}", path.display())))?;
+        for w in &report.warnings {
+            say!("wirevault: {w}");
+        }
+        damaged |= report.damaged > 0;
+        inputs.push(json!({
+            "path": path.display().to_string(),
+            "kind": if is_store { "store" } else { "file" },
+            "streams": streams.iter().map(|(id, s)| {
+                let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
+                if let Some(o) = v.as_object_mut() { o.insert("stream".into(), json!(id)); }
+                v
+            }).collect::<Vec<_>>(),
+            "damaged_files": report.damaged,
+        }));
+    }
+    let out = json!({
+        "clock_source": clock.as_ref().map(|c| json!({"current": c.current, "available": c.available})),
+        "interfaces": ifaces.iter().map(|(n, i)| json!({
+            "name": n,
+            "capabilities": i.capabilities(),
+            "hardware_receive": i.hardware_receive(),
+            "phc_index": i.phc_index,
+            "rx_filters": i.rx_filter_names(),
+            "tx_types": i.tx_types,
+        })).collect::<Vec<_>>(),
+        "inputs": inputs,
+    });
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&out).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+        s.push('\n');
+        s
+    } else {
+        text(&out)
+    };
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => return Err(fail(exit::ERROR, format!("cannot write the report: {e}"))),
+    }
+    Ok(if damaged { exit::ERROR } else { exit::OK })
+}
+
+/// A nanosecond amount in a readable unit.
+fn ns(v: &Value) -> String {
+    match v.as_u64() {
+        None => "-".into(),
+        Some(x) if x >= 1_000_000_000 => format!("{:.3} s", x as f64 / 1e9),
+        Some(x) if x >= 1_000_000 => format!("{:.3} ms", x as f64 / 1e6),
+        Some(x) if x >= 1_000 => format!("{:.3} us", x as f64 / 1e3),
+        Some(x) => format!("{x} ns"),
+    }
+}
+
+fn text(out: &Value) -> String {
+    let mut s = String::new();
+    match out["clock_source"].as_object() {
+        Some(c) => s.push_str(&format!(
+            "clock source: {} (available: {})\n",
+            c["current"].as_str().unwrap_or("?"),
+            c["available"].as_array().map_or(String::new(), |a| a
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" "))
+        )),
+        None => s.push_str("clock source: unknown (/sys/devices/system/clocksource not readable)\n"),
+    }
+    for i in out["interfaces"].as_array().into_iter().flatten() {
+        let list = |k: &str| {
+            i[k].as_array().map_or(String::new(), |a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
+        };
+        s.push_str(&format!(
+            "{}: {} stamping; capabilities: {}; PTP clock: {}; hardware receive filters: {}\n",
+            i["name"].as_str().unwrap_or(""),
+            if i["hardware_receive"].as_bool() == Some(true) { "hardware" } else { "software (kernel)" },
+            list("capabilities"),
+            i["phc_index"].as_u64().map_or("none".into(), |n| format!("/dev/ptp{n}")),
+            if list("rx_filters").is_empty() { "none".into() } else { list("rx_filters") },
+        ));
+    }
+    for inp in out["inputs"].as_array().into_iter().flatten() {
+        let streams = inp["streams"].as_array().cloned().unwrap_or_default();
+        if streams.is_empty() {
+            s.push_str(&format!("{}: no packets\n", inp["path"].as_str().unwrap_or("")));
+        }
+        for st in streams {
+            let who = if inp["kind"] == "store" {
+                format!("{} stream {}", inp["path"].as_str().unwrap_or(""), st["stream"])
+            } else {
+                inp["path"].as_str().unwrap_or("").to_string()
+            };
+            s.push_str(&format!(
+                "{who}: {} packets; resolution {}; smallest gap > 0 {}; {} backwards (largest step back {}); {} share the previous stamp (longest run {}); gap min {} median {}{} max {}\n",
+                st["packets"],
+                ns(&st["resolution_ns"]),
+                ns(&st["min_nonzero_gap_ns"]),
+                st["backwards"],
+                ns(&st["max_step_back_ns"]),
+                st["same_as_previous"],
+                st["longest_same_run"],
+                ns(&st["min_gap_ns"]),
+                ns(&st["median_gap_ns"]),
+                if st["median_exact"] == false { " (sampled)" } else { "" },
+                ns(&st["max_gap_ns"]),
+            ));
+        }
+    }
+    s
+}
