@@ -21,6 +21,7 @@ fn err(path: &Path) -> impl Fn(String) -> PlotError + '_ {
 pub fn write_all(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     let mut out = Vec::new();
     let p = dir.join("throughput.svg");
+    wv_chart::font().map_err(err(&p))?;
     throughput(r, &p).map_err(err(&p))?;
     out.push(p);
     let p = dir.join("sizes.svg");

@@ -9,18 +9,8 @@
 
 use crate::BenchError;
 use plotters::prelude::*;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-/// Where a sans-serif TrueType font is looked for (first found wins).
-pub const FONT_PATHS: &[&str] = &[
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-    "/usr/share/fonts/liberation-sans/LiberationSans-Regular.ttf",
-];
+use std::path::Path;
+use wv_chart::font;
 
 /// What to draw.
 pub struct Chart<'a> {
@@ -48,33 +38,6 @@ impl Format {
             _ => None,
         }
     }
-}
-
-/// Loads and registers the font once; the path it came from, or why not.
-fn font() -> Result<&'static Path, String> {
-    static FONT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    FONT.get_or_init(|| {
-        let candidates: Vec<PathBuf> = match std::env::var_os("WIREVAULT_FONT") {
-            Some(p) => vec![PathBuf::from(p)],
-            None => FONT_PATHS.iter().map(PathBuf::from).collect(),
-        };
-        for p in candidates {
-            if let Ok(bytes) = std::fs::read(&p) {
-                // Registered fonts live for the whole process (plotters wants 'static).
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                    return Ok(p);
-                }
-            }
-        }
-        Err(match std::env::var_os("WIREVAULT_FONT") {
-            Some(p) => format!("WIREVAULT_FONT={} is not a readable TrueType font", PathBuf::from(p).display()),
-            None => "the plot needs a TrueType font and none was found (install fonts-dejavu-core, or set WIREVAULT_FONT=FILE.ttf)".into(),
-        })
-    })
-    .as_ref()
-    .map(|p| p.as_path())
-    .map_err(Clone::clone)
 }
 
 /// Draws the chart into `path` (SVG or PNG by its extension).
