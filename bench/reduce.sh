@@ -25,7 +25,12 @@ mkdir -p "$DIR"
 cpu_of() { # spec args... -> CPU seconds of one run
   local spec=$1; shift
   rm -rf "$DIR/wv"
-X
+  "$BIN" record -o "$DIR/wv" --synthetic "$spec" -q "$@" >/dev/null 2>&1 || true
+  local written cpu
+  read -r written cpu < <(stats "$DIR/wv/stats.json" written capture_cpu_s)
+  [ "$written" = "$N" ] || { echo "run $spec $* stored $written of $N packets" >&2; exit 1; }
+  rm -rf "$DIR/wv"
+  echo "$cpu"
 }
 
 echo "reduce.sh: $N packets per run, best of $ROUNDS, $FLOWS flows, $(stamp), revision $(revision)"
