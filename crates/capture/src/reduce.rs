@@ -51,8 +51,6 @@ pub enum Verdict {
 pub struct Reduce {
     pub dedup: Option<Dedup>,
     pub cutoff: Option<Cutoff>,
-    /// Frames made of several parts are joined here first (only then).
-    joined: Vec<u8>,
     /// Where the dedup table remembers the last frame judged `Store`, once
     /// it is stored ([`Reduce::stored`]): a frame that was not stored (arena
     /// full) must not make its copy a "duplicate".
@@ -61,13 +59,7 @@ pub struct Reduce {
 
 impl Reduce {
     pub fn new(dedup: Option<Dedup>, cutoff: Option<Cutoff>) -> Reduce {
-        let on = dedup.is_some() || cutoff.is_some();
-        Reduce {
-            dedup,
-            cutoff,
-            joined: Vec::with_capacity(if on { wv_wire::MAX_SNAPLEN as usize } else { 0 }),
-            pending: None,
-        }
+        Reduce { dedup, cutoff, pending: None }
     }
 
     /// True when neither reducer is on.
@@ -79,25 +71,30 @@ impl Reduce {
     /// The verdict on one packet (its captured bytes are `parts` joined).
     #[inline]
     pub fn verdict(&mut self, ts_ns: u64, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Verdict {
-        let frame: &[u8] = match parts {
-            [one] => one,
-            _ => {
-                self.joined.clear();
-                for p in parts {
-                    self.joined.extend_from_slice(p);
-                }
-                &self.joined
-            }
-        };
         self.pending = None;
         let mut pending = None;
         if let Some(d) = self.dedup.as_mut() {
-            match d.lookup(ts_ns, origlen, frame) {
+            match d.lookup(ts_ns, origlen, parts) {
                 Lookup::Duplicate => return Verdict::Duplicate,
                 Lookup::New(p) => pending = Some(p),
             }
         }
         if let Some(c) = self.cutoff.as_mut() {
+            // The headers only: the first bytes of the parts, joined on the
+            // stack when the frame comes in several (a re-inserted VLAN tag).
+            let mut head = [0u8; HEAD_LEN];
+            let frame: &[u8] = match parts {
+                [one] => one,
+                _ => {
+                    let mut n = 0;
+                    for p in parts {
+                        let k = p.len().min(HEAD_LEN - n);
+                        head[n..n + k].copy_from_slice(&p[..k]);
+                        n += k;
+                    }
+                    &head[..n]
+                }
+            };
             if !c.keep(ts_ns, linktype, origlen, frame) {
                 return Verdict::Cut;
             }
@@ -130,6 +127,33 @@ pub struct Pending {
     bucket: usize,
     way: usize,
     hash: u64,
+}
+
+/// Bytes of a frame the cutoff parses (every header the index's key
+/// extraction reads fits: Ethernet, 4 VLAN tags, IPv6 and its extension headers).
+const HEAD_LEN: usize = 256;
+
+/// A table of `n` zeroed entries on transparent huge pages where the kernel
+/// gives them (one TLB entry per 2 MiB: a random lookup in a 32 MiB table
+/// otherwise misses the TLB nearly every time, and in a VM a miss is a
+/// two-level walk), written now so that no page faults on the capture path.
+fn table<T: Copy + Default>(n: usize) -> Box<[T]> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    wv_sys::mem::advise_huge(v.as_ptr().cast(), n * std::mem::size_of::<T>());
+    v.resize(n, T::default());
+    v.into_boxed_slice()
+}
+
+/// The keyed hash of a frame given in parts: one part is hashed whole; a
+/// frame in several parts (the same frame always comes in the same parts
+/// from the same source) hashes each part and folds them, which saves
+/// joining them.
+#[inline]
+fn frame_hash(parts: &[&[u8]], secret: &[u8]) -> u64 {
+    match parts {
+        [one] => xxh3_64_with_secret(one, secret),
+        _ => parts.iter().fold(0u64, |h, p| h.rotate_left(23) ^ xxh3_64_with_secret(p, secret)),
+    }
 }
 
 /// Ways of a bucket: one 64-byte cache line of (hash, time) pairs.
@@ -166,7 +190,7 @@ impl Dedup {
         Dedup {
             // Written, not just allocated: the pages are faulted in now, not
             // on the capture path.
-            buckets: vec![DedupBucket::default(); n].into_boxed_slice(),
+            buckets: table(n),
             mask: n as u64 - 1,
             window_ns,
             secret: random_secret(),
@@ -177,8 +201,8 @@ impl Dedup {
     /// equals a frame remembered within the window; if not, the place to
     /// [`Dedup::remember`] it once it is stored.
     #[inline]
-    pub fn lookup(&self, ts_ns: u64, origlen: u32, frame: &[u8]) -> Lookup {
-        let hash = mix(xxh3_64_with_secret(frame, &self.secret[..]), u64::from(origlen));
+    pub fn lookup(&self, ts_ns: u64, origlen: u32, parts: &[&[u8]]) -> Lookup {
+        let hash = mix(frame_hash(parts, &self.secret[..]), u64::from(origlen));
         let bucket = ((hash >> 32) & self.mask) as usize;
         let b = &self.buckets[bucket];
         let mut way = 0;
@@ -205,7 +229,7 @@ impl Dedup {
 
     /// [`Dedup::lookup`], and [`Dedup::remember`] what is not a duplicate.
     pub fn is_duplicate(&mut self, ts_ns: u64, origlen: u32, frame: &[u8]) -> bool {
-        match self.lookup(ts_ns, origlen, frame) {
+        match self.lookup(ts_ns, origlen, &[frame]) {
             Lookup::Duplicate => true,
             Lookup::New(p) => {
                 self.remember(p, ts_ns);
@@ -256,14 +280,7 @@ impl Cutoff {
 
     pub fn new(limit: u64, idle_ns: u64, entries: usize) -> Cutoff {
         let n = entries.div_ceil(WAYS).max(1).next_power_of_two();
-        Cutoff {
-            buckets: vec![FlowBucket::default(); n].into_boxed_slice(),
-            mask: n as u64 - 1,
-            limit,
-            idle_ns,
-            secret: random_secret(),
-            evicted: 0,
-        }
+        Cutoff { buckets: table(n), mask: n as u64 - 1, limit, idle_ns, secret: random_secret(), evicted: 0 }
     }
 
     /// True when the frame is stored: its connection's bytes before it are
@@ -461,12 +478,23 @@ mod tests {
     }
 
     #[test]
-    fn joined_parts_hash_as_the_whole() {
+    fn frames_in_parts_are_judged_like_whole_ones() {
         let f = tcp(A, B, ACK, 300);
-        let mut r = Reduce::new(Some(Dedup::new(1_000_000, 64)), None);
-        assert_eq!(r.verdict(1, 1, 300, &[&f]), Verdict::Store);
+        let split = |f: &[u8]| -> [Vec<u8>; 3] { [f[..12].to_vec(), f[12..100].to_vec(), f[100..].to_vec()] };
+        let mut r = Reduce::new(Some(Dedup::new(1_000_000, 64)), Some(Cutoff::new(400, u64::MAX, 64)));
+        let p = split(&f);
+        assert_eq!(r.verdict(1, 1, 300, &[&p[0], &p[1], &p[2]]), Verdict::Store);
         r.stored(1);
-        assert_eq!(r.verdict(2, 1, 300, &[&f[..12], &f[12..100], &f[100..]]), Verdict::Duplicate);
+        // The same frame in the same parts: a duplicate.
+        assert_eq!(r.verdict(2, 1, 300, &[&p[0], &p[1], &p[2]]), Verdict::Duplicate);
+        // Another frame of the connection in parts: the cutoff parses the joined head.
+        let g = tcp(B, A, ACK, 200);
+        let q = split(&g);
+        assert_eq!(r.verdict(3, 1, 200, &[&q[0], &q[1], &q[2]]), Verdict::Store, "300 bytes before: kept");
+        r.stored(3);
+        let h = tcp(A, B, ACK, 120);
+        let q = split(&h);
+        assert_eq!(r.verdict(4, 1, 120, &[&q[0], &q[1], &q[2]]), Verdict::Cut, "500 bytes before: cut");
     }
 
     #[test]
