@@ -77,7 +77,7 @@ table_header tool seconds packets "speed-up of wirevault"
 table_row "wirevault query (cold cache)" "$wv_cold" "$wv_n" ""
 table_row "wirevault query (warm)" "$wv_warm" "$wv_n" ""
 table_row "tcpdump -r, every file (cold cache)" "$td" "$td_n" "$(calc "$td/$wv_cold" .0f)x (cold), $(calc "$td/$wv_warm" .0f)x (warm)"
-table_row "tshark -r -Y, extrapolated from $(calc "$TS_BYTES/1e9" .1f) GB ($ts_part s)" "~$ts" "" "$(calc "$ts/$wv_cold" .0f)x"
+[ -n "${WV_SKIP_TSHARK:-}" ] || table_row "tshark -r -Y, extrapolated from $(calc "$TS_BYTES/1e9" .1f) GB ($ts_part s)" "~$ts" "" "$(calc "$ts/$wv_cold" .0f)x"
 [ "$wv_n" = "$td_n" ] && echo && echo "wirevault and tcpdump select the same $wv_n packets." || echo "MISMATCH: wirevault $wv_n, tcpdump $td_n"
 echo
 echo "Whole store out (every packet), warm cache, best of 3:"
