@@ -433,3 +433,37 @@ fn bad_flags_are_one_sentence_and_exit_2() {
     assert!(entries(&dir).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--rate` takes what `wirevault plan --json` wrote: the largest store rate
+/// of its rows, the same number as given in bytes per second.
+#[test]
+fn rate_from_a_plan_result() {
+    let dir = disk_dir("plan-rate");
+    let tmp = TempDir::new("disk-bench-plan");
+    let plan = tmp.join("plan.json");
+    let o = run_wirevault(&["plan", "--link", "1gbps", "--size", "64,1514", "--json"]);
+    o.expect(0, "plan");
+    std::fs::write(&plan, &o.stdout).unwrap();
+    let rows: Value = serde_json::from_str(&o.stdout).unwrap();
+    let want = rows.as_array().unwrap().iter().map(|r| r["store_bytes_per_s"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!(want > 1e8, "a 1 Gb/s link stores more than 100 MB/s: {want}");
+    let v = bench_json(&dir, &["--files", "2", "--file-size", "8M", "--rate", plan.to_str().unwrap()]);
+    let got = v["rate"]["bytes_per_s"].as_f64().unwrap_or_else(|| panic!("no rate in {v}"));
+    assert!((got - want).abs() <= 1e-9 * want, "rate {got}, plan's largest store rate {want}");
+    // Not a plan result: one sentence, exit 2.
+    let junk = tmp.join("junk.json");
+    std::fs::write(&junk, "{\"x\": 1}").unwrap();
+    let o = run_wirevault(&[
+        "disk-bench",
+        dir.to_str().unwrap(),
+        "--files",
+        "2",
+        "--file-size",
+        "4M",
+        "--rate",
+        junk.to_str().unwrap(),
+    ]);
+    o.expect(2, "--rate junk.json");
+    assert!(o.stderr.contains("store_bytes_per_s") && o.stderr.trim().lines().count() == 1, "{}", o.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -60,7 +60,8 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub queue_depth: Option<u32>,
     /// The capture rate to sustain: says whether the volume keeps up and the
-    /// smallest buffer that absorbs its measured dips (e.g. 10gbps, 9.95Gb/s, 1.2GB/s).
+    /// smallest buffer that absorbs its measured dips (e.g. 10gbps, 9.95Gb/s, 1.2GB/s,
+    /// or a file written by `wirevault plan --json`: its largest store rate).
     #[arg(long, value_name = "RATE")]
     pub rate: Option<String>,
     /// Safety factor on the measured buffer (at least 1).
@@ -129,6 +130,7 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
     }
     let rate = match &a.rate {
         None => None,
+        Some(r) if std::path::Path::new(r).is_file() => Some(plan_rate(std::path::Path::new(r))?),
         Some(r) => Some(parse_rate(r).filter(|&v| v > 0.0).ok_or_else(|| {
             usage(format!(
                 "--rate \"{r}\" is not a rate: give bits per second (10gbps, 9.95Gb/s, 100Mbit/s) or bytes per second (1.2GB/s, 800MiB/s)"
@@ -190,6 +192,31 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
         plot: a.plot,
         json: a.json,
     })
+}
+
+/// The rate a `wirevault plan --json` result asks the store to sustain:
+/// the largest `store_bytes_per_s` of its rows (bytes per second).
+fn plan_rate(path: &std::path::Path) -> anyhow::Result<f64> {
+    let bad = |why: &str| {
+        fail(
+            exit::USAGE,
+            format!(
+                "--rate {}: {why}; give a rate (10gbps, 1.2GB/s) or a file written by `wirevault plan --json`",
+                path.display()
+            ),
+        )
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(&format!("cannot read it ({e})")))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|_| bad("not JSON"))?;
+    let rows = match &v {
+        serde_json::Value::Array(a) => a.clone(),
+        other => vec![other.clone()],
+    };
+    rows.iter()
+        .filter_map(|r| r["store_bytes_per_s"].as_f64())
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .reduce(f64::max)
+        .ok_or_else(|| bad("no store_bytes_per_s in it (is it `plan --json` output?)"))
 }
 
 /// Parses a rate into bytes per second. Bits: `bps`/`b/s`/`bit/s` with a
