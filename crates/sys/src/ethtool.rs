@@ -13,7 +13,6 @@
 //! a request answers `EOPNOTSUPP` ([`is_unsupported`]).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GCOALESCE: u32 = 0x0e;
@@ -280,34 +279,21 @@ fn c_string(b: &[u8]) -> String {
 }
 
 /// Runs one `SIOCETHTOOL` request for `ifname`; `data` points at the request's struct, whose
-/// first `u32` is the command.
+/// first `u32` is the command. The `ifreq` and the throw-away socket are netif's
+/// ([`crate::netif::ifreq_for`], [`crate::netif::ioctl_on`]); the error keeps its errno
+/// (ENODEV for an interface that does not exist, EOPNOTSUPP for a driver that does not say).
 fn call(ifname: &str, data: *mut libc::c_void) -> io::Result<()> {
-    if !crate::netif::valid_name(ifname) {
-        return Err(io::Error::from_raw_os_error(libc::ENODEV));
-    }
-    // SAFETY: `ifreq` is a plain C struct/union; all-zero bytes are a valid value.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, &b) in ifr.ifr_name.iter_mut().zip(ifname.as_bytes()) {
-        *dst = b as libc::c_char; // NUL-terminated: valid_name checked len < IFNAMSIZ
-    }
+    let errno = |e: crate::error::Error| match e {
+        crate::error::Error::Os { source, .. } => source,
+        _ => io::Error::from_raw_os_error(libc::ENODEV),
+    };
+    let mut ifr = crate::netif::ifreq_for(ifname).map_err(errno)?;
     ifr.ifr_ifru.ifru_data = data.cast();
-    // As in netif: SIOCETHTOOL reaches dev_ioctl from any socket family; AF_UNIX needs no
-    // privilege and answers for the calling thread's network namespace.
-    // SAFETY: plain syscall with constant arguments.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: `ifr` is valid and exclusive; its `ifru_data` points at the caller's request
-    // struct, which every caller in this module sizes for its command (a fixed struct, or a
-    // buffer with the header's count of entries), so the kernel reads and writes inside it.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL as _, &mut ifr as *mut libc::ifreq) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // SAFETY: SIOCETHTOOL reads the name from the `ifreq` and follows its `ifru_data` to the
+    // caller's request struct, which every caller in this module sizes for its command (a fixed
+    // struct, or a buffer with the header's count of entries), live and exclusive for the call.
+    unsafe { crate::netif::ioctl_on(ifname, libc::SIOCETHTOOL, "an ethtool request (SIOCETHTOOL)", &mut ifr) }
+        .map_err(errno)
 }
 
 #[cfg(test)]

@@ -10,8 +10,6 @@ use crate::error::Error;
 
 /// `ETHTOOL_GET_TS_INFO` (include/uapi/linux/ethtool.h).
 const ETHTOOL_GET_TS_INFO: u32 = 0x0000_0041;
-/// `SIOCETHTOOL` (include/uapi/linux/sockios.h).
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
 
 /// `struct ethtool_ts_info` (include/uapi/linux/ethtool.h).
 #[repr(C)]
@@ -103,7 +101,7 @@ pub fn ts_info(name: &str) -> Result<TsInfo, Error> {
     unsafe {
         crate::netif::ioctl_on(
             name,
-            SIOCETHTOOL,
+            libc::SIOCETHTOOL,
             "asking the driver for its timestamping capabilities (ETHTOOL_GET_TS_INFO)",
             &mut ifr,
         )?
