@@ -227,8 +227,10 @@ impl Dedup {
         (b.hash[p.way], b.ts[p.way]) = (p.hash, ts_ns);
     }
 
-    /// [`Dedup::lookup`], and [`Dedup::remember`] what is not a duplicate.
-    pub fn is_duplicate(&mut self, ts_ns: u64, origlen: u32, frame: &[u8]) -> bool {
+    /// [`Dedup::lookup`], and [`Dedup::remember`] what is not a duplicate
+    /// (the tests' shorthand; the recorder remembers only what it stored).
+    #[cfg(test)]
+    fn is_duplicate(&mut self, ts_ns: u64, origlen: u32, frame: &[u8]) -> bool {
         match self.lookup(ts_ns, origlen, &[frame]) {
             Lookup::Duplicate => true,
             Lookup::New(p) => {

@@ -95,6 +95,15 @@ impl Delivery<'_> {
         self.counts.filtered_user += 1;
     }
 
+    /// Publishes the counters to `shared`, with the ones kept elsewhere
+    /// brought up to date: the cutoff table's evictions and this thread's
+    /// CPU time since `cpu0` (a system call: once per publish, not per packet).
+    fn publish(&mut self, shared: &SharedCounts, cpu0: u64) {
+        self.counts.flows_evicted = self.reduce.cutoff.as_ref().map_or(0, |c| c.evicted);
+        self.counts.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
+        shared.publish(self.counts, self.stream.arena_fill());
+    }
+
     /// True once the count limit is reached.
     pub fn limit_reached(&self) -> bool {
         *self.remaining == 0
@@ -153,12 +162,10 @@ pub fn run<S: Source + ?Sized>(
         Ok(())
     });
     let kc: KernelCounts = src.kernel_counts().unwrap_or_default();
-    d.counts.flows_evicted = d.reduce.cutoff.as_ref().map_or(0, |c| c.evicted);
     d.counts.filtered_kernel = kc.filtered;
     d.counts.dropped_kernel = kc.dropped;
-    d.counts.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
     d.stream.finish();
-    shared.publish(d.counts, d.stream.arena_fill());
+    d.publish(shared, cpu0);
     result.and(drained).map(|()| counts)
 }
 
@@ -189,9 +196,7 @@ fn pump<S: Source + ?Sized>(
                 d.counts.filtered_kernel = kc.filtered;
                 d.counts.dropped_kernel = kc.dropped;
             }
-            d.counts.flows_evicted = d.reduce.cutoff.as_ref().map_or(0, |c| c.evicted);
-            d.counts.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
-            shared.publish(d.counts, d.stream.arena_fill());
+            d.publish(shared, cpu0);
         }
         if p == Poll::End || done {
             return Ok(());
