@@ -181,10 +181,6 @@ fn with_times(times_ns: &[u64]) -> Vec<Frame> {
     f
 }
 
-fn secs(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
-}
-
 #[test]
 fn time_ranges_are_exact_when_times_go_back() {
     let tmp = TempDir::new("hs2-times");
@@ -209,7 +205,7 @@ fn time_ranges_are_exact_when_times_go_back() {
     let all: Vec<u64> = day1.iter().chain(&day2).copied().collect();
     for (from, to) in [(0, 1010 * S), (1000 * S, 6000 * S), (5005 * S, 5010 * S), (1015 * S, 5003 * S)] {
         let want = all.iter().filter(|t| (from..to).contains(*t)).count() as u64;
-        assert_eq!(count_between(&store, &secs(from), &secs(to), &[]), want, "day2 day1, [{from}, {to})");
+        assert_eq!(count_between(&store, &time_arg(from), &time_arg(to), &[]), want, "day2 day1, [{from}, {to})");
     }
     // One file with jittered times.
     let jit = tmp.join("jitter.pcap");
@@ -241,7 +237,11 @@ fn time_ranges_are_exact_when_times_go_back() {
         let (from, to) = (base + a - 1_000_000_000 + 1_000_000_000, base + b);
         let want = many.iter().filter(|t| (from..to).contains(*t)).count() as u64;
         for expr in [&[][..], &["ip or not ip"][..]] {
-            assert_eq!(count_between(&store, &secs(from), &secs(to), expr), want, "jitter [{from}, {to}) {expr:?}");
+            assert_eq!(
+                count_between(&store, &time_arg(from), &time_arg(to), expr),
+                want,
+                "jitter [{from}, {to}) {expr:?}"
+            );
         }
     }
 }

@@ -2,7 +2,7 @@
 //! of captures is indexed into a store, then queried by time and filter,
 //! with tcpdump reading the output.
 
-use crate::util::{bin, corpus_file, have, TempDir};
+use crate::util::{bin, corpus_file, have, time_arg, TempDir};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use wv_wire::reader::Reader;
@@ -74,8 +74,7 @@ fn query_time_ranges_across_file_boundaries() {
         let from = all[a].0;
         let to = all[b.min(n - 1)].0 + u64::from(b == n);
         let want: Vec<_> = all.iter().filter(|f| f.0 >= from && f.0 < to).cloned().collect();
-        let from_s = format!("{}.{:09}", from / 1_000_000_000, from % 1_000_000_000);
-        let to_s = format!("{}.{:09}", to / 1_000_000_000, to % 1_000_000_000);
+        let (from_s, to_s) = (time_arg(from), time_arg(to));
         let out = wirevault(&["query", store.to_str().unwrap(), "--from", &from_s, "--to", &to_s]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let got = frames(&out.stdout);
@@ -188,11 +187,6 @@ fn index_a_single_file_then_query_it() {
     assert!(!got.is_empty());
 }
 
-/// `sec.nnnnnnnnn` of a time in nanoseconds.
-fn ns_arg(t: u64) -> String {
-    format!("{}.{:09}", t / 1_000_000_000, t % 1_000_000_000)
-}
-
 /// Into a pipe, stored nanosecond files whose records go out whole are
 /// spliced from the file instead of copied. Whatever the shape of the query
 /// (two streams overlapping in time, rotation, time ranges cutting files,
@@ -259,7 +253,7 @@ fn pipe_output_equals_file_output_byte_for_byte() {
     let first = cat.iter().map(|e| e["first_ns"].as_u64().unwrap()).min().unwrap();
     let last = cat.iter().map(|e| e["last_ns"].as_u64().unwrap()).max().unwrap();
     let (a, b) = (first + (last - first) / 3, first + 2 * (last - first) / 3);
-    let (a, b) = (ns_arg(a), ns_arg(b));
+    let (a, b) = (time_arg(a), time_arg(b));
     let s = store.to_str().unwrap();
     let cases: Vec<Vec<&str>> = vec![
         vec![],

@@ -118,7 +118,7 @@ fn dedup_from_a_file_drops_copies_within_the_window_exactly() {
 /// original bytes before it are fewer than `limit`; a SYN without ACK starts
 /// a connection again. Frames without ports are always kept.
 fn expected_cut(frames: &[Frame], limit: u64) -> Vec<bool> {
-    let mut seen: HashMap<Vec<u8>, u64> = HashMap::new();
+    let mut seen: HashMap<(u8, Vec<u8>, Vec<u8>), u64> = HashMap::new();
     frames
         .iter()
         .map(|f| {
@@ -126,15 +126,10 @@ fn expected_cut(frames: &[Frame], limit: u64) -> Vec<bool> {
             if d.len() < 38 || d[12..14] != [0x08, 0x00] || !matches!(d[23], 6 | 17) {
                 return true;
             }
-            let (a, b) = (d[26..30].iter().chain(&d[34..36]).copied().collect::<Vec<u8>>(), {
-                d[30..34].iter().chain(&d[36..38]).copied().collect::<Vec<u8>>()
-            });
-            let mut key = vec![d[23]];
-            if a < b {
-                key.extend(a.iter().chain(&b));
-            } else {
-                key.extend(b.iter().chain(&a));
-            }
+            // (address, port) of each end; the connection is the pair in order.
+            let a = [&d[26..30], &d[34..36]].concat();
+            let b = [&d[30..34], &d[36..38]].concat();
+            let key = if a <= b { (d[23], a, b) } else { (d[23], b, a) };
             let bytes = seen.entry(key).or_insert(0);
             if d[23] == 6 && d.len() > 47 && d[47] & (SYN | ACK) == SYN {
                 *bytes = 0;

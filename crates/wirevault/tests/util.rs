@@ -75,6 +75,11 @@ pub fn have(tool: &str) -> bool {
 }
 
 /// Wall clock in nanoseconds since the epoch.
+/// A time in ns as `--from`/`--to` take it: epoch seconds with nine decimals.
+pub fn time_arg(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
 pub fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
