@@ -418,8 +418,6 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
     }
     let mut out = bytes.map(|w| PcapOut { w, linktype: None, snaplen });
     let mut cursors: Vec<Cursor> = Vec::new();
-    // Each cursor's catalog times (first, last packet).
-    let mut times: Vec<(u64, u64)> = Vec::new();
     let splice_ok = p.query.expr.trim().is_empty() && p.query.limit.is_none();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let mut next = 0;
@@ -438,7 +436,6 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
                 heap.push(Reverse((c.head.ts_ns, cursors.len())));
             }
             cursors.push(c);
-            times.push((e.first_ns, e.last_ns));
         }
         let Some(Reverse((_, ci))) = heap.pop() else {
             break;
@@ -460,7 +457,7 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
             // packet, no limit) is spliced: the reader still reads and
             // checks each record; the runs of checked records it laid out
             // contiguously are sent from the file, not copied.
-            let (first_ns, last_ns) = times[ci];
+            let (first_ns, last_ns) = c.span;
             let mut sp = match out.as_ref() {
                 Some(PcapOut { w: OutBytes::Chunks(ch), linktype: Some(lt), .. })
                     if splice_ok && ch.pipe && from <= first_ns && last_ns < to && last_ns < bound =>

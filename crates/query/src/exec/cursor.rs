@@ -18,6 +18,8 @@ pub(super) struct Cursor {
     pub(super) reader: Reader<RangeRead>,
     pub(super) path: PathBuf,
     pub(super) head: Head,
+    /// The catalog's times of the file's first and last packet.
+    pub(super) span: (u64, u64),
 }
 
 impl Cursor {
@@ -33,7 +35,7 @@ impl Cursor {
         filters: &mut HashMap<u32, ExactFilter>,
         report: &mut Report,
     ) -> Result<bool, QueryError> {
-        let Cursor { reader, path, head } = self;
+        let Cursor { reader, path, head, .. } = self;
         scan(reader, path, from, to, expr, filters, report, |p, _| {
             head.set(p);
             Ok(false)
@@ -312,9 +314,12 @@ pub(super) fn open_cursor(
     }
     let rr = RangeRead { file, prefix, prefix_pos: 0, ranges, cur: 0, pos: 0 };
     match Reader::with_buffer_len(rr, 256 << 10) {
-        Ok(reader) => {
-            Ok(Some(Cursor { reader, path, head: Head { ts_ns: 0, origlen: 0, linktype: 0, data: Vec::new() } }))
-        }
+        Ok(reader) => Ok(Some(Cursor {
+            reader,
+            path,
+            head: Head { ts_ns: 0, origlen: 0, linktype: 0, data: Vec::new() },
+            span: (e.first_ns, e.last_ns),
+        })),
         Err(err) => {
             damaged(report, format!("{err}; skipped"));
             Ok(None)
