@@ -308,7 +308,9 @@ fn live_tcp_transfer_is_cut_where_the_rule_says() {
     let peer = tmp.join("tcpdump.pcap");
     let mut td = Background(
         VethPair::exec(&pair.ns_b, "tcpdump")
-            .args(["-i", pair.if_b, "-s", "0", "-U", "--immediate-mode", "-w"])
+            // A 64 MiB buffer: with the default 2 MiB, tcpdump dropped frames of the 200 KB
+            // transfer on a loaded machine (the recorder, beside it, got them all).
+            .args(["-i", pair.if_b, "-s", "0", "-B", "65536", "-U", "--immediate-mode", "-w"])
             .arg(&peer)
             .stderr(std::fs::File::create(tmp.join("tcpdump.err")).unwrap())
             .spawn()
@@ -346,6 +348,12 @@ fn live_tcp_transfer_is_cut_where_the_rule_says() {
     // SAFETY: the pid is our own child's.
     unsafe { libc::kill(td.0.id() as libc::pid_t, libc::SIGINT) };
     let _ = td.0.wait();
+    // The oracle is tcpdump's capture: it must be whole.
+    let td_err = std::fs::read_to_string(tmp.join("tcpdump.err")).unwrap_or_default();
+    assert!(
+        td_err.lines().any(|l| l.trim() == "0 packets dropped by kernel"),
+        "tcpdump lost frames, no oracle: {td_err}"
+    );
     let (_, seen) = read_capture(&peer);
     let frames: Vec<Frame> =
         seen.iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data.clone() }).collect();
