@@ -187,6 +187,36 @@ impl Prepared {
         }
         Some(n)
     }
+
+    /// The bytes of the catalogued files that overlap the time range: an
+    /// upper bound of the pcap this query writes, less its 24-byte header
+    /// (`None` for a single capture file, whose size the catalog does not hold).
+    pub fn bytes_upper_bound(&self) -> Option<u64> {
+        let (from, to) = (self.query.from_ns.unwrap_or(0), self.query.to_ns.unwrap_or(u64::MAX));
+        if self.single {
+            return None;
+        }
+        Some(
+            self.entries
+                .iter()
+                .filter(|e| e.packets > 0 && e.last_ns >= from && e.first_ns < to)
+                .map(|e| e.bytes)
+                .sum(),
+        )
+    }
+
+    /// The oldest and newest packet of the catalogued files (`None`: no
+    /// file holds a packet).
+    pub fn span(&self) -> Option<(u64, u64)> {
+        let with = || self.entries.iter().filter(|e| e.packets > 0 && e.packets != u64::MAX);
+        with().map(|e| e.first_ns).min().zip(with().map(|e| e.last_ns).max())
+    }
+
+    /// Capture files still being written or left by a crash (`*.part`),
+    /// which the query leaves out, and whether a recorder holds the store.
+    pub fn open_files(&self) -> (usize, bool) {
+        (self.part_files, self.recording)
+    }
 }
 
 fn compile(expr: &str, linktype: u32, swapped: bool) -> Result<ExactFilter, QueryError> {

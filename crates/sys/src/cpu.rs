@@ -103,3 +103,26 @@ pub fn switch_user(uid: u32, gid: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Lowers the calling thread's CPU priority to `nice` (0..=19) and its I/O
+/// priority to the best-effort class at `io_level` (0 highest ..= 7 lowest):
+/// work such as an API query must not take CPU or disk time from capture.
+/// Linux applies both per thread (its tid). Raising either back needs
+/// privileges, so a thread lowered stays lowered.
+pub fn lower_current_thread(nice: i32, io_level: u32) -> io::Result<()> {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: setpriority with PRIO_PROCESS and a tid changes only that thread's nice value.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice.clamp(0, 19)) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // include/uapi/linux/ioprio.h: class in the top 3 of 16 bits; 2 = best effort; who 1 = a thread.
+    const IOPRIO_CLASS_BE: libc::c_long = 2;
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    let prio = (IOPRIO_CLASS_BE << 13) | libc::c_long::from(io_level.min(7) as u8);
+    // SAFETY: ioprio_set takes three integers and touches no memory of ours.
+    if unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid as libc::c_long, prio) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

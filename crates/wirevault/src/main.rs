@@ -61,6 +61,8 @@ enum Command {
     DiskBench(cmd::disk_bench::Args),
     /// Send stored packets (a store or capture files) out of an interface, at recorded timing or a given rate.
     Replay(Box<cmd::replay::Args>),
+    /// Serve a store over HTTP(S): JSON API, pcap export, Prometheus metrics and a web console.
+    Serve(Box<cmd::serve::Args>),
     /// Check the host for recording from an interface (NUMA, IRQs, queues, offloads, disks) and print the fixes.
     Tune(cmd::tune::Args),
     /// Plan capacity: packets/s, bits/s and storage rate per capture format for a link and frame sizes.
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => cmd::analyze::run(*a),
         Command::DiskBench(a) => cmd::disk_bench::run(a),
         Command::Replay(a) => cmd::replay::run(*a),
+        Command::Serve(a) => cmd::serve::run(*a),
         Command::Tune(a) => cmd::tune::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Timestamps(a) => cmd::timestamps::run(a),

@@ -8,6 +8,7 @@ pub mod query;
 pub mod record;
 pub mod repair;
 pub mod replay;
+pub mod serve;
 pub mod timestamps;
 pub mod tune;
 

@@ -99,6 +99,9 @@ pub struct Args {
     /// Also write the counters, every second, to this file (always written to STORE/stats.json).
     #[arg(long, value_name = "FILE")]
     pub stats_file: Option<PathBuf>,
+    /// The HTTP API, metrics and console over the store being recorded (see `wirevault serve`).
+    #[command(flatten, next_help_heading = "HTTP server")]
+    pub listen: crate::cmd::serve::Listen,
     /// Capture filter, in tcpdump's expression language. Options may come
     /// before or after it; after `--` every word is filter text.
     #[arg(value_name = "FILTER")]

@@ -5,7 +5,7 @@
 
 use super::args::Args;
 use super::plan::{self, Plan, SourcePlan};
-use super::status::{Snapshot, Status};
+use super::status::{Now, Snapshot, Status};
 use super::store;
 use crate::{exit, fail};
 use anyhow::Context;
@@ -66,6 +66,13 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             budget: p.budget.map(|b| b.max_bytes),
         });
     }
+    // The HTTP server binds before capture starts: a taken port or a bad
+    // certificate is one sentence, with nothing recorded yet.
+    let board = wv_serve::Board::new();
+    let server = match a.listen.config(&p.store, None)? {
+        Some(cfg) => Some(crate::cmd::serve::start(cfg, Some(board.clone()))?),
+        None => None,
+    };
     let catalog =
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
     // Every arena is allocated and faulted in before a ring opens.
@@ -106,7 +113,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             stop.store(true, Ordering::Relaxed);
         }
         if status.due() || all_done {
-            status.report(&Snapshot::take(&counts, &writer_shared), all_done);
+            let total = Snapshot::take(&counts, &writer_shared);
+            let rates = status.report(&total, all_done);
+            if server.is_some() {
+                publish(&board, &status, &total, (&counts, &writer_shared), rates, &p, false);
+            }
         }
         if all_done {
             break;
@@ -144,7 +155,37 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let problems = file_problems.and_then(|r| r.recv().ok()).unwrap_or_default();
     let snap = Snapshot::take(&counts, &writer_shared);
     status.finish(&snap);
+    if let Some(server) = server {
+        publish(&board, &status, &snap, (&counts, &writer_shared), Default::default(), &p, true);
+        server.stop();
+    }
     outcome(&snap, &writer_shared, &capture_errors, &problems)
+}
+
+/// Publishes the counters to the HTTP API: `total` as just reported, and each stream's own.
+fn publish(
+    board: &wv_serve::Board,
+    status: &Status,
+    total: &Snapshot,
+    (counts, writers): (&[Arc<SharedCounts>], &[Arc<WriterShared>]),
+    rates: super::status::Rates,
+    p: &Plan,
+    done: bool,
+) {
+    let streams: Vec<Snapshot> = counts
+        .iter()
+        .zip(writers)
+        .map(|(c, w)| Snapshot::take(std::slice::from_ref(c), std::slice::from_ref(w)))
+        .collect();
+    let sources = vec![match &p.source {
+        SourcePlan::Live { interface, .. } => format!("interface {interface}"),
+        SourcePlan::Read { files } => {
+            format!("files {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(" "))
+        }
+        SourcePlan::Synthetic(_) => "synthetic".to_string(),
+    }];
+    let now = Now { total, streams: &streams, sources: &sources, budget: p.budget };
+    board.publish(status.recording(&now, rates, done));
 }
 
 /// The sources of a recording, opened (a live interface: checked, its rings

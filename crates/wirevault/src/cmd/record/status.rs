@@ -128,6 +128,8 @@ pub struct Snapshot {
     disk_bytes: u64,
     file_bytes: u64,
     files: u64,
+    /// Files and bytes retention deleted.
+    deleted: (u64, u64),
 }
 
 impl Snapshot {
@@ -149,6 +151,33 @@ impl Snapshot {
             disk_bytes: sum(|w| w.disk_bytes.load(Ordering::Relaxed)),
             file_bytes: sum(|w| w.file_bytes.load(Ordering::Relaxed)),
             files: sum(|w| w.files_closed.load(Ordering::Relaxed)),
+            deleted: (
+                sum(|w| w.retention_files.load(Ordering::Relaxed)),
+                sum(|w| w.retention_bytes.load(Ordering::Relaxed)),
+            ),
+        }
+    }
+
+    /// The counters as the HTTP API shows them (the same values `stats.json` holds).
+    fn counters(&self, done: bool) -> wv_serve::Counters {
+        let c = &self.counts;
+        wv_serve::Counters {
+            received: self.received(),
+            written: self.written,
+            filtered: self.filtered(),
+            deduplicated: c.deduplicated,
+            cut: c.cut,
+            flows_evicted: c.flows_evicted,
+            dropped: DROP_CAUSES.iter().zip(self.drops()).map(|(d, n)| (d.json.to_string(), n)).collect(),
+            wire_bytes: c.wire_bytes,
+            file_bytes: self.file_bytes,
+            disk_bytes: self.disk_bytes,
+            files_written: self.files,
+            files_deleted: self.deleted.0,
+            bytes_deleted: self.deleted.1,
+            arena_fill: (self.arena_fill * 1000.0).round() / 1000.0,
+            capture_cpu_s: (c.cpu_ns as f64 / 1e6).round() / 1e3,
+            balanced: done.then(|| self.balanced()),
         }
     }
 
@@ -260,9 +289,18 @@ impl Snapshot {
     }
 }
 
+/// What the API's snapshot is made of: the counters (in all and per
+/// stream), what is recorded, and the budget in force.
+pub struct Now<'a> {
+    pub total: &'a Snapshot,
+    pub streams: &'a [Snapshot],
+    pub sources: &'a [String],
+    pub budget: Option<wv_store::catalog::Budget>,
+}
+
 /// Rates over the last status interval.
 #[derive(Clone, Copy, Default)]
-struct Rates {
+pub struct Rates {
     pps: f64,
     gbps: f64,
     disk_mb_s: f64,
@@ -298,7 +336,7 @@ impl Status {
 
     /// Writes the counters as they are now: `stats.json` always, the status
     /// line unless `all_done` (the summary follows) or `--quiet`.
-    pub fn report(&mut self, snap: &Snapshot, all_done: bool) {
+    pub fn report(&mut self, snap: &Snapshot, all_done: bool) -> Rates {
         let dt = self.last.0.elapsed().as_secs_f64().max(1e-9);
         let rates = Rates {
             pps: (snap.counts.stored - self.last.1.stored) as f64 / dt,
@@ -315,6 +353,32 @@ impl Status {
             }
         }
         self.last = (Instant::now(), snap.counts, snap.disk_bytes);
+        rates
+    }
+
+    /// What the HTTP API shows: `total` (the snapshot just reported) and
+    /// each stream's own, at `rates`.
+    pub fn recording(&self, now: &Now<'_>, rates: Rates, done: bool) -> wv_serve::Recording {
+        let (total, streams) = (now.total, now.streams);
+        wv_serve::Recording {
+            state: if done { "done" } else { "running" }.into(),
+            elapsed_s: (self.start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+            sources: now.sources.to_vec(),
+            workers: streams.len(),
+            total: total.counters(done),
+            streams: streams.iter().map(|s| s.counters(done)).collect(),
+            pps: rates.pps.round(),
+            gbps: (rates.gbps * 1000.0).round() / 1000.0,
+            disk_mb_s: rates.disk_mb_s.round(),
+            budget_bytes: now.budget.map(|b| b.max_bytes),
+            on_full: now.budget.map(|b| {
+                match b.on_full {
+                    wv_store::catalog::OnFull::DeleteOldest => "delete",
+                    wv_store::catalog::OnFull::Stop => "stop",
+                }
+                .to_string()
+            }),
+        }
     }
 
     /// The final counters: `stats.json`, the JSON line with `--json`, and

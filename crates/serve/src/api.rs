@@ -1,0 +1,232 @@
+//! The routes under `/api/v1/`: `status`, `files`, `query` (pcap),
+//! `count`, `histogram`. Every error is a status code and one sentence
+//! (`{"error": "..."}`), the CLI's own where the CLI has one.
+
+use crate::export::{self, Selection};
+use crate::server::State;
+use axum::body::Body;
+use axum::extract::{Query, State as Ax};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A failed request, as a status code and one sentence.
+#[derive(Debug)]
+pub(crate) enum ApiError {
+    BadRequest(String),
+    Unauthorized(String),
+    NotFound(String),
+    Busy(String),
+    Internal(String),
+    /// The client went away before the answer started.
+    Gone,
+}
+
+impl ApiError {
+    /// A query error: the user's input (filter, mixed link types) is 400, the rest 500.
+    pub fn from_query(e: wv_query::QueryError) -> ApiError {
+        use wv_query::QueryError as Q;
+        match e {
+            Q::BadExpression { .. } | Q::MixedLinktypes { .. } => ApiError::BadRequest(e.to_string()),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Gone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiError::BadRequest(s)
+            | ApiError::Unauthorized(s)
+            | ApiError::NotFound(s)
+            | ApiError::Busy(s)
+            | ApiError::Internal(s) => f.write_str(s),
+            ApiError::Gone => f.write_str("the client went away"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = (self.status(), Json(serde_json::json!({ "error": self.to_string() }))).into_response();
+        match self {
+            ApiError::Unauthorized(_) => {
+                r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer realm=\"wirevault\""));
+            }
+            ApiError::Busy(_) => {
+                r.headers_mut().insert("retry-after", HeaderValue::from_static("5"));
+            }
+            _ => {}
+        }
+        r
+    }
+}
+
+/// Checks the query string: only `allowed` names, each once.
+fn params(q: &[(String, String)], allowed: &[&str]) -> Result<HashMap<String, String>, ApiError> {
+    let mut m = HashMap::new();
+    for (k, v) in q {
+        if !allowed.contains(&k.as_str()) {
+            return Err(ApiError::BadRequest(format!(
+                "unknown parameter {k:?}; this endpoint takes {}",
+                allowed.join(", ")
+            )));
+        }
+        if m.insert(k.clone(), v.clone()).is_some() {
+            return Err(ApiError::BadRequest(format!("parameter {k:?} given twice")));
+        }
+    }
+    Ok(m)
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `from`, `to` (RFC 3339, epoch seconds, `10m ago`, as the CLI), `filter`, `limit`.
+fn selection(m: &HashMap<String, String>) -> Result<Selection, ApiError> {
+    let now = now_ns();
+    let time = |k: &str| {
+        m.get(k)
+            .filter(|v| !v.is_empty())
+            .map(|v| wv_query::parse_time(v, now).map_err(|e| ApiError::BadRequest(e.to_string())))
+            .transpose()
+    };
+    let (from, to) = (time("from")?, time("to")?);
+    if let (Some(a), Some(b)) = (from, to) {
+        if a >= b {
+            return Err(ApiError::BadRequest("from must be earlier than to".into()));
+        }
+    }
+    let limit = match m.get("limit").filter(|v| !v.is_empty()) {
+        None => None,
+        Some(v) => Some(
+            v.parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| ApiError::BadRequest(format!("limit {v:?}: give a whole number of packets above 0")))?,
+        ),
+    };
+    Ok(Selection { from, to, expr: m.get("filter").cloned().unwrap_or_default(), limit })
+}
+
+type Params = Query<Vec<(String, String)>>;
+
+/// `GET /api/v1/query`: nanosecond pcap, streamed.
+pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
+    let sel = selection(&params(&q, &["from", "to", "filter", "limit"])?)?;
+    let permit = export::permit(&state).await?;
+    let started = std::time::Instant::now();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (body_tx, body_rx) = tokio::sync::mpsc::channel(4);
+    let what = sel.to_string();
+    let done = export::spawn(&state, permit, move |st| {
+        let r = export::export(st, &sel, ready_tx, body_tx);
+        st.metrics.query_done("query", started.elapsed());
+        (st.cfg.log)(&format!(
+            "api: query {what}: {}, {} packets, {} bytes in {:.3} s",
+            r.outcome,
+            r.packets,
+            r.bytes,
+            started.elapsed().as_secs_f64()
+        ));
+    })?;
+    drop(done);
+    let head = ready_rx.await.map_err(|_| ApiError::Internal("the query thread ended without an answer".into()))??;
+    let stream = tokio_stream::wrappers::ReceiverStream::new(body_rx);
+    let mut r = Response::new(Body::from_stream(stream));
+    for (k, v) in head.headers {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            r.headers_mut().insert(k, v);
+        }
+    }
+    Ok(r)
+}
+
+/// Runs `work` on a query thread and waits for its answer.
+async fn on_query_thread<T: Send + 'static>(
+    state: &Arc<State>,
+    endpoint: &'static str,
+    work: impl FnOnce(&State) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let permit = export::permit(state).await?;
+    let started = std::time::Instant::now();
+    let rx = export::spawn(state, permit, move |st| {
+        let r = work(st);
+        st.metrics.query_done(endpoint, started.elapsed());
+        r
+    })?;
+    rx.await.map_err(|_| ApiError::Internal("the query thread ended without an answer".into()))?
+}
+
+/// `GET /api/v1/count`: the number of matching packets, as JSON.
+pub(crate) async fn count(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
+    let sel = selection(&params(&q, &["from", "to", "filter", "limit"])?)?;
+    let c = on_query_thread(&state, "count", move |st| export::count(st, &sel)).await?;
+    let mut r = Json(&c).into_response();
+    if let Some(why) = &c.outside {
+        if let Ok(v) = HeaderValue::from_str(why) {
+            r.headers_mut().insert("x-wirevault-empty", v);
+        }
+    }
+    Ok(r)
+}
+
+/// `GET /api/v1/histogram`: packets and bytes per bucket.
+pub(crate) async fn histogram(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
+    let m = params(&q, &["from", "to", "filter", "step"])?;
+    let sel = selection(&m)?;
+    let step = m.get("step").filter(|s| !s.is_empty()).map(|s| crate::histogram::parse_step(s)).transpose()?;
+    let h = on_query_thread(&state, "histogram", move |st| crate::histogram::histogram(st, &sel, step)).await?;
+    Ok(Json(h).into_response())
+}
+
+/// `GET /api/v1/files`: the catalog, optionally only the files overlapping `from`..`to`.
+pub(crate) async fn files(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
+    let sel = selection(&params(&q, &["from", "to"])?)?;
+    let cat = state.view.catalog();
+    let (from, to) = (sel.from.unwrap_or(0), sel.to.unwrap_or(u64::MAX));
+    let files: Vec<serde_json::Value> = cat
+        .entries
+        .iter()
+        .filter(|e| e.packets > 0 && e.last_ns >= from && e.first_ns < to)
+        .map(|e| {
+            serde_json::json!({
+                "file": e.file,
+                "stream": e.stream,
+                "format": e.format.map(|f| f.name()),
+                "indexed": e.index.is_some(),
+                "first_ns": e.first_ns,
+                "last_ns": e.last_ns,
+                "first": crate::store_view::time(e.first_ns),
+                "last": crate::store_view::time(e.last_ns),
+                "packets": e.packets,
+                "bytes": e.bytes,
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({ "files": files })).into_response())
+}
+
+/// `GET /api/v1/status`.
+pub(crate) async fn status(Ax(state): Ax<Arc<State>>) -> Response {
+    Json(state.status()).into_response()
+}
+
+/// Anything else under `/api/`.
+pub(crate) async fn unknown_api() -> ApiError {
+    ApiError::NotFound("no such API endpoint; the endpoints are /api/v1/status, files, query, count, histogram".into())
+}

@@ -1,0 +1,183 @@
+//! Bearer tokens and who a request comes from.
+//!
+//! The token file holds one token per line, `NAME:TOKEN` or just `TOKEN`
+//! (named `token-N` by its line), blank lines and `#` comments ignored.
+//! It must not be readable by other users, and each token is at least 16
+//! characters. Revoking a key is deleting its line and reloading (SIGHUP):
+//! the next request with it gets 401. A request presents its token as
+//! `Authorization: Bearer TOKEN`, or (the console's downloads) in the
+//! cookie `wv_token`.
+
+use std::path::{Path, PathBuf};
+
+/// The shortest token accepted.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Why a token file was refused, as one sentence.
+#[derive(thiserror::Error, Debug)]
+pub enum TokenError {
+    #[error("cannot read the token file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the token file {} is readable or writable by other users; chmod 600 it (or 640 for a group) and retry", path.display())]
+    Exposed { path: PathBuf },
+    #[error("the token file {} line {line}: a token must be at least {MIN_TOKEN_LEN} characters (e.g. `openssl rand -hex 32`)", path.display())]
+    Short { path: PathBuf, line: usize },
+    #[error("the token file {} line {line}: a token is one word of printable characters without spaces", path.display())]
+    Malformed { path: PathBuf, line: usize },
+    #[error("the token file {} holds no token; add a line NAME:TOKEN", path.display())]
+    Empty { path: PathBuf },
+}
+
+/// The accepted tokens, with their names.
+#[derive(Default, Clone)]
+pub struct Tokens {
+    list: Vec<(String, Vec<u8>)>,
+}
+
+impl Tokens {
+    /// Reads and checks a token file.
+    pub fn load(path: &Path) -> Result<Tokens, TokenError> {
+        use std::os::unix::fs::PermissionsExt;
+        let read = |source| TokenError::Read { path: path.to_path_buf(), source };
+        let meta = std::fs::metadata(path).map_err(read)?;
+        if meta.permissions().mode() & 0o007 != 0 {
+            return Err(TokenError::Exposed { path: path.to_path_buf() });
+        }
+        let text = std::fs::read_to_string(path).map_err(read)?;
+        Tokens::parse(&text).map_err(|e| match e {
+            Bad::Short(line) => TokenError::Short { path: path.to_path_buf(), line },
+            Bad::Malformed(line) => TokenError::Malformed { path: path.to_path_buf(), line },
+            Bad::Empty => TokenError::Empty { path: path.to_path_buf() },
+        })
+    }
+
+    fn parse(text: &str) -> Result<Tokens, Bad> {
+        let mut list = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (name, token) = match line.split_once(':') {
+                Some((n, t)) => (n.trim().to_string(), t.trim()),
+                None => (format!("token-{}", i + 1), line),
+            };
+            if token.chars().any(|c| c.is_whitespace() || c.is_control()) || name.is_empty() {
+                return Err(Bad::Malformed(i + 1));
+            }
+            if token.len() < MIN_TOKEN_LEN {
+                return Err(Bad::Short(i + 1));
+            }
+            list.push((name, token.as_bytes().to_vec()));
+        }
+        if list.is_empty() {
+            return Err(Bad::Empty);
+        }
+        Ok(Tokens { list })
+    }
+
+    /// The name of the token `given`, comparing in time independent of
+    /// where a wrong token first differs.
+    pub fn check(&self, given: &[u8]) -> Option<&str> {
+        let mut found = None;
+        for (name, t) in &self.list {
+            if ct_eq(t, given) {
+                found = Some(name.as_str());
+            }
+        }
+        found
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+enum Bad {
+    Short(usize),
+    Malformed(usize),
+    Empty,
+}
+
+/// Equality whose time depends only on the lengths.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The token a request presents: the bearer token, else the `wv_token` cookie.
+pub(crate) fn presented(headers: &axum::http::HeaderMap) -> Option<&[u8]> {
+    use axum::http::header::{AUTHORIZATION, COOKIE};
+    if let Some(v) = headers.get(AUTHORIZATION) {
+        let v = v.as_bytes();
+        return v.strip_prefix(b"Bearer ").or_else(|| v.strip_prefix(b"bearer "));
+    }
+    headers.get_all(COOKIE).iter().flat_map(|v| v.as_bytes().split(|b| *b == b';')).find_map(|kv| {
+        let kv = kv.trim_ascii();
+        kv.strip_prefix(b"wv_token=")
+    })
+}
+
+/// Who a request comes from, for the log: its address, the client
+/// certificate's subject, the token's name.
+#[derive(Clone, Debug, Default)]
+pub struct Peer {
+    pub addr: Option<std::net::SocketAddr>,
+    pub cert: Option<String>,
+    pub token: Option<String>,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.addr {
+            Some(a) => write!(f, "{a}")?,
+            None => f.write_str("-")?,
+        }
+        if let Some(c) = &self.cert {
+            write!(f, " cert={c:?}")?;
+        }
+        if let Some(t) = &self.token {
+            write!(f, " token={t:?}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_names_comments_and_refuses_short_or_spaced_tokens() {
+        let t = Tokens::parse("# ops\nalice:0123456789abcdef0123\n\n0123456789abcdefXYZ\n").ok().unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.check(b"0123456789abcdef0123"), Some("alice"));
+        assert_eq!(t.check(b"0123456789abcdefXYZ"), Some("token-4"));
+        assert_eq!(t.check(b"0123456789abcdef012"), None);
+        assert_eq!(t.check(b""), None);
+        assert!(matches!(Tokens::parse("bob:short"), Err(Bad::Short(1))));
+        assert!(matches!(Tokens::parse("x\n bob:0123456789abcdef 0123"), Err(Bad::Short(1))));
+        assert!(matches!(Tokens::parse("bob:0123456789abcdef 0123"), Err(Bad::Malformed(1))));
+        assert!(matches!(Tokens::parse("# nothing\n"), Err(Bad::Empty)));
+    }
+
+    #[test]
+    fn token_from_header_or_cookie() {
+        let mut h = axum::http::HeaderMap::new();
+        assert_eq!(presented(&h), None);
+        h.insert("cookie", "a=b; wv_token=sesame".parse().unwrap());
+        assert_eq!(presented(&h), Some(&b"sesame"[..]));
+        h.insert("authorization", "Bearer abc".parse().unwrap());
+        assert_eq!(presented(&h), Some(&b"abc"[..]));
+    }
+}

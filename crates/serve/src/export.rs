@@ -1,0 +1,321 @@
+//! Queries of the API, each on a thread of its own at lowered CPU and I/O
+//! priority (capture comes first), holding one of `--max-queries` permits.
+//!
+//! A pcap export streams: the query writes into [`ChunkWriter`], whose
+//! chunks go to the HTTP body through a small channel; a client that goes
+//! away closes the channel and the next write stops the query. The answer
+//! is the bytes `wirevault query` writes for the same selection. What the
+//! headers promise is settled before the first byte: when a `limit` or the
+//! byte cap may cut the answer, a first pass over the selection (without
+//! writing) finds whether it does and how many packets fit, and the export
+//! then takes exactly those.
+
+use crate::api::ApiError;
+use crate::server::State;
+use bytes::Bytes;
+use std::io::{self, Write};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// A time range, filter and limit, checked.
+#[derive(Clone)]
+pub(crate) struct Selection {
+    pub from: Option<u64>,
+    pub to: Option<u64>,
+    pub expr: String,
+    pub limit: Option<u64>,
+}
+
+/// As the log shows it: `from=... to=... filter="..." limit=N`, the given parts only.
+impl std::fmt::Display for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(t) = self.from {
+            parts.push(format!("from={}", crate::store_view::time(t)));
+        }
+        if let Some(t) = self.to {
+            parts.push(format!("to={}", crate::store_view::time(t)));
+        }
+        if !self.expr.is_empty() {
+            parts.push(format!("filter={:?}", self.expr));
+        }
+        if let Some(l) = self.limit {
+            parts.push(format!("limit={l}"));
+        }
+        if parts.is_empty() {
+            parts.push("everything".into());
+        }
+        f.write_str(&parts.join(" "))
+    }
+}
+
+impl Selection {
+    fn query(&self, store: &std::path::Path, limit: Option<u64>) -> wv_query::Query {
+        wv_query::Query {
+            store: store.to_path_buf(),
+            from_ns: self.from,
+            to_ns: self.to,
+            expr: self.expr.clone(),
+            limit,
+        }
+    }
+
+    /// Prepares the query; a bad expression is the CLI's sentence, as a 400.
+    pub fn prepare(&self, store: &std::path::Path, limit: Option<u64>) -> Result<wv_query::Prepared, ApiError> {
+        wv_query::prepare(self.query(store, limit)).map_err(ApiError::from_query)
+    }
+}
+
+/// What a pcap answer's headers say, known before its first byte.
+pub(crate) struct Head {
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// The counts of a `count` answer.
+#[derive(serde::Serialize)]
+pub(crate) struct Counted {
+    pub matched: u64,
+    pub limit: Option<u64>,
+    /// The limit cut the count: more packets match.
+    pub truncated: bool,
+    /// Why the range selects nothing the store holds, if so.
+    pub outside: Option<String>,
+    pub store_oldest: Option<String>,
+    pub store_newest: Option<String>,
+    /// Capture files still being written, not counted (as the CLI).
+    pub open_files_excluded: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Waits for a query permit (fair: first come, first served) at most the
+/// configured time.
+pub(crate) async fn permit(state: &Arc<State>) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    let wait = state.cfg.queue_wait;
+    match tokio::time::timeout(wait, state.queries.clone().acquire_owned()).await {
+        Ok(Ok(p)) => Ok(p),
+        _ => Err(ApiError::Busy(format!(
+            "{} queries are running and none finished within {} s; retry later",
+            state.cfg.max_queries,
+            wait.as_secs()
+        ))),
+    }
+}
+
+/// Runs `work` on a query thread holding `permit`; its result comes back
+/// through the returned receiver.
+pub(crate) fn spawn<T: Send + 'static>(
+    state: &Arc<State>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    work: impl FnOnce(&Arc<State>) -> T + Send + 'static,
+) -> Result<oneshot::Receiver<T>, ApiError> {
+    let (tx, rx) = oneshot::channel();
+    let st = state.clone();
+    std::thread::Builder::new()
+        .name("wv-api-query".into())
+        .spawn(move || {
+            let _permit = permit;
+            if let Err(e) = wv_sys::cpu::lower_current_thread(st.cfg.query_nice, 7) {
+                (st.cfg.log)(&format!("api: warning: cannot lower a query thread's priority: {e}"));
+            }
+            let _ = tx.send(work(&st));
+        })
+        .map_err(|e| ApiError::Internal(format!("cannot start a query thread: {e}")))?;
+    Ok(rx)
+}
+
+/// `count`: the matching packets, the limit's cut, and why an empty
+/// answer is empty.
+pub(crate) fn count(state: &State, sel: &Selection) -> Result<Counted, ApiError> {
+    let p = sel.prepare(state.view.path(), sel.limit.map(|l| l.saturating_add(1)))?;
+    let span = p.span();
+    let (open, recording) = p.open_files();
+    let report = wv_query::run(p, wv_query::Sink::Count).map_err(ApiError::from_query)?;
+    let truncated = sel.limit.is_some_and(|l| report.matched > l);
+    let mut warnings = report.warnings;
+    if open > 0 && !recording {
+        warnings.push(format!(
+            "{open} partial file(s) left by a crash are not included; run `wirevault repair` on the store"
+        ));
+    }
+    Ok(Counted {
+        matched: sel.limit.map_or(report.matched, |l| report.matched.min(l)),
+        limit: sel.limit,
+        truncated,
+        outside: crate::store_view::outside(span, sel.from, sel.to),
+        store_oldest: span.map(|s| crate::store_view::time(s.0)),
+        store_newest: span.map(|s| crate::store_view::time(s.1)),
+        open_files_excluded: if recording { open } else { 0 },
+        warnings,
+    })
+}
+
+/// How many packets an export may carry: all (`None`) or the first N,
+/// and what cut them.
+struct Fit {
+    packets: Option<u64>,
+    cut_by: Option<String>,
+}
+
+/// The first pass of an export that a limit or the byte cap may cut.
+fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -> Result<Fit, ApiError> {
+    let max = state.cfg.max_bytes;
+    let p = sel.prepare(state.view.path(), None)?;
+    let may_exceed = p.bytes_upper_bound().is_none_or(|b| b.saturating_add(24) > max);
+    if sel.limit.is_none() && !may_exceed {
+        return Ok(Fit { packets: None, cut_by: None });
+    }
+    let limit = sel.limit.unwrap_or(u64::MAX);
+    let (mut n, mut bytes, mut cut_by, mut linktype) = (0u64, 24u64, None, None);
+    let mut mixed = None;
+    let mut each = |pk: wv_query::PacketRef<'_>| -> io::Result<()> {
+        if body.is_closed() {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        if *linktype.get_or_insert(pk.linktype) != pk.linktype {
+            mixed = Some((linktype.unwrap_or(0), pk.linktype));
+            return Err(io::Error::other("mixed"));
+        }
+        if n == limit {
+            cut_by = Some(format!("limit={limit}"));
+            return Err(io::Error::other("full"));
+        }
+        let rec = 16 + pk.data.len() as u64;
+        if bytes + rec > max {
+            cut_by = Some(format!("max-bytes={max}"));
+            return Err(io::Error::other("full"));
+        }
+        n += 1;
+        bytes += rec;
+        Ok(())
+    };
+    match wv_query::run(p, wv_query::Sink::Packets(&mut each)) {
+        Ok(_) => {}
+        Err(e) if e.is_broken_pipe() => return Err(ApiError::Gone),
+        Err(wv_query::QueryError::Output(_)) if mixed.is_some() => {
+            let (first, other) = mixed.unwrap_or_default();
+            return Err(ApiError::from_query(wv_query::QueryError::MixedLinktypes { first, other }));
+        }
+        Err(wv_query::QueryError::Output(_)) => {}
+        Err(e) => return Err(ApiError::from_query(e)),
+    }
+    Ok(Fit { packets: if cut_by.is_some() { Some(n) } else { sel.limit }, cut_by })
+}
+
+/// The outcome of an export, for the log.
+pub(crate) struct Exported {
+    pub bytes: u64,
+    pub packets: u64,
+    pub outcome: String,
+}
+
+/// A pcap export: settles the headers (sent through `ready`), then
+/// streams the packets into `body`.
+pub(crate) fn export(
+    state: &State,
+    sel: &Selection,
+    ready: oneshot::Sender<Result<Head, ApiError>>,
+    body: mpsc::Sender<io::Result<Bytes>>,
+) -> Exported {
+    let failed = |ready: oneshot::Sender<Result<Head, ApiError>>, e: ApiError| {
+        let outcome = format!("refused: {e}");
+        let _ = ready.send(Err(e));
+        Exported { bytes: 0, packets: 0, outcome }
+    };
+    let fit = match fit(state, sel, &body) {
+        Ok(f) => f,
+        Err(e) => return failed(ready, e),
+    };
+    let p = match sel.prepare(state.view.path(), fit.packets) {
+        Ok(p) => p,
+        Err(e) => return failed(ready, e),
+    };
+    let span = p.span();
+    let (open, recording) = p.open_files();
+    let mut headers = vec![
+        ("content-type", "application/vnd.tcpdump.pcap".to_string()),
+        ("content-disposition", format!("attachment; filename=\"{}\"", file_name(sel))),
+        ("x-wirevault-max-bytes", state.cfg.max_bytes.to_string()),
+    ];
+    if let Some((a, b)) = span {
+        headers.push(("x-wirevault-store-oldest", crate::store_view::time(a)));
+        headers.push(("x-wirevault-store-newest", crate::store_view::time(b)));
+    }
+    if let Some(why) = crate::store_view::outside(span, sel.from, sel.to) {
+        headers.push(("x-wirevault-empty", why));
+    }
+    if let Some(cut) = &fit.cut_by {
+        headers.push(("x-wirevault-truncated", cut.clone()));
+        headers.push(("x-wirevault-packets", fit.packets.unwrap_or(0).to_string()));
+    }
+    if open > 0 {
+        let what = if recording { "still being written" } else { "left by a crash (run `wirevault repair`)" };
+        headers.push(("x-wirevault-warning", format!("{open} file(s) {what} are not included")));
+    }
+    if ready.send(Ok(Head { headers })).is_err() {
+        return Exported { bytes: 0, packets: 0, outcome: "client went away".into() };
+    }
+    let mut w = ChunkWriter { tx: body.clone(), buf: Vec::with_capacity(CHUNK), sent: 0, cap: state.cfg.max_bytes };
+    let result = wv_query::run(p, wv_query::Sink::Pcap(&mut w)).and_then(|r| {
+        w.flush().map_err(wv_query::QueryError::Output)?;
+        Ok(r)
+    });
+    match result {
+        Ok(r) => {
+            let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
+            Exported { bytes: w.sent, packets: r.matched, outcome }
+        }
+        Err(e) if e.is_broken_pipe() => Exported { bytes: w.sent, packets: 0, outcome: "client went away".into() },
+        Err(e) => {
+            // Headers are out: the stream is cut without its last chunk,
+            // so the client sees an incomplete transfer, not a short pcap.
+            let msg = e.to_string();
+            let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
+            Exported { bytes: w.sent, packets: 0, outcome: format!("failed: {msg}") }
+        }
+    }
+}
+
+/// `wirevault-FROM-TO.pcap` (compact UTC times; `start`/`end` when open).
+fn file_name(sel: &Selection) -> String {
+    let t = |v: Option<u64>, open: &str| v.map_or(open.to_string(), wv_store::layout::utc_compact);
+    format!("wirevault-{}-{}.pcap", t(sel.from, "start"), t(sel.to, "end"))
+}
+
+/// Bytes per body chunk.
+const CHUNK: usize = 256 << 10;
+
+/// The query's output: chunks to the HTTP body, at most `cap` bytes.
+struct ChunkWriter {
+    tx: mpsc::Sender<io::Result<Bytes>>,
+    buf: Vec<u8>,
+    sent: u64,
+    cap: u64,
+}
+
+impl ChunkWriter {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    }
+}
+
+impl Write for ChunkWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        if self.sent + b.len() as u64 > self.cap {
+            return Err(io::Error::other(format!("the answer would exceed --max-bytes ({} bytes)", self.cap)));
+        }
+        self.sent += b.len() as u64;
+        self.buf.extend_from_slice(b);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()
+    }
+}

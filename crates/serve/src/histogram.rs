@@ -1,0 +1,150 @@
+//! `histogram`: packets and captured bytes per time bucket, for charts.
+//!
+//! Exact either way. Without a filter, a bucket that only whole pcap files
+//! fall into (a file's first and last packet in that bucket) is summed
+//! from the catalog without reading a packet; the buckets a file straddles,
+//! and every bucket when there is a filter, are counted by reading their
+//! time range through the query layer (whose index narrows a filter).
+
+use crate::api::ApiError;
+use crate::export::Selection;
+use crate::server::State;
+use wv_store::catalog::Entry;
+
+/// The most buckets one answer has.
+pub(crate) const MAX_BUCKETS: u64 = 10_000;
+
+/// One answer.
+#[derive(serde::Serialize)]
+pub(crate) struct Histogram {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub step_ns: u64,
+    /// Per bucket, from `from_ns` on: `[packets, bytes]`.
+    pub buckets: Vec<[u64; 2]>,
+    /// Buckets summed from the catalog, and read.
+    pub from_catalog: usize,
+    pub read: usize,
+}
+
+/// The steps chosen when none is given: the first that makes at most 200 buckets.
+const NICE_STEPS_MS: [u64; 17] = [
+    1,
+    10,
+    100,
+    1_000,
+    5_000,
+    10_000,
+    30_000,
+    60_000,
+    300_000,
+    600_000,
+    1_800_000,
+    3_600_000,
+    10_800_000,
+    21_600_000,
+    43_200_000,
+    86_400_000,
+    604_800_000,
+];
+
+/// The buckets of `sel` (its limit is ignored) by `step_ns` (`None`: chosen).
+pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) -> Result<Histogram, ApiError> {
+    let cat = state.view.catalog();
+    let Some((oldest, newest)) = cat.span else {
+        return Ok(Histogram {
+            from_ns: 0,
+            to_ns: 0,
+            step_ns: step_ns.unwrap_or(1_000_000_000),
+            buckets: vec![],
+            from_catalog: 0,
+            read: 0,
+        });
+    };
+    let from = sel.from.unwrap_or(oldest);
+    let to = sel.to.unwrap_or(newest.saturating_add(1));
+    if from >= to {
+        return Err(ApiError::BadRequest("from must be earlier than to".into()));
+    }
+    let span = to - from;
+    let step = match step_ns {
+        Some(s) => s,
+        None => NICE_STEPS_MS
+            .iter()
+            .map(|ms| ms * 1_000_000)
+            .find(|s| span.div_ceil(*s) <= 200)
+            .unwrap_or(span.div_ceil(200)),
+    };
+    let n = span.div_ceil(step);
+    if n > MAX_BUCKETS {
+        return Err(ApiError::BadRequest(format!(
+            "step {} ns makes {n} buckets over this range, more than {MAX_BUCKETS}; give a larger step or a shorter range",
+            step
+        )));
+    }
+    let bucket = |t: u64| ((t - from) / step) as usize;
+    let mut h = Histogram {
+        from_ns: from,
+        to_ns: to,
+        step_ns: step,
+        buckets: vec![[0, 0]; n as usize],
+        from_catalog: 0,
+        read: 0,
+    };
+    // Which buckets must be read: all with a filter; else those a file straddles.
+    let mut read = vec![!sel.expr.trim().is_empty(); n as usize];
+    let overlapping = || cat.entries.iter().filter(|e| e.packets > 0 && e.last_ns >= from && e.first_ns < to);
+    let whole = |e: &Entry| {
+        e.format == Some(wv_wire::Format::Pcap)
+            && e.first_ns >= from
+            && e.last_ns < to
+            && bucket(e.first_ns) == bucket(e.last_ns)
+    };
+    for e in overlapping().filter(|e| !whole(e)) {
+        let (a, b) = (bucket(e.first_ns.max(from)), bucket(e.last_ns.min(to - 1)));
+        read[a..=b].iter_mut().for_each(|r| *r = true);
+    }
+    for e in overlapping().filter(|e| whole(e)) {
+        let b = bucket(e.first_ns);
+        if !read[b] {
+            // A nanosecond pcap: a 24-byte file header and 16 bytes per record.
+            let captured = e.bytes.saturating_sub(24 + 16 * e.packets);
+            h.buckets[b][0] += e.packets;
+            h.buckets[b][1] += captured;
+        }
+    }
+    h.from_catalog = read.iter().filter(|r| !**r).count();
+    h.read = n as usize - h.from_catalog;
+    // Read each run of buckets to be read with one query.
+    let mut i = 0;
+    while i < read.len() {
+        if !read[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < read.len() && read[i] {
+            i += 1;
+        }
+        let (a, b) = (from + start as u64 * step, (from + i as u64 * step).min(to));
+        let run = Selection { from: Some(a), to: Some(b), expr: sel.expr.clone(), limit: None };
+        let p = run.prepare(state.view.path(), None)?;
+        let buckets = &mut h.buckets;
+        let mut each = |pk: wv_query::PacketRef<'_>| -> std::io::Result<()> {
+            let k = bucket(pk.ts_ns);
+            buckets[k][0] += 1;
+            buckets[k][1] += pk.data.len() as u64;
+            Ok(())
+        };
+        wv_query::run(p, wv_query::Sink::Packets(&mut each)).map_err(ApiError::from_query)?;
+    }
+    Ok(h)
+}
+
+/// The step parameter: a duration (`1s`, `500ms`, `5m`) above zero.
+pub(crate) fn parse_step(s: &str) -> Result<u64, ApiError> {
+    wv_capture::synthetic::parse_duration(s)
+        .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| ApiError::BadRequest(format!("step {s:?}: give a duration above 0 such as 1s, 100ms or 5m")))
+}

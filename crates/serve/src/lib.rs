@@ -1,0 +1,110 @@
+//! The HTTP service of a store: a versioned JSON API (`/api/v1/`), packet
+//! export as nanosecond pcap streamed from the query layer, Prometheus
+//! metrics (`/metrics`) and a web console whose assets are built into the
+//! binary. It runs inside `wirevault record --listen` (and then sees the
+//! live counters the recorder publishes on a [`Board`]) or on its own over a
+//! store at rest (`wirevault serve`).
+//!
+//! * [`config`]: what the server is told (listen address, TLS, tokens,
+//!   limits), checked before anything listens.
+//! * [`auth`]: bearer tokens (reloadable) and the identity of a request.
+//! * [`tls`]: the rustls server configuration (client certificates, CRLs).
+//! * `api`: the routes; `export`: queries on their own lowered-priority
+//!   threads, streamed; `metrics`: the exposition; `console`: the assets;
+//!   `store_view`: the catalog, re-read only when it changed.
+//!
+//! Packets are read through `wv_query` and the store's catalog only, so a
+//! fix there serves the CLI and the API alike; an API query returns the
+//! bytes `wirevault query` writes for the same arguments.
+#![deny(unsafe_code)]
+
+mod api;
+pub mod auth;
+pub mod config;
+mod console;
+mod export;
+mod histogram;
+mod metrics;
+mod server;
+mod store_view;
+pub mod tls;
+
+pub use config::{Config, ConfigError, TlsFiles};
+pub use server::{ServeError, Server};
+
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
+
+/// The counters of the recording in this process, published by the
+/// recorder once a second (the same snapshot it writes to `stats.json`,
+/// so the three views agree).
+#[derive(Default)]
+pub struct Board {
+    latest: Mutex<Option<Arc<Recording>>>,
+}
+
+impl Board {
+    pub fn new() -> Arc<Board> {
+        Arc::new(Board::default())
+    }
+
+    /// Replaces the published counters.
+    pub fn publish(&self, r: Recording) {
+        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(r));
+    }
+
+    /// The last published counters (None before the first).
+    pub fn latest(&self) -> Option<Arc<Recording>> {
+        self.latest.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// One snapshot of a recording.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Recording {
+    /// `running` or `done`.
+    pub state: String,
+    pub elapsed_s: f64,
+    /// What is recorded: `interface eth1`, `files a.pcap b.pcap`, `synthetic size=64`.
+    pub sources: Vec<String>,
+    pub workers: usize,
+    /// The sum over the streams; `received = written + filtered +
+    /// deduplicated + cut + every drop` once the arena is empty.
+    pub total: Counters,
+    pub streams: Vec<Counters>,
+    pub pps: f64,
+    pub gbps: f64,
+    pub disk_mb_s: f64,
+    /// The retention budget (`--max-size`), if any.
+    pub budget_bytes: Option<u64>,
+    /// `delete` or `stop`.
+    pub on_full: Option<String>,
+}
+
+/// The counters of one stream (or their sum).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Counters {
+    pub received: u64,
+    pub written: u64,
+    pub filtered: u64,
+    pub deduplicated: u64,
+    pub cut: u64,
+    pub flows_evicted: u64,
+    /// Drops by cause, in the recorder's order (kernel, arena_full, write_error, budget, shutdown, timestamp_range).
+    pub dropped: Vec<(String, u64)>,
+    /// Bytes of the received frames as they were on the wire.
+    pub wire_bytes: u64,
+    /// Bytes of the closed and open capture files.
+    pub file_bytes: u64,
+    pub disk_bytes: u64,
+    pub files_written: u64,
+    pub files_deleted: u64,
+    pub bytes_deleted: u64,
+    /// Fill of the arena, 0..=1.
+    pub arena_fill: f64,
+    pub capture_cpu_s: f64,
+    pub balanced: Option<bool>,
+}
+
+/// Writes one log line (the binary's logger: standard error, journald).
+pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;

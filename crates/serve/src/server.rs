@@ -1,0 +1,419 @@
+//! The server: binds before anything else starts (so a taken port is one
+//! sentence at start-up), then runs its own small tokio runtime on threads
+//! of its own, apart from capture. Connections are served by hyper (HTTP/1.1,
+//! through rustls when TLS is on) with a header timeout, so a slow client
+//! holds nothing but its own connection; at most [`MAX_CONNECTIONS`] are
+//! open at once.
+
+use crate::auth::{Peer, Tokens};
+use crate::metrics::ApiMetrics;
+use crate::store_view::StoreView;
+use crate::{Board, Config};
+use axum::extract::{Request, State as Ax};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// Connections served at once; more wait in the kernel's backlog.
+pub const MAX_CONNECTIONS: usize = 512;
+
+/// Why the server could not start or reload, as one sentence.
+#[derive(thiserror::Error, Debug)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] crate::ConfigError),
+    #[error(transparent)]
+    Tokens(#[from] crate::auth::TokenError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the HTTP server: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// What every request handler sees.
+pub(crate) struct State {
+    pub cfg: Config,
+    pub view: StoreView,
+    pub board: Option<Arc<Board>>,
+    pub tokens: RwLock<Option<Tokens>>,
+    pub queries: Arc<Semaphore>,
+    pub metrics: ApiMetrics,
+    started: Instant,
+    started_unix: f64,
+}
+
+/// A running server.
+pub struct Server {
+    addr: SocketAddr,
+    state: Arc<State>,
+    tls: Arc<RwLock<Option<tokio_rustls::TlsAcceptor>>>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Checks the configuration, reads the tokens and TLS files, binds, and
+    /// starts serving. `board` carries the live counters of a recording in
+    /// this process (`None`: a store at rest).
+    pub fn start(cfg: Config, board: Option<Arc<Board>>) -> Result<Server, ServeError> {
+        cfg.check()?;
+        let tokens = cfg.token_file.as_deref().map(Tokens::load).transpose()?;
+        let tls = cfg.tls.as_ref().map(crate::tls::server_config).transpose()?;
+        let listener =
+            std::net::TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
+        listener.set_nonblocking(true).map_err(ServeError::Runtime)?;
+        let addr = listener.local_addr().map_err(ServeError::Runtime)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("wv-http")
+            .enable_all()
+            .build()
+            .map_err(ServeError::Runtime)?;
+        let state = Arc::new(State {
+            view: StoreView::new(&cfg.store),
+            queries: Arc::new(Semaphore::new(cfg.max_queries)),
+            cfg,
+            board,
+            tokens: RwLock::new(tokens),
+            metrics: ApiMetrics::new(),
+            started: Instant::now(),
+            started_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        });
+        let tls = Arc::new(RwLock::new(tls.map(tokio_rustls::TlsAcceptor::from)));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (st, acceptor) = (state.clone(), tls.clone());
+        let thread = std::thread::Builder::new()
+            .name("wv-http-accept".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => accept_loop(l, st, acceptor, rx).await,
+                        Err(e) => (st.cfg.log)(&format!("api: cannot listen: {e}")),
+                    }
+                });
+                runtime.shutdown_timeout(Duration::from_secs(1));
+            })
+            .map_err(ServeError::Runtime)?;
+        let s = Server { addr, state, tls, shutdown: Some(tx), thread: Some(thread) };
+        (s.state.cfg.log)(&format!(
+            "api: serving {} on {}://{}/ ({})",
+            s.state.cfg.store.display(),
+            s.state.cfg.scheme(),
+            addr,
+            s.auth_summary()
+        ));
+        Ok(s)
+    }
+
+    fn auth_summary(&self) -> String {
+        let mut v = Vec::new();
+        if let Some(t) = self.state.tokens.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            v.push(format!("{} bearer token(s)", t.len()));
+        }
+        if self.state.cfg.tls.as_ref().is_some_and(|t| t.client_ca.is_some()) {
+            v.push("client certificates".to_string());
+        }
+        if v.is_empty() {
+            "no authentication: loopback only".into()
+        } else {
+            v.join(" and ")
+        }
+    }
+
+    /// The address it listens on (the port chosen when 0 was asked).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Reads the token file and TLS files again (SIGHUP). What fails to
+    /// load leaves the previous setting in force; the sentence says what.
+    pub fn reload(&self) -> Result<String, ServeError> {
+        let mut done = Vec::new();
+        if let Some(path) = &self.state.cfg.token_file {
+            let t = Tokens::load(path)?;
+            done.push(format!("{} token(s)", t.len()));
+            *self.state.tokens.write().unwrap_or_else(|e| e.into_inner()) = Some(t);
+        }
+        if let Some(files) = &self.state.cfg.tls {
+            let c = crate::tls::server_config(files)?;
+            *self.tls.write().unwrap_or_else(|e| e.into_inner()) = Some(tokio_rustls::TlsAcceptor::from(c));
+            done.push("TLS certificate, key, client CA and CRL".into());
+        }
+        Ok(if done.is_empty() { "nothing to reload".into() } else { format!("reloaded {}", done.join(", ")) })
+    }
+
+    /// Stops listening; answers still streaming are cut after a second.
+    pub fn stop(mut self) {
+        self.shutdown_now();
+    }
+
+    fn shutdown_now(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown_now();
+    }
+}
+
+fn router(state: Arc<State>) -> Router {
+    Router::new()
+        .route("/api/v1/status", get(crate::api::status))
+        .route("/api/v1/files", get(crate::api::files))
+        .route("/api/v1/query", get(crate::api::query))
+        .route("/api/v1/count", get(crate::api::count))
+        .route("/api/v1/histogram", get(crate::api::histogram))
+        .route("/api/{*rest}", get(crate::api::unknown_api))
+        .route("/metrics", get(metrics))
+        .fallback(get(console))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+async fn console(uri: axum::http::Uri) -> Response {
+    crate::console::asset(uri.path())
+}
+
+async fn metrics(Ax(state): Ax<Arc<State>>, headers: axum::http::HeaderMap) -> Response {
+    let open = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/openmetrics-text"));
+    let cat = state.view.catalog();
+    let scrape = crate::metrics::Scrape {
+        recording: state.board.as_ref().and_then(|b| b.latest()),
+        store_bytes: cat.bytes,
+        store_files: cat.entries.len() as u64,
+        oldest_ns: cat.span.map(|s| s.0),
+        newest_ns: cat.span.map(|s| s.1),
+        volume: state.view.space(),
+        started_unix: state.started_unix,
+    };
+    match crate::metrics::render(&state.metrics, scrape, !open) {
+        Ok(text) => {
+            let mut r = text.into_response();
+            let kind = if open {
+                "application/openmetrics-text; version=1.0.0; charset=utf-8"
+            } else {
+                "text/plain; version=0.0.4; charset=utf-8"
+            };
+            r.headers_mut().insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static(kind));
+            r
+        }
+        Err(_) => crate::api::ApiError::Internal("cannot encode the metrics".into()).into_response(),
+    }
+}
+
+/// Every request: only GET and HEAD; the token checked for the API and
+/// metrics (the console's assets are public); one log line.
+async fn guard(Ax(state): Ax<Arc<State>>, mut req: Request, next: Next) -> Response {
+    use crate::api::ApiError;
+    let started = Instant::now();
+    let mut peer = req.extensions().get::<Peer>().cloned().unwrap_or_default();
+    let what = format!("{} {}", req.method(), req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let path = req.uri().path();
+    let protected = path.starts_with("/api/") || path == "/metrics";
+    let refused = if req.method() != axum::http::Method::GET && req.method() != axum::http::Method::HEAD {
+        Some(
+            (
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "only GET and HEAD are served; the API reads, it never changes the store".to_string(),
+            )
+                .into_response(),
+        )
+    } else if protected {
+        let tokens = state.tokens.read().unwrap_or_else(|e| e.into_inner());
+        match (tokens.as_ref(), crate::auth::presented(req.headers())) {
+            (None, _) => None,
+            (Some(_), None) => Some(
+                ApiError::Unauthorized("this server needs a token: send Authorization: Bearer TOKEN".into())
+                    .into_response(),
+            ),
+            (Some(t), Some(given)) => match t.check(given) {
+                Some(name) => {
+                    peer.token = Some(name.to_string());
+                    None
+                }
+                None => {
+                    Some(ApiError::Unauthorized("the token is not valid (mistyped or revoked)".into()).into_response())
+                }
+            },
+        }
+    } else {
+        None
+    };
+    let resp = match refused {
+        Some(r) => r,
+        None => {
+            req.extensions_mut().insert(peer.clone());
+            next.run(req).await
+        }
+    };
+    state.metrics.request(resp.status().as_u16());
+    let size = axum::body::HttpBody::size_hint(resp.body())
+        .exact()
+        .map_or_else(|| "streamed".to_string(), |n| format!("{n} bytes"));
+    (state.cfg.log)(&format!(
+        "api: {peer} \"{what}\" {} {size} {:.1} ms",
+        resp.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1e3
+    ));
+    resp
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    state: Arc<State>,
+    tls: Arc<RwLock<Option<tokio_rustls::TlsAcceptor>>>,
+    mut shutdown: tokio::sync::oneshot::Receiver<()>,
+) {
+    let app = router(state.clone());
+    let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            _ = &mut shutdown => return,
+            p = conns.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+        };
+        let (tcp, addr) = tokio::select! {
+            _ = &mut shutdown => return,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors and the like: wait, do not spin.
+                    (state.cfg.log)(&format!("api: accept failed: {e}"));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = tls.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let (app, state) = (app.clone(), state.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut peer = Peer { addr: Some(addr), ..Peer::default() };
+            match acceptor {
+                None => serve(TokioIo::new(tcp), app, peer).await,
+                Some(acc) => match tokio::time::timeout(Duration::from_secs(10), acc.accept(tcp)).await {
+                    Ok(Ok(s)) => {
+                        peer.cert = s.get_ref().1.peer_certificates().and_then(|c| c.first()).map(crate::tls::subject);
+                        serve(TokioIo::new(s), app, peer).await
+                    }
+                    Ok(Err(e)) => (state.cfg.log)(&format!("api: {addr} TLS handshake refused: {e}")),
+                    Err(_) => (state.cfg.log)(&format!("api: {addr} TLS handshake timed out")),
+                },
+            }
+        });
+    }
+}
+
+async fn serve<I>(io: TokioIo<I>, app: Router, peer: Peer)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use tower::ServiceExt;
+    let svc = app.map_request(move |mut req: Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(peer.clone());
+        req
+    });
+    let svc = hyper_util::service::TowerToHyperService::new(svc);
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(20))
+        .serve_connection(io, svc)
+        .await;
+}
+
+impl State {
+    /// `GET /api/v1/status`.
+    pub(crate) fn status(&self) -> serde_json::Value {
+        use crate::store_view::time;
+        let cat = self.view.catalog();
+        let rec = self.board.as_ref().and_then(|b| b.latest());
+        let space = self.view.space();
+        let last = if self.board.is_none() { read_stats(&self.cfg.store) } else { None };
+        // The write rate: the recording's now, else the stored average.
+        let live_rate = rec.as_ref().filter(|r| r.state == "running").map(|r| r.disk_mb_s * 1e6);
+        let avg_rate = cat.span.filter(|(a, b)| b > a).map(|(a, b)| cat.bytes as f64 / ((b - a) as f64 / 1e9));
+        let (rate, rate_from) = match (live_rate, avg_rate) {
+            (Some(r), _) if r > 0.0 => (Some(r), "current"),
+            (_, Some(r)) => (Some(r), "average of the stored files"),
+            _ => (None, "none"),
+        };
+        let budget = rec.as_ref().and_then(|r| r.budget_bytes);
+        let capacity = budget.or(space.map(|(free, _)| free + cat.bytes));
+        let hours = |bytes: Option<u64>| rate.zip(bytes).map(|(r, b)| (b as f64 / r / 3600.0 * 100.0).round() / 100.0);
+        let (deleted_files, deleted_bytes) =
+            rec.as_ref().map_or((0, 0), |r| (r.total.files_deleted, r.total.bytes_deleted));
+        serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_s": (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+            "store": self.cfg.store.display().to_string(),
+            // In a recorder before its first second: starting.
+            "recording": match (&self.board, rec.as_deref()) {
+                (Some(_), None) => serde_json::json!({ "state": "starting" }),
+                (_, r) => serde_json::to_value(r).unwrap_or_default(),
+            },
+            "last_recording": last,
+            "disk": {
+                "store_bytes": cat.bytes,
+                "files": cat.entries.len(),
+                "packets": cat.packets,
+                "volume_free_bytes": space.map(|s| s.0),
+                "volume_size_bytes": space.map(|s| s.1),
+            },
+            "retention": {
+                "budget_bytes": budget,
+                "on_full": rec.as_ref().and_then(|r| r.on_full.clone()),
+                "files_deleted": deleted_files,
+                "bytes_deleted": deleted_bytes,
+            },
+            "horizon": {
+                "oldest_ns": cat.span.map(|s| s.0),
+                "oldest": cat.span.map(|s| time(s.0)),
+                "newest_ns": cat.span.map(|s| s.1),
+                "newest": cat.span.map(|s| time(s.1)),
+                "span_s": cat.span.map(|(a, b)| (b - a) as f64 / 1e9),
+                "write_rate_bytes_s": rate.map(f64::round),
+                "rate_from": rate_from,
+                "capacity_bytes": capacity,
+                // How many hours of traffic the store holds at that rate, and
+                // (without a budget that deletes) in how many it is full.
+                "holds_hours": hours(capacity),
+                "full_in_hours": if budget.is_some() && rec.as_ref().and_then(|r| r.on_full.as_deref()) == Some("delete") { None } else { hours(capacity.map(|c| c.saturating_sub(cat.bytes))) },
+            },
+            "limits": {
+                "max_queries": self.cfg.max_queries,
+                "max_bytes": self.cfg.max_bytes,
+                "queries_running": self.cfg.max_queries - self.queries.available_permits(),
+            },
+        })
+    }
+}
+
+/// The counters the last recording left in `STORE/stats.json`.
+fn read_stats(store: &std::path::Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(store.join(wv_store::layout::STATS)).ok()?;
+    serde_json::from_str(text.trim_end()).ok()
+}

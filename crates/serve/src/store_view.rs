@@ -1,0 +1,95 @@
+//! The store as the API shows it: its catalog (read again only when the
+//! file changed, so `status` and `/metrics` stay cheap while recording),
+//! the time it covers, and its volume's space.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use wv_store::catalog::Entry;
+
+/// The catalog as last read, and what identified the file then.
+pub(crate) struct StoreView {
+    store: PathBuf,
+    cached: Mutex<(Option<FileId>, Arc<Catalogued>)>,
+}
+
+/// The catalog file's inode, length and modification time.
+type FileId = (u64, u64, i64, i64);
+
+/// What the catalog held at one moment.
+#[derive(Default)]
+pub(crate) struct Catalogued {
+    pub entries: Vec<Entry>,
+    /// Oldest and newest packet of the catalogued files with packets.
+    pub span: Option<(u64, u64)>,
+    pub bytes: u64,
+    pub packets: u64,
+}
+
+impl StoreView {
+    pub fn new(store: &Path) -> StoreView {
+        StoreView { store: store.to_path_buf(), cached: Mutex::new((None, Arc::default())) }
+    }
+
+    /// The catalog now (an empty one when the store has none yet).
+    pub fn catalog(&self) -> Arc<Catalogued> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.store.join(wv_store::layout::CATALOG);
+        let id = std::fs::metadata(&path).ok().map(|m| (m.ino(), m.len(), m.mtime(), m.mtime_nsec()));
+        let mut c = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        if id.is_some() && c.0 == id {
+            return c.1.clone();
+        }
+        let entries = wv_store::catalog::read_checked(&self.store).map(|r| r.entries).unwrap_or_default();
+        let with = || entries.iter().filter(|e| e.packets > 0);
+        let span = with().map(|e| e.first_ns).min().zip(with().map(|e| e.last_ns).max());
+        let bytes = entries.iter().map(|e| e.bytes).sum();
+        let packets = entries.iter().map(|e| e.packets).sum();
+        let fresh = Arc::new(Catalogued { entries, span, bytes, packets });
+        *c = (id, fresh.clone());
+        fresh
+    }
+
+    /// Free and total bytes of the store's volume.
+    pub fn space(&self) -> Option<(u64, u64)> {
+        wv_sys::fs::fs_space(&self.store).ok()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.store
+    }
+}
+
+/// RFC 3339 with nanoseconds, UTC.
+pub(crate) fn time(ns: u64) -> String {
+    wv_store::layout::utc_rfc3339(ns)
+}
+
+/// Why a time range selects nothing the store holds, if it does not: the
+/// sentence that goes into a header or JSON instead of a silent empty answer.
+pub(crate) fn outside(span: Option<(u64, u64)>, from: Option<u64>, to: Option<u64>) -> Option<String> {
+    let Some((oldest, newest)) = span else {
+        return Some("the store holds no packets in closed files yet".into());
+    };
+    if to.is_some_and(|t| t <= oldest) {
+        return Some(format!("the range ends before the oldest packet on disk ({})", time(oldest)));
+    }
+    if from.is_some_and(|f| f > newest) {
+        return Some(format!("the range starts after the newest packet in a closed file ({})", time(newest)));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_says_which_edge() {
+        assert!(outside(None, None, None).unwrap().contains("no packets"));
+        let s = Some((100, 200));
+        assert_eq!(outside(s, Some(100), Some(201)), None);
+        assert_eq!(outside(s, Some(200), None), None);
+        assert!(outside(s, None, Some(100)).unwrap().contains("ends before"));
+        assert!(outside(s, Some(201), None).unwrap().contains("starts after"));
+    }
+}

@@ -1,0 +1,143 @@
+//! `wirevault serve STORE`: the HTTP API, Prometheus metrics and web
+//! console over a store at rest (or one another process records), and the
+//! same flags on `record --listen`, which serves the store it records.
+
+use crate::{exit, fail};
+use std::path::PathBuf;
+
+/// The server's flags, shared by `serve` and `record`.
+#[derive(clap::Args, Clone, Default)]
+pub struct Listen {
+    /// Serve the HTTP API, /metrics and the web console on ADDR (host:port, [v6]:port or a port
+    /// for 127.0.0.1). Any address but loopback needs --tls-cert/--tls-key and --token-file or --client-ca.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// TLS: the server's certificate chain (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: the server's private key (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Bearer tokens, one per line (NAME:TOKEN), mode 600; re-read on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM); needs TLS.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
+    /// Refuse the client certificates this CRL revokes (PEM); re-read on SIGHUP.
+    #[arg(long, value_name = "PEM", requires = "client_ca")]
+    pub client_crl: Option<PathBuf>,
+    /// API queries that run at once (more wait up to a minute, then get 503).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub max_queries: usize,
+    /// The most bytes one API answer may carry (K/M/G); a longer export is cut and says so.
+    #[arg(long, default_value = "16G", value_name = "SIZE")]
+    pub max_bytes: String,
+}
+
+impl Listen {
+    /// The server's configuration for `store`, or `None` without --listen.
+    pub fn config(&self, store: &std::path::Path, default: Option<&str>) -> anyhow::Result<Option<wv_serve::Config>> {
+        let Some(addr) = self.listen.as_deref().or(default) else {
+            if self.tls_cert.is_some() || self.token_file.is_some() {
+                return Err(fail(
+                    exit::USAGE,
+                    "--tls-cert and --token-file configure the HTTP server: give --listen ADDR too",
+                ));
+            }
+            return Ok(None);
+        };
+        let listen = parse_addr(addr)?;
+        let max_bytes = wv_capture::args::parse_size(&self.max_bytes).ok_or_else(|| {
+            fail(exit::USAGE, format!("--max-bytes {}: give a size such as 512M or 16G", self.max_bytes))
+        })?;
+        let mut cfg = wv_serve::Config::new(
+            store.to_path_buf(),
+            listen,
+            std::sync::Arc::new(|line: &str| say!("wirevault: {line}")),
+        );
+        cfg.tls = self.tls_cert.clone().zip(self.tls_key.clone()).map(|(cert, key)| wv_serve::TlsFiles {
+            cert,
+            key,
+            client_ca: self.client_ca.clone(),
+            client_crl: self.client_crl.clone(),
+        });
+        cfg.token_file = self.token_file.clone();
+        cfg.max_queries = self.max_queries;
+        cfg.max_bytes = max_bytes;
+        cfg.check().map_err(|e| fail(exit::USAGE, e.to_string()))?;
+        Ok(Some(cfg))
+    }
+}
+
+/// `host:port`, `[v6]:port`, `localhost:port` or a bare port (loopback).
+fn parse_addr(s: &str) -> anyhow::Result<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let bad = |why: &str| fail(exit::USAGE, format!("--listen {s}: {why}; give host:port such as 127.0.0.1:8080"));
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    let mut addrs = s.to_socket_addrs().map_err(|e| bad(&e.to_string()))?;
+    addrs.next().ok_or_else(|| bad("the name has no address"))
+}
+
+/// Starts the server (a sentence and exit code 2 or 1 when it cannot).
+pub fn start(
+    cfg: wv_serve::Config,
+    board: Option<std::sync::Arc<wv_serve::Board>>,
+) -> anyhow::Result<wv_serve::Server> {
+    wv_serve::Server::start(cfg, board).map_err(|e| {
+        let code = match e {
+            wv_serve::ServeError::Config(_) | wv_serve::ServeError::Tokens(_) | wv_serve::ServeError::Tls(_) => {
+                exit::USAGE
+            }
+            _ => exit::ERROR,
+        };
+        fail(code, e.to_string())
+    })
+}
+
+/// Arguments of `wirevault serve`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The store to serve.
+    pub store: PathBuf,
+    #[command(flatten)]
+    pub listen: Listen,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    if !args.store.join(wv_store::layout::CATALOG).is_file() {
+        return Err(fail(
+            exit::USAGE,
+            format!(
+                "{} is not a store (no {}); give the directory `wirevault record -o` writes",
+                args.store.display(),
+                wv_store::layout::CATALOG
+            ),
+        ));
+    }
+    let cfg = args.listen.config(&args.store, Some("127.0.0.1:8080"))?.expect("a default address is given");
+    // SIGHUP reloads tokens and certificates; the stop signals end the server.
+    let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(libc::SIGHUP, hup.clone())
+        .map_err(|e| fail(exit::ERROR, format!("cannot install signal handlers: {e}")))?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in crate::cmd::stop_signals().into_iter().filter(|s| *s != libc::SIGHUP) {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| fail(exit::ERROR, format!("cannot install signal handlers: {e}")))?;
+    }
+    let server = start(cfg, None)?;
+    use std::sync::atomic::Ordering;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if hup.swap(false, Ordering::Relaxed) {
+            match server.reload() {
+                Ok(what) => say!("wirevault: api: {what}"),
+                Err(e) => say!("wirevault: api: reload failed, the previous settings stay: {e}"),
+            }
+        }
+    }
+    server.stop();
+    Ok(exit::OK)
+}
