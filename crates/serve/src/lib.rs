@@ -86,11 +86,16 @@ pub struct Recording {
 pub struct Counters {
     pub received: u64,
     pub written: u64,
+    /// Packets in the arena, not written yet (the open file's last block):
+    /// `received = written + pending + filtered + deduplicated + cut + dropped` at any moment.
+    pub pending: u64,
     pub filtered: u64,
     pub deduplicated: u64,
     pub cut: u64,
     pub flows_evicted: u64,
-    /// Drops by cause, in the recorder's order (kernel, arena_full, write_error, budget, shutdown, timestamp_range).
+    /// Drops by cause, in the recorder's order (kernel, arena_full, write_error, budget, shutdown, timestamp_range);
+    /// a JSON object, as in `stats.json`.
+    #[serde(serialize_with = "as_object")]
     pub dropped: Vec<(String, u64)>,
     /// Bytes of the received frames as they were on the wire.
     pub wire_bytes: u64,
@@ -104,6 +109,16 @@ pub struct Counters {
     pub arena_fill: f64,
     pub capture_cpu_s: f64,
     pub balanced: Option<bool>,
+}
+
+/// Pairs as a JSON object, in their order.
+fn as_object<S: serde::Serializer>(pairs: &[(String, u64)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(pairs.len()))?;
+    for (k, v) in pairs {
+        m.serialize_entry(k, v)?;
+    }
+    m.end()
 }
 
 /// Writes one log line (the binary's logger: standard error, journald).

@@ -244,6 +244,13 @@ impl Collector for Scrape {
             None,
             per(|c| c.flows_evicted),
         )?;
+        let pending: Vec<(Labels, ConstGauge<i64>)> = r
+            .streams
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (vec![("stream", i.to_string())], ConstGauge::new(c.pending as i64)))
+            .collect();
+        family(e, "packets_pending", "Packets in the arena, not written yet", None, pending)?;
         let fill: Vec<(Labels, ConstGauge<f64>)> = r
             .streams
             .iter()

@@ -21,6 +21,8 @@ mod record_read;
 mod record_reduce;
 mod record_synthetic;
 mod replay;
+mod serve_api;
+mod serve_security;
 mod store_faults;
 mod timestamps;
 mod tune;

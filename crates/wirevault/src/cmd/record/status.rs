@@ -164,6 +164,7 @@ impl Snapshot {
         wv_serve::Counters {
             received: self.received(),
             written: self.written,
+            pending: c.stored.saturating_sub(self.written + self.write_error + self.budget),
             filtered: self.filtered(),
             deduplicated: c.deduplicated,
             cut: c.cut,
