@@ -25,6 +25,9 @@ impl Notifier {
         let path = std::env::var_os("NOTIFY_SOCKET")?;
         let addr = socket_addr(path.to_str()?)?;
         let sock = UnixDatagram::unbound().ok()?;
+        // Never block the status loop: a receiver that does not read (a full
+        // queue) loses the message instead.
+        sock.set_nonblocking(true).ok()?;
         let for_us = std::env::var("WATCHDOG_PID").map_or(true, |p| p.parse() == Ok(std::process::id()));
         let watchdog = std::env::var("WATCHDOG_USEC")
             .ok()

@@ -21,6 +21,7 @@ mod record_read;
 mod record_reduce;
 mod record_synthetic;
 mod replay;
+mod service;
 mod store_faults;
 mod timestamps;
 mod tune;

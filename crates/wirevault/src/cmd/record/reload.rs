@@ -114,7 +114,7 @@ impl Reloader {
             log!(
                 Level::Warn,
                 ["file" => shown, "keys" => fixed],
-                "wirevault: warning: {shown}: {} changed, which take effect at the next start only; capture goes on unchanged",
+                "wirevault: warning: {shown}: {} changed, which takes effect at the next start only; capture goes on unchanged",
                 fixed.join(", ")
             );
         }
