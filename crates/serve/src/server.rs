@@ -142,18 +142,12 @@ impl Server {
     /// Reads the token file and TLS files again (SIGHUP). What fails to
     /// load leaves the previous setting in force; the sentence says what.
     pub fn reload(&self) -> Result<String, ServeError> {
-        let mut done = Vec::new();
-        if let Some(path) = &self.state.cfg.token_file {
-            let t = Tokens::load(path)?;
-            done.push(format!("{} token(s)", t.len()));
-            *self.state.tokens.write().unwrap_or_else(|e| e.into_inner()) = Some(t);
-        }
-        if let Some(files) = &self.state.cfg.tls {
-            let c = crate::tls::server_config(files)?;
-            *self.tls.write().unwrap_or_else(|e| e.into_inner()) = Some(tokio_rustls::TlsAcceptor::from(c));
-            done.push("TLS certificate, key, client CA and CRL".into());
-        }
-        Ok(if done.is_empty() { "nothing to reload".into() } else { format!("reloaded {}", done.join(", ")) })
+        self.reloader().reload()
+    }
+
+    /// A handle that reloads this server from another thread (a recorder's reload hook).
+    pub fn reloader(&self) -> Reloader {
+        Reloader { state: self.state.clone(), tls: self.tls.clone() }
     }
 
     /// Stops listening; answers still streaming are cut after a second.
@@ -168,6 +162,30 @@ impl Server {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Reloads a server's tokens and TLS files; see [`Server::reload`].
+#[derive(Clone)]
+pub struct Reloader {
+    state: Arc<State>,
+    tls: Arc<RwLock<Option<tokio_rustls::TlsAcceptor>>>,
+}
+
+impl Reloader {
+    pub fn reload(&self) -> Result<String, ServeError> {
+        let mut done = Vec::new();
+        if let Some(path) = &self.state.cfg.token_file {
+            let t = Tokens::load(path)?;
+            done.push(format!("{} token(s)", t.len()));
+            *self.state.tokens.write().unwrap_or_else(|e| e.into_inner()) = Some(t);
+        }
+        if let Some(files) = &self.state.cfg.tls {
+            let c = crate::tls::server_config(files)?;
+            *self.tls.write().unwrap_or_else(|e| e.into_inner()) = Some(tokio_rustls::TlsAcceptor::from(c));
+            done.push("TLS certificate, key, client CA and CRL".into());
+        }
+        Ok(if done.is_empty() { "nothing to reload".into() } else { format!("reloaded {}", done.join(", ")) })
     }
 }
 

@@ -61,6 +61,28 @@ pub struct Budget {
     pub on_full: OnFull,
 }
 
+/// The store's budget as the writers read it before each new file; `record`
+/// changes it while they run (SIGHUP re-reads `--config`). A lock, not
+/// atomics: the two fields change together, and it is read once per file.
+#[derive(Debug, Default)]
+pub struct LiveBudget(std::sync::Mutex<Option<Budget>>);
+
+impl LiveBudget {
+    pub fn new(budget: Option<Budget>) -> LiveBudget {
+        LiveBudget(std::sync::Mutex::new(budget))
+    }
+
+    /// The budget in force now (`None`: no budget).
+    pub fn get(&self) -> Option<Budget> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the budget; the next file any writer opens obeys it.
+    pub fn set(&self, budget: Option<Budget>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = budget;
+    }
+}
+
 /// Files deleted to make room.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Deleted {

@@ -49,8 +49,9 @@ pub struct WriterConfig {
     pub file_size: u64,
     /// Build an index for every file (with the indexer type `run` is given).
     pub index: bool,
-    /// The store's byte budget, enforced before each new file.
-    pub budget: Option<crate::catalog::Budget>,
+    /// The store's byte budget, enforced before each new file (shared by
+    /// the writers of a store; it may change while they run).
+    pub budget: Arc<crate::catalog::LiveBudget>,
     /// Bytes to keep free under the budget when a file opens: the most the
     /// files being written (one per stream) can add.
     pub reserve: u64,
@@ -269,7 +270,7 @@ impl<I: FileIndexer> Writer<I> {
         let name = layout::file_name(first_ns, seq, self.cfg.format.extension());
         let part = self.dir.join(format!("{name}{}", layout::PART));
         let part_rel = format!("{}/{name}{}", self.rel_dir, layout::PART);
-        if let (Some(b), false) = (self.cfg.budget, self.stopped) {
+        if let (Some(b), false) = (self.cfg.budget.get(), self.stopped) {
             match self.catalog.make_room(&b, self.cfg.reserve) {
                 Ok(d) => {
                     self.shared.retention_files.fetch_add(d.files, Ordering::Relaxed);

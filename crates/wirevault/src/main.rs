@@ -10,16 +10,34 @@
 /// recorder started with `2>&-`, or whose log reader went away) must not turn
 /// a clean stop into a panic after the files are safe. What cannot be
 /// written is dropped.
+///
+/// It is a log line: it goes through [`log`] (level from its wording:
+/// `wirevault: warning:` is a warning, `wirevault: error:` an error, the
+/// rest info; `--log-level`, `--log-format`, journald prefixes).
 macro_rules! say {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let line = format!($($arg)*);
+        $crate::log::emit($crate::log::level_of(&line), &line, &[]);
+    }};
+}
+
+/// A log line of the given [`log::Level`], with optional JSON fields:
+/// `log!(Level::Warn, "wirevault: warning: {x}")` or
+/// `log!(Level::Info, ["key" => value], "wirevault: {x}")`.
+macro_rules! log {
+    ($level:expr, [$($k:literal => $v:expr),* $(,)?], $($arg:tt)*) => {{
+        $crate::log::emit($level, &format!($($arg)*), &[$(($k, serde_json::json!($v))),*]);
+    }};
+    ($level:expr, $($arg:tt)*) => {{
+        $crate::log::emit($level, &format!($($arg)*), &[]);
     }};
 }
 
 mod cmd;
+mod log;
+mod notify;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use std::process::ExitCode;
 
 /// Exit codes (documented in the README).
@@ -34,7 +52,7 @@ pub mod exit {
     pub const DISK_FULL: u8 = 3;
 }
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(
     name = "wirevault",
     version,
@@ -43,6 +61,8 @@ pub mod exit {
 pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    log: log::LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -94,7 +114,14 @@ pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match cmd::config::parse_cli() {
+        Ok(c) => c,
+        Err(e) => {
+            log!(log::Level::Error, "wirevault: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    log::init(&cli.log);
     let result = match cli.command {
         Command::Record(a) => cmd::record::run(*a),
         Command::Index(a) => cmd::index::run(a),
@@ -119,7 +146,7 @@ fn main() -> ExitCode {
                 msg.push_str(": ");
                 msg.push_str(&cause.to_string());
             }
-            say!("wirevault: {msg}");
+            log!(log::Level::Error, "wirevault: {msg}");
             ExitCode::from(code)
         }
     }

@@ -16,8 +16,11 @@ use std::process::{Command, Stdio};
 const TOOLS: &[&str] = &["ip", "tcpreplay", "tcpdump", "curl", "promtool"];
 const N: u32 = 3000;
 
-/// The selections every check runs: (name, from, to, filter, limit).
-fn cases(ts: &[u64]) -> Vec<(String, Option<u64>, Option<u64>, String, Option<u64>)> {
+/// One selection: name, from, to, filter, limit.
+type Case = (String, Option<u64>, Option<u64>, String, Option<u64>);
+
+/// The selections every check runs.
+fn cases(ts: &[u64]) -> Vec<Case> {
     let t = |i: usize| ts[i.min(ts.len() - 1)];
     vec![
         ("everything".into(), None, None, String::new(), None),

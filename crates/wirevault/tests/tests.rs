@@ -23,6 +23,7 @@ mod record_synthetic;
 mod replay;
 mod serve_api;
 mod serve_security;
+mod service;
 mod store_faults;
 mod timestamps;
 mod tune;

@@ -1,5 +1,6 @@
 //! One module per subcommand: clap arguments, validation, wiring.
 pub mod analyze;
+pub mod config;
 pub mod disk_bench;
 pub mod docs;
 pub mod index;

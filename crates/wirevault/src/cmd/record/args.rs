@@ -7,6 +7,8 @@ use std::path::PathBuf;
 /// Arguments of `wirevault record`.
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["interface", "read", "synthetic"])))]
+// A later value wins: `--config`'s arguments come first, the command line's after them.
+#[command(args_override_self = true)]
 pub struct Args {
     /// Store directory (created if missing).
     #[arg(short = 'o', long = "output", value_name = "STORE_DIR")]
@@ -102,6 +104,12 @@ pub struct Args {
     /// The HTTP API, metrics and console over the store being recorded (see `wirevault serve`).
     #[command(flatten, next_help_heading = "HTTP server")]
     pub listen: crate::cmd::serve::Listen,
+    /// Read the options from this TOML file (keys: the long option names, and filter); the command line overrides it; SIGHUP re-reads it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// What `--config` contributed (set by `cmd::config::with_config`).
+    #[arg(skip)]
+    pub loaded: Option<crate::cmd::config::Loaded>,
     /// Capture filter, in tcpdump's expression language. Options may come
     /// before or after it; after `--` every word is filter text.
     #[arg(value_name = "FILTER")]

@@ -11,6 +11,7 @@
 
 mod args;
 mod plan;
+mod reload;
 mod run;
 mod status;
 mod store;

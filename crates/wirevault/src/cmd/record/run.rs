@@ -5,6 +5,7 @@
 
 use super::args::Args;
 use super::plan::{self, Plan, SourcePlan};
+use super::reload::Reloader;
 use super::status::{Now, Snapshot, Status};
 use super::store;
 use crate::{exit, fail};
@@ -19,7 +20,7 @@ use wv_capture::file::FileSource;
 use wv_capture::filter::{self, Filter};
 use wv_capture::synthetic::Synthetic;
 use wv_capture::{SharedCounts, Source};
-use wv_store::catalog::Catalog;
+use wv_store::catalog::{Catalog, LiveBudget};
 use wv_store::stream::{StreamConfig, StreamProducer};
 use wv_store::writer::{self, WriterConfig, WriterShared};
 use wv_sys::afpacket::{Fanout, FanoutMode, FilteredCounter, Ring, RingConfig};
@@ -28,10 +29,19 @@ use wv_sys::mem::{AlignedBuf, Backing};
 pub fn run(a: Args) -> anyhow::Result<u8> {
     // Before anything else, so that a signal at any moment stops cleanly.
     let stop = Arc::new(AtomicBool::new(false));
+    // With --config, SIGHUP re-reads it (see `reload`), with --listen the
+    // server's tokens and certificates; without either, it stops as tcpdump.
+    let hup = Arc::new(AtomicBool::new(false));
+    let reloads = a.config.is_some() || a.listen.listen.is_some();
     for sig in crate::cmd::stop_signals() {
-        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+        let flag = if sig == libc::SIGHUP && reloads { &hup } else { &stop };
+        signal_hook::flag::register(sig, flag.clone()).context("cannot install signal handlers")?;
     }
     let p = plan::plan(&a)?;
+    // The budget the writers obey, changed by a reload.
+    let budget = Arc::new(LiveBudget::new(p.budget));
+    // Hooks for what else a reload changes go here (`Reloader::hook`).
+    let mut reloader = Reloader::new(&a, budget.clone());
     // Capture files and indexes are readable by the owner's group only.
     wv_sys::cpu::set_umask(0o027);
 
@@ -73,6 +83,10 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         Some(cfg) => Some(crate::cmd::serve::start(cfg, Some(board.clone()))?),
         None => None,
     };
+    if let (Some(r), Some(s)) = (&mut reloader, &server) {
+        let handle = s.reloader();
+        r.hook(&[], Box::new(move |_| handle.reload().map(Some).map_err(|e| format!("api: {e}"))));
+    }
     let catalog =
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
     // Every arena is allocated and faulted in before a ring opens.
@@ -91,7 +105,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let mut streams = Vec::new();
     for ((id, src), arena) in sources.list.into_iter().enumerate().zip(arenas) {
         let is_file = sources.file_source == Some(id);
-        streams.push(start_stream(&p, id, nstreams, Parts { src, is_file, arena }, &catalog, &stop)?);
+        streams.push(start_stream(&p, id, nstreams, Parts { src, is_file, arena }, (&catalog, &budget), &stop)?);
     }
     if huge_fallback {
         say!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
@@ -102,10 +116,29 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let counts: Vec<Arc<SharedCounts>> = streams.iter().map(|s| s.counts.clone()).collect();
     let writer_shared: Vec<Arc<WriterShared>> = streams.iter().map(|s| s.writer_shared.clone()).collect();
 
+    // Capture runs: tell the service manager (Type=notify).
+    let mut notifier = crate::notify::Notifier::from_env();
+    if let Some(n) = &notifier {
+        n.ready(&format!("recording {} into {}", source_name(&p.source), p.store.display()));
+    }
+
     // Status loop.
     let mut status = Status::start(&p.store, p.output.clone());
     loop {
         std::thread::sleep(Duration::from_millis(100));
+        if hup.swap(false, Ordering::Relaxed) {
+            if let Some(r) = &mut reloader {
+                r.reload();
+            } else if let Some(s) = &server {
+                match s.reload() {
+                    Ok(what) => say!("wirevault: api: {what}"),
+                    Err(e) => say!("wirevault: warning: api: reload failed, the previous settings stay: {e}"),
+                }
+            }
+        }
+        if let Some(n) = &mut notifier {
+            n.tick();
+        }
         let all_done = streams.iter().all(|s| s.capture.is_finished());
         let duration_reached = p.duration.is_some_and(|d| status.elapsed() >= d);
         let write_failed = writer_shared.iter().any(|w| w.failed.load(Ordering::Acquire));
@@ -122,6 +155,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         if all_done {
             break;
         }
+    }
+    if let Some(n) = &notifier {
+        n.send("STOPPING=1");
     }
 
     // Join and account: capture threads first, then writers.
@@ -177,15 +213,18 @@ fn publish(
         .zip(writers)
         .map(|(c, w)| Snapshot::take(std::slice::from_ref(c), std::slice::from_ref(w)))
         .collect();
-    let sources = vec![match &p.source {
-        SourcePlan::Live { interface, .. } => format!("interface {interface}"),
-        SourcePlan::Read { files } => {
-            format!("files {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(" "))
-        }
-        SourcePlan::Synthetic(_) => "synthetic".to_string(),
-    }];
+    let sources = vec![source_name(&p.source)];
     let now = Now { total, streams: &streams, sources: &sources, budget: p.budget };
     board.publish(status.recording(&now, rates, done));
+}
+
+/// What is recorded, for the service manager's status text.
+fn source_name(s: &SourcePlan) -> String {
+    match s {
+        SourcePlan::Live { interface, .. } => format!("interface {interface}"),
+        SourcePlan::Read { files } => format!("{} file(s)", files.len()),
+        SourcePlan::Synthetic(_) => "synthetic traffic".into(),
+    }
 }
 
 /// The sources of a recording, opened (a live interface: checked, its rings
@@ -346,7 +385,7 @@ fn start_stream(
     id: usize,
     nstreams: usize,
     parts: Parts,
-    catalog: &Arc<Catalog>,
+    (catalog, budget): (&Arc<Catalog>, &Arc<LiveBudget>),
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Stream> {
     let Parts { mut src, is_file, arena } = parts;
@@ -363,7 +402,7 @@ fn start_stream(
         prealloc_step: p.tuning.prealloc_step,
         file_size: p.stream.file_size,
         index: p.index,
-        budget: p.budget,
+        budget: budget.clone(),
         reserve: p.reserve(),
     };
     let (q2, c2, s2) = (queue.clone(), catalog.clone(), writer_shared.clone());
