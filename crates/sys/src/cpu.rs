@@ -50,6 +50,17 @@ pub fn thread_cpu_ns() -> u64 {
     ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
 }
 
+/// CPU time the whole process has used (every thread, user and system), in
+/// nanoseconds (0 if the clock cannot be read).
+pub fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a live timespec the kernel writes; no other memory is touched.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
+}
+
 /// Total physical memory in bytes.
 pub fn total_memory() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.

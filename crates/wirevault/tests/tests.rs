@@ -16,6 +16,7 @@ mod plan;
 mod privileges;
 mod query_cli;
 mod query_hardening;
+mod record_hwstamps;
 mod record_live;
 mod record_read;
 mod record_reduce;

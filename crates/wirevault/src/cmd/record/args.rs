@@ -99,6 +99,11 @@ pub struct Args {
     /// Also write the counters, every second, to this file (always written to STORE/stats.json).
     #[arg(long, value_name = "FILE")]
     pub stats_file: Option<PathBuf>,
+    /// Timestamp source of a live interface: hw (the NIC's clock; refused
+    /// when the NIC has none), sw (the kernel's clock), auto (hw when the NIC
+    /// has it, else sw).
+    #[arg(long, value_enum, default_value_t = TimestampsArg::Auto)]
+    pub timestamps: TimestampsArg,
     /// Capture filter, in tcpdump's expression language. Options may come
     /// before or after it; after `--` every word is filter text.
     #[arg(value_name = "FILTER")]
@@ -122,6 +127,14 @@ impl From<FormatArg> for wv_store::Format {
             FormatArg::Pcapng => wv_store::Format::Pcapng,
         }
     }
+}
+
+/// `--timestamps`: where a live capture's packet times come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimestampsArg {
+    Hw,
+    Sw,
+    Auto,
 }
 
 /// `--on-full`: what happens when the store reaches `--max-size`.

@@ -135,6 +135,8 @@ pub struct Plan {
     pub output: OutputPlan,
     pub tuning: Tuning,
     pub reduce: ReducePlan,
+    /// `--timestamps` (only `hw` is refused for a source that is not live).
+    pub timestamps: super::args::TimestampsArg,
 }
 
 /// `--dedup` and `--flow-cutoff`: what is deliberately not stored.
@@ -358,6 +360,11 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             Some(Budget { max_bytes, on_full: a.on_full.into() })
         }
     };
+    if a.timestamps == super::args::TimestampsArg::Hw && a.interface.is_none() {
+        return Err(usage(
+            "--timestamps hw applies to a live interface (-i IF) only: --read keeps the files' own times and --synthetic stamps with the kernel's clock".into(),
+        ));
+    }
     let source = if let Some(interface) = &a.interface {
         SourcePlan::Live { interface: interface.clone(), promisc: !a.no_promisc }
     } else if !a.read.is_empty() {
@@ -396,6 +403,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             flow_table: a.flow_table,
             flow_idle_ns: flow_idle.as_nanos() as u64,
         },
+        timestamps: a.timestamps,
     })
 }
 
