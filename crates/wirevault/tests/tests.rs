@@ -7,6 +7,7 @@ mod util;
 mod analyze;
 mod cli_conventions;
 mod disk_bench;
+mod fanout_order;
 mod hostile_live;
 mod hostile_retrial;
 mod hostile_store;
