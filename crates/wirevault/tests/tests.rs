@@ -17,6 +17,7 @@ mod plan;
 mod privileges;
 mod query_cli;
 mod query_hardening;
+mod record_arena;
 mod record_hwstamps;
 mod record_live;
 mod record_read;

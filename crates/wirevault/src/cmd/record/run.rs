@@ -88,6 +88,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         cpu_s: wv_sys::cpu::process_cpu_ns() as f64 / 1e9,
         arena_prefault_cpu_s: arena_cpu_ns as f64 / 1e9,
         arena_bytes: p.stream.arena_per_worker * nstreams as u64,
+        arena_from: p.buffer_from,
         timestamps: sources.stamps.name(),
     };
     // Streams: writer thread, then capture thread, at once for every stream.

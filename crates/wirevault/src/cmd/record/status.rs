@@ -141,6 +141,8 @@ pub struct Startup {
     /// Of it, the arenas' allocation and pre-faulting (CPU s), and their bytes.
     pub arena_prefault_cpu_s: f64,
     pub arena_bytes: u64,
+    /// Where the arena size came from (`Plan::buffer_from`).
+    pub arena_from: &'static str,
     /// The catalog's name of the timestamp source.
     pub timestamps: &'static str,
 }
@@ -221,6 +223,7 @@ impl Snapshot {
             "startup_cpu_s": (start.cpu_s * 1e3).round() / 1e3,
             "arena_prefault_cpu_s": (start.arena_prefault_cpu_s * 1e3).round() / 1e3,
             "arena_bytes": start.arena_bytes,
+            "arena_from": start.arena_from,
             "timestamps": {
                 "source": start.timestamps,
                 "hardware": c.ts_hardware,
