@@ -102,8 +102,8 @@ run_one() {
   mount "$LOOP" "$MNT"
   mapfile -t cmd < <(tool_cmd "$tool")
   local enter=()
-  [ -n "$CG" ] && enter=(sh -c 'echo $$ > "$0/cgroup.procs" && shift && exec "$@"' "$CG" x)
-  # shellcheck disable=SC2016
+  # shellcheck disable=SC2016 # $$ and $0 are the inner shell's
+  [ -n "$CG" ] && enter=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG")
   ip netns exec "$R" nice -n "$NICE" "${enter[@]}" python3 "$HELPER" run "$out/rusage" -- "${cmd[@]}" \
     >"$out/stdout" 2>"$out/stderr" &
   local wrapper=$! i=0
@@ -128,8 +128,8 @@ run_one() {
   kill -KILL "$TOOL_PID" 2>/dev/null || true
   wait "$wrapper" || true
   TOOL_PID=""
-  local rc usr sys stored=0 f c extra=""
-  read -r rc usr sys <"$out/rusage"
+  local usr sys stored=0 f c extra=""
+  read -r _ usr sys <"$out/rusage"
   for f in "$MNT"/cap.pcap "$MNT"/store/stream-*/*.pcap; do
     [ -f "$f" ] || continue
     c=$(capinfos -c -M -T -r "$f" 2>/dev/null | awk -F'\t' '{print $2}')
@@ -138,7 +138,8 @@ run_one() {
   if [ "$tool" = wirevault ]; then
     local w su pf ab af
     read -r w su pf ab af < <(stats "$MNT/store/stats.json" written startup_cpu_s arena_prefault_cpu_s arena_bytes dropped.arena_full)
-    extra="arena $((ab >> 20)) MiB, its start-up ${su}s CPU (pre-fault ${pf}s), arena-full drops $af"
+    [ "$w" = "$stored" ] || extra="stats.json written $w but the files hold $stored; "
+    extra="${extra}arena $((ab >> 20)) MiB, its start-up ${su}s CPU (pre-fault ${pf}s), arena-full drops $af"
   fi
   umount "$MNT"
   local cpu
