@@ -49,6 +49,12 @@ impl Source for AfPacketSource {
         };
         for f in block.frames() {
             let d = f.data;
+            // Plain per-frame counts, on this thread; read with the kernel counters.
+            if f.hw_stamp {
+                self.kernel.stamped_hardware += 1;
+            } else {
+                self.kernel.stamped_software += 1;
+            }
             match f.vlan {
                 Some(v) if linktype == wv_wire::linktype::ETHERNET && d.len() >= 12 => {
                     let mut tag = [0u8; 4];

@@ -37,10 +37,14 @@ pub struct Counts {
     /// CPU time of the capture thread since it started capturing (ns),
     /// updated when the counters are published.
     pub cpu_ns: u64,
+    /// Live frames stamped by the NIC (`--timestamps hw`).
+    pub ts_hardware: u64,
+    /// Live frames stamped by the kernel's clock.
+    pub ts_software: u64,
 }
 
 /// Number of fields of [`Counts`].
-const FIELDS: usize = 14;
+const FIELDS: usize = 16;
 
 impl Counts {
     /// Every field, in one fixed order: the one list of the fields that
@@ -61,6 +65,8 @@ impl Counts {
             &mut self.cut,
             &mut self.flows_evicted,
             &mut self.cpu_ns,
+            &mut self.ts_hardware,
+            &mut self.ts_software,
         ]
     }
 
@@ -128,6 +134,8 @@ mod tests {
             cut: k + 11,
             flows_evicted: k + 12,
             cpu_ns: k + 13,
+            ts_hardware: k + 14,
+            ts_software: k + 15,
         }
     }
 

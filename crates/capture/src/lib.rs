@@ -37,6 +37,10 @@ pub struct KernelCounts {
     pub filtered: u64,
     /// Packets accepted by the filter that the kernel dropped (ring full).
     pub dropped: u64,
+    /// Frames that reached user space with the NIC's hardware stamp.
+    pub stamped_hardware: u64,
+    /// Frames that reached user space with a software stamp.
+    pub stamped_software: u64,
 }
 
 /// Errors of a source while it runs.

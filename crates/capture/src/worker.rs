@@ -104,6 +104,14 @@ impl Delivery<'_> {
         shared.publish(self.counts, self.stream.arena_fill());
     }
 
+    /// Takes the source's kernel-side counters.
+    fn kernel(&mut self, kc: KernelCounts) {
+        self.counts.filtered_kernel = kc.filtered;
+        self.counts.dropped_kernel = kc.dropped;
+        self.counts.ts_hardware = kc.stamped_hardware;
+        self.counts.ts_software = kc.stamped_software;
+    }
+
     /// True once the count limit is reached.
     pub fn limit_reached(&self) -> bool {
         *self.remaining == 0
@@ -162,8 +170,7 @@ pub fn run<S: Source + ?Sized>(
         Ok(())
     });
     let kc: KernelCounts = src.kernel_counts().unwrap_or_default();
-    d.counts.filtered_kernel = kc.filtered;
-    d.counts.dropped_kernel = kc.dropped;
+    d.kernel(kc);
     d.stream.finish();
     d.publish(shared, cpu0);
     result.and(drained).map(|()| counts)
@@ -193,8 +200,7 @@ fn pump<S: Source + ?Sized>(
             if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
                 kernel_read_ns = now;
                 let kc = src.kernel_counts()?;
-                d.counts.filtered_kernel = kc.filtered;
-                d.counts.dropped_kernel = kc.dropped;
+                d.kernel(kc);
             }
             d.publish(shared, cpu0);
         }

@@ -239,6 +239,7 @@ fn new_entry(file: String) -> catalog::Entry {
         last_ns: 0,
         packets: 0,
         bytes: 0,
+        timestamps: None,
     }
 }
 

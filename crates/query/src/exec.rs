@@ -332,6 +332,7 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
         last_ns: u64::MAX,
         packets: u64::MAX,
         bytes,
+        timestamps: None,
     };
     Ok((root, vec![entry], 0))
 }

@@ -29,6 +29,54 @@ pub struct Entry {
     pub last_ns: u64,
     pub packets: u64,
     pub bytes: u64,
+    /// Where the packets' timestamps came from. Added after the first
+    /// catalogs: absent in older lines (and not written when unknown), so
+    /// old catalogs read as before and old readers skip it (unknown keys
+    /// are ignored); a name this version does not know reads as unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "stamps_name")]
+    pub timestamps: Option<Stamps>,
+}
+
+/// The source of a file's timestamps (the catalog's `timestamps`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamps {
+    /// The kernel's clock when the packet arrived (live capture, the generator).
+    Software,
+    /// The NIC's clock (`record --timestamps hw`): frames the NIC did not
+    /// stamp carry the kernel's stamp; `stats.json` counts both.
+    Hardware,
+    /// Copied from the files `record --read` read.
+    File,
+}
+
+impl Stamps {
+    /// The catalog's name of it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stamps::Software => "software",
+            Stamps::Hardware => "hardware",
+            Stamps::File => "file",
+        }
+    }
+
+    /// The value named `name`, if this version knows it.
+    pub fn from_name(name: &str) -> Option<Stamps> {
+        [Stamps::Software, Stamps::Hardware, Stamps::File].into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// The catalog's `timestamps` value: a [`Stamps`]'s name.
+mod stamps_name {
+    use super::Stamps;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Stamps>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.map_or("", Stamps::name))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Stamps>, D::Error> {
+        Ok(Stamps::from_name(&String::deserialize(d)?))
+    }
 }
 
 /// The catalog's `format` value: a [`Format`]'s name, or `""`.
@@ -449,6 +497,28 @@ mod tests {
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), none);
     }
 
+    /// The `timestamps` key is optional both ways: a line without it (every
+    /// catalog before it existed) reads as unknown and is written back
+    /// byte for byte; a known source round-trips; an unknown name is unknown,
+    /// not a damaged line.
+    #[test]
+    fn timestamps_key_is_backward_compatible() {
+        let old = r#"{"stream":0,"file":"stream-000/a.pcap","index":null,"format":"pcap","linktype":1,"snaplen":65535,"first_ns":1,"last_ns":2,"packets":3,"bytes":4}"#;
+        let e: Entry = serde_json::from_str(old).unwrap();
+        assert_eq!(e.timestamps, None);
+        assert_eq!(serde_json::to_string(&e).unwrap(), old);
+        for s in [Stamps::Software, Stamps::Hardware, Stamps::File] {
+            let with = Entry { timestamps: Some(s), ..e.clone() };
+            let text = serde_json::to_string(&with).unwrap();
+            assert!(text.ends_with(&format!(r#","bytes":4,"timestamps":"{}"}}"#, s.name())), "{text}");
+            assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), with);
+        }
+        let future = old.replace(r#""bytes":4}"#, r#""bytes":4,"timestamps":"atomic","later":1}"#);
+        let r = parse(future.as_bytes());
+        assert_eq!((r.entries.len(), r.bad_lines.len()), (1, 0));
+        assert_eq!(r.entries[0].timestamps, None);
+    }
+
     fn entry(n: u64, dir: &Path) -> Entry {
         let name = format!("stream-000/f{n}.pcap");
         std::fs::create_dir_all(dir.join("stream-000")).unwrap();
@@ -464,6 +534,7 @@ mod tests {
             last_ns: n + 1,
             packets: 3,
             bytes: 1000,
+            timestamps: None,
         }
     }
 

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 pub const CATALOG: &str = "catalog.jsonl";
 /// The latest counters of a recording.
 pub const STATS: &str = "stats.json";
+/// A `wirevault disk-bench --rate R --json` result kept in the store: `record`
+/// takes its default arena size from it (`rate.buffer_with_margin_bytes`).
+pub const DISK_BENCH: &str = "disk-bench.json";
 /// Suffix of a file still being written.
 pub const PART: &str = wv_sys::fs::PART;
 /// Suffix of an index file, after the capture file's name.

@@ -355,6 +355,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 last_ns: v.last_ns.unwrap_or(0),
                 packets: v.packets,
                 bytes: v.len,
+                timestamps: None,
             });
             changed = true;
         }

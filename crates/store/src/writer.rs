@@ -55,6 +55,8 @@ pub struct WriterConfig {
     /// Bytes to keep free under the budget when a file opens: the most the
     /// files being written (one per stream) can add.
     pub reserve: u64,
+    /// Where this stream's timestamps come from (the catalog's `timestamps`).
+    pub timestamps: Option<crate::catalog::Stamps>,
 }
 
 /// What a writer reports while it runs (read by the status line and summary).
@@ -648,6 +650,7 @@ impl<I: FileIndexer> Writer<I> {
             last_ns,
             packets,
             bytes: len,
+            timestamps: self.cfg.timestamps,
         };
         let entry = match (c.indexer.filter(|_| !failed), &self.finish_tx) {
             (Some(indexer), Some(tx)) => {

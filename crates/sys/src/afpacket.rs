@@ -117,8 +117,14 @@ pub struct Vlan {
 /// One captured packet, borrowed from a [`Block`].
 #[derive(Debug, Clone, Copy)]
 pub struct Frame<'a> {
-    /// Receive time, nanoseconds since the Unix epoch (kernel software timestamp).
+    /// Receive time, nanoseconds since the Unix epoch: the kernel's software stamp, or the
+    /// NIC's raw hardware stamp when [`Ring::request_hw_timestamps`] asked for it and the
+    /// packet has one (`hw_stamp`).
     pub ts_ns: u64,
+    /// `ts_ns` is the NIC's raw hardware stamp (`TP_STATUS_TS_RAW_HARDWARE`); otherwise it is
+    /// the kernel's software stamp (`TP_STATUS_TS_SOFTWARE`, or taken when the frame was
+    /// copied into the ring).
+    pub hw_stamp: bool,
     /// Length of the packet on the wire (without a removed VLAN tag).
     pub wire_len: u32,
     /// The captured bytes from the link-layer header on (`tp_snaplen` bytes at `tp_mac`); shorter
@@ -299,6 +305,20 @@ impl Ring {
         // SAFETY: `idx < block_count`, so the offset stays inside the mapping.
         let ptr = unsafe { self.map.ptr.add(idx * self.block_size) };
         Ok(Some(Block { ptr, len: self.block_size, status, _ring: PhantomData }))
+    }
+
+    /// Asks the kernel to put the NIC's raw hardware receive stamp into each frame header
+    /// (`PACKET_TIMESTAMP` with `SOF_TIMESTAMPING_RAW_HARDWARE`) where the packet has one;
+    /// packets without one keep the software stamp. The NIC stamps only once
+    /// [`crate::tsinfo::enable_hw_rx`] turned its receive stamping on.
+    pub fn request_hw_timestamps(&self) -> Result<(), Error> {
+        setsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_TIMESTAMP,
+            &(libc::SOF_TIMESTAMPING_RAW_HARDWARE as libc::c_int),
+            "asking for hardware timestamps on the capture ring (PACKET_TIMESTAMP)",
+        )
     }
 
     /// Kernel counters since the previous call (reading resets them).
@@ -689,7 +709,12 @@ mod tests {
         let v: Vec<_> = frames.collect();
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].ts_ns, 1_000_000_005);
-        assert_eq!((v[0].wire_len, v[0].data.len(), v[0].vlan), (60, 10, None));
+        assert_eq!((v[0].wire_len, v[0].data.len(), v[0].vlan, v[0].hw_stamp), (60, 10, None, false));
+        // tp_status says which stamp the kernel put.
+        put(&mut b, 48 + 20, libc::TP_STATUS_TS_RAW_HARDWARE | libc::TP_STATUS_USER);
+        assert!(Frames { block: &b, off: 48, left: 3 }.next().unwrap().hw_stamp);
+        put(&mut b, 48 + 20, libc::TP_STATUS_TS_SOFTWARE);
+        assert!(!Frames { block: &b, off: 48, left: 3 }.next().unwrap().hw_stamp);
 
         // next offset pointing past the end
         put(&mut b, 48, 5000);

@@ -42,9 +42,20 @@ pub fn cpu_numa_node(cpu: usize) -> Option<i32> {
 /// CPU time the calling thread has used, in nanoseconds (0 if the clock
 /// cannot be read). A system call: not for per-packet use.
 pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time the whole process has used (every thread, user and system), in
+/// nanoseconds (0 if the clock cannot be read).
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// Clock `id` in nanoseconds (0 if it cannot be read).
+fn clock_ns(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a live timespec the kernel writes; no other memory is touched.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
         return 0;
     }
     ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64

@@ -114,6 +114,36 @@ pub fn ts_info(name: &str) -> Result<TsInfo, Error> {
     })
 }
 
+/// Turns on hardware stamping of every received packet on interface `name`
+/// (`SIOCSHWTSTAMP` with `HWTSTAMP_FILTER_ALL`; transmit stamping off), as
+/// `hwstamp_ctl -r 1` or tcpdump's `-j adapter_unsynced` do. Returns the
+/// receive filter the driver put in place (it may widen the request, never
+/// narrow it without failing). The setting is the NIC's, for every program,
+/// and stays after the recording ends (as with tcpdump); it only adds stamps.
+/// Needs `CAP_NET_ADMIN`; a driver without hardware stamping fails with
+/// `Os` (`EOPNOTSUPP`, `EINVAL` or `ERANGE`).
+pub fn enable_hw_rx(name: &str) -> Result<u32, Error> {
+    let mut cfg = libc::hwtstamp_config {
+        flags: 0,
+        tx_type: libc::HWTSTAMP_TX_OFF as libc::c_int,
+        rx_filter: libc::HWTSTAMP_FILTER_ALL as libc::c_int,
+    };
+    let mut ifr = crate::netif::ifreq_for(name)?;
+    ifr.ifr_ifru.ifru_data = (&mut cfg as *mut libc::hwtstamp_config).cast();
+    // SAFETY: SIOCSHWTSTAMP reads the name from the `ifreq` and reads and writes back a
+    // `struct hwtstamp_config` through `ifru_data`, which points at `cfg`: a live, exclusive,
+    // correctly laid out value (libc's definition, three ints) that outlives the call.
+    unsafe {
+        crate::netif::ioctl_on(
+            name,
+            libc::SIOCSHWTSTAMP,
+            "turning on hardware receive timestamps (SIOCSHWTSTAMP)",
+            &mut ifr,
+        )?
+    };
+    Ok(cfg.rx_filter as u32)
+}
+
 /// The kernel's clock sources: the current one and the available ones
 /// (`/sys/devices/system/clocksource/clocksource0`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +180,13 @@ mod tests {
         assert!(!info.hardware_receive());
         assert!(matches!(ts_info("no-such-if0"), Err(Error::NoSuchInterface(_))));
         assert!(matches!(ts_info("a/b"), Err(Error::NoSuchInterface(_))));
+    }
+
+    #[test]
+    fn loopback_refuses_hardware_stamping() {
+        // lo has no hardware clock: the driver has no SIOCSHWTSTAMP (or it is not root).
+        assert!(matches!(enable_hw_rx("lo"), Err(Error::Os { .. })));
+        assert!(matches!(enable_hw_rx("no-such-if0"), Err(Error::NoSuchInterface(_))));
     }
 
     #[test]

@@ -142,7 +142,8 @@ impl<'b> Frames<'b> {
         self.left -= 1;
         // The last packet has tp_next_offset 0; a 0 before it would loop on one packet.
         self.off = if self.left > 0 && next != 0 { off.checked_add(next)? } else { usize::MAX };
-        Some(Frame { ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec), wire_len, data, vlan })
+        let hw_stamp = status & libc::TP_STATUS_TS_RAW_HARDWARE != 0;
+        Some(Frame { ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec), hw_stamp, wire_len, data, vlan })
     }
 }
 

@@ -70,12 +70,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             say!("wirevault: {w}");
         }
         damaged |= report.damaged > 0;
+        let sources = if is_store { stamp_sources(&path) } else { Default::default() };
         inputs.push(json!({
             "path": path.display().to_string(),
             "kind": if is_store { "store" } else { "file" },
             "streams": streams.iter().map(|(id, s)| {
                 let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
-                if let Some(o) = v.as_object_mut() { o.insert("stream".into(), json!(id)); }
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("stream".into(), json!(id));
+                    if is_store {
+                        o.insert("sources".into(), json!(sources.get(id).cloned().unwrap_or_default()));
+                    }
+                }
                 v
             }).collect::<Vec<_>>(),
             "damaged_files": report.damaged,
@@ -108,6 +114,22 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Err(e) => return Err(fail(exit::ERROR, format!("cannot write the report: {e}"))),
     }
     Ok(if damaged { exit::ERROR } else { exit::OK })
+}
+
+/// Per stream of a store, how many of its cataloged files have each
+/// timestamp source (the catalog's `timestamps`; `unknown` for lines written
+/// before it existed, by `repair` or by `index`).
+fn stamp_sources(
+    store: &std::path::Path,
+) -> std::collections::HashMap<usize, std::collections::BTreeMap<&'static str, u64>> {
+    let mut by_stream: std::collections::HashMap<usize, std::collections::BTreeMap<&'static str, u64>> =
+        Default::default();
+    // Damaged catalogs were already reported by the query layer above.
+    for e in wv_store::catalog::read_checked(store).map(|r| r.entries).unwrap_or_default() {
+        let name = e.timestamps.map_or("unknown", wv_store::catalog::Stamps::name);
+        *by_stream.entry(e.stream).or_default().entry(name).or_default() += 1;
+    }
+    by_stream
 }
 
 /// A nanosecond amount in a readable unit.
@@ -159,9 +181,17 @@ fn text(out: &Value) -> String {
             } else {
                 inp["path"].as_str().unwrap_or("").to_string()
             };
+            let from = st["sources"].as_object().map(|o| {
+                let each: Vec<String> = o
+                    .iter()
+                    .map(|(k, n)| format!("{k} ({n} file{})", if n.as_u64() == Some(1) { "" } else { "s" }))
+                    .collect();
+                format!("; stamped by: {}", each.join(", "))
+            });
             s.push_str(&format!(
-                "{who}: {} packets; resolution {}; smallest gap > 0 {}; {} backwards (largest step back {}); {} share the previous stamp (longest run {}); gap min {} median {}{} max {}\n",
+                "{who}: {} packets{}; resolution {}; smallest gap > 0 {}; {} backwards (largest step back {}); {} share the previous stamp (longest run {}); gap min {} median {}{} max {}\n",
                 st["packets"],
+                from.unwrap_or_default(),
                 ns(&st["resolution_ns"]),
                 ns(&st["min_nonzero_gap_ns"]),
                 st["backwards"],

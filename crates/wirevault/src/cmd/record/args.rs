@@ -110,6 +110,11 @@ pub struct Args {
     /// What `--config` contributed (set by `cmd::config::with_config`).
     #[arg(skip)]
     pub loaded: Option<crate::cmd::config::Loaded>,
+    /// Timestamp source of a live interface: hw (the NIC's clock; refused
+    /// when the NIC has none), sw (the kernel's clock), auto (hw when the NIC
+    /// has it, else sw).
+    #[arg(long, value_enum, default_value_t = TimestampsArg::Auto)]
+    pub timestamps: TimestampsArg,
     /// Capture filter, in tcpdump's expression language. Options may come
     /// before or after it; after `--` every word is filter text.
     #[arg(value_name = "FILTER")]
@@ -133,6 +138,14 @@ impl From<FormatArg> for wv_store::Format {
             FormatArg::Pcapng => wv_store::Format::Pcapng,
         }
     }
+}
+
+/// `--timestamps`: where a live capture's packet times come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimestampsArg {
+    Hw,
+    Sw,
+    Auto,
 }
 
 /// `--on-full`: what happens when the store reaches `--max-size`.

@@ -30,10 +30,22 @@ pub mod defaults {
         ((256u64 << 20) / workers.max(1) as u64).max(32 << 20) / (4 << 20) * (4 << 20)
     }
 
-    /// `--buffer` when not given: 1 GiB, or 1/8 of the machine's memory if
-    /// less, but at least 64 MiB.
+    /// `--buffer` when not given and the store has no disk-bench result:
+    /// see [`buffer_for_memory`].
     pub fn buffer() -> u64 {
-        (1u64 << 30).min(wv_sys::cpu::total_memory() / 8).max(64 << 20)
+        buffer_for_memory(wv_sys::cpu::total_memory())
+    }
+
+    /// The arena a machine with `ram` bytes gets by default: 1/8 of it up to
+    /// 1 GiB (as before), beyond 16 GiB 1/16 of it up to 4 GiB; at least
+    /// 64 MiB. Buffered writers park a burst in the page cache, up to
+    /// vm.dirty_ratio (20%) of memory; the arena is pinned and pre-faulted,
+    /// so it takes a smaller share, and the cap bounds the start-up cost
+    /// (stats.json `arena_prefault_cpu_s`, about 0.4-2 s of CPU per GiB).
+    pub fn buffer_for_memory(ram: u64) -> u64 {
+        let small = (1u64 << 30).min(ram / 8);
+        let large = (ram / 16).min(4 << 30);
+        small.max(large).max(64 << 20)
     }
 }
 
@@ -135,6 +147,11 @@ pub struct Plan {
     pub output: OutputPlan,
     pub tuning: Tuning,
     pub reduce: ReducePlan,
+    /// `--timestamps` (only `hw` is refused for a source that is not live).
+    pub timestamps: super::args::TimestampsArg,
+    /// Where the arena size came from: `--buffer`, `disk-bench` (the store's
+    /// `disk-bench.json`) or `memory`.
+    pub buffer_from: &'static str,
 }
 
 /// `--dedup` and `--flow-cutoff`: what is deliberately not stored.
@@ -238,6 +255,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if a.snaplen == 0 || a.snaplen > wv_wire::MAX_SNAPLEN {
         return Err(usage(format!("--snaplen must be 1..={}, not {}", wv_wire::MAX_SNAPLEN, a.snaplen)));
     }
+    let mut buffer_from = "--buffer";
     let buffer = match &a.buffer {
         Some(b) => {
             let v = size("--buffer", b)?;
@@ -250,7 +268,16 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             }
             v
         }
-        None => defaults::buffer(),
+        None => match disk_bench_buffer(&a.store)? {
+            Some(b) => {
+                buffer_from = "disk-bench";
+                b
+            }
+            None => {
+                buffer_from = "memory";
+                defaults::buffer()
+            }
+        },
     };
     let per = (buffer / a.workers as u64) / block_size * block_size;
     if per < 4 * block_size {
@@ -358,6 +385,11 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             Some(Budget { max_bytes, on_full: a.on_full.into() })
         }
     };
+    if a.timestamps == super::args::TimestampsArg::Hw && a.interface.is_none() {
+        return Err(usage(
+            "--timestamps hw applies to a live interface (-i IF) only: --read keeps the files' own times and --synthetic stamps with the kernel's clock".into(),
+        ));
+    }
     let source = if let Some(interface) = &a.interface {
         SourcePlan::Live { interface: interface.clone(), promisc: !a.no_promisc }
     } else if !a.read.is_empty() {
@@ -396,7 +428,37 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             flow_table: a.flow_table,
             flow_idle_ns: flow_idle.as_nanos() as u64,
         },
+        timestamps: a.timestamps,
+        buffer_from,
     })
+}
+
+/// The buffer a `wirevault disk-bench --rate R --json` result kept in the
+/// store as `disk-bench.json` asks for (its `buffer_with_margin_bytes`: the
+/// measured dips at that rate, with margin), at most half the machine's
+/// memory; `None` when the store has none.
+fn disk_bench_buffer(store: &Path) -> anyhow::Result<Option<u64>> {
+    let path = store.join(wv_store::layout::DISK_BENCH);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Ok(None)
+        }
+        Err(e) => return Err(usage(format!("cannot read {}: {e}; remove it or give --buffer", path.display()))),
+    };
+    let v: Option<u64> = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["rate"]["buffer_with_margin_bytes"].as_u64());
+    match v {
+        Some(b) => {
+            let ram = wv_sys::cpu::total_memory();
+            Ok(Some(if ram > 0 { b.min(ram / 2) } else { b }.max(64 << 20)))
+        }
+        None => Err(usage(format!(
+            "{} is not a `wirevault disk-bench DIR --rate R --json` result with a buffer (a sustained rate); run that again, or remove the file, or give --buffer",
+            path.display()
+        ))),
+    }
 }
 
 /// `--read`: standard input at most once; every other name a file or a
@@ -494,4 +556,25 @@ fn check_stats_file(sf: &Path, store: &Path) -> anyhow::Result<()> {
 /// may pass the budget by at most one file, as `--max-size` promises.
 fn reserve(file_size: u64, streams: usize) -> u64 {
     2 * (file_size + file_size / 20) * streams as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::defaults::buffer_for_memory;
+
+    #[test]
+    fn default_buffer_grows_with_memory_up_to_4g() {
+        const G: u64 = 1 << 30;
+        for (ram, want) in [
+            (256 << 20, 64 << 20),
+            (4 * G, 512 << 20),
+            (8 * G, G),
+            (16 * G, G),
+            (24 * G, 1536 << 20),
+            (64 * G, 4 * G),
+            (512 * G, 4 * G),
+        ] {
+            assert_eq!(buffer_for_memory(ram), want, "{ram}");
+        }
+    }
 }

@@ -4,9 +4,10 @@
 //! into an exit code.
 
 use super::args::Args;
+use super::args::TimestampsArg;
 use super::plan::{self, Plan, SourcePlan};
 use super::reload::Reloader;
-use super::status::{Now, Snapshot, Status};
+use super::status::{Now, Snapshot, Startup, Status};
 use super::store;
 use crate::{exit, fail};
 use anyhow::Context;
@@ -20,7 +21,7 @@ use wv_capture::file::FileSource;
 use wv_capture::filter::{self, Filter};
 use wv_capture::synthetic::Synthetic;
 use wv_capture::{SharedCounts, Source};
-use wv_store::catalog::{Catalog, LiveBudget};
+use wv_store::catalog::{Catalog, LiveBudget, Stamps};
 use wv_store::stream::{StreamConfig, StreamProducer};
 use wv_store::writer::{self, WriterConfig, WriterShared};
 use wv_sys::afpacket::{Fanout, FanoutMode, FilteredCounter, Ring, RingConfig};
@@ -91,7 +92,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
     // Every arena is allocated and faulted in before a ring opens.
     let nstreams = sources.streams(&p);
+    let cpu_before_arenas = wv_sys::cpu::process_cpu_ns();
     let arenas = (0..nstreams).map(|_| alloc_arena(&p)).collect::<anyhow::Result<Vec<Arena>>>()?;
+    let arena_cpu_ns = wv_sys::cpu::process_cpu_ns().saturating_sub(cpu_before_arenas);
     let huge_fallback = arenas.iter().any(|a| !a.hugetlb);
     if let Some(live) = sources.live.take() {
         sources.list = open_rings(&p, live)?;
@@ -101,16 +104,25 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         store::drop_privileges(u, &p.store)?;
     }
 
+    // Start-up ends here: what follows is the per-packet work.
+    let startup = Startup {
+        cpu_s: wv_sys::cpu::process_cpu_ns() as f64 / 1e9,
+        arena_prefault_cpu_s: arena_cpu_ns as f64 / 1e9,
+        arena_bytes: p.stream.arena_per_worker * nstreams as u64,
+        arena_from: p.buffer_from,
+        timestamps: sources.stamps.name(),
+    };
     // Streams: writer thread, then capture thread, at once for every stream.
     let mut streams = Vec::new();
     for ((id, src), arena) in sources.list.into_iter().enumerate().zip(arenas) {
         let is_file = sources.file_source == Some(id);
-        streams.push(start_stream(&p, id, nstreams, Parts { src, is_file, arena }, (&catalog, &budget), &stop)?);
+        let parts = Parts { src, is_file, arena, stamps: sources.stamps };
+        streams.push(start_stream(&p, id, nstreams, parts, (&catalog, &budget), &stop)?);
     }
     if huge_fallback {
         say!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
     }
-    if let Some(n) = sources.note {
+    for n in &sources.notes {
         say!("wirevault: note: {n}");
     }
     let counts: Vec<Arc<SharedCounts>> = streams.iter().map(|s| s.counts.clone()).collect();
@@ -124,6 +136,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 
     // Status loop.
     let mut status = Status::start(&p.store, p.output.clone());
+    status.startup = startup;
     loop {
         std::thread::sleep(Duration::from_millis(100));
         if hup.swap(false, Ordering::Relaxed) {
@@ -236,8 +249,10 @@ struct Sources {
     live: Option<Live>,
     /// The stream that reads files (`--read`), whose input problems are reported at the end.
     file_source: Option<usize>,
-    /// A note to print once the streams run.
-    note: Option<String>,
+    /// Notes to print once the streams run.
+    notes: Vec<String>,
+    /// Where the packets' timestamps come from.
+    stamps: Stamps,
 }
 
 impl Sources {
@@ -261,6 +276,8 @@ struct Live {
     prog: Option<Vec<libc::sock_filter>>,
     /// A user filter was given (so filtered packets are counted).
     filtered: bool,
+    /// The rings ask for the NIC's hardware stamps.
+    hw_stamps: bool,
 }
 
 /// Opens the sources: checks a live interface and compiles its filter (its
@@ -268,8 +285,9 @@ struct Live {
 fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
     let mut list: Vec<Box<dyn Source>> = Vec::new();
     let mut file_source = None;
-    let mut note = None;
+    let mut notes = Vec::new();
     let mut live = None;
+    let mut stamps = Stamps::Software;
     match &p.source {
         SourcePlan::Live { interface: ifname, promisc } => {
             let linktype =
@@ -288,9 +306,14 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
                 prog = Some(vec![libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: p.snaplen }]);
             }
             if filt.is_some() && prog.as_deref().is_some_and(|pr| wv_sys::bpf::invert(pr).is_none()) {
-                note = Some("this filter returns a computed length, so filtered packets are not counted".to_string());
+                notes.push("this filter returns a computed length, so filtered packets are not counted".to_string());
             }
-            live = Some(Live { ifname: ifname.clone(), promisc: *promisc, linktype, prog, filtered: filt.is_some() });
+            let hw_stamps = live_stamps(ifname, p.timestamps, &mut notes)?;
+            if hw_stamps {
+                stamps = Stamps::Hardware;
+            }
+            let filtered = filt.is_some();
+            live = Some(Live { ifname: ifname.clone(), promisc: *promisc, linktype, prog, filtered, hw_stamps });
         }
         SourcePlan::Read { files } => {
             if let Some(e) = &p.expression {
@@ -299,6 +322,7 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
                     .map_err(|e| fail(exit::USAGE, e.to_string()))?;
             }
             file_source = Some(0);
+            stamps = Stamps::File;
             list.push(Box::new(FileSource::new(files.clone(), p.expression.clone())));
         }
         SourcePlan::Synthetic(spec) => {
@@ -312,14 +336,56 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
             list.push(Box::new(Synthetic::new(spec.clone(), filt)));
         }
     }
-    Ok(Sources { list, live, file_source, note })
+    Ok(Sources { list, live, file_source, notes, stamps })
+}
+
+/// `--timestamps` on a live interface: whether its rings ask for the NIC's
+/// stamps. The NIC's capabilities come from `ETHTOOL_GET_TS_INFO` (as
+/// `wirevault timestamps -i IF` shows them); with them, its receive stamping
+/// is turned on for every packet. `hw` on an interface without them is a
+/// usage error; `auto` falls back to the kernel's clock with a note.
+fn live_stamps(ifname: &str, choice: TimestampsArg, notes: &mut Vec<String>) -> anyhow::Result<bool> {
+    if choice == TimestampsArg::Sw {
+        return Ok(false);
+    }
+    let info = wv_sys::tsinfo::ts_info(ifname);
+    if !info.as_ref().is_ok_and(|i| i.hardware_receive()) {
+        if choice == TimestampsArg::Hw {
+            let offers = match &info {
+                Ok(i) if i.capabilities().is_empty() => "no timestamping at all".to_string(),
+                Ok(i) => i.capabilities().join(", "),
+                Err(e) => format!("no answer: {e}"),
+            };
+            return Err(fail(
+                exit::USAGE,
+                format!("--timestamps hw: interface {ifname} cannot stamp received packets in hardware (its driver offers {offers}); record with --timestamps sw or auto"),
+            ));
+        }
+        notes.push(format!(
+            "{ifname} has no hardware receive timestamps; packets carry the kernel's software stamps (--timestamps sw chooses them without this note)"
+        ));
+        return Ok(false);
+    }
+    match wv_sys::tsinfo::enable_hw_rx(ifname) {
+        Ok(_) => Ok(true),
+        Err(e) if choice == TimestampsArg::Hw => Err(fail(
+            exit::ERROR,
+            format!("--timestamps hw: cannot turn on hardware receive stamping on {ifname} ({e}); record with --timestamps sw or auto"),
+        )),
+        Err(e) => {
+            notes.push(format!(
+                "cannot turn on hardware receive stamping on {ifname} ({e}); packets carry the kernel's software stamps"
+            ));
+            Ok(false)
+        }
+    }
 }
 
 /// Opens the rings of a live interface, one per worker (a fanout group
 /// when there are several), with the filtered-packet counter opened just
 /// before them so it covers their lifetime.
 fn open_rings(p: &Plan, live: Live) -> anyhow::Result<Vec<Box<dyn Source>>> {
-    let Live { ifname, promisc, linktype, prog, filtered } = live;
+    let Live { ifname, promisc, linktype, prog, filtered, hw_stamps } = live;
     let counter = match (filtered, prog.as_deref().and_then(wv_sys::bpf::invert)) {
         (true, Some(inv)) => {
             Some(Arc::new(FilteredCounter::open(&ifname, &inv).map_err(|e| fail(exit::ERROR, e.to_string()))?))
@@ -338,6 +404,9 @@ fn open_rings(p: &Plan, live: Live) -> anyhow::Result<Vec<Box<dyn Source>>> {
             filter: prog.clone(),
         };
         let ring = Ring::open(&ifname, &cfg).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+        if hw_stamps {
+            ring.request_hw_timestamps().map_err(|e| fail(exit::ERROR, e.to_string()))?;
+        }
         let c = if w == 0 { counter.clone() } else { None };
         list.push(Box::new(AfPacketSource::new(ring, linktype, p.snaplen, c)));
     }
@@ -375,6 +444,8 @@ struct Parts {
     /// The source reads files (`--read`): its input problems are reported at the end.
     is_file: bool,
     arena: Arena,
+    /// Where its timestamps come from (into the catalog).
+    stamps: Stamps,
 }
 
 /// Starts stream `id` of `nstreams` on its arena: the hand-off queue, the
@@ -388,7 +459,7 @@ fn start_stream(
     (catalog, budget): (&Arc<Catalog>, &Arc<LiveBudget>),
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Stream> {
-    let Parts { mut src, is_file, arena } = parts;
+    let Parts { mut src, is_file, arena, stamps } = parts;
     let (prod, cons) = wv_sys::byte_ring::byte_ring(arena.buf);
     let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
     let writer_shared = Arc::new(WriterShared::default());
@@ -404,6 +475,7 @@ fn start_stream(
         index: p.index,
         budget: budget.clone(),
         reserve: p.reserve(),
+        timestamps: Some(stamps),
     };
     let (q2, c2, s2) = (queue.clone(), catalog.clone(), writer_shared.clone());
     let cpu = |n: usize| p.cpus.as_ref().map(|c| c[n % c.len()]);

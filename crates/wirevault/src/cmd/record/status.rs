@@ -130,14 +130,33 @@ pub struct Snapshot {
     files: u64,
     /// Files and bytes retention deleted.
     deleted: (u64, u64),
+    /// Per stream: frames with a hardware stamp, with a software stamp.
+    stamps: Vec<[u64; 2]>,
+}
+
+/// What the recording cost before its first packet, and its timestamp source
+/// (in `stats.json` beside the per-packet counters, which exclude it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Startup {
+    /// CPU time of the whole process until the capture threads started (s).
+    pub cpu_s: f64,
+    /// Of it, the arenas' allocation and pre-faulting (CPU s), and their bytes.
+    pub arena_prefault_cpu_s: f64,
+    pub arena_bytes: u64,
+    /// Where the arena size came from (`Plan::buffer_from`).
+    pub arena_from: &'static str,
+    /// The catalog's name of the timestamp source.
+    pub timestamps: &'static str,
 }
 
 impl Snapshot {
     pub fn take(sc: &[Arc<SharedCounts>], ws: &[Arc<WriterShared>]) -> Snapshot {
         let mut counts = Counts::default();
         let mut fill: f64 = 0.0;
+        let mut stamps = Vec::with_capacity(sc.len());
         for s in sc {
             let (c, f) = s.load();
+            stamps.push([c.ts_hardware, c.ts_software]);
             counts += c;
             fill = fill.max(f);
         }
@@ -155,6 +174,7 @@ impl Snapshot {
                 sum(|w| w.retention_files.load(Ordering::Relaxed)),
                 sum(|w| w.retention_bytes.load(Ordering::Relaxed)),
             ),
+            stamps,
         }
     }
 
@@ -214,7 +234,7 @@ impl Snapshot {
         self.received() == self.written + self.filtered() + self.reduced() + self.drops().iter().sum::<u64>()
     }
 
-    fn json(&self, state: &str, elapsed: f64, rates: Rates) -> String {
+    fn json(&self, state: &str, elapsed: f64, rates: Rates, start: &Startup) -> String {
         let c = &self.counts;
         let dropped: serde_json::Map<String, serde_json::Value> =
             DROP_CAUSES.iter().zip(self.drops()).map(|(d, n)| (d.json.to_string(), n.into())).collect();
@@ -229,6 +249,17 @@ impl Snapshot {
             "flows_evicted": c.flows_evicted,
             // CPU time of the capture threads (not the writers, not start-up).
             "capture_cpu_s": (c.cpu_ns as f64 / 1e6).round() / 1e3,
+            // The process's CPU before capture started, and the arenas' share of it.
+            "startup_cpu_s": (start.cpu_s * 1e3).round() / 1e3,
+            "arena_prefault_cpu_s": (start.arena_prefault_cpu_s * 1e3).round() / 1e3,
+            "arena_bytes": start.arena_bytes,
+            "arena_from": start.arena_from,
+            "timestamps": {
+                "source": start.timestamps,
+                "hardware": c.ts_hardware,
+                "software": c.ts_software,
+                "streams": self.stamps.iter().map(|[h, s]| serde_json::json!({"hardware": h, "software": s})).collect::<Vec<_>>(),
+            },
             "dropped": dropped,
             "stored_in_arena": c.stored,
             "wire_bytes": c.wire_bytes,
@@ -316,6 +347,8 @@ pub struct Status {
     start: Instant,
     /// The previous sample: when, the capture counters, the disk bytes.
     last: (Instant, Counts, u64),
+    /// Set by the wiring once capture starts.
+    pub startup: Startup,
 }
 
 impl Status {
@@ -323,7 +356,14 @@ impl Status {
     pub fn start(store: &Path, output: OutputPlan) -> Status {
         let stats_file = StatsFile::create(store, output.stats_file.clone());
         let now = Instant::now();
-        Status { output, store: store.to_path_buf(), stats_file, start: now, last: (now, Counts::default(), 0) }
+        Status {
+            output,
+            store: store.to_path_buf(),
+            stats_file,
+            start: now,
+            last: (now, Counts::default(), 0),
+            startup: Startup::default(),
+        }
     }
 
     pub fn elapsed(&self) -> std::time::Duration {
@@ -344,7 +384,7 @@ impl Status {
             gbps: (snap.counts.wire_bytes - self.last.1.wire_bytes) as f64 * 8.0 / dt / 1e9,
             disk_mb_s: (snap.disk_bytes - self.last.2) as f64 / dt / 1e6,
         };
-        let json = snap.json("running", self.start.elapsed().as_secs_f64(), rates);
+        let json = snap.json("running", self.start.elapsed().as_secs_f64(), rates, &self.startup);
         self.stats_file.write(&json);
         if !self.output.quiet && !all_done {
             if self.output.json {
@@ -386,7 +426,7 @@ impl Status {
     /// the summary on standard error.
     pub fn finish(&mut self, snap: &Snapshot) {
         let elapsed = self.start.elapsed().as_secs_f64();
-        let json = snap.json("done", elapsed, Rates::default());
+        let json = snap.json("done", elapsed, Rates::default(), &self.startup);
         self.stats_file.write(&json);
         if self.output.json {
             out_line(&json);

@@ -1,0 +1,94 @@
+//! The arena's default size and its start-up cost (issue 17, "Also"):
+//! without `--buffer` the arena comes from the machine's memory (checked
+//! against /proc/meminfo), or from a `wirevault disk-bench --rate R --json`
+//! result kept in the store as `disk-bench.json` (produced here by the real
+//! disk-bench); stats.json reports the start-up CPU (arena pre-faulting
+//! included) apart from the capture threads' per-packet CPU; a result that
+//! is not usable is refused with one sentence, exit 2, before recording.
+
+use crate::util::*;
+use std::path::Path;
+
+/// The default of a machine with `ram` bytes (crates/wirevault/src/cmd/record/plan.rs).
+fn expected_default(ram: u64) -> u64 {
+    let small = (1u64 << 30).min(ram / 8);
+    let large = (ram / 16).min(4 << 30);
+    small.max(large).max(64 << 20)
+}
+
+fn mem_total() -> u64 {
+    let m = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 =
+        m.lines().find(|l| l.starts_with("MemTotal:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+fn record(store: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut a = vec![
+        "record",
+        "-q",
+        "--no-tune-warnings",
+        "-o",
+        store.to_str().unwrap(),
+        "--synthetic",
+        "size=1514,count=5000",
+    ];
+    a.extend_from_slice(extra);
+    run_wirevault(&a).expect(0, &format!("{a:?}"));
+    stats(store)
+}
+
+#[test]
+fn arena_default_follows_memory_and_a_disk_bench_result() {
+    let _g = heavy_lock();
+    let tmp = TempDir::new("arena-default");
+    let block = 4u64 << 20;
+
+    // From memory: the default of this machine's MemTotal (rounded down to whole blocks).
+    let st = record(&tmp.join("mem"), &[]);
+    assert_eq!(st["arena_from"], "memory", "{st}");
+    assert_eq!(st["arena_bytes"].as_u64(), Some(expected_default(mem_total()) / block * block), "{st}");
+    assert_eq!(st["written"], 5000);
+    // Start-up is reported apart from the capture threads' CPU, and includes the pre-faulting.
+    let (startup, prefault) = (st["startup_cpu_s"].as_f64().unwrap(), st["arena_prefault_cpu_s"].as_f64().unwrap());
+    assert!(startup >= prefault && prefault >= 0.0, "{st}");
+    assert!(st["capture_cpu_s"].as_f64().is_some(), "{st}");
+
+    // --buffer wins.
+    let st = record(&tmp.join("flag"), &["--buffer", "96M"]);
+    assert_eq!((st["arena_from"].as_str(), st["arena_bytes"].as_u64()), (Some("--buffer"), Some(96 << 20)));
+
+    // A disk-bench result in the store: its buffer with margin, from the real disk-bench.
+    let bench_dir = tmp.join("bench");
+    std::fs::create_dir_all(&bench_dir).unwrap();
+    let o = run_wirevault(&[
+        "disk-bench",
+        bench_dir.to_str().unwrap(),
+        "--files",
+        "4",
+        "--file-size",
+        "16M",
+        "--rate",
+        "1mbps",
+        "--json",
+    ]);
+    o.expect(0, "disk-bench");
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap();
+    let want = v["rate"]["buffer_with_margin_bytes"].as_u64().expect("a sustained rate has a buffer");
+    // (kept in an existing store: a directory with other files is no new store)
+    let store = tmp.join("benched");
+    record(&store, &["--buffer", "64M"]);
+    std::fs::write(store.join("disk-bench.json"), &o.stdout).unwrap();
+    let st = record(&store, &[]);
+    assert_eq!(st["arena_from"], "disk-bench", "{st}");
+    assert_eq!(st["arena_bytes"].as_u64(), Some(want.max(64 << 20) / block * block), "{st}");
+
+    // A file that is not such a result: one sentence, exit 2, nothing recorded.
+    std::fs::write(store.join("disk-bench.json"), "{\"version\":1}").unwrap();
+    let files = catalog(&store).len();
+    let o = run_wirevault(&["record", "-q", "-o", store.to_str().unwrap(), "--synthetic", "count=10"]);
+    o.expect(2, "unusable disk-bench.json");
+    assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
+    assert!(o.stderr.contains("disk-bench.json") && o.stderr.contains("--buffer"), "{}", o.stderr);
+    assert_eq!(catalog(&store).len(), files, "nothing recorded");
+}
