@@ -10,7 +10,7 @@
 # when a package is missing. Needs root (or sudo) only in that case.
 set -euo pipefail
 
-packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer ethtool fonts-dejavu-core nftables python3 systemd)
+packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer ethtool fonts-dejavu-core nftables python3 systemd curl prometheus)
 
 missing=()
 for p in "${packages[@]}"; do

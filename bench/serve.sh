@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The HTTP API's cost (issue "A recorder people reach"), three parts in one run:
+#
+#   sudo bench/serve.sh [WORKDIR]        (WORKDIR on the disk under test; removed afterwards)
+#
+# 1. Export speed: `curl -o /dev/null` of /api/v1/query against `wirevault query -w /dev/null`
+#    with the same arguments over the same synthetic IMIX store (warm cache, best of 3):
+#    one large result (the whole store) and many small ones (Q one-flow queries, in sequence).
+#    Goal: HTTP >= 90% of the CLI's speed.
+# 2. Capture under query load: a recording with --listen in a network namespace, fed by trafgen
+#    on both CPUs (bench/live.sh's contention scenario, 1514-byte frames), once without clients
+#    and once while 8 clients query continuously (count and pcap of the last seconds with a
+#    filter, through curl in the namespace). Goal: >= 99.9% of the arrived frames stored; the
+#    table gives drops by cause and the clients' throughput.
+# 3. Latency of /metrics and /api/v1/status while recording at full rate (part 2's loaded run):
+#    p50 and p99 of curl's time_total over M requests each. Goal: p99 < 10 ms.
+#
+# Environment: WIREVAULT (binary), SIZE_GB (store for part 1, default 4), Q (small queries,
+# default 200), N (frames per recording, default 3M), M (latency samples, default 300).
+# shellcheck source=bench/lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+ROOT=$BENCH_ROOT
+need_root serve.sh
+need_tools curl trafgen ip python3
+wv_binary
+SIZE_GB=${SIZE_GB:-4}
+Q=${Q:-200}
+N=${N:-3000000}
+M=${M:-300}
+WORK=$(realpath -m "${1:-$ROOT/bench-serve.$$}")
+S=wvsrv-s$$
+R=wvsrv-r$$
+SERVE_PID=""
+cleanup() {
+  set +e
+  [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null
+  ip netns del "$S" 2>/dev/null
+  ip netns del "$R" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$WORK"
+log() { echo "[serve] $*" >&2; }
+
+# --- 1. export speed ------------------------------------------------------------------------------
+STORE="$WORK/store"
+count=$((SIZE_GB * 1000000000 / 590))
+log "part 1: recording a ${SIZE_GB} GB IMIX store ($count frames)"
+"$BIN" record --synthetic "size=imix,count=$count,flows=1000" -o "$STORE" -q --no-tune-warnings >/dev/null 2>&1
+PORT=18099
+"$BIN" serve "$STORE" --listen "127.0.0.1:$PORT" --max-bytes 1T 2>"$WORK/serve.log" &
+SERVE_PID=$!
+for _ in $(seq 100); do grep -q 'api: serving' "$WORK/serve.log" 2>/dev/null && break; sleep 0.05; done
+URL="http://127.0.0.1:$PORT/api/v1/query"
+cat "$STORE"/stream-*/*.pcap >/dev/null # warm the page cache
+bytes=$(curl -s -o /dev/null -w '%{size_download}' "$URL")
+cli_big=$(best_of 3 "$BIN" query "$STORE" -w /dev/null)
+http_big=$(best_of 3 curl -s -o /dev/null "$URL")
+# Small: one flow each (the synthetic flows differ in their UDP source port).
+small_cli() { for i in $(seq "$Q"); do "$BIN" query "$STORE" -w /dev/null "udp src port $((1024 + i % 1000))"; done; }
+small_http() { for i in $(seq "$Q"); do curl -s -o /dev/null -G --data-urlencode "filter=udp src port $((1024 + i % 1000))" "$URL"; done; }
+cli_small=$(best_of 3 small_cli)
+http_small=$(best_of 3 small_http)
+kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""
+rate() { calc "$1 / $2 / 1e6" .0f; }
+
+# --- 2 and 3. capture under query load -----------------------------------------------------------
+netns_veth_pair "$S" "$R"
+DST_MAC=02:00:00:00:00:02
+cat >"$WORK/udp1514.cfg" <<EOF
+{
+  eth(da=$DST_MAC, sa=02:00:00:00:00:01, type=0x0800),
+  ipv4(saddr=10.255.0.1, daddr=10.255.0.2, ttl=64, df),
+  udp(sport=40000, dport=9),
+  fill(0x5a, $((1514 - 42)))
+}
+EOF
+rxp() { ip netns exec "$R" cat /sys/class/net/vethB/statistics/rx_packets; }
+LAT="$WORK/latency.txt"
+clients() { # base_url seconds_file -> runs 8 query loops until the file disappears
+  local base=$1 flag=$2 k
+  for k in 1 2 3 4 5 6 7 8; do
+    (
+      n=0 b=0
+      while [ -e "$flag" ]; do
+        if [ $((k % 2)) = 0 ]; then
+          s=$(ip netns exec "$R" curl -s -o /dev/null -w '%{size_download}' -G --data-urlencode 'from=5s ago' --data-urlencode 'filter=udp and greater 1000' "$base/api/v1/query")
+        else
+          s=$(ip netns exec "$R" curl -s -o /dev/null -w '%{size_download}' -G --data-urlencode 'filter=udp port 9' "$base/api/v1/count")
+        fi
+        n=$((n + 1)); b=$((b + ${s:-0}))
+      done
+      echo "$n $b" >"$WORK/client.$k"
+    ) &
+  done
+}
+latency() { # base_url path -> p50 p99 in ms
+  local i
+  for i in $(seq "$M"); do ip netns exec "$R" curl -s -o /dev/null -w '%{time_total}\n' "$1$2"; done >"$LAT"
+  python3 -c "
+import sys
+v=sorted(float(x)*1e3 for x in open('$LAT'))
+print(f'{v[len(v)//2]:.2f} {v[min(len(v)-1,int(len(v)*0.99))]:.2f}')"
+}
+record_run() { # label with_clients
+  local label=$1 load=$2 out="$WORK/live-$1"
+  rm -rf "$out"; mkdir -p "$out"
+  ip netns exec "$R" "$BIN" record -i vethB -o "$out/store" --buffer 256M -q --no-tune-warnings --listen 127.0.0.1:8080 2>"$out/log" &
+  local rec=$!
+  for _ in $(seq 300); do [ -s "$out/store/stats.json" ] && grep -q state "$out/store/stats.json" && break; sleep 0.05; done
+  local flag="$out/clients.on" rx0 t0 t1
+  rm -f "$WORK"/client.*
+  if [ "$load" = 1 ]; then touch "$flag"; clients http://127.0.0.1:8080 "$flag"; fi
+  rx0=$(rxp); t0=$(now)
+  ip netns exec "$S" trafgen --no-sock-mem -i "$WORK/udp1514.cfg" -o vethA -n "$N" -P 2 -q >/dev/null 2>&1 &
+  local gen=$!
+  if [ "$load" = 1 ]; then
+    sleep 1
+    read -r MP50 MP99 < <(latency http://127.0.0.1:8080 /metrics)
+    read -r SP50 SP99 < <(latency http://127.0.0.1:8080 /api/v1/status)
+  fi
+  wait "$gen"; t1=$(now)
+  rm -f "$flag"; wait_clients=$(jobs -p | grep -v "^$rec\$" || true)
+  # shellcheck disable=SC2086
+  [ -n "$wait_clients" ] && wait $wait_clients 2>/dev/null
+  sleep 2
+  kill -INT "$rec"; wait "$rec" || true
+  local arrived written qn=0 qb=0 f
+  arrived=$(($(rxp) - rx0))
+  written=$(python3 -c "import json;print(json.load(open('$out/store/stats.json'))['written'])")
+  drops=$(python3 -c "import json;d=json.load(open('$out/store/stats.json'))['dropped'];print(' '.join(f'{k}={v}' for k,v in d.items() if v))")
+  for f in "$WORK"/client.*; do [ -e "$f" ] || continue; read -r a b <"$f"; qn=$((qn + a)); qb=$((qb + b)); done
+  local secs; secs=$(calc "$t1 - $t0" .1f)
+  table_row "$label" "$arrived" "$(calc "100 * $written / max($arrived, 1)" .3f)%" "${drops:-none}" "$qn in ${secs}s ($(calc "$qn / $secs" .1f)/s)" "$(calc "$qb / 1e6" .0f) MB"
+  rm -rf "$out"
+}
+
+echo
+echo "## HTTP API ($(stamp), $(revision))"
+echo
+echo "### Export speed (warm cache, best of 3; goal HTTP >= 90% of the CLI)"
+echo
+table_header "query" "CLI -w /dev/null" "HTTP (curl -o /dev/null)" "HTTP / CLI"
+table_row "whole store, $(calc "$bytes / 1e9" .2f) GB" "$(rate "$bytes" "$cli_big") MB/s ($cli_big s)" "$(rate "$bytes" "$http_big") MB/s ($http_big s)" "$(calc "100 * $cli_big / $http_big" .0f)%"
+table_row "$Q one-flow queries" "$cli_small s" "$http_small s" "$(calc "100 * $cli_small / $http_small" .0f)%"
+echo
+echo "### Capture under query load (trafgen on 2 CPUs, 1514-byte frames, $N per run; goal >= 99.9% stored)"
+echo
+table_header "run" "arrived" "stored" "drops" "client requests" "client bytes"
+record_run "no clients" 0
+record_run "8 clients" 1
+echo
+echo "### Latency while recording at full rate with 8 clients ($M requests each; goal p99 < 10 ms)"
+echo
+table_header "endpoint" "p50 ms" "p99 ms"
+table_row "/metrics" "$MP50" "$MP99"
+table_row "/api/v1/status" "$SP50" "$SP99"
