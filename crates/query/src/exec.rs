@@ -63,6 +63,8 @@ pub enum QueryError {
     CatalogNotRegular { path: PathBuf },
     #[error("refusing to write {}: it is inside the store {} or is one of its stored files; write the output elsewhere", out.display(), store.display())]
     OutputInStore { out: PathBuf, store: PathBuf },
+    #[error("the query was cancelled")]
+    Cancelled,
 }
 
 impl Report {
@@ -165,6 +167,8 @@ pub struct Prepared {
     locked: bool,
     /// A single capture file, not a store directory.
     single: bool,
+    /// Set by the caller to stop the query between files (a client went away).
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Prepared {
@@ -210,6 +214,17 @@ impl Prepared {
     pub fn span(&self) -> Option<(u64, u64)> {
         let with = || self.entries.iter().filter(|e| e.packets > 0 && e.packets != u64::MAX);
         with().map(|e| e.first_ns).min().zip(with().map(|e| e.last_ns).max())
+    }
+
+    /// Stops the query, with [`QueryError::Cancelled`], before it opens
+    /// another file once `flag` is set (a server whose client went away).
+    pub fn cancel_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    /// True once the caller's cancel flag is set.
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Capture files still being written or left by a crash (`*.part`),
@@ -297,6 +312,7 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         recording,
         locked,
         single,
+        cancel: None,
     })
 }
 
@@ -456,6 +472,9 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
     while report.matched < limit {
         // Open every file that may start before the earliest head.
         while next < files.len() && heap.peek().is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts) {
+            if p.cancelled() {
+                return Err(QueryError::Cancelled);
+            }
             let (_, e) = files[next];
             next += 1;
             let Some(mut c) =

@@ -30,6 +30,7 @@ impl ApiError {
         use wv_query::QueryError as Q;
         match e {
             Q::BadExpression { .. } | Q::MixedLinktypes { .. } => ApiError::BadRequest(e.to_string()),
+            Q::Cancelled => ApiError::Gone,
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -120,7 +121,7 @@ fn selection(m: &HashMap<String, String>) -> Result<Selection, ApiError> {
                 .ok_or_else(|| ApiError::BadRequest(format!("limit {v:?}: give a whole number of packets above 0")))?,
         ),
     };
-    Ok(Selection { from, to, expr: m.get("filter").cloned().unwrap_or_default(), limit })
+    Ok(Selection { from, to, expr: m.get("filter").cloned().unwrap_or_default(), limit, cancel: Arc::default() })
 }
 
 type Params = Query<Vec<(String, String)>>;
@@ -133,6 +134,7 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let (body_tx, body_rx) = tokio::sync::mpsc::channel(4);
     let what = sel.to_string();
+    let cancel = sel.cancel.clone();
     let done = export::spawn(&state, permit, move |st| {
         let r = export::export(st, &sel, ready_tx, body_tx);
         st.metrics.query_done("query", started.elapsed());
@@ -146,7 +148,9 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     })?;
     drop(done);
     let head = ready_rx.await.map_err(|_| ApiError::Internal("the query thread ended without an answer".into()))??;
-    let stream = tokio_stream::wrappers::ReceiverStream::new(body_rx);
+    // The body dropped (the client disconnected) stops the query between files.
+    let stream =
+        Chunks { rx: tokio_stream::wrappers::ReceiverStream::new(body_rx), _cancel: export::CancelOnDrop(cancel) };
     let mut r = Response::new(Body::from_stream(stream));
     for (k, v) in head.headers {
         if let Ok(v) = HeaderValue::from_str(&v) {
@@ -154,6 +158,23 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
         }
     }
     Ok(r)
+}
+
+/// The body of an export: the query thread's chunks; dropping it cancels the query.
+struct Chunks {
+    rx: tokio_stream::wrappers::ReceiverStream<std::io::Result<bytes::Bytes>>,
+    _cancel: export::CancelOnDrop,
+}
+
+impl tokio_stream::Stream for Chunks {
+    type Item = std::io::Result<bytes::Bytes>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::pin::Pin::new(&mut self.rx).poll_next(cx)
+    }
 }
 
 /// Runs `work` on a query thread and waits for its answer.
@@ -175,6 +196,7 @@ async fn on_query_thread<T: Send + 'static>(
 /// `GET /api/v1/count`: the number of matching packets, as JSON.
 pub(crate) async fn count(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
     let sel = selection(&params(&q, &["from", "to", "filter", "limit"])?)?;
+    let _cancel = export::CancelOnDrop(sel.cancel.clone());
     let c = on_query_thread(&state, "count", move |st| export::count(st, &sel)).await?;
     let mut r = Json(&c).into_response();
     if let Some(why) = &c.outside {
@@ -190,6 +212,7 @@ pub(crate) async fn histogram(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Re
     let m = params(&q, &["from", "to", "filter", "step"])?;
     let sel = selection(&m)?;
     let step = m.get("step").filter(|s| !s.is_empty()).map(|s| crate::histogram::parse_step(s)).transpose()?;
+    let _cancel = export::CancelOnDrop(sel.cancel.clone());
     let h = on_query_thread(&state, "histogram", move |st| crate::histogram::histogram(st, &sel, step)).await?;
     Ok(Json(h).into_response())
 }

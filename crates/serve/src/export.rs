@@ -24,6 +24,8 @@ pub(crate) struct Selection {
     pub to: Option<u64>,
     pub expr: String,
     pub limit: Option<u64>,
+    /// Set when the client went away: the query stops before its next file.
+    pub cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// As the log shows it: `from=... to=... filter="..." limit=N`, the given parts only.
@@ -62,7 +64,9 @@ impl Selection {
 
     /// Prepares the query; a bad expression is the CLI's sentence, as a 400.
     pub fn prepare(&self, store: &std::path::Path, limit: Option<u64>) -> Result<wv_query::Prepared, ApiError> {
-        wv_query::prepare(self.query(store, limit)).map_err(ApiError::from_query)
+        let mut p = wv_query::prepare(self.query(store, limit)).map_err(ApiError::from_query)?;
+        p.cancel_when(self.cancel.clone());
+        Ok(p)
     }
 }
 
@@ -85,6 +89,16 @@ pub(crate) struct Counted {
     /// Capture files still being written, not counted (as the CLI).
     pub open_files_excluded: usize,
     pub warnings: Vec<String>,
+}
+
+/// Sets a cancel flag when dropped: held by a handler whose future hyper
+/// drops when the client goes away.
+pub(crate) struct CancelOnDrop(pub Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Waits for a query permit (fair: first come, first served) at most the
@@ -190,7 +204,7 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
     };
     match wv_query::run(p, wv_query::Sink::Packets(&mut each)) {
         Ok(_) => {}
-        Err(e) if e.is_broken_pipe() => return Err(ApiError::Gone),
+        Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled) => return Err(ApiError::Gone),
         Err(wv_query::QueryError::Output(_)) if mixed.is_some() => {
             let (first, other) = mixed.unwrap_or_default();
             return Err(ApiError::from_query(wv_query::QueryError::MixedLinktypes { first, other }));
@@ -264,7 +278,9 @@ pub(crate) fn export(
             let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
             Exported { bytes: w.sent, packets: r.matched, outcome }
         }
-        Err(e) if e.is_broken_pipe() => Exported { bytes: w.sent, packets: 0, outcome: "client went away".into() },
+        Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled) => {
+            Exported { bytes: w.sent, packets: 0, outcome: "client went away".into() }
+        }
         Err(e) => {
             // Headers are out: the stream is cut without its last chunk,
             // so the client sees an incomplete transfer, not a short pcap.

@@ -127,7 +127,8 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
             i += 1;
         }
         let (a, b) = (from + start as u64 * step, (from + i as u64 * step).min(to));
-        let run = Selection { from: Some(a), to: Some(b), expr: sel.expr.clone(), limit: None };
+        let run =
+            Selection { from: Some(a), to: Some(b), expr: sel.expr.clone(), limit: None, cancel: sel.cancel.clone() };
         let p = run.prepare(state.view.path(), None)?;
         let buckets = &mut h.buckets;
         let mut each = |pk: wv_query::PacketRef<'_>| -> std::io::Result<()> {

@@ -39,7 +39,11 @@ pub(super) fn count_files(
                 while !failed.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((_, e)) = files.get(i) else { break };
-                    let r = count_one(p, e, (from, to), &mut filters);
+                    let r = if p.cancelled() {
+                        Err(QueryError::Cancelled)
+                    } else {
+                        count_one(p, e, (from, to), &mut filters)
+                    };
                     if r.is_err() {
                         failed.store(true, Ordering::Relaxed);
                     }
