@@ -319,7 +319,7 @@ function renderLive(s) {
 }
 
 function renderCounters(c, running) {
-  const tb = $("counters").tBodies[0];
+  const tb = $("counters");
   tb.replaceChildren();
   const bal = $("balance");
   if (!c) {
@@ -327,12 +327,15 @@ function renderCounters(c, running) {
     return;
   }
   const row = (name, n, cls) => {
-    const tr = tb.insertRow();
-    tr.className = (cls || "") + (n === 0 ? " zero" : "");
-    tr.insertCell().textContent = name;
-    const td = tr.insertCell();
-    td.className = "n";
-    td.textContent = fmtCount(n);
+    const d = document.createElement("div");
+    d.className = "ctr " + (cls || "") + (n === 0 ? " zero" : "");
+    const k = document.createElement("span");
+    k.textContent = name;
+    const v = document.createElement("span");
+    v.className = "n";
+    v.textContent = fmtCount(n);
+    d.append(k, v);
+    tb.appendChild(d);
   };
   row("received", c.received);
   row("written", c.written);
@@ -342,7 +345,7 @@ function renderCounters(c, running) {
   for (const [cause, n] of c.drops) row("dropped: " + cause.replace(/_/g, " "), n, n ? "drop" : "");
   const accounted = c.written + c.filtered + c.deduplicated + c.cut + c.dropped;
   const inFlight = c.received - accounted;
-  if (running) row("in flight (arena, writer)", inFlight);
+  if (running) row("in the arena or an open file", inFlight);
   let text = "received = written + filtered + deduplicated + cut + dropped";
   if (c.balanced === true || (c.balanced == null && inFlight === 0)) {
     bal.textContent = text + ": balances ✓";
@@ -357,8 +360,10 @@ function renderCounters(c, running) {
 }
 
 function drawLive() {
+  // The window grows from one minute to LIVE_SECONDS as samples come in.
   const t1 = Date.now();
-  const t0 = t1 - LIVE_SECONDS * 1000;
+  const seen = live.length ? t1 - live[0].t : 0;
+  const t0 = t1 - Math.min(LIVE_SECONDS * 1000, Math.max(60e3, seen + 5e3));
   const empty = status && status.recording && status.recording.state === "running" ? "waiting for samples" : "no recording in this process";
   const pts = (k) => live.map((p) => [p.t, p[k]]);
   drawChart($("c-pps"), {
@@ -417,6 +422,7 @@ async function pollStatus() {
     status = body;
     renderLive(body);
     renderStore(body);
+    followStore(body);
   } catch (e) {
     if (e.status !== 401) {
       $("state").textContent = "no answer";
@@ -448,8 +454,10 @@ async function loadHistogram() {
 function drawHistogram() {
   if (!hist) return;
   const k = Number(document.querySelector("input[name=hist-what]:checked").value);
-  const t0 = hist.from_ns / 1e6, step = hist.step_ns / 1e6;
-  const t1 = hist.buckets.length ? hist.to_ns / 1e6 : t0 + 1000;
+  const step = hist.step_ns / 1e6;
+  // An empty store: an hour up to now, so the axis reads sensibly.
+  const t0 = hist.buckets.length ? hist.from_ns / 1e6 : Date.now() - 3600e3;
+  const t1 = hist.buckets.length ? hist.to_ns / 1e6 : Date.now();
   const perS = 1000 / step;
   const points = hist.buckets.map((b, i) => [t0 + i * step, b[k] * perS]);
   histGeom = drawChart($("c-hist"), {
@@ -567,6 +575,7 @@ async function runQuery() {
     $("packets").tBodies[0].replaceChildren();
     $("p-note").textContent = "";
     count.dataset.for = q.toString();
+    queryDone = Date.now();
     return;
   }
   loadPackets(q, seq, signal);
@@ -601,12 +610,14 @@ async function loadPackets(q, seq, signal) {
       cell(p.vlan ? p.vlan.join(".") : "");
     });
     $("packets").dataset.for = q.toString();
+    queryDone = Date.now();
     note.textContent = body.packets.length
       ? "the first " + body.packets.length + " matching packets" + (body.more ? "; download the pcap for all of them" : "")
       : "no packet matches";
   } catch (e) {
     if (e.name === "AbortError" || seq !== querySeq) return;
     note.textContent = e.message;
+    queryDone = Date.now();
   }
 }
 
@@ -615,8 +626,11 @@ function describeRange() {
   const parts = [];
   for (const id of ["q-from", "q-to"]) {
     const v = $(id).value.trim();
-    const ms = /^\d{4}-\d\d-\d\d/.test(v) ? Date.parse(v.endsWith("Z") || /[+-]\d\d:?\d\d$/.test(v) ? v : v + "Z") : NaN;
-    parts.push(id.slice(2) + " " + (v ? (isFinite(ms) ? local(ms) + " local" : v) : id === "q-from" ? "the oldest packet" : "the newest"));
+    let ms = NaN;
+    if (/^\d{4}-\d\d-\d\d/.test(v)) ms = Date.parse(v.endsWith("Z") || /[+-]\d\d:?\d\d$/.test(v) ? v : v + "Z");
+    else if (/^\d+(\.\d+)?$/.test(v)) ms = parseFloat(v) * 1000;
+    const shown = isFinite(ms) ? utc(ms) + " = " + local(ms) + " local" : v;
+    parts.push(id.slice(2) + " " + (v ? shown : id === "q-from" ? "the oldest packet" : "the newest"));
   }
   $("q-local").textContent = parts.join(" · ") + " (from is included, to is not)";
 }
@@ -628,24 +642,42 @@ $("q-form").addEventListener("submit", (ev) => {
 });
 
 /** Presets: the last N seconds up to now while recording, else up to the newest packet stored. */
-document.querySelectorAll("[data-preset]").forEach((b) =>
-  b.addEventListener("click", () => {
-    const v = b.dataset.preset;
-    histSel = null;
-    if (v === "all") {
-      $("q-from").value = "";
-      $("q-to").value = "";
-    } else {
-      const running = status && status.recording && status.recording.state === "running";
-      const newest = status && parseTime(status.horizon.newest);
-      const end = running || !newest ? Date.now() : newest + 1;
-      $("q-from").value = new Date(end - Number(v) * 1000).toISOString();
-      $("q-to").value = running || !newest ? "" : new Date(end).toISOString();
-    }
-    drawHistogram();
+function applyPreset(v) {
+  histSel = null;
+  if (v === "all") {
+    $("q-from").value = "";
+    $("q-to").value = "";
+  } else {
+    const running = status && status.recording && status.recording.state === "running";
+    const newest = status && parseTime(status.horizon.newest);
+    const end = running || !newest ? Date.now() : newest + 1;
+    $("q-from").value = new Date(end - Number(v) * 1000).toISOString();
+    $("q-to").value = running || !newest ? "" : new Date(end).toISOString();
+  }
+  drawHistogram();
+  queryChanged(0);
+}
+document.querySelectorAll("[data-preset]").forEach((b) => b.addEventListener("click", () => applyPreset(b.dataset.preset)));
+
+/**
+ * The first status sets the range to the last five minutes (a whole
+ * store can be terabytes: counting it is not for every page load). While
+ * recording, a range open at its end is counted again when files close.
+ */
+let lastFiles = null;
+let queryDone = 0;
+function followStore(s) {
+  if (lastFiles == null) {
+    lastFiles = s.disk.files;
+    applyPreset("300");
+    return;
+  }
+  const running = s.recording && s.recording.state === "running";
+  if (running && s.disk.files !== lastFiles && !$("q-to").value.trim() && queryDone && Date.now() - queryDone >= 5000) {
+    lastFiles = s.disk.files;
     queryChanged(0);
-  }),
-);
+  }
+}
 
 // ---------------------------------------------------------------- clock and timers
 
@@ -658,7 +690,6 @@ tickClock();
 setInterval(tickClock, 1000);
 pollStatus();
 loadHistogram();
-queryChanged(0);
 // The stored traffic grows while recording: redraw it every 10 s then.
 setInterval(() => {
   if (status && status.recording && status.recording.state === "running" && Date.now() - histLoaded >= 10000) loadHistogram();
