@@ -45,6 +45,7 @@ const fmtCount = (n) => (n == null ? "–" : Number(n).toLocaleString("en-US"));
 const fmtPct = (f) => (f == null ? "–" : (f * 100).toFixed(f < 0.1 ? 1 : 0) + " %");
 function fmtDur(s) {
   if (s == null) return "–";
+  if (s < 1) return sig(s * 1000) + " ms";
   if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + " s";
   if (s < 3600) return Math.floor(s / 60) + " min " + String(Math.floor(s % 60)).padStart(2, "0") + " s";
   if (s < 86400 * 2) return Math.floor(s / 3600) + " h " + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + " min";
@@ -138,7 +139,7 @@ function niceMax(v) {
 
 /** Time ticks: a step from a fixed list that gives about `n` ticks. */
 function timeTicks(t0, t1, n) {
-  const steps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800].map((s) => s * 1000);
+  const steps = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800].map((s) => s * 1000);
   const step = steps.find((s) => (t1 - t0) / s <= n) || steps[steps.length - 1];
   const out = [];
   for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
@@ -149,6 +150,7 @@ function tickLabel(t, step, span) {
   const iso = new Date(t).toISOString();
   if (span > 2 * 86400e3) return iso.slice(5, 10) + (step < 86400e3 ? " " + iso.slice(11, 16) : "");
   if (step >= 60e3) return iso.slice(11, 16);
+  if (step < 1000) return iso.slice(17, 23);
   return iso.slice(11, 19);
 }
 
@@ -394,7 +396,7 @@ function renderStore(s) {
     }
   };
   const d = s.disk, h = s.horizon, r = s.retention;
-  row("stored", fmtBytes(d.store_bytes), fmtCount(d.packets) + " packets in " + fmtCount(d.files) + " files");
+  row("stored", fmtBytes(d.store_bytes), fmtCount(d.packets) + " packets in " + fmtCount(d.files) + (d.files === 1 ? " file" : " files"));
   if (d.volume_size_bytes != null) {
     row("volume", fmtBytes(d.volume_free_bytes) + " free of " + fmtBytes(d.volume_size_bytes));
     const size = d.volume_size_bytes || 1;

@@ -14,8 +14,12 @@
 //! sentence. Screenshots go to `target/test-artifacts/console-live.png` and
 //! `console.png`.
 //!
-//! Needs root, tcpreplay, tshark, chromium, chromedriver and Debian's
-//! python3-selenium; skips without them (fails in CI).
+//! Tokens: over `wirevault serve --token-file`, the page asks for a token,
+//! refuses a wrong one, and with the right one counts and downloads (the
+//! link is authorised by the `wv_token` cookie the page sets).
+//!
+//! Needs chromium, chromedriver and Debian's python3-selenium, and for the
+//! live test also root, tcpreplay and tshark; skips without them (fails in CI).
 
 use crate::util::*;
 use serde_json::{json, Value};
@@ -32,19 +36,7 @@ const LISTEN: &str = "127.0.0.1:8080";
 const PPS: u64 = 1000;
 
 fn ready(test: &str) -> bool {
-    if !(need_root(test) && need_tools(test, TOOLS)) {
-        return false;
-    }
-    let ok = Command::new(PYTHON)
-        .args(["-c", "import selenium"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(!in_ci(), "{test}: CI needs python3-selenium (scripts/install-deps.sh installs it)");
-        eprintln!("SKIP {test}: python3-selenium not installed (run scripts/install-deps.sh)");
-    }
-    ok
+    need_root(test) && need_tools(test, TOOLS) && browser_ready(test)
 }
 
 /// Where the screenshots are kept: `target/test-artifacts/`.
@@ -269,4 +261,104 @@ fn console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark() 
         after.iter().all(|m| m.contains("status of 400")),
         "after the bad filter, only its 400 may be logged: {after:?}"
     );
+}
+
+/// Chromium, chromedriver and Selenium for Debian's Python.
+fn browser_ready(test: &str) -> bool {
+    if !need_tools(test, &["chromium", "chromedriver"]) {
+        return false;
+    }
+    let ok = Command::new(PYTHON)
+        .args(["-c", "import selenium"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(!in_ci(), "{test}: CI needs python3-selenium (scripts/install-deps.sh installs it)");
+        eprintln!("SKIP {test}: python3-selenium not installed (run scripts/install-deps.sh)");
+    }
+    ok
+}
+
+/// No root, the host's loopback: a store recorded from a pcap file, and
+/// `wirevault serve --token-file` on a port the kernel chooses.
+#[test]
+fn console_asks_for_a_token_and_its_download_carries_it() {
+    let test = "console_asks_for_a_token_and_its_download_carries_it";
+    if !browser_ready(test) {
+        return;
+    }
+    let tmp = TempDir::new("console-token");
+    let pcap = tmp.join("sent.pcap");
+    write_pcap(&pcap, 1, 65535, true, &test_frames(500, 1_700_000_000_000_000_000));
+    let store = tmp.join("store");
+    run_ok(wirevault().arg("record").arg("-r").arg(&pcap).arg("-o").arg(&store).arg("-q"));
+    let token = "console-test-token-0123456789abcdef";
+    let tokens = tmp.join("tokens");
+    std::fs::write(&tokens, format!("browser:{token}\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+
+    let log = tmp.join("serve.err");
+    let child = wirevault()
+        .arg("serve")
+        .arg(&store)
+        .args(["--listen", "127.0.0.1:0", "--token-file"])
+        .arg(&tokens)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start wirevault serve");
+    let mut server = Background(child);
+    // "api: serving STORE on http://ADDR/ (...)": the port the kernel chose.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let url = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(u) = text.split(" on ").nth(1).and_then(|r| r.split_whitespace().next()) {
+            if u.starts_with("http://") && text.contains("api: serving") {
+                break u.to_string();
+            }
+        }
+        if let Ok(Some(st)) = server.0.try_wait() {
+            panic!("wirevault serve exited ({st}):\n{text}");
+        }
+        assert!(Instant::now() < deadline, "wirevault serve did not start:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let filter = "udp";
+    let want_pcap = tmp.join("cli.pcap");
+    run_ok(wirevault().arg("query").arg(&store).arg("-w").arg(&want_pcap).arg(filter));
+    let want_count: u64 = String::from_utf8_lossy(&run_ok(wirevault().arg("query").arg(&store).args(["--count", filter])).stdout)
+        .trim()
+        .parse()
+        .expect("a count");
+    let downloads = tmp.join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_driver.py");
+    let spec = tmp.join("spec.json");
+    std::fs::write(
+        &spec,
+        json!({
+            "url": url, "mode": "token", "timeout": 60, "token": token, "wrong_token": "not-the-token-0123456789",
+            "filter": filter, "downloads": downloads, "screenshot": artifacts().join("console-token.png"),
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = run_ok(Command::new(PYTHON).arg(&driver).arg(&spec));
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("driver output is JSON");
+    assert!(seen["error"].is_null(), "the browser driver failed: {}", seen["error"]);
+    assert!(seen["asked_for_token"].as_str().unwrap_or("").contains("needs a token"), "{seen}");
+    assert!(seen["refused"].as_str().unwrap_or("").contains("not valid"), "{seen}");
+    assert_eq!(seen["form_hidden"], true, "the token field goes away once the token works");
+    assert_eq!(seen["cookie"]["value"], token, "the download link's cookie");
+    assert_eq!(seen["cookie"]["sameSite"], "Strict");
+    assert_eq!(seen["count"].as_u64(), Some(want_count), "count with the token vs wirevault query --count");
+    let got = std::fs::read(seen["download"].as_str().unwrap()).expect("the downloaded pcap");
+    assert!(got == std::fs::read(&want_pcap).unwrap(), "the download with the cookie differs from wirevault query -w");
+    // The browser logs the 401s it was given; nothing else.
+    let logged = problems(&seen["log"]);
+    assert!(logged.iter().all(|m| m.contains("status of 401")), "unexpected console entries: {logged:?}");
+    let served = std::fs::read_to_string(&log).unwrap();
+    assert!(served.contains("token=\"browser\""), "the server's log names the token:\n{served}");
 }

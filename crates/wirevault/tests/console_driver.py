@@ -8,12 +8,14 @@ Usage: console_driver.py SPEC.json, where SPEC holds
   url          the console's address
   mode         "live": watch the live panel while traffic flows;
                "query": fill in the query panel, read the count and the
-               packet table, download the pcap, then try a bad filter
+               packet table, download the pcap, then try a bad filter;
+               "token": give a wrong then the right token, count, download
   screenshot   where to save a PNG of the page
-  downloads    (query) the download directory
+  downloads    (query, token) the download directory
   min_points   (live) wait until the rate chart has this many points
   samples      (live) how many pps figures to read, one a second
   from, to, filter, bad_filter   (query) what to type
+  token, wrong_token, filter     (token) what to type
   timeout      seconds any one wait may take
 
 The output always has "log" (the browser console's entries) and "error"
@@ -88,6 +90,20 @@ def live(d, spec, out):
     out["balance"] = text(d, "balance")
 
 
+def download(d, spec, timeout):
+    """Clicks the panel's download link; the path of the finished file."""
+    before = set(os.listdir(spec["downloads"]))
+    d.find_element(By.ID, "q-download").click()
+
+    def done():
+        now = [f for f in os.listdir(spec["downloads"]) if f not in before]
+        if now and not any(f.endswith(".crdownload") for f in now):
+            return now
+        return None
+
+    return os.path.join(spec["downloads"], wait("the download", done, timeout)[0])
+
+
 def typed(d, elem_id, value):
     e = d.find_element(By.ID, elem_id)
     e.clear()
@@ -119,17 +135,7 @@ def query(d, spec, out):
         rows.append({"time": time_cell, "cells": cells})
     out["rows"] = rows
     d.save_screenshot(spec["screenshot"])
-    before = set(os.listdir(spec["downloads"]))
-    d.find_element(By.ID, "q-download").click()
-
-    def done():
-        now = [f for f in os.listdir(spec["downloads"]) if f not in before]
-        if now and not any(f.endswith(".crdownload") for f in now):
-            return now
-        return None
-
-    files = wait("the download", done, t)
-    out["download"] = os.path.join(spec["downloads"], files[0])
+    out["download"] = download(d, spec, t)
     # What the console logged up to here must be clean; the bad filter's
     # 400 is logged by the browser itself and is reported apart.
     out["log"] = d.get_log("browser")
@@ -141,6 +147,34 @@ def query(d, spec, out):
     out["bad_filter_marked"] = "bad" in attr(d, "q-filter", "class")
 
 
+def token(d, spec, out):
+    """A server with --token-file: the page asks for a token, refuses a
+    wrong one, and with the right one loads and downloads (the link is
+    authorised by the wv_token cookie)."""
+    t = spec.get("timeout", 60)
+    d.get(spec["url"])
+    wait("the token field", lambda: d.find_element(By.ID, "auth").is_displayed(), t)
+    out["asked_for_token"] = text(d, "auth-msg")
+    typed(d, "token", spec["wrong_token"])
+    d.find_element(By.CSS_SELECTOR, "#auth button").click()
+    wait("the wrong token's refusal", lambda: "refused" in text(d, "auth-msg"), t)
+    out["refused"] = text(d, "auth-msg")
+    typed(d, "token", spec["token"])
+    d.find_element(By.CSS_SELECTOR, "#auth button").click()
+    wait("the status with the token", lambda: "rest" in attr(d, "state", "class"), t)
+    out["form_hidden"] = not d.find_element(By.ID, "auth").is_displayed()
+    typed(d, "q-from", "")
+    typed(d, "q-to", "")
+    typed(d, "q-filter", spec["filter"])
+    asked = d.execute_script("return queryParams().toString()")
+    wait("the count", lambda: attr(d, "q-count", "data-for") == asked, t)
+    out["count"] = int(attr(d, "q-count", "data-count") or -1)
+    cookie = d.get_cookie("wv_token")
+    out["cookie"] = cookie and {"value": cookie["value"], "sameSite": cookie.get("sameSite")}
+    out["download"] = download(d, spec, t)
+    d.save_screenshot(spec["screenshot"])
+
+
 def main():
     spec = json.load(open(sys.argv[1]))
     out = {"error": None, "log": []}
@@ -150,6 +184,8 @@ def main():
         if spec["mode"] == "live":
             live(d, spec, out)
             d.save_screenshot(spec["screenshot"])
+        elif spec["mode"] == "token":
+            token(d, spec, out)
         else:
             query(d, spec, out)
     except Exception as e:  # reported to the test, which fails with it
