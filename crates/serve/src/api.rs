@@ -228,5 +228,7 @@ pub(crate) async fn status(Ax(state): Ax<Arc<State>>) -> Response {
 
 /// Anything else under `/api/`.
 pub(crate) async fn unknown_api() -> ApiError {
-    ApiError::NotFound("no such API endpoint; the endpoints are /api/v1/status, files, query, count, histogram".into())
+    ApiError::NotFound(
+        "no such API endpoint; the endpoints are /api/v1/status, files, query, count, histogram, packets".into(),
+    )
 }

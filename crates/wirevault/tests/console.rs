@@ -46,13 +46,17 @@ fn artifacts() -> PathBuf {
     dir
 }
 
-/// Runs the driver in `ns` with `spec`; returns what it saw, failing the
-/// test with the driver's error (the screenshot shows the page then).
-fn drive(ns: &str, tmp: &Path, spec: Value) -> Value {
+/// Runs the driver (in `ns` if given) with `spec`; returns what it saw,
+/// failing the test with the driver's error (the screenshot shows the page then).
+fn drive(ns: Option<&str>, tmp: &Path, spec: Value) -> Value {
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_driver.py");
     let spec_path = tmp.join(format!("spec-{}.json", spec["mode"].as_str().unwrap_or("x")));
     std::fs::write(&spec_path, spec.to_string()).expect("write the driver's spec");
-    let out = run_ok(VethPair::exec(ns, PYTHON).arg(&driver).arg(&spec_path));
+    let mut cmd = match ns {
+        Some(ns) => VethPair::exec(ns, PYTHON),
+        None => Command::new(PYTHON),
+    };
+    let out = run_ok(cmd.arg(&driver).arg(&spec_path));
     let seen: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("driver output is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
     assert!(seen["error"].is_null(), "the browser driver failed: {}\nsee {}", seen["error"], spec["screenshot"]);
@@ -70,13 +74,19 @@ fn problems(log: &Value) -> Vec<String> {
         .collect()
 }
 
-/// `wirevault serve STORE --listen LISTEN` in `ns`, once it listens.
-fn serve(ns: &str, store: &Path, tmp: &Path) -> Background {
+/// `wirevault serve STORE ARGS...` (in `ns` if given), once it listens;
+/// returns it and the console's URL, read from its log line
+/// "api: serving STORE on http://ADDR/ (...)" (so port 0 works).
+fn serve(ns: Option<&str>, store: &Path, tmp: &Path, args: &[&str]) -> (Background, String) {
     let log = tmp.join("serve.err");
-    let child = VethPair::exec(ns, bin())
+    let mut cmd = match ns {
+        Some(ns) => VethPair::exec(ns, bin()),
+        None => wirevault(),
+    };
+    let child = cmd
         .arg("serve")
         .arg(store)
-        .args(["--listen", LISTEN])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("create serve.err"))
@@ -86,8 +96,9 @@ fn serve(ns: &str, store: &Path, tmp: &Path) -> Background {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("api: serving") {
-            return bg;
+        let url = text.lines().find(|l| l.contains("api: serving")).and_then(|l| l.split(" on ").nth(1));
+        if let Some(url) = url.and_then(|r| r.split_whitespace().next()) {
+            return (bg, url.to_string());
         }
         if let Ok(Some(st)) = bg.0.try_wait() {
             panic!("wirevault serve exited ({st}):\n{text}");
@@ -176,7 +187,7 @@ fn console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark() 
     );
     rec.wait_received(PPS);
     let seen = drive(
-        &pair.ns_b,
+        Some(&pair.ns_b),
         tmp.path(),
         json!({
             "url": format!("http://{LISTEN}/"), "mode": "live", "min_points": 8, "samples": 5, "timeout": 60,
@@ -188,7 +199,8 @@ fn console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark() 
     assert_eq!(problems(&seen["log"]), Vec::<String>::new(), "the live page logged errors");
     assert!(seen["points"].as_u64().unwrap_or(0) >= 8, "the rate chart has too few points: {seen}");
     assert_eq!(seen["badge"], "RECORDING", "the state badge");
-    let mut pps: Vec<f64> = seen["pps"].as_array().unwrap().iter().map(|s| s["value"].as_f64().unwrap_or(0.0)).collect();
+    let mut pps: Vec<f64> =
+        seen["pps"].as_array().unwrap().iter().map(|s| s["value"].as_f64().unwrap_or(0.0)).collect();
     pps.sort_by(f64::total_cmp);
     let median = pps[pps.len() / 2];
     // tcpreplay paces to PPS; the recorder's one-second figure may be a
@@ -224,14 +236,14 @@ fn console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark() 
     let cli_bad = run_wirevault(&["query", store.to_str().unwrap(), "--count", bad]);
     cli_bad.expect(2, "a filter that does not parse");
 
-    let _server = serve(&pair.ns_b, &store, tmp.path());
+    let (_server, url) = serve(Some(&pair.ns_b), &store, tmp.path(), &["--listen", LISTEN]);
     let downloads = tmp.join("downloads");
     std::fs::create_dir_all(&downloads).unwrap();
     let seen = drive(
-        &pair.ns_b,
+        Some(&pair.ns_b),
         tmp.path(),
         json!({
-            "url": format!("http://{LISTEN}/"), "mode": "query", "timeout": 60,
+            "url": url, "mode": "query", "timeout": 60,
             "from": from, "to": to, "filter": filter, "bad_filter": bad,
             "downloads": downloads, "screenshot": art.join("console.png"),
         }),
@@ -246,7 +258,8 @@ fn console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark() 
     assert_eq!(rows.len(), 100, "the table shows the first 100 packets");
     let want_rows = tshark_rows(&want_pcap, 100);
     for (i, (r, w)) in rows.iter().zip(&want_rows).enumerate() {
-        let cells: Vec<String> = r["cells"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
+        let cells: Vec<String> =
+            r["cells"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
         // # | time | src | dst | sport | dport | protocol | length | vlan
         assert_eq!(cells[0], (i + 1).to_string());
         assert_eq!(&cells[1..8], &w[..], "row {} against tshark", i + 1);
@@ -268,11 +281,8 @@ fn browser_ready(test: &str) -> bool {
     if !need_tools(test, &["chromium", "chromedriver"]) {
         return false;
     }
-    let ok = Command::new(PYTHON)
-        .args(["-c", "import selenium"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let ok =
+        Command::new(PYTHON).args(["-c", "import selenium"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
     if !ok {
         assert!(!in_ci(), "{test}: CI needs python3-selenium (scripts/install-deps.sh installs it)");
         eprintln!("SKIP {test}: python3-selenium not installed (run scripts/install-deps.sh)");
@@ -298,56 +308,26 @@ fn console_asks_for_a_token_and_its_download_carries_it() {
     std::fs::write(&tokens, format!("browser:{token}\n")).unwrap();
     std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
 
-    let log = tmp.join("serve.err");
-    let child = wirevault()
-        .arg("serve")
-        .arg(&store)
-        .args(["--listen", "127.0.0.1:0", "--token-file"])
-        .arg(&tokens)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start wirevault serve");
-    let mut server = Background(child);
-    // "api: serving STORE on http://ADDR/ (...)": the port the kernel chose.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let url = loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(u) = text.split(" on ").nth(1).and_then(|r| r.split_whitespace().next()) {
-            if u.starts_with("http://") && text.contains("api: serving") {
-                break u.to_string();
-            }
-        }
-        if let Ok(Some(st)) = server.0.try_wait() {
-            panic!("wirevault serve exited ({st}):\n{text}");
-        }
-        assert!(Instant::now() < deadline, "wirevault serve did not start:\n{text}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (_server, url) =
+        serve(None, &store, tmp.path(), &["--listen", "127.0.0.1:0", "--token-file", tokens.to_str().unwrap()]);
     let filter = "udp";
     let want_pcap = tmp.join("cli.pcap");
     run_ok(wirevault().arg("query").arg(&store).arg("-w").arg(&want_pcap).arg(filter));
-    let want_count: u64 = String::from_utf8_lossy(&run_ok(wirevault().arg("query").arg(&store).args(["--count", filter])).stdout)
-        .trim()
-        .parse()
-        .expect("a count");
+    let want_count: u64 =
+        String::from_utf8_lossy(&run_ok(wirevault().arg("query").arg(&store).args(["--count", filter])).stdout)
+            .trim()
+            .parse()
+            .expect("a count");
     let downloads = tmp.join("downloads");
     std::fs::create_dir_all(&downloads).unwrap();
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_driver.py");
-    let spec = tmp.join("spec.json");
-    std::fs::write(
-        &spec,
+    let seen = drive(
+        None,
+        tmp.path(),
         json!({
             "url": url, "mode": "token", "timeout": 60, "token": token, "wrong_token": "not-the-token-0123456789",
             "filter": filter, "downloads": downloads, "screenshot": artifacts().join("console-token.png"),
-        })
-        .to_string(),
-    )
-    .unwrap();
-    let out = run_ok(Command::new(PYTHON).arg(&driver).arg(&spec));
-    let seen: Value = serde_json::from_slice(&out.stdout).expect("driver output is JSON");
-    assert!(seen["error"].is_null(), "the browser driver failed: {}", seen["error"]);
+        }),
+    );
     assert!(seen["asked_for_token"].as_str().unwrap_or("").contains("needs a token"), "{seen}");
     assert!(seen["refused"].as_str().unwrap_or("").contains("not valid"), "{seen}");
     assert_eq!(seen["form_hidden"], true, "the token field goes away once the token works");
@@ -359,6 +339,6 @@ fn console_asks_for_a_token_and_its_download_carries_it() {
     // The browser logs the 401s it was given; nothing else.
     let logged = problems(&seen["log"]);
     assert!(logged.iter().all(|m| m.contains("status of 401")), "unexpected console entries: {logged:?}");
-    let served = std::fs::read_to_string(&log).unwrap();
+    let served = std::fs::read_to_string(tmp.join("serve.err")).unwrap();
     assert!(served.contains("token=\"browser\""), "the server's log names the token:\n{served}");
 }
