@@ -127,7 +127,7 @@ $("auth").addEventListener("submit", (ev) => {
 
 // ---------------------------------------------------------------- charts
 
-const COLORS = { line: "#4fb3ff", fill: "rgba(79,179,255,0.18)", drop: "#ff5c5c", grid: "#222a35", text: "#8593a3", sel: "rgba(240,180,41,0.25)" };
+const COLORS = { line: "#4fb3ff", fill: "rgba(79,179,255,0.18)", drop: "#ff5c5c", grid: "#222a35", text: "#8593a3", sel: "rgba(240,180,41,0.35)" };
 
 /** A value axis maximum that reads well: 1, 2 or 5 times a power of ten. */
 function niceMax(v) {
@@ -209,11 +209,6 @@ function drawChart(canvas, o) {
     const half = g.measureText(label).width / 2;
     g.fillText(label, Math.min(Math.max(xx, L + half), w - R - half), T + ph + 4);
   }
-  if (o.sel) {
-    const [a, b] = [Math.min(o.sel[0], o.sel[1]), Math.max(o.sel[0], o.sel[1])];
-    g.fillStyle = COLORS.sel;
-    g.fillRect(x(a), T, Math.max(1, x(b) - x(a)), ph);
-  }
   let drawn = 0;
   for (const s of o.series) {
     if (!s.points.length) continue;
@@ -243,6 +238,11 @@ function drawChart(canvas, o) {
     g.stroke();
     g.lineWidth = 1;
   }
+  if (o.sel) {
+    const [a, b] = [Math.min(o.sel[0], o.sel[1]), Math.max(o.sel[0], o.sel[1])];
+    g.fillStyle = COLORS.sel;
+    g.fillRect(x(a), T, Math.max(1, x(b) - x(a)), ph);
+  }
   if (!drawn && o.empty) {
     g.fillStyle = COLORS.text;
     g.textAlign = "center";
@@ -251,7 +251,30 @@ function drawChart(canvas, o) {
     g.fillText(o.empty, L + pw / 2, T + ph / 2);
   }
   canvas.dataset.points = String(drawn);
-  return { x, L, pw, t0: o.t0, span };
+  const geom = { x, L, pw, t0: o.t0, span, series: o.series, fmtY: o.fmtY };
+  canvas.wvGeom = geom;
+  return geom;
+}
+
+/** Hovering a chart: the time and value of the nearest point of its first series. */
+function hoverable(canvas, what) {
+  const tip = $("tip");
+  canvas.addEventListener("mousemove", (ev) => {
+    const g = canvas.wvGeom;
+    const pts = g && g.series[0] && g.series[0].points;
+    if (!pts || !pts.length) return;
+    const rect = canvas.getBoundingClientRect();
+    const t = g.t0 + ((ev.clientX - rect.left - g.L) / g.pw) * g.span;
+    const w = g.series[0].width || 0;
+    let best = pts[0];
+    for (const p of pts) if (Math.abs(p[0] + w / 2 - t) < Math.abs(best[0] + w / 2 - t)) best = p;
+    const when = new Date(best[0]).toISOString().slice(11, w && w < 1000 ? 23 : 19);
+    tip.textContent = when + " UTC · " + g.fmtY(best[1]) + (what ? " " + what(best) : "");
+    tip.hidden = false;
+    tip.style.left = Math.min(ev.clientX + 12, window.innerWidth - tip.offsetWidth - 4) + "px";
+    tip.style.top = ev.clientY + 14 + "px";
+  });
+  canvas.addEventListener("mouseleave", () => (tip.hidden = true));
 }
 
 // ---------------------------------------------------------------- live panel
@@ -369,11 +392,11 @@ function drawLive() {
   const empty = status && status.recording && status.recording.state === "running" ? "waiting for samples" : "no recording in this process";
   const pts = (k) => live.map((p) => [p.t, p[k]]);
   drawChart($("c-pps"), {
-    t0, t1, fmtY: (v) => si(v, ""), empty,
+    t0, t1, fmtY: (v) => si(v, "pps"), empty,
     series: [{ points: pts("pps"), color: COLORS.line, fill: COLORS.fill }, { points: pts("dps"), color: COLORS.drop }],
   });
-  drawChart($("c-bps"), { t0, t1, fmtY: (v) => si(v, "b"), empty, series: [{ points: pts("bps"), color: "#3fcf8e", fill: "rgba(63,207,142,0.15)" }] });
-  drawChart($("c-disk"), { t0, t1, fmtY: (v) => si(v, "B"), empty, series: [{ points: pts("disk"), color: "#b48cff", fill: "rgba(180,140,255,0.15)" }] });
+  drawChart($("c-bps"), { t0, t1, fmtY: (v) => si(v, "b/s"), empty, series: [{ points: pts("bps"), color: "#3fcf8e", fill: "rgba(63,207,142,0.15)" }] });
+  drawChart($("c-disk"), { t0, t1, fmtY: (v) => si(v, "B/s"), empty, series: [{ points: pts("disk"), color: "#b48cff", fill: "rgba(180,140,255,0.15)" }] });
   drawChart($("c-arena"), { t0, t1, yMax: 1, fmtY: (v) => (v * 100).toFixed(0) + " %", empty, series: [{ points: pts("arena"), color: "#f0b429", fill: "rgba(240,180,41,0.15)" }] });
 }
 
@@ -474,6 +497,8 @@ function drawHistogram() {
 }
 
 document.querySelectorAll("input[name=hist-what]").forEach((r) => r.addEventListener("change", drawHistogram));
+for (const id of ["c-pps", "c-bps", "c-disk", "c-arena"]) hoverable($(id));
+hoverable($("c-hist"), () => "(average over the bucket)");
 
 (function histDrag() {
   const c = $("c-hist");
