@@ -11,6 +11,8 @@
 set -euo pipefail
 
 packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer ethtool fonts-dejavu-core nftables python3 systemd curl prometheus)
+# The web console's test: headless Chromium driven by Selenium (Debian's Python).
+packages+=(chromium chromium-driver python3-selenium)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -77,7 +77,7 @@ impl IntoResponse for ApiError {
 }
 
 /// Checks the query string: only `allowed` names, each once.
-fn params(q: &[(String, String)], allowed: &[&str]) -> Result<HashMap<String, String>, ApiError> {
+pub(crate) fn params(q: &[(String, String)], allowed: &[&str]) -> Result<HashMap<String, String>, ApiError> {
     let mut m = HashMap::new();
     for (k, v) in q {
         if !allowed.contains(&k.as_str()) {
@@ -98,7 +98,7 @@ fn now_ns() -> u64 {
 }
 
 /// `from`, `to` (RFC 3339, epoch seconds, `10m ago`, as the CLI), `filter`, `limit`.
-fn selection(m: &HashMap<String, String>) -> Result<Selection, ApiError> {
+pub(crate) fn selection(m: &HashMap<String, String>) -> Result<Selection, ApiError> {
     let now = now_ns();
     let time = |k: &str| {
         m.get(k)
@@ -124,7 +124,7 @@ fn selection(m: &HashMap<String, String>) -> Result<Selection, ApiError> {
     Ok(Selection { from, to, expr: m.get("filter").cloned().unwrap_or_default(), limit, cancel: Arc::default() })
 }
 
-type Params = Query<Vec<(String, String)>>;
+pub(crate) type Params = Query<Vec<(String, String)>>;
 
 /// `GET /api/v1/query`: nanosecond pcap, streamed.
 pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
@@ -178,7 +178,7 @@ impl tokio_stream::Stream for Chunks {
 }
 
 /// Runs `work` on a query thread and waits for its answer.
-async fn on_query_thread<T: Send + 'static>(
+pub(crate) async fn on_query_thread<T: Send + 'static>(
     state: &Arc<State>,
     endpoint: &'static str,
     work: impl FnOnce(&State) -> Result<T, ApiError> + Send + 'static,
@@ -251,5 +251,7 @@ pub(crate) async fn status(Ax(state): Ax<Arc<State>>) -> Response {
 
 /// Anything else under `/api/`.
 pub(crate) async fn unknown_api() -> ApiError {
-    ApiError::NotFound("no such API endpoint; the endpoints are /api/v1/status, files, query, count, histogram".into())
+    ApiError::NotFound(
+        "no such API endpoint; the endpoints are /api/v1/status, files, query, count, histogram, packets".into(),
+    )
 }

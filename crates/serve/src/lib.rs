@@ -25,6 +25,7 @@ mod console;
 mod export;
 mod histogram;
 mod metrics;
+mod packets;
 mod server;
 mod store_view;
 pub mod tls;

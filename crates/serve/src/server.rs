@@ -202,6 +202,7 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/v1/query", get(crate::api::query))
         .route("/api/v1/count", get(crate::api::count))
         .route("/api/v1/histogram", get(crate::api::histogram))
+        .route("/api/v1/packets", get(crate::packets::packets))
         .route("/api/{*rest}", get(crate::api::unknown_api))
         .route("/metrics", get(metrics))
         .fallback(get(console))

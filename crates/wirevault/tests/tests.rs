@@ -6,6 +6,7 @@ mod util;
 
 mod analyze;
 mod cli_conventions;
+mod console;
 mod disk_bench;
 mod fanout_order;
 mod hostile_live;

@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""Drives the wirevault web console in headless Chromium (Selenium) for
+crates/wirevault/tests/console.rs, and prints what it saw as one JSON
+object on stdout. It judges nothing itself: the Rust test compares the
+figures with stats.json, `wirevault query` and tshark.
+
+Usage: console_driver.py SPEC.json, where SPEC holds
+  url          the console's address
+  mode         "live": watch the live panel while traffic flows;
+               "query": fill in the query panel, read the count and the
+               packet table, download the pcap, then try a bad filter;
+               "token": give a wrong then the right token, count, download
+  screenshot   where to save a PNG of the page
+  downloads    (query, token) the download directory
+  min_points   (live) wait until the rate chart has this many points
+  samples      (live) how many pps figures to read, one a second
+  from, to, filter, bad_filter   (query) what to type
+  token, wrong_token, filter     (token) what to type
+  timeout      seconds any one wait may take
+
+The output always has "log" (the browser console's entries) and "error"
+(null, or why the driver could not finish); in "query" mode "log" ends
+before the bad filter is typed and "log_after" holds the rest.
+"""
+
+import json
+import os
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+
+def browser(spec):
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = spec.get("chromium", "/usr/bin/chromium")
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1600,1300", "--no-first-run", "--disable-extensions",
+              "--disable-background-networking", "--disable-component-update"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    if spec.get("downloads"):
+        opts.add_experimental_option("prefs", {
+            "download.default_directory": spec["downloads"],
+            "download.prompt_for_download": False,
+            "safebrowsing.enabled": False,
+        })
+    svc = Service(spec.get("chromedriver", "/usr/bin/chromedriver"))
+    d = webdriver.Chrome(service=svc, options=opts)
+    if spec.get("downloads"):
+        d.execute_cdp_cmd("Browser.setDownloadBehavior",
+                          {"behavior": "allow", "downloadPath": spec["downloads"], "eventsEnabled": True})
+    return d
+
+
+def wait(what, cond, timeout):
+    end = time.time() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.time() > end:
+            raise TimeoutError("timed out waiting for " + what)
+        time.sleep(0.1)
+
+
+def attr(d, elem_id, name):
+    return d.find_element(By.ID, elem_id).get_attribute(name) or ""
+
+
+def text(d, elem_id):
+    return d.find_element(By.ID, elem_id).text
+
+
+def live(d, spec, out):
+    t = spec.get("timeout", 60)
+    d.get(spec["url"])
+    wait("the page to show a pps figure", lambda: attr(d, "f-pps", "data-value"), t)
+    need = spec.get("min_points", 10)
+    wait("%d points on the rate chart" % need, lambda: int(attr(d, "c-pps", "data-points") or 0) >= need, t)
+    samples = []
+    for _ in range(spec.get("samples", 5)):
+        samples.append({"value": float(attr(d, "f-pps", "data-value") or "nan"), "shown": text(d, "f-pps")})
+        time.sleep(1)
+    out["pps"] = samples
+    out["points"] = int(attr(d, "c-pps", "data-points") or 0)
+    out["badge"] = text(d, "state")
+    out["balance"] = text(d, "balance")
+
+
+def download(d, spec, timeout):
+    """Clicks the panel's download link; the path of the finished file."""
+    before = set(os.listdir(spec["downloads"]))
+    d.find_element(By.ID, "q-download").click()
+
+    def done():
+        now = [f for f in os.listdir(spec["downloads"]) if f not in before]
+        if now and not any(f.endswith(".crdownload") for f in now):
+            return now
+        return None
+
+    return os.path.join(spec["downloads"], wait("the download", done, timeout)[0])
+
+
+def typed(d, elem_id, value):
+    e = d.find_element(By.ID, elem_id)
+    e.clear()
+    e.send_keys(value)
+
+
+def query(d, spec, out):
+    t = spec.get("timeout", 60)
+    d.get(spec["url"])
+    wait("the status to load", lambda: text(d, "state") not in ("connecting", ""), t)
+    wait("the stored traffic chart", lambda: int(attr(d, "c-hist", "data-points") or 0) > 0, t)
+    typed(d, "q-from", spec.get("from", ""))
+    typed(d, "q-to", spec.get("to", ""))
+    typed(d, "q-filter", spec.get("filter", ""))
+    # The count and the table shown must answer what was typed (the page
+    # marks each with the parameters it answers); the download link
+    # carries the same parameters.
+    asked = d.execute_script("return queryParams().toString()")
+    out["asked"] = asked
+    wait("the count", lambda: attr(d, "q-count", "data-for") == asked, t)
+    out["count"] = int(attr(d, "q-count", "data-count"))
+    out["count_text"] = text(d, "q-count")
+    out["download_href"] = attr(d, "q-download", "href")
+    wait("the packet table", lambda: attr(d, "packets", "data-for") == asked, t)
+    rows = []
+    for tr in d.find_elements(By.CSS_SELECTOR, "#packets tbody tr"):
+        cells = [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        time_cell = tr.find_elements(By.TAG_NAME, "td")[1].get_attribute("data-time")
+        rows.append({"time": time_cell, "cells": cells})
+    out["rows"] = rows
+    d.save_screenshot(spec["screenshot"])
+    out["download"] = download(d, spec, t)
+    # What the console logged up to here must be clean; the bad filter's
+    # 400 is logged by the browser itself and is reported apart.
+    out["log"] = d.get_log("browser")
+    out["log_checked"] = True
+    typed(d, "q-filter", spec["bad_filter"])
+    asked = d.execute_script("return queryParams().toString()")
+    wait("the filter error", lambda: attr(d, "q-count", "data-for") == asked, t)
+    out["bad_filter_error"] = text(d, "q-error")
+    out["bad_filter_marked"] = "bad" in attr(d, "q-filter", "class")
+
+
+def token(d, spec, out):
+    """A server with --token-file: the page asks for a token, refuses a
+    wrong one, and with the right one loads and downloads (the link is
+    authorised by the wv_token cookie)."""
+    t = spec.get("timeout", 60)
+    d.get(spec["url"])
+    wait("the token field", lambda: d.find_element(By.ID, "auth").is_displayed(), t)
+    out["asked_for_token"] = text(d, "auth-msg")
+    typed(d, "token", spec["wrong_token"])
+    d.find_element(By.CSS_SELECTOR, "#auth button").click()
+    wait("the wrong token's refusal", lambda: "refused" in text(d, "auth-msg"), t)
+    out["refused"] = text(d, "auth-msg")
+    typed(d, "token", spec["token"])
+    d.find_element(By.CSS_SELECTOR, "#auth button").click()
+    wait("the status with the token", lambda: "rest" in attr(d, "state", "class"), t)
+    out["form_hidden"] = not d.find_element(By.ID, "auth").is_displayed()
+    typed(d, "q-from", "")
+    typed(d, "q-to", "")
+    typed(d, "q-filter", spec["filter"])
+    asked = d.execute_script("return queryParams().toString()")
+    wait("the count", lambda: attr(d, "q-count", "data-for") == asked, t)
+    out["count"] = int(attr(d, "q-count", "data-count") or -1)
+    cookie = d.get_cookie("wv_token")
+    out["cookie"] = cookie and {"value": cookie["value"], "sameSite": cookie.get("sameSite")}
+    out["download"] = download(d, spec, t)
+    d.save_screenshot(spec["screenshot"])
+
+
+def main():
+    spec = json.load(open(sys.argv[1]))
+    out = {"error": None, "log": []}
+    d = None
+    try:
+        d = browser(spec)
+        if spec["mode"] == "live":
+            live(d, spec, out)
+            d.save_screenshot(spec["screenshot"])
+        elif spec["mode"] == "token":
+            token(d, spec, out)
+        else:
+            query(d, spec, out)
+    except Exception as e:  # reported to the test, which fails with it
+        out["error"] = "%s: %s" % (type(e).__name__, e)
+        if d is not None:
+            try:
+                d.save_screenshot(spec["screenshot"])
+            except Exception:
+                pass
+    finally:
+        if d is not None:
+            try:
+                rest = d.get_log("browser")
+                out["log_after" if out.pop("log_checked", False) else "log"] = rest
+            except Exception:
+                pass
+            d.quit()
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
