@@ -164,10 +164,12 @@ pub(crate) fn count(state: &State, sel: &Selection) -> Result<Counted, ApiError>
 }
 
 /// How many packets an export may carry: all (`None`) or the first N,
-/// and what cut them.
+/// and what cut them; with the prepared query when no first pass was
+/// needed (it is the export's).
 struct Fit {
     packets: Option<u64>,
     cut_by: Option<String>,
+    prepared: Option<wv_query::Prepared>,
 }
 
 /// The first pass of an export that a limit or the byte cap may cut.
@@ -176,7 +178,7 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
     let p = sel.prepare(state.view.path(), None)?;
     let may_exceed = p.bytes_upper_bound().is_none_or(|b| b.saturating_add(24) > max);
     if sel.limit.is_none() && !may_exceed {
-        return Ok(Fit { packets: None, cut_by: None });
+        return Ok(Fit { packets: None, cut_by: None, prepared: Some(p) });
     }
     let limit = sel.limit.unwrap_or(u64::MAX);
     let (mut n, mut bytes, mut cut_by, mut linktype) = (0u64, 24u64, None, None);
@@ -212,7 +214,7 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
         Err(wv_query::QueryError::Output(_)) => {}
         Err(e) => return Err(ApiError::from_query(e)),
     }
-    Ok(Fit { packets: if cut_by.is_some() { Some(n) } else { sel.limit }, cut_by })
+    Ok(Fit { packets: if cut_by.is_some() { Some(n) } else { sel.limit }, cut_by, prepared: None })
 }
 
 /// The outcome of an export, for the log.
@@ -235,11 +237,11 @@ pub(crate) fn export(
         let _ = ready.send(Err(e));
         Exported { bytes: 0, packets: 0, outcome }
     };
-    let fit = match fit(state, sel, &body) {
+    let mut fit = match fit(state, sel, &body) {
         Ok(f) => f,
         Err(e) => return failed(ready, e),
     };
-    let p = match sel.prepare(state.view.path(), fit.packets) {
+    let p = match fit.prepared.take().map_or_else(|| sel.prepare(state.view.path(), fit.packets), Ok) {
         Ok(p) => p,
         Err(e) => return failed(ready, e),
     };
@@ -297,8 +299,8 @@ fn file_name(sel: &Selection) -> String {
     format!("wirevault-{}-{}.pcap", t(sel.from, "start"), t(sel.to, "end"))
 }
 
-/// Bytes per body chunk.
-const CHUNK: usize = 256 << 10;
+/// Bytes per body chunk (the channel holds 4: at most 5 MiB per export in flight).
+const CHUNK: usize = 1 << 20;
 
 /// The query's output: chunks to the HTTP body, at most `cap` bytes.
 struct ChunkWriter {
@@ -324,6 +326,14 @@ impl Write for ChunkWriter {
             return Err(io::Error::other(format!("the answer would exceed --max-bytes ({} bytes)", self.cap)));
         }
         self.sent += b.len() as u64;
+        if self.buf.is_empty() && b.len() >= CHUNK / 2 {
+            // A large write (the query's own buffer): one copy, straight into a chunk.
+            return self
+                .tx
+                .blocking_send(Ok(Bytes::copy_from_slice(b)))
+                .map(|()| b.len())
+                .map_err(|_| io::ErrorKind::BrokenPipe.into());
+        }
         self.buf.extend_from_slice(b);
         if self.buf.len() >= CHUNK {
             self.send()?;
