@@ -134,6 +134,10 @@ pub enum Sink<'a> {
     /// link types are passed as they are. An error from the callback stops
     /// the query and is returned as [`QueryError::Output`].
     Packets(&'a mut PacketFn<'a>),
+    /// The pcap stream in chunks of about 1 MiB, each handed over whole to
+    /// the callback (a server that sends them on without copying). An error
+    /// from it stops the query as [`QueryError::Output`].
+    Chunks(&'a mut ChunkFn<'a>),
 }
 
 /// One selected packet, borrowed for the duration of a [`Sink::Packets`] call.
@@ -147,6 +151,9 @@ pub struct PacketRef<'p> {
 
 /// The callback of [`Sink::Packets`].
 pub type PacketFn<'a> = dyn FnMut(PacketRef<'_>) -> io::Result<()> + 'a;
+
+/// The callback of [`Sink::Chunks`].
+pub type ChunkFn<'a> = dyn FnMut(Vec<u8>) -> io::Result<()> + 'a;
 
 /// A query that has been validated: the expression compiles and the store opens.
 pub struct Prepared {
@@ -398,6 +405,7 @@ pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
         Sink::PcapThreaded(w) => Dest::Any(w),
         Sink::PcapPipe(f) => Dest::Pipe(f),
         Sink::Packets(f) => return run_into(p, Some(OutBytes::Each(f))),
+        Sink::Chunks(f) => return run_into(p, Some(OutBytes::Owned(Vec::with_capacity(OUT_CAP), f))),
     };
     let pipe = matches!(dest, Dest::Pipe(_));
     std::thread::scope(|s| {

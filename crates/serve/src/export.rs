@@ -1,9 +1,11 @@
 //! Queries of the API, each on a thread of its own at lowered CPU and I/O
 //! priority (capture comes first), holding one of `--max-queries` permits.
 //!
-//! A pcap export streams: the query writes into [`ChunkWriter`], whose
-//! chunks go to the HTTP body through a small channel; a client that goes
-//! away closes the channel and the next write stops the query. The answer
+//! A pcap export streams: the query hands its 1 MiB output buffers over
+//! whole (`wv_query::Sink::Chunks`), and they go to the HTTP body through
+//! a channel of 4 without a copy; a client that goes away closes the
+//! channel, and the next chunk (or the next file: the cancel flag) stops
+//! the query. The answer
 //! is the bytes `wirevault query` writes for the same selection. What the
 //! headers promise is settled before the first byte: when a `limit` or the
 //! byte cap may cut the answer, a first pass over the selection (without
@@ -13,7 +15,7 @@
 use crate::api::ApiError;
 use crate::server::State;
 use bytes::Bytes;
-use std::io::{self, Write};
+use std::io;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -270,25 +272,30 @@ pub(crate) fn export(
     if ready.send(Ok(Head { headers })).is_err() {
         return Exported { bytes: 0, packets: 0, outcome: "client went away".into() };
     }
-    let mut w = ChunkWriter { tx: body.clone(), buf: Vec::with_capacity(CHUNK), sent: 0, cap: state.cfg.max_bytes };
-    let result = wv_query::run(p, wv_query::Sink::Pcap(&mut w)).and_then(|r| {
-        w.flush().map_err(wv_query::QueryError::Output)?;
-        Ok(r)
-    });
+    // The query's own 1 MiB buffers go to the body as they are (no copy).
+    let (mut sent, cap) = (0u64, state.cfg.max_bytes);
+    let mut give = |chunk: Vec<u8>| -> io::Result<()> {
+        if sent + chunk.len() as u64 > cap {
+            return Err(io::Error::other(format!("the answer would exceed --max-bytes ({cap} bytes)")));
+        }
+        sent += chunk.len() as u64;
+        body.blocking_send(Ok(Bytes::from(chunk))).map_err(|_| io::ErrorKind::BrokenPipe.into())
+    };
+    let result = wv_query::run(p, wv_query::Sink::Chunks(&mut give));
     match result {
         Ok(r) => {
             let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
-            Exported { bytes: w.sent, packets: r.matched, outcome }
+            Exported { bytes: sent, packets: r.matched, outcome }
         }
         Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled) => {
-            Exported { bytes: w.sent, packets: 0, outcome: "client went away".into() }
+            Exported { bytes: sent, packets: 0, outcome: "client went away".into() }
         }
         Err(e) => {
             // Headers are out: the stream is cut without its last chunk,
             // so the client sees an incomplete transfer, not a short pcap.
             let msg = e.to_string();
             let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
-            Exported { bytes: w.sent, packets: 0, outcome: format!("failed: {msg}") }
+            Exported { bytes: sent, packets: 0, outcome: format!("failed: {msg}") }
         }
     }
 }
@@ -297,51 +304,4 @@ pub(crate) fn export(
 fn file_name(sel: &Selection) -> String {
     let t = |v: Option<u64>, open: &str| v.map_or(open.to_string(), wv_store::layout::utc_compact);
     format!("wirevault-{}-{}.pcap", t(sel.from, "start"), t(sel.to, "end"))
-}
-
-/// Bytes per body chunk (the channel holds 4: at most 5 MiB per export in flight).
-const CHUNK: usize = 1 << 20;
-
-/// The query's output: chunks to the HTTP body, at most `cap` bytes.
-struct ChunkWriter {
-    tx: mpsc::Sender<io::Result<Bytes>>,
-    buf: Vec<u8>,
-    sent: u64,
-    cap: u64,
-}
-
-impl ChunkWriter {
-    fn send(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx.blocking_send(Ok(chunk)).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
-    }
-}
-
-impl Write for ChunkWriter {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        if self.sent + b.len() as u64 > self.cap {
-            return Err(io::Error::other(format!("the answer would exceed --max-bytes ({} bytes)", self.cap)));
-        }
-        self.sent += b.len() as u64;
-        if self.buf.is_empty() && b.len() >= CHUNK / 2 {
-            // A large write (the query's own buffer): one copy, straight into a chunk.
-            return self
-                .tx
-                .blocking_send(Ok(Bytes::copy_from_slice(b)))
-                .map(|()| b.len())
-                .map_err(|_| io::ErrorKind::BrokenPipe.into());
-        }
-        self.buf.extend_from_slice(b);
-        if self.buf.len() >= CHUNK {
-            self.send()?;
-        }
-        Ok(b.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.send()
-    }
 }

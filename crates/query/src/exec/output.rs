@@ -128,6 +128,9 @@ pub(super) enum OutBytes<'a> {
     Chunks(Chunks),
     /// No bytes: each record goes to the callback of [`Sink::Packets`].
     Each(&'a mut PacketFn<'a>),
+    /// Chunks of about [`OUT_CHUNK`] bytes handed over whole to the
+    /// callback of [`Sink::Chunks`] (no copy on the way out).
+    Owned(Vec<u8>, &'a mut ChunkFn<'a>),
 }
 
 impl OutBytes<'_> {
@@ -137,6 +140,13 @@ impl OutBytes<'_> {
             OutBytes::Inline(w) => w.write_all(b),
             OutBytes::Chunks(c) => c.write_all(b),
             OutBytes::Each(_) => Ok(()),
+            OutBytes::Owned(cur, give) => {
+                cur.extend_from_slice(b);
+                if cur.len() >= OUT_CHUNK {
+                    give(std::mem::replace(cur, Vec::with_capacity(OUT_CAP)))?;
+                }
+                Ok(())
+            }
         }
     }
     /// Sends the pending run of `sp` (a file, its start and end) and
@@ -153,6 +163,8 @@ impl OutBytes<'_> {
             OutBytes::Inline(w) => w.flush(),
             OutBytes::Chunks(c) => c.finish(),
             OutBytes::Each(_) => Ok(()),
+            OutBytes::Owned(cur, give) if !cur.is_empty() => give(std::mem::take(cur)),
+            OutBytes::Owned(..) => Ok(()),
         }
     }
 }
