@@ -237,14 +237,16 @@ fn packaged_config_is_valid() {
             |l: &&str| l.split_once(" = ").is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_lowercase() || c == '-'));
         let l = line.strip_prefix("# ").filter(is_key).unwrap_or(line);
         // A store in the temp dir and a source that needs no interface.
-        if l.starts_with("output") || l.starts_with("interface") || l.starts_with("buffer") {
+        if l.starts_with("output") || l.starts_with("interface") || l.starts_with("buffer") || l.starts_with("listen") {
             continue;
         }
         out.push_str(l);
         out.push('\n');
     }
     let store = tmp.join("store");
-    out.push_str(&format!("output = {store:?}\nsynthetic = \"size=64,count=1000\"\nbuffer = \"64M\"\n"));
+    out.push_str(&format!(
+        "output = {store:?}\nsynthetic = \"size=64,count=1000\"\nbuffer = \"64M\"\nlisten = \"127.0.0.1:0\"\n"
+    ));
     let cfg = tmp.join("wirevault.toml");
     fs::write(&cfg, out).unwrap();
     let o = run_wirevault(&["record", "--config", cfg.to_str().unwrap()]);
