@@ -246,6 +246,7 @@ fn api_answers_equal_the_cli_and_tcpdump_while_recording_and_at_rest() {
     if !(need_root(test) && need_tools(test, TOOLS)) {
         return;
     }
+    let _g = heavy_lock();
     let tmp = TempDir::new("serve-api");
     let pair = VethPair::new();
     run_ok(Command::new("ip").args(["-n", &pair.ns_b, "link", "set", "lo", "up"]));
