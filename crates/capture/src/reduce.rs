@@ -57,6 +57,34 @@ pub struct Reduce {
     pending: Option<Pending>,
 }
 
+/// What a frame's verdict needs that depends on the frame alone (its hashes
+/// and TCP flags), computed by [`Reduce::prepare`] ahead of the verdict: a
+/// batch of frames is prepared first, which starts the loads of all their
+/// table buckets, then judged in order ([`Reduce::judge`]), when the buckets
+/// are in the cache. Judging in order keeps every verdict what it would be
+/// one frame at a time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Prepared {
+    /// The dedup hash of the frame (0 when dedup is off).
+    frame: u64,
+    /// The frame's connection for the cutoff (None: it belongs to none, or
+    /// the cutoff is off).
+    flow: Option<FlowHead>,
+    /// The frame's original length.
+    origlen: u32,
+}
+
+/// A frame's connection as the cutoff sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowHead {
+    /// The keyed hash of the connection, the same in both directions.
+    key: u64,
+    /// The frame comes from the connection's higher endpoint.
+    from_high: bool,
+    /// TCP flag bits (0 when not TCP or not captured).
+    flags: u16,
+}
+
 impl Reduce {
     pub fn new(dedup: Option<Dedup>, cutoff: Option<Cutoff>) -> Reduce {
         Reduce { dedup, cutoff, pending: None }
@@ -71,31 +99,42 @@ impl Reduce {
     /// The verdict on one packet (its captured bytes are `parts` joined).
     #[inline]
     pub fn verdict(&mut self, ts_ns: u64, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Verdict {
+        let p = self.prepare(linktype, origlen, parts);
+        self.judge(ts_ns, &p)
+    }
+
+    /// The part of a packet's verdict that reads only the packet; starts
+    /// loading the table buckets [`Reduce::judge`] will read.
+    #[inline]
+    pub fn prepare(&self, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Prepared {
+        let mut p = Prepared { origlen, ..Prepared::default() };
+        if let Some(d) = &self.dedup {
+            p.frame = d.hash(origlen, parts);
+            d.prefetch(p.frame);
+        }
+        if let Some(c) = &self.cutoff {
+            p.flow = c.head(linktype, parts);
+            if let Some(h) = &p.flow {
+                c.prefetch(h.key);
+            }
+        }
+        p
+    }
+
+    /// The verdict on a prepared packet, seen at `ts_ns`. Packets must be
+    /// judged in the order they are stored.
+    #[inline]
+    pub fn judge(&mut self, ts_ns: u64, p: &Prepared) -> Verdict {
         self.pending = None;
         let mut pending = None;
         if let Some(d) = self.dedup.as_mut() {
-            match d.lookup(ts_ns, origlen, parts) {
+            match d.lookup_hash(ts_ns, p.frame) {
                 Lookup::Duplicate => return Verdict::Duplicate,
                 Lookup::New(p) => pending = Some(p),
             }
         }
         if let Some(c) = self.cutoff.as_mut() {
-            // The headers only: the first bytes of the parts, joined on the
-            // stack when the frame comes in several (a re-inserted VLAN tag).
-            let mut head = [0u8; HEAD_LEN];
-            let frame: &[u8] = match parts {
-                [one] => one,
-                _ => {
-                    let mut n = 0;
-                    for p in parts {
-                        let k = p.len().min(HEAD_LEN - n);
-                        head[n..n + k].copy_from_slice(&p[..k]);
-                        n += k;
-                    }
-                    &head[..n]
-                }
-            };
-            if !c.keep(ts_ns, linktype, origlen, frame) {
+            if !c.keep_head(ts_ns, p.origlen, p.flow) {
                 return Verdict::Cut;
             }
         }
@@ -197,13 +236,36 @@ impl Dedup {
         }
     }
 
+    /// The keyed hash of a frame (its captured bytes, `parts` joined, and
+    /// its original length).
+    #[inline]
+    pub fn hash(&self, origlen: u32, parts: &[&[u8]]) -> u64 {
+        mix(frame_hash(parts, &self.secret[..]), u64::from(origlen))
+    }
+
+    #[inline]
+    fn bucket(&self, hash: u64) -> usize {
+        ((hash >> 32) & self.mask) as usize
+    }
+
+    /// Starts loading the bucket of a frame hash.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        wv_sys::mem::prefetch((&raw const self.buckets[self.bucket(hash)]).cast());
+    }
+
     /// Whether `frame` (of original length `origlen`, seen at `ts_ns`)
     /// equals a frame remembered within the window; if not, the place to
     /// [`Dedup::remember`] it once it is stored.
     #[inline]
     pub fn lookup(&self, ts_ns: u64, origlen: u32, parts: &[&[u8]]) -> Lookup {
-        let hash = mix(frame_hash(parts, &self.secret[..]), u64::from(origlen));
-        let bucket = ((hash >> 32) & self.mask) as usize;
+        self.lookup_hash(ts_ns, self.hash(origlen, parts))
+    }
+
+    /// [`Dedup::lookup`] of a frame by its [`Dedup::hash`].
+    #[inline]
+    pub fn lookup_hash(&self, ts_ns: u64, hash: u64) -> Lookup {
+        let bucket = self.bucket(hash);
         let b = &self.buckets[bucket];
         let mut way = 0;
         for i in 0..WAYS {
@@ -241,6 +303,7 @@ impl Dedup {
     }
 }
 
+/// Four connections: 100 bytes, two cache lines.
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 struct FlowBucket {
@@ -285,19 +348,68 @@ impl Cutoff {
         Cutoff { buckets: table(n), mask: n as u64 - 1, limit, idle_ns, secret: random_secret(), evicted: 0 }
     }
 
+    #[inline]
+    fn bucket(&self, key: u64) -> usize {
+        ((key >> 32) & self.mask) as usize
+    }
+
+    /// Starts loading the bucket of a connection (both its cache lines).
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        let b = &self.buckets[self.bucket(key)];
+        let p: *const u8 = (&raw const *b).cast();
+        wv_sys::mem::prefetch(p);
+        wv_sys::mem::prefetch(p.wrapping_add(64));
+    }
+
+    /// The connection of a frame given in parts (None: it belongs to none).
+    /// Ethernet frames with at most 4 VLAN tags and IPv4, or IPv6 directly
+    /// followed by TCP/UDP/SCTP, whose headers are in the first part, are
+    /// read at fixed offsets ([`fast_head`]); every other frame goes through
+    /// the index's key extraction ([`wv_wire::packet::parse`]). Both give the
+    /// same answer where the first applies (a unit test compares them).
+    #[inline]
+    pub fn head(&self, linktype: u32, parts: &[&[u8]]) -> Option<FlowHead> {
+        let first = parts.first().copied().unwrap_or(&[]);
+        if linktype == wv_wire::linktype::ETHERNET {
+            if let Some(h) = fast_head(first, &self.secret[..]) {
+                return h;
+            }
+        }
+        // The headers only: the first bytes of the parts, joined on the
+        // stack when the frame comes in several (a re-inserted VLAN tag).
+        let mut head = [0u8; HEAD_LEN];
+        let frame: &[u8] = match parts {
+            [one] => one,
+            _ => {
+                let mut n = 0;
+                for p in parts {
+                    let k = p.len().min(HEAD_LEN - n);
+                    head[n..n + k].copy_from_slice(&p[..k]);
+                    n += k;
+                }
+                &head[..n]
+            }
+        };
+        slow_head(linktype, frame, &self.secret[..])
+    }
+
     /// True when the frame is stored: its connection's bytes before it are
     /// fewer than the cutoff (or it belongs to no connection).
     #[inline]
     pub fn keep(&mut self, ts_ns: u64, linktype: u32, origlen: u32, frame: &[u8]) -> bool {
-        let k = wv_wire::packet::parse(linktype, frame);
-        let Some((sport, dport)) = k.ports else {
+        let h = self.head(linktype, &[frame]);
+        self.keep_head(ts_ns, origlen, h)
+    }
+
+    /// [`Cutoff::keep`] of a frame by its [`Cutoff::head`].
+    #[inline]
+    pub fn keep_head(&mut self, ts_ns: u64, origlen: u32, head: Option<FlowHead>) -> bool {
+        let Some(FlowHead { key, from_high, flags }) = head else {
             return true;
         };
-        let Some((key, from_high)) = flow_key(&k, sport, dport, &self.secret[..]) else {
-            return true;
-        };
-        let b = &mut self.buckets[((key >> 32) & self.mask) as usize];
-        let flags = k.tcp_flags.unwrap_or(0);
+        let bucket = self.bucket(key);
+        let b = &mut self.buckets[bucket];
         let new_conn = flags & wv_wire::views::tcp::flags::SYN != 0 && flags & wv_wire::views::tcp::flags::ACK == 0;
         let slot = match (0..WAYS).find(|&i| b.key[i] == key) {
             Some(i) => {
@@ -336,39 +448,108 @@ impl Cutoff {
     }
 }
 
-/// The connection's keyed hash, the same for both directions, and whether
-/// the frame comes from the higher endpoint. None without both addresses.
+/// The connection of a frame by the index's key extraction.
 #[inline]
-fn flow_key(k: &wv_wire::packet::FlowKey, sport: u16, dport: u16, secret: &[u8]) -> Option<(u64, bool)> {
+fn slow_head(linktype: u32, frame: &[u8], secret: &[u8]) -> Option<FlowHead> {
     use wv_wire::packet::Addr;
-    fn bytes(a: &Addr) -> Option<&[u8]> {
-        match a {
-            Addr::V4(x) => Some(x),
-            Addr::V6(x) => Some(x),
-            Addr::None => None,
-        }
-    }
-    let (src, dst) = (bytes(&k.src)?, bytes(&k.dst)?);
-    let from_high = (src, sport) > (dst, dport);
-    let ((lo, lp), (hi, hp)) = if from_high { ((dst, dport), (src, sport)) } else { ((src, sport), (dst, dport)) };
-    // VLAN ids, the transport protocol, ports and addresses, laid out in a
-    // fixed buffer (no allocation).
-    let mut buf = [0u8; 2 * 4 + 1 + 4 + 32];
+    let k = wv_wire::packet::parse(linktype, frame);
+    let (sport, dport) = k.ports?;
+    let (src, dst, v6) = match (k.src, k.dst) {
+        (Addr::V4(s), Addr::V4(d)) => (u32::from_be_bytes(s).into(), u32::from_be_bytes(d).into(), false),
+        (Addr::V6(s), Addr::V6(d)) => (u128::from_be_bytes(s), u128::from_be_bytes(d), true),
+        _ => return None,
+    };
+    let proto = k.protos().last().copied().unwrap_or(0);
+    Some(flow_head(k.vlans(), proto, v6, (src, sport), (dst, dport), k.tcp_flags.unwrap_or(0), secret))
+}
+
+/// The connection of an Ethernet frame read at fixed offsets, when its
+/// headers are simple and inside `b`: Some(answer) as [`slow_head`] would
+/// give it, None to ask [`slow_head`]. The same leniency as the index's
+/// parse (IPv4 header length from the IHL nibble, unchecked).
+#[inline(always)]
+fn fast_head(b: &[u8], secret: &[u8]) -> Option<Option<FlowHead>> {
+    use wv_wire::packet::{ethertype, ipproto, MAX_VLANS};
+    use wv_wire::views::{get16, get_arr, ipv4, ipv6, tcp, udp, vlan};
+    let be16 = |at: usize| get16(b, at);
+    let mut vlans = [0u16; MAX_VLANS];
     let mut n = 0;
-    for v in k.vlans() {
-        buf[n..n + 2].copy_from_slice(&v.to_be_bytes());
-        n += 2;
+    let mut off = 12;
+    let mut et = be16(off)?;
+    while vlan::is_tpid(et) {
+        if n == MAX_VLANS {
+            return None;
+        }
+        vlans[n] = be16(off + 2)? & vlan::VID_MASK;
+        n += 1;
+        off += 4;
+        et = be16(off)?;
     }
-    buf[n] = k.protos().last().copied().unwrap_or(0);
-    n += 1;
-    buf[n..n + 2].copy_from_slice(&lp.to_be_bytes());
-    buf[n + 2..n + 4].copy_from_slice(&hp.to_be_bytes());
-    n += 4;
-    buf[n..n + lo.len()].copy_from_slice(lo);
-    n += lo.len();
-    buf[n..n + hi.len()].copy_from_slice(hi);
-    n += hi.len();
-    Some((mix(xxh3_64_with_secret(&buf[..n], secret), n as u64), from_high))
+    let l3 = off + 2;
+    let (proto, l4, v6, src, dst) = match et {
+        ethertype::IPV4 => {
+            let h: [u8; 20] = get_arr(b, l3)?;
+            let proto = h[ipv4::field::PROTOCOL];
+            let frag = u16::from_be_bytes([h[ipv4::field::FLG_OFF.start], h[ipv4::field::FLG_OFF.start + 1]]);
+            if !matches!(proto, ipproto::TCP | ipproto::UDP | ipproto::SCTP) || frag & ipv4::FRAG_OFFSET_MASK != 0 {
+                return Some(None);
+            }
+            let l4 = l3 + 4 * (h[ipv4::field::VER_IHL] & 0x0f) as usize;
+            let addr = |at: usize| u128::from(u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]));
+            (proto, l4, false, addr(ipv4::field::SRC_ADDR.start), addr(ipv4::field::DST_ADDR.start))
+        }
+        ethertype::IPV6 => {
+            let h: [u8; ipv6::HEADER_LEN] = get_arr(b, l3)?;
+            let proto = h[ipv6::field::NXT_HDR];
+            if !matches!(proto, ipproto::TCP | ipproto::UDP | ipproto::SCTP) {
+                return None;
+            }
+            let addr = |at: usize| u128::from_be_bytes(get_arr(&h, at).unwrap_or_default());
+            (proto, l3 + ipv6::HEADER_LEN, true, addr(ipv6::field::SRC_ADDR.start), addr(ipv6::field::DST_ADDR.start))
+        }
+        // ARP and the rest: no ports.
+        _ => return Some(None),
+    };
+    let sport = be16(l4 + udp::field::SRC_PORT.start)?;
+    let dport = be16(l4 + udp::field::DST_PORT.start)?;
+    let flags = if proto == ipproto::TCP { be16(l4 + tcp::field::FLAGS.start)? & 0x01ff } else { 0 };
+    Some(Some(flow_head(&vlans[..n], proto, v6, (src, sport), (dst, dport), flags, secret)))
+}
+
+/// The connection's keyed hash, the same for both directions, and whether
+/// the frame comes from the higher endpoint (by address, then port; an IPv4
+/// address is given as a number below 2^32).
+#[inline(always)]
+fn flow_head(
+    vlans: &[u16],
+    proto: u8,
+    v6: bool,
+    src: (u128, u16),
+    dst: (u128, u16),
+    flags: u16,
+    secret: &[u8],
+) -> FlowHead {
+    let from_high = src > dst;
+    let ((lo, lp), (hi, hp)) = if from_high { (dst, src) } else { (src, dst) };
+    // VLAN ids (12 bits each, at most 4) and their number, the transport
+    // protocol, the ports and the family, then the addresses: fixed-size
+    // words, which hash without a byte-by-byte layout.
+    let tags = vlans.iter().fold(0u64, |t, &v| t << 12 | u64::from(v & 0x0fff));
+    let w0 = tags | (vlans.len() as u64) << 48 | u64::from(proto) << 56;
+    let w1 = u64::from(lp) << 16 | u64::from(hp) | u64::from(v6) << 32;
+    let mut buf = [0u8; 48];
+    buf[..8].copy_from_slice(&w0.to_le_bytes());
+    buf[8..16].copy_from_slice(&w1.to_le_bytes());
+    let h = if v6 {
+        buf[16..32].copy_from_slice(&lo.to_le_bytes());
+        buf[32..48].copy_from_slice(&hi.to_le_bytes());
+        xxh3_64_with_secret(&buf, secret)
+    } else {
+        buf[16..24].copy_from_slice(&((lo as u64) << 32 | hi as u64).to_le_bytes());
+        xxh3_64_with_secret(&buf[..24], secret)
+    };
+    // Never 0: an empty way has key 0.
+    FlowHead { key: h | 1, from_high, flags }
 }
 
 #[cfg(test)]
@@ -477,6 +658,76 @@ mod tests {
         assert!(c.keep(1, 1, 60, &f));
         assert!(c.keep(2, 1, 60, &[0u8; 10]));
         assert!(!c.keep(3, 1, 60, &tcp(A, B, ACK, 60)), "limit 0 cuts every TCP frame");
+    }
+
+    /// The fixed-offset reading of a frame's connection gives what the
+    /// index's parse gives, on every shape it takes and on the ones it
+    /// leaves to the parse (VLAN stacks, IPv6, fragments, truncations).
+    #[test]
+    fn fast_head_agrees_with_the_parse() {
+        let secret = random_secret();
+        let fast_answers = std::cell::Cell::new(0);
+        let same = |f: &[u8]| {
+            let slow = slow_head(wv_wire::linktype::ETHERNET, f, &secret[..]);
+            if let Some(fast) = fast_head(f, &secret[..]) {
+                let key = |h: Option<FlowHead>| h.map(|h| (h.key, h.from_high, h.flags));
+                assert_eq!(key(fast), key(slow), "{f:02x?}");
+                fast_answers.set(fast_answers.get() + 1);
+            }
+            slow
+        };
+        let base = tcp(A, B, SYN | ACK, 60);
+        let mut frames = vec![base.clone(), tcp(B, A, FIN, 80)];
+        // UDP, SCTP, ICMP, ARP, a later fragment, a first fragment, IHL 6 and 3.
+        for (at, v) in [(23, 17u8), (23, 132), (23, 1), (12, 0x08)] {
+            let mut f = base.clone();
+            f[at] = v;
+            if v == 0x08 {
+                f[13] = 0x06;
+            }
+            frames.push(f);
+        }
+        for (b20, b21, ihl) in [(0x00, 0x10, 0x45), (0x20, 0x00, 0x45), (0x40, 0x00, 0x46), (0x00, 0x00, 0x43)] {
+            let mut f = base.clone();
+            (f[20], f[21], f[14]) = (b20, b21, ihl);
+            frames.push(f);
+        }
+        // VLAN stacks of 1 to 6 tags (802.1Q, 802.1ad, 0x9100).
+        for n in 1..=6 {
+            let mut f = base[..12].to_vec();
+            for i in 0..n {
+                let tpid: u16 = [0x8100, 0x88a8, 0x9100][i % 3];
+                f.extend_from_slice(&tpid.to_be_bytes());
+                f.extend_from_slice(&(0xe000u16 | (100 + i as u16)).to_be_bytes());
+            }
+            f.extend_from_slice(&base[12..]);
+            frames.push(f);
+        }
+        // IPv6/TCP, IPv6/UDP, IPv6 with a hop-by-hop header.
+        for nh in [6u8, 17, 0] {
+            let mut f = base[..12].to_vec();
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 20, nh, 64]);
+            f.extend((0..32).map(|i| i as u8 * 7));
+            if nh == 0 {
+                f.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0]);
+            }
+            f.extend_from_slice(&base[34..54]);
+            frames.push(f);
+        }
+        let n_whole = frames.len();
+        // Every truncation of each frame.
+        for f in frames[..n_whole].to_vec() {
+            for len in 0..f.len() {
+                frames.push(f[..len].to_vec());
+            }
+        }
+        let with_flow = frames.iter().filter(|f| same(f).is_some()).count();
+        assert!(with_flow > 20, "the cases must include connections: {with_flow}");
+        assert!(fast_answers.get() > 200, "the fixed offsets must answer many: {}", fast_answers.get());
+        // Both directions of a connection are one connection.
+        let (ab, ba) = (same(&tcp(A, B, ACK, 60)).unwrap(), same(&tcp(B, A, ACK, 60)).unwrap());
+        assert_eq!(ab.key, ba.key);
+        assert_ne!(ab.from_high, ba.from_high);
     }
 
     #[test]
