@@ -105,7 +105,7 @@ impl Reduce {
 
     /// The part of a packet's verdict that reads only the packet; starts
     /// loading the table buckets [`Reduce::judge`] will read.
-    #[inline]
+    #[inline(always)]
     pub fn prepare(&self, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Prepared {
         let mut p = Prepared { origlen, ..Prepared::default() };
         if let Some(d) = &self.dedup {
@@ -238,7 +238,7 @@ impl Dedup {
 
     /// The keyed hash of a frame (its captured bytes, `parts` joined, and
     /// its original length).
-    #[inline]
+    #[inline(always)]
     pub fn hash(&self, origlen: u32, parts: &[&[u8]]) -> u64 {
         mix(frame_hash(parts, &self.secret[..]), u64::from(origlen))
     }
@@ -303,16 +303,49 @@ impl Dedup {
     }
 }
 
-/// Four connections: 100 bytes, two cache lines.
+/// Connections per bucket of the cutoff's table.
+const FLOW_WAYS: usize = 3;
+/// The most a connection's byte count holds (2^40 - 1: 1 TiB); it stays
+/// there. A cutoff above it never cuts.
+const BYTES_MAX: u64 = (1 << 40) - 1;
+/// Bits of a connection's key that hold its state instead.
+const STATE_BITS: u64 = 7;
+
+/// Three connections in one cache line (one memory load per packet).
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 struct FlowBucket {
-    key: [u64; WAYS],
-    last_ns: [u64; WAYS],
-    /// Original bytes of the connection so far (both directions).
-    bytes: [u64; WAYS],
-    /// FIN seen from the lower (bit 0) and the higher (bit 1) endpoint; RST (bit 2).
-    state: [u8; WAYS],
+    /// The connection's key (its low 3 bits cleared) with its state in the
+    /// low 3 bits: FIN seen from the lower (bit 0) and the higher (bit 1)
+    /// endpoint, ended (bit 2). 0: an empty way.
+    key: [u64; FLOW_WAYS],
+    last_ns: [u64; FLOW_WAYS],
+    /// Original bytes of the connection so far (both directions), 40 bits
+    /// little-endian, saturating at [`BYTES_MAX`].
+    bytes: [[u8; 5]; FLOW_WAYS],
+}
+
+impl FlowBucket {
+    #[inline]
+    fn bytes(&self, i: usize) -> u64 {
+        let b = self.bytes[i];
+        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], 0, 0, 0])
+    }
+
+    #[inline]
+    fn set_bytes(&mut self, i: usize, n: u64) {
+        self.bytes[i].copy_from_slice(&n.min(BYTES_MAX).to_le_bytes()[..5]);
+    }
+
+    #[inline]
+    fn state(&self, i: usize) -> u8 {
+        (self.key[i] & STATE_BITS) as u8
+    }
+
+    #[inline]
+    fn add_state(&mut self, i: usize, bits: u8) {
+        self.key[i] |= u64::from(bits);
+    }
 }
 
 const FIN_LOW: u8 = 1;
@@ -325,7 +358,7 @@ const ENDED: u8 = 4;
 /// A connection starts again (from zero) with a SYN without ACK, and after
 /// `idle` without packets. Frames without ports (not TCP/UDP/SCTP, later
 /// IP fragments, truncated headers) are always stored. The table is a fixed
-/// number of entries, 4 per bucket; a new connection whose bucket is full
+/// number of entries, 3 per bucket (one cache line); a new connection whose bucket is full
 /// takes the place of its least recently seen one, which, if it comes back,
 /// starts from zero again (it keeps more than BYTES: counted in
 /// [`Cutoff::evicted`]).
@@ -340,11 +373,12 @@ pub struct Cutoff {
 }
 
 impl Cutoff {
-    /// Connections tracked by default (128 B a bucket of 4: 32 MiB).
+    /// Connections tracked by default (at least; 64 B a bucket of 3,
+    /// rounded up to a power of two: 1.5 M in 32 MiB).
     pub const DEFAULT_ENTRIES: usize = 1 << 20;
 
     pub fn new(limit: u64, idle_ns: u64, entries: usize) -> Cutoff {
-        let n = entries.div_ceil(WAYS).max(1).next_power_of_two();
+        let n = entries.div_ceil(FLOW_WAYS).max(1).next_power_of_two();
         Cutoff { buckets: table(n), mask: n as u64 - 1, limit, idle_ns, secret: random_secret(), evicted: 0 }
     }
 
@@ -353,13 +387,10 @@ impl Cutoff {
         ((key >> 32) & self.mask) as usize
     }
 
-    /// Starts loading the bucket of a connection (both its cache lines).
+    /// Starts loading the bucket of a connection.
     #[inline]
     pub fn prefetch(&self, key: u64) {
-        let b = &self.buckets[self.bucket(key)];
-        let p: *const u8 = (&raw const *b).cast();
-        wv_sys::mem::prefetch(p);
-        wv_sys::mem::prefetch(p.wrapping_add(64));
+        wv_sys::mem::prefetch((&raw const self.buckets[self.bucket(key)]).cast());
     }
 
     /// The connection of a frame given in parts (None: it belongs to none).
@@ -368,7 +399,7 @@ impl Cutoff {
     /// read at fixed offsets ([`fast_head`]); every other frame goes through
     /// the index's key extraction ([`wv_wire::packet::parse`]). Both give the
     /// same answer where the first applies (a unit test compares them).
-    #[inline]
+    #[inline(always)]
     pub fn head(&self, linktype: u32, parts: &[&[u8]]) -> Option<FlowHead> {
         let first = parts.first().copied().unwrap_or(&[]);
         if linktype == wv_wire::linktype::ETHERNET {
@@ -411,37 +442,38 @@ impl Cutoff {
         let bucket = self.bucket(key);
         let b = &mut self.buckets[bucket];
         let new_conn = flags & wv_wire::views::tcp::flags::SYN != 0 && flags & wv_wire::views::tcp::flags::ACK == 0;
-        let slot = match (0..WAYS).find(|&i| b.key[i] == key) {
+        let slot = match (0..FLOW_WAYS).find(|&i| b.key[i] & !STATE_BITS == key) {
             Some(i) => {
                 if new_conn || ts_ns.saturating_sub(b.last_ns[i]) >= self.idle_ns {
-                    (b.bytes[i], b.state[i]) = (0, 0);
+                    (b.key[i], b.bytes[i]) = (key, [0; 5]);
                 }
                 i
             }
             None => {
                 // An empty way, else the least recently seen one.
                 let mut v = 0;
-                for i in 1..WAYS {
+                for i in 1..FLOW_WAYS {
                     if b.last_ns[i] < b.last_ns[v] {
                         v = i;
                     }
                 }
                 let live =
-                    b.key[v] != 0 && b.state[v] & ENDED == 0 && ts_ns.saturating_sub(b.last_ns[v]) < self.idle_ns;
+                    b.key[v] != 0 && b.state(v) & ENDED == 0 && ts_ns.saturating_sub(b.last_ns[v]) < self.idle_ns;
                 self.evicted += u64::from(live);
-                (b.key[v], b.bytes[v], b.state[v]) = (key, 0, 0);
+                (b.key[v], b.bytes[v]) = (key, [0; 5]);
                 v
             }
         };
-        let keep = b.bytes[slot] < self.limit;
-        b.bytes[slot] = b.bytes[slot].saturating_add(u64::from(origlen));
+        let bytes = b.bytes(slot);
+        let keep = bytes < self.limit;
+        b.set_bytes(slot, bytes.saturating_add(u64::from(origlen)));
         b.last_ns[slot] = b.last_ns[slot].max(ts_ns);
         if flags & wv_wire::views::tcp::flags::RST != 0 {
-            b.state[slot] |= ENDED;
+            b.add_state(slot, ENDED);
         } else if flags & wv_wire::views::tcp::flags::FIN != 0 {
-            b.state[slot] |= if from_high { FIN_HIGH } else { FIN_LOW };
-            if b.state[slot] & (FIN_LOW | FIN_HIGH) == FIN_LOW | FIN_HIGH {
-                b.state[slot] |= ENDED;
+            b.add_state(slot, if from_high { FIN_HIGH } else { FIN_LOW });
+            if b.state(slot) & (FIN_LOW | FIN_HIGH) == FIN_LOW | FIN_HIGH {
+                b.add_state(slot, ENDED);
             }
         }
         keep
@@ -548,8 +580,9 @@ fn flow_head(
         buf[16..24].copy_from_slice(&((lo as u64) << 32 | hi as u64).to_le_bytes());
         xxh3_64_with_secret(&buf[..24], secret)
     };
-    // Never 0: an empty way has key 0.
-    FlowHead { key: h | 1, from_high, flags }
+    // The low bits hold the connection's state in the table; never 0 (an
+    // empty way has key 0).
+    FlowHead { key: (h & !STATE_BITS) | 8, from_high, flags }
 }
 
 #[cfg(test)]
@@ -641,13 +674,28 @@ mod tests {
 
     #[test]
     fn cutoff_table_full_fails_open_and_counts() {
+        // One bucket: one connection more than it holds.
         let mut c = Cutoff::new(100, u64::MAX, 1);
-        for p in 0..5u16 {
+        for p in 0..=FLOW_WAYS as u16 {
             assert!(c.keep(u64::from(p) + 1, 1, 200, &tcp(([10, 0, 0, 9], p), B, ACK, 200)));
         }
-        assert_eq!(c.evicted, 1, "the fifth connection evicted the least recently seen");
+        assert_eq!(c.evicted, 1, "the last connection evicted the least recently seen");
         // The evicted one (port 0) comes back: starts from zero, stored.
         assert!(c.keep(10, 1, 200, &tcp(([10, 0, 0, 9], 0), B, ACK, 200)));
+    }
+
+    #[test]
+    fn byte_counts_saturate_at_one_tib() {
+        let big = u32::MAX; // 4 GiB frames (as origlen)
+        let run = |limit: u64| {
+            let mut c = Cutoff::new(limit, u64::MAX, 64);
+            (1..=300u64).filter(|&t| c.keep(t, 1, big, &tcp(A, B, ACK, 60))).count()
+        };
+        // 256 frames reach 2^40 - 256 bytes: under the largest count, then cut.
+        assert_eq!(run(BYTES_MAX), 257);
+        // Above the largest count, nothing is ever cut (fails open).
+        assert_eq!(run(BYTES_MAX + 1), 300);
+        assert_eq!(run(10_000), 1);
     }
 
     #[test]

@@ -98,6 +98,14 @@ impl Delivery<'_> {
             let mut cut = [Frame::EMPTY; BATCH];
             let mut caplen = [0u32; BATCH];
             let mut prepared = [Prepared::default(); BATCH];
+            // The frames' first bytes (the headers the reducers read) may not
+            // be in the cache either (the kernel wrote them): their loads are
+            // started together too.
+            for f in chunk {
+                for p in f.parts() {
+                    wv_sys::mem::prefetch(p.as_ptr());
+                }
+            }
             for (i, f) in chunk.iter().enumerate() {
                 (cut[i], caplen[i]) = self.cut(f);
                 prepared[i] = self.reduce.prepare(cut[i].linktype, cut[i].origlen, cut[i].parts());
