@@ -1,6 +1,7 @@
 //! The capture worker loop (one per stream, on its own pinned thread).
 //!
-//! HOT PATH: [`Delivery::packet`] runs once per packet.
+//! HOT PATH: [`Delivery::packet`] (or [`Delivery::packets`], a batch at a time)
+//! runs once per packet.
 
 use crate::reduce::{Prepared, Reduce, Verdict};
 use crate::{CaptureError, Counts, KernelCounts, Poll, SharedCounts, Source};
@@ -60,6 +61,9 @@ impl<'a> Frame<'a> {
 /// overlap instead of adding up. 32 lines in flight are more than a core's
 /// fill buffers: the later ones queue, none is lost.
 pub const BATCH: usize = 32;
+/// How many frames ahead of the one being stored [`Delivery::packets`]
+/// prepares (the prefetch distance).
+const AHEAD: usize = 8;
 
 impl Delivery<'_> {
     /// Stores one packet whose captured bytes are the concatenation of
@@ -108,10 +112,21 @@ impl Delivery<'_> {
             }
             for (i, f) in chunk.iter().enumerate() {
                 (cut[i], caplen[i]) = self.cut(f);
+            }
+            // Software pipelining: frame i + AHEAD is prepared (hashed, its
+            // buckets prefetched) just before frame i is judged and copied,
+            // so the hashing overlaps the copies' memory traffic and every
+            // bucket has AHEAD frames' time to arrive.
+            let n = chunk.len();
+            for i in 0..AHEAD.min(n) {
                 prepared[i] = self.reduce.prepare(cut[i].linktype, cut[i].origlen, cut[i].parts());
             }
-            for ((f, &caplen), p) in cut.iter().zip(&caplen).zip(&prepared).take(chunk.len()) {
-                self.store(f.ts_ns, f.linktype, f.snaplen, f.origlen, caplen, f.parts(), Some(p));
+            for i in 0..n {
+                if let Some(f) = cut[..n].get(i + AHEAD) {
+                    prepared[i + AHEAD] = self.reduce.prepare(f.linktype, f.origlen, f.parts());
+                }
+                let f = &cut[i];
+                self.store(f.ts_ns, f.linktype, f.snaplen, f.origlen, caplen[i], f.parts(), Some(&prepared[i]));
             }
         }
     }
