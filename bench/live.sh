@@ -262,7 +262,10 @@ run_one() { # tool size scenario
 # --- header and runs -----------------------------------------------------------------------------
 echo "## Live capture benchmark ($(stamp), kernel $(uname -r), $(nproc) CPUs, captures on $(findmnt -no FSTYPE -T "$WORK"), $(revision))"
 echo
-echo "Command: \`sudo N64=$N64 N1514=$N1514 SCENARIOS=\"$SCENARIOS\" SIZES=\"$SIZES\" TOOLS=\"$TOOLS\" BUF=$BUF NICE=$NICE bench/live.sh\`"
+EXTRA_ENV=""
+[ "$VARY" = 1 ] && EXTRA_ENV+=" VARY=1"
+[ -n "$WV_ARGS" ] && EXTRA_ENV+=" WV_ARGS=\"$WV_ARGS\""
+echo "Command: \`sudo N64=$N64 N1514=$N1514 SCENARIOS=\"$SCENARIOS\" SIZES=\"$SIZES\" TOOLS=\"$TOOLS\" BUF=$BUF NICE=$NICE$EXTRA_ENV bench/live.sh\`"
 echo
 echo "<!-- commands (\$OUT = per-run temp dir; every tool runs as 'ip netns exec RECV nice -n $NICE [taskset -c 1 in 1core] bench/lib/live_helper.py run ... -- TOOL', 1core pins trafgen to CPU 0, contention pins nothing):"
 echo "  generator: $(gen_cmd SIZE 1core N)"
