@@ -762,13 +762,9 @@ mod tests {
             f.extend_from_slice(&base[34..54]);
             frames.push(f);
         }
-        let n_whole = frames.len();
         // Every truncation of each frame.
-        for f in frames[..n_whole].to_vec() {
-            for len in 0..f.len() {
-                frames.push(f[..len].to_vec());
-            }
-        }
+        let cuts: Vec<Vec<u8>> = frames.iter().flat_map(|f| (0..f.len()).map(|len| f[..len].to_vec())).collect();
+        frames.extend(cuts);
         let with_flow = frames.iter().filter(|f| same(f).is_some()).count();
         assert!(with_flow > 20, "the cases must include connections: {with_flow}");
         assert!(fast_answers.get() > 200, "the fixed offsets must answer many: {}", fast_answers.get());
