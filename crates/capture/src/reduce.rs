@@ -172,15 +172,37 @@ pub struct Pending {
 /// extraction reads fits: Ethernet, 4 VLAN tags, IPv6 and its extension headers).
 const HEAD_LEN: usize = 256;
 
-/// A table of `n` zeroed entries on transparent huge pages where the kernel
-/// gives them (one TLB entry per 2 MiB: a random lookup in a 32 MiB table
-/// otherwise misses the TLB nearly every time, and in a VM a miss is a
-/// two-level walk), written now so that no page faults on the capture path.
-fn table<T: Copy + Default>(n: usize) -> Box<[T]> {
-    let mut v: Vec<T> = Vec::with_capacity(n);
-    wv_sys::mem::advise_huge(v.as_ptr().cast(), n * std::mem::size_of::<T>());
-    v.resize(n, T::default());
-    v.into_boxed_slice()
+/// A hash table's buckets: a power of two of them, chosen by bits 32.. of a
+/// hash; zeroed, on transparent huge pages where the kernel gives them (one
+/// TLB entry per 2 MiB: a random lookup in a 32 MiB table otherwise misses
+/// the TLB nearly every time, and in a VM a miss is a two-level walk), and
+/// written at creation so that no page faults on the capture path.
+struct Buckets<T> {
+    b: Box<[T]>,
+    mask: u64,
+}
+
+impl<T: Copy + Default> Buckets<T> {
+    /// Buckets for `entries` entries, `ways` to a bucket (at least one bucket).
+    fn new(entries: usize, ways: usize) -> Buckets<T> {
+        let n = entries.div_ceil(ways).max(1).next_power_of_two();
+        let mut v: Vec<T> = Vec::with_capacity(n);
+        wv_sys::mem::advise_huge(v.as_ptr().cast(), n * std::mem::size_of::<T>());
+        v.resize(n, T::default());
+        Buckets { b: v.into_boxed_slice(), mask: n as u64 - 1 }
+    }
+
+    /// The bucket of a hash.
+    #[inline]
+    fn of(&self, hash: u64) -> usize {
+        ((hash >> 32) & self.mask) as usize
+    }
+
+    /// Starts loading the bucket of a hash.
+    #[inline]
+    fn prefetch(&self, hash: u64) {
+        wv_sys::mem::prefetch((&raw const self.b[self.of(hash)]).cast());
+    }
 }
 
 /// The keyed hash of a frame given in parts: one part is hashed whole; a
@@ -211,8 +233,7 @@ struct DedupBucket {
 /// secret); the table keeps the most recent stored frames, 4 per bucket
 /// (the oldest of a bucket is replaced).
 pub struct Dedup {
-    buckets: Box<[DedupBucket]>,
-    mask: u64,
+    buckets: Buckets<DedupBucket>,
     window_ns: u64,
     secret: Box<[u8; SECRET_LEN]>,
 }
@@ -225,15 +246,7 @@ impl Dedup {
     /// A table for `entries` frames (rounded up to a power of two, at least
     /// one bucket) and a window of `window_ns`.
     pub fn new(window_ns: u64, entries: usize) -> Dedup {
-        let n = entries.div_ceil(WAYS).max(1).next_power_of_two();
-        Dedup {
-            // Written, not just allocated: the pages are faulted in now, not
-            // on the capture path.
-            buckets: table(n),
-            mask: n as u64 - 1,
-            window_ns,
-            secret: random_secret(),
-        }
+        Dedup { buckets: Buckets::new(entries, WAYS), window_ns, secret: random_secret() }
     }
 
     /// The keyed hash of a frame (its captured bytes, `parts` joined, and
@@ -243,15 +256,10 @@ impl Dedup {
         mix(frame_hash(parts, &self.secret[..]), u64::from(origlen))
     }
 
-    #[inline]
-    fn bucket(&self, hash: u64) -> usize {
-        ((hash >> 32) & self.mask) as usize
-    }
-
     /// Starts loading the bucket of a frame hash.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        wv_sys::mem::prefetch((&raw const self.buckets[self.bucket(hash)]).cast());
+        self.buckets.prefetch(hash);
     }
 
     /// Whether `frame` (of original length `origlen`, seen at `ts_ns`)
@@ -265,8 +273,8 @@ impl Dedup {
     /// [`Dedup::lookup`] of a frame by its [`Dedup::hash`].
     #[inline]
     pub fn lookup_hash(&self, ts_ns: u64, hash: u64) -> Lookup {
-        let bucket = self.bucket(hash);
-        let b = &self.buckets[bucket];
+        let bucket = self.buckets.of(hash);
+        let b = &self.buckets.b[bucket];
         let mut way = 0;
         for i in 0..WAYS {
             // Stamps may step back a little (several sources, clock steps):
@@ -285,7 +293,7 @@ impl Dedup {
     /// Remembers a stored frame at the place [`Dedup::lookup`] gave.
     #[inline]
     pub fn remember(&mut self, p: Pending, ts_ns: u64) {
-        let b = &mut self.buckets[p.bucket];
+        let b = &mut self.buckets.b[p.bucket];
         (b.hash[p.way], b.ts[p.way]) = (p.hash, ts_ns);
     }
 
@@ -363,8 +371,7 @@ const ENDED: u8 = 4;
 /// starts from zero again (it keeps more than BYTES: counted in
 /// [`Cutoff::evicted`]).
 pub struct Cutoff {
-    buckets: Box<[FlowBucket]>,
-    mask: u64,
+    buckets: Buckets<FlowBucket>,
     limit: u64,
     idle_ns: u64,
     secret: Box<[u8; SECRET_LEN]>,
@@ -378,19 +385,13 @@ impl Cutoff {
     pub const DEFAULT_ENTRIES: usize = 1 << 20;
 
     pub fn new(limit: u64, idle_ns: u64, entries: usize) -> Cutoff {
-        let n = entries.div_ceil(FLOW_WAYS).max(1).next_power_of_two();
-        Cutoff { buckets: table(n), mask: n as u64 - 1, limit, idle_ns, secret: random_secret(), evicted: 0 }
-    }
-
-    #[inline]
-    fn bucket(&self, key: u64) -> usize {
-        ((key >> 32) & self.mask) as usize
+        Cutoff { buckets: Buckets::new(entries, FLOW_WAYS), limit, idle_ns, secret: random_secret(), evicted: 0 }
     }
 
     /// Starts loading the bucket of a connection.
     #[inline]
     pub fn prefetch(&self, key: u64) {
-        wv_sys::mem::prefetch((&raw const self.buckets[self.bucket(key)]).cast());
+        self.buckets.prefetch(key);
     }
 
     /// The connection of a frame given in parts (None: it belongs to none).
@@ -439,8 +440,8 @@ impl Cutoff {
         let Some(FlowHead { key, from_high, flags }) = head else {
             return true;
         };
-        let bucket = self.bucket(key);
-        let b = &mut self.buckets[bucket];
+        let bucket = self.buckets.of(key);
+        let b = &mut self.buckets.b[bucket];
         let new_conn = flags & wv_wire::views::tcp::flags::SYN != 0 && flags & wv_wire::views::tcp::flags::ACK == 0;
         let slot = match (0..FLOW_WAYS).find(|&i| b.key[i] & !STATE_BITS == key) {
             Some(i) => {
