@@ -9,7 +9,15 @@
 # (default "tcpdump dumpcap netsniff-ng stenotype wirevault"), SCENARIOS (default
 # "1core contention"), SIZES (default "64 1514"), BUF (capture buffer per tool, default 256 MiB),
 # NICE (nice level of generator and tools, default -10), TOOL_PREFIX (wraps every tool, e.g.
-# "chrt -f 1"), KEEP_LOGS (directory to keep each tool's stdout/stderr in).
+# "chrt -f 1"), KEEP_LOGS (directory to keep each tool's stdout/stderr in), WV_ARGS (extra
+# `wirevault record` options, e.g. "--dedup 1ms --flow-cutoff 100G"), VARY (1: every frame differs:
+# UDP source port counts up, 1024..65535, a flow table's worth of connections; 8 random payload
+# bytes per frame, so that the frames of the two trafgen threads differ too. Needed with --dedup,
+# which would drop trafgen's identical frames).
+#
+# Contention with the recorder's reductions (issue 15: --dedup and --flow-cutoff keep >= 99.9%):
+#   sudo VARY=1 WV_ARGS="--dedup 1ms --flow-cutoff 100G" SCENARIOS=contention bench/live.sh
+# (a cutoff above the bytes of any connection: nothing is cut, every frame costs the lookup).
 #
 # Scenarios:
 #   1core       trafgen on CPU 0 (taskset -c 0, -P 1), the capture tool pinned to CPU 1
@@ -44,6 +52,8 @@ SIZES=${SIZES:-"64 1514"}
 BUF=${BUF:-256}   # MiB, for every tool
 NICE=${NICE:--10} # generator and tools run at this nice level (shields them from background jobs)
 TOOL_PREFIX=${TOOL_PREFIX:-}  # e.g. "chrt -f 1": run every capture tool under this command
+WV_ARGS=${WV_ARGS:-}   # extra wirevault record options
+VARY=${VARY:-0}        # 1: frames differ from each other (see above)
 WORK=$(realpath -m "${1:-$ROOT/bench-live.$$}")
 S=wvlive-s$$      # sender namespace
 R=wvlive-r$$      # receiver namespace
@@ -71,12 +81,16 @@ DST_MAC=02:00:00:00:00:02   # not vethB's: PACKET_OTHERHOST, dropped silently ab
 for sz in 64 1514; do
   pl=$((sz - 4 - 42))   # 64 B on the wire = 60 B without FCS; 1514 B is without FCS already
   [ "$sz" = 1514 ] && pl=$((1514 - 42))
+  if [ "$VARY" = 1 ]; then
+    UDP="udp(sport=dinc(1024, 65535), dport=9), drnd(8), fill(0x5a, $((pl - 8)))"
+  else
+    UDP="udp(sport=40000, dport=9), fill(0x5a, $pl)"
+  fi
   cat >"$WORK/udp$sz.cfg" <<EOF
 {
   eth(da=$DST_MAC, sa=02:00:00:00:00:01, type=0x0800),
   ipv4(saddr=10.255.0.1, daddr=10.255.0.2, ttl=64, df),
-  udp(sport=40000, dport=9),
-  fill(0x5a, $pl)
+  $UDP
 }
 EOF
 done
@@ -98,6 +112,8 @@ tool_cmd() { # tool scenario out -> prints the command (one word per line)
       --blocks="$BUF" --seccomp=none --no_watchdogs --blockage_sec=1 --stats_blocks=10 -v ;;
     wirevault)
       printf '%s\n' "$BIN" record -i vethB -o "$out/store" --buffer "${BUF}M" -q
+      # shellcheck disable=SC2086 # WV_ARGS is a list of options
+      [ -n "$WV_ARGS" ] && printf '%s\n' $WV_ARGS
       [ "$sc" = 1core ] && printf '%s\n' --cpus 1
       ;;
   esac
@@ -209,9 +225,11 @@ run_one() { # tool size scenario
       local st="$out/store/stats.json"
       if [ -f "$st" ]; then
         local s_written s_received s_filtered s_dropped s_balanced arrived=$((rx1 - rx0)) probs=()
-        read -r s_written s_received s_filtered s_dropped s_balanced < <(stats "$st" written=0 received=0 filtered=0 dropped=0 balanced=False)
+        local s_dedup s_cut
+        read -r s_written s_received s_filtered s_dropped s_balanced s_dedup s_cut < <(stats "$st" written=0 received=0 filtered=0 dropped=0 balanced=False deduplicated=0 cut=0)
         [ "$s_written" = "$stored" ] || probs+=("stats.json written=$s_written but the files hold $stored")
-        [ "$s_received" = $((s_written + s_filtered + s_dropped)) ] || probs+=("received != written+filtered+dropped")
+        [ "$s_received" = $((s_written + s_filtered + s_dropped + s_dedup + s_cut)) ] || probs+=("received != written+filtered+deduplicated+cut+dropped")
+        [ $((s_dedup + s_cut)) = 0 ] || probs+=("deduplicated $s_dedup, cut $s_cut (the stored % counts them as lost)")
         [ "$s_balanced" = True ] || probs+=("balanced=false")
         [ "$s_received" -le "$arrived" ] || probs+=("received $s_received > arrived $arrived")
         extra=$(IFS=';'; echo "${probs[*]}")
@@ -244,11 +262,16 @@ run_one() { # tool size scenario
 # --- header and runs -----------------------------------------------------------------------------
 echo "## Live capture benchmark ($(stamp), kernel $(uname -r), $(nproc) CPUs, captures on $(findmnt -no FSTYPE -T "$WORK"), $(revision))"
 echo
-echo "Command: \`sudo N64=$N64 N1514=$N1514 SCENARIOS=\"$SCENARIOS\" SIZES=\"$SIZES\" TOOLS=\"$TOOLS\" BUF=$BUF NICE=$NICE bench/live.sh\`"
+EXTRA_ENV=""
+[ "$VARY" = 1 ] && EXTRA_ENV+=" VARY=1"
+[ -n "$WV_ARGS" ] && EXTRA_ENV+=" WV_ARGS=\"$WV_ARGS\""
+echo "Command: \`sudo N64=$N64 N1514=$N1514 SCENARIOS=\"$SCENARIOS\" SIZES=\"$SIZES\" TOOLS=\"$TOOLS\" BUF=$BUF NICE=$NICE$EXTRA_ENV bench/live.sh\`"
 echo
 echo "<!-- commands (\$OUT = per-run temp dir; every tool runs as 'ip netns exec RECV nice -n $NICE [taskset -c 1 in 1core] bench/lib/live_helper.py run ... -- TOOL', 1core pins trafgen to CPU 0, contention pins nothing):"
 echo "  generator: $(gen_cmd SIZE 1core N)"
 echo "  generator: $(gen_cmd SIZE contention N)   (udpSIZE.cfg: eth/ipv4/udp to $DST_MAC, 64 B = 60 B + FCS, 1514 B)"
+[ "$VARY" = 1 ] && echo "  frames vary (VARY=1): UDP source port dinc(1024, 65535), 8 random payload bytes (drnd)"
+[ -n "$WV_ARGS" ] && echo "  wirevault extra options (WV_ARGS): $WV_ARGS"
 # shellcheck disable=SC2016 # $OUT is printed as it is
 for t in $TOOLS; do echo "  $t: $(tool_cmd "$t" 1core '$OUT' | tr '\n' ' ')"; done
 echo "  wirevault (contention): same without --cpus; versions: $(tcpdump --version 2>&1 | head -1), $(dumpcap -v 2>&1 | head -1 | cut -c1-40), $(netsniff-ng -v 2>&1 | head -1), $(trafgen -v 2>&1 | head -1), stenographer $(dpkg-query -W -f '${Version}' stenographer 2>/dev/null || echo '?')"

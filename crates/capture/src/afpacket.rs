@@ -5,7 +5,8 @@
 //! tag the kernel stripped is put back after the MAC addresses (caplen and
 //! origlen grow by 4), then the snapshot length is applied.
 
-use crate::{CaptureError, Delivery, KernelCounts, Poll, Source};
+use crate::worker::BATCH;
+use crate::{CaptureError, Delivery, Frame, KernelCounts, Poll, Source};
 use std::sync::Arc;
 use wv_sys::afpacket::{FilteredCounter, Ring};
 
@@ -47,37 +48,57 @@ impl Source for AfPacketSource {
             }
             return Ok(Poll::Idle);
         };
-        for f in block.frames() {
-            let d = f.data;
-            // Plain per-frame counts, on this thread; read with the kernel counters.
-            if f.hw_stamp {
-                self.kernel.stamped_hardware += 1;
-            } else {
-                self.kernel.stamped_software += 1;
+        // In batches: the reducers start their table lookups for a whole
+        // batch before judging it (see Delivery::packets).
+        let mut frames = block.frames();
+        loop {
+            let mut raw = [None; BATCH];
+            let mut m = 0;
+            for f in frames.by_ref().take(BATCH) {
+                raw[m] = Some(f);
+                m += 1;
             }
-            match f.vlan {
-                Some(v) if linktype == wv_wire::linktype::ETHERNET && d.len() >= 12 => {
-                    let mut tag = [0u8; 4];
+            if m == 0 {
+                break;
+            }
+            let mut tags = [[0u8; 4]; BATCH];
+            for (tag, f) in tags.iter_mut().zip(raw.iter().flatten()) {
+                // Plain per-frame counts, on this thread; read with the kernel counters.
+                if f.hw_stamp {
+                    self.kernel.stamped_hardware += 1;
+                } else {
+                    self.kernel.stamped_software += 1;
+                }
+                if let Some(v) = f.vlan {
                     tag[..2].copy_from_slice(&v.tpid.to_be_bytes());
                     tag[2..].copy_from_slice(&v.tci.to_be_bytes());
-                    // Reinsert, then cut at the snapshot length, as libpcap does.
-                    let total = (d.len() + 4).min(snaplen);
-                    let mac = 12.min(total);
-                    let tag_len = 4.min(total - mac);
-                    let rest = total - mac - tag_len;
-                    out.packet(
-                        f.ts_ns,
-                        linktype,
-                        self.snaplen,
-                        f.wire_len + 4,
-                        &[&d[..mac], &tag[..tag_len], &d[12..12 + rest]],
-                    );
-                }
-                _ => {
-                    let n = d.len().min(snaplen);
-                    out.packet(f.ts_ns, linktype, self.snaplen, f.wire_len, &[&d[..n]]);
                 }
             }
+            let mut batch = [Frame::EMPTY; BATCH];
+            for ((slot, f), tag) in batch.iter_mut().zip(raw.iter().flatten()).zip(&tags) {
+                let d = f.data;
+                *slot = match f.vlan {
+                    Some(_) if linktype == wv_wire::linktype::ETHERNET && d.len() >= 12 => {
+                        // Reinsert, then cut at the snapshot length, as libpcap does.
+                        let total = (d.len() + 4).min(snaplen);
+                        let mac = 12.min(total);
+                        let tag_len = 4.min(total - mac);
+                        let rest = total - mac - tag_len;
+                        Frame::new(
+                            f.ts_ns,
+                            linktype,
+                            self.snaplen,
+                            f.wire_len + 4,
+                            &[&d[..mac], &tag[..tag_len], &d[12..12 + rest]],
+                        )
+                    }
+                    _ => {
+                        let n = d.len().min(snaplen);
+                        Frame::new(f.ts_ns, linktype, self.snaplen, f.wire_len, &[&d[..n]])
+                    }
+                };
+            }
+            out.packets(&batch[..m]);
         }
         Ok(Poll::Packets)
     }

@@ -17,7 +17,7 @@ pub mod synthetic;
 pub mod worker;
 
 pub use counters::{Counts, SharedCounts};
-pub use worker::Delivery;
+pub use worker::{Delivery, Frame};
 
 /// What one poll of a source produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -57,6 +57,34 @@ pub struct Reduce {
     pending: Option<Pending>,
 }
 
+/// What a frame's verdict needs that depends on the frame alone (its hashes
+/// and TCP flags), computed by [`Reduce::prepare`] ahead of the verdict: a
+/// batch of frames is prepared first, which starts the loads of all their
+/// table buckets, then judged in order ([`Reduce::judge`]), when the buckets
+/// are in the cache. Judging in order keeps every verdict what it would be
+/// one frame at a time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Prepared {
+    /// The dedup hash of the frame (0 when dedup is off).
+    frame: u64,
+    /// The frame's connection for the cutoff (None: it belongs to none, or
+    /// the cutoff is off).
+    flow: Option<FlowHead>,
+    /// The frame's original length.
+    origlen: u32,
+}
+
+/// A frame's connection as the cutoff sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowHead {
+    /// The keyed hash of the connection, the same in both directions.
+    key: u64,
+    /// The frame comes from the connection's higher endpoint.
+    from_high: bool,
+    /// TCP flag bits (0 when not TCP or not captured).
+    flags: u16,
+}
+
 impl Reduce {
     pub fn new(dedup: Option<Dedup>, cutoff: Option<Cutoff>) -> Reduce {
         Reduce { dedup, cutoff, pending: None }
@@ -71,31 +99,42 @@ impl Reduce {
     /// The verdict on one packet (its captured bytes are `parts` joined).
     #[inline]
     pub fn verdict(&mut self, ts_ns: u64, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Verdict {
+        let p = self.prepare(linktype, origlen, parts);
+        self.judge(ts_ns, &p)
+    }
+
+    /// The part of a packet's verdict that reads only the packet; starts
+    /// loading the table buckets [`Reduce::judge`] will read.
+    #[inline(always)]
+    pub fn prepare(&self, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Prepared {
+        let mut p = Prepared { origlen, ..Prepared::default() };
+        if let Some(d) = &self.dedup {
+            p.frame = d.hash(origlen, parts);
+            d.prefetch(p.frame);
+        }
+        if let Some(c) = &self.cutoff {
+            p.flow = c.head(linktype, parts);
+            if let Some(h) = &p.flow {
+                c.prefetch(h.key);
+            }
+        }
+        p
+    }
+
+    /// The verdict on a prepared packet, seen at `ts_ns`. Packets must be
+    /// judged in the order they are stored.
+    #[inline]
+    pub fn judge(&mut self, ts_ns: u64, p: &Prepared) -> Verdict {
         self.pending = None;
         let mut pending = None;
         if let Some(d) = self.dedup.as_mut() {
-            match d.lookup(ts_ns, origlen, parts) {
+            match d.lookup_hash(ts_ns, p.frame) {
                 Lookup::Duplicate => return Verdict::Duplicate,
                 Lookup::New(p) => pending = Some(p),
             }
         }
         if let Some(c) = self.cutoff.as_mut() {
-            // The headers only: the first bytes of the parts, joined on the
-            // stack when the frame comes in several (a re-inserted VLAN tag).
-            let mut head = [0u8; HEAD_LEN];
-            let frame: &[u8] = match parts {
-                [one] => one,
-                _ => {
-                    let mut n = 0;
-                    for p in parts {
-                        let k = p.len().min(HEAD_LEN - n);
-                        head[n..n + k].copy_from_slice(&p[..k]);
-                        n += k;
-                    }
-                    &head[..n]
-                }
-            };
-            if !c.keep(ts_ns, linktype, origlen, frame) {
+            if !c.keep_head(ts_ns, p.origlen, p.flow) {
                 return Verdict::Cut;
             }
         }
@@ -133,15 +172,37 @@ pub struct Pending {
 /// extraction reads fits: Ethernet, 4 VLAN tags, IPv6 and its extension headers).
 const HEAD_LEN: usize = 256;
 
-/// A table of `n` zeroed entries on transparent huge pages where the kernel
-/// gives them (one TLB entry per 2 MiB: a random lookup in a 32 MiB table
-/// otherwise misses the TLB nearly every time, and in a VM a miss is a
-/// two-level walk), written now so that no page faults on the capture path.
-fn table<T: Copy + Default>(n: usize) -> Box<[T]> {
-    let mut v: Vec<T> = Vec::with_capacity(n);
-    wv_sys::mem::advise_huge(v.as_ptr().cast(), n * std::mem::size_of::<T>());
-    v.resize(n, T::default());
-    v.into_boxed_slice()
+/// A hash table's buckets: a power of two of them, chosen by bits 32.. of a
+/// hash; zeroed, on transparent huge pages where the kernel gives them (one
+/// TLB entry per 2 MiB: a random lookup in a 32 MiB table otherwise misses
+/// the TLB nearly every time, and in a VM a miss is a two-level walk), and
+/// written at creation so that no page faults on the capture path.
+struct Buckets<T> {
+    b: Box<[T]>,
+    mask: u64,
+}
+
+impl<T: Copy + Default> Buckets<T> {
+    /// Buckets for `entries` entries, `ways` to a bucket (at least one bucket).
+    fn new(entries: usize, ways: usize) -> Buckets<T> {
+        let n = entries.div_ceil(ways).max(1).next_power_of_two();
+        let mut v: Vec<T> = Vec::with_capacity(n);
+        wv_sys::mem::advise_huge(v.as_ptr().cast(), n * std::mem::size_of::<T>());
+        v.resize(n, T::default());
+        Buckets { b: v.into_boxed_slice(), mask: n as u64 - 1 }
+    }
+
+    /// The bucket of a hash.
+    #[inline]
+    fn of(&self, hash: u64) -> usize {
+        ((hash >> 32) & self.mask) as usize
+    }
+
+    /// Starts loading the bucket of a hash.
+    #[inline]
+    fn prefetch(&self, hash: u64) {
+        wv_sys::mem::prefetch((&raw const self.b[self.of(hash)]).cast());
+    }
 }
 
 /// The keyed hash of a frame given in parts: one part is hashed whole; a
@@ -172,8 +233,7 @@ struct DedupBucket {
 /// secret); the table keeps the most recent stored frames, 4 per bucket
 /// (the oldest of a bucket is replaced).
 pub struct Dedup {
-    buckets: Box<[DedupBucket]>,
-    mask: u64,
+    buckets: Buckets<DedupBucket>,
     window_ns: u64,
     secret: Box<[u8; SECRET_LEN]>,
 }
@@ -186,15 +246,20 @@ impl Dedup {
     /// A table for `entries` frames (rounded up to a power of two, at least
     /// one bucket) and a window of `window_ns`.
     pub fn new(window_ns: u64, entries: usize) -> Dedup {
-        let n = entries.div_ceil(WAYS).max(1).next_power_of_two();
-        Dedup {
-            // Written, not just allocated: the pages are faulted in now, not
-            // on the capture path.
-            buckets: table(n),
-            mask: n as u64 - 1,
-            window_ns,
-            secret: random_secret(),
-        }
+        Dedup { buckets: Buckets::new(entries, WAYS), window_ns, secret: random_secret() }
+    }
+
+    /// The keyed hash of a frame (its captured bytes, `parts` joined, and
+    /// its original length).
+    #[inline(always)]
+    pub fn hash(&self, origlen: u32, parts: &[&[u8]]) -> u64 {
+        mix(frame_hash(parts, &self.secret[..]), u64::from(origlen))
+    }
+
+    /// Starts loading the bucket of a frame hash.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        self.buckets.prefetch(hash);
     }
 
     /// Whether `frame` (of original length `origlen`, seen at `ts_ns`)
@@ -202,9 +267,14 @@ impl Dedup {
     /// [`Dedup::remember`] it once it is stored.
     #[inline]
     pub fn lookup(&self, ts_ns: u64, origlen: u32, parts: &[&[u8]]) -> Lookup {
-        let hash = mix(frame_hash(parts, &self.secret[..]), u64::from(origlen));
-        let bucket = ((hash >> 32) & self.mask) as usize;
-        let b = &self.buckets[bucket];
+        self.lookup_hash(ts_ns, self.hash(origlen, parts))
+    }
+
+    /// [`Dedup::lookup`] of a frame by its [`Dedup::hash`].
+    #[inline]
+    pub fn lookup_hash(&self, ts_ns: u64, hash: u64) -> Lookup {
+        let bucket = self.buckets.of(hash);
+        let b = &self.buckets.b[bucket];
         let mut way = 0;
         for i in 0..WAYS {
             // Stamps may step back a little (several sources, clock steps):
@@ -223,7 +293,7 @@ impl Dedup {
     /// Remembers a stored frame at the place [`Dedup::lookup`] gave.
     #[inline]
     pub fn remember(&mut self, p: Pending, ts_ns: u64) {
-        let b = &mut self.buckets[p.bucket];
+        let b = &mut self.buckets.b[p.bucket];
         (b.hash[p.way], b.ts[p.way]) = (p.hash, ts_ns);
     }
 
@@ -241,15 +311,49 @@ impl Dedup {
     }
 }
 
+/// Connections per bucket of the cutoff's table.
+const FLOW_WAYS: usize = 3;
+/// The most a connection's byte count holds (2^40 - 1: 1 TiB); it stays
+/// there. A cutoff above it never cuts.
+const BYTES_MAX: u64 = (1 << 40) - 1;
+/// Bits of a connection's key that hold its state instead.
+const STATE_BITS: u64 = 7;
+
+/// Three connections in one cache line (one memory load per packet).
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 struct FlowBucket {
-    key: [u64; WAYS],
-    last_ns: [u64; WAYS],
-    /// Original bytes of the connection so far (both directions).
-    bytes: [u64; WAYS],
-    /// FIN seen from the lower (bit 0) and the higher (bit 1) endpoint; RST (bit 2).
-    state: [u8; WAYS],
+    /// The connection's key (its low 3 bits cleared) with its state in the
+    /// low 3 bits: FIN seen from the lower (bit 0) and the higher (bit 1)
+    /// endpoint, ended (bit 2). 0: an empty way.
+    key: [u64; FLOW_WAYS],
+    last_ns: [u64; FLOW_WAYS],
+    /// Original bytes of the connection so far (both directions), 40 bits
+    /// little-endian, saturating at [`BYTES_MAX`].
+    bytes: [[u8; 5]; FLOW_WAYS],
+}
+
+impl FlowBucket {
+    #[inline]
+    fn bytes(&self, i: usize) -> u64 {
+        let b = self.bytes[i];
+        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], 0, 0, 0])
+    }
+
+    #[inline]
+    fn set_bytes(&mut self, i: usize, n: u64) {
+        self.bytes[i].copy_from_slice(&n.min(BYTES_MAX).to_le_bytes()[..5]);
+    }
+
+    #[inline]
+    fn state(&self, i: usize) -> u8 {
+        (self.key[i] & STATE_BITS) as u8
+    }
+
+    #[inline]
+    fn add_state(&mut self, i: usize, bits: u8) {
+        self.key[i] |= u64::from(bits);
+    }
 }
 
 const FIN_LOW: u8 = 1;
@@ -262,13 +366,12 @@ const ENDED: u8 = 4;
 /// A connection starts again (from zero) with a SYN without ACK, and after
 /// `idle` without packets. Frames without ports (not TCP/UDP/SCTP, later
 /// IP fragments, truncated headers) are always stored. The table is a fixed
-/// number of entries, 4 per bucket; a new connection whose bucket is full
+/// number of entries, 3 per bucket (one cache line); a new connection whose bucket is full
 /// takes the place of its least recently seen one, which, if it comes back,
 /// starts from zero again (it keeps more than BYTES: counted in
 /// [`Cutoff::evicted`]).
 pub struct Cutoff {
-    buckets: Box<[FlowBucket]>,
-    mask: u64,
+    buckets: Buckets<FlowBucket>,
     limit: u64,
     idle_ns: u64,
     secret: Box<[u8; SECRET_LEN]>,
@@ -277,98 +380,210 @@ pub struct Cutoff {
 }
 
 impl Cutoff {
-    /// Connections tracked by default (128 B a bucket of 4: 32 MiB).
+    /// Connections tracked by default (at least; 64 B a bucket of 3,
+    /// rounded up to a power of two: 1.5 M in 32 MiB).
     pub const DEFAULT_ENTRIES: usize = 1 << 20;
 
     pub fn new(limit: u64, idle_ns: u64, entries: usize) -> Cutoff {
-        let n = entries.div_ceil(WAYS).max(1).next_power_of_two();
-        Cutoff { buckets: table(n), mask: n as u64 - 1, limit, idle_ns, secret: random_secret(), evicted: 0 }
+        Cutoff { buckets: Buckets::new(entries, FLOW_WAYS), limit, idle_ns, secret: random_secret(), evicted: 0 }
+    }
+
+    /// Starts loading the bucket of a connection.
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        self.buckets.prefetch(key);
+    }
+
+    /// The connection of a frame given in parts (None: it belongs to none).
+    /// Ethernet frames with at most 4 VLAN tags and IPv4, or IPv6 directly
+    /// followed by TCP/UDP/SCTP, whose headers are in the first part, are
+    /// read at fixed offsets ([`fast_head`]); every other frame goes through
+    /// the index's key extraction ([`wv_wire::packet::parse`]). Both give the
+    /// same answer where the first applies (a unit test compares them).
+    #[inline(always)]
+    pub fn head(&self, linktype: u32, parts: &[&[u8]]) -> Option<FlowHead> {
+        let first = parts.first().copied().unwrap_or(&[]);
+        if linktype == wv_wire::linktype::ETHERNET {
+            if let Some(h) = fast_head(first, &self.secret[..]) {
+                return h;
+            }
+        }
+        // The headers only: the first bytes of the parts, joined on the
+        // stack when the frame comes in several (a re-inserted VLAN tag).
+        let mut head = [0u8; HEAD_LEN];
+        let frame: &[u8] = match parts {
+            [one] => one,
+            _ => {
+                let mut n = 0;
+                for p in parts {
+                    let k = p.len().min(HEAD_LEN - n);
+                    head[n..n + k].copy_from_slice(&p[..k]);
+                    n += k;
+                }
+                &head[..n]
+            }
+        };
+        slow_head(linktype, frame, &self.secret[..])
     }
 
     /// True when the frame is stored: its connection's bytes before it are
     /// fewer than the cutoff (or it belongs to no connection).
     #[inline]
     pub fn keep(&mut self, ts_ns: u64, linktype: u32, origlen: u32, frame: &[u8]) -> bool {
-        let k = wv_wire::packet::parse(linktype, frame);
-        let Some((sport, dport)) = k.ports else {
+        let h = self.head(linktype, &[frame]);
+        self.keep_head(ts_ns, origlen, h)
+    }
+
+    /// [`Cutoff::keep`] of a frame by its [`Cutoff::head`].
+    #[inline]
+    pub fn keep_head(&mut self, ts_ns: u64, origlen: u32, head: Option<FlowHead>) -> bool {
+        let Some(FlowHead { key, from_high, flags }) = head else {
             return true;
         };
-        let Some((key, from_high)) = flow_key(&k, sport, dport, &self.secret[..]) else {
-            return true;
-        };
-        let b = &mut self.buckets[((key >> 32) & self.mask) as usize];
-        let flags = k.tcp_flags.unwrap_or(0);
+        let bucket = self.buckets.of(key);
+        let b = &mut self.buckets.b[bucket];
         let new_conn = flags & wv_wire::views::tcp::flags::SYN != 0 && flags & wv_wire::views::tcp::flags::ACK == 0;
-        let slot = match (0..WAYS).find(|&i| b.key[i] == key) {
+        let slot = match (0..FLOW_WAYS).find(|&i| b.key[i] & !STATE_BITS == key) {
             Some(i) => {
                 if new_conn || ts_ns.saturating_sub(b.last_ns[i]) >= self.idle_ns {
-                    (b.bytes[i], b.state[i]) = (0, 0);
+                    (b.key[i], b.bytes[i]) = (key, [0; 5]);
                 }
                 i
             }
             None => {
                 // An empty way, else the least recently seen one.
                 let mut v = 0;
-                for i in 1..WAYS {
+                for i in 1..FLOW_WAYS {
                     if b.last_ns[i] < b.last_ns[v] {
                         v = i;
                     }
                 }
                 let live =
-                    b.key[v] != 0 && b.state[v] & ENDED == 0 && ts_ns.saturating_sub(b.last_ns[v]) < self.idle_ns;
+                    b.key[v] != 0 && b.state(v) & ENDED == 0 && ts_ns.saturating_sub(b.last_ns[v]) < self.idle_ns;
                 self.evicted += u64::from(live);
-                (b.key[v], b.bytes[v], b.state[v]) = (key, 0, 0);
+                (b.key[v], b.bytes[v]) = (key, [0; 5]);
                 v
             }
         };
-        let keep = b.bytes[slot] < self.limit;
-        b.bytes[slot] = b.bytes[slot].saturating_add(u64::from(origlen));
+        let bytes = b.bytes(slot);
+        let keep = bytes < self.limit;
+        b.set_bytes(slot, bytes.saturating_add(u64::from(origlen)));
         b.last_ns[slot] = b.last_ns[slot].max(ts_ns);
         if flags & wv_wire::views::tcp::flags::RST != 0 {
-            b.state[slot] |= ENDED;
+            b.add_state(slot, ENDED);
         } else if flags & wv_wire::views::tcp::flags::FIN != 0 {
-            b.state[slot] |= if from_high { FIN_HIGH } else { FIN_LOW };
-            if b.state[slot] & (FIN_LOW | FIN_HIGH) == FIN_LOW | FIN_HIGH {
-                b.state[slot] |= ENDED;
+            b.add_state(slot, if from_high { FIN_HIGH } else { FIN_LOW });
+            if b.state(slot) & (FIN_LOW | FIN_HIGH) == FIN_LOW | FIN_HIGH {
+                b.add_state(slot, ENDED);
             }
         }
         keep
     }
 }
 
-/// The connection's keyed hash, the same for both directions, and whether
-/// the frame comes from the higher endpoint. None without both addresses.
+/// The connection of a frame by the index's key extraction.
 #[inline]
-fn flow_key(k: &wv_wire::packet::FlowKey, sport: u16, dport: u16, secret: &[u8]) -> Option<(u64, bool)> {
+fn slow_head(linktype: u32, frame: &[u8], secret: &[u8]) -> Option<FlowHead> {
     use wv_wire::packet::Addr;
-    fn bytes(a: &Addr) -> Option<&[u8]> {
-        match a {
-            Addr::V4(x) => Some(x),
-            Addr::V6(x) => Some(x),
-            Addr::None => None,
-        }
-    }
-    let (src, dst) = (bytes(&k.src)?, bytes(&k.dst)?);
-    let from_high = (src, sport) > (dst, dport);
-    let ((lo, lp), (hi, hp)) = if from_high { ((dst, dport), (src, sport)) } else { ((src, sport), (dst, dport)) };
-    // VLAN ids, the transport protocol, ports and addresses, laid out in a
-    // fixed buffer (no allocation).
-    let mut buf = [0u8; 2 * 4 + 1 + 4 + 32];
+    let k = wv_wire::packet::parse(linktype, frame);
+    let (sport, dport) = k.ports?;
+    let (src, dst, v6) = match (k.src, k.dst) {
+        (Addr::V4(s), Addr::V4(d)) => (u32::from_be_bytes(s).into(), u32::from_be_bytes(d).into(), false),
+        (Addr::V6(s), Addr::V6(d)) => (u128::from_be_bytes(s), u128::from_be_bytes(d), true),
+        _ => return None,
+    };
+    let proto = k.protos().last().copied().unwrap_or(0);
+    Some(flow_head(k.vlans(), proto, v6, (src, sport), (dst, dport), k.tcp_flags.unwrap_or(0), secret))
+}
+
+/// The connection of an Ethernet frame read at fixed offsets, when its
+/// headers are simple and inside `b`: Some(answer) as [`slow_head`] would
+/// give it, None to ask [`slow_head`]. The same leniency as the index's
+/// parse (IPv4 header length from the IHL nibble, unchecked).
+#[inline(always)]
+fn fast_head(b: &[u8], secret: &[u8]) -> Option<Option<FlowHead>> {
+    use wv_wire::packet::{ethertype, ipproto, MAX_VLANS};
+    use wv_wire::views::{get16, get_arr, ipv4, ipv6, tcp, udp, vlan};
+    let be16 = |at: usize| get16(b, at);
+    let mut vlans = [0u16; MAX_VLANS];
     let mut n = 0;
-    for v in k.vlans() {
-        buf[n..n + 2].copy_from_slice(&v.to_be_bytes());
-        n += 2;
+    let mut off = 12;
+    let mut et = be16(off)?;
+    while vlan::is_tpid(et) {
+        if n == MAX_VLANS {
+            return None;
+        }
+        vlans[n] = be16(off + 2)? & vlan::VID_MASK;
+        n += 1;
+        off += 4;
+        et = be16(off)?;
     }
-    buf[n] = k.protos().last().copied().unwrap_or(0);
-    n += 1;
-    buf[n..n + 2].copy_from_slice(&lp.to_be_bytes());
-    buf[n + 2..n + 4].copy_from_slice(&hp.to_be_bytes());
-    n += 4;
-    buf[n..n + lo.len()].copy_from_slice(lo);
-    n += lo.len();
-    buf[n..n + hi.len()].copy_from_slice(hi);
-    n += hi.len();
-    Some((mix(xxh3_64_with_secret(&buf[..n], secret), n as u64), from_high))
+    let l3 = off + 2;
+    let (proto, l4, v6, src, dst) = match et {
+        ethertype::IPV4 => {
+            let h: [u8; 20] = get_arr(b, l3)?;
+            let proto = h[ipv4::field::PROTOCOL];
+            let frag = u16::from_be_bytes([h[ipv4::field::FLG_OFF.start], h[ipv4::field::FLG_OFF.start + 1]]);
+            if !matches!(proto, ipproto::TCP | ipproto::UDP | ipproto::SCTP) || frag & ipv4::FRAG_OFFSET_MASK != 0 {
+                return Some(None);
+            }
+            let l4 = l3 + 4 * (h[ipv4::field::VER_IHL] & 0x0f) as usize;
+            let addr = |at: usize| u128::from(u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]));
+            (proto, l4, false, addr(ipv4::field::SRC_ADDR.start), addr(ipv4::field::DST_ADDR.start))
+        }
+        ethertype::IPV6 => {
+            let h: [u8; ipv6::HEADER_LEN] = get_arr(b, l3)?;
+            let proto = h[ipv6::field::NXT_HDR];
+            if !matches!(proto, ipproto::TCP | ipproto::UDP | ipproto::SCTP) {
+                return None;
+            }
+            let addr = |at: usize| u128::from_be_bytes(get_arr(&h, at).unwrap_or_default());
+            (proto, l3 + ipv6::HEADER_LEN, true, addr(ipv6::field::SRC_ADDR.start), addr(ipv6::field::DST_ADDR.start))
+        }
+        // ARP and the rest: no ports.
+        _ => return Some(None),
+    };
+    let sport = be16(l4 + udp::field::SRC_PORT.start)?;
+    let dport = be16(l4 + udp::field::DST_PORT.start)?;
+    let flags = if proto == ipproto::TCP { be16(l4 + tcp::field::FLAGS.start)? & 0x01ff } else { 0 };
+    Some(Some(flow_head(&vlans[..n], proto, v6, (src, sport), (dst, dport), flags, secret)))
+}
+
+/// The connection's keyed hash, the same for both directions, and whether
+/// the frame comes from the higher endpoint (by address, then port; an IPv4
+/// address is given as a number below 2^32).
+#[inline(always)]
+fn flow_head(
+    vlans: &[u16],
+    proto: u8,
+    v6: bool,
+    src: (u128, u16),
+    dst: (u128, u16),
+    flags: u16,
+    secret: &[u8],
+) -> FlowHead {
+    let from_high = src > dst;
+    let ((lo, lp), (hi, hp)) = if from_high { (dst, src) } else { (src, dst) };
+    // VLAN ids (12 bits each, at most 4) and their number, the transport
+    // protocol, the ports and the family, then the addresses: fixed-size
+    // words, which hash without a byte-by-byte layout.
+    let tags = vlans.iter().fold(0u64, |t, &v| t << 12 | u64::from(v & 0x0fff));
+    let w0 = tags | (vlans.len() as u64) << 48 | u64::from(proto) << 56;
+    let w1 = u64::from(lp) << 16 | u64::from(hp) | u64::from(v6) << 32;
+    let mut buf = [0u8; 48];
+    buf[..8].copy_from_slice(&w0.to_le_bytes());
+    buf[8..16].copy_from_slice(&w1.to_le_bytes());
+    let h = if v6 {
+        buf[16..32].copy_from_slice(&lo.to_le_bytes());
+        buf[32..48].copy_from_slice(&hi.to_le_bytes());
+        xxh3_64_with_secret(&buf, secret)
+    } else {
+        buf[16..24].copy_from_slice(&((lo as u64) << 32 | hi as u64).to_le_bytes());
+        xxh3_64_with_secret(&buf[..24], secret)
+    };
+    // The low bits hold the connection's state in the table; never 0 (an
+    // empty way has key 0).
+    FlowHead { key: (h & !STATE_BITS) | 8, from_high, flags }
 }
 
 #[cfg(test)]
@@ -460,13 +675,28 @@ mod tests {
 
     #[test]
     fn cutoff_table_full_fails_open_and_counts() {
+        // One bucket: one connection more than it holds.
         let mut c = Cutoff::new(100, u64::MAX, 1);
-        for p in 0..5u16 {
+        for p in 0..=FLOW_WAYS as u16 {
             assert!(c.keep(u64::from(p) + 1, 1, 200, &tcp(([10, 0, 0, 9], p), B, ACK, 200)));
         }
-        assert_eq!(c.evicted, 1, "the fifth connection evicted the least recently seen");
+        assert_eq!(c.evicted, 1, "the last connection evicted the least recently seen");
         // The evicted one (port 0) comes back: starts from zero, stored.
         assert!(c.keep(10, 1, 200, &tcp(([10, 0, 0, 9], 0), B, ACK, 200)));
+    }
+
+    #[test]
+    fn byte_counts_saturate_at_one_tib() {
+        let big = u32::MAX; // 4 GiB frames (as origlen)
+        let run = |limit: u64| {
+            let mut c = Cutoff::new(limit, u64::MAX, 64);
+            (1..=300u64).filter(|&t| c.keep(t, 1, big, &tcp(A, B, ACK, 60))).count()
+        };
+        // 256 frames reach 2^40 - 256 bytes: under the largest count, then cut.
+        assert_eq!(run(BYTES_MAX), 257);
+        // Above the largest count, nothing is ever cut (fails open).
+        assert_eq!(run(BYTES_MAX + 1), 300);
+        assert_eq!(run(10_000), 1);
     }
 
     #[test]
@@ -477,6 +707,72 @@ mod tests {
         assert!(c.keep(1, 1, 60, &f));
         assert!(c.keep(2, 1, 60, &[0u8; 10]));
         assert!(!c.keep(3, 1, 60, &tcp(A, B, ACK, 60)), "limit 0 cuts every TCP frame");
+    }
+
+    /// The fixed-offset reading of a frame's connection gives what the
+    /// index's parse gives, on every shape it takes and on the ones it
+    /// leaves to the parse (VLAN stacks, IPv6, fragments, truncations).
+    #[test]
+    fn fast_head_agrees_with_the_parse() {
+        let secret = random_secret();
+        let fast_answers = std::cell::Cell::new(0);
+        let same = |f: &[u8]| {
+            let slow = slow_head(wv_wire::linktype::ETHERNET, f, &secret[..]);
+            if let Some(fast) = fast_head(f, &secret[..]) {
+                let key = |h: Option<FlowHead>| h.map(|h| (h.key, h.from_high, h.flags));
+                assert_eq!(key(fast), key(slow), "{f:02x?}");
+                fast_answers.set(fast_answers.get() + 1);
+            }
+            slow
+        };
+        let base = tcp(A, B, SYN | ACK, 60);
+        let mut frames = vec![base.clone(), tcp(B, A, FIN, 80)];
+        // UDP, SCTP, ICMP, ARP, a later fragment, a first fragment, IHL 6 and 3.
+        for (at, v) in [(23, 17u8), (23, 132), (23, 1), (12, 0x08)] {
+            let mut f = base.clone();
+            f[at] = v;
+            if v == 0x08 {
+                f[13] = 0x06;
+            }
+            frames.push(f);
+        }
+        for (b20, b21, ihl) in [(0x00, 0x10, 0x45), (0x20, 0x00, 0x45), (0x40, 0x00, 0x46), (0x00, 0x00, 0x43)] {
+            let mut f = base.clone();
+            (f[20], f[21], f[14]) = (b20, b21, ihl);
+            frames.push(f);
+        }
+        // VLAN stacks of 1 to 6 tags (802.1Q, 802.1ad, 0x9100).
+        for n in 1..=6 {
+            let mut f = base[..12].to_vec();
+            for i in 0..n {
+                let tpid: u16 = [0x8100, 0x88a8, 0x9100][i % 3];
+                f.extend_from_slice(&tpid.to_be_bytes());
+                f.extend_from_slice(&(0xe000u16 | (100 + i as u16)).to_be_bytes());
+            }
+            f.extend_from_slice(&base[12..]);
+            frames.push(f);
+        }
+        // IPv6/TCP, IPv6/UDP, IPv6 with a hop-by-hop header.
+        for nh in [6u8, 17, 0] {
+            let mut f = base[..12].to_vec();
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 20, nh, 64]);
+            f.extend((0..32).map(|i| i as u8 * 7));
+            if nh == 0 {
+                f.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0]);
+            }
+            f.extend_from_slice(&base[34..54]);
+            frames.push(f);
+        }
+        // Every truncation of each frame.
+        let cuts: Vec<Vec<u8>> = frames.iter().flat_map(|f| (0..f.len()).map(|len| f[..len].to_vec())).collect();
+        frames.extend(cuts);
+        let with_flow = frames.iter().filter(|f| same(f).is_some()).count();
+        assert!(with_flow > 20, "the cases must include connections: {with_flow}");
+        assert!(fast_answers.get() > 200, "the fixed offsets must answer many: {}", fast_answers.get());
+        // Both directions of a connection are one connection.
+        let (ab, ba) = (same(&tcp(A, B, ACK, 60)).unwrap(), same(&tcp(B, A, ACK, 60)).unwrap());
+        assert_eq!(ab.key, ba.key);
+        assert_ne!(ab.from_high, ba.from_high);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! (big-endian) right after the UDP header.
 
 use crate::filter::Filter;
-use crate::{CaptureError, Delivery, Poll, Source};
+use crate::worker::BATCH as DELIVERY_BATCH;
+use crate::{CaptureError, Delivery, Frame, Poll, Source};
 use std::time::{Duration, Instant};
 
 /// The classic simple IMIX, as captured lengths (no FCS).
@@ -177,6 +178,21 @@ fn header(f: u32, size: u32) -> [u8; HDR] {
     h
 }
 
+impl Synthetic {
+    /// Packet number `seq`: its original length and parts; `seqb` holds
+    /// `seq` big-endian.
+    #[inline]
+    fn frame<'a>(&'a self, seq: u64, seqb: &'a [u8; 8]) -> (u32, [&'a [u8]; 3]) {
+        let si = (seq % self.spec.sizes.len() as u64) as usize;
+        let size = self.spec.sizes[si] as usize;
+        // Spread consecutive packets over flows with a multiplicative hash.
+        let flow = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % u64::from(self.spec.flows);
+        let hdr = &self.headers[si][flow as usize];
+        let rest = &self.payload[..size - HDR - 8];
+        (size as u32, [hdr, seqb, rest])
+    }
+}
+
 impl Source for Synthetic {
     fn stop_intake(&mut self) -> Result<(), CaptureError> {
         self.stopped = true;
@@ -215,30 +231,46 @@ impl Source for Synthetic {
             return Ok(Poll::Idle);
         }
         let now = crate::worker::now_ns();
-        let sizes = self.spec.sizes.len();
-        let flows = self.spec.flows as u64;
-        for i in 0..n {
-            let seq = self.seq + i;
-            let si = (seq % sizes as u64) as usize;
-            let size = self.spec.sizes[si] as usize;
-            // Spread consecutive packets over flows with a multiplicative hash.
-            let flow = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % flows;
-            let hdr = &self.headers[si][flow as usize];
-            let seqb = seq.to_be_bytes();
-            let rest = &self.payload[..size - HDR - 8];
-            let ts = now + i;
-            if let Some(f) = &self.filter {
-                self.scratch.clear();
-                self.scratch.extend_from_slice(hdr);
-                self.scratch.extend_from_slice(&seqb);
-                self.scratch.extend_from_slice(rest);
-                if !f.matches(&self.scratch, size as u32) {
-                    out.filtered();
-                    continue;
-                }
+        if !out.batches() && self.filter.is_none() {
+            // One by one: nothing to gain from batches.
+            for i in 0..n {
+                let seqb = (self.seq + i).to_be_bytes();
+                let (len, parts) = self.frame(self.seq + i, &seqb);
+                out.packet(now + i, wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN, len, &parts);
             }
-            out.packet(ts, wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN, size as u32, &[hdr, &seqb, rest]);
+            self.seq += n;
+            return Ok(Poll::Packets);
         }
+        // With --dedup or --flow-cutoff, in batches: the reducers start their
+        // table lookups for a whole batch before judging it (Delivery::packets).
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut i = 0;
+        while i < n {
+            let m = (n - i).min(DELIVERY_BATCH as u64) as usize;
+            let mut seqs = [[0u8; 8]; DELIVERY_BATCH];
+            for (j, s) in seqs[..m].iter_mut().enumerate() {
+                *s = (self.seq + i + j as u64).to_be_bytes();
+            }
+            let mut batch = [Frame::EMPTY; DELIVERY_BATCH];
+            let mut k = 0;
+            for (j, seqb) in seqs[..m].iter().enumerate() {
+                let (len, parts) = self.frame(self.seq + i + j as u64, seqb);
+                let f = Frame::new(now + i + j as u64, wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN, len, &parts);
+                if let Some(filter) = &self.filter {
+                    scratch.clear();
+                    f.parts().iter().for_each(|p| scratch.extend_from_slice(p));
+                    if !filter.matches(&scratch, f.origlen) {
+                        out.filtered();
+                        continue;
+                    }
+                }
+                batch[k] = f;
+                k += 1;
+            }
+            out.packets(&batch[..k]);
+            i += m as u64;
+        }
+        self.scratch = scratch;
         self.seq += n;
         Ok(Poll::Packets)
     }

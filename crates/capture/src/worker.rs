@@ -1,8 +1,9 @@
 //! The capture worker loop (one per stream, on its own pinned thread).
 //!
-//! HOT PATH: [`Delivery::packet`] runs once per packet.
+//! HOT PATH: [`Delivery::packet`] (or [`Delivery::packets`], a batch at a time)
+//! runs once per packet.
 
-use crate::reduce::{Reduce, Verdict};
+use crate::reduce::{Prepared, Reduce, Verdict};
 use crate::{CaptureError, Counts, KernelCounts, Poll, SharedCounts, Source};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -20,6 +21,50 @@ pub struct Delivery<'a> {
     reduce: &'a mut Reduce,
 }
 
+/// One packet for [`Delivery::packets`]: its captured bytes are its parts
+/// (at most four) joined.
+#[derive(Clone, Copy)]
+pub struct Frame<'a> {
+    pub ts_ns: u64,
+    pub linktype: u32,
+    pub snaplen: u32,
+    pub origlen: u32,
+    parts: [&'a [u8]; 4],
+    n: u8,
+}
+
+impl<'a> Frame<'a> {
+    /// A frame without parts (to fill arrays).
+    pub const EMPTY: Frame<'static> = Frame { ts_ns: 0, linktype: 0, snaplen: 0, origlen: 0, parts: [&[]; 4], n: 0 };
+
+    /// A packet of the given parts (beyond the fourth are ignored).
+    #[inline]
+    pub fn new(ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&'a [u8]]) -> Frame<'a> {
+        let mut f = Frame { ts_ns, linktype, snaplen, origlen, parts: [&[]; 4], n: 0 };
+        for p in parts.iter().take(4) {
+            f.parts[f.n as usize] = p;
+            f.n += 1;
+        }
+        f
+    }
+
+    /// The captured bytes, in parts.
+    #[inline]
+    pub fn parts(&self) -> &[&'a [u8]] {
+        &self.parts[..self.n as usize]
+    }
+}
+
+/// Packets [`Delivery::packets`] prepares together before storing them: the
+/// table lookups of `--dedup` and `--flow-cutoff` for all of them are started
+/// at once (see [`crate::reduce::Prepared`]), so that their memory latencies
+/// overlap instead of adding up. 32 lines in flight are more than a core's
+/// fill buffers: the later ones queue, none is lost.
+pub const BATCH: usize = 32;
+/// How many frames ahead of the one being stored [`Delivery::packets`]
+/// prepares (the prefetch distance).
+const AHEAD: usize = 8;
+
 impl Delivery<'_> {
     /// Stores one packet whose captured bytes are the concatenation of
     /// `parts` (at most four), cut to the user's snapshot length.
@@ -29,21 +74,98 @@ impl Delivery<'_> {
         // Summed once per packet; the stream and the counters take it from here.
         let caplen: usize = parts.iter().map(|p| p.len()).sum();
         if caplen > snaplen as usize {
-            let mut cut: [&[u8]; 4] = [&[]; 4];
+            let (f, caplen) = self.cut(&Frame::new(ts_ns, linktype, snaplen, origlen, parts));
+            return self.store(ts_ns, linktype, snaplen, origlen, caplen, f.parts(), None);
+        }
+        self.store(ts_ns, linktype, snaplen, origlen, caplen as u32, parts, None)
+    }
+
+    /// True when [`Delivery::packets`] gains from batches (a reducer is on);
+    /// without, sources may hand packets one by one.
+    #[inline]
+    pub fn batches(&self) -> bool {
+        !self.reduce.is_off()
+    }
+
+    /// Stores packets as [`Delivery::packet`] does, one after the other,
+    /// with the reducers' table lookups of up to [`BATCH`] of them started
+    /// together first.
+    #[inline]
+    pub fn packets(&mut self, frames: &[Frame<'_>]) {
+        if self.reduce.is_off() {
+            for f in frames {
+                self.packet(f.ts_ns, f.linktype, f.snaplen, f.origlen, f.parts());
+            }
+            return;
+        }
+        for chunk in frames.chunks(BATCH) {
+            let mut cut = [Frame::EMPTY; BATCH];
+            let mut caplen = [0u32; BATCH];
+            let mut prepared = [Prepared::default(); BATCH];
+            // The frames' first bytes (the headers the reducers read) may not
+            // be in the cache either (the kernel wrote them): their loads are
+            // started together too.
+            for f in chunk {
+                for p in f.parts() {
+                    wv_sys::mem::prefetch(p.as_ptr());
+                }
+            }
+            for (i, f) in chunk.iter().enumerate() {
+                (cut[i], caplen[i]) = self.cut(f);
+            }
+            // Software pipelining: frame i + AHEAD is prepared (hashed, its
+            // buckets prefetched) just before frame i is judged and copied,
+            // so the hashing overlaps the copies' memory traffic and every
+            // bucket has AHEAD frames' time to arrive.
+            let n = chunk.len();
+            for i in 0..AHEAD.min(n) {
+                prepared[i] = self.reduce.prepare(cut[i].linktype, cut[i].origlen, cut[i].parts());
+            }
+            for i in 0..n {
+                if let Some(f) = cut[..n].get(i + AHEAD) {
+                    prepared[i + AHEAD] = self.reduce.prepare(f.linktype, f.origlen, f.parts());
+                }
+                let f = &cut[i];
+                self.store(f.ts_ns, f.linktype, f.snaplen, f.origlen, caplen[i], f.parts(), Some(&prepared[i]));
+            }
+        }
+    }
+
+    /// The frame cut to the user's snapshot length, and its captured length.
+    #[inline]
+    fn cut<'a>(&self, f: &Frame<'a>) -> (Frame<'a>, u32) {
+        let snaplen = f.snaplen.min(self.snaplen);
+        // Summed once per packet; the stream and the counters take it from here.
+        let caplen: usize = f.parts().iter().map(|p| p.len()).sum();
+        let mut c = Frame { snaplen, ..*f };
+        if caplen > snaplen as usize {
             let (mut left, mut n) = (snaplen as usize, 0);
-            for p in parts.iter().take(4) {
+            for p in f.parts() {
                 let take = p.len().min(left);
-                cut[n] = &p[..take];
+                c.parts[n] = &p[..take];
                 n += 1;
                 left -= take;
             }
-            return self.store(ts_ns, linktype, snaplen, origlen, snaplen, &cut[..n]);
+            c.n = n as u8;
+            return (c, snaplen);
         }
-        self.store(ts_ns, linktype, snaplen, origlen, caplen as u32, parts)
+        (c, caplen as u32)
     }
 
+    /// Stores a frame already cut to the snapshot length, judged by the
+    /// reducers (from `prepared`, or now when it was not prepared).
     #[inline]
-    fn store(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, caplen: u32, parts: &[&[u8]]) {
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &mut self,
+        ts_ns: u64,
+        linktype: u32,
+        snaplen: u32,
+        origlen: u32,
+        caplen: u32,
+        parts: &[&[u8]],
+        prepared: Option<&Prepared>,
+    ) {
         self.counts.delivered += 1;
         if *self.remaining == 0 {
             self.counts.dropped_shutdown += 1;
@@ -55,7 +177,11 @@ impl Delivery<'_> {
         }
         let reduce = !self.reduce.is_off();
         if reduce {
-            match self.reduce.verdict(ts_ns, linktype, origlen, parts) {
+            let verdict = match prepared {
+                Some(p) => self.reduce.judge(ts_ns, p),
+                None => self.reduce.verdict(ts_ns, linktype, origlen, parts),
+            };
+            match verdict {
                 Verdict::Store => {}
                 Verdict::Duplicate => {
                     self.counts.deduplicated += 1;

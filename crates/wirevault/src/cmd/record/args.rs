@@ -68,7 +68,7 @@ pub struct Args {
     /// Store only the frames that start within the first BYTES of each TCP/UDP/SCTP connection, both directions (e.g. 10K, 1M).
     #[arg(long, value_name = "BYTES")]
     pub flow_cutoff: Option<String>,
-    /// Connections --flow-cutoff tracks per worker (32 bytes each); when full, the least recently seen one is forgotten.
+    /// Connections --flow-cutoff tracks per worker (at least; 64-byte buckets of 3, a power of two of them); when a bucket is full, its least recently seen one is forgotten.
     #[arg(long, default_value_t = wv_capture::reduce::Cutoff::DEFAULT_ENTRIES, value_name = "N")]
     pub flow_table: usize,
     /// A connection without packets for this long starts again from zero (--flow-cutoff).
