@@ -159,10 +159,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             stop.store(true, Ordering::Relaxed);
         }
         if status.due() || all_done {
-            let total = Snapshot::take(&counts, &writer_shared);
+            let streams = Snapshot::each(&counts, &writer_shared);
+            let total = Snapshot::sum(&streams);
             let rates = status.report(&total, all_done);
             if server.is_some() {
-                publish(&board, &status, &total, (&counts, &writer_shared), rates, &p, false);
+                publish(&board, &status, (&total, &streams), rates, (&p, budget.get()), false);
             }
         }
         if all_done {
@@ -202,32 +203,28 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         }
     }
     let problems = file_problems.and_then(|r| r.recv().ok()).unwrap_or_default();
-    let snap = Snapshot::take(&counts, &writer_shared);
+    let streams = Snapshot::each(&counts, &writer_shared);
+    let snap = Snapshot::sum(&streams);
     status.finish(&snap);
     if let Some(server) = server {
-        publish(&board, &status, &snap, (&counts, &writer_shared), Default::default(), &p, true);
+        publish(&board, &status, (&snap, &streams), Default::default(), (&p, budget.get()), true);
         server.stop();
     }
     outcome(&snap, &writer_shared, &capture_errors, &problems)
 }
 
-/// Publishes the counters to the HTTP API: `total` as just reported, and each stream's own.
+/// Publishes the counters to the HTTP API: `total` (the sum of `streams`)
+/// as just reported, each stream's own, and the budget in force now.
 fn publish(
     board: &wv_serve::Board,
     status: &Status,
-    total: &Snapshot,
-    (counts, writers): (&[Arc<SharedCounts>], &[Arc<WriterShared>]),
+    (total, streams): (&Snapshot, &[Snapshot]),
     rates: super::status::Rates,
-    p: &Plan,
+    (p, budget): (&Plan, Option<wv_store::catalog::Budget>),
     done: bool,
 ) {
-    let streams: Vec<Snapshot> = counts
-        .iter()
-        .zip(writers)
-        .map(|(c, w)| Snapshot::take(std::slice::from_ref(c), std::slice::from_ref(w)))
-        .collect();
     let sources = vec![source_name(&p.source)];
-    let now = Now { total, streams: &streams, sources: &sources, budget: p.budget };
+    let now = Now { total, streams, sources: &sources, budget };
     board.publish(status.recording(&now, rates, done));
 }
 

@@ -178,6 +178,41 @@ impl Snapshot {
         }
     }
 
+    /// Each stream's own snapshot.
+    pub fn each(sc: &[Arc<SharedCounts>], ws: &[Arc<WriterShared>]) -> Vec<Snapshot> {
+        sc.iter().zip(ws).map(|(c, w)| Snapshot::take(std::slice::from_ref(c), std::slice::from_ref(w))).collect()
+    }
+
+    /// The sum of the streams' snapshots: the total the reports show is
+    /// exactly the sum of the per-stream counters the API shows.
+    pub fn sum(parts: &[Snapshot]) -> Snapshot {
+        let mut t = Snapshot {
+            counts: Counts::default(),
+            arena_fill: 0.0,
+            written: 0,
+            write_error: 0,
+            budget: 0,
+            disk_bytes: 0,
+            file_bytes: 0,
+            files: 0,
+            deleted: (0, 0),
+            stamps: Vec::with_capacity(parts.len()),
+        };
+        for p in parts {
+            t.counts += p.counts;
+            t.arena_fill = t.arena_fill.max(p.arena_fill);
+            t.written += p.written;
+            t.write_error += p.write_error;
+            t.budget += p.budget;
+            t.disk_bytes += p.disk_bytes;
+            t.file_bytes += p.file_bytes;
+            t.files += p.files;
+            t.deleted = (t.deleted.0 + p.deleted.0, t.deleted.1 + p.deleted.1);
+            t.stamps.extend_from_slice(&p.stamps);
+        }
+        t
+    }
+
     /// The counters as the HTTP API shows them (the same values `stats.json` holds).
     fn counters(&self, done: bool) -> wv_serve::Counters {
         let c = &self.counts;
