@@ -625,11 +625,13 @@ pub struct Counters {
     pub write_error: u64,
     pub shutdown: u64,
     pub timestamp_range: u64,
+    /// `--source xdp`: the AF_XDP fill ring had no chunk (0 when the key is missing).
+    pub fill_ring: u64,
 }
 
 impl Counters {
     pub fn drops(&self) -> u64 {
-        self.kernel + self.arena_full + self.write_error + self.shutdown + self.timestamp_range
+        self.kernel + self.arena_full + self.write_error + self.shutdown + self.timestamp_range + self.fill_ring
     }
 }
 
@@ -648,6 +650,7 @@ pub fn final_counters(store: &Path) -> Counters {
         write_error: u(d, "write_error"),
         shutdown: u(d, "shutdown"),
         timestamp_range: u(d, "timestamp_range"),
+        fill_ring: d["fill_ring"].as_u64().unwrap_or(0),
     };
     assert_eq!(
         c.received,

@@ -1,0 +1,128 @@
+//! The AF_XDP live source (`record --source xdp`): one XSK socket per receive queue and worker,
+//! fed by the XDP program of [`wv_sys::xdp`].
+//!
+//! Frames reach user space as they were on the wire (XDP runs before the kernel takes a VLAN
+//! tag out of the frame), so they are stored as they come. XDP frames carry no timestamp: each
+//! batch (one poll) is stamped with the wall clock (`CLOCK_REALTIME`) when it is read - not the
+//! NIC's stamp, and frames of one batch share it. The capture filter runs here, in user space
+//! ([`crate::filter::Filter`], libpcap's program), and counts what it rejects as filtered.
+
+use crate::filter::Filter;
+use crate::worker::now_ns;
+use crate::{CaptureError, Delivery, KernelCounts, Poll, Source};
+use std::sync::Arc;
+use wv_sys::xdp::{XdpProgram, XskSocket};
+
+/// How long one poll waits for frames.
+const POLL_MS: i32 = 50;
+/// Most descriptors one frame may span (the kernel's limit, MAX_SKB_FRAGS + 1).
+const MAX_PARTS: usize = 18;
+
+/// One worker's socket.
+pub struct XdpSource {
+    sock: XskSocket,
+    /// Shared by every worker; the last one dropped detaches the program.
+    prog: Arc<XdpProgram>,
+    linktype: u32,
+    snaplen: u32,
+    filter: Option<Filter>,
+    /// A frame of more than four descriptors, or one the filter must see whole, is copied here.
+    scratch: Vec<u8>,
+    kernel: KernelCounts,
+    stopping: bool,
+    idle_after_stop: u32,
+}
+
+impl XdpSource {
+    pub fn new(sock: XskSocket, prog: Arc<XdpProgram>, linktype: u32, snaplen: u32, filter: Option<Filter>) -> Self {
+        XdpSource {
+            sock,
+            prog,
+            linktype,
+            snaplen,
+            filter,
+            scratch: Vec::with_capacity(64 * 1024),
+            kernel: KernelCounts::default(),
+            stopping: false,
+            idle_after_stop: 0,
+        }
+    }
+}
+
+impl Source for XdpSource {
+    fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError> {
+        let n = self.sock.peek(POLL_MS)?;
+        if n == 0 {
+            if self.stopping {
+                self.idle_after_stop += 1;
+            }
+            return Ok(Poll::Idle);
+        }
+        // One clock read per batch.
+        let ts = now_ns();
+        let mut i = 0;
+        while i < n {
+            let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+            let mut k = 0;
+            loop {
+                let d = self.sock.desc(i);
+                i += 1;
+                if k < MAX_PARTS {
+                    parts[k] = d.data;
+                    k += 1;
+                }
+                if !d.more || i >= n {
+                    break;
+                }
+            }
+            let parts = &parts[..k];
+            let wire: usize = parts.iter().map(|p| p.len()).sum();
+            self.kernel.stamped_software += 1;
+            let whole = if parts.len() > 4 || (parts.len() > 1 && self.filter.is_some()) {
+                self.scratch.clear();
+                for p in parts {
+                    self.scratch.extend_from_slice(p);
+                }
+                Some(&self.scratch[..])
+            } else {
+                None
+            };
+            if let Some(f) = &self.filter {
+                let data = whole.unwrap_or(parts[0]);
+                if !f.matches(data, wire as u32) {
+                    out.filtered();
+                    continue;
+                }
+            }
+            match whole {
+                Some(w) => out.packet(ts, self.linktype, self.snaplen, wire as u32, &[w]),
+                None => out.packet(ts, self.linktype, self.snaplen, wire as u32, parts),
+            }
+        }
+        self.sock.release(n);
+        Ok(Poll::Packets)
+    }
+
+    fn stop_intake(&mut self) -> Result<(), CaptureError> {
+        self.stopping = true;
+        // The queue's frames go to the host again; what is in the ring is still read.
+        self.prog.remove(self.sock.queue())?;
+        Ok(())
+    }
+
+    fn drained_when_idle(&self) -> bool {
+        // A frame the kernel was copying when the socket left the map may land after one empty
+        // poll; two mean none is left to come.
+        self.idle_after_stop >= 2
+    }
+
+    fn kernel_counts(&mut self) -> Result<KernelCounts, CaptureError> {
+        let s = self.sock.stats()?;
+        // Each dropped frame counts once, in rx_ring_full or in rx_dropped; of the latter, those
+        // the fill ring had no chunk for are the fill-ring cause (at most one per frame).
+        let fill = s.rx_fill_ring_empty.min(s.rx_dropped);
+        self.kernel.dropped = s.rx_ring_full + (s.rx_dropped - fill);
+        self.kernel.dropped_fill_ring = fill;
+        Ok(self.kernel)
+    }
+}
