@@ -185,7 +185,8 @@ def cmd_drops(tool, files):
                 try:
                     d = json.load(open(fn))["dropped"]
                     out = f"{sum(d.values()):,} (k {d['kernel']:,}, arena {d['arena_full']:,}, " \
-                          f"wr {d['write_error']:,}, shut {d['shutdown']:,})"
+                          f"wr {d['write_error']:,}, shut {d['shutdown']:,}" \
+                          + (f", fill {d['fill_ring']:,})" if d.get('fill_ring') else ")")
                 except (OSError, ValueError, KeyError):
                     pass
     print(out)

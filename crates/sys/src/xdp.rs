@@ -397,6 +397,7 @@ pub struct XskSocket {
     fill_prod: u32,
     zerocopy: bool,
     queue: u32,
+    ifname: String,
 }
 
 // SAFETY: the socket exclusively owns its fd, UMEM and ring mappings; nothing in it is tied to
@@ -444,7 +445,18 @@ impl XskSocket {
         let rx = XskRing::map(fd.as_raw_fd(), &off.rx, frames, size_of::<libc::xdp_desc>(), libc::XDP_PGOFF_RX_RING)?;
         let fill =
             XskRing::map(fd.as_raw_fd(), &off.fr, frames, size_of::<u64>(), libc::XDP_UMEM_PGOFF_FILL_RING as i64)?;
-        let mut s = XskSocket { rx, fill, fd, umem, pending: 0, rx_cons: 0, fill_prod: 0, zerocopy: false, queue };
+        let mut s = XskSocket {
+            rx,
+            fill,
+            fd,
+            umem,
+            pending: 0,
+            rx_cons: 0,
+            fill_prod: 0,
+            zerocopy: false,
+            queue,
+            ifname: ifname.to_owned(),
+        };
         s.rx_cons = s.rx.consumer().load(Ordering::Relaxed);
         s.fill_prod = s.fill.producer().load(Ordering::Relaxed);
         // Every chunk to the kernel.
@@ -514,6 +526,10 @@ impl XskSocket {
                 return Err(os("waiting for frames (poll on the AF_XDP socket)"));
             }
             n = self.ready();
+            if n == 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+                // The kernel unbinds the socket when the interface goes away (ENETDOWN).
+                return Err(crate::error::Error::InterfaceDown(self.ifname.clone()).into());
+            }
         }
         // Whole frames only.
         while n > 0 && self.desc(n - 1).more {
