@@ -508,6 +508,11 @@ impl XskSocket {
         self.zerocopy
     }
 
+    /// Entries of the RX ring (= chunks of the UMEM).
+    pub fn frames(&self) -> u32 {
+        self.rx.mask + 1
+    }
+
     /// The receive queue this socket is bound to.
     pub fn queue(&self) -> u32 {
         self.queue
