@@ -75,7 +75,7 @@ impl Live {
 
 /// Received timestamps are the capture clock: inside the window in which
 /// the frames were sent, and never going backwards.
-pub(crate) fn assert_ts_in_window(recs: &[Rec], t0: u64, t1: u64) {
+fn assert_ts_in_window(recs: &[Rec], t0: u64, t1: u64) {
     let mut prev = 0;
     for (i, r) in recs.iter().enumerate() {
         assert!(
@@ -88,7 +88,7 @@ pub(crate) fn assert_ts_in_window(recs: &[Rec], t0: u64, t1: u64) {
     }
 }
 
-pub(crate) fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
+fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
     files.iter().map(|f| f.path.clone()).collect()
 }
 
@@ -100,6 +100,15 @@ fn live_frames_are_stored_byte_for_byte_with_exact_counters() {
     let _g = heavy_lock();
     let l = Live::new("live-exact", N);
     let r = l.start(&[]);
+    // VLAN and QinQ frames included: the kernel strips the outer tag, the
+    // recorder must put it back exactly as it was on the wire.
+    exact_run(&l, r, "live capture");
+}
+
+/// Sends the standard sequence to the started recorder `r`, stops it, and checks that every
+/// frame is stored byte for byte, in order, stamped within the sending window, with exact
+/// counters, in pcap files the peers read. Returns the recorder's outcome.
+pub(crate) fn exact_run(l: &Live, r: Recorder, what: &str) -> Outcome {
     let (o, t0, t1) = l.send_and_stop(r, &["--topspeed"], N as u64);
     assert!(o.stderr.contains(&format!("{N} packets received")), "summary: {}", o.stderr);
 
@@ -111,15 +120,14 @@ fn live_frames_are_stored_byte_for_byte_with_exact_counters() {
     );
     let files = check_store(&l.store());
     let got = stream_records(&files, 0);
-    // VLAN and QinQ frames included: the kernel strips the outer tag, the
-    // recorder must put it back exactly as it was on the wire.
-    assert_same_frames(&l.sent, &got, false, "live capture");
+    assert_same_frames(&l.sent, &got, false, what);
     assert_ts_in_window(&got, t0, t1);
     for f in &files {
         assert_eq!(f.entry["linktype"], 1);
         assert_eq!(f.entry["format"], "pcap");
     }
     assert_peers_read(&paths(&files), usize::MAX);
+    o
 }
 
 #[test]
@@ -241,16 +249,23 @@ fn live_filter_stores_only_matching_frames_and_counts_the_rest() {
     let (_, by_tcpdump) = tcpdump_frames(&l.pcap, &["udp port 53"], l.tmp.path());
     assert_same_frames(&want, &by_tcpdump, true, "tcpdump's selection of udp port 53");
 
-    let r = l.start(&["udp", "port", "53"]);
-    let (_, _, _) = l.send_and_stop(r, &["--topspeed"], want.len() as u64);
+    filtered_run(&l, &["udp", "port", "53"], &want, want.len() as u64, "udp port 53");
+}
+
+/// Records the standard sequence with `args` (a filter among them) that `want` are the
+/// matching frames of; waits for `expect` received, then checks the counters (received N,
+/// written the matches, the rest filtered, nothing dropped), the stored frames and the files.
+pub(crate) fn filtered_run(l: &Live, args: &[&str], want: &[Frame], expect: u64, what: &str) {
+    let r = l.start(args);
+    l.send_and_stop(r, &["--topspeed"], expect);
     let c = final_counters(&l.store());
     assert_eq!(
         (c.received, c.written, c.filtered, c.drops()),
         (N as u64, want.len() as u64, (N as usize - want.len()) as u64, 0),
-        "received, written, filtered, dropped with filter udp port 53"
+        "received, written, filtered, dropped with filter {what}"
     );
     let files = check_store(&l.store());
-    assert_same_frames(&want, &stream_records(&files, 0), false, "filtered live capture");
+    assert_same_frames(want, &stream_records(&files, 0), false, &format!("capture filtered by {what}"));
     assert_peers_read(&paths(&files), usize::MAX);
 }
 
@@ -260,8 +275,16 @@ fn live_sigterm_during_heavy_traffic_leaves_only_valid_files() {
         return;
     }
     let _g = heavy_lock();
-    let l = Live::new("live-sigterm", N);
-    let mut r = l.start(&["--file-size", "4M"]);
+    sigterm_under_load("live-sigterm", &["--file-size", "4M"]);
+}
+
+/// Loops the standard sequence at top speed into a recorder started with `args` until it has
+/// received three sequences, stops it with SIGTERM, and checks that it exits 0 with a summary,
+/// balanced counters (drops allowed, counted by cause), rotated valid files, and only sent
+/// frames, intact and in sending order.
+pub(crate) fn sigterm_under_load(name: &str, args: &[&str]) {
+    let l = Live::new(name, N);
+    let mut r = l.start(args);
     // Loop the sequence at top speed until the recorder is stopped.
     let _sender = Background(
         VethPair::exec(&l.pair.ns_a, "tcpreplay")
@@ -344,7 +367,7 @@ fn live_two_workers_store_every_frame_exactly_once() {
 }
 
 /// The sequence number a test frame carries after its headers.
-pub(crate) fn seq_of(r: &Rec) -> Option<usize> {
+fn seq_of(r: &Rec) -> Option<usize> {
     let d = &r.data;
     let off = match u16::from_be_bytes([d[12], d[13]]) {
         0x0800 => 14 + 20 + if d[23] == 6 { 20 } else { 8 },

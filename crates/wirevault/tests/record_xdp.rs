@@ -4,9 +4,9 @@
 //! byte for byte, in order, with exact counters, in files tcpdump and capinfos read. Needs root,
 //! tcpreplay, tcpdump and capinfos; skips without them (fails in CI).
 
-use crate::record_live::{assert_ts_in_window, paths, ready, seq_of, Live, N};
+use crate::record_live::{exact_run, filtered_run, ready, sigterm_under_load, Live, N};
 use crate::util::*;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// The interface's `ip link` line (it names an attached XDP program: "xdp" / "xdpgeneric").
 fn link_line(ns: &str, dev: &str) -> String {
@@ -26,26 +26,10 @@ fn xdp_frames_are_stored_byte_for_byte_with_exact_counters() {
     let line = link_line(&l.pair.ns_b, l.pair.if_b);
     assert!(line.contains(" xdp ") || line.contains("prog/xdp"), "no native XDP program on the veth: {line}");
     assert!(!line.contains("xdpgeneric"), "generic XDP where veth has native: {line}");
-    let (o, t0, t1) = l.send_and_stop(r, &["--topspeed"], N as u64);
-    assert!(o.stderr.contains(&format!("{N} packets received")), "summary: {}", o.stderr);
+    // VLAN and QinQ frames and 9000-byte jumbo frames (three UMEM chunks each) included.
+    let o = exact_run(&l, r, "AF_XDP capture");
     assert!(o.stderr.contains("copy mode"), "no note that veth runs AF_XDP in copy mode: {}", o.stderr);
     assert!(!o.stderr.contains("generic mode"), "generic XDP on veth: {}", o.stderr);
-
-    let c = final_counters(&l.store());
-    assert_eq!(
-        (c.received, c.written, c.filtered, c.drops()),
-        (N as u64, N as u64, 0, 0),
-        "received, written, filtered, dropped"
-    );
-    let files = check_store(&l.store());
-    let got = stream_records(&files, 0);
-    // VLAN and QinQ frames and 9000-byte jumbo frames (three UMEM chunks each) included.
-    assert_same_frames(&l.sent, &got, false, "AF_XDP capture");
-    assert_ts_in_window(&got, t0, t1);
-    for f in &files {
-        assert_eq!(f.entry["linktype"], 1);
-    }
-    assert_peers_read(&paths(&files), usize::MAX);
     // The BPF link went with the process: the host has its interface back.
     let line = link_line(&l.pair.ns_b, l.pair.if_b);
     assert!(!line.contains("xdp"), "the XDP program outlived the recorder: {line}");
@@ -65,17 +49,7 @@ fn xdp_filter_runs_in_user_space_and_counts_the_rest() {
     let want: Vec<Frame> =
         by_tcpdump.into_iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data }).collect();
     assert!(!want.is_empty() && want.len() < N as usize, "{} of {N} frames match", want.len());
-    let r = l.start(&["--source", "xdp", expr]);
-    l.send_and_stop(r, &["--topspeed"], N as u64);
-    let c = final_counters(&l.store());
-    assert_eq!(
-        (c.received, c.written, c.filtered, c.drops()),
-        (N as u64, want.len() as u64, (N as usize - want.len()) as u64, 0),
-        "received, written, filtered, dropped with filter {expr}"
-    );
-    let files = check_store(&l.store());
-    assert_same_frames(&want, &stream_records(&files, 0), false, "filtered AF_XDP capture");
-    assert_peers_read(&paths(&files), usize::MAX);
+    filtered_run(&l, &["--source", "xdp", expr], &want, N as u64, expr);
 }
 
 /// A second recorder cannot attach its program where one is attached: one sentence, exit 1,
@@ -136,40 +110,13 @@ fn xdp_needs_one_worker_per_receive_queue() {
 }
 
 /// Under load with a small UMEM (--ring-size 8M: 2048 chunks), stopped by SIGTERM mid-stream:
-/// the counters balance (every drop counted by cause), every stored frame is a sent frame,
-/// intact and in order, and the files are valid.
+/// the counters balance (every drop counted by cause: kernel, fill_ring), every stored frame is
+/// a sent frame, intact and in order, and the files are valid.
 #[test]
 fn xdp_sigterm_under_load_balances_and_leaves_valid_files() {
     if !ready("xdp_sigterm_under_load_balances_and_leaves_valid_files") {
         return;
     }
     let _g = heavy_lock();
-    let l = Live::new("xdp-sigterm", N);
-    let mut r = l.start(&["--source", "xdp", "--ring-size", "8M", "--file-size", "4M"]);
-    let _sender = Background(
-        VethPair::exec(&l.pair.ns_a, "tcpreplay")
-            .args(["-q", "--topspeed", "--loop", "0", "-i", l.pair.if_a])
-            .arg(&l.pcap)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start tcpreplay"),
-    );
-    r.wait_received(3 * N as u64);
-    let o = r.terminate();
-    o.expect(0, "SIGTERM under load");
-    // final_counters asserts received = written + filtered + drops (kernel, fill_ring, ...).
-    let c = final_counters(&l.store());
-    assert!(c.written >= N as u64, "only {} written", c.written);
-    let files = check_store(&l.store());
-    let got = stream_records(&files, 0);
-    assert_eq!(got.len() as u64, c.written, "written counter vs frames on disk");
-    let mut prev_ts = 0;
-    for (i, g) in got.iter().enumerate() {
-        assert!(g.ts_ns >= prev_ts, "frame {i}: timestamp goes backwards");
-        prev_ts = g.ts_ns;
-        let seq = seq_of(g).unwrap_or_else(|| panic!("stored frame {i} is not a sent frame"));
-        assert_eq!(g.data, l.sent[seq].data, "stored frame {i} (sent #{seq}) differs");
-    }
-    assert_peers_read(&paths(&files), 3);
+    sigterm_under_load("xdp-sigterm", &["--source", "xdp", "--ring-size", "8M", "--file-size", "4M"]);
 }
