@@ -40,8 +40,13 @@ pub(crate) struct Live {
 
 impl Live {
     pub(crate) fn new(name: &str, n: u32) -> Live {
+        Live::with_queues(name, n, 1)
+    }
+
+    /// The same on a veth pair with `queues` receive and transmit queues.
+    pub(crate) fn with_queues(name: &str, n: u32, queues: u32) -> Live {
         let tmp = TempDir::new(name);
-        let pair = VethPair::new();
+        let pair = VethPair::with_queues(queues);
         let sent = test_frames(n, 1_700_000_000_000_000_000);
         let pcap = tmp.join("sent.pcap");
         write_pcap(&pcap, 1, 65535, false, &sent);
@@ -340,7 +345,13 @@ fn live_two_workers_store_every_frame_exactly_once() {
     }
     let _g = heavy_lock();
     let l = Live::new("live-workers", N);
-    let r = l.start(&["--workers", "2"]);
+    two_workers_run(&l, &["--workers", "2"]);
+}
+
+/// Records the standard sequence with `args` (two workers among them) and checks that every
+/// frame lands in exactly one of the two streams, intact, each stream in sending order.
+pub(crate) fn two_workers_run(l: &Live, args: &[&str]) {
+    let r = l.start(args);
     l.send_and_stop(r, &["--topspeed"], N as u64);
     let c = final_counters(&l.store());
     assert_eq!((c.received, c.written, c.drops()), (N as u64, N as u64, 0));

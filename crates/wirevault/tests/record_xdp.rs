@@ -4,7 +4,7 @@
 //! byte for byte, in order, with exact counters, in files tcpdump and capinfos read. Needs root,
 //! tcpreplay, tcpdump and capinfos; skips without them (fails in CI).
 
-use crate::record_live::{exact_run, filtered_run, ready, sigterm_under_load, Live, N};
+use crate::record_live::{exact_run, filtered_run, ready, sigterm_under_load, two_workers_run, Live, N};
 use crate::util::*;
 use std::process::Command;
 
@@ -80,6 +80,18 @@ fn xdp_refuses_with_one_sentence_when_the_program_cannot_attach() {
     l.send_and_stop(first, &["--topspeed"], 10);
     let c = final_counters(&l.store());
     assert_eq!((c.received, c.written, c.drops()), (10, 10, 0));
+}
+
+/// A veth with two receive queues: two workers, one socket per queue in one XSKMAP; every frame
+/// is stored exactly once, in order within its stream.
+#[test]
+fn xdp_two_queues_two_workers_store_every_frame_exactly_once() {
+    if !ready("xdp_two_queues_two_workers_store_every_frame_exactly_once") {
+        return;
+    }
+    let _g = heavy_lock();
+    let l = Live::with_queues("xdp-queues", N, 2);
+    two_workers_run(&l, &["--workers", "2", "--source", "xdp"]);
 }
 
 #[test]
