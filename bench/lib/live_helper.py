@@ -68,7 +68,7 @@ def has_packet_socket(pid):
             continue
         if l.startswith("socket:["):
             mine.add(l[8:-1])
-        elif l == "anon_inode:bpf-link":
+        elif l == "anon_inode:bpf_link":
             return True  # wirevault --source xdp: its XDP program is attached (AF_XDP sockets follow)
     return bool(mine & packet_socket_inodes())
 
