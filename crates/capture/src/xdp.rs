@@ -22,9 +22,6 @@ const COALESCE_BELOW: u32 = 256;
 /// The highest rate the sleep is sized for: 10 GbE's 64-byte frames.
 const MAX_PPS: u64 = 15_000_000;
 
-/// Most descriptors one frame may span (the kernel's limit, MAX_SKB_FRAGS + 1).
-const MAX_PARTS: usize = 18;
-
 /// One worker's socket.
 pub struct XdpSource {
     sock: XskSocket,
@@ -33,7 +30,8 @@ pub struct XdpSource {
     linktype: u32,
     snaplen: u32,
     filter: Option<Filter>,
-    /// A frame of more than four descriptors, or one the filter must see whole, is copied here.
+    /// A frame of more than four descriptors, or a multi-part one the filter must see whole, is
+    /// copied here.
     scratch: Vec<u8>,
     kernel: KernelCounts,
     stopping: bool,
@@ -71,14 +69,28 @@ impl Source for XdpSource {
         }
         // One clock read per batch.
         let ts = now_ns();
+        let (sock, scratch) = (&self.sock, &mut self.scratch);
+        let spill_multi = self.filter.is_some();
         let mut i = 0;
         while i < n {
-            let mut parts: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
-            let mut k = 0;
+            // Up to four descriptors are handed over as parts; a longer frame, or a multi-part
+            // one the filter must see whole, is gathered in `scratch`.
+            let mut parts: [&[u8]; 4] = [&[]; 4];
+            let (mut k, mut wire, mut spilled) = (0, 0usize, false);
             loop {
-                let d = self.sock.desc(i);
+                let d = sock.desc(i);
                 i += 1;
-                if k < MAX_PARTS {
+                wire += d.data.len();
+                if !spilled && (k == 4 || (k == 1 && spill_multi)) {
+                    scratch.clear();
+                    for p in &parts[..k] {
+                        scratch.extend_from_slice(p);
+                    }
+                    spilled = true;
+                }
+                if spilled {
+                    scratch.extend_from_slice(d.data);
+                } else {
                     parts[k] = d.data;
                     k += 1;
                 }
@@ -86,29 +98,15 @@ impl Source for XdpSource {
                     break;
                 }
             }
-            let parts = &parts[..k];
-            let wire: usize = parts.iter().map(|p| p.len()).sum();
             self.kernel.stamped_software += 1;
-            let whole = if parts.len() > 4 || (parts.len() > 1 && self.filter.is_some()) {
-                self.scratch.clear();
-                for p in parts {
-                    self.scratch.extend_from_slice(p);
-                }
-                Some(&self.scratch[..])
-            } else {
-                None
-            };
+            let parts: &[&[u8]] = if spilled { &[&scratch[..]] } else { &parts[..k] };
             if let Some(f) = &self.filter {
-                let data = whole.unwrap_or(parts[0]);
-                if !f.matches(data, wire as u32) {
+                if !f.matches(parts[0], wire as u32) {
                     out.filtered();
                     continue;
                 }
             }
-            match whole {
-                Some(w) => out.packet(ts, self.linktype, self.snaplen, wire as u32, &[w]),
-                None => out.packet(ts, self.linktype, self.snaplen, wire as u32, parts),
-            }
+            out.packet(ts, self.linktype, self.snaplen, wire as u32, parts);
         }
         self.sock.release(n);
         if n < COALESCE_BELOW && !self.stopping {

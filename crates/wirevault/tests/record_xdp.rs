@@ -26,7 +26,7 @@ fn xdp_frames_are_stored_byte_for_byte_with_exact_counters() {
     let line = link_line(&l.pair.ns_b, l.pair.if_b);
     assert!(line.contains(" xdp ") || line.contains("prog/xdp"), "no native XDP program on the veth: {line}");
     assert!(!line.contains("xdpgeneric"), "generic XDP where veth has native: {line}");
-    // VLAN and QinQ frames and 9000-byte jumbo frames (three UMEM chunks each) included.
+    // VLAN and QinQ frames and 9000-byte jumbo frames (six UMEM chunks each, gathered) included.
     let o = exact_run(&l, r, "AF_XDP capture");
     assert!(o.stderr.contains("copy mode"), "no note that veth runs AF_XDP in copy mode: {}", o.stderr);
     assert!(!o.stderr.contains("generic mode"), "generic XDP on veth: {}", o.stderr);
