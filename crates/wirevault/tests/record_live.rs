@@ -142,7 +142,14 @@ fn live_snaplen_cuts_frames_and_keeps_their_length() {
     }
     let _g = heavy_lock();
     let l = Live::new("live-snaplen", 500);
-    let r = l.start(&["-s", "100"]);
+    snaplen_run(&l, 100, &[]);
+}
+
+/// Records the 500-frame sequence with `-s SNAP` and `args`: every frame cut to SNAP bytes with
+/// its original length kept, exact counters, files the peers read.
+pub(crate) fn snaplen_run(l: &Live, snap: usize, args: &[&str]) {
+    let s = snap.to_string();
+    let r = l.start(&[&["-s", s.as_str()], args].concat());
     l.send_and_stop(r, &["--topspeed"], 500);
     let c = final_counters(&l.store());
     assert_eq!((c.received, c.written, c.drops()), (500, 500, 0));
@@ -150,12 +157,12 @@ fn live_snaplen_cuts_frames_and_keeps_their_length() {
     let want: Vec<Frame> = l
         .sent
         .iter()
-        .map(|f| Frame { ts_ns: f.ts_ns, origlen: f.origlen, data: f.data[..f.data.len().min(100)].to_vec() })
+        .map(|f| Frame { ts_ns: f.ts_ns, origlen: f.origlen, data: f.data[..f.data.len().min(snap)].to_vec() })
         .collect();
     for f in &files {
-        assert_eq!(f.entry["snaplen"], 100);
+        assert_eq!(f.entry["snaplen"], snap);
     }
-    assert_same_frames(&want, &stream_records(&files, 0), false, "-s 100");
+    assert_same_frames(&want, &stream_records(&files, 0), false, &format!("-s {snap}"));
     assert_peers_read(&paths(&files), usize::MAX);
 }
 

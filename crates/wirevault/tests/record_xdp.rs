@@ -4,7 +4,7 @@
 //! byte for byte, in order, with exact counters, in files tcpdump and capinfos read. Needs root,
 //! tcpreplay, tcpdump and capinfos; skips without them (fails in CI).
 
-use crate::record_live::{exact_run, filtered_run, ready, sigterm_under_load, two_workers_run, Live, N};
+use crate::record_live::{exact_run, filtered_run, ready, sigterm_under_load, snaplen_run, two_workers_run, Live, N};
 use crate::util::*;
 use std::process::Command;
 
@@ -50,6 +50,18 @@ fn xdp_filter_runs_in_user_space_and_counts_the_rest() {
         by_tcpdump.into_iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data }).collect();
     assert!(!want.is_empty() && want.len() < N as usize, "{} of {N} frames match", want.len());
     filtered_run(&l, &["--source", "xdp", expr], &want, N as u64, expr);
+}
+
+/// `-s 4000` cuts frames inside their third 2 KiB chunk (frames of up to four chunks are handed
+/// over in parts, longer ones gathered first): the stored bytes and original lengths are exact.
+#[test]
+fn xdp_snaplen_cuts_multi_chunk_frames_exactly() {
+    if !ready("xdp_snaplen_cuts_multi_chunk_frames_exactly") {
+        return;
+    }
+    let _g = heavy_lock();
+    let l = Live::new("xdp-snaplen", 500);
+    snaplen_run(&l, 4000, &["--source", "xdp"]);
 }
 
 /// A second recorder cannot attach its program where one is attached: one sentence, exit 1,
