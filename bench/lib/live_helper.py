@@ -68,6 +68,8 @@ def has_packet_socket(pid):
             continue
         if l.startswith("socket:["):
             mine.add(l[8:-1])
+        elif l == "anon_inode:bpf_link":
+            return True  # wirevault --source xdp: its XDP program is attached (AF_XDP sockets follow)
     return bool(mine & packet_socket_inodes())
 
 
@@ -185,7 +187,8 @@ def cmd_drops(tool, files):
                 try:
                     d = json.load(open(fn))["dropped"]
                     out = f"{sum(d.values()):,} (k {d['kernel']:,}, arena {d['arena_full']:,}, " \
-                          f"wr {d['write_error']:,}, shut {d['shutdown']:,})"
+                          f"wr {d['write_error']:,}, shut {d['shutdown']:,}" \
+                          + (f", fill {d['fill_ring']:,})" if d.get('fill_ring') else ")")
                 except (OSError, ValueError, KeyError):
                     pass
     print(out)

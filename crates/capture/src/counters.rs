@@ -41,10 +41,12 @@ pub struct Counts {
     pub ts_hardware: u64,
     /// Live frames stamped by the kernel's clock.
     pub ts_software: u64,
+    /// Packets an AF_XDP socket dropped because its fill ring had no free chunk.
+    pub dropped_fill_ring: u64,
 }
 
 /// Number of fields of [`Counts`].
-const FIELDS: usize = 16;
+const FIELDS: usize = 17;
 
 impl Counts {
     /// Every field, in one fixed order: the one list of the fields that
@@ -67,6 +69,7 @@ impl Counts {
             &mut self.cpu_ns,
             &mut self.ts_hardware,
             &mut self.ts_software,
+            &mut self.dropped_fill_ring,
         ]
     }
 
@@ -136,6 +139,7 @@ mod tests {
             cpu_ns: k + 13,
             ts_hardware: k + 14,
             ts_software: k + 15,
+            dropped_fill_ring: k + 16,
         }
     }
 

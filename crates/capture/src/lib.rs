@@ -15,6 +15,7 @@ pub mod filter;
 pub mod reduce;
 pub mod synthetic;
 pub mod worker;
+pub mod xdp;
 
 pub use counters::{Counts, SharedCounts};
 pub use worker::{Delivery, Frame};
@@ -37,6 +38,8 @@ pub struct KernelCounts {
     pub filtered: u64,
     /// Packets accepted by the filter that the kernel dropped (ring full).
     pub dropped: u64,
+    /// Packets an AF_XDP socket dropped because its fill ring had no free chunk.
+    pub dropped_fill_ring: u64,
     /// Frames that reached user space with the NIC's hardware stamp.
     pub stamped_hardware: u64,
     /// Frames that reached user space with a software stamp.
@@ -48,6 +51,8 @@ pub struct KernelCounts {
 pub enum CaptureError {
     #[error(transparent)]
     AfPacket(#[from] wv_sys::afpacket::Error),
+    #[error(transparent)]
+    Xdp(#[from] wv_sys::xdp::Error),
     #[error("{0}")]
     Other(String),
 }

@@ -234,6 +234,7 @@ impl Delivery<'_> {
     fn kernel(&mut self, kc: KernelCounts) {
         self.counts.filtered_kernel = kc.filtered;
         self.counts.dropped_kernel = kc.dropped;
+        self.counts.dropped_fill_ring = kc.dropped_fill_ring;
         self.counts.ts_hardware = kc.stamped_hardware;
         self.counts.ts_software = kc.stamped_software;
     }

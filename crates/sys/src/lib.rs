@@ -15,3 +15,4 @@ pub mod netif;
 pub mod pipe;
 pub mod tsinfo;
 pub mod uring;
+pub mod xdp;

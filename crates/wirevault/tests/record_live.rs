@@ -12,9 +12,9 @@ use std::process::{Command, Stdio};
 
 const TOOLS: &[&str] = &["ip", "tcpreplay", "tcpdump", "capinfos"];
 /// Frames in the standard sequence: sizes 60..9018, ~7 MB.
-const N: u32 = 2000;
+pub(crate) const N: u32 = 2000;
 
-fn ready(test: &str) -> bool {
+pub(crate) fn ready(test: &str) -> bool {
     need_root(test) && need_tools(test, TOOLS)
 }
 
@@ -31,28 +31,33 @@ fn replay(ns: &str, dev: &str, file: &Path, rate: &[&str], count: u32) {
 
 /// One live scenario: a fresh veth pair, the standard frame sequence as a
 /// pcap for tcpreplay, and a temp dir holding the store and the logs.
-struct Live {
-    tmp: TempDir,
-    pair: VethPair,
-    sent: Vec<Frame>,
-    pcap: PathBuf,
+pub(crate) struct Live {
+    pub(crate) tmp: TempDir,
+    pub(crate) pair: VethPair,
+    pub(crate) sent: Vec<Frame>,
+    pub(crate) pcap: PathBuf,
 }
 
 impl Live {
-    fn new(name: &str, n: u32) -> Live {
+    pub(crate) fn new(name: &str, n: u32) -> Live {
+        Live::with_queues(name, n, 1)
+    }
+
+    /// The same on a veth pair with `queues` receive and transmit queues.
+    pub(crate) fn with_queues(name: &str, n: u32, queues: u32) -> Live {
         let tmp = TempDir::new(name);
-        let pair = VethPair::new();
+        let pair = VethPair::with_queues(queues);
         let sent = test_frames(n, 1_700_000_000_000_000_000);
         let pcap = tmp.join("sent.pcap");
         write_pcap(&pcap, 1, 65535, false, &sent);
         Live { tmp, pair, sent, pcap }
     }
 
-    fn store(&self) -> PathBuf {
+    pub(crate) fn store(&self) -> PathBuf {
         self.tmp.join("store")
     }
 
-    fn start(&self, args: &[&str]) -> Recorder {
+    pub(crate) fn start(&self, args: &[&str]) -> Recorder {
         let mut all = vec!["-i", self.pair.if_b, "--buffer", "64M", "-q"];
         all.extend_from_slice(args);
         let mut r = Recorder::start(Some(&self.pair.ns_b), &self.store(), self.tmp.path(), &all);
@@ -62,7 +67,7 @@ impl Live {
 
     /// Sends the whole sequence, waits until the recorder has it, stops it
     /// with SIGTERM; returns (outcome, window start, window end).
-    fn send_and_stop(&self, mut r: Recorder, rate: &[&str], expect: u64) -> (Outcome, u64, u64) {
+    pub(crate) fn send_and_stop(&self, mut r: Recorder, rate: &[&str], expect: u64) -> (Outcome, u64, u64) {
         let t0 = now_ns();
         replay(&self.pair.ns_a, self.pair.if_a, &self.pcap, rate, self.sent.len() as u32);
         let t1 = now_ns();
@@ -100,6 +105,15 @@ fn live_frames_are_stored_byte_for_byte_with_exact_counters() {
     let _g = heavy_lock();
     let l = Live::new("live-exact", N);
     let r = l.start(&[]);
+    // VLAN and QinQ frames included: the kernel strips the outer tag, the
+    // recorder must put it back exactly as it was on the wire.
+    exact_run(&l, r, "live capture");
+}
+
+/// Sends the standard sequence to the started recorder `r`, stops it, and checks that every
+/// frame is stored byte for byte, in order, stamped within the sending window, with exact
+/// counters, in pcap files the peers read. Returns the recorder's outcome.
+pub(crate) fn exact_run(l: &Live, r: Recorder, what: &str) -> Outcome {
     let (o, t0, t1) = l.send_and_stop(r, &["--topspeed"], N as u64);
     assert!(o.stderr.contains(&format!("{N} packets received")), "summary: {}", o.stderr);
 
@@ -111,15 +125,14 @@ fn live_frames_are_stored_byte_for_byte_with_exact_counters() {
     );
     let files = check_store(&l.store());
     let got = stream_records(&files, 0);
-    // VLAN and QinQ frames included: the kernel strips the outer tag, the
-    // recorder must put it back exactly as it was on the wire.
-    assert_same_frames(&l.sent, &got, false, "live capture");
+    assert_same_frames(&l.sent, &got, false, what);
     assert_ts_in_window(&got, t0, t1);
     for f in &files {
         assert_eq!(f.entry["linktype"], 1);
         assert_eq!(f.entry["format"], "pcap");
     }
     assert_peers_read(&paths(&files), usize::MAX);
+    o
 }
 
 #[test]
@@ -129,7 +142,14 @@ fn live_snaplen_cuts_frames_and_keeps_their_length() {
     }
     let _g = heavy_lock();
     let l = Live::new("live-snaplen", 500);
-    let r = l.start(&["-s", "100"]);
+    snaplen_run(&l, 100, &[]);
+}
+
+/// Records the 500-frame sequence with `-s SNAP` and `args`: every frame cut to SNAP bytes with
+/// its original length kept, exact counters, files the peers read.
+pub(crate) fn snaplen_run(l: &Live, snap: usize, args: &[&str]) {
+    let s = snap.to_string();
+    let r = l.start(&[&["-s", s.as_str()], args].concat());
     l.send_and_stop(r, &["--topspeed"], 500);
     let c = final_counters(&l.store());
     assert_eq!((c.received, c.written, c.drops()), (500, 500, 0));
@@ -137,12 +157,12 @@ fn live_snaplen_cuts_frames_and_keeps_their_length() {
     let want: Vec<Frame> = l
         .sent
         .iter()
-        .map(|f| Frame { ts_ns: f.ts_ns, origlen: f.origlen, data: f.data[..f.data.len().min(100)].to_vec() })
+        .map(|f| Frame { ts_ns: f.ts_ns, origlen: f.origlen, data: f.data[..f.data.len().min(snap)].to_vec() })
         .collect();
     for f in &files {
-        assert_eq!(f.entry["snaplen"], 100);
+        assert_eq!(f.entry["snaplen"], snap);
     }
-    assert_same_frames(&want, &stream_records(&files, 0), false, "-s 100");
+    assert_same_frames(&want, &stream_records(&files, 0), false, &format!("-s {snap}"));
     assert_peers_read(&paths(&files), usize::MAX);
 }
 
@@ -241,16 +261,23 @@ fn live_filter_stores_only_matching_frames_and_counts_the_rest() {
     let (_, by_tcpdump) = tcpdump_frames(&l.pcap, &["udp port 53"], l.tmp.path());
     assert_same_frames(&want, &by_tcpdump, true, "tcpdump's selection of udp port 53");
 
-    let r = l.start(&["udp", "port", "53"]);
-    let (_, _, _) = l.send_and_stop(r, &["--topspeed"], want.len() as u64);
+    filtered_run(&l, &["udp", "port", "53"], &want, want.len() as u64, "udp port 53");
+}
+
+/// Records the standard sequence with `args` (a filter among them) that `want` are the
+/// matching frames of; waits for `expect` received, then checks the counters (received N,
+/// written the matches, the rest filtered, nothing dropped), the stored frames and the files.
+pub(crate) fn filtered_run(l: &Live, args: &[&str], want: &[Frame], expect: u64, what: &str) {
+    let r = l.start(args);
+    l.send_and_stop(r, &["--topspeed"], expect);
     let c = final_counters(&l.store());
     assert_eq!(
         (c.received, c.written, c.filtered, c.drops()),
         (N as u64, want.len() as u64, (N as usize - want.len()) as u64, 0),
-        "received, written, filtered, dropped with filter udp port 53"
+        "received, written, filtered, dropped with filter {what}"
     );
     let files = check_store(&l.store());
-    assert_same_frames(&want, &stream_records(&files, 0), false, "filtered live capture");
+    assert_same_frames(want, &stream_records(&files, 0), false, &format!("capture filtered by {what}"));
     assert_peers_read(&paths(&files), usize::MAX);
 }
 
@@ -260,8 +287,16 @@ fn live_sigterm_during_heavy_traffic_leaves_only_valid_files() {
         return;
     }
     let _g = heavy_lock();
-    let l = Live::new("live-sigterm", N);
-    let mut r = l.start(&["--file-size", "4M"]);
+    sigterm_under_load("live-sigterm", &["--file-size", "4M"]);
+}
+
+/// Loops the standard sequence at top speed into a recorder started with `args` until it has
+/// received three sequences, stops it with SIGTERM, and checks that it exits 0 with a summary,
+/// balanced counters (drops allowed, counted by cause), rotated valid files, and only sent
+/// frames, intact and in sending order.
+pub(crate) fn sigterm_under_load(name: &str, args: &[&str]) {
+    let l = Live::new(name, N);
+    let mut r = l.start(args);
     // Loop the sequence at top speed until the recorder is stopped.
     let _sender = Background(
         VethPair::exec(&l.pair.ns_a, "tcpreplay")
@@ -317,7 +352,13 @@ fn live_two_workers_store_every_frame_exactly_once() {
     }
     let _g = heavy_lock();
     let l = Live::new("live-workers", N);
-    let r = l.start(&["--workers", "2"]);
+    two_workers_run(&l, &["--workers", "2"]);
+}
+
+/// Records the standard sequence with `args` (two workers among them) and checks that every
+/// frame lands in exactly one of the two streams, intact, each stream in sending order.
+pub(crate) fn two_workers_run(l: &Live, args: &[&str]) {
+    let r = l.start(args);
     l.send_and_stop(r, &["--topspeed"], N as u64);
     let c = final_counters(&l.store());
     assert_eq!((c.received, c.written, c.drops()), (N as u64, N as u64, 0));

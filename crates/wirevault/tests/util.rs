@@ -178,6 +178,11 @@ fn ip(args: &[&str]) {
 
 impl VethPair {
     pub fn new() -> VethPair {
+        VethPair::with_queues(1)
+    }
+
+    /// A pair whose ends have `queues` receive and transmit queues each.
+    pub fn with_queues(queues: u32) -> VethPair {
         remove_stale_namespaces();
         let base = format!("wvt-{}-{}", std::process::id(), unique());
         let pair = VethPair { ns_a: format!("{base}-a"), ns_b: format!("{base}-b"), if_a: "veth-a", if_b: "veth-b" };
@@ -191,10 +196,13 @@ impl VethPair {
                     .args(["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]),
             );
         }
-        ip(&[
-            "link", "add", pair.if_a, "netns", &pair.ns_a, "type", "veth", "peer", "name", pair.if_b, "netns",
-            &pair.ns_b,
-        ]);
+        let q = queues.to_string();
+        let q: &[&str] = if queues > 1 { &["numtxqueues", &q, "numrxqueues", &q] } else { &[] };
+        let (a, b) = (
+            [&["link", "add", pair.if_a, "netns", &pair.ns_a], q].concat(),
+            [&["name", pair.if_b, "netns", &pair.ns_b], q].concat(),
+        );
+        ip(&[&a[..], &["type", "veth", "peer"], &b[..]].concat());
         for (ns, dev) in [(&pair.ns_a, pair.if_a), (&pair.ns_b, pair.if_b)] {
             ip(&["-n", ns, "link", "set", "dev", dev, "mtu", "9000", "arp", "off", "multicast", "off", "up"]);
         }
@@ -625,11 +633,13 @@ pub struct Counters {
     pub write_error: u64,
     pub shutdown: u64,
     pub timestamp_range: u64,
+    /// `--source xdp`: the AF_XDP fill ring had no chunk (0 when the key is missing).
+    pub fill_ring: u64,
 }
 
 impl Counters {
     pub fn drops(&self) -> u64 {
-        self.kernel + self.arena_full + self.write_error + self.shutdown + self.timestamp_range
+        self.kernel + self.arena_full + self.write_error + self.shutdown + self.timestamp_range + self.fill_ring
     }
 }
 
@@ -648,6 +658,7 @@ pub fn final_counters(store: &Path) -> Counters {
         write_error: u(d, "write_error"),
         shutdown: u(d, "shutdown"),
         timestamp_range: u(d, "timestamp_range"),
+        fill_ring: d["fill_ring"].as_u64().unwrap_or(0),
     };
     assert_eq!(
         c.received,

@@ -16,6 +16,10 @@ pub struct Args {
     /// Capture live from this network interface (AF_PACKET, TPACKET_V3).
     #[arg(short = 'i', long, value_name = "IF")]
     pub interface: Option<String>,
+    /// Live capture path: afpacket (a TPACKET_V3 ring per worker) or xdp (an XDP program and an
+    /// AF_XDP socket per receive queue; the frames no longer reach the host's network stack).
+    #[arg(long = "source", value_enum, default_value_t = LiveSourceArg::Afpacket, value_name = "PATH")]
+    pub capture_source: LiveSourceArg,
     /// Ingest existing pcap/pcapng files, keeping their timestamps (`-` or a pipe: standard input).
     #[arg(short = 'r', long, value_name = "FILE", num_args = 1.., value_terminator = "--")]
     pub read: Vec<PathBuf>,
@@ -138,6 +142,13 @@ impl From<FormatArg> for wv_store::Format {
             FormatArg::Pcapng => wv_store::Format::Pcapng,
         }
     }
+}
+
+/// `--source`: how a live interface is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LiveSourceArg {
+    Afpacket,
+    Xdp,
 }
 
 /// `--timestamps`: where a live capture's packet times come from.

@@ -96,7 +96,12 @@ impl Default for Tuning {
 /// Where the packets come from.
 pub enum SourcePlan {
     /// `-i IF`: live capture, one ring per worker.
-    Live { interface: String, promisc: bool },
+    Live {
+        interface: String,
+        promisc: bool,
+        /// `--source xdp`: AF_XDP sockets instead of AF_PACKET rings.
+        xdp: bool,
+    },
     /// `-r FILE...`: files read front to back (`-` is standard input).
     Read { files: Vec<PathBuf> },
     /// `--synthetic SPEC`.
@@ -390,8 +395,17 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             "--timestamps hw applies to a live interface (-i IF) only: --read keeps the files' own times and --synthetic stamps with the kernel's clock".into(),
         ));
     }
+    let xdp = a.capture_source == super::args::LiveSourceArg::Xdp;
+    if xdp && a.interface.is_none() {
+        return Err(usage("--source xdp reads a live interface: give -i IF".into()));
+    }
+    if xdp && a.timestamps == super::args::TimestampsArg::Hw {
+        return Err(usage(
+            "--timestamps hw: AF_XDP frames carry no timestamp (wirevault stamps them with the system clock); record with --source afpacket for the NIC's stamps".into(),
+        ));
+    }
     let source = if let Some(interface) = &a.interface {
-        SourcePlan::Live { interface: interface.clone(), promisc: !a.no_promisc }
+        SourcePlan::Live { interface: interface.clone(), promisc: !a.no_promisc, xdp }
     } else if !a.read.is_empty() {
         check_read(&a.read)?;
         SourcePlan::Read { files: a.read.clone() }

@@ -20,6 +20,7 @@ use wv_capture::afpacket::AfPacketSource;
 use wv_capture::file::FileSource;
 use wv_capture::filter::{self, Filter};
 use wv_capture::synthetic::Synthetic;
+use wv_capture::xdp::XdpSource;
 use wv_capture::{SharedCounts, Source};
 use wv_store::catalog::{Catalog, LiveBudget, Stamps};
 use wv_store::stream::{StreamConfig, StreamProducer};
@@ -96,8 +97,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let arenas = (0..nstreams).map(|_| alloc_arena(&p)).collect::<anyhow::Result<Vec<Arena>>>()?;
     let arena_cpu_ns = wv_sys::cpu::process_cpu_ns().saturating_sub(cpu_before_arenas);
     let huge_fallback = arenas.iter().any(|a| !a.hugetlb);
-    if let Some(live) = sources.live.take() {
-        sources.list = open_rings(&p, live)?;
+    if let Some(mut live) = sources.live.take() {
+        sources.list = match live.xdp.take() {
+            Some(filter) => open_xsks(&p, live, filter, &mut sources.notes)?,
+            None => open_rings(&p, live)?,
+        };
     }
     // Opening the rings needs the privileges; nothing after it does.
     if let Some(u) = &p.user {
@@ -275,6 +279,8 @@ struct Live {
     filtered: bool,
     /// The rings ask for the NIC's hardware stamps.
     hw_stamps: bool,
+    /// `--source xdp`: AF_XDP sockets, with the filter they run in user space.
+    xdp: Option<Option<Filter>>,
 }
 
 /// Opens the sources: checks a live interface and compiles its filter (its
@@ -286,11 +292,15 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
     let mut live = None;
     let mut stamps = Stamps::Software;
     match &p.source {
-        SourcePlan::Live { interface: ifname, promisc } => {
+        SourcePlan::Live { interface: ifname, promisc, xdp } => {
             let linktype =
                 wv_sys::netif::linktype_of(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))?.ok_or_else(|| {
                     fail(exit::ERROR, format!("interface {ifname} has a link type wirevault cannot store yet"))
                 })?;
+            if *xdp {
+                live = Some(xdp_live(p, ifname, *promisc, linktype)?);
+                return Ok(Sources { list, live, file_source, notes, stamps });
+            }
             let filt: Option<Filter> = match &p.expression {
                 Some(e) => {
                     Some(filter::compile_live(e, ifname, p.snaplen).map_err(|e| fail(exit::USAGE, e.to_string()))?)
@@ -310,7 +320,15 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
                 stamps = Stamps::Hardware;
             }
             let filtered = filt.is_some();
-            live = Some(Live { ifname: ifname.clone(), promisc: *promisc, linktype, prog, filtered, hw_stamps });
+            live = Some(Live {
+                ifname: ifname.clone(),
+                promisc: *promisc,
+                linktype,
+                prog,
+                filtered,
+                hw_stamps,
+                xdp: None,
+            });
         }
         SourcePlan::Read { files } => {
             if let Some(e) = &p.expression {
@@ -382,7 +400,7 @@ fn live_stamps(ifname: &str, choice: TimestampsArg, notes: &mut Vec<String>) -> 
 /// when there are several), with the filtered-packet counter opened just
 /// before them so it covers their lifetime.
 fn open_rings(p: &Plan, live: Live) -> anyhow::Result<Vec<Box<dyn Source>>> {
-    let Live { ifname, promisc, linktype, prog, filtered, hw_stamps } = live;
+    let Live { ifname, promisc, linktype, prog, filtered, hw_stamps, .. } = live;
     let counter = match (filtered, prog.as_deref().and_then(wv_sys::bpf::invert)) {
         (true, Some(inv)) => {
             Some(Arc::new(FilteredCounter::open(&ifname, &inv).map_err(|e| fail(exit::ERROR, e.to_string()))?))
@@ -408,6 +426,70 @@ fn open_rings(p: &Plan, live: Live) -> anyhow::Result<Vec<Box<dyn Source>>> {
         list.push(Box::new(AfPacketSource::new(ring, linktype, p.snaplen, c)));
     }
     Ok(list)
+}
+
+/// `--source xdp` on a live interface: the filter compiled for the frames as they are on the
+/// wire (XDP sees VLAN tags in place, as a file holds them), run in user space.
+fn xdp_live(p: &Plan, ifname: &str, promisc: bool, linktype: u32) -> anyhow::Result<Live> {
+    let filt = match &p.expression {
+        Some(e) => Some(filter::compile(e, linktype, p.snaplen).map_err(|e| fail(exit::USAGE, e.to_string()))?),
+        None => None,
+    };
+    let filtered = filt.is_some();
+    Ok(Live { ifname: ifname.to_string(), promisc, linktype, prog: None, filtered, hw_stamps: false, xdp: Some(filt) })
+}
+
+/// Opens one AF_XDP socket per receive queue (one per worker), puts them in the XDP program's
+/// map and attaches the program: natively where the driver can, else generic, with a note.
+fn open_xsks(
+    p: &Plan,
+    live: Live,
+    filt: Option<Filter>,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<Box<dyn Source>>> {
+    use wv_sys::xdp::{AttachMode, XdpProgram, XskSocket, CHUNK};
+    let err = |e: wv_sys::xdp::Error| fail(exit::ERROR, e.to_string());
+    let ifname = &live.ifname;
+    let queues = wv_sys::xdp::rx_queues(ifname);
+    if queues as usize != p.workers {
+        return Err(fail(
+            exit::USAGE,
+            format!(
+                "interface {ifname} has {queues} receive queue(s) and --source xdp reads each with its own worker: give --workers {queues}"
+            ),
+        ));
+    }
+    // The UMEM of each socket holds as many bytes as its ring would (--ring-size), in whole
+    // chunks, a power of two of them.
+    let ring = (p.tuning.ring_block_size * p.tuning.ring_blocks / CHUNK).clamp(2048, 1 << 18);
+    let frames = 1u32 << (usize::BITS - 1 - ring.leading_zeros());
+    let mut prog = XdpProgram::load(queues).map_err(err)?;
+    // Attached first (a queue without a socket passes its frames to the host), so that an
+    // interface with another XDP program is refused before any socket binds.
+    let mode = prog.attach(ifname).map_err(err)?;
+    let mut socks = Vec::new();
+    for q in 0..queues {
+        let sock = XskSocket::open(ifname, q, frames).map_err(err)?;
+        prog.insert(q, &sock).map_err(err)?;
+        socks.push(sock);
+    }
+    if mode == AttachMode::Generic {
+        notes.push(format!("{ifname}'s driver has no native XDP: the program runs in generic mode (slower)"));
+    }
+    if socks.iter().any(|s| !s.zerocopy()) {
+        notes.push(format!(
+            "{ifname}'s driver has no zero-copy AF_XDP: the kernel copies each frame into the socket's memory (copy mode)"
+        ));
+    }
+    notes.push(format!(
+        "--source xdp: {ifname}'s frames go to wirevault only, not to the host's network stack, while it records{}",
+        if live.promisc { " (promiscuous mode is not set on this path: `ip link set IF promisc on`)" } else { "" }
+    ));
+    let prog = Arc::new(prog);
+    Ok(socks
+        .into_iter()
+        .map(|s| Box::new(XdpSource::new(s, prog.clone(), live.linktype, p.snaplen, filt.clone())) as Box<dyn Source>)
+        .collect())
 }
 
 /// One stream's arena, allocated and faulted in.

@@ -106,7 +106,7 @@ struct DropCause {
 
 /// Every cause of drops, in the order the reports list them; the values
 /// come from [`Snapshot::drops`] in the same order.
-const DROP_CAUSES: [DropCause; 6] = [
+const DROP_CAUSES: [DropCause; 7] = [
     DropCause { json: "kernel", line: Some("kernel"), summary: "kernel" },
     DropCause { json: "arena_full", line: Some("arena"), summary: "arena full" },
     DropCause { json: "write_error", line: Some("write"), summary: "write error" },
@@ -115,6 +115,8 @@ const DROP_CAUSES: [DropCause; 6] = [
     DropCause { json: "shutdown", line: None, summary: "shutdown" },
     // Packets dated after 2106-02-07T06:28:15Z with --format pcap (32-bit seconds).
     DropCause { json: "timestamp_range", line: None, summary: "time past pcap's range" },
+    // `--source xdp`: the AF_XDP socket's fill ring had no free chunk for the frame.
+    DropCause { json: "fill_ring", line: None, summary: "fill ring empty" },
 ];
 
 /// All counters at one moment.
@@ -238,7 +240,7 @@ impl Snapshot {
     }
 
     fn received(&self) -> u64 {
-        self.counts.delivered + self.counts.filtered_kernel + self.counts.dropped_kernel
+        self.counts.delivered + self.counts.filtered_kernel + self.counts.dropped_kernel + self.counts.dropped_fill_ring
     }
 
     fn filtered(&self) -> u64 {
@@ -255,6 +257,7 @@ impl Snapshot {
             self.budget,
             c.dropped_shutdown,
             c.dropped_timestamp_range,
+            c.dropped_fill_ring,
         ]
     }
 

@@ -1,0 +1,140 @@
+//! The AF_XDP live source (`record --source xdp`): one XSK socket per receive queue and worker,
+//! fed by the XDP program of [`wv_sys::xdp`].
+//!
+//! Frames reach user space as they were on the wire (XDP runs before the kernel takes a VLAN
+//! tag out of the frame), so they are stored as they come. XDP frames carry no timestamp: each
+//! batch (one poll) is stamped with the wall clock (`CLOCK_REALTIME`) when it is read - not the
+//! NIC's stamp, and frames of one batch share it. After a small batch the worker sleeps a little
+//! (at most 1 ms, less for a small ring) so that the next poll reads many frames at once instead
+//! of one system call per few frames: a stamp is then up to that much later than the arrival. The capture filter runs here, in user space
+//! ([`crate::filter::Filter`], libpcap's program), and counts what it rejects as filtered.
+
+use crate::filter::Filter;
+use crate::worker::now_ns;
+use crate::{CaptureError, Delivery, KernelCounts, Poll, Source};
+use std::sync::Arc;
+use wv_sys::xdp::{XdpProgram, XskSocket};
+
+/// How long one poll waits for frames.
+const POLL_MS: i32 = 50;
+/// A batch smaller than this is followed by a short sleep (see the module documentation).
+const COALESCE_BELOW: u32 = 256;
+/// The highest rate the sleep is sized for: 10 GbE's 64-byte frames.
+const MAX_PPS: u64 = 15_000_000;
+
+/// One worker's socket.
+pub struct XdpSource {
+    sock: XskSocket,
+    /// Shared by every worker; the last one dropped detaches the program.
+    prog: Arc<XdpProgram>,
+    linktype: u32,
+    snaplen: u32,
+    filter: Option<Filter>,
+    /// A frame of more than four descriptors, or a multi-part one the filter must see whole, is
+    /// copied here.
+    scratch: Vec<u8>,
+    kernel: KernelCounts,
+    stopping: bool,
+    idle_after_stop: u32,
+    /// The sleep after a small batch: a quarter of the ring's frames at [`MAX_PPS`], at most 1 ms.
+    coalesce: std::time::Duration,
+}
+
+impl XdpSource {
+    pub fn new(sock: XskSocket, prog: Arc<XdpProgram>, linktype: u32, snaplen: u32, filter: Option<Filter>) -> Self {
+        let ns = (u64::from(sock.frames()) * 1_000_000_000 / 4 / MAX_PPS).min(1_000_000);
+        XdpSource {
+            coalesce: std::time::Duration::from_nanos(ns),
+            sock,
+            prog,
+            linktype,
+            snaplen,
+            filter,
+            scratch: Vec::with_capacity(64 * 1024),
+            kernel: KernelCounts::default(),
+            stopping: false,
+            idle_after_stop: 0,
+        }
+    }
+}
+
+impl Source for XdpSource {
+    fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError> {
+        let n = self.sock.peek(POLL_MS)?;
+        if n == 0 {
+            if self.stopping {
+                self.idle_after_stop += 1;
+            }
+            return Ok(Poll::Idle);
+        }
+        // One clock read per batch.
+        let ts = now_ns();
+        let (sock, scratch) = (&self.sock, &mut self.scratch);
+        let spill_multi = self.filter.is_some();
+        let mut i = 0;
+        while i < n {
+            // Up to four descriptors are handed over as parts; a longer frame, or a multi-part
+            // one the filter must see whole, is gathered in `scratch`.
+            let mut parts: [&[u8]; 4] = [&[]; 4];
+            let (mut k, mut wire, mut spilled) = (0, 0usize, false);
+            loop {
+                let d = sock.desc(i);
+                i += 1;
+                wire += d.data.len();
+                if !spilled && (k == 4 || (k == 1 && spill_multi)) {
+                    scratch.clear();
+                    for p in &parts[..k] {
+                        scratch.extend_from_slice(p);
+                    }
+                    spilled = true;
+                }
+                if spilled {
+                    scratch.extend_from_slice(d.data);
+                } else {
+                    parts[k] = d.data;
+                    k += 1;
+                }
+                if !d.more || i >= n {
+                    break;
+                }
+            }
+            self.kernel.stamped_software += 1;
+            let parts: &[&[u8]] = if spilled { &[&scratch[..]] } else { &parts[..k] };
+            if let Some(f) = &self.filter {
+                if !f.matches(parts[0], wire as u32) {
+                    out.filtered();
+                    continue;
+                }
+            }
+            out.packet(ts, self.linktype, self.snaplen, wire as u32, parts);
+        }
+        self.sock.release(n);
+        if n < COALESCE_BELOW && !self.stopping {
+            std::thread::sleep(self.coalesce);
+        }
+        Ok(Poll::Packets)
+    }
+
+    fn stop_intake(&mut self) -> Result<(), CaptureError> {
+        self.stopping = true;
+        // The queue's frames go to the host again; what is in the ring is still read.
+        self.prog.remove(self.sock.queue())?;
+        Ok(())
+    }
+
+    fn drained_when_idle(&self) -> bool {
+        // A frame the kernel was copying when the socket left the map may land after one empty
+        // poll; two mean none is left to come.
+        self.idle_after_stop >= 2
+    }
+
+    fn kernel_counts(&mut self) -> Result<KernelCounts, CaptureError> {
+        let s = self.sock.stats()?;
+        // Each dropped frame counts once, in rx_ring_full or in rx_dropped; of the latter, those
+        // the fill ring had no chunk for are the fill-ring cause (at most one per frame).
+        let fill = s.rx_fill_ring_empty.min(s.rx_dropped);
+        self.kernel.dropped = s.rx_ring_full + (s.rx_dropped - fill);
+        self.kernel.dropped_fill_ring = fill;
+        Ok(self.kernel)
+    }
+}
