@@ -15,6 +15,7 @@ pub mod filter;
 pub mod reduce;
 pub mod synthetic;
 pub mod worker;
+pub mod zerocopy;
 
 pub use counters::{Counts, SharedCounts};
 pub use worker::Delivery;

@@ -24,6 +24,12 @@ pub struct ValidPrefix {
     pub snaplen: u32,
 }
 
+/// Options a zero-copy EPB may carry (`epb_flags`: 8 bytes).
+const MAX_EPB_OPTIONS: usize = 8;
+/// The largest local-use block a zero-copy file holds: a ring block (the
+/// ring's block size is at most 1 GiB; kept generous).
+const MAX_SKIP_BLOCK: u64 = 1 << 30;
+
 /// Walks a file wirevault wrote (LE ns pcap or its pcapng layout) and returns
 /// its valid prefix. A record is complete when all its bytes are present and
 /// its header is plausible (caplen within the snaplen bound, not an all-zero
@@ -43,7 +49,7 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
     let data_len = if partial { wv_sys::fs::data_end(&file)? } else { file.metadata()?.len() };
     let mut r = BufReader::with_capacity(1 << 20, file.take(data_len));
     let mut v = ValidPrefix { len: 0, data_len, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
-    let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8];
+    let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8 + MAX_EPB_OPTIONS];
     match format {
         Format::Pcap => {
             let mut h = [0u8; pcap::FILE_HEADER_LEN];
@@ -92,14 +98,43 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
             v.snaplen = idb.snaplen;
             loop {
                 let mut bh = [0u8; pcapng::EPB_HEADER_LEN];
-                if !read_full(&mut r, &mut bh)? {
+                if !read_full(&mut r, &mut bh[..pcapng::BLOCK_HEADER_LEN])? {
+                    break;
+                }
+                let Some(head) = pcapng::BlockHeader::parse(&mut Octets::le(&bh)) else {
+                    break;
+                };
+                if head.block_type == pcapng::BT_LOCAL_SKIP {
+                    // What a zero-copy file covers its gaps with (at most a ring block).
+                    let total = u64::from(head.total_len);
+                    if total < u64::from(pcapng::MIN_BLOCK_LEN) || total % 4 != 0 || total > MAX_SKIP_BLOCK {
+                        break;
+                    }
+                    let body = total - u64::from(pcapng::MIN_BLOCK_LEN);
+                    if io::copy(&mut (&mut r).take(body), &mut io::sink())? != body {
+                        break;
+                    }
+                    let mut t = [0u8; 4];
+                    if !read_full(&mut r, &mut t)? || u32::from_le_bytes(t) != head.total_len {
+                        break;
+                    }
+                    v.len += total;
+                    continue;
+                }
+                if !read_full(&mut r, &mut bh[pcapng::BLOCK_HEADER_LEN..])? {
                     break;
                 }
                 let Some((bh, epb)) = pcapng::EnhancedPacket::parse_block(&bh) else {
                     break;
                 };
                 let (total, caplen) = (bh.total_len as usize, epb.caplen);
-                if bh.block_type != pcapng::BT_EPB || caplen > wv_wire::MAX_SNAPLEN || total != pcapng::epb_len(caplen)
+                // Zero-copy files may end an EPB with up to 8 bytes of options.
+                let plain = pcapng::epb_len(caplen);
+                if bh.block_type != pcapng::BT_EPB
+                    || caplen > wv_wire::MAX_SNAPLEN
+                    || total < plain
+                    || total > plain + MAX_EPB_OPTIONS
+                    || total % 4 != 0
                 {
                     break;
                 }
@@ -356,6 +391,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 packets: v.packets,
                 bytes: v.len,
                 timestamps: None,
+                path: None,
             });
             changed = true;
         }

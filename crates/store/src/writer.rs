@@ -29,6 +29,7 @@ use wv_sys::uring::{self, Completion, DIRECT_ALIGN};
 use wv_wire::{pcap, pcapng};
 
 mod threads;
+pub mod zerocopy;
 use threads::{finisher, sorter, Finish};
 
 /// Choices for one writer.
@@ -651,6 +652,7 @@ impl<I: FileIndexer> Writer<I> {
             packets,
             bytes: len,
             timestamps: self.cfg.timestamps,
+            path: Some(crate::catalog::WritePath::Copy),
         };
         let entry = match (c.indexer.filter(|_| !failed), &self.finish_tx) {
             (Some(indexer), Some(tx)) => {

@@ -44,7 +44,7 @@ mod block;
 /// Sending frames (`wirevault replay`): sendmmsg batches with qdisc bypass, the monotonic clock.
 pub mod tx;
 use crate::netif;
-pub use block::{Block, Frames};
+pub use block::{Block, Frames, Rewritten, ZcRecord};
 
 /// How a fanout group spreads packets over its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +143,9 @@ const BLOCK_SEQ_NUM: usize = offset_of!(libc::tpacket_block_desc, hdr) + offset_
 const BLOCK_HDR_LEN: usize = size_of::<libc::tpacket_block_desc>();
 const PKT_HDR_LEN: usize = size_of::<libc::tpacket3_hdr>();
 
+/// Bytes reserved before each frame by [`Ring::open_zero_copy`].
+const ZERO_COPY_RESERVE: u32 = 2;
+
 /// `tp_frame_size` of the request: meaningless for V3 but checked by the kernel (it must be
 /// TPACKET_ALIGNMENT-aligned, hold a header, and divide the block size).
 const FRAME_SIZE: usize = 2048;
@@ -180,6 +183,18 @@ impl Ring {
     /// Opens a ring on `ifname`. Fails with `NoSuchInterface`, `InterfaceDown` (not `IFF_UP`),
     /// `PermissionDenied`, `InvalidConfig` or `Os`.
     pub fn open(ifname: &str, cfg: &RingConfig) -> Result<Ring, Error> {
+        Ring::open_reserved(ifname, cfg, 0)
+    }
+
+    /// Opens a ring whose blocks can be rewritten in place into pcapng ([`Block::rewrite_pcapng`]):
+    /// the same as [`Ring::open`], with 2 bytes reserved before each frame (`PACKET_RESERVE`), so
+    /// that an Ethernet frame starts 4-byte aligned (the kernel puts it at 82 bytes after its
+    /// header, 84 with the reserve) and an Enhanced Packet Block header fits right before it.
+    pub fn open_zero_copy(ifname: &str, cfg: &RingConfig) -> Result<Ring, Error> {
+        Ring::open_reserved(ifname, cfg, ZERO_COPY_RESERVE)
+    }
+
+    fn open_reserved(ifname: &str, cfg: &RingConfig, reserve: u32) -> Result<Ring, Error> {
         let map_len = validate(cfg)?;
         let ifindex = netif::ifindex(ifname)?;
         if !netif::is_up(ifname)? {
@@ -211,6 +226,15 @@ impl Ring {
             attach_filter(raw, f)?;
         }
 
+        if reserve > 0 {
+            setsockopt(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_RESERVE,
+                &reserve,
+                "reserving room before each frame (PACKET_RESERVE)",
+            )?;
+        }
         let req = libc::tpacket_req3 {
             tp_block_size: cfg.block_size as u32,
             tp_block_nr: cfg.block_count as u32,

@@ -10,17 +10,17 @@ use crate::util::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const TOOLS: &[&str] = &["ip", "tcpreplay", "tcpdump", "capinfos"];
+pub(crate) const TOOLS: &[&str] = &["ip", "tcpreplay", "tcpdump", "capinfos"];
 /// Frames in the standard sequence: sizes 60..9018, ~7 MB.
-const N: u32 = 2000;
+pub(crate) const N: u32 = 2000;
 
-fn ready(test: &str) -> bool {
+pub(crate) fn ready(test: &str) -> bool {
     need_root(test) && need_tools(test, TOOLS)
 }
 
 /// Sends `file` from `ns` out of `dev` with tcpreplay (`rate` as tcpreplay
 /// options) and asserts that every frame left.
-fn replay(ns: &str, dev: &str, file: &Path, rate: &[&str], count: u32) {
+pub(crate) fn replay(ns: &str, dev: &str, file: &Path, rate: &[&str], count: u32) {
     let out = run_ok(VethPair::exec(ns, "tcpreplay").args(["-i", dev]).args(rate).arg(file));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -31,15 +31,15 @@ fn replay(ns: &str, dev: &str, file: &Path, rate: &[&str], count: u32) {
 
 /// One live scenario: a fresh veth pair, the standard frame sequence as a
 /// pcap for tcpreplay, and a temp dir holding the store and the logs.
-struct Live {
-    tmp: TempDir,
-    pair: VethPair,
-    sent: Vec<Frame>,
-    pcap: PathBuf,
+pub(crate) struct Live {
+    pub(crate) tmp: TempDir,
+    pub(crate) pair: VethPair,
+    pub(crate) sent: Vec<Frame>,
+    pub(crate) pcap: PathBuf,
 }
 
 impl Live {
-    fn new(name: &str, n: u32) -> Live {
+    pub(crate) fn new(name: &str, n: u32) -> Live {
         let tmp = TempDir::new(name);
         let pair = VethPair::new();
         let sent = test_frames(n, 1_700_000_000_000_000_000);
@@ -48,11 +48,11 @@ impl Live {
         Live { tmp, pair, sent, pcap }
     }
 
-    fn store(&self) -> PathBuf {
+    pub(crate) fn store(&self) -> PathBuf {
         self.tmp.join("store")
     }
 
-    fn start(&self, args: &[&str]) -> Recorder {
+    pub(crate) fn start(&self, args: &[&str]) -> Recorder {
         let mut all = vec!["-i", self.pair.if_b, "--buffer", "64M", "-q"];
         all.extend_from_slice(args);
         let mut r = Recorder::start(Some(&self.pair.ns_b), &self.store(), self.tmp.path(), &all);
@@ -62,7 +62,7 @@ impl Live {
 
     /// Sends the whole sequence, waits until the recorder has it, stops it
     /// with SIGTERM; returns (outcome, window start, window end).
-    fn send_and_stop(&self, mut r: Recorder, rate: &[&str], expect: u64) -> (Outcome, u64, u64) {
+    pub(crate) fn send_and_stop(&self, mut r: Recorder, rate: &[&str], expect: u64) -> (Outcome, u64, u64) {
         let t0 = now_ns();
         replay(&self.pair.ns_a, self.pair.if_a, &self.pcap, rate, self.sent.len() as u32);
         let t1 = now_ns();
@@ -75,7 +75,7 @@ impl Live {
 
 /// Received timestamps are the capture clock: inside the window in which
 /// the frames were sent, and never going backwards.
-fn assert_ts_in_window(recs: &[Rec], t0: u64, t1: u64) {
+pub(crate) fn assert_ts_in_window(recs: &[Rec], t0: u64, t1: u64) {
     let mut prev = 0;
     for (i, r) in recs.iter().enumerate() {
         assert!(
@@ -88,7 +88,7 @@ fn assert_ts_in_window(recs: &[Rec], t0: u64, t1: u64) {
     }
 }
 
-fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
+pub(crate) fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
     files.iter().map(|f| f.path.clone()).collect()
 }
 
