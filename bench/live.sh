@@ -6,7 +6,8 @@
 #                                        removed afterwards; must be on the disk under test)
 #
 # Environment: WIREVAULT (binary), N64 / N1514 (frames per run, default 3M each), TOOLS
-# (default "tcpdump dumpcap netsniff-ng stenotype wirevault"), SCENARIOS (default
+# (default "tcpdump dumpcap netsniff-ng stenotype wirevault"; add wirevault-zc for
+# `record --format pcapng --zero-copy`), SCENARIOS (default
 # "1core contention"), SIZES (default "64 1514"), BUF (capture buffer per tool, default 256 MiB),
 # NICE (nice level of generator and tools, default -10), TOOL_PREFIX (wraps every tool, e.g.
 # "chrt -f 1"), KEEP_LOGS (directory to keep each tool's stdout/stderr in).
@@ -96,8 +97,10 @@ tool_cmd() { # tool scenario out -> prints the command (one word per line)
     netsniff-ng) printf '%s\n' netsniff-ng --in vethB --out "$out/cap.pcap" --silent -S "${BUF}MiB" ;;
     stenotype) printf '%s\n' "$STENOTYPE" --iface=vethB --dir="$out/steno" --threads=1 \
       --blocks="$BUF" --seccomp=none --no_watchdogs --blockage_sec=1 --stats_blocks=10 -v ;;
-    wirevault)
+    wirevault | wirevault-zc)
       printf '%s\n' "$BIN" record -i vethB -o "$out/store" --buffer "${BUF}M" -q
+      # wirevault-zc: the zero-copy block path (the ring, sized like --buffer, is the only buffer)
+      [ "$tool" = wirevault-zc ] && printf '%s\n' --format pcapng --zero-copy
       [ "$sc" = 1core ] && printf '%s\n' --cpus 1
       ;;
   esac
@@ -152,7 +155,7 @@ run_one() { # tool size scenario
     dumpcap) marker=("$out/stderr" 'Capturing on') ;;
     netsniff-ng) marker=("$out/stdout" 'Running!') ;;
     stenotype) marker=("$out/stderr" 'starting to process packets') ;;
-    wirevault) marker=("$out/store/stats.json" 'state') ;;
+    wirevault | wirevault-zc) marker=("$out/store/stats.json" 'state') ;;
   esac
   waited=$(ip netns exec "$R" python3 "$HELPER" ready "$TOOL_PID" 20 "${marker[@]}")
   startup=$(python3 "$HELPER" cpu "$TOOL_PID")
@@ -198,10 +201,10 @@ run_one() { # tool size scenario
     tcpdump | netsniff-ng) stored=$(capinfos -c -M -T -r "$out/cap.pcap" 2>/dev/null | awk -F'\t' '{print $2}') ;;
     dumpcap) stored=$(capinfos -c -M -T -r "$out/cap.pcapng" 2>/dev/null | awk -F'\t' '{print $2}') ;;
     stenotype) stored=$(python3 "$HELPER" steno "$out/steno") ;;
-    wirevault)
+    wirevault | wirevault-zc)
       stored=0
       local f c
-      for f in "$out"/store/stream-*/*.pcap "$out"/store/stream-*/*.pcap.part; do
+      for f in "$out"/store/stream-*/*.pcap "$out"/store/stream-*/*.pcap.part "$out"/store/stream-*/*.pcapng "$out"/store/stream-*/*.pcapng.part; do
         [ -f "$f" ] || continue
         c=$(capinfos -c -M -T -r "$f" 2>/dev/null | awk -F'\t' '{print $2}')
         stored=$((stored + ${c:-0}))
@@ -223,7 +226,7 @@ run_one() { # tool size scenario
   esac
   stored=${stored:-0}
   case $tool in
-    wirevault) drops=$(python3 "$HELPER" drops wirevault "$out/store/stats.json") ;;
+    wirevault | wirevault-zc) drops=$(python3 "$HELPER" drops wirevault "$out/store/stats.json") ;;
     *) drops=$(python3 "$HELPER" drops "$tool" "$out/stdout" "$out/stderr") ;;
   esac
   [ "$tool" = stenotype ] && extra="stored = num_pkts summed over its TPACKET_V3 block files (blockfile + index not pcap)"
@@ -283,7 +286,7 @@ for (sz, sc), rs in groups.items():
         stored, cpu = int(r[5]), float(r[7])
         if stored > 0:
             ns[r[2]] = cpu * 1e9 / stored
-    peers = [v for k, v in ns.items() if k != "wirevault"]
+    peers = [v for k, v in ns.items() if not k.startswith("wirevault")]
     best = min(peers) if peers else None
     vdrops = set()
     for r in rs:

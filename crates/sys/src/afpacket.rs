@@ -751,6 +751,88 @@ mod tests {
         assert_eq!(Frames { block: &b, off: 48, left: 3 }.count(), 1);
     }
 
+    /// A hand-made block laid out as the kernel lays one out for a ring opened with
+    /// `open_zero_copy` (frames 16-aligned, data at +84), rewritten into pcapng: every block
+    /// that results has matching length fields, the EPBs hold the frames (a stripped VLAN tag
+    /// put back, the snap length applied), and small gaps become EPB options.
+    #[test]
+    fn rewrite_pcapng_in_place() {
+        use wv_wire::pcapng::{BT_EPB, BT_LOCAL_SKIP};
+        // (data length, wire length, VLAN tci)
+        for (frames, snaplen, last_gap) in [
+            (vec![(60usize, 60u32, None), (100, 100, Some(0x0123u16)), (1514, 1514, None)], 1000, None),
+            (vec![(3952, 3952, None)], 65535, Some(8)),
+            (vec![(3956, 3956, None)], 65535, Some(4)),
+        ] {
+            let mut mem = vec![0u64; 8192 / 8];
+            let ptr = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
+            // SAFETY: test memory, 8192 bytes, exclusively ours for the test.
+            let b = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), 8192) };
+            let put = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+            put(b, BLOCK_NUM_PKTS, frames.len() as u32);
+            put(b, BLOCK_FIRST_PKT, 48);
+            let mut off = 48;
+            let mut want = Vec::new();
+            for (i, &(n, wire, vlan)) in frames.iter().enumerate() {
+                let next = (84 + n).next_multiple_of(16);
+                put(b, off, if i + 1 < frames.len() { next as u32 } else { 0 });
+                put(b, off + 4, 7);
+                put(b, off + 8, i as u32);
+                put(b, off + 12, n as u32);
+                put(b, off + 16, wire);
+                let mut status = libc::TP_STATUS_USER;
+                if let Some(tci) = vlan {
+                    status |= libc::TP_STATUS_VLAN_VALID;
+                    put(b, off + 28 + 4, u32::from(tci));
+                }
+                put(b, off + 20, status);
+                b[off + 24..off + 26].copy_from_slice(&84u16.to_ne_bytes());
+                let data: Vec<u8> = (0..n).map(|k| (k * 7 + i) as u8).collect();
+                b[off + 84..off + 84 + n].copy_from_slice(&data);
+                let mut stored = data.clone();
+                if let Some(tci) = vlan {
+                    let tag = [0x81, 0x00, (tci >> 8) as u8, tci as u8];
+                    stored.splice(12..12, tag);
+                }
+                stored.truncate(snaplen);
+                want.push((7_000_000_000 + i as u64, stored, wire + if vlan.is_some() { 4 } else { 0 }));
+                off += next;
+            }
+            let mut block = Block { ptr, len: 8192, status: libc::TP_STATUS_USER, _ring: PhantomData };
+            let mut recs = Vec::new();
+            let rw = block.rewrite_pcapng(snaplen as u32, true, &mut recs);
+            assert_eq!(rw.misplaced, 0);
+            assert_eq!(recs.len(), frames.len());
+            assert_eq!(rw.len % 4096, 0);
+            let out = block.bytes()[..rw.len].to_vec();
+            drop(block);
+            let get = |o: usize| u32::from_le_bytes(out[o..o + 4].try_into().unwrap());
+            let (mut at, mut got, mut last_len) = (0, Vec::new(), 0);
+            while at < out.len() {
+                let (t, len) = (get(at), get(at + 4) as usize);
+                assert!(len >= 12 && len % 4 == 0 && at + len <= out.len(), "block at {at}: length {len}");
+                assert_eq!(get(at + len - 4) as usize, len, "trailer of the block at {at}");
+                match t {
+                    BT_EPB => {
+                        let ts = u64::from(get(at + 12)) << 32 | u64::from(get(at + 16));
+                        let cap = get(at + 20) as usize;
+                        got.push((ts, out[at + 28..at + 28 + cap].to_vec(), get(at + 24)));
+                        last_len = len - (28 + cap.next_multiple_of(4) + 4);
+                    }
+                    BT_LOCAL_SKIP => last_len = 0,
+                    other => panic!("block type {other:#x} at {at}"),
+                }
+                at += len;
+            }
+            assert_eq!(got, want);
+            assert_eq!(Some(last_len).filter(|&l| l > 0), last_gap, "options of the last EPB");
+            assert_eq!(
+                recs.iter().map(|r| r.caplen as usize).collect::<Vec<_>>(),
+                want.iter().map(|w| w.1.len()).collect::<Vec<_>>()
+            );
+        }
+    }
+
     #[test]
     fn error_messages() {
         assert_eq!(Error::PermissionDenied.to_string(), "capturing needs root or CAP_NET_RAW");
