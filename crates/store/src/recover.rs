@@ -107,7 +107,7 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
                 if head.block_type == pcapng::BT_LOCAL_SKIP {
                     // What a zero-copy file covers its gaps with (at most a ring block).
                     let total = u64::from(head.total_len);
-                    if total < u64::from(pcapng::MIN_BLOCK_LEN) || total % 4 != 0 || total > MAX_SKIP_BLOCK {
+                    if total < u64::from(pcapng::MIN_BLOCK_LEN) || !total.is_multiple_of(4) || total > MAX_SKIP_BLOCK {
                         break;
                     }
                     let body = total - u64::from(pcapng::MIN_BLOCK_LEN);
@@ -134,7 +134,7 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
                     || caplen > wv_wire::MAX_SNAPLEN
                     || total < plain
                     || total > plain + MAX_EPB_OPTIONS
-                    || total % 4 != 0
+                    || !total.is_multiple_of(4)
                 {
                     break;
                 }

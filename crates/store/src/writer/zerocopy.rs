@@ -17,7 +17,7 @@
 //! writer says so once and copies each block into an aligned buffer first
 //! (the catalog then says `path: "copy"`).
 
-use super::threads::{finisher, sorter, Finish};
+use super::threads::{join_helpers, start_helpers, Finish};
 use super::{WriterConfig, WriterShared};
 use crate::catalog::{Catalog, Entry, WritePath};
 use crate::{layout, FileIndexer, Format};
@@ -83,8 +83,8 @@ pub struct ZcWriter<I: FileIndexer> {
     rel_dir: String,
     finish_tx: Option<std::sync::mpsc::SyncSender<Finish<I>>>,
     recycled: std::sync::mpsc::Receiver<I>,
-    work_tx: Option<std::sync::mpsc::Sender<crate::IndexWork>>,
-    threads: Vec<JoinHandle<()>>,
+    work_tx: std::sync::mpsc::Sender<crate::IndexWork>,
+    threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
     cur: Option<ZcFile<I>>,
     seq: u64,
     direct: bool,
@@ -103,17 +103,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         let dir = cfg.store.join(&rel_dir);
         let store = wv_sys::fs::Dir::open(&cfg.store)?;
         store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let (recycle_tx, recycled) = std::sync::mpsc::sync_channel::<I>(3);
-        let (c2, s2) = (catalog.clone(), shared.clone());
-        let fin_store = wv_sys::fs::Dir::open(&cfg.store)?;
-        let fin = std::thread::Builder::new()
-            .name(format!("wv-index-{}", cfg.stream))
-            .spawn(move || finisher(rx, recycle_tx, c2, s2, fin_store))?;
-        let (work_tx, work_rx) = std::sync::mpsc::channel();
-        let s3 = shared.clone();
-        let sort =
-            std::thread::Builder::new().name(format!("wv-sort-{}", cfg.stream)).spawn(move || sorter(work_rx, s3))?;
+        let helpers = start_helpers::<I>(&cfg, &catalog, &shared)?;
         let mut header = AlignedBuf::new(DIRECT_ALIGN as usize, false)?;
         let h = header.as_mut_slice();
         let mut pre = [0u8; pcapng::PREAMBLE_LEN];
@@ -133,10 +123,10 @@ impl<I: FileIndexer> ZcWriter<I> {
             store,
             dir,
             rel_dir,
-            finish_tx: Some(tx),
-            recycled,
-            work_tx: Some(work_tx),
-            threads: vec![fin, sort],
+            finish_tx: Some(helpers.finish_tx),
+            recycled: helpers.recycled,
+            work_tx: helpers.work_tx,
+            threads: Some((helpers.index, helpers.sort)),
             cur: None,
             stopped: false,
             budget_stopped: false,
@@ -247,25 +237,10 @@ impl<I: FileIndexer> ZcWriter<I> {
         let name = layout::file_name(first_ns, self.seq, Format::Pcapng.extension());
         let part = self.dir.join(format!("{name}{}", layout::PART));
         let part_rel = format!("{}/{name}{}", self.rel_dir, layout::PART);
-        if let (Some(b), false) = (self.cfg.budget.get(), self.stopped) {
-            match self.catalog.make_room(&b, self.cfg.reserve) {
-                Ok(d) => {
-                    self.shared.retention_files.fetch_add(d.files, Ordering::Relaxed);
-                    self.shared.retention_bytes.fetch_add(d.bytes, Ordering::Relaxed);
-                }
-                Err(e) if e.kind() == io::ErrorKind::StorageFull => {
-                    self.budget_stopped = true;
-                    self.shared.budget_reached.store(true, Ordering::Release);
-                    self.shared.fail(
-                        format!("the store reached its --max-size budget of {} bytes (--on-full stop)", b.max_bytes),
-                        true,
-                    );
-                    self.stopped = true;
-                }
-                Err(e) => {
-                    self.shared.fail(format!("retention could not delete old files: {e}"), false);
-                    self.stopped = true;
-                }
+        if !self.stopped {
+            if let Err(budget) = super::make_room(&self.cfg, &self.catalog, &self.shared) {
+                self.budget_stopped = budget;
+                self.stopped = true;
             }
         }
         let mut file = None;
@@ -294,23 +269,8 @@ impl<I: FileIndexer> ZcWriter<I> {
             }
         }
         let real = file.is_some();
-        let indexer = (self.cfg.index && real).then(|| match self.recycled.try_recv() {
-            Ok(mut ix) => {
-                ix.reset(self.zc.linktype);
-                ix
-            }
-            Err(_) => {
-                let work_tx = self.work_tx.clone();
-                I::new(
-                    self.zc.linktype,
-                    Box::new(move |work| {
-                        if let Some(t) = &work_tx {
-                            drop(t.send(work));
-                        }
-                    }),
-                )
-            }
-        });
+        let indexer =
+            (self.cfg.index && real).then(|| super::new_indexer(&self.recycled, &self.work_tx, self.zc.linktype));
         let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
             return;
         };
@@ -386,21 +346,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             timestamps: self.cfg.timestamps,
             path: Some(if c.zero_copy { WritePath::ZeroCopy } else { WritePath::Copy }),
         };
-        let entry = match (c.indexer, &self.finish_tx) {
-            (Some(indexer), Some(tx)) => {
-                let index_rel = layout::index_rel(&entry.file);
-                match tx.send(Finish { indexer, index_rel, entry }) {
-                    Ok(()) => None,
-                    Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
-                }
-            }
-            _ => Some(entry),
-        };
-        if let Some(entry) = entry {
-            if let Err(e) = self.catalog.append(&entry) {
-                self.shared.warn(format!("catalog entry for {} not written: {e}", entry.file));
-            }
-        }
+        super::catalog_file(entry, c.indexer, self.finish_tx.as_ref(), &self.catalog, &self.shared);
         self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(c.len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
@@ -410,12 +356,11 @@ impl<I: FileIndexer> ZcWriter<I> {
     pub fn finish(mut self) -> io::Result<()> {
         self.close_file();
         drop(self.finish_tx.take());
-        drop(self.work_tx.take());
-        let threads = std::mem::take(&mut self.threads);
+        let threads = self.threads.take();
         drop(self);
-        for t in threads {
-            t.join().map_err(|_| io::Error::other("an index thread panicked"))?;
+        match threads {
+            Some((index, sort)) => join_helpers(index, sort),
+            None => Ok(()),
         }
-        Ok(())
     }
 }

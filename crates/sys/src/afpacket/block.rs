@@ -176,7 +176,7 @@ impl Block<'_> {
             }
             let caplen = n.min(snaplen as usize);
             let total = EPB_HEADER_LEN + pad4(caplen) + 4;
-            let placed = d % 4 == 0 && d >= cursor + EPB_HEADER_LEN && d - EPB_HEADER_LEN + total <= b.len();
+            let placed = d.is_multiple_of(4) && d >= cursor + EPB_HEADER_LEN && d - EPB_HEADER_LEN + total <= b.len();
             if !placed || !cover(b, cursor, d - EPB_HEADER_LEN, &mut out[..kept]) {
                 res.misplaced += 1;
                 continue;
@@ -241,7 +241,7 @@ fn cover(b: &mut [u8], from: usize, to: usize, before: &mut [ZcRecord]) -> bool 
         put(b, to - 4, gap as u32);
         return true;
     }
-    let Some(r) = before.last_mut().filter(|r| r.epb as usize + r.len as usize == from && gap % 4 == 0) else {
+    let Some(r) = before.last_mut().filter(|r| r.epb as usize + r.len as usize == from && gap.is_multiple_of(4)) else {
         return false;
     };
     // The old trailer's place starts the options.

@@ -133,7 +133,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     // Streams: writer thread, then capture thread, at once for every stream.
     let mut streams = Vec::new();
     for (id, zc) in zc_rings.into_iter().enumerate() {
-        streams.push(start_zc_stream(&p, id, nstreams, zc, sources.stamps, (&catalog, &budget), &stop)?);
+        streams.push(start_zc_stream(&p, id, zc, sources.stamps, (&catalog, &budget), &stop)?);
     }
     for ((id, src), arena) in sources.list.into_iter().enumerate().zip(arenas) {
         let is_file = sources.file_source == Some(id);
@@ -541,7 +541,6 @@ fn start_stream(
 fn start_zc_stream(
     p: &Plan,
     id: usize,
-    nstreams: usize,
     (mut ring, counter, linktype): (Ring, Option<Arc<FilteredCounter>>, u32),
     stamps: Stamps,
     (catalog, budget): (&Arc<Catalog>, &Arc<LiveBudget>),
@@ -563,7 +562,6 @@ fn start_zc_stream(
     let (stop2, sc2) = (stop.clone(), counts.clone());
     let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
     let cpu = p.cpus.as_ref().map(|c| c[id % c.len()]);
-    let _ = nstreams;
     let capture = spawn_pinned(format!("wv-capture-{id}"), cpu, move || {
         let r = wv_capture::zerocopy::run(&mut ring, &mut w, counter, &stop2, &sc2, limits, linktype);
         let f = w.finish().map_err(|e| wv_capture::CaptureError::Other(format!("writer: {e}")));
