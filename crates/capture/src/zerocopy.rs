@@ -6,10 +6,12 @@
 //! the kernel's header, writing the EPB header and trailer, the counters and
 //! the index builder's key.
 //!
-//! The kernel filter works as on the copy path. The count limit (`-c`)
-//! turns the records past it into skip blocks (counted as `shutdown`, as
-//! the copy path counts what arrives after the limit).
+//! The kernel filter works as on the copy path. The count limit (`-c`),
+//! `--dedup` and `--flow-cutoff` turn the records they leave out into skip
+//! blocks (an EPB and a skip block differ only in their type word), counted
+//! as on the copy path (`shutdown`, `deduplicated`, `cut`).
 
+use crate::reduce::{Reduce, Verdict};
 use crate::worker::{now_ns, Limits};
 use crate::{CaptureError, Counts, SharedCounts};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +34,7 @@ pub fn run<I: FileIndexer>(
     shared: &SharedCounts,
     limits: Limits,
     linktype: u32,
+    mut reduce: Reduce,
 ) -> Result<Counts, CaptureError> {
     let cpu0 = wv_sys::cpu::thread_cpu_ns();
     let mut c = Counts::default();
@@ -58,15 +61,39 @@ pub fn run<I: FileIndexer>(
                 c.delivered += recs.len() as u64 + u64::from(rw.misplaced);
                 // Frames that could not become records where they lie (never for Ethernet).
                 c.dropped_arena_full += u64::from(rw.misplaced);
-                let keep = recs.len().min(usize::try_from(remaining).unwrap_or(usize::MAX));
-                for r in &recs[keep..] {
-                    block.set_skipped(r, true);
-                }
-                c.dropped_shutdown += (recs.len() - keep) as u64;
-                remaining -= keep as u64;
-                for r in &recs[..keep] {
-                    c.stored_bytes += u64::from(r.caplen);
-                    c.wire_bytes += u64::from(r.origlen);
+                // Each record: past the count limit, or left out by --dedup/--flow-cutoff, it
+                // becomes a skip block (nothing moves); the others stay, compacted in `recs`.
+                let mut keep = 0;
+                for k in 0..recs.len() {
+                    let r = recs[k];
+                    let verdict = if remaining == 0 {
+                        None
+                    } else if reduce.is_off() {
+                        Some(Verdict::Store)
+                    } else {
+                        let d = r.data();
+                        Some(reduce.verdict(r.ts_ns, linktype, r.origlen, &[&block.bytes()[d..d + r.caplen as usize]]))
+                    };
+                    match verdict {
+                        Some(Verdict::Store) => {
+                            if !reduce.is_off() {
+                                reduce.stored(r.ts_ns);
+                            }
+                            remaining -= 1;
+                            c.stored_bytes += u64::from(r.caplen);
+                            c.wire_bytes += u64::from(r.origlen);
+                            recs[keep] = r;
+                            keep += 1;
+                        }
+                        other => {
+                            block.set_skipped(&r, true);
+                            match other {
+                                Some(Verdict::Duplicate) => c.deduplicated += 1,
+                                Some(Verdict::Cut) => c.cut += 1,
+                                _ => c.dropped_shutdown += 1,
+                            }
+                        }
+                    }
                     if r.hw_stamp {
                         c.ts_hardware += 1;
                     } else {
@@ -96,6 +123,7 @@ pub fn run<I: FileIndexer>(
                 }
             }
             c.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
+            c.flows_evicted = reduce.cutoff.as_ref().map_or(0, |t| t.evicted);
             shared.publish(&c, 0.0);
         }
         // The kernel retires a partly filled block after its timeout; two
@@ -106,6 +134,7 @@ pub fn run<I: FileIndexer>(
     };
     let _ = kernel(ring, counter.as_deref(), &mut c);
     w.close_file();
+    c.flows_evicted = reduce.cutoff.as_ref().map_or(0, |t| t.evicted);
     c.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
     shared.publish(&c, 0.0);
     result.map(|()| c)

@@ -316,8 +316,18 @@ fn live_two_workers_store_every_frame_exactly_once() {
         return;
     }
     let _g = heavy_lock();
-    let l = Live::new("live-workers", N);
-    let r = l.start(&["--workers", "2"]);
+    two_workers_run("live-workers", &[]);
+}
+
+/// Records the standard sequence with `--workers 2` and `extra`; asserts that
+/// every frame is stored exactly once, in order within each stream, and that
+/// the peers read the files. Returns the scenario (its temp dir holds the
+/// store) and the checked files.
+pub(crate) fn two_workers_run(name: &str, extra: &[&str]) -> (Live, Vec<StoredFile>) {
+    let l = Live::new(name, N);
+    let mut args = vec!["--workers", "2"];
+    args.extend_from_slice(extra);
+    let r = l.start(&args);
     l.send_and_stop(r, &["--topspeed"], N as u64);
     let c = final_counters(&l.store());
     assert_eq!((c.received, c.written, c.drops()), (N as u64, N as u64, 0));
@@ -341,6 +351,7 @@ fn live_two_workers_store_every_frame_exactly_once() {
         assert!(s < 2, "stream {s} with 2 workers");
     }
     assert_peers_read(&paths(&files), usize::MAX);
+    (l, files)
 }
 
 /// The sequence number a test frame carries after its headers.

@@ -441,18 +441,13 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     })
 }
 
-/// `--zero-copy` works on a live interface writing pcapng, without `--dedup`/`--flow-cutoff`.
+/// `--zero-copy` works on a live interface writing pcapng.
 fn check_zero_copy(a: &Args) -> anyhow::Result<()> {
     if a.interface.is_none() {
         return Err(usage("--zero-copy writes a live capture ring's blocks; it needs -i IF".into()));
     }
     if a.format != super::args::FormatArg::Pcapng {
         return Err(usage("--zero-copy writes pcapng only; add --format pcapng".into()));
-    }
-    if a.dedup.is_some() || a.flow_cutoff.is_some() {
-        return Err(usage(
-            "--zero-copy does not take --dedup or --flow-cutoff yet; record without --zero-copy to use them".into(),
-        ));
     }
     Ok(())
 }

@@ -562,8 +562,10 @@ fn start_zc_stream(
     let (stop2, sc2) = (stop.clone(), counts.clone());
     let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
     let cpu = p.cpus.as_ref().map(|c| c[id % c.len()]);
+    // Allocated and touched here, before capture starts.
+    let reduce = p.reduce.build();
     let capture = spawn_pinned(format!("wv-capture-{id}"), cpu, move || {
-        let r = wv_capture::zerocopy::run(&mut ring, &mut w, counter, &stop2, &sc2, limits, linktype);
+        let r = wv_capture::zerocopy::run(&mut ring, &mut w, counter, &stop2, &sc2, limits, linktype, reduce);
         let f = w.finish().map_err(|e| wv_capture::CaptureError::Other(format!("writer: {e}")));
         r.and_then(|c| f.map(|()| c))
     })
