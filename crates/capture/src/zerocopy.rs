@@ -23,19 +23,27 @@ use wv_sys::afpacket::{FilteredCounter, Ring, ZcRecord};
 /// How long one poll waits for a block.
 const POLL_MS: i32 = 50;
 
-/// Records `ring` into `w` until `stop` is set or the count limit is reached, then stops the
+/// One worker's ring (opened with `Ring::open_zero_copy`), the filtered-packet counter if this
+/// worker reads it, and the interface's link type.
+pub struct ZcRing {
+    pub ring: Ring,
+    pub counter: Option<Arc<FilteredCounter>>,
+    pub linktype: u32,
+}
+
+/// Records `src` into `w` until `stop` is set or the count limit is reached, then stops the
 /// ring's intake, drains it and closes the writer's file. Returns the final counts (also
 /// published to `shared`).
 pub fn run<I: FileIndexer>(
-    ring: &mut Ring,
+    src: &mut ZcRing,
     w: &mut ZcWriter<I>,
-    counter: Option<Arc<FilteredCounter>>,
     stop: &AtomicBool,
     shared: &SharedCounts,
     limits: Limits,
-    linktype: u32,
     mut reduce: Reduce,
 ) -> Result<Counts, CaptureError> {
+    let ZcRing { ring, counter, linktype } = src;
+    let linktype = *linktype;
     let cpu0 = wv_sys::cpu::thread_cpu_ns();
     let mut c = Counts::default();
     let mut remaining = limits.max_packets.unwrap_or(u64::MAX);

@@ -112,7 +112,10 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
                 ));
             }
             let linktype = live.linktype;
-            zc_rings = open_raw_rings(&p, live, true)?.into_iter().map(|(r, c)| (r, c, linktype)).collect();
+            zc_rings = open_raw_rings(&p, live, true)?
+                .into_iter()
+                .map(|(ring, counter)| wv_capture::zerocopy::ZcRing { ring, counter, linktype })
+                .collect();
         } else {
             sources.list = open_rings(&p, live)?;
         }
@@ -541,7 +544,7 @@ fn start_stream(
 fn start_zc_stream(
     p: &Plan,
     id: usize,
-    (mut ring, counter, linktype): (Ring, Option<Arc<FilteredCounter>>, u32),
+    mut src: wv_capture::zerocopy::ZcRing,
     stamps: Stamps,
     (catalog, budget): (&Arc<Catalog>, &Arc<LiveBudget>),
     stop: &Arc<AtomicBool>,
@@ -551,7 +554,7 @@ fn start_zc_stream(
     let zc = ZcConfig {
         file_time_ns: p.stream.file_time_ns,
         clock_close_grace_ns: p.tuning.clock_close_grace_ns,
-        linktype,
+        linktype: src.linktype,
         snaplen: p.snaplen,
         last_seq: wv_store::layout::max_seq(&p.store.join(wv_store::layout::stream_dir(id))),
         block_size: p.tuning.ring_block_size,
@@ -565,7 +568,7 @@ fn start_zc_stream(
     // Allocated and touched here, before capture starts.
     let reduce = p.reduce.build();
     let capture = spawn_pinned(format!("wv-capture-{id}"), cpu, move || {
-        let r = wv_capture::zerocopy::run(&mut ring, &mut w, counter, &stop2, &sc2, limits, linktype, reduce);
+        let r = wv_capture::zerocopy::run(&mut src, &mut w, &stop2, &sc2, limits, reduce);
         let f = w.finish().map_err(|e| wv_capture::CaptureError::Other(format!("writer: {e}")));
         r.and_then(|c| f.map(|()| c))
     })
