@@ -545,6 +545,22 @@ mod tests {
     /// byte for byte; a known source round-trips; an unknown name is unknown,
     /// not a damaged line.
     #[test]
+    fn path_key_is_backward_compatible() {
+        let old = r#"{"stream":0,"file":"stream-000/a.pcapng","index":null,"format":"pcapng","linktype":1,"snaplen":65535,"first_ns":1,"last_ns":2,"packets":3,"bytes":4}"#;
+        let e: Entry = serde_json::from_str(old).unwrap();
+        assert_eq!(e.path, None);
+        assert_eq!(serde_json::to_string(&e).unwrap(), old);
+        for p in [WritePath::Copy, WritePath::ZeroCopy] {
+            let with = Entry { path: Some(p), ..e.clone() };
+            let text = serde_json::to_string(&with).unwrap();
+            assert!(text.ends_with(&format!(r#","bytes":4,"path":"{}"}}"#, p.name())), "{text}");
+            assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), with);
+        }
+        let future = old.replace(r#""bytes":4}"#, r#""bytes":4,"path":"teleport"}"#);
+        assert_eq!(serde_json::from_str::<Entry>(&future).unwrap().path, None);
+    }
+
+    #[test]
     fn timestamps_key_is_backward_compatible() {
         let old = r#"{"stream":0,"file":"stream-000/a.pcap","index":null,"format":"pcap","linktype":1,"snaplen":65535,"first_ns":1,"last_ns":2,"packets":3,"bytes":4}"#;
         let e: Entry = serde_json::from_str(old).unwrap();

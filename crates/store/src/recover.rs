@@ -570,4 +570,47 @@ mod tests {
         assert_eq!((v.packets, v.len, v.data_len), (2, two, 4096));
         let _ = std::fs::remove_dir_all(&dir);
     }
+    /// A zero-copy file: local-use skip blocks are walked over, an EPB with options (as the
+    /// zero-copy path writes for small gaps) is complete, and the prefix ends before a block
+    /// cut short (a ring block whose write a crash interrupted).
+    #[test]
+    fn zero_copy_layout_skip_blocks_and_options() {
+        let block = |t: u32, body: &[u8]| {
+            let len = (12 + body.len()) as u32;
+            let mut b = Vec::new();
+            b.extend_from_slice(&t.to_le_bytes());
+            b.extend_from_slice(&len.to_le_bytes());
+            b.extend_from_slice(body);
+            b.extend_from_slice(&len.to_le_bytes());
+            b
+        };
+        let epb = |ts: u64, n: usize, opts: &[u8]| {
+            let mut body = Vec::new();
+            for v in [0, (ts >> 32) as u32, ts as u32, n as u32, n as u32] {
+                body.extend_from_slice(&v.to_le_bytes());
+            }
+            body.extend((0..n).map(|i| i as u8));
+            body.resize(body.len().next_multiple_of(4), 0);
+            body.extend_from_slice(opts);
+            block(pcapng::BT_EPB, &body)
+        };
+        let mut pre = [0u8; pcapng::PREAMBLE_LEN];
+        pcapng::emit_preamble(&mut pre, 65535, 1);
+        let mut bytes = pre.to_vec();
+        bytes.extend(block(pcapng::BT_LOCAL_SKIP, &[7; 100]));
+        bytes.extend(epb(10, 61, &[]));
+        bytes.extend(epb(20, 64, &[0, 0, 0, 0]));
+        bytes.extend(epb(30, 60, &[2, 0, 4, 0, 0, 0, 0, 0]));
+        bytes.extend(block(pcapng::BT_LOCAL_SKIP, &[]));
+        let whole = bytes.len() as u64;
+        let cut = epb(40, 1000, &[]);
+        bytes.extend(&cut[..500]);
+        let dir = std::env::temp_dir().join(format!("wv-recover-zc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.pcapng.part");
+        std::fs::write(&path, &bytes).unwrap();
+        let v = valid_prefix(&path, Format::Pcapng, false).unwrap();
+        assert_eq!((v.packets, v.len, v.first_ns, v.last_ns), (3, whole, Some(10), Some(30)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
