@@ -233,6 +233,30 @@ fn zero_copy_dedup_stores_each_frame_once() {
     assert_tshark_reads(&files);
 }
 
+/// Retention on the zero-copy path: the store stays under --max-size (its
+/// reserve counts the ring block a zero-copy file may run past --file-size),
+/// the oldest files go first, and what is left is the newest frames, whole.
+#[test]
+fn zero_copy_retention_keeps_the_store_under_budget() {
+    if !ready("zero_copy_retention_keeps_the_store_under_budget") {
+        return;
+    }
+    let _g = heavy_lock();
+    let n = 8000;
+    let l = Live::new("zc-retention", n);
+    let r = l.start(&zc(&["--file-size", "1M", "--max-size", "16M"]));
+    let (o, _, _) = l.send_and_stop(r, &["--topspeed"], n as u64);
+    assert!(o.stderr.contains("retention deleted"), "{}", o.stderr);
+    let c = final_counters(&l.store());
+    assert_eq!((c.received, c.written, c.drops()), (n as u64, n as u64, 0));
+    let files = check_store(&l.store());
+    let total: u64 = files.iter().map(|f| f.entry["bytes"].as_u64().unwrap()).sum();
+    assert!(total <= 16 << 20, "{total} bytes kept with --max-size 16M");
+    let got = stream_records(&files, 0);
+    assert!(!got.is_empty() && got.len() < n as usize, "{} frames kept", got.len());
+    assert_same_frames(&l.sent[n as usize - got.len()..], &got, false, "the newest frames after retention");
+}
+
 #[test]
 fn zero_copy_kill_9_then_repair_keeps_every_written_packet() {
     if !ready("zero_copy_kill_9_then_repair_keeps_every_written_packet") {

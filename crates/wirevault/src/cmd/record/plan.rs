@@ -181,7 +181,9 @@ impl ReducePlan {
 impl Plan {
     /// Bytes the store may hold besides its catalog (see [`reserve`]).
     pub fn reserve(&self) -> u64 {
-        reserve(self.stream.file_size, self.workers)
+        // A zero-copy file may run one ring block past --file-size.
+        let over = if self.zero_copy { self.tuning.ring_block_size as u64 } else { 0 };
+        reserve(self.stream.file_size + over, self.workers)
     }
 }
 
