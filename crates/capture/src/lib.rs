@@ -16,6 +16,7 @@ pub mod reduce;
 pub mod synthetic;
 pub mod worker;
 pub mod xdp;
+pub mod zerocopy;
 
 pub use counters::{Counts, SharedCounts};
 pub use worker::{Delivery, Frame};

@@ -240,6 +240,7 @@ fn new_entry(file: String) -> catalog::Entry {
         packets: 0,
         bytes: 0,
         timestamps: None,
+        path: None,
     }
 }
 

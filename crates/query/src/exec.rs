@@ -356,6 +356,7 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
         packets: u64::MAX,
         bytes,
         timestamps: None,
+        path: None,
     };
     Ok((root, vec![entry], 0))
 }

@@ -35,6 +35,49 @@ pub struct Entry {
     /// are ignored); a name this version does not know reads as unknown.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "stamps_name")]
     pub timestamps: Option<Stamps>,
+    /// How the file was written: `"copy"` (frames copied into the arena)
+    /// or `"zero-copy"` (the kernel's ring blocks written in place,
+    /// `record --zero-copy`). Optional both ways, as `timestamps`.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "path_name")]
+    pub path: Option<WritePath>,
+}
+
+/// How a file was written (the catalog's `path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePath {
+    /// Frames copied from the kernel's ring into the arena, written from there.
+    Copy,
+    /// The kernel's ring blocks rewritten into pcapng in place and written as they are.
+    ZeroCopy,
+}
+
+impl WritePath {
+    /// The catalog's name of it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WritePath::Copy => "copy",
+            WritePath::ZeroCopy => "zero-copy",
+        }
+    }
+
+    /// The value named `name`, if this version knows it.
+    pub fn from_name(name: &str) -> Option<WritePath> {
+        [WritePath::Copy, WritePath::ZeroCopy].into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// The catalog's `path` value: a [`WritePath`]'s name.
+mod path_name {
+    use super::WritePath;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<WritePath>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.map_or("", WritePath::name))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<WritePath>, D::Error> {
+        Ok(WritePath::from_name(&String::deserialize(d)?))
+    }
 }
 
 /// The source of a file's timestamps (the catalog's `timestamps`).
@@ -502,6 +545,22 @@ mod tests {
     /// byte for byte; a known source round-trips; an unknown name is unknown,
     /// not a damaged line.
     #[test]
+    fn path_key_is_backward_compatible() {
+        let old = r#"{"stream":0,"file":"stream-000/a.pcapng","index":null,"format":"pcapng","linktype":1,"snaplen":65535,"first_ns":1,"last_ns":2,"packets":3,"bytes":4}"#;
+        let e: Entry = serde_json::from_str(old).unwrap();
+        assert_eq!(e.path, None);
+        assert_eq!(serde_json::to_string(&e).unwrap(), old);
+        for p in [WritePath::Copy, WritePath::ZeroCopy] {
+            let with = Entry { path: Some(p), ..e.clone() };
+            let text = serde_json::to_string(&with).unwrap();
+            assert!(text.ends_with(&format!(r#","bytes":4,"path":"{}"}}"#, p.name())), "{text}");
+            assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), with);
+        }
+        let future = old.replace(r#""bytes":4}"#, r#""bytes":4,"path":"teleport"}"#);
+        assert_eq!(serde_json::from_str::<Entry>(&future).unwrap().path, None);
+    }
+
+    #[test]
     fn timestamps_key_is_backward_compatible() {
         let old = r#"{"stream":0,"file":"stream-000/a.pcap","index":null,"format":"pcap","linktype":1,"snaplen":65535,"first_ns":1,"last_ns":2,"packets":3,"bytes":4}"#;
         let e: Entry = serde_json::from_str(old).unwrap();
@@ -535,6 +594,7 @@ mod tests {
             packets: 3,
             bytes: 1000,
             timestamps: None,
+            path: None,
         }
     }
 

@@ -24,6 +24,12 @@ pub struct ValidPrefix {
     pub snaplen: u32,
 }
 
+/// Options a zero-copy EPB may carry (`epb_flags`: 8 bytes).
+const MAX_EPB_OPTIONS: usize = 8;
+/// The largest local-use block a zero-copy file holds: a ring block (the
+/// ring's block size is at most 1 GiB; kept generous).
+const MAX_SKIP_BLOCK: u64 = 1 << 30;
+
 /// Walks a file wirevault wrote (LE ns pcap or its pcapng layout) and returns
 /// its valid prefix. A record is complete when all its bytes are present and
 /// its header is plausible (caplen within the snaplen bound, not an all-zero
@@ -43,7 +49,7 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
     let data_len = if partial { wv_sys::fs::data_end(&file)? } else { file.metadata()?.len() };
     let mut r = BufReader::with_capacity(1 << 20, file.take(data_len));
     let mut v = ValidPrefix { len: 0, data_len, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
-    let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8];
+    let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8 + MAX_EPB_OPTIONS];
     match format {
         Format::Pcap => {
             let mut h = [0u8; pcap::FILE_HEADER_LEN];
@@ -92,14 +98,43 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
             v.snaplen = idb.snaplen;
             loop {
                 let mut bh = [0u8; pcapng::EPB_HEADER_LEN];
-                if !read_full(&mut r, &mut bh)? {
+                if !read_full(&mut r, &mut bh[..pcapng::BLOCK_HEADER_LEN])? {
+                    break;
+                }
+                let Some(head) = pcapng::BlockHeader::parse(&mut Octets::le(&bh)) else {
+                    break;
+                };
+                if head.block_type == pcapng::BT_LOCAL_SKIP {
+                    // What a zero-copy file covers its gaps with (at most a ring block).
+                    let total = u64::from(head.total_len);
+                    if total < u64::from(pcapng::MIN_BLOCK_LEN) || !total.is_multiple_of(4) || total > MAX_SKIP_BLOCK {
+                        break;
+                    }
+                    let body = total - u64::from(pcapng::MIN_BLOCK_LEN);
+                    if io::copy(&mut (&mut r).take(body), &mut io::sink())? != body {
+                        break;
+                    }
+                    let mut t = [0u8; 4];
+                    if !read_full(&mut r, &mut t)? || u32::from_le_bytes(t) != head.total_len {
+                        break;
+                    }
+                    v.len += total;
+                    continue;
+                }
+                if !read_full(&mut r, &mut bh[pcapng::BLOCK_HEADER_LEN..])? {
                     break;
                 }
                 let Some((bh, epb)) = pcapng::EnhancedPacket::parse_block(&bh) else {
                     break;
                 };
                 let (total, caplen) = (bh.total_len as usize, epb.caplen);
-                if bh.block_type != pcapng::BT_EPB || caplen > wv_wire::MAX_SNAPLEN || total != pcapng::epb_len(caplen)
+                // Zero-copy files may end an EPB with up to 8 bytes of options.
+                let plain = pcapng::epb_len(caplen);
+                if bh.block_type != pcapng::BT_EPB
+                    || caplen > wv_wire::MAX_SNAPLEN
+                    || total < plain
+                    || total > plain + MAX_EPB_OPTIONS
+                    || !total.is_multiple_of(4)
                 {
                     break;
                 }
@@ -356,6 +391,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 packets: v.packets,
                 bytes: v.len,
                 timestamps: None,
+                path: None,
             });
             changed = true;
         }
@@ -532,6 +568,49 @@ mod tests {
         }
         let v = valid_prefix(&path, Format::Pcap, true).unwrap();
         assert_eq!((v.packets, v.len, v.data_len), (2, two, 4096));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    /// A zero-copy file: local-use skip blocks are walked over, an EPB with options (as the
+    /// zero-copy path writes for small gaps) is complete, and the prefix ends before a block
+    /// cut short (a ring block whose write a crash interrupted).
+    #[test]
+    fn zero_copy_layout_skip_blocks_and_options() {
+        let block = |t: u32, body: &[u8]| {
+            let len = (12 + body.len()) as u32;
+            let mut b = Vec::new();
+            b.extend_from_slice(&t.to_le_bytes());
+            b.extend_from_slice(&len.to_le_bytes());
+            b.extend_from_slice(body);
+            b.extend_from_slice(&len.to_le_bytes());
+            b
+        };
+        let epb = |ts: u64, n: usize, opts: &[u8]| {
+            let mut body = Vec::new();
+            for v in [0, (ts >> 32) as u32, ts as u32, n as u32, n as u32] {
+                body.extend_from_slice(&v.to_le_bytes());
+            }
+            body.extend((0..n).map(|i| i as u8));
+            body.resize(body.len().next_multiple_of(4), 0);
+            body.extend_from_slice(opts);
+            block(pcapng::BT_EPB, &body)
+        };
+        let mut pre = [0u8; pcapng::PREAMBLE_LEN];
+        pcapng::emit_preamble(&mut pre, 65535, 1);
+        let mut bytes = pre.to_vec();
+        bytes.extend(block(pcapng::BT_LOCAL_SKIP, &[7; 100]));
+        bytes.extend(epb(10, 61, &[]));
+        bytes.extend(epb(20, 64, &[0, 0, 0, 0]));
+        bytes.extend(epb(30, 60, &[2, 0, 4, 0, 0, 0, 0, 0]));
+        bytes.extend(block(pcapng::BT_LOCAL_SKIP, &[]));
+        let whole = bytes.len() as u64;
+        let cut = epb(40, 1000, &[]);
+        bytes.extend(&cut[..500]);
+        let dir = std::env::temp_dir().join(format!("wv-recover-zc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.pcapng.part");
+        std::fs::write(&path, &bytes).unwrap();
+        let v = valid_prefix(&path, Format::Pcapng, false).unwrap();
+        assert_eq!((v.packets, v.len, v.first_ns, v.last_ns), (3, whole, Some(10), Some(30)));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

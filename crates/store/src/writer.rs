@@ -29,7 +29,8 @@ use wv_sys::uring::{self, Completion, DIRECT_ALIGN};
 use wv_wire::{pcap, pcapng};
 
 mod threads;
-use threads::{finisher, sorter, Finish};
+pub mod zerocopy;
+use threads::{join_helpers, start_helpers, Finish};
 
 /// Choices for one writer.
 #[derive(Clone)]
@@ -185,25 +186,11 @@ pub fn run<I: FileIndexer>(
     let store = wv_sys::fs::Dir::open(&cfg.store)?;
     store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let io = uring::Writer::new(cfg.depth.max(2))?;
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    // Room for every builder there can be (the writer's, the queued one and
-    // the one being encoded), so none is dropped and re-faulted later.
-    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel::<I>(3);
-    let (c2, s2) = (catalog.clone(), shared.clone());
-    // The index thread writes beneath the store through its own handle.
-    let fin_store = wv_sys::fs::Dir::open(&cfg.store)?;
-    let fin = std::thread::Builder::new()
-        .name(format!("wv-index-{}", cfg.stream))
-        .spawn(move || finisher(rx, recycle_tx, c2, s2, fin_store))?;
-    // Unbounded: each indexer has at most a few works out at once.
-    let (work_tx, work_rx) = std::sync::mpsc::channel();
-    let s3 = shared.clone();
-    let sort =
-        std::thread::Builder::new().name(format!("wv-sort-{}", cfg.stream)).spawn(move || sorter(work_rx, s3))?;
+    let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     let mut w = Writer {
-        finish_tx: Some(tx),
-        recycled,
-        work_tx,
+        finish_tx: Some(h.finish_tx),
+        recycled: h.recycled,
+        work_tx: h.work_tx,
         ring,
         queue,
         direct: cfg.direct,
@@ -225,11 +212,7 @@ pub fn run<I: FileIndexer>(
     w.run();
     drop(w.finish_tx.take());
     drop(w);
-    fin.join().map_err(|_| io::Error::other("the index thread panicked"))?;
-    // Every indexer is gone with the writer and the finisher, and with them
-    // the last senders of the sort queue.
-    sort.join().map_err(|_| io::Error::other("the sort thread panicked"))?;
-    Ok(())
+    join_helpers(h.index, h.sort)
 }
 
 impl<I: FileIndexer> Writer<I> {
@@ -272,25 +255,10 @@ impl<I: FileIndexer> Writer<I> {
         let name = layout::file_name(first_ns, seq, self.cfg.format.extension());
         let part = self.dir.join(format!("{name}{}", layout::PART));
         let part_rel = format!("{}/{name}{}", self.rel_dir, layout::PART);
-        if let (Some(b), false) = (self.cfg.budget.get(), self.stopped) {
-            match self.catalog.make_room(&b, self.cfg.reserve) {
-                Ok(d) => {
-                    self.shared.retention_files.fetch_add(d.files, Ordering::Relaxed);
-                    self.shared.retention_bytes.fetch_add(d.bytes, Ordering::Relaxed);
-                }
-                Err(e) if e.kind() == io::ErrorKind::StorageFull => {
-                    self.budget_stopped = true;
-                    self.shared.budget_reached.store(true, Ordering::Release);
-                    self.shared.fail(
-                        format!("the store reached its --max-size budget of {} bytes (--on-full stop)", b.max_bytes),
-                        true,
-                    );
-                    self.stopped = true;
-                }
-                Err(e) => {
-                    self.shared.fail(format!("retention could not delete old files: {e}"), false);
-                    self.stopped = true;
-                }
+        if !self.stopped {
+            if let Err(budget) = make_room(&self.cfg, &self.catalog, &self.shared) {
+                self.budget_stopped = budget;
+                self.stopped = true;
             }
         }
         let file = if self.stopped {
@@ -314,18 +282,7 @@ impl<I: FileIndexer> Writer<I> {
         };
         // Even when stopped we walk the stream to count what is dropped.
         let real = file.is_some();
-        let indexer = (self.cfg.index && real).then(|| match self.recycled.try_recv() {
-            Ok(mut ix) => {
-                ix.reset(linktype);
-                ix
-            }
-            Err(_) => {
-                let work_tx = self.work_tx.clone();
-                // A work the sort thread can no longer take is dropped, and
-                // the indexer's work does itself when dropped.
-                I::new(linktype, Box::new(move |work| drop(work_tx.send(work))))
-            }
-        });
+        let indexer = (self.cfg.index && real).then(|| new_indexer(&self.recycled, &self.work_tx, linktype));
         let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
             return;
         };
@@ -630,7 +587,6 @@ impl<I: FileIndexer> Writer<I> {
         let final_rel = format!("{}/{}", self.rel_dir, c.name);
         let r = c.file.set_len(len).and_then(|()| self.store.persist(&c.file, &c.part_rel, &final_rel));
         drop(c.file);
-        let path = self.dir.join(&c.name);
         if let Err(e) = r {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
             self.shared.fail(format!("cannot close {}: {e}", c.part.display()), full);
@@ -651,25 +607,85 @@ impl<I: FileIndexer> Writer<I> {
             packets,
             bytes: len,
             timestamps: self.cfg.timestamps,
+            path: Some(crate::catalog::WritePath::Copy),
         };
-        let entry = match (c.indexer.filter(|_| !failed), &self.finish_tx) {
-            (Some(indexer), Some(tx)) => {
-                let index_rel = layout::index_rel(&entry.file);
-                match tx.send(Finish { indexer, index_rel, entry }) {
-                    Ok(()) => None,
-                    Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
-                }
-            }
-            _ => Some(entry),
-        };
-        if let Some(entry) = entry {
-            if let Err(e) = self.catalog.append(&entry) {
-                self.shared.warn(format!("catalog entry for {} not written: {e}", path.display()));
-            }
-        }
+        catalog_file(entry, c.indexer.filter(|_| !failed), self.finish_tx.as_ref(), &self.catalog, &self.shared);
         self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Before a new file: retention deletes the oldest files until the store's budget has room
+/// for it. `Err(budget)` when the stream must stop (the reason went to `shared`): `true` when
+/// the budget is reached with `--on-full stop`, `false` when retention failed.
+fn make_room(cfg: &WriterConfig, catalog: &Catalog, shared: &WriterShared) -> Result<(), bool> {
+    let Some(b) = cfg.budget.get() else { return Ok(()) };
+    match catalog.make_room(&b, cfg.reserve) {
+        Ok(d) => {
+            shared.retention_files.fetch_add(d.files, Ordering::Relaxed);
+            shared.retention_bytes.fetch_add(d.bytes, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::StorageFull => {
+            shared.budget_reached.store(true, Ordering::Release);
+            shared.fail(
+                format!("the store reached its --max-size budget of {} bytes (--on-full stop)", b.max_bytes),
+                true,
+            );
+            Err(true)
+        }
+        Err(e) => {
+            shared.fail(format!("retention could not delete old files: {e}"), false);
+            Err(false)
+        }
+    }
+}
+
+/// An indexer for a new file of `linktype`: one the index thread is done with, or a new one
+/// that hands its background work to the sort thread through `work_tx`.
+fn new_indexer<I: FileIndexer>(
+    recycled: &std::sync::mpsc::Receiver<I>,
+    work_tx: &std::sync::mpsc::Sender<crate::IndexWork>,
+    linktype: u32,
+) -> I {
+    match recycled.try_recv() {
+        Ok(mut ix) => {
+            ix.reset(linktype);
+            ix
+        }
+        Err(_) => {
+            let work_tx = work_tx.clone();
+            // A work the sort thread can no longer take is dropped, and
+            // the indexer's work does itself when dropped.
+            I::new(linktype, Box::new(move |work| drop(work_tx.send(work))))
+        }
+    }
+}
+
+/// Catalogs a closed file: through the index thread when it has an indexer (its index is
+/// written first), else appended here.
+fn catalog_file<I>(
+    entry: Entry,
+    indexer: Option<I>,
+    finish_tx: Option<&std::sync::mpsc::SyncSender<Finish<I>>>,
+    catalog: &Catalog,
+    shared: &WriterShared,
+) {
+    let entry = match (indexer, finish_tx) {
+        (Some(indexer), Some(tx)) => {
+            let index_rel = layout::index_rel(&entry.file);
+            match tx.send(Finish { indexer, index_rel, entry }) {
+                Ok(()) => None,
+                Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
+            }
+        }
+        _ => Some(entry),
+    };
+    if let Some(entry) = entry {
+        if let Err(e) = catalog.append(&entry) {
+            shared.warn(format!("catalog entry for {} not written: {e}", entry.file));
+        }
     }
 }
 

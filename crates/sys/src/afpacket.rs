@@ -44,7 +44,7 @@ mod block;
 /// Sending frames (`wirevault replay`): sendmmsg batches with qdisc bypass, the monotonic clock.
 pub mod tx;
 use crate::netif;
-pub use block::{Block, Frames};
+pub use block::{Block, Frames, Rewritten, ZcRecord};
 
 /// How a fanout group spreads packets over its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +143,9 @@ const BLOCK_SEQ_NUM: usize = offset_of!(libc::tpacket_block_desc, hdr) + offset_
 const BLOCK_HDR_LEN: usize = size_of::<libc::tpacket_block_desc>();
 const PKT_HDR_LEN: usize = size_of::<libc::tpacket3_hdr>();
 
+/// Bytes reserved before each frame by [`Ring::open_zero_copy`].
+const ZERO_COPY_RESERVE: u32 = 2;
+
 /// `tp_frame_size` of the request: meaningless for V3 but checked by the kernel (it must be
 /// TPACKET_ALIGNMENT-aligned, hold a header, and divide the block size).
 const FRAME_SIZE: usize = 2048;
@@ -180,6 +183,18 @@ impl Ring {
     /// Opens a ring on `ifname`. Fails with `NoSuchInterface`, `InterfaceDown` (not `IFF_UP`),
     /// `PermissionDenied`, `InvalidConfig` or `Os`.
     pub fn open(ifname: &str, cfg: &RingConfig) -> Result<Ring, Error> {
+        Ring::open_reserved(ifname, cfg, 0)
+    }
+
+    /// Opens a ring whose blocks can be rewritten in place into pcapng ([`Block::rewrite_pcapng`]):
+    /// the same as [`Ring::open`], with 2 bytes reserved before each frame (`PACKET_RESERVE`), so
+    /// that an Ethernet frame starts 4-byte aligned (the kernel puts it at 82 bytes after its
+    /// header, 84 with the reserve) and an Enhanced Packet Block header fits right before it.
+    pub fn open_zero_copy(ifname: &str, cfg: &RingConfig) -> Result<Ring, Error> {
+        Ring::open_reserved(ifname, cfg, ZERO_COPY_RESERVE)
+    }
+
+    fn open_reserved(ifname: &str, cfg: &RingConfig, reserve: u32) -> Result<Ring, Error> {
         let map_len = validate(cfg)?;
         let ifindex = netif::ifindex(ifname)?;
         if !netif::is_up(ifname)? {
@@ -211,6 +226,15 @@ impl Ring {
             attach_filter(raw, f)?;
         }
 
+        if reserve > 0 {
+            setsockopt(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_RESERVE,
+                &reserve,
+                "reserving room before each frame (PACKET_RESERVE)",
+            )?;
+        }
         let req = libc::tpacket_req3 {
             tp_block_size: cfg.block_size as u32,
             tp_block_nr: cfg.block_count as u32,
@@ -725,6 +749,88 @@ mod tests {
         // next offset 0 before the last packet
         put(&mut b, 48, 0);
         assert_eq!(Frames { block: &b, off: 48, left: 3 }.count(), 1);
+    }
+
+    /// A hand-made block laid out as the kernel lays one out for a ring opened with
+    /// `open_zero_copy` (frames 16-aligned, data at +84), rewritten into pcapng: every block
+    /// that results has matching length fields, the EPBs hold the frames (a stripped VLAN tag
+    /// put back, the snap length applied), and small gaps become EPB options.
+    #[test]
+    fn rewrite_pcapng_in_place() {
+        use wv_wire::pcapng::{BT_EPB, BT_LOCAL_SKIP};
+        // (data length, wire length, VLAN tci)
+        for (frames, snaplen, last_gap) in [
+            (vec![(60usize, 60u32, None), (100, 100, Some(0x0123u16)), (1514, 1514, None)], 1000, None),
+            (vec![(3952, 3952, None)], 65535, Some(8)),
+            (vec![(3956, 3956, None)], 65535, Some(4)),
+        ] {
+            let mut mem = vec![0u64; 8192 / 8];
+            let ptr = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
+            // SAFETY: test memory, 8192 bytes, exclusively ours for the test.
+            let b = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), 8192) };
+            let put = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+            put(b, BLOCK_NUM_PKTS, frames.len() as u32);
+            put(b, BLOCK_FIRST_PKT, 48);
+            let mut off = 48;
+            let mut want = Vec::new();
+            for (i, &(n, wire, vlan)) in frames.iter().enumerate() {
+                let next = (84 + n).next_multiple_of(16);
+                put(b, off, if i + 1 < frames.len() { next as u32 } else { 0 });
+                put(b, off + 4, 7);
+                put(b, off + 8, i as u32);
+                put(b, off + 12, n as u32);
+                put(b, off + 16, wire);
+                let mut status = libc::TP_STATUS_USER;
+                if let Some(tci) = vlan {
+                    status |= libc::TP_STATUS_VLAN_VALID;
+                    put(b, off + 28 + 4, u32::from(tci));
+                }
+                put(b, off + 20, status);
+                b[off + 24..off + 26].copy_from_slice(&84u16.to_ne_bytes());
+                let data: Vec<u8> = (0..n).map(|k| (k * 7 + i) as u8).collect();
+                b[off + 84..off + 84 + n].copy_from_slice(&data);
+                let mut stored = data.clone();
+                if let Some(tci) = vlan {
+                    let tag = [0x81, 0x00, (tci >> 8) as u8, tci as u8];
+                    stored.splice(12..12, tag);
+                }
+                stored.truncate(snaplen);
+                want.push((7_000_000_000 + i as u64, stored, wire + if vlan.is_some() { 4 } else { 0 }));
+                off += next;
+            }
+            let mut block = Block { ptr, len: 8192, status: libc::TP_STATUS_USER, _ring: PhantomData };
+            let mut recs = Vec::new();
+            let rw = block.rewrite_pcapng(snaplen as u32, true, &mut recs);
+            assert_eq!(rw.misplaced, 0);
+            assert_eq!(recs.len(), frames.len());
+            assert_eq!(rw.len % 4096, 0);
+            let out = block.bytes()[..rw.len].to_vec();
+            drop(block);
+            let get = |o: usize| u32::from_le_bytes(out[o..o + 4].try_into().unwrap());
+            let (mut at, mut got, mut last_len) = (0, Vec::new(), 0);
+            while at < out.len() {
+                let (t, len) = (get(at), get(at + 4) as usize);
+                assert!(len >= 12 && len % 4 == 0 && at + len <= out.len(), "block at {at}: length {len}");
+                assert_eq!(get(at + len - 4) as usize, len, "trailer of the block at {at}");
+                match t {
+                    BT_EPB => {
+                        let ts = u64::from(get(at + 12)) << 32 | u64::from(get(at + 16));
+                        let cap = get(at + 20) as usize;
+                        got.push((ts, out[at + 28..at + 28 + cap].to_vec(), get(at + 24)));
+                        last_len = len - (28 + cap.next_multiple_of(4) + 4);
+                    }
+                    BT_LOCAL_SKIP => last_len = 0,
+                    other => panic!("block type {other:#x} at {at}"),
+                }
+                at += len;
+            }
+            assert_eq!(got, want);
+            assert_eq!(Some(last_len).filter(|&l| l > 0), last_gap, "options of the last EPB");
+            assert_eq!(
+                recs.iter().map(|r| r.caplen as usize).collect::<Vec<_>>(),
+                want.iter().map(|w| w.1.len()).collect::<Vec<_>>()
+            );
+        }
     }
 
     #[test]

@@ -83,6 +83,21 @@ impl AlignedBuf {
     pub fn backing(&self) -> Backing {
         self.backing
     }
+
+    /// The buffer's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr..ptr+len is this value's mapping, alive as long as it; no `&mut` slice of
+        // it made through this value can coexist with `&self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The buffer's bytes, writable (a small aligned buffer owned by one user, such as the
+    /// zero-copy writer's file header and bounce buffer; the arena goes through `byte_ring`).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: ptr..ptr+len is this value's mapping, alive as long as it; `&mut self` makes
+        // this the only slice of it made through this value.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
 }
 
 fn map(len: usize, flags: i32) -> Option<NonNull<u8>> {

@@ -17,6 +17,14 @@ pub const BT_SPB: u32 = 0x0000_0003;
 pub const BT_PB: u32 = 0x0000_0002;
 /// Block type of an Enhanced Packet Block.
 pub const BT_EPB: u32 = 0x0000_0006;
+/// Block type wirevault's zero-copy files use to cover bytes that are not
+/// packets (ring block headers, gaps between frames, the tail of a ring
+/// block): a local-use type (bit 31 set), which pcapng readers skip
+/// (libpcap, Wireshark, wirevault's own reader).
+pub const BT_LOCAL_SKIP: u32 = 0x8000_5756;
+/// EPB option: link-layer flags (`epb_flags`), 4 bytes. Zero-copy files use
+/// one with value 0 ("no information") to absorb an 8-byte gap.
+pub const EPB_FLAGS: u16 = 2;
 /// Byte-order magic of a Section Header Block.
 pub const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
 

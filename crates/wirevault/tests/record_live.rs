@@ -10,7 +10,7 @@ use crate::util::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const TOOLS: &[&str] = &["ip", "tcpreplay", "tcpdump", "capinfos"];
+pub(crate) const TOOLS: &[&str] = &["ip", "tcpreplay", "tcpdump", "capinfos"];
 /// Frames in the standard sequence: sizes 60..9018, ~7 MB.
 pub(crate) const N: u32 = 2000;
 
@@ -20,7 +20,7 @@ pub(crate) fn ready(test: &str) -> bool {
 
 /// Sends `file` from `ns` out of `dev` with tcpreplay (`rate` as tcpreplay
 /// options) and asserts that every frame left.
-fn replay(ns: &str, dev: &str, file: &Path, rate: &[&str], count: u32) {
+pub(crate) fn replay(ns: &str, dev: &str, file: &Path, rate: &[&str], count: u32) {
     let out = run_ok(VethPair::exec(ns, "tcpreplay").args(["-i", dev]).args(rate).arg(file));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -80,7 +80,7 @@ impl Live {
 
 /// Received timestamps are the capture clock: inside the window in which
 /// the frames were sent, and never going backwards.
-fn assert_ts_in_window(recs: &[Rec], t0: u64, t1: u64) {
+pub(crate) fn assert_ts_in_window(recs: &[Rec], t0: u64, t1: u64) {
     let mut prev = 0;
     for (i, r) in recs.iter().enumerate() {
         assert!(
@@ -93,7 +93,7 @@ fn assert_ts_in_window(recs: &[Rec], t0: u64, t1: u64) {
     }
 }
 
-fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
+pub(crate) fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
     files.iter().map(|f| f.path.clone()).collect()
 }
 
@@ -357,7 +357,7 @@ fn live_two_workers_store_every_frame_exactly_once() {
 
 /// Records the standard sequence with `args` (two workers among them) and checks that every
 /// frame lands in exactly one of the two streams, intact, each stream in sending order.
-pub(crate) fn two_workers_run(l: &Live, args: &[&str]) {
+pub(crate) fn two_workers_run(l: &Live, args: &[&str]) -> Vec<StoredFile> {
     let r = l.start(args);
     l.send_and_stop(r, &["--topspeed"], N as u64);
     let c = final_counters(&l.store());
@@ -382,6 +382,7 @@ pub(crate) fn two_workers_run(l: &Live, args: &[&str]) {
         assert!(s < 2, "stream {s} with 2 workers");
     }
     assert_peers_read(&paths(&files), usize::MAX);
+    files
 }
 
 /// The sequence number a test frame carries after its headers.

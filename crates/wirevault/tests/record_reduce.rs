@@ -258,7 +258,14 @@ fn live_frames_sent_twice_are_stored_once() {
         return;
     }
     let _g = heavy_lock();
-    let tmp = TempDir::new("dedup-live");
+    live_dedup_run("dedup-live", &[]);
+}
+
+/// Sends every frame twice over a veth to a recorder with `--dedup 500ms`
+/// and `extra`; asserts that each is stored once and counted once as
+/// deduplicated. Returns the temp dir (it holds the store) and the checked files.
+pub(crate) fn live_dedup_run(name: &str, extra: &[&str]) -> (TempDir, Vec<StoredFile>) {
+    let tmp = TempDir::new(name);
     let pair = VethPair::new();
     // Every frame twice, back to back (a SPAN port's two copies); the
     // window is wide (a loaded machine may pause tcpreplay between the two).
@@ -272,7 +279,7 @@ fn live_frames_sent_twice_are_stored_once() {
         Some(&pair.ns_b),
         &store,
         tmp.path(),
-        &["-i", pair.if_b, "--buffer", "64M", "-q", "--dedup", "500ms"],
+        &[&["-i", pair.if_b, "--buffer", "64M", "-q", "--dedup", "500ms"], extra].concat(),
     );
     r.wait_ready();
     let out = run_ok(VethPair::exec(&pair.ns_a, "tcpreplay").args(["-i", pair.if_a, "--topspeed"]).arg(&pcap));
@@ -286,8 +293,9 @@ fn live_frames_sent_twice_are_stored_once() {
         (twice.len() as u64, sent.len() as u64, sent.len() as u64, 0),
         "received, written, deduplicated, dropped"
     );
-    let got = stream_records(&check_store(&store), 0);
-    assert_same_frames(&sent, &got, false, "live --dedup");
+    let files = check_store(&store);
+    assert_same_frames(&sent, &stream_records(&files, 0), false, "live --dedup");
+    (tmp, files)
 }
 
 #[test]

@@ -25,6 +25,7 @@ mod record_read;
 mod record_reduce;
 mod record_synthetic;
 mod record_xdp;
+mod record_zerocopy;
 mod replay;
 mod serve_api;
 mod serve_security;

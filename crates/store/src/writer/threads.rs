@@ -50,3 +50,45 @@ pub(super) fn sorter(rx: std::sync::mpsc::Receiver<crate::IndexWork>, shared: Ar
         }
     }
 }
+
+/// A writer's index and sort threads, started, with the ends of their queues the writer keeps.
+pub(super) struct Helpers<I> {
+    pub(super) finish_tx: std::sync::mpsc::SyncSender<Finish<I>>,
+    /// Indexers the index thread is done with, to reuse.
+    pub(super) recycled: std::sync::mpsc::Receiver<I>,
+    pub(super) work_tx: std::sync::mpsc::Sender<crate::IndexWork>,
+    pub(super) index: std::thread::JoinHandle<()>,
+    pub(super) sort: std::thread::JoinHandle<()>,
+}
+
+/// Starts the index and sort threads of stream `cfg.stream`.
+pub(super) fn start_helpers<I: FileIndexer>(
+    cfg: &WriterConfig,
+    catalog: &Arc<Catalog>,
+    shared: &Arc<WriterShared>,
+) -> io::Result<Helpers<I>> {
+    let (finish_tx, rx) = std::sync::mpsc::sync_channel(1);
+    // Room for every builder there can be (the writer's, the queued one and
+    // the one being encoded), so none is dropped and re-faulted later.
+    let (recycle_tx, recycled) = std::sync::mpsc::sync_channel::<I>(3);
+    let (c2, s2) = (catalog.clone(), shared.clone());
+    // The index thread writes beneath the store through its own handle.
+    let fin_store = wv_sys::fs::Dir::open(&cfg.store)?;
+    let index = std::thread::Builder::new()
+        .name(format!("wv-index-{}", cfg.stream))
+        .spawn(move || finisher(rx, recycle_tx, c2, s2, fin_store))?;
+    // Unbounded: each indexer has at most a few works out at once.
+    let (work_tx, work_rx) = std::sync::mpsc::channel();
+    let s3 = shared.clone();
+    let sort =
+        std::thread::Builder::new().name(format!("wv-sort-{}", cfg.stream)).spawn(move || sorter(work_rx, s3))?;
+    Ok(Helpers { finish_tx, recycled, work_tx, index, sort })
+}
+
+/// Waits for the index and sort threads once the writer and its queue ends are gone.
+pub(super) fn join_helpers(index: std::thread::JoinHandle<()>, sort: std::thread::JoinHandle<()>) -> io::Result<()> {
+    index.join().map_err(|_| io::Error::other("the index thread panicked"))?;
+    // Every indexer is gone with the writer and the finisher, and with them
+    // the last senders of the sort queue.
+    sort.join().map_err(|_| io::Error::other("the sort thread panicked"))
+}

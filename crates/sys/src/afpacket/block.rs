@@ -31,7 +31,7 @@ impl std::fmt::Debug for Block<'_> {
 
 impl Block<'_> {
     /// The block's bytes (header and packets).
-    fn bytes(&self) -> &[u8] {
+    pub fn bytes(&self) -> &[u8] {
         // SAFETY: see the type invariant: the range is mapped and the kernel leaves it alone
         // while we own the block; the slice borrows `self`, so it ends before `drop` hands the
         // block back.
@@ -79,6 +79,196 @@ impl Drop for Block<'_> {
         let status = unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(BLOCK_STATUS).cast()) };
         status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
     }
+}
+
+/// One packet of a block that [`Block::rewrite_pcapng`] turned into an Enhanced Packet Block in
+/// place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZcRecord {
+    /// Offset of the EPB in the block (4-byte aligned).
+    pub epb: u32,
+    /// The EPB's total length (header, padded data, options if any, trailer).
+    pub len: u32,
+    /// Receive time, nanoseconds since the epoch.
+    pub ts_ns: u64,
+    /// Bytes stored (after the VLAN tag went back in and the snapshot length cut).
+    pub caplen: u32,
+    /// Length on the wire (with a re-inserted VLAN tag).
+    pub origlen: u32,
+    /// The stamp is the NIC's.
+    pub hw_stamp: bool,
+    /// The VLAN tag the kernel had stripped (put back by the rewrite).
+    pub vlan: Option<Vlan>,
+}
+
+impl ZcRecord {
+    /// Offset of the stored bytes in the block.
+    pub fn data(&self) -> usize {
+        self.epb as usize + wv_wire::pcapng::EPB_HEADER_LEN
+    }
+}
+
+/// What [`Block::rewrite_pcapng`] made of a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rewritten {
+    /// Bytes from the block's start to write: the records and the blocks that cover the gaps,
+    /// up to a 4 KiB boundary (0: no packet).
+    pub len: usize,
+    /// Frames that could not be turned into a record where they lie (not 4-byte aligned: a ring
+    /// opened without [`Ring::open_zero_copy`], or a link type whose header is not 14 + 4n
+    /// bytes). They are covered by skip blocks, not stored.
+    pub misplaced: u32,
+}
+
+const SKIP_ALIGN: usize = 4096;
+
+impl Block<'_> {
+    /// The block's bytes, writable: the block is ours until dropped.
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: see the type invariant: the range is mapped and the kernel does not touch it
+        // while we own the block; `&mut self` makes this the only slice of it, and it ends before
+        // `drop` hands the block back.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Rewrites the block in place into a run of pcapng blocks (the zero-copy path): each frame's
+    /// kernel header becomes an Enhanced Packet Block header right before the frame's bytes
+    /// (28 bytes, which the kernel's header and `sockaddr_ll` leave room for), the frame's data
+    /// stays where the kernel put it, padded to 4 bytes and followed by the EPB's trailing
+    /// length; the block descriptor, the gaps between frames and the rest up to the next 4 KiB
+    /// boundary become local-use blocks readers skip ([`wv_wire::pcapng::BT_LOCAL_SKIP`]); a gap
+    /// too small for a block (4 or 8 bytes) becomes an option of the EPB before it
+    /// (`opt_endofopt`, or `epb_flags` = 0). A stripped VLAN tag goes back after the MAC
+    /// addresses (`reinsert_vlan`, Ethernet: the 12 address bytes move 4 bytes forward), then the
+    /// record is cut at `snaplen`. The records go into `out` (cleared first), in block order.
+    ///
+    /// An EPB's trailer may land in the next frame's kernel header, so every header is read
+    /// before anything is written.
+    pub fn rewrite_pcapng(&mut self, snaplen: u32, reinsert_vlan: bool, out: &mut Vec<ZcRecord>) -> Rewritten {
+        use wv_wire::pcapng::{pad4, BT_EPB, EPB_HEADER_LEN};
+        out.clear();
+        let base = self.ptr.as_ptr() as usize;
+        let mut prev = 0usize;
+        for f in self.frames() {
+            let d = f.data.as_ptr() as usize - base;
+            // Frame headers a few hundred bytes apart or more defeat the hardware prefetcher,
+            // and the kernel wrote them on another core: ask for the header (and frame head,
+            // which the index reads) four frames ahead if frames keep this length (floods and
+            // bulk transfers do). Only a hint: a wrong guess costs nothing.
+            let stride = d.wrapping_sub(prev);
+            if (256..1 << 16).contains(&stride) {
+                let ahead = f.data.as_ptr().wrapping_add(4 * stride);
+                crate::mem::prefetch(ahead.wrapping_sub(EPB_HEADER_LEN + 64));
+                crate::mem::prefetch(ahead);
+            }
+            prev = d;
+            out.push(ZcRecord {
+                epb: d as u32,
+                len: 0,
+                ts_ns: f.ts_ns,
+                caplen: f.data.len() as u32,
+                origlen: f.wire_len,
+                hw_stamp: f.hw_stamp,
+                vlan: f.vlan,
+            });
+        }
+        let b = self.bytes_mut();
+        let put = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        let mut res = Rewritten::default();
+        let (mut cursor, mut kept) = (0usize, 0usize);
+        for i in 0..out.len() {
+            let r = out[i];
+            let (mut d, mut n, mut orig) = (r.epb as usize, r.caplen as usize, r.origlen);
+            if let (Some(v), true) = (r.vlan, reinsert_vlan && n >= 12 && d >= 4) {
+                b.copy_within(d..d + 12, d - 4);
+                b[d + 8..d + 10].copy_from_slice(&v.tpid.to_be_bytes());
+                b[d + 10..d + 12].copy_from_slice(&v.tci.to_be_bytes());
+                d -= 4;
+                n += 4;
+                orig += 4;
+            }
+            let caplen = n.min(snaplen as usize);
+            let total = EPB_HEADER_LEN + pad4(caplen) + 4;
+            let placed = d.is_multiple_of(4) && d >= cursor + EPB_HEADER_LEN && d - EPB_HEADER_LEN + total <= b.len();
+            if !placed || !cover(b, cursor, d - EPB_HEADER_LEN, &mut out[..kept]) {
+                res.misplaced += 1;
+                continue;
+            }
+            let epb = d - EPB_HEADER_LEN;
+            put(b, epb, BT_EPB);
+            put(b, epb + 4, total as u32);
+            put(b, epb + 8, 0);
+            put(b, epb + 12, (r.ts_ns >> 32) as u32);
+            put(b, epb + 16, r.ts_ns as u32);
+            put(b, epb + 20, caplen as u32);
+            put(b, epb + 24, orig);
+            b[d + caplen..d + pad4(caplen)].fill(0);
+            put(b, epb + total - 4, total as u32);
+            out[kept] = ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
+            kept += 1;
+            cursor = epb + total;
+        }
+        out.truncate(kept);
+        if kept == 0 {
+            return res;
+        }
+        let end = cursor.next_multiple_of(SKIP_ALIGN).min(b.len());
+        if cover(b, cursor, end, out) {
+            res.len = end;
+        } else {
+            // Cannot happen (a gap below 12 bytes always follows a record), but never write a
+            // block that would not parse.
+            res.misplaced += kept as u32;
+            out.clear();
+        }
+        res
+    }
+
+    /// Turns record `r` of a rewritten block into a block readers skip (`skip`), or back into
+    /// its EPB: the two differ only in the block type, so a record can be left out of one file
+    /// and written to the next (a time boundary inside a ring block), or dropped (the count
+    /// limit) without moving a byte.
+    pub fn set_skipped(&mut self, r: &ZcRecord, skip: bool) {
+        use wv_wire::pcapng::{BT_EPB, BT_LOCAL_SKIP};
+        let at = r.epb as usize;
+        let t = if skip { BT_LOCAL_SKIP } else { BT_EPB };
+        if let Some(w) = self.bytes_mut().get_mut(at..at + 4) {
+            w.copy_from_slice(&t.to_le_bytes());
+        }
+    }
+}
+
+/// Covers `[from, to)` of a block being rewritten with pcapng: nothing if empty, a local-use
+/// block if it can hold one (12 bytes or more), else (4 or 8 bytes) options appended to the
+/// record just before it (`opt_endofopt`, or `epb_flags` = 0). False if none of these fits.
+fn cover(b: &mut [u8], from: usize, to: usize, before: &mut [ZcRecord]) -> bool {
+    use wv_wire::pcapng::{BT_LOCAL_SKIP, EPB_FLAGS, MIN_BLOCK_LEN, OPT_ENDOFOPT};
+    let put = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    let gap = to - from;
+    if gap == 0 {
+        return true;
+    }
+    if gap >= MIN_BLOCK_LEN as usize {
+        put(b, from, BT_LOCAL_SKIP);
+        put(b, from + 4, gap as u32);
+        put(b, to - 4, gap as u32);
+        return true;
+    }
+    let Some(r) = before.last_mut().filter(|r| r.epb as usize + r.len as usize == from && gap.is_multiple_of(4)) else {
+        return false;
+    };
+    // The old trailer's place starts the options.
+    let opts = from - 4;
+    if gap == 4 {
+        put(b, opts, u32::from(OPT_ENDOFOPT));
+    } else {
+        put(b, opts, u32::from(EPB_FLAGS) | 4 << 16);
+        put(b, opts + 4, 0);
+    }
+    r.len += gap as u32;
+    put(b, r.epb as usize + 4, r.len);
+    put(b, to - 4, r.len);
+    true
 }
 
 /// Iterator over the packets of a [`Block`]. Offsets come from the kernel and are checked: a

@@ -54,6 +54,11 @@ pub struct Args {
     /// File format.
     #[arg(long, value_enum, default_value_t = FormatArg::Pcap)]
     pub format: FormatArg,
+    /// With `-i` and `--format pcapng`: write the kernel's capture ring blocks to disk as they
+    /// are, rewritten in place into pcapng, without copying frames (the ring, sized like
+    /// --buffer unless --ring-size is given, is the only buffer).
+    #[arg(long)]
+    pub zero_copy: bool,
     /// CPUs to pin to: capture workers take the first N, writers the next N (e.g. 0,1 or 2-5).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,

@@ -157,6 +157,8 @@ pub struct Plan {
     /// Where the arena size came from: `--buffer`, `disk-bench` (the store's
     /// `disk-bench.json`) or `memory`.
     pub buffer_from: &'static str,
+    /// `--zero-copy`: the ring's blocks are written as they are (no arena).
+    pub zero_copy: bool,
 }
 
 /// `--dedup` and `--flow-cutoff`: what is deliberately not stored.
@@ -184,7 +186,9 @@ impl ReducePlan {
 impl Plan {
     /// Bytes the store may hold besides its catalog (see [`reserve`]).
     pub fn reserve(&self) -> u64 {
-        reserve(self.stream.file_size, self.workers)
+        // A zero-copy file may run one ring block past --file-size.
+        let over = if self.zero_copy { self.tuning.ring_block_size as u64 } else { 0 };
+        reserve(self.stream.file_size + over, self.workers)
     }
 }
 
@@ -292,8 +296,13 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             block_size
         )));
     }
+    if a.zero_copy {
+        check_zero_copy(a)?;
+    }
     let ring_block = Tuning::default().ring_block_size as u64;
     let ring_size = match &a.ring_size {
+        // Zero-copy: the ring is the only buffer, as large as the arena would be.
+        None if a.zero_copy => per.clamp(8 << 20, 4 << 30),
         None => defaults::ring_size(a.workers),
         Some(r) => {
             let v = parse_size(r).ok_or_else(|| usage(format!("--ring-size \"{r}\" is not a size like 64M or 1G")))?;
@@ -444,7 +453,24 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         },
         timestamps: a.timestamps,
         buffer_from,
+        zero_copy: a.zero_copy,
     })
+}
+
+/// `--zero-copy` works on a live interface writing pcapng.
+fn check_zero_copy(a: &Args) -> anyhow::Result<()> {
+    if a.interface.is_none() {
+        return Err(usage("--zero-copy writes a live capture ring's blocks; it needs -i IF".into()));
+    }
+    if a.format != super::args::FormatArg::Pcapng {
+        return Err(usage("--zero-copy writes pcapng only; add --format pcapng".into()));
+    }
+    if a.capture_source == super::args::LiveSourceArg::Xdp {
+        return Err(usage(
+            "--zero-copy writes AF_PACKET ring blocks; AF_XDP (--source xdp) has none: give one of them".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The buffer a `wirevault disk-bench --rate R --json` result kept in the

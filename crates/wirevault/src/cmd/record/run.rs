@@ -24,6 +24,7 @@ use wv_capture::xdp::XdpSource;
 use wv_capture::{SharedCounts, Source};
 use wv_store::catalog::{Catalog, LiveBudget, Stamps};
 use wv_store::stream::{StreamConfig, StreamProducer};
+use wv_store::writer::zerocopy::{ZcConfig, ZcWriter};
 use wv_store::writer::{self, WriterConfig, WriterShared};
 use wv_sys::afpacket::{Fanout, FanoutMode, FilteredCounter, Ring, RingConfig};
 use wv_sys::mem::{AlignedBuf, Backing};
@@ -94,14 +95,34 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     // Every arena is allocated and faulted in before a ring opens.
     let nstreams = sources.streams(&p);
     let cpu_before_arenas = wv_sys::cpu::process_cpu_ns();
-    let arenas = (0..nstreams).map(|_| alloc_arena(&p)).collect::<anyhow::Result<Vec<Arena>>>()?;
+    // Zero-copy: the ring is the buffer, there is no arena.
+    let arenas = if p.zero_copy {
+        Vec::new()
+    } else {
+        (0..nstreams).map(|_| alloc_arena(&p)).collect::<anyhow::Result<Vec<Arena>>>()?
+    };
     let arena_cpu_ns = wv_sys::cpu::process_cpu_ns().saturating_sub(cpu_before_arenas);
     let huge_fallback = arenas.iter().any(|a| !a.hugetlb);
+    let mut zc_rings = Vec::new();
     if let Some(mut live) = sources.live.take() {
-        sources.list = match live.xdp.take() {
-            Some(filter) => open_xsks(&p, live, filter, &mut sources.notes)?,
-            None => open_rings(&p, live)?,
-        };
+        if p.zero_copy {
+            if live.linktype != wv_wire::linktype::ETHERNET {
+                return Err(fail(
+                    exit::USAGE,
+                    "--zero-copy stores Ethernet interfaces only; record this one without it".to_string(),
+                ));
+            }
+            let linktype = live.linktype;
+            zc_rings = open_raw_rings(&p, live, true)?
+                .into_iter()
+                .map(|(ring, counter)| wv_capture::zerocopy::ZcRing { ring, counter, linktype })
+                .collect();
+        } else {
+            sources.list = match live.xdp.take() {
+                Some(filter) => open_xsks(&p, live, filter, &mut sources.notes)?,
+                None => open_rings(&p, live)?,
+            };
+        }
     }
     // Opening the rings needs the privileges; nothing after it does.
     if let Some(u) = &p.user {
@@ -112,12 +133,15 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let startup = Startup {
         cpu_s: wv_sys::cpu::process_cpu_ns() as f64 / 1e9,
         arena_prefault_cpu_s: arena_cpu_ns as f64 / 1e9,
-        arena_bytes: p.stream.arena_per_worker * nstreams as u64,
+        arena_bytes: if p.zero_copy { 0 } else { p.stream.arena_per_worker * nstreams as u64 },
         arena_from: p.buffer_from,
         timestamps: sources.stamps.name(),
     };
     // Streams: writer thread, then capture thread, at once for every stream.
     let mut streams = Vec::new();
+    for (id, zc) in zc_rings.into_iter().enumerate() {
+        streams.push(start_zc_stream(&p, id, zc, sources.stamps, (&catalog, &budget), &stop)?);
+    }
     for ((id, src), arena) in sources.list.into_iter().enumerate().zip(arenas) {
         let is_file = sources.file_source == Some(id);
         let parts = Parts { src, is_file, arena, stamps: sources.stamps };
@@ -188,7 +212,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             Ok(Err(e)) => capture_errors.push(e.to_string()),
             Err(_) => capture_errors.push("a capture thread panicked".into()),
         }
-        writer_threads.push(s.writer);
+        writer_threads.extend(s.writer);
         file_problems = file_problems.or(s.file_problems);
     }
     for w in writer_threads {
@@ -400,7 +424,18 @@ fn live_stamps(ifname: &str, choice: TimestampsArg, notes: &mut Vec<String>) -> 
 /// when there are several), with the filtered-packet counter opened just
 /// before them so it covers their lifetime.
 fn open_rings(p: &Plan, live: Live) -> anyhow::Result<Vec<Box<dyn Source>>> {
-    let Live { ifname, promisc, linktype, prog, filtered, hw_stamps, .. } = live;
+    let (linktype, snaplen) = (live.linktype, p.snaplen);
+    let rings = open_raw_rings(p, live, false)?;
+    Ok(rings
+        .into_iter()
+        .map(|(ring, c)| Box::new(AfPacketSource::new(ring, linktype, snaplen, c)) as Box<dyn Source>)
+        .collect())
+}
+
+/// The rings of [`open_rings`] (for `--zero-copy`, opened with room for the
+/// pcapng headers), each with the filtered-packet counter if it reads it.
+fn open_raw_rings(p: &Plan, live: Live, zero_copy: bool) -> anyhow::Result<Vec<(Ring, Option<Arc<FilteredCounter>>)>> {
+    let Live { ifname, promisc, linktype: _, prog, filtered, hw_stamps, .. } = live;
     let counter = match (filtered, prog.as_deref().and_then(wv_sys::bpf::invert)) {
         (true, Some(inv)) => {
             Some(Arc::new(FilteredCounter::open(&ifname, &inv).map_err(|e| fail(exit::ERROR, e.to_string()))?))
@@ -408,7 +443,7 @@ fn open_rings(p: &Plan, live: Live) -> anyhow::Result<Vec<Box<dyn Source>>> {
         _ => None,
     };
     let group_id = (std::process::id() & 0xffff) as u16;
-    let mut list: Vec<Box<dyn Source>> = Vec::new();
+    let mut list = Vec::new();
     for w in 0..p.workers {
         let cfg = RingConfig {
             block_size: p.tuning.ring_block_size,
@@ -418,12 +453,13 @@ fn open_rings(p: &Plan, live: Live) -> anyhow::Result<Vec<Box<dyn Source>>> {
             fanout: (p.workers > 1).then_some(Fanout { group_id, mode: FanoutMode::Hash }),
             filter: prog.clone(),
         };
-        let ring = Ring::open(&ifname, &cfg).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+        let ring = if zero_copy { Ring::open_zero_copy(&ifname, &cfg) } else { Ring::open(&ifname, &cfg) };
+        let ring = ring.map_err(|e| fail(exit::ERROR, e.to_string()))?;
         if hw_stamps {
             ring.request_hw_timestamps().map_err(|e| fail(exit::ERROR, e.to_string()))?;
         }
         let c = if w == 0 { counter.clone() } else { None };
-        list.push(Box::new(AfPacketSource::new(ring, linktype, p.snaplen, c)));
+        list.push((ring, c));
     }
     Ok(list)
 }
@@ -510,7 +546,8 @@ fn alloc_arena(p: &Plan) -> anyhow::Result<Arena> {
 /// One running stream: its two threads and what they publish.
 struct Stream {
     capture: JoinHandle<Result<wv_capture::Counts, wv_capture::CaptureError>>,
-    writer: JoinHandle<std::io::Result<()>>,
+    /// The writer thread (none on the zero-copy path: the capture thread writes).
+    writer: Option<JoinHandle<std::io::Result<()>>>,
     counts: Arc<SharedCounts>,
     writer_shared: Arc<WriterShared>,
     /// The file reader's input problems, sent when its capture thread ends.
@@ -542,20 +579,7 @@ fn start_stream(
     let (prod, cons) = wv_sys::byte_ring::byte_ring(arena.buf);
     let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
     let writer_shared = Arc::new(WriterShared::default());
-    let wcfg = WriterConfig {
-        store: p.store.clone(),
-        stream: id,
-        format: p.stream.format,
-        direct: p.direct,
-        depth: p.tuning.write_depth,
-        chunk: p.stream.block_size,
-        prealloc_step: p.tuning.prealloc_step,
-        file_size: p.stream.file_size,
-        index: p.index,
-        budget: budget.clone(),
-        reserve: p.reserve(),
-        timestamps: Some(stamps),
-    };
+    let wcfg = writer_config(p, id, budget, stamps);
     let (q2, c2, s2) = (queue.clone(), catalog.clone(), writer_shared.clone());
     let cpu = |n: usize| p.cpus.as_ref().map(|c| c[n % c.len()]);
     let writer = spawn_pinned(format!("wv-writer-{id}"), cpu(nstreams + id), move || {
@@ -591,7 +615,62 @@ fn start_stream(
         r
     })
     .context("cannot start a capture thread")?;
-    Ok(Stream { capture, writer, counts, writer_shared, file_problems: is_file.then_some(prx) })
+    Ok(Stream { capture, writer: Some(writer), counts, writer_shared, file_problems: is_file.then_some(prx) })
+}
+
+/// Starts zero-copy stream `id`: one thread that takes the ring's blocks,
+/// rewrites them into pcapng and writes them (see `wv_capture::zerocopy`).
+fn start_zc_stream(
+    p: &Plan,
+    id: usize,
+    mut src: wv_capture::zerocopy::ZcRing,
+    stamps: Stamps,
+    (catalog, budget): (&Arc<Catalog>, &Arc<LiveBudget>),
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Stream> {
+    let writer_shared = Arc::new(WriterShared::default());
+    let wcfg = writer_config(p, id, budget, stamps);
+    let zc = ZcConfig {
+        file_time_ns: p.stream.file_time_ns,
+        clock_close_grace_ns: p.tuning.clock_close_grace_ns,
+        linktype: src.linktype,
+        snaplen: p.snaplen,
+        last_seq: wv_store::layout::max_seq(&p.store.join(wv_store::layout::stream_dir(id))),
+        block_size: p.tuning.ring_block_size,
+    };
+    let mut w = ZcWriter::<wv_index::Builder>::new(wcfg, zc, catalog.clone(), writer_shared.clone())
+        .with_context(|| format!("cannot start the writer of stream {id}"))?;
+    let counts = Arc::new(SharedCounts::default());
+    let (stop2, sc2) = (stop.clone(), counts.clone());
+    let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
+    let cpu = p.cpus.as_ref().map(|c| c[id % c.len()]);
+    // Allocated and touched here, before capture starts.
+    let reduce = p.reduce.build();
+    let capture = spawn_pinned(format!("wv-capture-{id}"), cpu, move || {
+        let r = wv_capture::zerocopy::run(&mut src, &mut w, &stop2, &sc2, limits, reduce);
+        let f = w.finish().map_err(|e| wv_capture::CaptureError::Other(format!("writer: {e}")));
+        r.and_then(|c| f.map(|()| c))
+    })
+    .context("cannot start a capture thread")?;
+    Ok(Stream { capture, writer: None, counts, writer_shared, file_problems: None })
+}
+
+/// The writer's settings for stream `id`.
+fn writer_config(p: &Plan, id: usize, budget: &Arc<LiveBudget>, stamps: Stamps) -> WriterConfig {
+    WriterConfig {
+        store: p.store.clone(),
+        stream: id,
+        format: p.stream.format,
+        direct: p.direct,
+        depth: p.tuning.write_depth,
+        chunk: p.stream.block_size,
+        prealloc_step: p.tuning.prealloc_step,
+        file_size: p.stream.file_size,
+        index: p.index,
+        budget: budget.clone(),
+        reserve: p.reserve(),
+        timestamps: Some(stamps),
+    }
 }
 
 /// Starts a named thread, pinned to `cpu` if given (a failure to pin is not

@@ -1,0 +1,158 @@
+//! The zero-copy live loop (`record --zero-copy`): one thread per ring takes
+//! the kernel's blocks, has each rewritten in place into pcapng records
+//! ([`wv_sys::afpacket::Block::rewrite_pcapng`]), writes it with the
+//! [`ZcWriter`] straight from the ring and hands it back to the kernel once
+//! the write returned. No frame is copied; the per-packet work is reading
+//! the kernel's header, writing the EPB header and trailer, the counters and
+//! the index builder's key.
+//!
+//! The kernel filter works as on the copy path. The count limit (`-c`),
+//! `--dedup` and `--flow-cutoff` turn the records they leave out into skip
+//! blocks (an EPB and a skip block differ only in their type word), counted
+//! as on the copy path (`shutdown`, `deduplicated`, `cut`).
+
+use crate::reduce::{Reduce, Verdict};
+use crate::worker::{now_ns, Limits};
+use crate::{CaptureError, Counts, SharedCounts};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use wv_store::writer::zerocopy::ZcWriter;
+use wv_store::FileIndexer;
+use wv_sys::afpacket::{FilteredCounter, Ring, ZcRecord};
+
+/// How long one poll waits for a block.
+const POLL_MS: i32 = 50;
+
+/// One worker's ring (opened with `Ring::open_zero_copy`), the filtered-packet counter if this
+/// worker reads it, and the interface's link type.
+pub struct ZcRing {
+    pub ring: Ring,
+    pub counter: Option<Arc<FilteredCounter>>,
+    pub linktype: u32,
+}
+
+/// Records `src` into `w` until `stop` is set or the count limit is reached, then stops the
+/// ring's intake, drains it and closes the writer's file. Returns the final counts (also
+/// published to `shared`).
+pub fn run<I: FileIndexer>(
+    src: &mut ZcRing,
+    w: &mut ZcWriter<I>,
+    stop: &AtomicBool,
+    shared: &SharedCounts,
+    limits: Limits,
+    mut reduce: Reduce,
+) -> Result<Counts, CaptureError> {
+    let ZcRing { ring, counter, linktype } = src;
+    let linktype = *linktype;
+    let cpu0 = wv_sys::cpu::thread_cpu_ns();
+    let mut c = Counts::default();
+    let mut remaining = limits.max_packets.unwrap_or(u64::MAX);
+    let mut recs: Vec<ZcRecord> = Vec::with_capacity(1 << 14);
+    let reinsert_vlan = linktype == wv_wire::linktype::ETHERNET;
+    let (mut stopping, mut idle_after_stop, mut kernel_read_ns) = (false, 0u32, 0u64);
+    let mut blocks = 0u32;
+    let result = loop {
+        if !stopping && (stop.load(Ordering::Relaxed) || remaining == 0) {
+            stopping = true;
+            if let Err(e) = ring.stop_intake() {
+                break Err(e.into());
+            }
+            if let Some(ctr) = &counter {
+                let _ = ctr.stop_intake();
+            }
+        }
+        let idle = match ring.next_block(POLL_MS) {
+            Err(e) => break Err(e.into()),
+            Ok(None) => true,
+            Ok(Some(mut block)) => {
+                let rw = block.rewrite_pcapng(limits.snaplen, reinsert_vlan, &mut recs);
+                c.delivered += recs.len() as u64 + u64::from(rw.misplaced);
+                // Frames that could not become records where they lie (never for Ethernet).
+                c.dropped_arena_full += u64::from(rw.misplaced);
+                // Each record: past the count limit, or left out by --dedup/--flow-cutoff, it
+                // becomes a skip block (nothing moves); the others stay, compacted in `recs`.
+                let mut keep = 0;
+                for k in 0..recs.len() {
+                    let r = recs[k];
+                    let verdict = if remaining == 0 {
+                        None
+                    } else if reduce.is_off() {
+                        Some(Verdict::Store)
+                    } else {
+                        let d = r.data();
+                        Some(reduce.verdict(r.ts_ns, linktype, r.origlen, &[&block.bytes()[d..d + r.caplen as usize]]))
+                    };
+                    match verdict {
+                        Some(Verdict::Store) => {
+                            if !reduce.is_off() {
+                                reduce.stored(r.ts_ns);
+                            }
+                            remaining -= 1;
+                            c.stored_bytes += u64::from(r.caplen);
+                            c.wire_bytes += u64::from(r.origlen);
+                            recs[keep] = r;
+                            keep += 1;
+                        }
+                        other => {
+                            block.set_skipped(&r, true);
+                            match other {
+                                Some(Verdict::Duplicate) => c.deduplicated += 1,
+                                Some(Verdict::Cut) => c.cut += 1,
+                                _ => c.dropped_shutdown += 1,
+                            }
+                        }
+                    }
+                    if r.hw_stamp {
+                        c.ts_hardware += 1;
+                    } else {
+                        c.ts_software += 1;
+                    }
+                }
+                c.stored += keep as u64;
+                if keep > 0 {
+                    w.write_block(&mut block, &recs[..keep], rw.len);
+                }
+                // Dropping the block hands it back to the kernel: after its write returned.
+                drop(block);
+                false
+            }
+        };
+        if idle && stopping {
+            idle_after_stop += 1;
+        }
+        blocks = blocks.wrapping_add(1);
+        if idle || blocks.is_multiple_of(16) {
+            let now = now_ns();
+            w.tick(now);
+            if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
+                kernel_read_ns = now;
+                if let Err(e) = kernel(ring, counter.as_deref(), &mut c) {
+                    break Err(e);
+                }
+            }
+            c.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
+            c.flows_evicted = reduce.cutoff.as_ref().map_or(0, |t| t.evicted);
+            shared.publish(&c, 0.0);
+        }
+        // The kernel retires a partly filled block after its timeout; two
+        // empty polls after the stop mean no block is left to come.
+        if stopping && idle_after_stop >= 2 {
+            break Ok(());
+        }
+    };
+    let _ = kernel(ring, counter.as_deref(), &mut c);
+    w.close_file();
+    c.flows_evicted = reduce.cutoff.as_ref().map_or(0, |t| t.evicted);
+    c.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
+    shared.publish(&c, 0.0);
+    result.map(|()| c)
+}
+
+/// Adds the kernel's counters since the last read: ring drops and filtered packets.
+fn kernel(ring: &Ring, counter: Option<&FilteredCounter>, c: &mut Counts) -> Result<(), CaptureError> {
+    c.dropped_kernel += ring.take_stats()?.drops;
+    if let Some(ctr) = counter {
+        c.filtered_kernel += ctr.take_count()?;
+    }
+    Ok(())
+}
