@@ -158,7 +158,7 @@ pub struct Prepared {
     part_files: usize,
     /// The store's directory (None for a single capture file): catalog paths
     /// are opened beneath it, following no symlink.
-    store_dir: Option<wv_sys::fs::Dir>,
+    store_dir: Option<wv_store::volume::Volumes>,
     /// What reading the catalog found wrong (damaged, duplicated, rejected
     /// lines, missing or uncataloged files), reported with the query's warnings.
     catalog_warnings: Vec<String>,
@@ -273,7 +273,12 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         locked = matches!(wv_store::lock::state(&path), Ok(wv_store::lock::LockState::Held { .. }));
         catalog_warnings = read.warnings();
         catalog_warnings.extend(wv_store::catalog::audit(&path, &read.entries, locked));
-        store_dir = Some(wv_sys::fs::Dir::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?);
+        // Files on the store's extra volumes (`@k/...`) are opened beneath
+        // those volumes, as the others beneath the store.
+        let vols =
+            wv_store::volume::Volumes::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?;
+        catalog_warnings.extend(vols.warnings().into_iter().map(|w| format!("{w}; its files are not queried")));
+        store_dir = Some(vols);
         let parts = count_part_files(&path);
         (path, read.entries, parts)
     } else if !meta.is_file() {

@@ -7,9 +7,11 @@ use super::*;
 /// A closed file whose index is still to be written, then cataloged.
 pub(super) struct Finish<I> {
     pub(super) indexer: I,
-    /// The index file, relative to the store.
+    /// The index file, relative to `dir`.
     pub(super) index_rel: String,
     pub(super) entry: Entry,
+    /// The volume the file is on.
+    pub(super) dir: Arc<wv_sys::fs::Dir>,
 }
 
 /// Writes indexes and appends catalog lines for closed files, off the writer
@@ -22,12 +24,11 @@ pub(super) fn finisher<I: FileIndexer>(
     recycle: std::sync::mpsc::SyncSender<I>,
     catalog: Arc<Catalog>,
     shared: Arc<WriterShared>,
-    store: wv_sys::fs::Dir,
 ) {
     for mut job in rx {
-        match job.indexer.finish(&store, &job.index_rel) {
-            Ok(()) => job.entry.index = Some(job.index_rel.clone()),
-            Err(e) => shared.warn(format!("index {} not written: {e}", store.display(&job.index_rel).display())),
+        match job.indexer.finish(&job.dir, &job.index_rel) {
+            Ok(()) => job.entry.index = Some(layout::index_rel(&job.entry.file)),
+            Err(e) => shared.warn(format!("index {} not written: {e}", job.dir.display(&job.index_rel).display())),
         }
         if let Err(e) = catalog.append(&job.entry) {
             shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));

@@ -128,6 +128,8 @@ pub struct OutputPlan {
 /// The validated plan.
 pub struct Plan {
     pub store: PathBuf,
+    /// `--volume`: extra volumes of the store.
+    pub volumes: Vec<PathBuf>,
     pub source: SourcePlan,
     pub workers: usize,
     pub snaplen: u32,
@@ -403,6 +405,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     };
     Ok(Plan {
         store: a.store.clone(),
+        volumes: a.volumes.clone(),
         source,
         workers: a.workers,
         snaplen: a.snaplen,
