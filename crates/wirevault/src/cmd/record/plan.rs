@@ -251,8 +251,12 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if a.workers == 0 || a.workers > 64 {
         return Err(usage(format!("--workers must be 1..=64, not {}", a.workers)));
     }
-    if a.workers > 1 && a.interface.is_none() {
-        return Err(usage("--workers > 1 needs --interface (fanout spreads live traffic over workers)".into()));
+    // (With --synthetic each worker generates SPEC on its own stream: the
+    // store's throughput with several writers, e.g. on several volumes.)
+    if a.workers > 1 && a.interface.is_none() && a.synthetic.is_none() {
+        return Err(usage(
+            "--workers > 1 needs --interface (fanout spreads live traffic over workers) or --synthetic".into(),
+        ));
     }
     if a.snaplen == 0 || a.snaplen > wv_wire::MAX_SNAPLEN {
         return Err(usage(format!("--snaplen must be 1..={}, not {}", wv_wire::MAX_SNAPLEN, a.snaplen)));

@@ -350,7 +350,9 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
                 ),
                 None => None,
             };
-            list.push(Box::new(Synthetic::new(spec.clone(), filt)));
+            for _ in 0..p.workers {
+                list.push(Box::new(Synthetic::new(spec.clone(), filt.clone())));
+            }
         }
     }
     Ok(Sources { list, live, file_source, notes, stamps })
