@@ -21,7 +21,12 @@ fn files(store: &Path) -> Vec<(String, PathBuf)> {
     let reg: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(store.join("volumes.json")).unwrap()).unwrap();
     let vol = |k: &str| {
-        reg["volumes"].as_array().unwrap().iter().find(|v| v["id"].to_string() == k).map(|v| v["path"].clone())
+        reg["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"].as_u64().is_some_and(|i| i.to_string() == k))
+            .map(|v| v["path"].clone())
     };
     catalog(store)
         .iter()
