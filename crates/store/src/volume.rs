@@ -275,6 +275,14 @@ pub fn register(store: &Path, paths: &[PathBuf]) -> Result<Vec<u32>, VolumeError
     let mut changed = false;
     for p in paths {
         if !p.exists() {
+            // Checked before it is created: nothing is made inside the store.
+            let parent = p.parent().filter(|q| !q.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if let (Ok(pc), Some(name)) = (parent.canonicalize(), p.file_name()) {
+                let c = pc.join(name);
+                if seen.iter().any(|s| s.starts_with(&c) || c.starts_with(s)) {
+                    return Err(VolumeError::Overlaps { path: p.clone() });
+                }
+            }
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -460,6 +468,7 @@ mod tests {
         assert_eq!(v.stream_dirs().0, vec![(1, "@2/stream-001".to_string())]);
         // Refused: the store itself, a directory inside it, another store's volume, a non-empty one.
         assert!(matches!(register(&store, &[store.join("in")]), Err(VolumeError::Overlaps { .. })));
+        assert!(!store.join("in").exists(), "nothing is created inside the store");
         let other = t.join("other");
         std::fs::create_dir_all(&other).unwrap();
         assert!(matches!(register(&other, std::slice::from_ref(&a)), Err(VolumeError::Foreign { .. })));

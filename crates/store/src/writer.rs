@@ -752,15 +752,19 @@ impl<I: FileIndexer> Writer<I> {
             bytes: len,
             timestamps: self.cfg.timestamps,
         };
-        let entry = match (c.indexer.filter(|_| !failed), &self.finish_tx) {
-            (Some(indexer), Some(tx)) => {
+        // Every entry goes through the index thread, indexed or not, so a
+        // stream's lines reach the catalog in file order (a file cut by a
+        // write error must not overtake the one before it, still being indexed).
+        let entry = match &self.finish_tx {
+            Some(tx) => {
                 let (index_rel, dir) = (layout::index_rel(&final_rel), self.store.clone());
+                let indexer = c.indexer.filter(|_| !failed);
                 match tx.send(Finish { indexer, index_rel, entry, dir }) {
                     Ok(()) => None,
                     Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
                 }
             }
-            _ => Some(entry),
+            None => Some(entry),
         };
         if let Some(entry) = entry {
             if let Err(e) = self.catalog.append(&entry) {

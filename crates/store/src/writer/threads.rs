@@ -6,7 +6,8 @@ use super::*;
 
 /// A closed file whose index is still to be written, then cataloged.
 pub(super) struct Finish<I> {
-    pub(super) indexer: I,
+    /// `None`: the file is only cataloged (not indexed, or cut by an error).
+    pub(super) indexer: Option<I>,
     /// The index file, relative to `dir`.
     pub(super) index_rel: String,
     pub(super) entry: Entry,
@@ -26,15 +27,20 @@ pub(super) fn finisher<I: FileIndexer>(
     shared: Arc<WriterShared>,
 ) {
     for mut job in rx {
-        match job.indexer.finish(&job.dir, &job.index_rel) {
-            Ok(()) => job.entry.index = Some(layout::index_rel(&job.entry.file)),
-            Err(e) => shared.warn(format!("index {} not written: {e}", job.dir.display(&job.index_rel).display())),
+        match job.indexer.as_mut().map(|ix| ix.finish(&job.dir, &job.index_rel)) {
+            Some(Ok(())) => job.entry.index = Some(layout::index_rel(&job.entry.file)),
+            Some(Err(e)) => {
+                shared.warn(format!("index {} not written: {e}", job.dir.display(&job.index_rel).display()))
+            }
+            None => {}
         }
         if let Err(e) = catalog.append(&job.entry) {
             shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
         }
         // Never full: at most three builders exist per stream.
-        let _ = recycle.try_send(job.indexer);
+        if let Some(ix) = job.indexer {
+            let _ = recycle.try_send(ix);
+        }
     }
 }
 
