@@ -278,8 +278,10 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         let vols =
             wv_store::volume::Volumes::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?;
         catalog_warnings.extend(vols.warnings().into_iter().map(|w| format!("{w}; its files are not queried")));
+        // Files being written on the extra volumes count too.
+        let parts = count_part_files(&path)
+            + vols.all().iter().filter(|(id, _)| *id > 0).map(|(_, d)| count_part_files(d.path())).sum::<usize>();
         store_dir = Some(vols);
-        let parts = count_part_files(&path);
         (path, read.entries, parts)
     } else if !meta.is_file() {
         // Opening a FIFO would block until a writer comes.
