@@ -4,6 +4,13 @@
 # and how many 64-byte packets per second one worker stores.
 #
 #   bench/storage.sh [DIR] [GB]      (defaults: ./bench-store, 8 GB per run)
+#   ONLY=volumes VMB=500 bench/storage.sh DIR   (only the several-volumes rows)
+#
+# Several volumes (root): 1 worker on 1 volume, 2 workers on 1 volume and
+# 2 workers on 2 volumes (`record --workers 2 --volume`), VMB MB per run
+# (default GB*1000). The volumes are VOLS="DIR_A DIR_B" (directories on two
+# real disks) or, by default, two loop-mounted ext4 images in DIR: both then
+# sit on DIR's one disk, which bounds the scaling.
 #
 # Prints a Markdown table. Targets (issue "Record"): 1514-byte frames reach
 # >= 95% of fio's bandwidth; 64-byte frames at 14.88 Mpps with zero loss.
@@ -15,6 +22,7 @@ wv_binary
 need_tools fio python3
 mkdir -p "$DIR"
 BYTES=$((GB * 1000 * 1000 * 1000))
+if [ "${ONLY:-all}" != volumes ]; then
 
 # fio: sequential O_DIRECT writes, 4 MiB blocks, 8 in flight, io_uring, fsync at the end.
 rm -rf "$DIR/fio"; mkdir -p "$DIR/fio"
@@ -84,3 +92,71 @@ echo "The steady-state row takes packets and time from the catalog (generator ti
 echo "first and last packet of files 5 to the end; unpaced, the generator runs at the store's pace)."
 echo "Its first four files are left out: they include faulting in the pipeline's memory, so the"
 echo "difference to the short 64 B run is what a cold start costs."
+fi
+
+# --- Several volumes ------------------------------------------------------------------------------
+[ "${ONLY:-all}" = all ] || [ "${ONLY:-}" = volumes ] || exit 0
+VMB=${VMB:-$((GB * 1000))}
+LOOPS=()
+MNTS=()
+vol_cleanup() {
+  set +e
+  local m l
+  for m in "${MNTS[@]}"; do mountpoint -q "$m" && umount "$m"; rmdir "$m"; done
+  for l in "${LOOPS[@]}"; do losetup -d "$l"; done
+  rm -f "$DIR"/vol-?.img
+}
+if [ -n "${VOLS:-}" ]; then
+  read -r VA VB <<<"$VOLS"
+  where="directories $VA and $VB"
+else
+  need_root "storage.sh (several volumes: loop mounts)"
+  need_tools losetup mkfs.ext4
+  trap vol_cleanup EXIT
+  DIR=$(realpath "$DIR")
+  for v in a b; do
+    fallocate -l "$((VMB * 2 + 300))M" "$DIR/vol-$v.img"
+    l=$(losetup --find --show --direct-io=on "$DIR/vol-$v.img")
+    LOOPS+=("$l")
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$l"
+    mkdir -p "$DIR/vol-$v"
+    mount "$l" "$DIR/vol-$v"
+    MNTS+=("$DIR/vol-$v")
+  done
+  VA=$DIR/vol-a VB=$DIR/vol-b
+  where="two loop-mounted ext4 images on the one disk of $DIR ($(findmnt -no SOURCE -T "$DIR")): the scaling is bounded by that disk"
+fi
+
+vrun() { # name workers extra-args...
+  local name=$1 workers=$2; shift 2
+  local n=$((VMB * 1000 * 1000 / 1530 / workers))
+  rm -rf "$VA/wv" "$VB/wv"
+  "$BIN" record -o "$VA/wv" --synthetic "size=1514,count=$n" --workers "$workers" -q "$@" 2>/dev/null || true
+  local el fb pk dr
+  read -r el fb pk dr < <(stats "$VA/wv/stats.json" elapsed_s file_bytes written dropped)
+  python3 - "$name" "$el" "$fb" "$pk" "$dr" "${BASE_MBS:-0}" "$DIR/vol-mbs" <<'PY'
+import sys
+name, el, fb, pk, dr, base, out = sys.argv[1:]
+el, fb, pk, dr, base = float(el), int(fb), int(pk), int(dr), float(base)
+mbs = fb / el / 1e6
+rel = f"{mbs / base:.2f}x" if base else "1.00x"
+print(f"| {name} | {pk:,} | {fb/1e9:.2f} | {el:.2f} | {mbs:,.0f} | {rel} | {dr:,} |")
+open(out, "w").write(f"{mbs}\n")
+PY
+  rm -rf "$VA/wv" "$VB/wv"
+}
+
+echo
+echo "## Several volumes ($(stamp), $(nproc) cores, $VMB MB per run, 1514-byte frames, $(revision))"
+echo
+echo "Volumes: $where."
+echo
+table_header run packets "GB written" seconds MB/s "vs 1 worker, 1 volume" dropped
+vrun "1 worker, 1 volume" 1
+BASE_MBS=$(cat "$DIR/vol-mbs")
+vrun "2 workers, 1 volume" 2
+vrun "2 workers, 2 volumes (--volume)" 2 --volume "$VB/wv"
+rm -f "$DIR/vol-mbs"
+echo
+echo "Each run writes the same total; with 2 workers each generates half of it on its own stream"
+echo "(stream i on volume i). 'seconds' runs from the first packet until the last file is closed."

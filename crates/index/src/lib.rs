@@ -273,7 +273,11 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
     let cat_path = path.join(catalog::CATALOG_FILE);
     let existed = std::fs::symlink_metadata(&cat_path).is_ok();
     let mut entries = if existed { catalog::read(path)? } else { Vec::new() };
-    let recorded = entries.iter().any(|e| e.file.starts_with("stream-"));
+    let recorded = entries.iter().any(|e| e.file.starts_with("stream-") || e.file.starts_with('@'));
+    // A recorded store's files may lie on its extra volumes (`@k/...`),
+    // each resolved beneath its volume.
+    let vols =
+        wv_store::volume::Volumes::open(path).map_err(|e| IndexError::Io { path: path.to_path_buf(), source: e })?;
     if !recorded {
         // A plain directory: every capture file under it, sorted by path;
         // entries of an earlier run whose file is gone are left out.
@@ -299,9 +303,17 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
             keep.push(e);
             break;
         }
-        let capture = path.join(&e.file);
-        if let Some(rel) = &e.index {
-            match check_index_in(&dir, rel, &e.file) {
+        let capture = vols.display(&e.file);
+        let (vdir, inner) = match vols.resolve(&e.file) {
+            Ok((d, inner)) => (d, inner.to_string()),
+            Err(err) => {
+                report.failed.push((capture, err.to_string()));
+                keep.push(e);
+                continue;
+            }
+        };
+        if e.index.is_some() {
+            match check_index_in(vdir, &wv_store::layout::index_rel(&inner), &inner) {
                 Ok((packets, first_ns, last_ns)) => {
                     // The catalog holds the min and max time (older
                     // versions wrote the first and last record's).
@@ -316,7 +328,7 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
                 Err(why) => report.rebuilt.push((capture.clone(), why.to_string())),
             }
         }
-        match index_file_in(&dir, &e.file, opts) {
+        match index_file_in(vdir, &inner, opts) {
             Ok(fi) => {
                 e.index = Some(wv_store::layout::index_rel(&e.file));
                 e.format = Some(fi.format);
@@ -340,7 +352,7 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
                 report.failed.push((capture, err.to_string()));
                 // An index that no longer fits its capture is not kept.
                 if let Some(rel) = e.index.take() {
-                    let _ = dir.unlink(&rel);
+                    let _ = vols.unlink(&rel);
                     changed = true;
                 }
                 // A store keeps its entry (unindexed); a plain directory

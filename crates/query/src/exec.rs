@@ -165,7 +165,7 @@ pub struct Prepared {
     part_files: usize,
     /// The store's directory (None for a single capture file): catalog paths
     /// are opened beneath it, following no symlink.
-    store_dir: Option<wv_sys::fs::Dir>,
+    store_dir: Option<wv_store::volume::Volumes>,
     /// What reading the catalog found wrong (damaged, duplicated, rejected
     /// lines, missing or uncataloged files), reported with the query's warnings.
     catalog_warnings: Vec<String>,
@@ -280,8 +280,15 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         locked = matches!(wv_store::lock::state(&path), Ok(wv_store::lock::LockState::Held { .. }));
         catalog_warnings = read.warnings();
         catalog_warnings.extend(wv_store::catalog::audit(&path, &read.entries, locked));
-        store_dir = Some(wv_sys::fs::Dir::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?);
-        let parts = count_part_files(&path);
+        // Files on the store's extra volumes (`@k/...`) are opened beneath
+        // those volumes, as the others beneath the store.
+        let vols =
+            wv_store::volume::Volumes::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?;
+        catalog_warnings.extend(vols.warnings().into_iter().map(|w| format!("{w}; its files are not queried")));
+        // Files being written on the extra volumes count too.
+        let parts = count_part_files(&path)
+            + vols.all().iter().filter(|(id, _)| *id > 0).map(|(_, d)| count_part_files(d.path())).sum::<usize>();
+        store_dir = Some(vols);
         (path, read.entries, parts)
     } else if !meta.is_file() {
         // Opening a FIFO would block until a writer comes.

@@ -193,12 +193,14 @@ struct Inner {
 /// Appends entries to `STORE/catalog.jsonl` and enforces the budget.
 pub struct Catalog {
     dir: Dir,
+    /// The store's volumes, which the entries' files are resolved through.
+    vols: crate::volume::Volumes,
     path: PathBuf,
     inner: Mutex<Inner>,
 }
 
 /// Bytes a catalog entry occupies on disk: the capture file and its index.
-fn disk_size(dir: &Dir, e: &Entry) -> u64 {
+fn disk_size(dir: &crate::volume::Volumes, e: &Entry) -> u64 {
     let idx = e.index.as_ref().and_then(|i| dir.lstat(i).ok()).filter(|s| s.kind == Kind::File).map_or(0, |s| s.len);
     // The file's real size where it can be seen: a damaged line's `bytes`
     // (u64::MAX) must not make retention delete everything, or nothing.
@@ -217,14 +219,15 @@ impl Catalog {
     pub fn open(store: &Path) -> io::Result<Catalog> {
         let path = store.join(crate::layout::CATALOG);
         let dir = Dir::open(store)?;
+        let vols = crate::volume::Volumes::open(store)?;
         let (entries, _) = read(store)?;
         let file = open_append(&dir)?;
         let entries: Vec<(Entry, u64)> =
-            entries.into_iter().map(|e| (disk_size(&dir, &e), e)).map(|(s, e)| (e, s)).collect();
+            entries.into_iter().map(|e| (disk_size(&vols, &e), e)).map(|(s, e)| (e, s)).collect();
         let total = entries.iter().fold(0u64, |t, (_, s)| t.saturating_add(*s));
         let mut inner = Inner { file, reserved: 0, entries, total };
         reserve_ahead(&mut inner);
-        Ok(Catalog { dir, path, inner: Mutex::new(inner) })
+        Ok(Catalog { dir, vols, path, inner: Mutex::new(inner) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -235,7 +238,7 @@ impl Catalog {
     pub fn append(&self, e: &Entry) -> io::Result<()> {
         let mut line = serde_json::to_vec(e).map_err(io::Error::other)?;
         line.push(b'\n');
-        let size = disk_size(&self.dir, e);
+        let size = disk_size(&self.vols, e);
         let mut g = self.lock();
         g.file.write_all(&line)?;
         g.file.sync_data()?;
@@ -284,9 +287,9 @@ impl Catalog {
             // Entries were checked when read (relative, inside the store);
             // the unlinks resolve beneath the store and follow no symlink.
             if let Some(ix) = &e.index {
-                let _ = self.dir.unlink(ix);
+                let _ = self.vols.unlink(ix);
             }
-            match self.dir.unlink(&e.file) {
+            match self.vols.unlink(&e.file) {
                 Ok(()) => {}
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                 Err(err) => return Err(err),
@@ -366,11 +369,13 @@ impl CatalogRead {
 /// `index` is absent or `FILE.idx`.
 pub fn check_entry(e: &Entry) -> Result<(), String> {
     wv_sys::fs::check_rel(&e.file).map_err(|err| format!("file {err}"))?;
-    let first = e.file.split('/').next().unwrap_or("");
+    // `@k/stream-NNN/NAME`: on extra volume k (see crate::volume).
+    let (vol, file) = crate::volume::split(&e.file).map_err(|err| format!("file {err}"))?;
+    let first = file.split('/').next().unwrap_or("");
     let is_stream_dir = first.strip_prefix("stream-").and_then(|n| n.parse::<usize>().ok()).is_some();
-    if is_stream_dir {
+    if is_stream_dir || vol > 0 {
         let want = crate::layout::stream_dir(e.stream);
-        match e.file.split_once('/') {
+        match file.split_once('/') {
             Some((d, name)) if d == want && !name.contains('/') => {}
             _ => return Err(format!("file \"{}\" is not {want}/NAME for stream {}", e.file, e.stream)),
         }
@@ -387,6 +392,7 @@ pub fn check_entry(e: &Entry) -> Result<(), String> {
 /// The stream a store-relative path belongs to: NNN for `stream-NNN/...`,
 /// else 0 (for catalogs `index` writes over a plain directory).
 pub fn stream_of_path(rel: &str) -> usize {
+    let rel = crate::volume::split(rel).map_or(rel, |(_, r)| r);
     rel.split_once('/')
         .and_then(|(d, _)| {
             d.strip_prefix("stream-")
@@ -470,7 +476,8 @@ pub fn is_capture_name(name: &str) -> bool {
 /// not yet appended) are in flight, not damage: they are not reported.
 pub fn audit(store: &Path, entries: &[Entry], locked: bool) -> Vec<String> {
     let mut w = Vec::new();
-    let Ok(dir) = Dir::open(store) else { return w };
+    let Ok(dir) = crate::volume::Volumes::open(store) else { return w };
+    w.extend(dir.warnings());
     for e in entries {
         match dir.lstat(&e.file) {
             Ok(s) if s.kind == Kind::File => {}
@@ -483,10 +490,7 @@ pub fn audit(store: &Path, entries: &[Entry], locked: bool) -> Vec<String> {
         return w;
     }
     let known: std::collections::HashSet<&str> = entries.iter().map(|e| e.file.as_str()).collect();
-    for (d, kind) in dir.list("").unwrap_or_default() {
-        if kind != Kind::Dir || !d.starts_with("stream-") {
-            continue;
-        }
+    for (_, d) in dir.stream_dirs().0 {
         for (name, kind) in dir.list(&d).unwrap_or_default() {
             let rel = format!("{d}/{name}");
             if kind == Kind::File

@@ -16,6 +16,7 @@ pub mod layout;
 pub mod lock;
 pub mod recover;
 pub mod stream;
+pub mod volume;
 pub mod writer;
 
 /// File format of the store's files (the one `Format`, from wv-wire).

@@ -266,11 +266,16 @@ fn format_of(name: &str) -> Option<Format> {
 pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_>>) -> io::Result<RepairReport> {
     use crate::catalog::{self, Entry};
     use crate::layout;
-    use wv_sys::fs::{Dir, Kind, Open};
+    use wv_sys::fs::{Kind, Open};
     let mut rep = RepairReport::default();
-    // Every path below resolves beneath the store and follows no symlink:
-    // the store may belong to the unprivileged user a recorder ran as.
-    let dir = Dir::open(store)?;
+    // Every path below resolves beneath the store (or one of its volumes)
+    // and follows no symlink: the store may belong to the unprivileged user
+    // a recorder ran as.
+    let dir = crate::volume::Volumes::open(store)?;
+    // A volume not mounted now keeps its entries: its files are not lost.
+    for w in dir.warnings() {
+        rep.problems.push(format!("{w}; its files were left in the catalog as they are"));
+    }
     let cat = catalog::read_checked(store)?;
     rep.bad_catalog_lines = cat.bad_lines.len() as u64;
     rep.rejected_entries = cat.rejected.len() as u64;
@@ -278,13 +283,13 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     rep.problems.extend(cat.rejected.iter().cloned());
     let mut entries = cat.entries;
     let before = entries.len();
-    entries.retain(|e| dir.lstat(&e.file).is_ok_and(|s| s.kind == Kind::File));
+    entries.retain(|e| dir.unreadable_volume(&e.file) || dir.lstat(&e.file).is_ok_and(|s| s.kind == Kind::File));
     rep.removed_entries = (before - entries.len()) as u64;
     // Catalogued files whose size is not the catalogued one (cut by a full
     // disk or by hand, grown, or a damaged line's absurd `bytes`): walked
     // again, cut at their last complete record when they shrank or end in
     // an incomplete record, and their entry (and index) made to match.
-    for e in entries.iter_mut() {
+    for e in entries.iter_mut().filter(|e| !dir.unreadable_volume(&e.file)) {
         match resize_entry(&dir, e) {
             Ok(None) => {}
             Ok(Some(note)) => {
@@ -301,18 +306,10 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
         || rep.rejected_entries > 0
         || rep.duplicate_entries > 0;
 
-    let mut dirs: Vec<(usize, String)> = Vec::new();
-    for (name, kind) in dir.list("")? {
-        let Some(n) = name.strip_prefix("stream-").and_then(|n| n.parse().ok()) else { continue };
-        match kind {
-            Kind::Dir if name == layout::stream_dir(n) => dirs.push((n, name)),
-            Kind::Dir => {}
-            _ => {
-                rep.problems.push(format!("{}: not a directory (a symlink?); left alone", dir.display(&name).display()))
-            }
-        }
+    let (dirs, odd) = dir.stream_dirs();
+    for name in odd {
+        rep.problems.push(format!("{}: not a directory (a symlink?); left alone", dir.display(&name).display()))
     }
-    dirs.sort();
     for (stream, sdir) in dirs {
         for (name, kind) in dir.list(&sdir)? {
             let rel_here = format!("{sdir}/{name}");
@@ -398,14 +395,16 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     }
     if let Some(index) = index {
         for e in entries.iter_mut() {
-            let capture = store.join(&e.file);
+            let capture = dir.display(&e.file);
             let irel = layout::index_rel(&e.file);
+            let Ok((vdir, inner)) = dir.resolve(&e.file) else { continue };
+            let inner_irel = layout::index_rel(inner);
             let is_file = |rel: &str| dir.lstat(rel).is_ok_and(|s| s.kind == Kind::File);
             if e.index.is_some() && is_file(&irel) {
                 let Some(check) = check else {
                     continue;
                 };
-                match check(&dir, &irel, &e.file) {
+                match check(vdir, &inner_irel, inner) {
                     Ok(ix) => {
                         if fix_times(e, &ix) {
                             rep.retimed += 1;
@@ -427,7 +426,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 continue;
             }
             // (The capture was checked above: a regular file beneath the store.)
-            match index(&dir, &e.file) {
+            match index(vdir, inner) {
                 Ok(ix) if is_file(&irel) => {
                     e.index = Some(irel);
                     rep.reindexed += 1;
@@ -443,13 +442,13 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     }
     if changed {
         entries.sort_by_key(|e| (e.first_ns, e.stream));
-        catalog::rewrite_in(&dir, &entries)?;
+        catalog::rewrite_in(dir.root(), &entries)?;
     }
     Ok(rep)
 }
 
 /// See the loop in [`repair`]: `Ok(Some(note))` when `e` was changed.
-fn resize_entry(dir: &wv_sys::fs::Dir, e: &mut crate::catalog::Entry) -> Result<Option<String>, String> {
+fn resize_entry(dir: &crate::volume::Volumes, e: &mut crate::catalog::Entry) -> Result<Option<String>, String> {
     use wv_sys::fs::Open;
     let shown = dir.display(&e.file);
     let size = match dir.lstat(&e.file) {

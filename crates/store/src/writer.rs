@@ -58,6 +58,10 @@ pub struct WriterConfig {
     pub reserve: u64,
     /// Where this stream's timestamps come from (the catalog's `timestamps`).
     pub timestamps: Option<crate::catalog::Stamps>,
+    /// Several volumes (`record --volume`): each new file goes to the first
+    /// volume still in rotation in this stream's order, and a volume that
+    /// fails or fills is taken out for every writer. `None`: the store only.
+    pub volumes: Option<Arc<crate::volume::Rotation>>,
 }
 
 /// What a writer reports while it runs (read by the status line and summary).
@@ -163,8 +167,16 @@ struct Writer<I> {
     /// Frame bytes of a record that wraps around the ring end, for the indexer.
     scratch: Vec<u8>,
     dir: PathBuf,
-    /// The store, which every path is opened beneath (no symlink followed).
-    store: wv_sys::fs::Dir,
+    /// The volume the current file is on (the store, or one of `cfg.volumes`),
+    /// which every path is opened beneath (no symlink followed).
+    store: Arc<wv_sys::fs::Dir>,
+    /// The id of that volume (0: the store directory).
+    vol: u32,
+    /// Stopped because the volume failed while others are in rotation: the
+    /// next file goes to another one.
+    vol_down: bool,
+    /// Files opened so far (which volume the next one prefers).
+    files_opened: usize,
     /// The stream's directory relative to the store.
     rel_dir: String,
     /// Stopped at the budget (`--on-full stop`): later packets count as `budget`.
@@ -183,8 +195,10 @@ pub fn run<I: FileIndexer>(
     let dir = cfg.store.join(layout::stream_dir(cfg.stream));
     let rel_dir = layout::stream_dir(cfg.stream);
     // The stream directory (0750) beneath the store; a symlink there is refused.
-    let store = wv_sys::fs::Dir::open(&cfg.store)?;
-    store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    let store = Arc::new(wv_sys::fs::Dir::open(&cfg.store)?);
+    if cfg.volumes.is_none() {
+        store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    }
     let io = uring::Writer::new(cfg.depth.max(2))?;
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     let mut w = Writer {
@@ -206,6 +220,9 @@ pub fn run<I: FileIndexer>(
         scratch: Vec::new(),
         dir,
         store,
+        vol: 0,
+        vol_down: false,
+        files_opened: 0,
         rel_dir,
         budget_stopped: false,
     };
@@ -253,33 +270,43 @@ impl<I: FileIndexer> Writer<I> {
 
     fn open(&mut self, pos: u64, seq: u64, first_ns: u64, linktype: u32, snaplen: u32) {
         let name = layout::file_name(first_ns, seq, self.cfg.format.extension());
-        let part = self.dir.join(format!("{name}{}", layout::PART));
-        let part_rel = format!("{}/{name}{}", self.rel_dir, layout::PART);
+        self.resume();
         if !self.stopped {
             if let Err(budget) = make_room(&self.cfg, &self.catalog, &self.shared) {
                 self.budget_stopped = budget;
                 self.stopped = true;
             }
         }
-        let file = if self.stopped {
-            None
-        } else {
+        let part_rel = format!("{}/{name}{}", self.rel_dir, layout::PART);
+        let mut file = None;
+        loop {
+            self.resume();
+            if !self.stopped {
+                self.choose_volume();
+            }
+            if self.stopped {
+                break;
+            }
             match self.store.create_output(&part_rel, self.direct) {
                 Ok((f, direct)) => {
                     if self.direct && !direct {
                         self.direct = false;
                         self.shared.direct_refused.store(true, Ordering::Relaxed);
                     }
-                    Some(f)
+                    file = Some(f);
+                    break;
                 }
                 Err(e) => {
                     let full = e.raw_os_error() == Some(libc::ENOSPC);
-                    self.shared.fail(format!("cannot create {}: {e}", part.display()), full);
+                    let msg = format!("cannot create {}: {e}", self.store.display(&part_rel).display());
+                    if !self.volume_out(&msg) {
+                        self.shared.fail(msg, full);
+                    }
                     self.stopped = true;
-                    None
                 }
             }
-        };
+        }
+        let part = self.dir.join(format!("{name}{}", layout::PART));
         // Even when stopped we walk the stream to count what is dropped.
         let real = file.is_some();
         let indexer = (self.cfg.index && real).then(|| new_indexer(&self.recycled, &self.work_tx, linktype));
@@ -509,9 +536,81 @@ impl<I: FileIndexer> Writer<I> {
         if let Some(c) = self.cur.as_mut() {
             c.failed_at = Some(c.failed_at.map_or(off, |x| x.min(off)));
             let what = if full { "the disk is full" } else { "a write failed" };
-            self.shared.fail(format!("{what} while writing {}: {e}", c.part.display()), full);
+            let msg = format!("{what} while writing {}: {e}", c.part.display());
+            if !self.volume_out(&msg) {
+                self.shared.fail(msg, full);
+            }
         }
         self.stopped = true;
+    }
+
+    /// Goes on after a volume failure (the next file goes to another volume).
+    fn resume(&mut self) {
+        if self.vol_down {
+            (self.vol_down, self.stopped) = (false, false);
+        }
+    }
+
+    /// With several volumes, before each new file: moves to the first volume in rotation in this stream's
+    /// order that has room for a whole file (one without is taken out while
+    /// others remain). Stops the stream when none is left.
+    fn choose_volume(&mut self) {
+        let Some(rot) = self.cfg.volumes.clone() else { return };
+        let need = self.cfg.file_size.saturating_add(self.cfg.reserve.min(1 << 30));
+        let mut pick = None;
+        self.files_opened += 1;
+        for (id, d) in rot.order(self.cfg.stream, self.files_opened - 1) {
+            let free = wv_sys::fs::fs_space(d.path()).map_or(u64::MAX, |s| s.0);
+            if free >= need || rot.in_rotation().len() <= 1 {
+                pick = Some((id, d));
+                break;
+            }
+            rot.take_out(id, || format!(
+                "volume {} is full ({free} bytes free, a file takes up to {need}); taken out of rotation, recording goes on on the other volumes",
+                d.path().display()
+            ));
+        }
+        let Some((id, d)) = pick else {
+            self.shared.fail("every volume of the store failed or is full".into(), true);
+            self.stopped = true;
+            return;
+        };
+        if id == self.vol && Arc::ptr_eq(&d, &self.store) {
+            return;
+        }
+        if let Err(e) = d.mkdir(&self.rel_dir) {
+            let msg = format!("cannot create {}: {e}", d.display(&self.rel_dir).display());
+            (self.store, self.vol) = (d, id);
+            if !self.volume_out(&msg) {
+                self.shared.fail(msg, false);
+            }
+            self.stopped = true;
+            return;
+        }
+        self.dir = d.display(&self.rel_dir);
+        (self.store, self.vol) = (d, id);
+    }
+
+    /// A write, create or close on the current volume failed (`why`): with
+    /// other volumes in rotation, takes this one out (saying so once) and
+    /// returns true, the stream going on on another from its next file.
+    /// False with one volume, or none left: the stream stops as it always did.
+    fn volume_out(&mut self, why: &str) -> bool {
+        let Some(rot) = self.cfg.volumes.clone() else { return false };
+        let last = rot.in_rotation() == [self.vol];
+        if !last {
+            rot.take_out(self.vol, || {
+                format!(
+                    "{why}; volume {} taken out of rotation, recording goes on on the other volumes",
+                    self.store.path().display()
+                )
+            });
+        }
+        if last || rot.in_rotation().is_empty() {
+            return false;
+        }
+        self.vol_down = true;
+        true
     }
 
     /// Releases ring space up to the newest write whose predecessors are all
@@ -589,12 +688,15 @@ impl<I: FileIndexer> Writer<I> {
         drop(c.file);
         if let Err(e) = r {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
-            self.shared.fail(format!("cannot close {}: {e}", c.part.display()), full);
+            let msg = format!("cannot close {}: {e}", c.part.display());
+            if !self.volume_out(&msg) {
+                self.shared.fail(msg, full);
+            }
             self.stopped = true;
             self.shared.dropped_write_error.fetch_add(packets, Ordering::Relaxed);
             return;
         }
-        let rel = format!("{}/{}", layout::stream_dir(self.cfg.stream), c.name);
+        let rel = crate::volume::on_volume(self.vol, &final_rel);
         let entry = Entry {
             stream: self.cfg.stream,
             file: rel,
@@ -609,7 +711,14 @@ impl<I: FileIndexer> Writer<I> {
             timestamps: self.cfg.timestamps,
             path: Some(crate::catalog::WritePath::Copy),
         };
-        catalog_file(entry, c.indexer.filter(|_| !failed), self.finish_tx.as_ref(), &self.catalog, &self.shared);
+        let index_rel = layout::index_rel(&final_rel);
+        let indexer = c.indexer.filter(|_| !failed);
+        catalog_file(
+            Finish { indexer, index_rel, entry, dir: self.store.clone() },
+            self.finish_tx.as_ref(),
+            &self.catalog,
+            &self.shared,
+        );
         self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
@@ -663,24 +772,23 @@ fn new_indexer<I: FileIndexer>(
     }
 }
 
-/// Catalogs a closed file: through the index thread when it has an indexer (its index is
-/// written first), else appended here.
+/// Catalogs a closed file through the index thread, indexed or not (its
+/// index is written first when it has an indexer), so that a stream's lines
+/// reach the catalog in file order: a file cut by a write error must not
+/// overtake the one before it, still being indexed. Without an index
+/// thread (or when it is gone), appended here.
 fn catalog_file<I>(
-    entry: Entry,
-    indexer: Option<I>,
+    job: Finish<I>,
     finish_tx: Option<&std::sync::mpsc::SyncSender<Finish<I>>>,
     catalog: &Catalog,
     shared: &WriterShared,
 ) {
-    let entry = match (indexer, finish_tx) {
-        (Some(indexer), Some(tx)) => {
-            let index_rel = layout::index_rel(&entry.file);
-            match tx.send(Finish { indexer, index_rel, entry }) {
-                Ok(()) => None,
-                Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
-            }
-        }
-        _ => Some(entry),
+    let entry = match finish_tx {
+        Some(tx) => match tx.send(job) {
+            Ok(()) => None,
+            Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
+        },
+        None => Some(job.entry),
     };
     if let Some(entry) = entry {
         if let Err(e) = catalog.append(&entry) {

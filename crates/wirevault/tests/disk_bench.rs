@@ -9,7 +9,7 @@
 //! directory, after a warm-up run, and takes the median of the rounds'
 //! ratios (each round's two runs share the machine's load of the moment).
 
-use crate::util::{assert_no_panic, in_ci, is_root, need_tools, run_wirevault, wirevault, TempDir};
+use crate::util::{assert_no_panic, in_ci, is_root, need_tools, run_wirevault, wirevault, LoopFs, TempDir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,53 +30,6 @@ fn require(ok: bool, what: &str) -> bool {
         eprintln!("SKIP: {what}");
     }
     ok
-}
-
-/// An ext4 file system on a loop device with direct I/O to its backing file
-/// (so O_DIRECT reaches the disk, not the page cache), unmounted on drop.
-struct LoopFs {
-    dir: PathBuf,
-    image: PathBuf,
-    dev: String,
-}
-
-impl LoopFs {
-    fn new(tag: &str, mib: u64) -> Option<LoopFs> {
-        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let image = base.join(format!("wv-disk-bench-{tag}-{}.img", std::process::id()));
-        let dir = base.join(format!("wv-disk-bench-{tag}-{}.mnt", std::process::id()));
-        std::fs::create_dir_all(&dir).ok()?;
-        // Allocated, not sparse, and initialised by mkfs, so that neither the
-        // backing file's block allocation nor ext4's lazy inode-table
-        // initialisation runs during the measurement.
-        let q = |c: &mut Command| c.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
-        if !q(Command::new("fallocate").args(["-l", &format!("{mib}M")]).arg(&image)) {
-            return None;
-        }
-        let out = Command::new("losetup").args(["--find", "--show", "--direct-io=on"]).arg(&image).output().ok()?;
-        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let fs = LoopFs { dir, image, dev };
-        if !out.status.success() || fs.dev.is_empty() {
-            return None;
-        }
-        (q(Command::new("mkfs.ext4").args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", &fs.dev]))
-            && q(Command::new("mount").arg(&fs.dev).arg(&fs.dir)))
-        .then_some(fs)
-    }
-
-    /// Entries other than ext4's lost+found.
-    fn entries(&self) -> Vec<String> {
-        entries(&self.dir)
-    }
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
-        let _ = std::fs::remove_dir(&self.dir);
-        let _ = std::fs::remove_file(&self.image);
-    }
 }
 
 fn entries(dir: &Path) -> Vec<String> {
@@ -265,7 +218,7 @@ fn refuses_to_overfill_a_small_volume_and_cleans_up_when_told() {
     assert_eq!(msg.lines().count(), 1, "one sentence: {msg}");
     assert!(msg.contains("free") && msg.contains("80%") && msg.contains("--allow-fill"), "{msg}");
     assert!(msg.contains(&format!("--files {fit}")), "names the largest N ({fit}): {msg}");
-    assert!(fs.entries().is_empty(), "nothing may be written before the refusal");
+    assert!(entries(&fs.dir).is_empty(), "nothing may be written before the refusal");
     // The largest N it names is accepted.
     let ok = bench_json(&fs.dir, &["--files", &fit.to_string(), "--file-size", "8M"]);
     assert_eq!(ok["files"], fit);
@@ -273,7 +226,7 @@ fn refuses_to_overfill_a_small_volume_and_cleans_up_when_told() {
     let o = run_wirevault(&["disk-bench", d, "--files", "10", "--file-size", "8M", "--allow-fill"]);
     o.expect(3, "disk full");
     assert!(o.stderr.contains("filled up"), "{}", o.stderr);
-    assert!(fs.entries().is_empty(), "files left after a full disk: {:?}", fs.entries());
+    assert!(entries(&fs.dir).is_empty(), "files left after a full disk: {:?}", entries(&fs.dir));
 }
 
 /// The JSON contract (`plan --bench` reads it), statistics that hang

@@ -272,7 +272,7 @@ fn bad_options_exit_2_with_one_sentence() {
         ("size=64,count=10", &["--block-size", "5000"], "--block-size"),
         ("size=64,count=10", &["--buffer", "lots"], "--buffer"),
         ("size=64,count=10", &["--file-time", "soon"], "--file-time"),
-        ("size=64,count=10", &["--workers", "2"], "--workers"),
+        ("size=64,count=10", &["--workers", "65"], "--workers"),
         ("size=64,count=10", &["--format", "erf"], "erf"),
     ];
     for (spec, opts, needle) in cases {

@@ -33,3 +33,4 @@ mod service;
 mod store_faults;
 mod timestamps;
 mod tune;
+mod volumes;

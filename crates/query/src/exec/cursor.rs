@@ -215,14 +215,14 @@ pub(super) fn union(a: &[u32], b: &[u32]) -> Vec<u32> {
 /// and the plan narrows, else whole. `None` when nothing in it can match.
 pub(super) fn open_cursor(
     root: &Path,
-    store_dir: Option<&wv_sys::fs::Dir>,
+    store_dir: Option<&wv_store::volume::Volumes>,
     e: &Entry,
     plan: Option<&Plan>,
     (from, to): (u64, u64),
     locked: bool,
     report: &mut Report,
 ) -> Result<Option<Cursor>, QueryError> {
-    let path = root.join(&e.file);
+    let path = store_dir.map_or_else(|| root.join(&e.file), |v| v.display(&e.file));
     // A damaged store still answers: a missing, short or unreadable file is
     // skipped (in part) with a warning naming it, and counted.
     let damaged = |report: &mut Report, why: String| {
@@ -272,7 +272,7 @@ pub(super) fn open_cursor(
         // An index that is damaged (checksums), of another format version,
         // or built from another file than this one is not used. It is
         // opened beneath the store, following no symlink.
-        let ipath = root.join(rel);
+        let ipath = store_dir.map_or_else(|| root.join(rel), |v| v.display(rel));
         let opened = open(rel)
             .map_err(|source| IndexError::Io { path: ipath.clone(), source })
             .and_then(|f| IndexReader::from_file(f, &ipath))

@@ -9,8 +9,13 @@ use super::*;
 /// of its parent directories up to `/` against the store directory, and an
 /// existing target against every catalogued file and index.
 pub fn check_output(p: &Prepared, out: &Path) -> Result<(), QueryError> {
-    let files: Vec<&str> =
-        p.entries.iter().flat_map(|e| std::iter::once(e.file.as_str()).chain(e.index.as_deref())).collect();
+    let names = p.entries.iter().flat_map(|e| std::iter::once(e.file.as_str()).chain(e.index.as_deref()));
+    // Files on extra volumes by their real (absolute) path: `root.join` keeps it.
+    let real: Vec<String> = match &p.store_dir {
+        Some(v) => names.map(|n| v.display(n).to_string_lossy().into_owned()).collect(),
+        None => names.map(str::to_string).collect(),
+    };
+    let files: Vec<&str> = real.iter().map(String::as_str).collect();
     check_outside(&p.root, (!p.single).then_some(p.query.store.as_path()), &files, out)
 }
 

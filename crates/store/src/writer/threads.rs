@@ -6,10 +6,13 @@ use super::*;
 
 /// A closed file whose index is still to be written, then cataloged.
 pub(super) struct Finish<I> {
-    pub(super) indexer: I,
-    /// The index file, relative to the store.
+    /// `None`: the file is only cataloged (not indexed, or cut by an error).
+    pub(super) indexer: Option<I>,
+    /// The index file, relative to `dir`.
     pub(super) index_rel: String,
     pub(super) entry: Entry,
+    /// The volume the file is on.
+    pub(super) dir: Arc<wv_sys::fs::Dir>,
 }
 
 /// Writes indexes and appends catalog lines for closed files, off the writer
@@ -22,18 +25,22 @@ pub(super) fn finisher<I: FileIndexer>(
     recycle: std::sync::mpsc::SyncSender<I>,
     catalog: Arc<Catalog>,
     shared: Arc<WriterShared>,
-    store: wv_sys::fs::Dir,
 ) {
     for mut job in rx {
-        match job.indexer.finish(&store, &job.index_rel) {
-            Ok(()) => job.entry.index = Some(job.index_rel.clone()),
-            Err(e) => shared.warn(format!("index {} not written: {e}", store.display(&job.index_rel).display())),
+        match job.indexer.as_mut().map(|ix| ix.finish(&job.dir, &job.index_rel)) {
+            Some(Ok(())) => job.entry.index = Some(layout::index_rel(&job.entry.file)),
+            Some(Err(e)) => {
+                shared.warn(format!("index {} not written: {e}", job.dir.display(&job.index_rel).display()))
+            }
+            None => {}
         }
         if let Err(e) = catalog.append(&job.entry) {
             shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
         }
         // Never full: at most three builders exist per stream.
-        let _ = recycle.try_send(job.indexer);
+        if let Some(ix) = job.indexer {
+            let _ = recycle.try_send(ix);
+        }
     }
 }
 
@@ -72,11 +79,9 @@ pub(super) fn start_helpers<I: FileIndexer>(
     // the one being encoded), so none is dropped and re-faulted later.
     let (recycle_tx, recycled) = std::sync::mpsc::sync_channel::<I>(3);
     let (c2, s2) = (catalog.clone(), shared.clone());
-    // The index thread writes beneath the store through its own handle.
-    let fin_store = wv_sys::fs::Dir::open(&cfg.store)?;
     let index = std::thread::Builder::new()
         .name(format!("wv-index-{}", cfg.stream))
-        .spawn(move || finisher(rx, recycle_tx, c2, s2, fin_store))?;
+        .spawn(move || finisher(rx, recycle_tx, c2, s2))?;
     // Unbounded: each indexer has at most a few works out at once.
     let (work_tx, work_rx) = std::sync::mpsc::channel();
     let s3 = shared.clone();

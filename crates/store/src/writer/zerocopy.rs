@@ -78,7 +78,7 @@ pub struct ZcWriter<I: FileIndexer> {
     zc: ZcConfig,
     catalog: Arc<Catalog>,
     shared: Arc<WriterShared>,
-    store: wv_sys::fs::Dir,
+    store: Arc<wv_sys::fs::Dir>,
     dir: PathBuf,
     rel_dir: String,
     finish_tx: Option<std::sync::mpsc::SyncSender<Finish<I>>>,
@@ -101,7 +101,7 @@ impl<I: FileIndexer> ZcWriter<I> {
     pub fn new(cfg: WriterConfig, zc: ZcConfig, catalog: Arc<Catalog>, shared: Arc<WriterShared>) -> io::Result<Self> {
         let rel_dir = layout::stream_dir(cfg.stream);
         let dir = cfg.store.join(&rel_dir);
-        let store = wv_sys::fs::Dir::open(&cfg.store)?;
+        let store = Arc::new(wv_sys::fs::Dir::open(&cfg.store)?);
         store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
         let helpers = start_helpers::<I>(&cfg, &catalog, &shared)?;
         let mut header = AlignedBuf::new(DIRECT_ALIGN as usize, false)?;
@@ -332,6 +332,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             self.shared.dropped_write_error.fetch_add(packets, Ordering::Relaxed);
             return;
         }
+        let index_rel = layout::index_rel(&final_rel);
         let entry = Entry {
             stream: self.cfg.stream,
             file: final_rel,
@@ -346,7 +347,8 @@ impl<I: FileIndexer> ZcWriter<I> {
             timestamps: self.cfg.timestamps,
             path: Some(if c.zero_copy { WritePath::ZeroCopy } else { WritePath::Copy }),
         };
-        super::catalog_file(entry, c.indexer, self.finish_tx.as_ref(), &self.catalog, &self.shared);
+        let job = Finish { indexer: c.indexer, index_rel, entry, dir: self.store.clone() };
+        super::catalog_file(job, self.finish_tx.as_ref(), &self.catalog, &self.shared);
         self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(c.len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);

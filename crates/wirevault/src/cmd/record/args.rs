@@ -13,6 +13,12 @@ pub struct Args {
     /// Store directory (created if missing).
     #[arg(short = 'o', long = "output", value_name = "STORE_DIR")]
     pub store: PathBuf,
+    /// One more volume (a directory on another disk) for capture files,
+    /// besides the store directory; repeat it for more. Stream i writes to
+    /// the (i mod n)-th of the n volumes (the store directory first); one
+    /// that fails or fills is taken out and its streams move on.
+    #[arg(long = "volume", value_name = "DIR", action = clap::ArgAction::Append)]
+    pub volumes: Vec<PathBuf>,
     /// Capture live from this network interface (AF_PACKET, TPACKET_V3).
     #[arg(short = 'i', long, value_name = "IF")]
     pub interface: Option<String>,

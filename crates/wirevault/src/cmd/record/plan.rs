@@ -133,6 +133,8 @@ pub struct OutputPlan {
 /// The validated plan.
 pub struct Plan {
     pub store: PathBuf,
+    /// `--volume`: extra volumes of the store.
+    pub volumes: Vec<PathBuf>,
     pub source: SourcePlan,
     pub workers: usize,
     pub snaplen: u32,
@@ -258,8 +260,12 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if a.workers == 0 || a.workers > 64 {
         return Err(usage(format!("--workers must be 1..=64, not {}", a.workers)));
     }
-    if a.workers > 1 && a.interface.is_none() {
-        return Err(usage("--workers > 1 needs --interface (fanout spreads live traffic over workers)".into()));
+    // (With --synthetic each worker generates SPEC on its own stream: the
+    // store's throughput with several writers, e.g. on several volumes.)
+    if a.workers > 1 && a.interface.is_none() && a.synthetic.is_none() {
+        return Err(usage(
+            "--workers > 1 needs --interface (fanout spreads live traffic over workers) or --synthetic".into(),
+        ));
     }
     if a.snaplen == 0 || a.snaplen > wv_wire::MAX_SNAPLEN {
         return Err(usage(format!("--snaplen must be 1..={}, not {}", wv_wire::MAX_SNAPLEN, a.snaplen)));
@@ -426,6 +432,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     };
     Ok(Plan {
         store: a.store.clone(),
+        volumes: a.volumes.clone(),
         source,
         workers: a.workers,
         snaplen: a.snaplen,
@@ -469,6 +476,9 @@ fn check_zero_copy(a: &Args) -> anyhow::Result<()> {
         return Err(usage(
             "--zero-copy writes AF_PACKET ring blocks; AF_XDP (--source xdp) has none: give one of them".into(),
         ));
+    }
+    if !a.volumes.is_empty() {
+        return Err(usage("--zero-copy writes into the store only; --volume is not supported with it yet".into()));
     }
     Ok(())
 }

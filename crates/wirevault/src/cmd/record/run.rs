@@ -65,6 +65,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         fail(exit::ERROR, format!("cannot check the store {} for a previous crash: {e}", p.store.display()))
     })?;
     crate::cmd::repair::print_report(&rep, &p.store, true);
+    let rotation = store::volumes(&p, sources.streams(&p))?;
     // The host's tuning warnings (NUMA, interrupts, offloads, the store's volume), once, after the
     // store's own errors and before capture starts; the CPUs' NUMA node is among them.
     if p.output.tune_warnings {
@@ -126,6 +127,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
     // Opening the rings needs the privileges; nothing after it does.
     if let Some(u) = &p.user {
+        for v in &p.volumes {
+            store::drop_privileges_of_volume(u, v)?;
+        }
         store::drop_privileges(u, &p.store)?;
     }
 
@@ -145,7 +149,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     for ((id, src), arena) in sources.list.into_iter().enumerate().zip(arenas) {
         let is_file = sources.file_source == Some(id);
         let parts = Parts { src, is_file, arena, stamps: sources.stamps };
-        streams.push(start_stream(&p, id, nstreams, parts, (&catalog, &budget), &stop)?);
+        streams.push(start_stream(&p, id, nstreams, parts, (&catalog, &budget, &rotation), &stop)?);
     }
     if huge_fallback {
         say!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
@@ -179,6 +183,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         }
         if let Some(n) = &mut notifier {
             n.tick();
+        }
+        for note in rotation.as_ref().map(|r| r.take_notes()).unwrap_or_default() {
+            say!("wirevault: warning: {note}");
         }
         let all_done = streams.iter().all(|s| s.capture.is_finished());
         let duration_reached = p.duration.is_some_and(|d| status.elapsed() >= d);
@@ -238,7 +245,17 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         publish(&board, &status, (&snap, &streams), Default::default(), (&p, budget.get()), true);
         server.stop();
     }
-    outcome(&snap, &writer_shared, &capture_errors, &problems)
+    for note in rotation.as_ref().map(|r| r.take_notes()).unwrap_or_default() {
+        say!("wirevault: warning: {note}");
+    }
+    let code = outcome(&snap, &writer_shared, &capture_errors, &problems)?;
+    match rotation.as_ref().map(|r| r.taken_out()) {
+        Some(n) if n > 0 && code == exit::OK => Err(fail(
+            exit::ERROR,
+            format!("{n} volume(s) were taken out of rotation (said above); the recording went on on the others, every file written is closed and valid, and packets lost on the way are counted as write_error"),
+        )),
+        _ => Ok(code),
+    }
 }
 
 /// Publishes the counters to the HTTP API: `total` (the sum of `streams`)
@@ -372,7 +389,9 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
                 ),
                 None => None,
             };
-            list.push(Box::new(Synthetic::new(spec.clone(), filt)));
+            for _ in 0..p.workers {
+                list.push(Box::new(Synthetic::new(spec.clone(), filt.clone())));
+            }
         }
     }
     Ok(Sources { list, live, file_source, notes, stamps })
@@ -572,14 +591,14 @@ fn start_stream(
     id: usize,
     nstreams: usize,
     parts: Parts,
-    (catalog, budget): (&Arc<Catalog>, &Arc<LiveBudget>),
+    (catalog, budget, rotation): (&Arc<Catalog>, &Arc<LiveBudget>, &Option<Arc<wv_store::volume::Rotation>>),
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Stream> {
     let Parts { mut src, is_file, arena, stamps } = parts;
     let (prod, cons) = wv_sys::byte_ring::byte_ring(arena.buf);
     let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
     let writer_shared = Arc::new(WriterShared::default());
-    let wcfg = writer_config(p, id, budget, stamps);
+    let wcfg = writer_config(p, id, budget, stamps, rotation.clone());
     let (q2, c2, s2) = (queue.clone(), catalog.clone(), writer_shared.clone());
     let cpu = |n: usize| p.cpus.as_ref().map(|c| c[n % c.len()]);
     let writer = spawn_pinned(format!("wv-writer-{id}"), cpu(nstreams + id), move || {
@@ -600,7 +619,9 @@ fn start_stream(
         },
     );
     sp.set_writer(writer.thread().clone());
-    sp.set_last_seq(wv_store::layout::max_seq(&p.store.join(wv_store::layout::stream_dir(id))));
+    let sdir = wv_store::layout::stream_dir(id);
+    let roots = std::iter::once(&p.store).chain(&p.volumes);
+    sp.set_last_seq(roots.map(|r| wv_store::layout::max_seq(&r.join(&sdir))).max().unwrap_or(0));
     let counts = Arc::new(SharedCounts::default());
     let (stop2, sc2) = (stop.clone(), counts.clone());
     let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
@@ -629,7 +650,8 @@ fn start_zc_stream(
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Stream> {
     let writer_shared = Arc::new(WriterShared::default());
-    let wcfg = writer_config(p, id, budget, stamps);
+    // Zero-copy writes into the store only (`--volume` is refused with it).
+    let wcfg = writer_config(p, id, budget, stamps, None);
     let zc = ZcConfig {
         file_time_ns: p.stream.file_time_ns,
         clock_close_grace_ns: p.tuning.clock_close_grace_ns,
@@ -656,7 +678,13 @@ fn start_zc_stream(
 }
 
 /// The writer's settings for stream `id`.
-fn writer_config(p: &Plan, id: usize, budget: &Arc<LiveBudget>, stamps: Stamps) -> WriterConfig {
+fn writer_config(
+    p: &Plan,
+    id: usize,
+    budget: &Arc<LiveBudget>,
+    stamps: Stamps,
+    volumes: Option<Arc<wv_store::volume::Rotation>>,
+) -> WriterConfig {
     WriterConfig {
         store: p.store.clone(),
         stream: id,
@@ -670,6 +698,7 @@ fn writer_config(p: &Plan, id: usize, budget: &Arc<LiveBudget>, stamps: Stamps) 
         budget: budget.clone(),
         reserve: p.reserve(),
         timestamps: Some(stamps),
+        volumes,
     }
 }
 

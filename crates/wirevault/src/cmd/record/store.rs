@@ -42,7 +42,13 @@ fn chown_store(store: &Path, uid: u32, gid: u32) -> std::io::Result<(Vec<String>
         std::fs::symlink_metadata(store.join(rel))
             .is_ok_and(|m| m.is_file() && m.nlink() == 1 && (m.uid() == 0 || m.uid() == uid))
     };
-    let top = [layout::CATALOG, layout::STATS, wv_store::lock::LOCK_FILE];
+    let top = [
+        layout::CATALOG,
+        layout::STATS,
+        wv_store::lock::LOCK_FILE,
+        wv_store::volume::REGISTRY,
+        wv_store::volume::MARKER,
+    ];
     for (name, kind) in dir.list("")? {
         let shown = || dir.display(&name).display().to_string();
         if kind == Kind::File && top.contains(&name.as_str()) {
@@ -139,5 +145,53 @@ pub fn prepare_store(store: &Path) -> anyhow::Result<()> {
     dir.open_file(probe, wv_sys::fs::Open::CreateNew, 0)
         .map_err(|e| io_fail("cannot write in the store directory", e))?;
     let _ = dir.unlink(probe);
+    Ok(())
+}
+
+/// `--volume`: registers the extra volumes with the store (see
+/// `wv_store::volume`) and returns the writers' rotation over the store
+/// directory and them; `None` without `--volume`.
+pub fn volumes(
+    p: &super::plan::Plan,
+    streams: usize,
+) -> anyhow::Result<Option<std::sync::Arc<wv_store::volume::Rotation>>> {
+    if p.volumes.is_empty() {
+        return Ok(None);
+    }
+    let ids = wv_store::volume::register(&p.store, &p.volumes).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    let open = |path: &Path| {
+        wv_sys::fs::Dir::open(path)
+            .map_err(|e| fail(exit::ERROR, format!("cannot open the volume {}: {e}", path.display())))
+    };
+    let mut vols = vec![(0, open(&p.store)?)];
+    for (id, path) in ids.into_iter().zip(&p.volumes) {
+        let dir = open(path)?;
+        let probe = ".wirevault-probe";
+        let _ = dir.unlink(probe);
+        dir.open_file(probe, wv_sys::fs::Open::CreateNew, 0).map_err(|e| {
+            fail(
+                exit::ERROR,
+                format!(
+                    "cannot write in the volume {}: {e}; choose another --volume or fix its permissions",
+                    path.display()
+                ),
+            )
+        })?;
+        let _ = dir.unlink(probe);
+        vols.push((id, dir));
+    }
+    Ok(Some(std::sync::Arc::new(wv_store::volume::Rotation::new(vols, streams))))
+}
+
+/// [`drop_privileges`]'s hand-over for an extra volume: it and what the
+/// store layout names in it go to `user` (the process does not switch here).
+pub fn drop_privileges_of_volume(user: &str, volume: &Path) -> anyhow::Result<()> {
+    let (uid, gid) = wv_sys::cpu::lookup_user(user)
+        .ok_or_else(|| fail(exit::USAGE, format!("--user: no user named {user} (see /etc/passwd)")))?;
+    let (foreign, linked) = chown_store(volume, uid, gid)
+        .map_err(|e| fail(exit::ERROR, format!("cannot hand the volume {} to {user}: {e}", volume.display())))?;
+    for skipped in foreign.into_iter().chain(linked) {
+        say!("wirevault: warning: {skipped} was left with its owner (not part of the store layout, or linked)");
+    }
     Ok(())
 }
