@@ -48,6 +48,43 @@ impl Source for AfPacketSource {
             }
             return Ok(Poll::Idle);
         };
+        if !out.batches() {
+            // No reducer: frame by frame, straight from the ring (building a
+            // batch costs more than it saves when no table is looked up).
+            for f in block.frames() {
+                // Plain per-frame counts, on this thread; read with the kernel counters.
+                if f.hw_stamp {
+                    self.kernel.stamped_hardware += 1;
+                } else {
+                    self.kernel.stamped_software += 1;
+                }
+                let d = f.data;
+                match f.vlan {
+                    Some(v) if linktype == wv_wire::linktype::ETHERNET && d.len() >= 12 => {
+                        let mut tag = [0u8; 4];
+                        tag[..2].copy_from_slice(&v.tpid.to_be_bytes());
+                        tag[2..].copy_from_slice(&v.tci.to_be_bytes());
+                        // Reinsert, then cut at the snapshot length, as libpcap does.
+                        let total = (d.len() + 4).min(snaplen);
+                        let mac = 12.min(total);
+                        let tag_len = 4.min(total - mac);
+                        let rest = total - mac - tag_len;
+                        out.packet(
+                            f.ts_ns,
+                            linktype,
+                            self.snaplen,
+                            f.wire_len + 4,
+                            &[&d[..mac], &tag[..tag_len], &d[12..12 + rest]],
+                        );
+                    }
+                    _ => {
+                        let n = d.len().min(snaplen);
+                        out.packet(f.ts_ns, linktype, self.snaplen, f.wire_len, &[&d[..n]]);
+                    }
+                }
+            }
+            return Ok(Poll::Packets);
+        }
         // In batches: the reducers start their table lookups for a whole
         // batch before judging it (see Delivery::packets).
         let mut frames = block.frames();
