@@ -17,7 +17,8 @@
 #    connection (a Python client). Goal: p99 < 10 ms.
 #
 # Environment: WIREVAULT (binary), SIZE_GB (store for part 1, default 4), Q (small queries,
-# default 200), N (frames per recording, default 3M), M (latency samples, default 300).
+# default 200), N (frames per recording, default 3M), M (latency samples, default 300), NICE
+# (of the recorder and trafgen, default -10 as in bench/live.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 ROOT=$BENCH_ROOT
@@ -28,6 +29,7 @@ SIZE_GB=${SIZE_GB:-4}
 Q=${Q:-200}
 N=${N:-3000000}
 M=${M:-300}
+NICE=${NICE:--10} # recorder and generator, as in bench/live.sh (clients and their server threads stay at 0)
 WORK=$(realpath -m "${1:-$ROOT/bench-serve.$$}")
 S=wvsrv-s$$
 R=wvsrv-r$$
@@ -116,14 +118,14 @@ LATENCY=""
 record_run() { # label with_clients
   local label=$1 load=$2 out="$WORK/live-$1"
   rm -rf "$out"; mkdir -p "$out"
-  ip netns exec "$R" "$BIN" record -i vethB -o "$out/store" --buffer 256M -q --no-tune-warnings --listen 127.0.0.1:8080 2>"$out/log" &
+  ip netns exec "$R" nice -n "$NICE" "$BIN" record -i vethB -o "$out/store" --buffer 256M -q --no-tune-warnings --listen 127.0.0.1:8080 2>"$out/log" &
   local rec=$!
   for _ in $(seq 300); do [ -s "$out/store/stats.json" ] && grep -q state "$out/store/stats.json" && break; sleep 0.05; done
   local flag="$out/clients.on" rx0 t0 t1
   rm -f "$WORK"/client.*
   if [ "$load" = 1 ]; then touch "$flag"; clients http://127.0.0.1:8080 "$flag"; fi
   rx0=$(rxp); t0=$(now)
-  ip netns exec "$S" trafgen --no-sock-mem -i "$WORK/udp1514.cfg" -o vethA -n "$N" -P 2 -q >/dev/null 2>&1 &
+  ip netns exec "$S" nice -n "$NICE" trafgen --no-sock-mem -i "$WORK/udp1514.cfg" -o vethA -n "$N" -P 2 -q >/dev/null 2>&1 &
   local gen=$!
   sleep 1
   local mp50 mp99 sp50 sp99
