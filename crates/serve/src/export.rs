@@ -103,6 +103,22 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Above this fill of the fullest arena, queries pause between chunks.
+const PAUSE_ABOVE: f64 = 0.25;
+
+/// Capture first: while the recorder in this process is behind (an arena
+/// more than a quarter full: the disk is not keeping up), a query waits
+/// before reading on, at most 2 s per call, so that its reads do not take
+/// the disk from the writers. I/O priority alone does not do it: the
+/// multi-queue schedulers most disks use ignore it.
+pub(crate) fn yield_to_capture(state: &State) {
+    let Some(board) = &state.board else { return };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while board.pressure() > PAUSE_ABOVE && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Waits for a query permit (fair: first come, first served) at most the
 /// configured time.
 pub(crate) async fn permit(state: &Arc<State>) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
@@ -185,9 +201,14 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
     let limit = sel.limit.unwrap_or(u64::MAX);
     let (mut n, mut bytes, mut cut_by, mut linktype) = (0u64, 24u64, None, None);
     let mut mixed = None;
+    let mut seen = 0u32;
     let mut each = |pk: wv_query::PacketRef<'_>| -> io::Result<()> {
         if body.is_closed() {
             return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        seen = seen.wrapping_add(1);
+        if seen.is_multiple_of(1024) {
+            yield_to_capture(state);
         }
         if *linktype.get_or_insert(pk.linktype) != pk.linktype {
             mixed = Some((linktype.unwrap_or(0), pk.linktype));
@@ -279,6 +300,7 @@ pub(crate) fn export(
             return Err(io::Error::other(format!("the answer would exceed --max-bytes ({cap} bytes)")));
         }
         sent += chunk.len() as u64;
+        yield_to_capture(state);
         body.blocking_send(Ok(Bytes::from(chunk))).map_err(|_| io::ErrorKind::BrokenPipe.into())
     };
     let result = wv_query::run(p, wv_query::Sink::Chunks(&mut give));

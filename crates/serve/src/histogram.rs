@@ -131,7 +131,12 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
             Selection { from: Some(a), to: Some(b), expr: sel.expr.clone(), limit: None, cancel: sel.cancel.clone() };
         let p = run.prepare(state.view.path(), None)?;
         let buckets = &mut h.buckets;
+        let mut seen = 0u32;
         let mut each = |pk: wv_query::PacketRef<'_>| -> std::io::Result<()> {
+            seen = seen.wrapping_add(1);
+            if seen.is_multiple_of(4096) {
+                crate::export::yield_to_capture(state);
+            }
             let k = bucket(pk.ts_ns);
             buckets[k][0] += 1;
             buckets[k][1] += pk.data.len() as u64;

@@ -42,7 +42,12 @@ use std::sync::{Arc, Mutex};
 #[derive(Default)]
 pub struct Board {
     latest: Mutex<Option<Arc<Recording>>>,
+    /// Reads the fullest arena's fill (0..=1) now: queries wait while capture is behind.
+    pressure: Mutex<Option<PressureFn>>,
 }
+
+/// The fill of the fullest arena, read at the moment of the call.
+pub type PressureFn = Arc<dyn Fn() -> f64 + Send + Sync>;
 
 impl Board {
     pub fn new() -> Arc<Board> {
@@ -57,6 +62,17 @@ impl Board {
     /// The last published counters (None before the first).
     pub fn latest(&self) -> Option<Arc<Recording>> {
         self.latest.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Gives the server a live reading of the arenas' fill (once capture runs).
+    pub fn set_pressure(&self, f: PressureFn) {
+        *self.pressure.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    /// The fullest arena's fill now (0 before capture runs).
+    pub fn pressure(&self) -> f64 {
+        let f = self.pressure.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        f.map_or(0.0, |f| f())
     }
 }
 

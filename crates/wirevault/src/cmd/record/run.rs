@@ -158,6 +158,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         say!("wirevault: note: {n}");
     }
     let counts: Vec<Arc<SharedCounts>> = streams.iter().map(|s| s.counts.clone()).collect();
+    if server.is_some() {
+        // The API's queries pause while an arena is filling (see wv_serve).
+        let c = counts.clone();
+        board.set_pressure(Arc::new(move || c.iter().map(|s| s.load().1).fold(0.0, f64::max)));
+    }
     let writer_shared: Vec<Arc<WriterShared>> = streams.iter().map(|s| s.writer_shared.clone()).collect();
 
     // Capture runs: tell the service manager (Type=notify).
