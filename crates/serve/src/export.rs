@@ -104,16 +104,19 @@ impl Drop for CancelOnDrop {
 }
 
 /// Above this fill of the fullest arena, queries pause between chunks.
-const PAUSE_ABOVE: f64 = 0.25;
+const PAUSE_ABOVE: f64 = 0.10;
+/// The longest one pause lasts (a disk too slow for the traffic even
+/// without queries would otherwise hold every query forever).
+const PAUSE_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Capture first: while the recorder in this process is behind (an arena
-/// more than a quarter full: the disk is not keeping up), a query waits
-/// before reading on, at most 2 s per call, so that its reads do not take
+/// more than a tenth full: the disk is not keeping up), a query waits
+/// before reading on, at most 30 s at a time, so that its reads do not take
 /// the disk from the writers. I/O priority alone does not do it: the
 /// multi-queue schedulers most disks use ignore it.
 pub(crate) fn yield_to_capture(state: &State) {
     let Some(board) = &state.board else { return };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let deadline = std::time::Instant::now() + PAUSE_AT_MOST;
     while board.pressure() > PAUSE_ABOVE && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
