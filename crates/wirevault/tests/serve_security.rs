@@ -179,7 +179,11 @@ fn tokens_are_required_checked_and_revoked_by_a_reload() {
         assert!(std::time::Instant::now() < deadline, "bob's token still works after the reload:\n{}", served.log());
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    assert!(served.log().contains("reloaded 1 token(s)"), "{}", served.log());
+    // The reload is logged just after the new tokens take effect: wait for the line.
+    while !served.log().contains("reloaded 1 token(s)") {
+        assert!(std::time::Instant::now() < deadline, "the reload is not logged:\n{}", served.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     assert!(served.log().contains("token=\"bob\""), "requests are logged with the token's name:\n{}", served.log());
     // Plain HTTP to a TLS port is not served.
     assert!(Http::new(&format!("http://127.0.0.1:{port}")).try_get("/api/v1/status", &[]).map(|r| r.status) != Ok(200));
