@@ -41,7 +41,7 @@ impl AfPacketSource {
 
 impl Source for AfPacketSource {
     fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError> {
-        let (linktype, snaplen) = (self.linktype, self.snaplen as usize);
+        let linktype = self.linktype;
         let Some(block) = self.ring.next_block(POLL_MS)? else {
             if self.stopping {
                 self.idle_after_stop += 1;
@@ -52,36 +52,10 @@ impl Source for AfPacketSource {
             // No reducer: frame by frame, straight from the ring (building a
             // batch costs more than it saves when no table is looked up).
             for f in block.frames() {
-                // Plain per-frame counts, on this thread; read with the kernel counters.
-                if f.hw_stamp {
-                    self.kernel.stamped_hardware += 1;
-                } else {
-                    self.kernel.stamped_software += 1;
-                }
-                let d = f.data;
-                match f.vlan {
-                    Some(v) if linktype == wv_wire::linktype::ETHERNET && d.len() >= 12 => {
-                        let mut tag = [0u8; 4];
-                        tag[..2].copy_from_slice(&v.tpid.to_be_bytes());
-                        tag[2..].copy_from_slice(&v.tci.to_be_bytes());
-                        // Reinsert, then cut at the snapshot length, as libpcap does.
-                        let total = (d.len() + 4).min(snaplen);
-                        let mac = 12.min(total);
-                        let tag_len = 4.min(total - mac);
-                        let rest = total - mac - tag_len;
-                        out.packet(
-                            f.ts_ns,
-                            linktype,
-                            self.snaplen,
-                            f.wire_len + 4,
-                            &[&d[..mac], &tag[..tag_len], &d[12..12 + rest]],
-                        );
-                    }
-                    _ => {
-                        let n = d.len().min(snaplen);
-                        out.packet(f.ts_ns, linktype, self.snaplen, f.wire_len, &[&d[..n]]);
-                    }
-                }
+                self.kernel.count_stamp(f.hw_stamp);
+                let tag = tag_of(&f);
+                let fr = stored(&f, &tag, linktype, self.snaplen);
+                out.packet(fr.ts_ns, fr.linktype, fr.snaplen, fr.origlen, fr.parts());
             }
             return Ok(Poll::Packets);
         }
@@ -100,40 +74,12 @@ impl Source for AfPacketSource {
             }
             let mut tags = [[0u8; 4]; BATCH];
             for (tag, f) in tags.iter_mut().zip(raw.iter().flatten()) {
-                // Plain per-frame counts, on this thread; read with the kernel counters.
-                if f.hw_stamp {
-                    self.kernel.stamped_hardware += 1;
-                } else {
-                    self.kernel.stamped_software += 1;
-                }
-                if let Some(v) = f.vlan {
-                    tag[..2].copy_from_slice(&v.tpid.to_be_bytes());
-                    tag[2..].copy_from_slice(&v.tci.to_be_bytes());
-                }
+                self.kernel.count_stamp(f.hw_stamp);
+                *tag = tag_of(f);
             }
             let mut batch = [Frame::EMPTY; BATCH];
             for ((slot, f), tag) in batch.iter_mut().zip(raw.iter().flatten()).zip(&tags) {
-                let d = f.data;
-                *slot = match f.vlan {
-                    Some(_) if linktype == wv_wire::linktype::ETHERNET && d.len() >= 12 => {
-                        // Reinsert, then cut at the snapshot length, as libpcap does.
-                        let total = (d.len() + 4).min(snaplen);
-                        let mac = 12.min(total);
-                        let tag_len = 4.min(total - mac);
-                        let rest = total - mac - tag_len;
-                        Frame::new(
-                            f.ts_ns,
-                            linktype,
-                            self.snaplen,
-                            f.wire_len + 4,
-                            &[&d[..mac], &tag[..tag_len], &d[12..12 + rest]],
-                        )
-                    }
-                    _ => {
-                        let n = d.len().min(snaplen);
-                        Frame::new(f.ts_ns, linktype, self.snaplen, f.wire_len, &[&d[..n]])
-                    }
-                };
+                *slot = stored(f, tag, linktype, self.snaplen);
             }
             out.packets(&batch[..m]);
         }
@@ -162,5 +108,33 @@ impl Source for AfPacketSource {
             self.kernel.filtered += c.take_count()?;
         }
         Ok(self.kernel)
+    }
+}
+
+/// The 4 bytes of the VLAN tag the kernel stripped from `f` (zeros when none).
+#[inline]
+fn tag_of(f: &wv_sys::afpacket::Frame<'_>) -> [u8; 4] {
+    let mut tag = [0u8; 4];
+    if let Some(v) = f.vlan {
+        tag[..2].copy_from_slice(&v.tpid.to_be_bytes());
+        tag[2..].copy_from_slice(&v.tci.to_be_bytes());
+    }
+    tag
+}
+
+/// `f` as libpcap stores it: on Ethernet its stripped VLAN tag (`tag`, from
+/// [`tag_of`]) put back after the MAC addresses, then cut at `snaplen`.
+#[inline]
+fn stored<'a>(f: &wv_sys::afpacket::Frame<'a>, tag: &'a [u8; 4], linktype: u32, snaplen: u32) -> Frame<'a> {
+    let (d, cap) = (f.data, snaplen as usize);
+    match f.vlan {
+        Some(_) if linktype == wv_wire::linktype::ETHERNET && d.len() >= 12 => {
+            let total = (d.len() + 4).min(cap);
+            let mac = 12.min(total);
+            let tag_len = 4.min(total - mac);
+            let rest = total - mac - tag_len;
+            Frame::new(f.ts_ns, linktype, snaplen, f.wire_len + 4, &[&d[..mac], &tag[..tag_len], &d[12..12 + rest]])
+        }
+        _ => Frame::new(f.ts_ns, linktype, snaplen, f.wire_len, &[&d[..d.len().min(cap)]]),
     }
 }

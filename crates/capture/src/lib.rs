@@ -47,6 +47,18 @@ pub struct KernelCounts {
     pub stamped_software: u64,
 }
 
+impl KernelCounts {
+    /// Counts one frame's stamp as the NIC's or the kernel's.
+    #[inline]
+    pub fn count_stamp(&mut self, hardware: bool) {
+        if hardware {
+            self.stamped_hardware += 1;
+        } else {
+            self.stamped_software += 1;
+        }
+    }
+}
+
 /// Errors of a source while it runs.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
