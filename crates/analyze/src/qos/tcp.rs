@@ -5,7 +5,8 @@
 //! * `retransmission` counts every segment tshark marks
 //!   `tcp.analysis.retransmission`, which includes its subtypes fast
 //!   retransmission (after 2 or more duplicate ACKs, within 20 ms of the
-//!   last) and spurious retransmission (data already acknowledged);
+//!   last) and spurious retransmission (data already acknowledged, tested
+//!   first, whatever the highest sequence number seen);
 //! * `out_of_order`: a segment below the highest sequence number, sent
 //!   within the handshake RTT (3 ms when unknown) of the segment that set it,
 //!   that does not end where the highest one did;
@@ -13,7 +14,8 @@
 //!   sequence and acknowledgement numbers.
 //!
 //! Sequence numbers are relative to each direction's first (a SYN's own
-//! number, else one less than the first seen), as tshark's default relative
+//! number, else one less than the first seen, or than the first ACK of it
+//! from the other side when that comes first), as tshark's default relative
 //! sequence numbers; its "not yet seen" zero tests keep their meaning.
 //! Handshake RTT is tshark's `tcp.analysis.initial_rtt`: from the last SYN
 //! to the first ACK without SYN after it.
@@ -330,7 +332,13 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
     // Relative sequence numbers.
     let fb = *c.half[fwd_i].base.get_or_insert(if s.flags & SYN != 0 { s.seq } else { s.seq.wrapping_sub(1) });
     let seq = s.seq.wrapping_sub(fb);
-    let ack = if s.flags & ACK != 0 { s.ack.wrapping_sub(c.half[rev_i].base.unwrap_or(0)) } else { s.ack };
+    // An ACK before anything from the other side sets that side's base, as
+    // tshark does: the acknowledged byte is relative 1.
+    let ack = if s.flags & ACK != 0 {
+        s.ack.wrapping_sub(*c.half[rev_i].base.get_or_insert(s.ack.wrapping_sub(1)))
+    } else {
+        s.ack
+    };
     let window = if s.flags & SYN == 0 && c.half[fwd_i].win_scale >= 0 {
         u32::from(s.win) << c.half[fwd_i].win_scale
     } else {
@@ -414,9 +422,23 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
         f |= ACK_LOST_PACKET;
         rev.maxseqtobeacked = rev.nextseq;
     }
-    // Retransmission, fast retransmission, out of order, spurious.
-    if (seglen > 0 || synfin) && fwd.nextseq != 0 && lt(seq, fwd.nextseq) && f & KEEP_ALIVE == 0 {
+    // Spurious retransmission, fast retransmission, out of order,
+    // retransmission, in tshark's order (its default `fastrt_supersedes_ooo`).
+    if (seglen > 0 || synfin) && f & KEEP_ALIVE == 0 {
+        // A segment one byte below the highest that adds data follows a
+        // (possible) zero window probe: not a step back.
+        let not_advanced =
+            fwd.nextseq != 0 && lt(seq, fwd.nextseq) && !(seglen > 1 && fwd.nextseq.wrapping_sub(1) == seq);
         'kind: {
+            // Data the other side has already acknowledged, whatever the
+            // highest sequence number seen.
+            if seglen > 0 && rev.lastack != 0 && le(seq.wrapping_add(seglen), rev.lastack) {
+                f |= SPURIOUS_RETRANSMISSION;
+                break 'kind;
+            }
+            if !not_advanced {
+                break 'kind;
+            }
             if rev.dupacknum >= 2 && rev.lastack == seq && ts.saturating_sub(rev.lastack_ns) < FAST_RETRANS_NS {
                 f |= FAST_RETRANSMISSION;
                 break 'kind;
@@ -425,10 +447,6 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
             let ooo = c.first_rtt_ns.filter(|&r| r > 0).unwrap_or(OOO_DEFAULT_NS);
             if since < ooo && fwd.nextseq != seq.wrapping_add(seglen).wrapping_add(u32::from(synfin)) {
                 f |= OUT_OF_ORDER;
-                break 'kind;
-            }
-            if rev.lastack != 0 && le(seq.wrapping_add(seglen), rev.lastack) {
-                f |= SPURIOUS_RETRANSMISSION;
                 break 'kind;
             }
             f |= RETRANSMISSION;
