@@ -9,6 +9,13 @@
 //! (`ftruncate`), `fsync`, renaming `NAME.part` to `NAME`, writing the index
 //! and appending the catalog line.
 //!
+//! When the disk falls behind and the arena fills past [`SPILL_ON`], the
+//! writes go through the page cache instead (a second, buffered descriptor
+//! of the same file) until it drains below half of that: buffered writers
+//! such as tcpdump park a burst there, and a recorder must not drop what
+//! they keep. A file that spilled is made durable (`fsync`, rename) by the
+//! index thread, so the writer goes on while its page cache drains.
+//!
 //! A write error (ENOSPC, EIO) stops the stream cleanly: the file is cut at
 //! its last complete record on disk and kept; every later packet is counted
 //! as `dropped_write_error`, and the error is reported through [`WriterShared`].
@@ -30,6 +37,10 @@ use wv_wire::{pcap, pcapng};
 
 mod threads;
 pub mod zerocopy;
+
+/// The default arena fill above which writes spill to the page cache (they
+/// are O_DIRECT again below half of it).
+pub const SPILL_ON: f64 = 0.5;
 use threads::{join_helpers, start_helpers, Finish};
 
 /// Choices for one writer.
@@ -62,6 +73,10 @@ pub struct WriterConfig {
     /// volume still in rotation in this stream's order, and a volume that
     /// fails or fills is taken out for every writer. `None`: the store only.
     pub volumes: Option<Arc<crate::volume::Rotation>>,
+    /// Spill to the page cache while the arena is fuller than this
+    /// fraction, until it is half as full (O_DIRECT writers only; `None`:
+    /// never; the default is [`SPILL_ON`]).
+    pub spill: Option<f64>,
 }
 
 /// What a writer reports while it runs (read by the status line and summary).
@@ -86,6 +101,10 @@ pub struct WriterShared {
     pub budget_reached: AtomicBool,
     /// O_DIRECT was refused by the file system; buffered writes are used.
     pub direct_refused: AtomicBool,
+    /// Bytes written through the page cache because the arena was filling.
+    pub spilled_bytes: AtomicU64,
+    /// Times the writer started spilling.
+    pub spills: AtomicU64,
     /// Set when the stream stopped because of a write error.
     pub failed: AtomicBool,
     /// The error that stopped the stream, and whether it was "disk full".
@@ -139,6 +158,10 @@ struct CurFile<I> {
     allocated: u64,
     /// File offset of the first failed write.
     failed_at: Option<u64>,
+    /// The same file opened without O_DIRECT, once the writer spilled into it.
+    spill_file: Option<File>,
+    /// Bytes submitted through `spill_file`.
+    spilled: u64,
     indexer: Option<I>,
     /// False when the stream had already stopped: nothing is written, records are only counted.
     real: bool,
@@ -181,6 +204,8 @@ struct Writer<I> {
     rel_dir: String,
     /// Stopped at the budget (`--on-full stop`): later packets count as `budget`.
     budget_stopped: bool,
+    /// Writes go through the page cache (the arena passed [`SPILL_ON`]).
+    spilling: bool,
 }
 
 /// Runs the writer until the producer sends [`Msg::Done`], indexing every
@@ -225,6 +250,7 @@ pub fn run<I: FileIndexer>(
         files_opened: 0,
         rel_dir,
         budget_stopped: false,
+        spilling: false,
     };
     w.run();
     drop(w.finish_tx.take());
@@ -329,6 +355,8 @@ impl<I: FileIndexer> Writer<I> {
             packets: 0,
             allocated: 0,
             failed_at: None,
+            spill_file: None,
+            spilled: 0,
             indexer,
             real,
         });
@@ -475,6 +503,34 @@ impl<I: FileIndexer> Writer<I> {
         }
         let id = self.pending_base + self.pending.len() as u64;
         let user_data = id << 32 | len;
+        // The partial last page always goes O_DIRECT (it is rewritten, and
+        // waited for, right after).
+        let spill =
+            tail_end.is_none() && spill_now(&mut self.spilling, &self.cfg, self.direct, &self.ring, &self.shared);
+        if spill && c.spill_file.is_none() {
+            c.spill_file = self.store.open_file(&c.part_rel, wv_sys::fs::Open::ReadWrite, 0).ok();
+        }
+        if let (true, Some(f)) = (spill, c.spill_file.as_ref()) {
+            // A plain write(2) into the page cache: it returns once copied
+            // (io_uring would hand a buffered write to a worker thread that
+            // contends for the inode with the others).
+            use std::os::unix::fs::FileExt;
+            let r = match self.ring.slices(pos, pos + len) {
+                Some((a, [])) => f.write_all_at(a, off),
+                _ => Err(io::Error::other("internal: a spilled write wraps the arena")),
+            };
+            c.spilled += len;
+            self.pending.push_back(Pending { done: true, release_to, off });
+            match r {
+                Ok(()) => {
+                    self.shared.spilled_bytes.fetch_add(len, Ordering::Relaxed);
+                    self.shared.disk_bytes.fetch_add(len, Ordering::Relaxed);
+                    self.release_ready();
+                }
+                Err(e) => self.write_failed(off, e),
+            }
+            return;
+        }
         let r = match tail_end {
             Some(end) => self.io.write_tail(&c.file, &self.ring, pos, end, off, user_data),
             None => self.io.write_ring(&c.file, &self.ring, pos, len as u32, off, user_data),
@@ -684,8 +740,21 @@ impl<I: FileIndexer> Writer<I> {
             return;
         }
         let final_rel = format!("{}/{}", self.rel_dir, c.name);
-        let r = c.file.set_len(len).and_then(|()| self.store.persist(&c.file, &c.part_rel, &final_rel));
-        drop(c.file);
+        // A file that spilled may have gigabytes in the page cache: its fsync
+        // and rename go to the index thread, before its index and catalog line.
+        let spilled = c.spilled > 0;
+        let r = if spilled {
+            c.file.set_len(len)
+        } else {
+            c.file.set_len(len).and_then(|()| self.store.persist(&c.file, &c.part_rel, &final_rel))
+        };
+        let persist = spilled.then(|| threads::Persist {
+            file: c.file,
+            part_rel: c.part_rel.clone(),
+            final_rel: final_rel.clone(),
+            packets,
+        });
+        drop(c.spill_file);
         if let Err(e) = r {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
             let msg = format!("cannot close {}: {e}", c.part.display());
@@ -713,15 +782,16 @@ impl<I: FileIndexer> Writer<I> {
         };
         let index_rel = layout::index_rel(&final_rel);
         let indexer = c.indexer.filter(|_| !failed);
+        // Counted first: the index thread takes them back if a spilled file cannot be persisted.
+        self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
+        self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
+        self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
         catalog_file(
-            Finish { indexer, index_rel, entry, dir: self.store.clone() },
+            Finish { indexer, index_rel, entry, dir: self.store.clone(), persist },
             self.finish_tx.as_ref(),
             &self.catalog,
             &self.shared,
         );
-        self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
-        self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
-        self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -783,18 +853,36 @@ fn catalog_file<I>(
     catalog: &Catalog,
     shared: &WriterShared,
 ) {
-    let entry = match finish_tx {
+    let job = match finish_tx {
         Some(tx) => match tx.send(job) {
             Ok(()) => None,
-            Err(std::sync::mpsc::SendError(job)) => Some(job.entry),
+            Err(std::sync::mpsc::SendError(job)) => Some(job),
         },
-        None => Some(job.entry),
+        None => Some(job),
     };
-    if let Some(entry) = entry {
+    if let Some(mut job) = job {
+        if !threads::persist(&mut job, shared) {
+            return;
+        }
+        let entry = job.entry;
         if let Err(e) = catalog.append(&entry) {
             shared.warn(format!("catalog entry for {} not written: {e}", entry.file));
         }
     }
+}
+
+/// Whether the next write spills to the page cache: on above `cfg.spill`,
+/// off again below half of it (O_DIRECT writers only).
+fn spill_now(spilling: &mut bool, cfg: &WriterConfig, direct: bool, ring: &Consumer, shared: &WriterShared) -> bool {
+    let Some(above) = cfg.spill.filter(|_| direct) else { return false };
+    let fill = ring.fill();
+    if !*spilling && (fill > above || above == 0.0) {
+        *spilling = true;
+        shared.spills.fetch_add(1, Ordering::Relaxed);
+    } else if *spilling && fill < above / 2.0 {
+        *spilling = false;
+    }
+    *spilling
 }
 
 fn file_len(f: &File) -> u64 {

@@ -145,6 +145,11 @@ impl Consumer {
         self.released
     }
 
+    /// Fraction of the ring holding published data not yet released, in 0..=1.
+    pub fn fill(&self) -> f64 {
+        self.committed().saturating_sub(self.released) as f64 / self.cap as f64
+    }
+
     /// Memory address of stream position `pos` and the number of bytes from
     /// there to the end of the ring. For handing regions to the kernel
     /// (see `uring::Writer::write_ring`); no Rust reference is formed.

@@ -92,3 +92,84 @@ fn arena_default_follows_memory_and_a_disk_bench_result() {
     assert!(o.stderr.contains("disk-bench.json") && o.stderr.contains("--buffer"), "{}", o.stderr);
     assert_eq!(catalog(&store).len(), files, "nothing recorded");
 }
+
+/// `--spill-above 0` sends every full-page write through the page cache
+/// (the path a disk that falls behind takes): the files hold exactly the
+/// frames, rotate as usual, are made durable and cataloged by the index
+/// thread, tcpdump and capinfos read them, the index answers a filtered
+/// query as tcpdump does, and stats.json counts the spilled bytes.
+#[test]
+fn spilled_writes_keep_every_frame_and_the_index() {
+    if !need_tools("spilled_writes", &["tcpdump", "capinfos"]) {
+        return;
+    }
+    let tmp = TempDir::new("arena-spill");
+    let sent = test_frames(3000, 1_650_000_000_000_000_000);
+    let input = tmp.join("sent.pcap");
+    write_pcap(&input, 1, 65535, true, &sent);
+    for format in ["pcap", "pcapng"] {
+        let store = tmp.join(format!("store-{format}"));
+        let o = run_wirevault(&[
+            "record",
+            "-q",
+            "--buffer",
+            "8M",
+            "--block-size",
+            "64K",
+            "--file-size",
+            "256K",
+            "--format",
+            format,
+            "--spill-above",
+            "0",
+            "-o",
+            store.to_str().unwrap(),
+            "--read",
+            input.to_str().unwrap(),
+        ]);
+        o.expect(0, format);
+        assert!(o.stderr.contains("went through the page cache"), "{format}: {}", o.stderr);
+        let s = stats(&store);
+        assert!(s["spilled_bytes"].as_u64().unwrap() > 256 << 10, "{format}: {s}");
+        let c = final_counters(&store);
+        assert_eq!((c.written, c.drops()), (3000, 0), "{format}");
+        let files = check_store(&store);
+        assert!(files.len() > 3, "{format}: {} files", files.len());
+        assert_same_frames(&sent, &stream_records(&files, 0), true, format);
+        let paths: Vec<_> = files.iter().map(|f| f.path.clone()).collect();
+        assert_peers_read(&paths, 3);
+        // The index built on the way answers as tcpdump over the input.
+        let out = tmp.join(format!("q-{format}.pcap"));
+        run_wirevault(&["query", store.to_str().unwrap(), "-w", out.to_str().unwrap(), "udp"]).expect(0, "query");
+        let (_, want) = tcpdump_frames(&input, &["udp"], tmp.path());
+        let (_, got) = tcpdump_frames(&out, &[], tmp.path());
+        assert!(!want.is_empty());
+        assert_eq!(got.len(), want.len(), "{format}: udp packets");
+        assert!(got.iter().zip(&want).all(|(a, b)| a.data == b.data && a.ts_ns == b.ts_ns), "{format}");
+    }
+    // `off`, and a value that is not a percentage.
+    let store = tmp.join("store-off");
+    run_wirevault(&[
+        "record",
+        "-q",
+        "--spill-above",
+        "off",
+        "-o",
+        store.to_str().unwrap(),
+        "--read",
+        input.to_str().unwrap(),
+    ])
+    .expect(0, "off");
+    assert_eq!(stats(&store)["spilled_bytes"], 0);
+    let o = run_wirevault(&[
+        "record",
+        "--spill-above",
+        "150",
+        "-o",
+        tmp.join("x").to_str().unwrap(),
+        "--read",
+        input.to_str().unwrap(),
+    ]);
+    o.expect(2, "150%");
+    assert!(o.stderr.contains("not a percentage"), "{}", o.stderr);
+}

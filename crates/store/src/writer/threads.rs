@@ -13,6 +13,18 @@ pub(super) struct Finish<I> {
     pub(super) entry: Entry,
     /// The volume the file is on.
     pub(super) dir: Arc<wv_sys::fs::Dir>,
+    /// A file that spilled into the page cache: still to be made durable
+    /// (fsync, then renamed from `.part`) before its index and catalog line.
+    pub(super) persist: Option<Persist>,
+}
+
+/// A closed file's fsync and rename, left to the index thread.
+pub(super) struct Persist {
+    pub(super) file: File,
+    pub(super) part_rel: String,
+    pub(super) final_rel: String,
+    /// Its packets (already counted as written).
+    pub(super) packets: u64,
 }
 
 /// Writes indexes and appends catalog lines for closed files, off the writer
@@ -27,6 +39,9 @@ pub(super) fn finisher<I: FileIndexer>(
     shared: Arc<WriterShared>,
 ) {
     for mut job in rx {
+        if !persist(&mut job, &shared) {
+            continue;
+        }
         match job.indexer.as_mut().map(|ix| ix.finish(&job.dir, &job.index_rel)) {
             Some(Ok(())) => job.entry.index = Some(layout::index_rel(&job.entry.file)),
             Some(Err(e)) => {
@@ -42,6 +57,23 @@ pub(super) fn finisher<I: FileIndexer>(
             let _ = recycle.try_send(ix);
         }
     }
+}
+
+/// Makes a spilled file durable (fsync, rename from `.part`) if the job
+/// carries one; false when that failed: the file stays `.part` for
+/// `wirevault repair`, its packets move from written to write errors, and
+/// it gets no catalog line.
+pub(super) fn persist<I>(job: &mut Finish<I>, shared: &WriterShared) -> bool {
+    let Some(p) = job.persist.take() else { return true };
+    let Err(e) = job.dir.persist(&p.file, &p.part_rel, &p.final_rel) else { return true };
+    shared.written_packets.fetch_sub(p.packets, Ordering::Relaxed);
+    shared.dropped_write_error.fetch_add(p.packets, Ordering::Relaxed);
+    shared.warn(format!(
+        "cannot close {}: {e}; it stays as {} for `wirevault repair`",
+        job.dir.display(&p.final_rel).display(),
+        p.part_rel
+    ));
+    false
 }
 
 /// Runs the work indexers hand over while their files fill (sorting runs of

@@ -347,7 +347,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             timestamps: self.cfg.timestamps,
             path: Some(if c.zero_copy { WritePath::ZeroCopy } else { WritePath::Copy }),
         };
-        let job = Finish { indexer: c.indexer, index_rel, entry, dir: self.store.clone() };
+        let job = Finish { indexer: c.indexer, index_rel, entry, dir: self.store.clone(), persist: None };
         super::catalog_file(job, self.finish_tx.as_ref(), &self.catalog, &self.shared);
         self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(c.len, Ordering::Relaxed);

@@ -101,6 +101,10 @@ pub struct Args {
     /// Write buffered instead of O_DIRECT.
     #[arg(long)]
     pub no_direct: bool,
+    /// When the disk falls behind: while the arena is more than PERCENT full, writes go
+    /// through the page cache (as tcpdump's do) until it is half that; `off`: never
+    #[arg(long, value_name = "PERCENT", default_value = "50", value_parser = parse_spill)]
+    pub spill_above: SpillAbove,
     /// Do not build index files.
     #[arg(long)]
     pub no_index: bool,
@@ -183,5 +187,20 @@ impl From<OnFullArg> for wv_store::catalog::OnFull {
             OnFullArg::Delete => wv_store::catalog::OnFull::DeleteOldest,
             OnFullArg::Stop => wv_store::catalog::OnFull::Stop,
         }
+    }
+}
+
+/// `--spill-above`: the fraction of the arena (`None`: off).
+#[derive(Clone, Copy, Debug)]
+pub struct SpillAbove(pub Option<f64>);
+
+/// `--spill-above`: a percentage of the arena (0-100), or `off`.
+fn parse_spill(s: &str) -> Result<SpillAbove, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(SpillAbove(None));
+    }
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(SpillAbove(Some(p / 100.0))),
+        _ => Err(format!("'{s}' is not a percentage of the arena from 0 to 100, or 'off'")),
     }
 }

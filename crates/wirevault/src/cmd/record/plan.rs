@@ -149,6 +149,8 @@ pub struct Plan {
     pub user: Option<String>,
     /// Try O_DIRECT.
     pub direct: bool,
+    /// Spill to the page cache while the arena is fuller than this fraction.
+    pub spill: Option<f64>,
     /// Build index files.
     pub index: bool,
     pub output: OutputPlan,
@@ -444,6 +446,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         budget,
         user: a.user.clone(),
         direct: !a.no_direct,
+        spill: a.spill_above.0,
         index: !a.no_index,
         output: OutputPlan {
             json: a.json,

@@ -704,6 +704,7 @@ fn writer_config(
         reserve: p.reserve(),
         timestamps: Some(stamps),
         volumes,
+        spill: p.spill,
     }
 }
 
@@ -739,6 +740,14 @@ fn outcome(
             say!("wirevault: note: the file system refused O_DIRECT; wrote through the page cache instead");
             break;
         }
+    }
+    let (spills, spilled): (u64, u64) = writer_shared
+        .iter()
+        .fold((0, 0), |(n, b), w| (n + w.spills.load(Ordering::Relaxed), b + w.spilled_bytes.load(Ordering::Relaxed)));
+    if spilled > 0 {
+        say!(
+            "wirevault: note: the disk fell behind {spills} time(s): {spilled} bytes went through the page cache while the arena was more than half full (`--spill-above off` turns this off)"
+        );
     }
     let (rf, rb): (u64, u64) = writer_shared.iter().fold((0, 0), |(f, b), w| {
         (f + w.retention_files.load(Ordering::Relaxed), b + w.retention_bytes.load(Ordering::Relaxed))

@@ -128,6 +128,8 @@ pub struct Snapshot {
     /// Packets not stored because the store reached its budget (`--on-full stop`).
     pub budget: u64,
     disk_bytes: u64,
+    /// Bytes written through the page cache while the arena was filling.
+    spilled_bytes: u64,
     file_bytes: u64,
     files: u64,
     /// Files and bytes retention deleted.
@@ -170,6 +172,7 @@ impl Snapshot {
             write_error: sum(|w| w.dropped_write_error.load(Ordering::Relaxed)),
             budget: sum(|w| w.dropped_budget.load(Ordering::Relaxed)),
             disk_bytes: sum(|w| w.disk_bytes.load(Ordering::Relaxed)),
+            spilled_bytes: sum(|w| w.spilled_bytes.load(Ordering::Relaxed)),
             file_bytes: sum(|w| w.file_bytes.load(Ordering::Relaxed)),
             files: sum(|w| w.files_closed.load(Ordering::Relaxed)),
             deleted: (
@@ -195,6 +198,7 @@ impl Snapshot {
             write_error: 0,
             budget: 0,
             disk_bytes: 0,
+            spilled_bytes: 0,
             file_bytes: 0,
             files: 0,
             deleted: (0, 0),
@@ -207,6 +211,7 @@ impl Snapshot {
             t.write_error += p.write_error;
             t.budget += p.budget;
             t.disk_bytes += p.disk_bytes;
+            t.spilled_bytes += p.spilled_bytes;
             t.file_bytes += p.file_bytes;
             t.files += p.files;
             t.deleted = (t.deleted.0 + p.deleted.0, t.deleted.1 + p.deleted.1);
@@ -304,6 +309,7 @@ impl Snapshot {
             "files": self.files,
             "file_bytes": self.file_bytes,
             "disk_bytes": self.disk_bytes,
+            "spilled_bytes": self.spilled_bytes,
             "arena_fill": (self.arena_fill * 1000.0).round() / 1000.0,
             "pps": rates.pps.round(),
             "gbps": (rates.gbps * 1000.0).round() / 1000.0,
