@@ -17,7 +17,8 @@
 #
 # Environment: N (frames, default 2000000), WBPS (write limit in bytes/s, default 200000000),
 # IMG (image size, default 12G, sparse), TOOLS (default "wirevault tcpdump netsniff-ng"),
-# WV_BUFFER (wirevault --buffer; default: its own default), NICE (default 0).
+# WV_BUFFER (wirevault --buffer; default: its own default), NICE (default 0). The tool
+# "wirevault-nospill" is wirevault with --spill-above off (the arena alone, no page cache).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 DIR=$(work_dir "${1:-./bench-throttled}")
@@ -85,8 +86,10 @@ tool_cmd() { # tool -> the command, one word per line
   case $1 in
     tcpdump) printf '%s\n' tcpdump -i vethB -w "$MNT/cap.pcap" -s 0 ;;
     netsniff-ng) printf '%s\n' netsniff-ng --in vethB --out "$MNT/cap.pcap" --silent ;;
-    wirevault)
-      printf '%s\n' "$BIN" record -i vethB -o "$MNT/store" -q --no-tune-warnings --timestamps sw
+    wirevault | wirevault-nospill)
+      [ "$1" = wirevault-nospill ] && printf '%s\n' "$BIN" record --spill-above off
+      [ "$1" = wirevault ] && printf '%s\n' "$BIN" record
+      printf '%s\n'  -i vethB -o "$MNT/store" -q --no-tune-warnings --timestamps sw
       [ -n "${WV_BUFFER:-}" ] && printf '%s\n' --buffer "$WV_BUFFER"
       ;;
   esac
@@ -113,7 +116,7 @@ run_one() {
   case $tool in
     tcpdump) marker=("$out/stderr" 'listening on') ;;
     netsniff-ng) marker=("$out/stdout" 'Running!') ;;
-    wirevault) marker=("$MNT/store/stats.json" 'state') ;;
+    wirevault*) marker=("$MNT/store/stats.json" 'state') ;;
   esac
   ip netns exec "$R" python3 "$HELPER" ready "$TOOL_PID" 60 "${marker[@]}" >/dev/null
   local startup t0 gen_s
@@ -135,11 +138,11 @@ run_one() {
     c=$(capinfos -c -M -T -r "$f" 2>/dev/null | awk -F'\t' '{print $2}')
     stored=$((stored + ${c:-0}))
   done
-  if [ "$tool" = wirevault ]; then
+  if [ "${tool%-nospill}" = wirevault ]; then
     local w su pf ab af
-    read -r w su pf ab af < <(stats "$MNT/store/stats.json" written startup_cpu_s arena_prefault_cpu_s arena_bytes dropped.arena_full)
+    read -r w su pf ab af sp < <(stats "$MNT/store/stats.json" written startup_cpu_s arena_prefault_cpu_s arena_bytes dropped.arena_full spilled_bytes)
     [ "$w" = "$stored" ] || extra="stats.json written $w but the files hold $stored; "
-    extra="${extra}arena $((ab >> 20)) MiB, its start-up ${su}s CPU (pre-fault ${pf}s), arena-full drops $af"
+    extra="${extra}arena $((ab >> 20)) MiB, its start-up ${su}s CPU (pre-fault ${pf}s), arena-full drops $af, spilled $((sp >> 20)) MiB"
   fi
   umount "$MNT"
   local cpu
