@@ -15,7 +15,8 @@
 # `wirevault record` options, e.g. "--dedup 1ms --flow-cutoff 100G"), VARY (1: every frame differs:
 # UDP source port counts up, 1024..65535, a flow table's worth of connections; 8 random payload
 # bytes per frame, so that the frames of the two trafgen threads differ too. Needed with --dedup,
-# which would drop trafgen's identical frames).
+# which would drop trafgen's identical frames), PERF (a directory: perf samples of each tool's
+# threads while the traffic lasts go to PERF/perf-SCENARIO-SIZE-TOOL.data).
 #
 # Contention with the recorder's reductions (issue 15: --dedup and --flow-cutoff keep >= 99.9%):
 #   sudo VARY=1 WV_ARGS="--dedup 1ms --flow-cutoff 100G" SCENARIOS=contention bench/live.sh
@@ -185,6 +186,17 @@ run_one() { # tool size scenario
   fi
   local rx0 rxd0 txd0 txp0 sd0 rx1 rxd1 txd1 txp1 sd1 t0 t1 gen_out sent
   rx0=$(rxp); rxd0=$(rxd); txd0=$(txd); txp0=$(txp); sd0=$(softnet_drops)
+  local perf_pid=""
+  local perf_data=""
+  if [ -n "${PERF:-}" ] && command -v perf >/dev/null; then
+    # Samples of the tool's threads while the traffic lasts, for a per-stage breakdown
+    # (perf report -i FILE --no-children --sort sym).
+    mkdir -p "$PERF"
+    perf_data=$PERF/perf-$sc-$sz-$tool.data
+    perf record -q -F 4999 -g -p "$TOOL_PID" -o "$perf_data" >/dev/null 2>&1 &
+    perf_pid=$!
+    sleep 0.3
+  fi
   t0=$(now)
   # shellcheck disable=SC2091,SC2015 # gen_cmd prints the generator's command line, run here; "|| true" only keeps set -e quiet
   gen_out=$(cd "$WORK" && $(gen_cmd "$sz" "$sc" "$n") 2>&1 | tr -d '\r' | grep -v 'Cannot set system socket memory' || true)
@@ -195,6 +207,11 @@ run_one() { # tool size scenario
   # let the tool drain its kernel ring and buffers: SIGINT once its CPU use has stopped
   local drain
   drain=$(python3 "$HELPER" idle "$TOOL_PID" 2 30)
+  if [ -n "$perf_pid" ]; then
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    log "perf samples of $tool: $perf_data"
+  fi
   kill -INT "$TOOL_PID" 2>/dev/null || true
   local killed="" idx_seen=0
   for i in $(seq 150); do
