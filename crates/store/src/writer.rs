@@ -510,30 +510,20 @@ impl<I: FileIndexer> Writer<I> {
         if spill && c.spill_file.is_none() {
             c.spill_file = self.store.open_file(&c.part_rel, wv_sys::fs::Open::ReadWrite, 0).ok();
         }
-        if let (true, Some(f)) = (spill, c.spill_file.as_ref()) {
-            // A plain write(2) into the page cache: it returns once copied
-            // (io_uring would hand a buffered write to a worker thread that
-            // contends for the inode with the others).
-            use std::os::unix::fs::FileExt;
-            let r = match self.ring.slices(pos, pos + len) {
-                Some((a, [])) => f.write_all_at(a, off),
-                _ => Err(io::Error::other("internal: a spilled write wraps the arena")),
-            };
-            c.spilled += len;
-            self.pending.push_back(Pending { done: true, release_to, off });
-            match r {
-                Ok(()) => {
-                    self.shared.spilled_bytes.fetch_add(len, Ordering::Relaxed);
-                    self.shared.disk_bytes.fetch_add(len, Ordering::Relaxed);
-                    self.release_ready();
-                }
-                Err(e) => self.write_failed(off, e),
+        // Through io_uring like the direct writes: its worker threads copy
+        // into the page cache while this thread goes on reaping (a plain
+        // pwrite here stored less: bench/throttled.sh, DESIGN.md).
+        let file = match c.spill_file.as_ref() {
+            Some(f) if spill => {
+                c.spilled += len;
+                self.shared.spilled_bytes.fetch_add(len, Ordering::Relaxed);
+                f
             }
-            return;
-        }
+            _ => &c.file,
+        };
         let r = match tail_end {
-            Some(end) => self.io.write_tail(&c.file, &self.ring, pos, end, off, user_data),
-            None => self.io.write_ring(&c.file, &self.ring, pos, len as u32, off, user_data),
+            Some(end) => self.io.write_tail(file, &self.ring, pos, end, off, user_data),
+            None => self.io.write_ring(file, &self.ring, pos, len as u32, off, user_data),
         };
         match r {
             Ok(()) => self.pending.push_back(Pending { done: false, release_to, off }),
