@@ -270,3 +270,47 @@ pub fn udp_ports(d: &Dissection, data: &[u8]) -> Option<(u16, u16)> {
     }
     d.flow.ports
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flows::tests::frame;
+
+    fn ip(n: u8) -> Ip {
+        Ip::V4([10, 0, 0, n])
+    }
+
+    #[test]
+    fn ip_conversations_and_endpoints_sum_the_flows() {
+        let mut t = FlowTable::new(100);
+        let (x, y, z) = (ip(1), ip(2), ip(3));
+        // Frame 1: ICMP-like from x to y (side A of the pair is x); frames
+        // 2-4: a UDP flow started by y; frames 5-6: z to itself.
+        let frames = [
+            ((x, 0), (y, 0), Transport::Other),
+            ((y, 53), (x, 4000), Transport::Udp),
+            ((x, 4000), (y, 53), Transport::Udp),
+            ((y, 53), (x, 4000), Transport::Udp),
+            ((z, 1), (z, 2), Transport::Tcp),
+            ((z, 2), (z, 1), Transport::Tcp),
+        ];
+        for (no, (s, d, tr)) in frames.into_iter().enumerate() {
+            let p = frame(&t, s, d, tr, no as u64 + 1);
+            t.count(&p);
+        }
+        let r = report(t);
+        assert_eq!(r.ipv4.count, 2);
+        let xy = r.ipv4.rows.iter().find(|c| c.a == "10.0.0.1").unwrap();
+        assert_eq!((xy.b.as_str(), xy.a_to_b.packets, xy.b_to_a.packets), ("10.0.0.2", 2, 2));
+        let zz = r.ipv4.rows.iter().find(|c| c.a == "10.0.0.3").unwrap();
+        assert_eq!((zz.a_to_b.packets, zz.b_to_a.packets), (2, 0));
+        assert_eq!(r.udp.count, 1);
+        let u = &r.udp.rows[0];
+        assert_eq!((u.a.as_str(), u.port_a, u.a_to_b.packets, u.b_to_a.packets), ("10.0.0.2", Some(53), 2, 1));
+        let ep = |a: &str| {
+            let e = r.endpoints.rows.iter().find(|e| e.address == a).unwrap();
+            (e.tx.packets, e.rx.packets)
+        };
+        assert_eq!((ep("10.0.0.1"), ep("10.0.0.2"), ep("10.0.0.3")), ((2, 2), (2, 2), (2, 2)));
+    }
+}

@@ -235,7 +235,7 @@ impl FlowTable {
             return None;
         }
         if self.flows.len() == self.flows.capacity() {
-            let mut v = huge_vec((2 * self.flows.len()).clamp(1024, self.cap));
+            let mut v = huge_vec((2 * self.flows.len()).max(1024).min(self.cap));
             v.append(&mut self.flows);
             self.flows = v;
         }
@@ -280,5 +280,61 @@ impl FlowTable {
             c.bytes += x.bytes;
         }
         c
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    fn v4(n: u32) -> Ip {
+        Ip::V4(n.to_be_bytes())
+    }
+
+    /// A frame of `transport` from `src` to `dst`, placed in `t`.
+    pub(crate) fn frame(t: &FlowTable, src: (Ip, u16), dst: (Ip, u16), transport: Transport, no: u64) -> Placed {
+        let mut p = Placed { src, dst, transport, segment: None, rtp: None, no, len: 100, ts: no * 1000, hash: 0 };
+        p.hash = t.hasher.hash_one(p.key());
+        p
+    }
+
+    #[test]
+    fn every_flow_is_found_again_after_the_index_grows() {
+        let mut t = FlowTable::new(1 << 20);
+        let n = 20_000u32;
+        for round in 0..2u64 {
+            for i in 0..n {
+                let (a, b) = ((v4(i), 1000), (v4(i), 2000));
+                let transport = if i % 2 == 0 { Transport::Udp } else { Transport::Tcp };
+                // Round 0 from a, round 1 from b: one flow, both directions.
+                let (s, d) = if round == 0 { (a, b) } else { (b, a) };
+                let p = frame(&t, s, d, transport, round * u64::from(n) + u64::from(i) + 1);
+                assert!(t.count(&p).is_some());
+            }
+        }
+        assert!(t.slots.len() >= 2 * n as usize);
+        let flows = t.into_flows();
+        assert_eq!(flows.len(), n as usize);
+        for (i, f) in flows.iter().enumerate() {
+            assert_eq!(f.conv.a, (v4(i as u32), 1000));
+            assert_eq!((f.conv.a_to_b.packets, f.conv.b_to_a.packets, f.first_no), (1, 1, i as u64 + 1));
+        }
+    }
+
+    #[test]
+    fn a_full_table_counts_new_flows_as_untracked_by_transport() {
+        let mut t = FlowTable::new(2);
+        let (x, y) = ((v4(1), 1), (v4(2), 2));
+        for (no, transport) in
+            [Transport::Tcp, Transport::Udp, Transport::Other, Transport::Tcp].into_iter().enumerate()
+        {
+            let p = frame(&t, x, y, transport, no as u64 + 1);
+            let tracked = t.count(&p).is_some();
+            assert_eq!(tracked, transport != Transport::Other, "{transport:?}");
+        }
+        assert_eq!(t.untracked_other, Count { packets: 1, bytes: 100 });
+        assert_eq!(t.untracked(), Count { packets: 1, bytes: 100 });
+        // The same ports on other transports are other flows.
+        assert_eq!(t.into_flows().len(), 2);
     }
 }

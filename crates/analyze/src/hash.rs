@@ -134,3 +134,28 @@ impl std::hash::Hasher for FastHasher {
 
 /// A `HashMap` with [`FastState`].
 pub type FastMap<K, V> = std::collections::HashMap<K, V, FastState>;
+
+/// A map keyed by [`frame_hash`]es: they are uniform already (and seeded
+/// per process), so the table takes their low 64 bits as they are.
+pub type HashedMap<V> = std::collections::HashMap<u128, V, std::hash::BuildHasherDefault<Hashed>>;
+
+/// The pass-through hasher of [`HashedMap`].
+#[derive(Default)]
+pub struct Hashed(u64);
+
+impl std::hash::Hasher for Hashed {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u128 keys are hashed; anything else still gets a hash.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(P1);
+        }
+    }
+    #[inline]
+    fn write_u128(&mut self, i: u128) {
+        self.0 = i as u64;
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}

@@ -37,8 +37,9 @@ pub struct Args {
     /// Frames whose network layer is longer than this are reported as over the MTU.
     #[arg(long, value_name = "BYTES", default_value_t = wv_analyze::Config::default().mtu)]
     pub mtu: u32,
-    /// Most entries per table (conversations, endpoints, TCP connections, RTP
-    /// streams, reference packets of --against); packets beyond are counted as untracked.
+    /// Most flows (address pair, transport, port pair: every per-flow statistic shares
+    /// one table), RTP streams and reference packets of --against; packets beyond are
+    /// counted as untracked.
     #[arg(long, value_name = "N", default_value_t = wv_analyze::Config::default().max_flows)]
     pub max_flows: usize,
     /// Rows of each list in the table.
