@@ -69,7 +69,7 @@ impl Hash for FlowKey {
             Transport::Udp => 2,
             Transport::Other => 3,
         };
-        h.write_u64(l0 | (h0 << 32));
+        h.write_u64(l0 ^ (h0 << 32));
         h.write_u64(u64::from(self.lo.1) | (u64::from(self.hi.1) << 16) | (t << 32));
         if l1 | h1 != 0 {
             h.write_u64(l1);
@@ -319,6 +319,25 @@ pub(crate) mod tests {
             assert_eq!(f.conv.a, (v4(i as u32), 1000));
             assert_eq!((f.conv.a_to_b.packets, f.conv.b_to_a.packets, f.first_no), (1, 1, i as u64 + 1));
         }
+    }
+
+    #[test]
+    fn ipv6_flows_that_differ_in_any_word_are_apart() {
+        let mut t = FlowTable::new(1 << 20);
+        let v6 = |i: usize, b: u8| {
+            let mut a = [0u8; 16];
+            a[i] = b;
+            Ip::V6(a)
+        };
+        let mut n = 0;
+        for i in 0..16 {
+            for b in [1u8, 2] {
+                n += 1;
+                let p = frame(&t, (v6(i, b), 1), (v6(15 - i, 9), 2), Transport::Udp, n);
+                assert_eq!(t.count(&p).map(|f| f.first_no), Some(n));
+            }
+        }
+        assert_eq!(t.into_flows().len(), 32);
     }
 
     #[test]
