@@ -8,10 +8,13 @@
 //! waking [`SPIN_NS`] early), the rest is spun on the clock: wake-up latency
 //! is tens of microseconds, a relative sleep per packet would add them up.
 //! The thread's timer slack (50 us by default, added to every sleep) is set
-//! to 1 ns, so that a wake-up later than [`SPIN_NS`] is rare. A packet that had to be waited for is sent at once;
-//! packets that are already due when they arrive (a burst, or a sender
-//! behind schedule) join the batch until it is full or a packet arrives
-//! that is not due yet. At top speed every batch is full.
+//! to 1 ns, so that a wake-up later than [`SPIN_NS`] is rare. (A margin that
+//! widened after late wake-ups was tried and made things worse on a loaded
+//! machine: a thread that spins longer is preempted more.) A packet that had
+//! to be waited for is sent at once; packets that are already due when they
+//! arrive (a burst, or a sender behind schedule) join the batch until it is
+//! full or a packet arrives that is not due yet. At top speed every batch is
+//! full.
 //!
 //! Lateness is the clock read after the send call returned minus the
 //! packet's target (an upper bound of when the driver had it).
