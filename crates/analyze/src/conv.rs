@@ -5,14 +5,16 @@
 //! lengths on the wire. Side A of a conversation is the source of its first
 //! packet (as in tshark's tables).
 //!
-//! Memory: each table holds at most `max_flows` entries; packets of a key
-//! that finds its table full are counted as untracked (the report says how
-//! many), so the totals still add up and nothing tracked is ever evicted.
+//! Nothing here is looked up per packet: the tables are derived at the end
+//! from the flow table ([`crate::flows`]), whose memory bound they share;
+//! packets of flows that found it full are counted as untracked (the report
+//! says how many), so the totals still add up and nothing tracked is ever
+//! evicted.
 
+use crate::flows::{FlowTable, Transport};
 use crate::hash::FastMap;
-use crate::{addr_text, Config, Count, Seen};
+use crate::{addr_text, Count};
 use serde::Serialize;
-use std::hash::Hash;
 use wv_wire::dissect::{Dissection, LayerKind, ProblemKind};
 use wv_wire::packet::Addr;
 
@@ -114,6 +116,9 @@ impl Conv {
         self.first_ns = self.first_ns.min(ts);
         self.last_ns = self.last_ns.max(ts);
     }
+    pub fn total(&self) -> Count {
+        Count { packets: self.a_to_b.packets + self.b_to_a.packets, bytes: self.a_to_b.bytes + self.b_to_a.bytes }
+    }
     pub fn row(&self, ports: bool) -> ConvRow {
         ConvRow {
             a: self.a.0.text(),
@@ -124,45 +129,6 @@ impl Conv {
             b_to_a: self.b_to_a,
             first_ns: self.first_ns,
             last_ns: self.last_ns,
-        }
-    }
-}
-
-/// An (address, port) pair in canonical order: a TCP or UDP conversation's key.
-pub type PairKey = ((Ip, u16), (Ip, u16));
-
-/// The unordered key of a pair of (address, port).
-pub fn pair_key(x: (Ip, u16), y: (Ip, u16)) -> PairKey {
-    if x <= y {
-        (x, y)
-    } else {
-        (y, x)
-    }
-}
-
-/// A table of at most `cap` entries; what does not fit is counted.
-#[derive(Debug)]
-pub struct Capped<K, V> {
-    pub map: FastMap<K, V>,
-    pub cap: usize,
-    pub untracked: Count,
-}
-
-impl<K: Hash + Eq, V> Capped<K, V> {
-    pub fn new(cap: usize) -> Self {
-        Capped { map: FastMap::default(), cap, untracked: Count::default() }
-    }
-    /// The entry of `k`, created by `new` when there is room; `None` (and
-    /// the packet counted as untracked) when the table is full.
-    pub fn get_or(&mut self, k: K, len: u32, new: impl FnOnce() -> V) -> Option<&mut V> {
-        let full = self.map.len() >= self.cap;
-        match self.map.entry(k) {
-            std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
-            std::collections::hash_map::Entry::Vacant(_) if full => {
-                self.untracked.add(len);
-                None
-            }
-            std::collections::hash_map::Entry::Vacant(e) => Some(e.insert(new())),
         }
     }
 }
@@ -194,82 +160,94 @@ pub struct ConvReport {
     pub endpoints: Table<EndpointRow>,
 }
 
-pub struct Conversations {
-    ip: Capped<(Ip, Ip), Conv>,
-    udp: Capped<PairKey, Conv>,
-    endpoints: Capped<Ip, (Count, Count)>,
-}
-
-/// The rows of a conversation map, by packets then bytes, descending.
-pub fn conv_table<K>(c: Capped<K, Conv>, ports: bool, keep: impl Fn(&Conv) -> bool) -> Table<ConvRow> {
-    let mut rows: Vec<ConvRow> = c.map.values().filter(|v| keep(v)).map(|v| v.row(ports)).collect();
-    rows.sort_by(|x, y| {
+/// The rows of conversations, by packets then bytes, descending (then by
+/// first packet).
+pub fn conv_table(mut convs: Vec<Conv>, ports: bool, untracked: Count) -> Table<ConvRow> {
+    convs.sort_unstable_by(|x, y| {
         let (a, b) = (x.total(), y.total());
         b.packets.cmp(&a.packets).then(b.bytes.cmp(&a.bytes)).then(x.first_ns.cmp(&y.first_ns))
     });
-    Table { count: rows.len(), untracked: c.untracked, rows }
+    let rows: Vec<ConvRow> = convs.iter().map(|c| c.row(ports)).collect();
+    Table { count: rows.len(), untracked, rows }
 }
 
-impl Conversations {
-    pub fn new(cfg: &Config) -> Conversations {
-        Conversations {
-            ip: Capped::new(cfg.max_flows),
-            udp: Capped::new(cfg.max_flows),
-            endpoints: Capped::new(cfg.max_flows),
+/// The conversation tables and endpoints, derived from the flow table
+/// (see [`crate::flows`]): the UDP conversations are the UDP flows; an IP
+/// conversation sums the flows of its address pair, side A the source of
+/// the pair's first frame; an endpoint sums the IP conversations it is in,
+/// as tshark's endpoints tap does (a frame from an address to itself counts
+/// as sent and received).
+pub fn report(flows: FlowTable) -> ConvReport {
+    let untracked = flows.untracked();
+    let untracked_udp = flows.untracked_udp;
+    let flows = flows.into_flows();
+    let mut udp = Vec::new();
+    // (pair) -> (the pair's first frame number, its conversation).
+    let mut ip: FastMap<(Ip, Ip), (u64, Conv)> = FastMap::default();
+    ip.reserve(flows.len());
+    for f in flows {
+        let c = &f.conv;
+        let (x, y) = (c.a.0, c.b.0);
+        let pair = if x <= y { (x, y) } else { (y, x) };
+        let e = ip.entry(pair).or_insert_with(|| (f.first_no, Conv::new((x, 0), (y, 0), c.first_ns)));
+        if f.first_no < e.0 {
+            // This flow's first frame is the pair's first: its source is side A.
+            e.0 = f.first_no;
+            if e.1.a.0 != x {
+                std::mem::swap(&mut e.1.a, &mut e.1.b);
+                std::mem::swap(&mut e.1.a_to_b, &mut e.1.b_to_a);
+            }
+        }
+        let ic = &mut e.1;
+        if x == y {
+            ic.a_to_b.packets += c.a_to_b.packets + c.b_to_a.packets;
+            ic.a_to_b.bytes += c.a_to_b.bytes + c.b_to_a.bytes;
+        } else {
+            let (to_b, to_a) = if ic.a.0 == x { (c.a_to_b, c.b_to_a) } else { (c.b_to_a, c.a_to_b) };
+            ic.a_to_b.packets += to_b.packets;
+            ic.a_to_b.bytes += to_b.bytes;
+            ic.b_to_a.packets += to_a.packets;
+            ic.b_to_a.bytes += to_a.bytes;
+        }
+        ic.first_ns = ic.first_ns.min(c.first_ns);
+        ic.last_ns = ic.last_ns.max(c.last_ns);
+        if f.transport == Transport::Udp {
+            udp.push(f.conv);
         }
     }
+    let mut eps: FastMap<Ip, (Count, Count)> = FastMap::default();
+    eps.reserve(2 * ip.len());
+    let (mut v4, mut v6) = (Vec::new(), Vec::new());
+    for (pair, (_, c)) in ip {
+        let a = eps.entry(c.a.0).or_default();
+        add(&mut a.0, c.a_to_b);
+        add(&mut a.1, c.b_to_a);
+        let b = eps.entry(c.b.0).or_default();
+        add(&mut b.0, c.b_to_a);
+        add(&mut b.1, c.a_to_b);
+        if matches!(pair.0, Ip::V4(_)) {
+            v4.push(c);
+        } else {
+            v6.push(c);
+        }
+    }
+    let mut endpoints: Vec<EndpointRow> =
+        eps.into_iter().map(|(a, (tx, rx))| EndpointRow { address: a.text(), tx, rx }).collect();
+    endpoints.sort_unstable_by(|x, y| {
+        let (a, b) = (x.tx.packets + x.rx.packets, y.tx.packets + y.rx.packets);
+        b.cmp(&a).then((y.tx.bytes + y.rx.bytes).cmp(&(x.tx.bytes + x.rx.bytes)))
+    });
+    ConvReport {
+        ipv4: conv_table(v4, false, untracked),
+        ipv6: conv_table(v6, false, Count::default()),
+        udp: conv_table(udp, true, untracked_udp),
+        endpoints: Table { count: endpoints.len(), untracked, rows: endpoints },
+    }
+}
 
-    pub fn feed(&mut self, s: &Seen<'_>) {
-        let Some((src, dst)) = ip_pair(s.d, s.f.data) else {
-            return;
-        };
-        let (len, ts) = (s.len, s.f.ts_ns);
-        let k = if src <= dst { (src, dst) } else { (dst, src) };
-        if let Some(c) = self.ip.get_or(k, len, || Conv::new((src, 0), (dst, 0), ts)) {
-            c.add((src, 0), len, ts);
-        }
-        if let Some(e) = self.endpoints.get_or(src, len, Default::default) {
-            e.0.add(len);
-        }
-        if src != dst {
-            if let Some(e) = self.endpoints.get_or(dst, len, Default::default) {
-                e.1.add(len);
-            }
-        } else if let Some(e) = self.endpoints.map.get_mut(&dst) {
-            e.1.add(len);
-        }
-        if let Some((sp, dp)) = udp_ports(s.d, s.f.data) {
-            let (x, y) = ((src, sp), (dst, dp));
-            if let Some(c) = self.udp.get_or(pair_key(x, y), len, || Conv::new(x, y, ts)) {
-                c.add(x, len, ts);
-            }
-        }
-    }
-
-    pub fn finish(self, _top: usize) -> ConvReport {
-        let ip = self.ip;
-        let (mut v4, mut v6) = (Capped::new(ip.cap), Capped::new(ip.cap));
-        for (k, c) in ip.map {
-            if matches!(k.0, Ip::V4(_)) {
-                v4.map.insert(k, c);
-            } else {
-                v6.map.insert(k, c);
-            }
-        }
-        v4.untracked = ip.untracked;
-        let mut endpoints: Vec<EndpointRow> =
-            self.endpoints.map.into_iter().map(|(a, (tx, rx))| EndpointRow { address: a.text(), tx, rx }).collect();
-        endpoints.sort_by(|x, y| {
-            let (a, b) = (x.tx.packets + x.rx.packets, y.tx.packets + y.rx.packets);
-            b.cmp(&a).then((y.tx.bytes + y.rx.bytes).cmp(&(x.tx.bytes + x.rx.bytes)))
-        });
-        ConvReport {
-            ipv4: conv_table(v4, false, |_| true),
-            ipv6: conv_table(v6, false, |_| true),
-            udp: conv_table(self.udp, true, |_| true),
-            endpoints: Table { count: endpoints.len(), untracked: self.endpoints.untracked, rows: endpoints },
-        }
-    }
+fn add(c: &mut Count, x: Count) {
+    c.packets += x.packets;
+    c.bytes += x.bytes;
 }
 
 /// The UDP ports of a frame whose UDP header tshark would read and count
@@ -291,4 +269,48 @@ pub fn udp_ports(d: &Dissection, data: &[u8]) -> Option<(u16, u16)> {
         return None;
     }
     d.flow.ports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flows::tests::frame;
+
+    fn ip(n: u8) -> Ip {
+        Ip::V4([10, 0, 0, n])
+    }
+
+    #[test]
+    fn ip_conversations_and_endpoints_sum_the_flows() {
+        let mut t = FlowTable::new(100);
+        let (x, y, z) = (ip(1), ip(2), ip(3));
+        // Frame 1: ICMP-like from x to y (side A of the pair is x); frames
+        // 2-4: a UDP flow started by y; frames 5-6: z to itself.
+        let frames = [
+            ((x, 0), (y, 0), Transport::Other),
+            ((y, 53), (x, 4000), Transport::Udp),
+            ((x, 4000), (y, 53), Transport::Udp),
+            ((y, 53), (x, 4000), Transport::Udp),
+            ((z, 1), (z, 2), Transport::Tcp),
+            ((z, 2), (z, 1), Transport::Tcp),
+        ];
+        for (no, (s, d, tr)) in frames.into_iter().enumerate() {
+            let p = frame(&t, s, d, tr, no as u64 + 1);
+            t.count(&p);
+        }
+        let r = report(t);
+        assert_eq!(r.ipv4.count, 2);
+        let xy = r.ipv4.rows.iter().find(|c| c.a == "10.0.0.1").unwrap();
+        assert_eq!((xy.b.as_str(), xy.a_to_b.packets, xy.b_to_a.packets), ("10.0.0.2", 2, 2));
+        let zz = r.ipv4.rows.iter().find(|c| c.a == "10.0.0.3").unwrap();
+        assert_eq!((zz.a_to_b.packets, zz.b_to_a.packets), (2, 0));
+        assert_eq!(r.udp.count, 1);
+        let u = &r.udp.rows[0];
+        assert_eq!((u.a.as_str(), u.port_a, u.a_to_b.packets, u.b_to_a.packets), ("10.0.0.2", Some(53), 2, 1));
+        let ep = |a: &str| {
+            let e = r.endpoints.rows.iter().find(|e| e.address == a).unwrap();
+            (e.tx.packets, e.rx.packets)
+        };
+        assert_eq!((ep("10.0.0.1"), ep("10.0.0.2"), ep("10.0.0.3")), ((2, 2), (2, 2), (2, 2)));
+    }
 }

@@ -11,12 +11,12 @@
 //! matched).
 
 use crate::hash::frame_hash;
-use crate::hash::FastMap;
+use crate::hash::HashedMap;
 use crate::{percentile, Seen};
 use serde::Serialize;
 
 pub struct Delay {
-    reference: FastMap<u128, Option<u64>>,
+    reference: HashedMap<Option<u64>>,
     cap: usize,
     reference_packets: u64,
     reference_untracked: u64,
@@ -43,7 +43,7 @@ pub struct DelayReport {
 impl Delay {
     pub fn new(cap: usize) -> Delay {
         Delay {
-            reference: FastMap::default(),
+            reference: HashedMap::default(),
             cap,
             reference_packets: 0,
             reference_untracked: 0,

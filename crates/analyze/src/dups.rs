@@ -7,10 +7,10 @@
 //! Memory: a ring of the last `dup_frames` frames' hashes and a map from
 //! hash to the latest frame that had it; both bounded by `dup_frames`.
 
-use crate::hash::frame_hash;
-use crate::hash::FastMap;
+use crate::hash::{frame_hash, HashedMap};
 use crate::{Config, Count, Example, Seen};
 use serde::Serialize;
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 
 pub struct Dups {
@@ -19,7 +19,7 @@ pub struct Dups {
     /// (hash, time, frame number) of the frames in the window, oldest first.
     ring: VecDeque<(u128, u64, u64)>,
     /// hash -> (time, frame number) of the latest frame with it.
-    last: FastMap<u128, (u64, u64)>,
+    last: HashedMap<(u64, u64)>,
     count: Count,
     examples: Vec<Example>,
     max_examples: usize,
@@ -40,7 +40,7 @@ impl Dups {
             window_ns: cfg.dup_window_ns,
             frames: cfg.dup_frames as u64,
             ring: VecDeque::with_capacity(cfg.dup_frames.min(1 << 16)),
-            last: FastMap::with_capacity_and_hasher(cfg.dup_frames.min(1 << 16), Default::default()),
+            last: HashedMap::with_capacity_and_hasher(cfg.dup_frames.min(1 << 16), Default::default()),
             count: Count::default(),
             examples: Vec::new(),
             max_examples: cfg.examples,
@@ -55,21 +55,28 @@ impl Dups {
                 break;
             }
             self.ring.pop_front();
-            if self.last.get(&h).is_some_and(|&(_, ln)| ln == n) {
-                self.last.remove(&h);
-            }
-        }
-        let h = frame_hash(s.f.data, u64::from(s.len));
-        if let Some(&(t, n)) = self.last.get(&h) {
-            // Frames out of time order (several files): the distance either way.
-            if ts.abs_diff(t) <= self.window_ns {
-                self.count.add(s.len);
-                if self.examples.len() < self.max_examples {
-                    self.examples.push(Example::of(s, format!("same as frame {n}")));
+            if let Entry::Occupied(e) = self.last.entry(h) {
+                if e.get().1 == n {
+                    e.remove();
                 }
             }
         }
-        self.last.insert(h, (ts, no));
+        let h = frame_hash(s.f.data, u64::from(s.len));
+        match self.last.entry(h) {
+            Entry::Occupied(mut e) => {
+                let (t, n) = e.insert((ts, no));
+                // Frames out of time order (several files): the distance either way.
+                if ts.abs_diff(t) <= self.window_ns {
+                    self.count.add(s.len);
+                    if self.examples.len() < self.max_examples {
+                        self.examples.push(Example::of(s, format!("same as frame {n}")));
+                    }
+                }
+            }
+            Entry::Vacant(e) => {
+                e.insert((ts, no));
+            }
+        }
         self.ring.push_back((h, ts, no));
     }
 

@@ -9,16 +9,18 @@
 //! * [`dups`]: identical frames within a time and frame-count window;
 //! * [`malformed`]: malformed or unexpected frames by kind;
 //! * [`mix`]: EtherTypes, IP protocols, VLANs, MPLS labels, size histogram;
+//! * [`flows`]: the flow table, looked up once per frame, whose entries hold
+//!   every per-flow state (counters, the TCP connection, the RTP streams);
 //! * [`conv`]: conversations (IP, TCP, UDP) and IP endpoints, as tshark's
-//!   `-z conv,*` and `-z endpoints,ip`;
+//!   `-z conv,*` and `-z endpoints,ip`, derived from the flow table;
 //! * [`qos`]: throughput per interval (`-z io,stat`), TCP sequence analysis
 //!   (retransmissions, out-of-order, duplicate ACKs, handshake RTT, as
 //!   tshark's expert info), RTP streams (`-z rtp,streams`);
 //! * [`delay`]: one-way delay of the same packets seen at two points.
 //!
-//! Memory is bounded by [`Config`]: the flow tables hold at most
-//! `max_flows` entries each (later flows are counted as untracked, never
-//! evicted silently), the duplicate window at most `dup_frames` frames,
+//! Memory is bounded by [`Config`]: the flow table holds at most
+//! `max_flows` flows and at most `max_flows` RTP streams are kept (later
+//! ones are counted as untracked, never evicted silently), the duplicate window at most `dup_frames` frames,
 //! the throughput series at most `max_intervals` intervals. Nothing grows
 //! with the number of packets.
 #![deny(unsafe_code)]
@@ -26,6 +28,7 @@
 pub mod conv;
 pub mod delay;
 pub mod dups;
+pub mod flows;
 pub mod hash;
 pub mod malformed;
 pub mod mix;
@@ -48,7 +51,8 @@ pub struct Config {
     pub mtu: u32,
     /// Throughput interval (ns).
     pub step_ns: u64,
-    /// Most entries per flow table (conversations, endpoints, TCP, RTP).
+    /// Most flows (address pair, transport, port pair) in the flow table;
+    /// also most RTP streams.
     pub max_flows: usize,
     /// Most throughput intervals kept.
     pub max_intervals: usize,
@@ -131,9 +135,28 @@ impl Example {
 pub fn addr_text(a: &Addr) -> String {
     match a {
         Addr::None => String::new(),
-        Addr::V4(b) => std::net::Ipv4Addr::from(*b).to_string(),
+        Addr::V4(b) => v4_text(*b),
         Addr::V6(b) => std::net::Ipv6Addr::from(*b).to_string(),
     }
+}
+
+/// Dotted decimal, as `Ipv4Addr`'s `Display` without the formatting
+/// machinery (the tables of a big capture hold millions of addresses).
+fn v4_text(b: [u8; 4]) -> String {
+    let mut s = String::with_capacity(15);
+    for (i, x) in b.into_iter().enumerate() {
+        if i > 0 {
+            s.push('.');
+        }
+        if x >= 100 {
+            s.push(char::from(b'0' + x / 100));
+        }
+        if x >= 10 {
+            s.push(char::from(b'0' + x / 10 % 10));
+        }
+        s.push(char::from(b'0' + x % 10));
+    }
+    s
 }
 
 /// "src:port > dst:port proto" for a dissected frame.
@@ -238,7 +261,9 @@ pub struct Analyzer {
     dups: dups::Dups,
     malformed: malformed::Malformed,
     mix: mix::Mix,
-    conv: conv::Conversations,
+    flows: flows::FlowTable,
+    /// The last frame's flow work, done after the next frame's dissection.
+    pending: Option<flows::Placed>,
     io: qos::io::IoStat,
     tcp: qos::tcp::TcpAnalysis,
     rtp: qos::rtp::Rtp,
@@ -260,7 +285,9 @@ impl Analyzer {
             dups: dups::Dups::new(&cfg),
             malformed: malformed::Malformed::new(&cfg),
             mix: mix::Mix::new(&cfg),
-            conv: conv::Conversations::new(&cfg),
+            // Flows hold u32 indexes into the TCP and RTP state.
+            flows: flows::FlowTable::new(cfg.max_flows.min(u32::MAX as usize - 1)),
+            pending: None,
             io: qos::io::IoStat::new(&cfg),
             tcp: qos::tcp::TcpAnalysis::new(&cfg),
             rtp: qos::rtp::Rtp::new(&cfg),
@@ -309,13 +336,33 @@ impl Analyzer {
         }
         self.malformed.feed(&s);
         self.mix.feed(&s);
-        self.conv.feed(&s);
-        self.tcp.feed(&s);
-        self.rtp.feed(&s);
+        // The flow work of this frame follows the next one's dissection,
+        // its flow table slot loading meanwhile.
+        let p = flows::Placed::of(&s, &self.flows);
+        if let Some(p) = &p {
+            self.flows.prefetch(p);
+        }
+        if let Some(prev) = std::mem::replace(&mut self.pending, p) {
+            self.flow_work(&prev);
+        }
+    }
+
+    /// A frame's work on its flow: counters, TCP analysis, RTP streams.
+    fn flow_work(&mut self, p: &flows::Placed) {
+        match (self.flows.count(p), p.segment, p.rtp) {
+            (Some(flow), Some(seg), _) => self.tcp.feed(p, seg, &mut flow.state),
+            (Some(flow), None, Some(h)) => self.rtp.feed(p, h, &mut flow.state),
+            (None, None, Some(_)) => self.rtp.untracked(),
+            _ => {}
+        }
     }
 
     /// The report (consumes the analyzer).
-    pub fn finish(self) -> Report {
+    pub fn finish(mut self) -> Report {
+        if let Some(p) = self.pending.take() {
+            self.flow_work(&p);
+        }
+        let untracked_tcp = self.flows.untracked_tcp;
         Report {
             frames: self.frames,
             bytes: self.bytes,
@@ -325,11 +372,23 @@ impl Analyzer {
             duplicates: self.dups.finish(),
             malformed: self.malformed.finish(),
             mix: self.mix.finish(),
-            conversations: self.conv.finish(self.cfg.top),
+            conversations: conv::report(self.flows),
             throughput: self.io.finish(),
-            tcp: self.tcp.finish(self.cfg.top),
+            tcp: self.tcp.finish(self.cfg.top, untracked_tcp),
             rtp: self.rtp.finish(),
             delay: self.delay.map(delay::Delay::finish),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v4_text_is_dotted_decimal() {
+        for b in [[0, 0, 0, 0], [10, 200, 90, 165], [255, 9, 100, 99], [1, 20, 255, 0]] {
+            assert_eq!(v4_text(b), std::net::Ipv4Addr::from(b).to_string());
         }
     }
 }

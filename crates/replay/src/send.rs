@@ -5,12 +5,16 @@
 //!
 //! Waiting: a target more than [`SPIN_NS`] ahead is slept for with an
 //! absolute deadline on `CLOCK_MONOTONIC` (`clock_nanosleep(TIMER_ABSTIME)`,
-//! waking [`SPIN_NS`] early), the rest is spun on the clock: timer slack and
-//! wake-up latency are tens of microseconds, a relative sleep per packet
-//! would add them up. A packet that had to be waited for is sent at once;
-//! packets that are already due when they arrive (a burst, or a sender
-//! behind schedule) join the batch until it is full or a packet arrives
-//! that is not due yet. At top speed every batch is full.
+//! waking [`SPIN_NS`] early), the rest is spun on the clock: wake-up latency
+//! is tens of microseconds, a relative sleep per packet would add them up.
+//! The thread's timer slack (50 us by default, added to every sleep) is set
+//! to 1 ns, so that a wake-up later than [`SPIN_NS`] is rare. (A margin that
+//! widened after late wake-ups was tried and made things worse on a loaded
+//! machine: a thread that spins longer is preempted more.) A packet that had
+//! to be waited for is sent at once; packets that are already due when they
+//! arrive (a burst, or a sender behind schedule) join the batch until it is
+//! full or a packet arrives that is not due yet. At top speed every batch is
+//! full.
 //!
 //! Lateness is the clock read after the send call returned minus the
 //! packet's target (an upper bound of when the driver had it).
@@ -98,8 +102,10 @@ pub struct Replayer<T: Transmit> {
 }
 
 impl<T: Transmit> Replayer<T> {
-    /// A replayer whose schedule starts when its first packet arrives.
+    /// A replayer whose schedule starts when its first packet arrives. It
+    /// runs on the calling thread, whose timer slack it sets to 1 ns.
     pub fn new(tx: T, cfg: Config, pacing: crate::Pacing) -> Replayer<T> {
+        wv_sys::cpu::set_timer_slack_ns(1);
         Replayer {
             tx,
             cfg,

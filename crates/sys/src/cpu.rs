@@ -61,6 +61,24 @@ fn clock_ns(id: libc::clockid_t) -> u64 {
     ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
 }
 
+/// Sets the calling thread's timer slack (`PR_SET_TIMERSLACK`): how much
+/// later than asked the kernel may end its sleeps, to group wake-ups. The
+/// default is 50 us; a thread that sleeps to a deadline and then spins the
+/// last microseconds (replay at recorded timing) wants 1 ns. Best effort:
+/// an error leaves the default.
+pub fn set_timer_slack_ns(ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and touches no memory.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_TIMERSLACK,
+            ns.max(1) as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+    }
+}
+
 /// Total physical memory in bytes.
 pub fn total_memory() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
@@ -136,4 +154,24 @@ pub fn lower_current_thread(nice: i32, io_level: u32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timer_slack_is_set_for_the_calling_thread_only() {
+        // SAFETY: PR_GET_TIMERSLACK takes no pointer; it returns the slack.
+        let get = || unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+        let before = get();
+        let inner = std::thread::spawn(move || {
+            set_timer_slack_ns(1);
+            get()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(inner, 1);
+        assert_eq!(get(), before);
+    }
 }

@@ -383,6 +383,51 @@ fn built_capture_counts_are_exact() {
     compare_with_tshark(&file, &r);
 }
 
+/// `--max-flows 2` on the built capture: the first two flows (the TCP
+/// connection, the duplicated UDP flow) are tracked, every frame of a later
+/// flow is counted as untracked in each table (the RTP stream's too), and
+/// tracked plus untracked equal the uncapped run's totals (which the test
+/// above holds to tshark's).
+#[test]
+fn full_flow_table_counts_later_flows_as_untracked() {
+    let dir = TempDir::new("analyze-cap");
+    let file = dir.join("built.pcap");
+    write_pcap(&file, 1, 65535, true, &build());
+    let all = analyze_json(&file, &[]);
+    let cap = analyze_json(&file, &["--max-flows", "2"]);
+    let packets =
+        |t: &Value, key: &str| -> u64 { t["rows"].as_array().unwrap().iter().map(|r| n(&r[key]["packets"])).sum() };
+    let total = |t: &Value| packets(t, "a_to_b") + packets(t, "b_to_a");
+    for (name, t, count) in [
+        ("ipv4", &cap["conversations"]["ipv4"], 2),
+        ("udp", &cap["conversations"]["udp"], 1),
+        ("tcp", &cap["tcp"]["conversations"], 1),
+    ] {
+        assert_eq!(n(&t["count"]), count, "{name}: {t}");
+        let whole = match name {
+            "tcp" => &all["tcp"]["conversations"],
+            _ => &all["conversations"][name],
+        };
+        assert_eq!(n(&whole["untracked"]["packets"]), 0, "{name}");
+        // (The one TCP connection is tracked; the frame with a bad data offset is no segment.)
+        assert_eq!(n(&t["untracked"]["packets"]) > 0, name != "tcp", "{name}: {t}");
+        assert_eq!(total(t) + n(&t["untracked"]["packets"]), total(whole), "{name}");
+    }
+    let (e, whole) = (&cap["conversations"]["endpoints"], &all["conversations"]["endpoints"]);
+    assert_eq!(n(&e["count"]), 4);
+    assert_eq!(packets(e, "tx") + n(&e["untracked"]["packets"]), packets(whole, "tx"));
+    assert_eq!(cap["rtp"]["streams"].as_array().unwrap().len(), 0);
+    assert_eq!(n(&cap["rtp"]["untracked_packets"]), n(&all["rtp"]["streams"][0]["packets"]));
+    // The TCP connection was tracked from its first segment: the same analysis.
+    for k in ["segments", "retransmissions", "out_of_order", "duplicate_acks"] {
+        assert_eq!(cap["tcp"][k], all["tcp"][k], "{k}");
+    }
+    // Statistics without a flow table do not change (the mix caps MPLS labels at --max-flows).
+    for k in ["frames", "duplicates", "malformed", "throughput"] {
+        assert_eq!(cap[k], all[k], "{k}");
+    }
+}
+
 /// tshark's `-z io,stat,1`, `-z conv,tcp|udp|ip` and `-z endpoints,ip` against our report.
 fn compare_with_tshark(file: &Path, r: &Value) {
     let out = run_ok(

@@ -10,9 +10,13 @@
 //!
 //! A UDP flow that merely looks like RTP is counted as one: tshark only
 //! tries the heuristic on ports no other dissector claims, this module on
-//! every port. Memory: at most `max_flows` streams.
+//! every port. The flow table ([`crate::flows`]) finds a packet's streams:
+//! a UDP flow holds the first of its streams, each the next. Memory: at
+//! most `max_flows` streams; packets of further streams (or of flows that
+//! found the flow table full) are counted as untracked.
 
-use crate::conv::{ip_pair, udp_ports, Capped, Ip};
+use crate::conv::Ip;
+use crate::flows::Placed;
 use crate::{Config, Seen};
 use serde::Serialize;
 use wv_wire::dissect::LayerKind;
@@ -30,8 +34,11 @@ pub fn clock_rate(pt: u8) -> u32 {
     }
 }
 
+/// The RTP header fields used: payload type, sequence number, timestamp, SSRC.
+pub type RtpHeader = (u8, u16, u32, u32);
+
 /// The RTP header fields used, when `p` (a UDP payload) passes the test.
-pub fn header(p: &[u8]) -> Option<(u8, u16, u32, u32)> {
+pub fn header(p: &[u8]) -> Option<RtpHeader> {
     if p.len() < 12 || p[0] >> 6 != 2 {
         return None;
     }
@@ -58,6 +65,9 @@ type Key = ((Ip, u16), (Ip, u16), u32);
 
 #[derive(Debug, Clone)]
 struct Stream {
+    key: Key,
+    /// 1 + the index of the next stream of the same UDP flow, 0 at the end.
+    next: u32,
     pt: u8,
     packets: u64,
     first_ns: u64,
@@ -110,64 +120,71 @@ pub struct RtpReport {
 }
 
 pub struct Rtp {
-    streams: Capped<Key, Stream>,
-    order: Vec<Key>,
+    /// In the order they were first seen (the report's).
+    streams: Vec<Stream>,
+    cap: usize,
+    untracked_packets: u64,
+}
+
+/// The RTP header of a UDP frame's payload, when it passes the test.
+pub fn rtp_of(s: &Seen<'_>) -> Option<RtpHeader> {
+    let at = s.d.layer(LayerKind::Udp)?.offset as usize;
+    let ulen = s.f.data.get(at + 4..at + 6).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))?;
+    let end = (at + ulen).min(s.f.data.len());
+    header(s.f.data.get(at + 8..end)?)
 }
 
 impl Rtp {
     pub fn new(cfg: &Config) -> Rtp {
-        Rtp { streams: Capped::new(cfg.max_flows), order: Vec::new() }
+        Rtp { streams: Vec::new(), cap: cfg.max_flows, untracked_packets: 0 }
     }
 
-    pub fn feed(&mut self, s: &Seen<'_>) {
-        let Some((sp, dp)) = udp_ports(s.d, s.f.data) else {
-            return;
-        };
-        let Some((src, dst)) = ip_pair(s.d, s.f.data) else {
-            return;
-        };
-        let Some(l) = s.d.layer(LayerKind::Udp) else {
-            return;
-        };
-        let at = l.offset as usize;
-        let Some(ulen) = s.f.data.get(at + 4..at + 6).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]]))) else {
-            return;
-        };
-        let end = (at + ulen).min(s.f.data.len());
-        let Some(payload) = s.f.data.get(at + 8..end) else {
-            return;
-        };
-        let Some((pt, seq, rtp_ts, ssrc)) = header(payload) else {
-            return;
-        };
-        let key = ((src, sp), (dst, dp), ssrc);
-        let ts = s.f.ts_ns;
-        let new = !self.streams.map.contains_key(&key);
-        let Some(st) = self.streams.get_or(key, s.len, || Stream {
-            pt,
-            packets: 0,
-            first_ns: ts,
-            last_ns: ts,
-            base_seq: i64::from(seq),
-            max_seq: i64::from(seq),
-            last_seq: i64::from(seq),
-            first_rtp_ts: u64::from(rtp_ts),
-            last_rtp_ts: i64::from(rtp_ts),
-            last_arrival_ms: 0.0,
-            last_nominal_ms: 0.0,
-            jitter_ms: 0.0,
-            max_jitter_ms: 0.0,
-            sum_jitter_ms: 0.0,
-            min_delta_ms: f64::MAX,
-            max_delta_ms: 0.0,
-            sum_delta_ms: 0.0,
-            sequence_errors: 0,
-        }) else {
-            return;
-        };
-        if new {
-            self.order.push(key);
+    /// An RTP packet of a flow that found the flow table full.
+    pub fn untracked(&mut self) {
+        self.untracked_packets += 1;
+    }
+
+    /// An RTP packet of UDP flow `p` (whose ports tshark's UDP tap reads);
+    /// `slot` is its flow's (1 + the index of the flow's first stream, 0
+    /// before one is seen).
+    pub fn feed(&mut self, p: &Placed, (pt, seq, rtp_ts, ssrc): RtpHeader, slot: &mut u32) {
+        let (src, dst) = (p.src, p.dst);
+        let mut i = *slot;
+        while i != 0 && !(self.streams[i as usize - 1].key.0 == src && self.streams[i as usize - 1].key.2 == ssrc) {
+            i = self.streams[i as usize - 1].next;
         }
+        let ts = p.ts;
+        if i == 0 {
+            if self.streams.len() >= self.cap {
+                self.untracked_packets += 1;
+                return;
+            }
+            self.streams.push(Stream {
+                key: (src, dst, ssrc),
+                next: *slot,
+                pt,
+                packets: 0,
+                first_ns: ts,
+                last_ns: ts,
+                base_seq: i64::from(seq),
+                max_seq: i64::from(seq),
+                last_seq: i64::from(seq),
+                first_rtp_ts: u64::from(rtp_ts),
+                last_rtp_ts: i64::from(rtp_ts),
+                last_arrival_ms: 0.0,
+                last_nominal_ms: 0.0,
+                jitter_ms: 0.0,
+                max_jitter_ms: 0.0,
+                sum_jitter_ms: 0.0,
+                min_delta_ms: f64::MAX,
+                max_delta_ms: 0.0,
+                sum_delta_ms: 0.0,
+                sequence_errors: 0,
+            });
+            i = u32::try_from(self.streams.len()).unwrap_or(u32::MAX);
+            *slot = i;
+        }
+        let st = &mut self.streams[i as usize - 1];
         // Extended sequence number and RTP timestamp: nearest to the last.
         let ext_seq = st.last_seq + i64::from(seq.wrapping_sub(st.last_seq as u16) as i16);
         let ext_ts = st.last_rtp_ts + i64::from(rtp_ts.wrapping_sub(st.last_rtp_ts as u32) as i32);
@@ -203,12 +220,8 @@ impl Rtp {
 
     pub fn finish(self) -> RtpReport {
         let mut streams = Vec::new();
-        let mut map = self.streams.map;
-        for key in self.order {
-            let Some(st) = map.remove(&key) else {
-                continue;
-            };
-            let ((src, sp), (dst, dp), ssrc) = key;
+        for st in self.streams {
+            let ((src, sp), (dst, dp), ssrc) = st.key;
             let expected = st.max_seq - st.base_seq + 1;
             let lost = expected - st.packets as i64;
             let jitter = clock_rate(st.pt) > 0;
@@ -233,7 +246,7 @@ impl Rtp {
                 last_ns: st.last_ns,
             });
         }
-        RtpReport { streams, untracked_packets: self.streams.untracked.packets }
+        RtpReport { streams, untracked_packets: self.untracked_packets }
     }
 }
 

@@ -21,11 +21,15 @@
 //! to the first ACK without SYN after it.
 //!
 //! A connection is a port pair until a SYN with another initial sequence
-//! number reuses it (tshark's new `tcp.stream`). Memory: at most
-//! `max_flows` connections; each keeps at most 1000 unacknowledged segment
-//! ends per direction, as tshark does (`TCP_MAX_UNACKED_SEGMENTS`).
+//! number reuses it (tshark's new `tcp.stream`). The flow table
+//! ([`crate::flows`]) finds a segment's connection: a TCP flow holds the
+//! index of its current one. Memory: one connection per TCP flow (at most
+//! `max_flows`), at most `max_flows` replaced ones kept for the tables; each
+//! keeps at most 1000 unacknowledged segment ends per direction, as tshark
+//! does (`TCP_MAX_UNACKED_SEGMENTS`).
 
-use crate::conv::{conv_table, ip_pair, pair_key, Capped, Conv, ConvRow, Ip, PairKey, Table};
+use crate::conv::{conv_table, Conv, ConvRow, Ip, Table};
+use crate::flows::Placed;
 use crate::{Config, Count, Percentiles, Seen};
 use serde::Serialize;
 use wv_wire::dissect::{LayerKind, ProblemKind};
@@ -147,9 +151,11 @@ pub struct TcpReport {
 }
 
 pub struct TcpAnalysis {
-    conns: Capped<PairKey, Connection>,
+    /// The current connection of each TCP flow.
+    conns: Vec<Connection>,
     /// Connections replaced by a reuse of their ports, for the tables.
     closed: Vec<Connection>,
+    cap: usize,
     counts: TcpCounts,
     examples: usize,
     first: [Vec<u64>; 3],
@@ -157,7 +163,7 @@ pub struct TcpAnalysis {
 
 /// A TCP segment as the analysis needs it.
 #[derive(Debug, Clone, Copy)]
-struct Segment {
+pub struct Segment {
     seq: u32,
     ack: u32,
     seglen: u32,
@@ -168,7 +174,7 @@ struct Segment {
 
 /// The TCP segment of a frame when tshark would analyse it: whole header
 /// captured, sane data offset, not a fragment.
-fn segment(s: &Seen<'_>) -> Option<Segment> {
+pub fn segment(s: &Seen<'_>) -> Option<Segment> {
     let l = s.d.layer(LayerKind::Tcp)?;
     if s.d.first_fragment || s.d.flow.later_fragment {
         return None;
@@ -218,30 +224,29 @@ fn wscale(mut o: &[u8]) -> Option<u8> {
 impl TcpAnalysis {
     pub fn new(cfg: &Config) -> TcpAnalysis {
         TcpAnalysis {
-            conns: Capped::new(cfg.max_flows),
+            conns: Vec::new(),
             closed: Vec::new(),
+            cap: cfg.max_flows,
             counts: TcpCounts::default(),
             examples: cfg.examples,
             first: Default::default(),
         }
     }
 
-    pub fn feed(&mut self, s: &Seen<'_>) {
-        let Some(seg) = segment(s) else {
-            return;
+    /// Analyses segment `seg` of TCP flow `p`; `slot` is its flow's (1 +
+    /// the index of the flow's connection, 0 before its first).
+    pub fn feed(&mut self, p: &Placed, seg: Segment, slot: &mut u32) {
+        let (src, dst, ts) = (p.src, p.dst, p.ts);
+        let i = match *slot {
+            0 => {
+                self.conns.push(Connection::new(src, dst, ts));
+                *slot = u32::try_from(self.conns.len()).unwrap_or(u32::MAX);
+                self.conns.len() - 1
+            }
+            n => n as usize - 1,
         };
-        let Some((sip, dip)) = ip_pair(s.d, s.f.data) else {
-            return;
-        };
-        let Some((sp, dp)) = s.d.flow.ports else {
-            return;
-        };
-        let (src, dst, ts) = ((sip, sp), (dip, dp), s.f.ts_ns);
-        let key = pair_key(src, dst);
-        let cap = self.conns.cap;
-        let Some(c) = self.conns.get_or(key, s.len, || Connection::new(src, dst, ts)) else {
-            return;
-        };
+        let cap = self.cap;
+        let c = &mut self.conns[i];
         let mut dir = usize::from(src != c.conv.a);
         // A new SYN with another initial sequence number: the ports are reused.
         if seg.flags & (SYN | ACK) == SYN && c.half[dir].base.is_some_and(|b| b != seg.seq) {
@@ -251,14 +256,14 @@ impl TcpAnalysis {
             }
             dir = 0;
         }
-        c.conv.add(src, s.len, ts);
+        c.conv.add(src, p.len, ts);
         let f = analyze(c, dir, ts, seg);
         self.counts.segments += 1;
         let c = &mut self.counts;
         if f & (flag::RETRANSMISSION | flag::FAST_RETRANSMISSION | flag::SPURIOUS_RETRANSMISSION) != 0 {
             c.retransmissions += 1;
             if self.first[0].len() < self.examples {
-                self.first[0].push(s.no);
+                self.first[0].push(p.no);
             }
         }
         c.fast_retransmissions += u64::from(f & flag::FAST_RETRANSMISSION != 0);
@@ -266,13 +271,13 @@ impl TcpAnalysis {
         if f & flag::OUT_OF_ORDER != 0 {
             c.out_of_order += 1;
             if self.first[1].len() < self.examples {
-                self.first[1].push(s.no);
+                self.first[1].push(p.no);
             }
         }
         if f & flag::DUPLICATE_ACK != 0 {
             c.duplicate_acks += 1;
             if self.first[2].len() < self.examples {
-                self.first[2].push(s.no);
+                self.first[2].push(p.no);
             }
         }
         c.lost_segments += u64::from(f & flag::LOST_PACKET != 0);
@@ -282,24 +287,24 @@ impl TcpAnalysis {
         c.window_updates += u64::from(f & flag::WINDOW_UPDATE != 0);
     }
 
-    pub fn finish(self, top: usize) -> TcpReport {
-        let mut all = Capped::new(usize::MAX);
+    /// The report; `untracked`: segments of flows that found the flow table full.
+    pub fn finish(self, top: usize, untracked: Count) -> TcpReport {
+        let mut all = Vec::with_capacity(self.closed.len() + self.conns.len());
         let mut rtts = Vec::new();
         let mut rows = Vec::new();
-        for (i, c) in self.closed.into_iter().chain(self.conns.map.into_values()).enumerate() {
+        for c in self.closed.into_iter().chain(self.conns) {
             if let Some(r) = c.first_rtt_ns {
                 rtts.push(r);
                 rows.push(RttRow { client: end_text(c.conv.a), server: end_text(c.conv.b), rtt_ns: r });
             }
-            all.map.insert(i, c.conv);
+            all.push(c.conv);
         }
-        all.untracked = self.conns.untracked;
         rows.sort_by_key(|r| std::cmp::Reverse(r.rtt_ns));
         rows.truncate(top);
         let [r, o, d] = self.first;
         TcpReport {
             counts: self.counts,
-            conversations: conv_table(all, true, |_| true),
+            conversations: conv_table(all, true, untracked),
             handshake_rtt: Percentiles::of(rtts),
             slowest_handshakes: rows,
             first_retransmissions: r,

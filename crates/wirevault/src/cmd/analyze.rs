@@ -37,8 +37,9 @@ pub struct Args {
     /// Frames whose network layer is longer than this are reported as over the MTU.
     #[arg(long, value_name = "BYTES", default_value_t = wv_analyze::Config::default().mtu)]
     pub mtu: u32,
-    /// Most entries per table (conversations, endpoints, TCP connections, RTP
-    /// streams, reference packets of --against); packets beyond are counted as untracked.
+    /// Most flows (address pair, transport, port pair: every per-flow statistic shares
+    /// one table), RTP streams and reference packets of --against; packets beyond are
+    /// counted as untracked.
     #[arg(long, value_name = "N", default_value_t = wv_analyze::Config::default().max_flows)]
     pub max_flows: usize,
     /// Rows of each list in the table.
@@ -159,15 +160,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             say!("wirevault: wrote {}", f.display());
         }
     }
-    let text = if args.json {
-        serde_json::to_string_pretty(&report)
-            .map_err(|e| fail(exit::ERROR, format!("cannot encode the report: {e}")))?
-            + "\n"
+    // Straight to standard output through a buffer: the JSON of a big
+    // capture lists every conversation, and need not be held whole.
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &report).map_err(std::io::Error::from).and_then(|_| out.write_all(b"\n"))
     } else {
-        wv_analyze::report::table(&report, args.top)
+        out.write_all(wv_analyze::report::table(&report, args.top).as_bytes())
     };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+    match written.and_then(|_| out.flush()) {
         Ok(()) => Ok(exit::OK),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(exit::OK),
         Err(e) => Err(fail(exit::ERROR, format!("cannot write the report: {e}"))),
