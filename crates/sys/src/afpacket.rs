@@ -41,10 +41,12 @@ use crate::bpf;
 pub use crate::error::Error;
 
 mod block;
+mod held;
 /// Sending frames (`wirevault replay`): sendmmsg batches with qdisc bypass, the monotonic clock.
 pub mod tx;
 use crate::netif;
 pub use block::{Block, Frames, Rewritten, ZcRecord};
+pub use held::{BlockId, BlockWriter, Next, WriteDone};
 
 /// How a fanout group spreads packets over its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,11 +306,26 @@ impl Ring {
     /// `Err(InterfaceDown)` is reported once when the interface goes down or is deleted; the ring
     /// stays usable and captures again if the interface comes back up.
     pub fn next_block(&mut self, timeout_ms: i32) -> Result<Option<Block<'_>>, Error> {
+        let Some((idx, status)) = self.next_ready(timeout_ms, None)? else { return Ok(None) };
+        // SAFETY: `idx < block_count`, so the offset stays inside the mapping.
+        let ptr = unsafe { self.map.ptr.add(idx * self.block_size) };
+        Ok(Some(Block { ptr, len: self.block_size, status, release: true, _ring: PhantomData }))
+    }
+
+    /// Waits (at most `timeout_ms`) until the next block in ring order is user space's, then
+    /// moves past it and returns its index and status word. With `also`, the poll also wakes
+    /// when that descriptor is readable (`Ok(None)` then, as on a timeout).
+    fn next_ready(&mut self, timeout_ms: i32, also: Option<RawFd>) -> Result<Option<(usize, u32)>, Error> {
         let mut status = self.status(self.next).load(Ordering::Acquire);
         if status & libc::TP_STATUS_USER == 0 {
-            let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
-            // SAFETY: one valid, exclusively borrowed pollfd.
-            let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+            let ev = libc::POLLIN | libc::POLLERR;
+            let mut pfd = [
+                libc::pollfd { fd: self.fd.as_raw_fd(), events: ev, revents: 0 },
+                libc::pollfd { fd: also.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+            ];
+            let n = if also.is_some() { 2 } else { 1 };
+            // SAFETY: `n` valid, exclusively borrowed pollfds (a negative fd is ignored).
+            let rc = unsafe { libc::poll(pfd.as_mut_ptr(), n, timeout_ms) };
             if rc < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -318,7 +335,7 @@ impl Ring {
             }
             status = self.status(self.next).load(Ordering::Acquire);
             if status & libc::TP_STATUS_USER == 0 {
-                if pfd.revents & libc::POLLERR != 0 {
+                if pfd[0].revents & libc::POLLERR != 0 {
                     self.take_socket_error()?;
                 }
                 return Ok(None);
@@ -326,9 +343,7 @@ impl Ring {
         }
         let idx = self.next;
         self.next = (idx + 1) % self.block_count;
-        // SAFETY: `idx < block_count`, so the offset stays inside the mapping.
-        let ptr = unsafe { self.map.ptr.add(idx * self.block_size) };
-        Ok(Some(Block { ptr, len: self.block_size, status, _ring: PhantomData }))
+        Ok(Some((idx, status)))
     }
 
     /// Asks the kernel to put the NIC's raw hardware receive stamp into each frame header
@@ -798,7 +813,7 @@ mod tests {
                 want.push((7_000_000_000 + i as u64, stored, wire + if vlan.is_some() { 4 } else { 0 }));
                 off += next;
             }
-            let mut block = Block { ptr, len: 8192, status: libc::TP_STATUS_USER, _ring: PhantomData };
+            let mut block = Block { ptr, len: 8192, status: libc::TP_STATUS_USER, release: true, _ring: PhantomData };
             let mut recs = Vec::new();
             let rw = block.rewrite_pcapng(snaplen as u32, true, &mut recs);
             assert_eq!(rw.misplaced, 0);

@@ -39,6 +39,13 @@ pub struct Writer {
     tail_busy: Option<u64>,
 }
 
+impl AsRawFd for Writer {
+    /// The io_uring's descriptor: readable (`poll`) when completions are waiting.
+    fn as_raw_fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+}
+
 impl Writer {
     pub fn new(depth: u32) -> io::Result<Writer> {
         Ok(Writer {

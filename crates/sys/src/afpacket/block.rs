@@ -6,16 +6,20 @@
 use super::*;
 use wv_wire::octets::{Endian, Octets};
 
-/// A block of packets owned by user space until dropped.
+/// A block of packets owned by user space until dropped (from [`Ring::next_block`]), or a view
+/// of a block a [`super::BlockWriter`] holds (which hands it back itself).
 ///
 /// Invariant: `ptr..ptr + len` is one block of the ring's mapping whose status word had
 /// `TP_STATUS_USER` when the block was created (loaded with `Acquire`), so the kernel does not
-/// write it until `drop` stores `TP_STATUS_KERNEL`; the `&mut Ring` borrow keeps the mapping
-/// alive and prevents a second `Block` from existing.
+/// write it until `TP_STATUS_KERNEL` is stored (by `drop` when `release`, else by the
+/// `BlockWriter`); the `&mut Ring` (or `&mut BlockWriter`) borrow keeps the mapping alive and
+/// prevents a second `Block` from existing; no write of the block is in flight while it exists.
 pub struct Block<'a> {
     pub(super) ptr: NonNull<u8>,
     pub(super) len: usize,
     pub(super) status: u32,
+    /// Dropping the block hands it back to the kernel.
+    pub(super) release: bool,
     pub(super) _ring: PhantomData<&'a mut Ring>,
 }
 
@@ -71,6 +75,9 @@ impl Block<'_> {
 
 impl Drop for Block<'_> {
     fn drop(&mut self) {
+        if !self.release {
+            return;
+        }
         // SAFETY: the status word is inside the block (BLOCK_STATUS + 4 <= block size) and
         // 4-byte aligned (blocks are page aligned); the kernel accesses it concurrently, so it
         // is only accessed atomically. No slice of the block is alive (they all borrow `self`).

@@ -1,0 +1,295 @@
+//! Ring blocks held past the next one and written to files with io_uring
+//! straight from the ring's mapping (the zero-copy path): several writes in
+//! flight, each block handed back to the kernel once ITS writes completed, in
+//! ring order.
+//!
+//! Why in ring order: the kernel fills blocks strictly in order and, when the
+//! next one is still user space's, freezes the ring and drops until exactly
+//! that block comes back (`prb_queue_frozen`); a later block handed back early
+//! would not be used any sooner. So a block whose write completed early waits
+//! for the ones before it, which costs nothing.
+//!
+//! Why the writes live here and not in the store: the kernel reads a block's
+//! memory until the write's completion is reaped, so the mapping must outlive
+//! every write in flight. [`BlockWriter`] owns both the [`Ring`] and the
+//! io_uring, keeps each file open (an `Arc<File>`) until its write completed,
+//! and its `Drop` reaps every write before the ring is unmapped.
+
+use super::*;
+use crate::uring;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::sync::Arc;
+
+/// A block taken with [`BlockWriter::take`]. Ids are unique for the writer's life (a serial
+/// number beside the block's index), so a stale id is refused, not taken for a newer lap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockId {
+    idx: usize,
+    serial: u64,
+}
+
+/// What [`BlockWriter::take`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// The next block, now held.
+    Block(BlockId),
+    /// Writes completed (their blocks went back; [`BlockWriter::reap`] gives the results).
+    Completed,
+    /// Nothing within the timeout (or a signal).
+    Idle,
+}
+
+/// A completed write of a held block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteDone {
+    /// The caller's tag given to [`BlockWriter::write`].
+    pub tag: u64,
+    /// File offset and length of the write.
+    pub offset: u64,
+    pub len: u32,
+    /// Bytes written, or a negative errno.
+    pub result: i32,
+}
+
+impl WriteDone {
+    /// The whole write reached the file.
+    pub fn complete(&self) -> bool {
+        self.result >= 0 && self.result as u32 == self.len
+    }
+}
+
+struct Held {
+    id: BlockId,
+    /// Writes of this block in flight.
+    writes: u32,
+    /// The caller submits no more writes for it ([`BlockWriter::seal`]).
+    sealed: bool,
+}
+
+struct Slot {
+    serial: u64,
+    /// Kept open until the completion is reaped.
+    _file: Arc<File>,
+    tag: u64,
+    offset: u64,
+    len: u32,
+}
+
+/// A TPACKET_V3 ring whose blocks user space holds until their O_DIRECT writes completed. See
+/// the module documentation.
+pub struct BlockWriter {
+    io: uring::Writer,
+    /// Blocks taken and not yet handed back, in ring order.
+    held: VecDeque<Held>,
+    serial: u64,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    depth: usize,
+    cqes: Vec<uring::Completion>,
+    /// Completions reaped and not yet given to the caller.
+    done: Vec<WriteDone>,
+    // Dropped last (after `Drop::drop` reaped every write): unmaps the ring.
+    ring: Ring,
+}
+
+impl std::fmt::Debug for BlockWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockWriter")
+            .field("ring", &self.ring)
+            .field("held", &self.held.len())
+            .field("in_flight", &self.io.in_flight())
+            .finish()
+    }
+}
+
+impl BlockWriter {
+    /// Takes over `ring` (opened with [`Ring::open_zero_copy`]) with up to `depth` writes in
+    /// flight (at least 1).
+    pub fn new(ring: Ring, depth: u32) -> io::Result<BlockWriter> {
+        let depth = depth.max(1);
+        Ok(BlockWriter {
+            io: uring::Writer::new(depth.next_power_of_two().max(2))?,
+            held: VecDeque::with_capacity(ring.block_count),
+            serial: 0,
+            slots: Vec::with_capacity(depth as usize),
+            free: Vec::new(),
+            depth: depth as usize,
+            cqes: Vec::with_capacity(depth as usize),
+            done: Vec::with_capacity(depth as usize),
+            ring,
+        })
+    }
+
+    /// The ring (counters, stopping the intake).
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
+
+    /// Writes in flight.
+    pub fn in_flight(&self) -> usize {
+        self.io.in_flight()
+    }
+
+    /// Blocks held (taken and not handed back yet).
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Waits (at most `timeout_ms`) for the next block the kernel hands over and holds it.
+    /// Returns early when writes completed. When every block of the ring is held it only waits
+    /// for a write to complete.
+    pub fn take(&mut self, timeout_ms: i32) -> Result<Next, Error> {
+        let before = self.done.len();
+        let reaped = |r: io::Result<()>, done: usize| match r {
+            Err(source) => Err(Error::Os { what: "waiting for block writes", source }),
+            Ok(()) if done > before => Ok(Next::Completed),
+            Ok(()) => Ok(Next::Idle),
+        };
+        if self.held.len() >= self.ring.block_count {
+            // The next block in ring order is the oldest held one: wait for writes instead.
+            let r = self.collect(usize::from(self.io.in_flight() > 0));
+            return reaped(r, self.done.len());
+        }
+        let uring_fd = self.io.as_raw_fd();
+        let Some((idx, _status)) = self.ring.next_ready(timeout_ms, Some(uring_fd))? else {
+            let r = self.collect(0);
+            return reaped(r, self.done.len());
+        };
+        let id = BlockId { idx, serial: self.serial };
+        self.serial += 1;
+        self.held.push_back(Held { id, writes: 0, sealed: false });
+        Ok(Next::Block(id))
+    }
+
+    /// The bytes of held block `id`, to rewrite and read. Waits first for the block's writes in
+    /// flight (the kernel reads them until they complete). `None` if `id` is not held.
+    pub fn block(&mut self, id: BlockId) -> Option<Block<'_>> {
+        while self.find(id)?.writes > 0 {
+            if self.collect(1).is_err() {
+                return None;
+            }
+        }
+        // SAFETY: `id` is held, so `idx < block_count` and the offset stays inside the mapping.
+        let ptr = unsafe { self.ring.map.ptr.add(id.idx * self.ring.block_size) };
+        Some(Block { ptr, len: self.ring.block_size, status: libc::TP_STATUS_USER, release: false, _ring: PhantomData })
+    }
+
+    /// Queues an O_DIRECT (or buffered, as `file` was opened) write of the first `len` bytes of
+    /// held block `id` to `file` at `offset`. Waits first while `depth` writes are in flight.
+    /// The block must not be sealed. `tag` comes back with the completion.
+    pub fn write(&mut self, id: BlockId, len: usize, file: &Arc<File>, offset: u64, tag: u64) -> io::Result<()> {
+        let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_string());
+        if len == 0 || len > self.ring.block_size {
+            return Err(bad("a block write of 0 bytes or more than the block"));
+        }
+        match self.find(id) {
+            Some(h) if !h.sealed => {}
+            _ => return Err(bad("a write of a block that is not held")),
+        }
+        while self.io.in_flight() >= self.depth {
+            self.collect(1)?;
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        let file = file.clone();
+        let fd = file.as_raw_fd();
+        self.slots[slot] = Some(Slot { serial: id.serial, _file: file, tag, offset, len: len as u32 });
+        // SAFETY: `id` is held, so the range lies inside the mapping. The block stays held (not
+        // handed back to the kernel, which would refill it) until this completion is reaped
+        // (`writes` > 0 keeps it), no `Block` view of it is created meanwhile (`block` waits),
+        // and the mapping is unmapped only after `Drop` reaped every write. The slot keeps the
+        // file open until then.
+        let r = unsafe {
+            let ptr = self.ring.map.ptr.as_ptr().add(id.idx * self.ring.block_size);
+            self.io.write(fd, ptr, len as u32, offset, slot as u64)
+        };
+        if let Err(e) = r {
+            self.slots[slot] = None;
+            self.free.push(slot);
+            return Err(e);
+        }
+        if let Some(h) = self.find_mut(id) {
+            h.writes += 1;
+        }
+        Ok(())
+    }
+
+    /// No more writes of block `id` follow: it goes back to the kernel once its writes
+    /// completed and every block before it went back.
+    pub fn seal(&mut self, id: BlockId) {
+        if let Some(h) = self.find_mut(id) {
+            h.sealed = true;
+        }
+        self.release_ready();
+    }
+
+    /// Gives the completions reaped so far (waiting for at least one first when `wait` and a
+    /// write is in flight) and hands back the blocks that are done.
+    pub fn reap(&mut self, wait: bool, out: &mut Vec<WriteDone>) -> io::Result<()> {
+        let r = self.collect(usize::from(wait && self.done.is_empty()));
+        out.append(&mut self.done);
+        r
+    }
+
+    /// Waits until every write in flight completed (their results go to the next `reap`).
+    pub fn drain(&mut self) -> io::Result<()> {
+        while self.io.in_flight() > 0 {
+            self.collect(1)?;
+        }
+        Ok(())
+    }
+
+    fn find(&self, id: BlockId) -> Option<&Held> {
+        self.held.iter().rev().find(|h| h.id == id)
+    }
+
+    fn find_mut(&mut self, id: BlockId) -> Option<&mut Held> {
+        self.held.iter_mut().rev().find(|h| h.id == id)
+    }
+
+    /// Reaps completions (waiting for `min`), then hands back the blocks that are done.
+    fn collect(&mut self, min: usize) -> io::Result<()> {
+        self.cqes.clear();
+        let r = self.io.wait(min, &mut self.cqes);
+        for k in 0..self.cqes.len() {
+            let c = self.cqes[k];
+            let Some(s) = self.slots.get_mut(c.user_data as usize).and_then(Option::take) else { continue };
+            self.free.push(c.user_data as usize);
+            if let Some(h) = self.held.iter_mut().find(|h| h.id.serial == s.serial) {
+                h.writes -= 1;
+            }
+            self.done.push(WriteDone { tag: s.tag, offset: s.offset, len: s.len, result: c.result });
+        }
+        self.release_ready();
+        r
+    }
+
+    fn release_ready(&mut self) {
+        while let Some(h) = self.held.front() {
+            if !h.sealed || h.writes > 0 {
+                break;
+            }
+            // Release orders our reads and the kernel's completed reads of the block before the
+            // kernel can see it as its own again (see `Block`'s drop).
+            self.ring.status(h.id.idx).store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            self.held.pop_front();
+        }
+    }
+}
+
+impl Drop for BlockWriter {
+    fn drop(&mut self) {
+        if self.drain().is_err() {
+            // Writes may still read the mapping: leave it mapped (and the socket open) rather
+            // than let the kernel read memory that could be reused.
+            let ring = std::mem::replace(&mut self.ring.map, Mapping { ptr: NonNull::dangling(), len: 0 });
+            std::mem::forget(ring);
+        }
+    }
+}
