@@ -59,6 +59,10 @@ impl WriteDone {
     }
 }
 
+/// Longest wait for a write completion while blocks are held, in milliseconds: the ring's
+/// block retire timeout, the latency a quiet link already has.
+const HELD_WAIT_MS: i32 = 10;
+
 struct Held {
     id: BlockId,
     /// Writes of this block in flight.
@@ -151,8 +155,25 @@ impl BlockWriter {
             let r = self.collect(usize::from(self.io.in_flight() > 0));
             return reaped(r, self.done.len());
         }
-        let uring_fd = self.io.as_raw_fd();
-        let Some((idx, _status)) = self.ring.next_ready(timeout_ms, Some(uring_fd))? else {
+        let ready = if self.io.in_flight() == 0 {
+            // Nothing held (sealed blocks without writes went back): poll(2) waits.
+            self.ring.next_ready(timeout_ms)?
+        } else if let Some(r) = self.ring.ready_now() {
+            Some(r)
+        } else {
+            // poll(2) on the socket would return at once while blocks are held (see
+            // `Ring::next_ready`): wait for a write to complete instead, at most HELD_WAIT_MS.
+            // A block the kernel hands over meanwhile waits that long at most; the ring's free
+            // blocks take the traffic.
+            let mut pfd = libc::pollfd { fd: self.io.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid, exclusively borrowed pollfd.
+            let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms.clamp(0, HELD_WAIT_MS)) };
+            if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return Err(Error::os("waiting for block writes (poll)"));
+            }
+            self.ring.ready_now()
+        };
+        let Some((idx, _status)) = ready else {
             let r = self.collect(0);
             return reaped(r, self.done.len());
         };
