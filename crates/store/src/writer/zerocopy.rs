@@ -115,8 +115,8 @@ pub struct ZcWriter<I: FileIndexer> {
     probed: bool,
     stopped: bool,
     budget_stopped: bool,
-    /// The file header page: SHB, IDB, a skip block to 4 KiB.
-    header: AlignedBuf,
+    /// The file header page: SHB, IDB, a skip block to 4 KiB (shared with its writes in flight).
+    header: Arc<AlignedBuf>,
     /// Set once the kernel refused a write from the ring: blocks are copied here first.
     bounce: Option<AlignedBuf>,
 }
@@ -138,6 +138,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         h[from..from + 4].copy_from_slice(&pcapng::BT_LOCAL_SKIP.to_le_bytes());
         h[from + 4..from + 8].copy_from_slice(&((to - from) as u32).to_le_bytes());
         h[to - 4..to].copy_from_slice(&((to - from) as u32).to_le_bytes());
+        let header = Arc::new(header);
         Ok(ZcWriter {
             direct: cfg.direct,
             cfg,
@@ -177,7 +178,7 @@ impl<I: FileIndexer> ZcWriter<I> {
                 }
             }
             if self.cur.is_none() {
-                self.open_file(ts);
+                self.open_file(bw, ts);
             }
             let boundary = self.cur.as_ref().map_or(u64::MAX, |f| f.boundary);
             let j = recs[i..].iter().position(|r| r.ts_ns >= boundary).map_or(recs.len(), |k| i + k);
@@ -238,6 +239,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             let r = bw.write(id, len, &c.file, off, c.seq);
             if r.is_ok() {
                 c.in_flight += 1;
+                self.shared.writes_in_flight_max.fetch_max(bw.in_flight() as u64, Ordering::Relaxed);
             }
             r
         };
@@ -349,7 +351,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         self.stopped = true;
     }
 
-    fn open_file(&mut self, first_ns: u64) {
+    fn open_file(&mut self, bw: &mut BlockWriter, first_ns: u64) {
         self.seq += 1;
         let name = layout::file_name(first_ns, self.seq, Format::Pcapng.extension());
         let part = self.dir.join(format!("{name}{}", layout::PART));
@@ -368,7 +370,9 @@ impl<I: FileIndexer> ZcWriter<I> {
                         self.direct = false;
                         self.shared.direct_refused.store(true, Ordering::Relaxed);
                     }
-                    match f.write_all_at(&self.header.as_slice()[..DIRECT_ALIGN as usize], 0) {
+                    // Queued like the blocks: a synchronous write here would wait behind them.
+                    let f = Arc::new(f);
+                    match bw.write_buf(&self.header, DIRECT_ALIGN as usize, &f, 0, self.seq) {
                         Ok(()) => file = Some(f),
                         Err(e) => {
                             let full = e.raw_os_error() == Some(libc::ENOSPC);
@@ -388,7 +392,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         let real = file.is_some();
         let indexer =
             (self.cfg.index && real).then(|| super::new_indexer(&self.recycled, &self.work_tx, self.zc.linktype));
-        let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
+        let Some(file) = file.or_else(|| File::open("/dev/null").ok().map(Arc::new)) else {
             return;
         };
         let boundary = match self.zc.file_time_ns {
@@ -396,7 +400,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             _ => u64::MAX,
         };
         self.cur = Some(ZcFile {
-            file: Arc::new(file),
+            file,
             seq: self.seq,
             part,
             part_rel,
@@ -413,7 +417,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             real,
             on_disk: real,
             zero_copy: self.bounce.is_none(),
-            in_flight: 0,
+            in_flight: u32::from(real),
             failed_at: None,
         });
     }

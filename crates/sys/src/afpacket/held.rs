@@ -16,6 +16,7 @@
 //! and its `Drop` reaps every write before the ring is unmapped.
 
 use super::*;
+use crate::mem::AlignedBuf;
 use crate::uring;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -72,9 +73,11 @@ struct Held {
 }
 
 struct Slot {
-    serial: u64,
-    /// Kept open until the completion is reaped.
+    /// The held block written from (none: a buffer of the caller's).
+    serial: Option<u64>,
+    /// Kept open and alive until the completion is reaped.
     _file: Arc<File>,
+    _buf: Option<Arc<AlignedBuf>>,
     tag: u64,
     offset: u64,
     len: u32,
@@ -208,19 +211,11 @@ impl BlockWriter {
             Some(h) if !h.sealed => {}
             _ => return Err(bad("a write of a block that is not held")),
         }
-        while self.io.in_flight() >= self.depth {
-            self.collect(1)?;
-        }
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.slots.push(None);
-                self.slots.len() - 1
-            }
-        };
+        let slot = self.slot()?;
         let file = file.clone();
         let fd = file.as_raw_fd();
-        self.slots[slot] = Some(Slot { serial: id.serial, _file: file, tag, offset, len: len as u32 });
+        self.slots[slot] =
+            Some(Slot { serial: Some(id.serial), _file: file, _buf: None, tag, offset, len: len as u32 });
         // SAFETY: `id` is held, so the range lies inside the mapping. The block stays held (not
         // handed back to the kernel, which would refill it) until this completion is reaped
         // (`writes` > 0 keeps it), no `Block` view of it is created meanwhile (`block` waits),
@@ -239,6 +234,53 @@ impl BlockWriter {
             h.writes += 1;
         }
         Ok(())
+    }
+
+    /// Queues a write of the first `len` bytes of `buf` (aligned for O_DIRECT) to `file` at
+    /// `offset`, like [`BlockWriter::write`] (a file's header page, written in order with its
+    /// blocks). `buf` stays alive and unchanged (it is shared) until the completion is reaped.
+    pub fn write_buf(
+        &mut self,
+        buf: &Arc<AlignedBuf>,
+        len: usize,
+        file: &Arc<File>,
+        offset: u64,
+        tag: u64,
+    ) -> io::Result<()> {
+        if len == 0 || len > buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a buffer write of 0 bytes or more than the buffer",
+            ));
+        }
+        let slot = self.slot()?;
+        let (file, buf) = (file.clone(), buf.clone());
+        let (fd, ptr) = (file.as_raw_fd(), buf.as_ptr());
+        self.slots[slot] = Some(Slot { serial: None, _file: file, _buf: Some(buf), tag, offset, len: len as u32 });
+        // SAFETY: `ptr..ptr + len` lies inside `buf`, which the slot keeps alive until this
+        // completion is reaped (`Drop` reaps every write); behind an `Arc` nobody can change
+        // it meanwhile. The slot keeps the file open.
+        let r = unsafe { self.io.write(fd, ptr, len as u32, offset, slot as u64) };
+        if let Err(e) = r {
+            self.slots[slot] = None;
+            self.free.push(slot);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// A free write slot, waiting first while `depth` writes are in flight.
+    fn slot(&mut self) -> io::Result<usize> {
+        while self.io.in_flight() >= self.depth {
+            self.collect(1)?;
+        }
+        Ok(match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        })
     }
 
     /// No more writes of block `id` follow: it goes back to the kernel once its writes
@@ -282,7 +324,7 @@ impl BlockWriter {
             let c = self.cqes[k];
             let Some(s) = self.slots.get_mut(c.user_data as usize).and_then(Option::take) else { continue };
             self.free.push(c.user_data as usize);
-            if let Some(h) = self.held.iter_mut().find(|h| h.id.serial == s.serial) {
+            if let Some(h) = self.held.iter_mut().find(|h| Some(h.id.serial) == s.serial) {
                 h.writes -= 1;
             }
             self.done.push(WriteDone { tag: s.tag, offset: s.offset, len: s.len, result: c.result });
