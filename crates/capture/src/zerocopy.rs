@@ -75,45 +75,18 @@ pub fn run<I: FileIndexer>(
                 c.delivered += recs.len() as u64 + u64::from(rw.misplaced);
                 // Frames that could not become records where they lie (never for Ethernet).
                 c.dropped_arena_full += u64::from(rw.misplaced);
-                // Each record: past the count limit, or left out by --dedup/--flow-cutoff, it
-                // becomes a skip block (nothing moves); the others stay, compacted in `recs`.
-                let mut keep = 0;
-                for k in 0..recs.len() {
-                    let r = recs[k];
-                    let verdict = if remaining == 0 {
-                        None
-                    } else if reduce.is_off() {
-                        Some(Verdict::Store)
-                    } else {
-                        let d = r.data();
-                        Some(reduce.verdict(r.ts_ns, linktype, r.origlen, &[&block.bytes()[d..d + r.caplen as usize]]))
-                    };
-                    match verdict {
-                        Some(Verdict::Store) => {
-                            if !reduce.is_off() {
-                                reduce.stored(r.ts_ns);
-                            }
-                            remaining -= 1;
-                            c.stored_bytes += u64::from(r.caplen);
-                            c.wire_bytes += u64::from(r.origlen);
-                            recs[keep] = r;
-                            keep += 1;
-                        }
-                        other => {
-                            block.set_skipped(&r, true);
-                            match other {
-                                Some(Verdict::Duplicate) => c.deduplicated += 1,
-                                Some(Verdict::Cut) => c.cut += 1,
-                                _ => c.dropped_shutdown += 1,
-                            }
-                        }
-                    }
-                    if r.hw_stamp {
-                        c.ts_hardware += 1;
-                    } else {
-                        c.ts_software += 1;
-                    }
-                }
+                let n = recs.len() as u64;
+                c.ts_hardware += u64::from(rw.hw_stamps);
+                c.ts_software += n - u64::from(rw.hw_stamps);
+                let keep = if reduce.is_off() && remaining >= n {
+                    // The common case: every record stays (no per-record verdict).
+                    remaining -= n;
+                    c.stored_bytes += rw.stored_bytes;
+                    c.wire_bytes += rw.wire_bytes;
+                    recs.len()
+                } else {
+                    verdicts(&mut block, &mut recs, &mut reduce, &mut remaining, &mut c, linktype)
+                };
                 c.stored += keep as u64;
                 drop(block);
                 if keep > 0 {
@@ -154,6 +127,52 @@ pub fn run<I: FileIndexer>(
     c.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
     shared.publish(&c, 0.0);
     result.map(|()| c)
+}
+
+/// The records of a block one by one: past the count limit, or left out by
+/// --dedup/--flow-cutoff, a record becomes a skip block (nothing moves); the
+/// others stay, compacted at the front of `recs`. Returns how many stay.
+fn verdicts(
+    block: &mut wv_sys::afpacket::Block<'_>,
+    recs: &mut [ZcRecord],
+    reduce: &mut Reduce,
+    remaining: &mut u64,
+    c: &mut Counts,
+    linktype: u32,
+) -> usize {
+    let mut keep = 0;
+    for k in 0..recs.len() {
+        let r = recs[k];
+        let verdict = if *remaining == 0 {
+            None
+        } else if reduce.is_off() {
+            Some(Verdict::Store)
+        } else {
+            let d = r.data();
+            Some(reduce.verdict(r.ts_ns, linktype, r.origlen, &[&block.bytes()[d..d + r.caplen as usize]]))
+        };
+        match verdict {
+            Some(Verdict::Store) => {
+                if !reduce.is_off() {
+                    reduce.stored(r.ts_ns);
+                }
+                *remaining -= 1;
+                c.stored_bytes += u64::from(r.caplen);
+                c.wire_bytes += u64::from(r.origlen);
+                recs[keep] = r;
+                keep += 1;
+            }
+            other => {
+                block.set_skipped(&r, true);
+                match other {
+                    Some(Verdict::Duplicate) => c.deduplicated += 1,
+                    Some(Verdict::Cut) => c.cut += 1,
+                    _ => c.dropped_shutdown += 1,
+                }
+            }
+        }
+    }
+    keep
 }
 
 /// Adds the kernel's counters since the last read: ring drops and filtered packets.

@@ -125,6 +125,11 @@ pub struct Rewritten {
     /// opened without [`Ring::open_zero_copy`], or a link type whose header is not 14 + 4n
     /// bytes). They are covered by skip blocks, not stored.
     pub misplaced: u32,
+    /// Of the records: the sum of their stored and wire lengths, and how many have a hardware
+    /// stamp (the counters, without a second walk over the records).
+    pub stored_bytes: u64,
+    pub wire_bytes: u64,
+    pub hw_stamps: u32,
 }
 
 const SKIP_ALIGN: usize = 4096;
@@ -212,6 +217,9 @@ impl Block<'_> {
             b[d + caplen..d + pad4(caplen)].fill(0);
             put(b, epb + total - 4, total as u32);
             out[kept] = ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
+            res.stored_bytes += caplen as u64;
+            res.wire_bytes += u64::from(orig);
+            res.hw_stamps += u32::from(r.hw_stamp);
             kept += 1;
             cursor = epb + total;
         }
@@ -227,6 +235,7 @@ impl Block<'_> {
             // block that would not parse.
             res.misplaced += kept as u32;
             out.clear();
+            (res.stored_bytes, res.wire_bytes, res.hw_stamps) = (0, 0, 0);
         }
         res
     }
