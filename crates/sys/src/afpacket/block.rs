@@ -170,8 +170,9 @@ impl Block<'_> {
             let stride = d.wrapping_sub(prev);
             if (256..1 << 16).contains(&stride) {
                 let ahead = f.data.as_ptr().wrapping_add(4 * stride);
-                crate::mem::prefetch(ahead.wrapping_sub(EPB_HEADER_LEN + 64));
-                crate::mem::prefetch(ahead);
+                // Both lines are written (the EPB header, the trailer over the next header).
+                crate::mem::prefetch_write(ahead.wrapping_sub(EPB_HEADER_LEN + 64));
+                crate::mem::prefetch_write(ahead);
             }
             prev = d;
             out.push(ZcRecord {
