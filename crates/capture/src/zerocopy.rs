@@ -1,10 +1,11 @@
 //! The zero-copy live loop (`record --zero-copy`): one thread per ring takes
 //! the kernel's blocks, has each rewritten in place into pcapng records
 //! ([`wv_sys::afpacket::Block::rewrite_pcapng`]), writes it with the
-//! [`ZcWriter`] straight from the ring and hands it back to the kernel once
-//! the write returned. No frame is copied; the per-packet work is reading
-//! the kernel's header, writing the EPB header and trailer, the counters and
-//! the index builder's key.
+//! [`ZcWriter`] straight from the ring (an io_uring write queued on the
+//! [`BlockWriter`], several in flight), and the `BlockWriter` hands each block
+//! back to the kernel once its write completed, in ring order. No frame is
+//! copied; the per-packet work is reading the kernel's header, writing the
+//! EPB header and trailer, the counters and the index builder's key.
 //!
 //! The kernel filter works as on the copy path. The count limit (`-c`),
 //! `--dedup` and `--flow-cutoff` turn the records they leave out into skip
@@ -18,15 +19,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use wv_store::writer::zerocopy::ZcWriter;
 use wv_store::FileIndexer;
-use wv_sys::afpacket::{FilteredCounter, Ring, ZcRecord};
+use wv_sys::afpacket::{BlockWriter, FilteredCounter, Next, Ring, ZcRecord};
 
 /// How long one poll waits for a block.
 const POLL_MS: i32 = 50;
 
-/// One worker's ring (opened with `Ring::open_zero_copy`), the filtered-packet counter if this
-/// worker reads it, and the interface's link type.
+/// One worker's ring (opened with `Ring::open_zero_copy`) with its writes in flight, the
+/// filtered-packet counter if this worker reads it, and the interface's link type.
 pub struct ZcRing {
-    pub ring: Ring,
+    pub ring: BlockWriter,
     pub counter: Option<Arc<FilteredCounter>>,
     pub linktype: u32,
 }
@@ -42,7 +43,7 @@ pub fn run<I: FileIndexer>(
     limits: Limits,
     mut reduce: Reduce,
 ) -> Result<Counts, CaptureError> {
-    let ZcRing { ring, counter, linktype } = src;
+    let ZcRing { ring: bw, counter, linktype } = src;
     let linktype = *linktype;
     let cpu0 = wv_sys::cpu::thread_cpu_ns();
     let mut c = Counts::default();
@@ -54,66 +55,45 @@ pub fn run<I: FileIndexer>(
     let result = loop {
         if !stopping && (stop.load(Ordering::Relaxed) || remaining == 0) {
             stopping = true;
-            if let Err(e) = ring.stop_intake() {
+            if let Err(e) = bw.ring().stop_intake() {
                 break Err(e.into());
             }
             if let Some(ctr) = &counter {
                 let _ = ctr.stop_intake();
             }
         }
-        let idle = match ring.next_block(POLL_MS) {
+        w.reap(bw, false);
+        let idle = match bw.take(POLL_MS) {
             Err(e) => break Err(e.into()),
-            Ok(None) => true,
-            Ok(Some(mut block)) => {
+            Ok(Next::Idle) => true,
+            Ok(Next::Completed) => false,
+            Ok(Next::Block(id)) => {
+                let Some(mut block) = bw.block(id) else {
+                    break Err(CaptureError::Other("a ring block taken is not held".into()));
+                };
                 let rw = block.rewrite_pcapng(limits.snaplen, reinsert_vlan, &mut recs);
                 c.delivered += recs.len() as u64 + u64::from(rw.misplaced);
                 // Frames that could not become records where they lie (never for Ethernet).
                 c.dropped_arena_full += u64::from(rw.misplaced);
-                // Each record: past the count limit, or left out by --dedup/--flow-cutoff, it
-                // becomes a skip block (nothing moves); the others stay, compacted in `recs`.
-                let mut keep = 0;
-                for k in 0..recs.len() {
-                    let r = recs[k];
-                    let verdict = if remaining == 0 {
-                        None
-                    } else if reduce.is_off() {
-                        Some(Verdict::Store)
-                    } else {
-                        let d = r.data();
-                        Some(reduce.verdict(r.ts_ns, linktype, r.origlen, &[&block.bytes()[d..d + r.caplen as usize]]))
-                    };
-                    match verdict {
-                        Some(Verdict::Store) => {
-                            if !reduce.is_off() {
-                                reduce.stored(r.ts_ns);
-                            }
-                            remaining -= 1;
-                            c.stored_bytes += u64::from(r.caplen);
-                            c.wire_bytes += u64::from(r.origlen);
-                            recs[keep] = r;
-                            keep += 1;
-                        }
-                        other => {
-                            block.set_skipped(&r, true);
-                            match other {
-                                Some(Verdict::Duplicate) => c.deduplicated += 1,
-                                Some(Verdict::Cut) => c.cut += 1,
-                                _ => c.dropped_shutdown += 1,
-                            }
-                        }
-                    }
-                    if r.hw_stamp {
-                        c.ts_hardware += 1;
-                    } else {
-                        c.ts_software += 1;
-                    }
-                }
+                let n = recs.len() as u64;
+                c.ts_hardware += u64::from(rw.hw_stamps);
+                c.ts_software += n - u64::from(rw.hw_stamps);
+                let keep = if reduce.is_off() && remaining >= n {
+                    // The common case: every record stays (no per-record verdict).
+                    remaining -= n;
+                    c.stored_bytes += rw.stored_bytes;
+                    c.wire_bytes += rw.wire_bytes;
+                    recs.len()
+                } else {
+                    verdicts(&mut block, &mut recs, &mut reduce, &mut remaining, &mut c, linktype)
+                };
                 c.stored += keep as u64;
-                if keep > 0 {
-                    w.write_block(&mut block, &recs[..keep], rw.len);
-                }
-                // Dropping the block hands it back to the kernel: after its write returned.
                 drop(block);
+                if keep > 0 {
+                    w.write_block(bw, id, &recs[..keep], rw.len);
+                }
+                // It goes back to the kernel once its write completed.
+                bw.seal(id);
                 false
             }
         };
@@ -123,10 +103,10 @@ pub fn run<I: FileIndexer>(
         blocks = blocks.wrapping_add(1);
         if idle || blocks.is_multiple_of(16) {
             let now = now_ns();
-            w.tick(now);
+            w.tick(bw, now);
             if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
                 kernel_read_ns = now;
-                if let Err(e) = kernel(ring, counter.as_deref(), &mut c) {
+                if let Err(e) = kernel(bw.ring(), counter.as_deref(), &mut c) {
                     break Err(e);
                 }
             }
@@ -140,12 +120,59 @@ pub fn run<I: FileIndexer>(
             break Ok(());
         }
     };
-    let _ = kernel(ring, counter.as_deref(), &mut c);
-    w.close_file();
+    let _ = kernel(bw.ring(), counter.as_deref(), &mut c);
+    // Every write completes and every file is finished before the counts are final.
+    w.drain(bw);
     c.flows_evicted = reduce.cutoff.as_ref().map_or(0, |t| t.evicted);
     c.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
     shared.publish(&c, 0.0);
     result.map(|()| c)
+}
+
+/// The records of a block one by one: past the count limit, or left out by
+/// --dedup/--flow-cutoff, a record becomes a skip block (nothing moves); the
+/// others stay, compacted at the front of `recs`. Returns how many stay.
+fn verdicts(
+    block: &mut wv_sys::afpacket::Block<'_>,
+    recs: &mut [ZcRecord],
+    reduce: &mut Reduce,
+    remaining: &mut u64,
+    c: &mut Counts,
+    linktype: u32,
+) -> usize {
+    let mut keep = 0;
+    for k in 0..recs.len() {
+        let r = recs[k];
+        let verdict = if *remaining == 0 {
+            None
+        } else if reduce.is_off() {
+            Some(Verdict::Store)
+        } else {
+            let d = r.data();
+            Some(reduce.verdict(r.ts_ns, linktype, r.origlen, &[&block.bytes()[d..d + r.caplen as usize]]))
+        };
+        match verdict {
+            Some(Verdict::Store) => {
+                if !reduce.is_off() {
+                    reduce.stored(r.ts_ns);
+                }
+                *remaining -= 1;
+                c.stored_bytes += u64::from(r.caplen);
+                c.wire_bytes += u64::from(r.origlen);
+                recs[keep] = r;
+                keep += 1;
+            }
+            other => {
+                block.set_skipped(&r, true);
+                match other {
+                    Some(Verdict::Duplicate) => c.deduplicated += 1,
+                    Some(Verdict::Cut) => c.cut += 1,
+                    _ => c.dropped_shutdown += 1,
+                }
+            }
+        }
+    }
+    keep
 }
 
 /// Adds the kernel's counters since the last read: ring drops and filtered packets.

@@ -612,4 +612,70 @@ mod tests {
         assert_eq!((v.packets, v.len, v.first_ns, v.last_ns), (3, whole, Some(10), Some(30)));
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// Zero-copy writes complete in any order: after a kill -9 a file can hold a later ring
+    /// block while an earlier one never reached the disk (a page of zeros, or a hole). The valid
+    /// prefix ends at that gap: the records before it are kept, none after it is (they would
+    /// follow a gap no reader can walk over).
+    #[test]
+    fn zero_copy_gap_left_by_an_unfinished_write_ends_the_prefix() {
+        let page = 4096usize;
+        let put = |b: &mut Vec<u8>, v: u32| b.extend_from_slice(&v.to_le_bytes());
+        // A page of `n` EPBs of 100 bytes, the rest a skip block: what one ring block becomes.
+        let ring_block = |ts: u64, n: usize| {
+            let mut b = Vec::new();
+            for k in 0..n {
+                let t = ts + k as u64;
+                for v in [pcapng::BT_EPB, 132, 0, (t >> 32) as u32, t as u32, 100, 100] {
+                    put(&mut b, v);
+                }
+                b.extend((0..100).map(|i| i as u8 + 1));
+                put(&mut b, 132);
+            }
+            let gap = (page - b.len()) as u32;
+            for v in [pcapng::BT_LOCAL_SKIP, gap] {
+                put(&mut b, v);
+            }
+            b.resize(page - 4, 0);
+            put(&mut b, gap);
+            b
+        };
+        let mut pre = [0u8; pcapng::PREAMBLE_LEN];
+        pcapng::emit_preamble(&mut pre, 65535, 1);
+        let mut head = pre.to_vec();
+        let gap = (page - head.len()) as u32;
+        for v in [pcapng::BT_LOCAL_SKIP, gap] {
+            put(&mut head, v);
+        }
+        head.resize(page - 4, 0);
+        put(&mut head, gap);
+        let dir = std::env::temp_dir().join(format!("wv-recover-gap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Zeros written (what a file system that allocated the range shows) and a hole.
+        for hole in [false, true] {
+            let path = dir.join(format!("gap-{hole}.pcapng.part"));
+            let mut f = std::fs::File::create(&path).unwrap();
+            f.write_all(&head).unwrap();
+            f.write_all(&ring_block(100, 3)).unwrap();
+            if hole {
+                use std::io::{Seek, SeekFrom};
+                f.seek(SeekFrom::Current(page as i64)).unwrap();
+            } else {
+                f.write_all(&vec![0u8; page]).unwrap();
+            }
+            f.write_all(&ring_block(300, 5)).unwrap();
+            drop(f);
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), 4 * page as u64);
+            for partial in [false, true] {
+                let v = valid_prefix(&path, Format::Pcapng, partial).unwrap();
+                assert_eq!(
+                    (v.packets, v.len, v.first_ns, v.last_ns),
+                    (3, 2 * page as u64, Some(100), Some(102)),
+                    "hole {hole}, partial {partial}"
+                );
+                assert!(v.data_len >= 2 * page as u64);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

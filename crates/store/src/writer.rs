@@ -107,6 +107,8 @@ pub struct WriterShared {
     pub spills: AtomicU64,
     /// Set when the stream stopped because of a write error.
     pub failed: AtomicBool,
+    /// The most writes that were in flight at once (the zero-copy path: ring blocks).
+    pub writes_in_flight_max: AtomicU64,
     /// The error that stopped the stream, and whether it was "disk full".
     pub error: Mutex<Option<(String, bool)>>,
     /// Non-fatal problems (index could not be written, ...), reported once each.

@@ -41,10 +41,12 @@ use crate::bpf;
 pub use crate::error::Error;
 
 mod block;
+mod held;
 /// Sending frames (`wirevault replay`): sendmmsg batches with qdisc bypass, the monotonic clock.
 pub mod tx;
 use crate::netif;
 pub use block::{Block, Frames, Rewritten, ZcRecord};
+pub use held::{BlockId, BlockWriter, Next, WriteDone};
 
 /// How a fanout group spreads packets over its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,31 +306,52 @@ impl Ring {
     /// `Err(InterfaceDown)` is reported once when the interface goes down or is deleted; the ring
     /// stays usable and captures again if the interface comes back up.
     pub fn next_block(&mut self, timeout_ms: i32) -> Result<Option<Block<'_>>, Error> {
-        let mut status = self.status(self.next).load(Ordering::Acquire);
-        if status & libc::TP_STATUS_USER == 0 {
-            let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
-            // SAFETY: one valid, exclusively borrowed pollfd.
-            let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    return Ok(None);
-                }
-                return Err(Error::Os { what: "waiting for packets (poll)", source: e });
+        let Some((idx, status)) = self.next_ready(timeout_ms)? else { return Ok(None) };
+        // SAFETY: `idx < block_count`, so the offset stays inside the mapping.
+        let ptr = unsafe { self.map.ptr.add(idx * self.block_size) };
+        Ok(Some(Block { ptr, len: self.block_size, status, release: true, _ring: PhantomData }))
+    }
+
+    /// Waits (at most `timeout_ms`) until the next block in ring order is user space's, then
+    /// moves past it and returns its index and status word.
+    ///
+    /// `poll(2)` says the socket is readable while user space holds the block before the
+    /// kernel's current one (`packet_poll`), so it does not wait while blocks are held: a
+    /// [`BlockWriter`] holding blocks waits for its writes instead ([`Ring::ready_now`]).
+    fn next_ready(&mut self, timeout_ms: i32) -> Result<Option<(usize, u32)>, Error> {
+        if let Some(r) = self.ready_now() {
+            return Ok(Some(r));
+        }
+        let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
+        // SAFETY: one valid, exclusively borrowed pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(None);
             }
-            status = self.status(self.next).load(Ordering::Acquire);
-            if status & libc::TP_STATUS_USER == 0 {
+            return Err(Error::Os { what: "waiting for packets (poll)", source: e });
+        }
+        match self.ready_now() {
+            Some(r) => Ok(Some(r)),
+            None => {
                 if pfd.revents & libc::POLLERR != 0 {
                     self.take_socket_error()?;
                 }
-                return Ok(None);
+                Ok(None)
             }
+        }
+    }
+
+    /// The next block in ring order if the kernel handed it to user space (moving past it).
+    fn ready_now(&mut self) -> Option<(usize, u32)> {
+        let status = self.status(self.next).load(Ordering::Acquire);
+        if status & libc::TP_STATUS_USER == 0 {
+            return None;
         }
         let idx = self.next;
         self.next = (idx + 1) % self.block_count;
-        // SAFETY: `idx < block_count`, so the offset stays inside the mapping.
-        let ptr = unsafe { self.map.ptr.add(idx * self.block_size) };
-        Ok(Some(Block { ptr, len: self.block_size, status, _ring: PhantomData }))
+        Some((idx, status))
     }
 
     /// Asks the kernel to put the NIC's raw hardware receive stamp into each frame header
@@ -798,7 +821,7 @@ mod tests {
                 want.push((7_000_000_000 + i as u64, stored, wire + if vlan.is_some() { 4 } else { 0 }));
                 off += next;
             }
-            let mut block = Block { ptr, len: 8192, status: libc::TP_STATUS_USER, _ring: PhantomData };
+            let mut block = Block { ptr, len: 8192, status: libc::TP_STATUS_USER, release: true, _ring: PhantomData };
             let mut recs = Vec::new();
             let rw = block.rewrite_pcapng(snaplen as u32, true, &mut recs);
             assert_eq!(rw.misplaced, 0);

@@ -39,6 +39,13 @@ pub struct Writer {
     tail_busy: Option<u64>,
 }
 
+impl AsRawFd for Writer {
+    /// The io_uring's descriptor: readable (`poll`) when completions are waiting.
+    fn as_raw_fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+}
+
 impl Writer {
     pub fn new(depth: u32) -> io::Result<Writer> {
         Ok(Writer {
@@ -62,9 +69,47 @@ impl Writer {
     /// until then.
     pub unsafe fn write(&mut self, fd: RawFd, ptr: *const u8, len: u32, offset: u64, user_data: u64) -> io::Result<()> {
         let sqe = opcode::Write::new(types::Fd(fd), ptr, len).offset(offset).build().user_data(user_data);
+        // SAFETY: the caller keeps the buffer and fd alive until completion.
+        unsafe { self.push(&sqe) }
+    }
+
+    /// Registers `bufs` as the ring's fixed buffers (`IORING_REGISTER_BUFFERS`): the kernel
+    /// pins their pages once, so [`Writer::write_fixed`] skips pinning them for every write.
+    ///
+    /// # Safety
+    /// Every buffer must stay mapped until this `Writer` is dropped.
+    pub unsafe fn register_buffers(&mut self, bufs: &[libc::iovec]) -> io::Result<()> {
+        // SAFETY: the caller keeps the buffers mapped for the ring's life.
+        unsafe { self.ring.submitter().register_buffers(bufs) }
+    }
+
+    /// [`Writer::write`] from fixed buffer `buf_index` (`IORING_OP_WRITE_FIXED`).
+    ///
+    /// # Safety
+    /// As for [`Writer::write`], and `ptr..ptr+len` lies inside registered buffer `buf_index`.
+    pub unsafe fn write_fixed(
+        &mut self,
+        fd: RawFd,
+        ptr: *const u8,
+        len: u32,
+        offset: u64,
+        buf_index: u16,
+        user_data: u64,
+    ) -> io::Result<()> {
+        let sqe =
+            opcode::WriteFixed::new(types::Fd(fd), ptr, len, buf_index).offset(offset).build().user_data(user_data);
+        // SAFETY: the caller keeps the buffer and fd alive until completion.
+        unsafe { self.push(&sqe) }
+    }
+
+    /// Queues `sqe` and submits it.
+    ///
+    /// # Safety
+    /// What `sqe` points to must stay valid until its completion is reaped.
+    unsafe fn push(&mut self, sqe: &io_uring::squeue::Entry) -> io::Result<()> {
         loop {
-            // SAFETY: the caller keeps the buffer and fd alive until completion.
-            let pushed = unsafe { self.ring.submission().push(&sqe) }.is_ok();
+            // SAFETY: the caller keeps what the entry points to alive until completion.
+            let pushed = unsafe { self.ring.submission().push(sqe) }.is_ok();
             if pushed {
                 break;
             }

@@ -26,6 +26,7 @@ mod record_reduce;
 mod record_synthetic;
 mod record_xdp;
 mod record_zerocopy;
+mod record_zerocopy_inflight;
 mod replay;
 mod serve_api;
 mod serve_security;

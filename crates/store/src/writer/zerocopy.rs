@@ -2,9 +2,14 @@
 //! blocks, rewritten in place into pcapng ([`Block::rewrite_pcapng`]), go
 //! to disk as they are, straight from the ring's memory.
 //!
-//! It runs on the capture thread: a block is written with one O_DIRECT
-//! `pwrite` from the ring mapping and handed back to the kernel (dropped by
-//! the caller) only after the write returned. A file is a 4 KiB header (SHB,
+//! It runs on the capture thread: each block's write (one O_DIRECT write
+//! straight from the ring mapping) is queued on the [`BlockWriter`]'s
+//! io_uring with its file offset assigned at submission (the file grows by
+//! each block's length), so writes complete in any order, several in flight;
+//! the `BlockWriter` hands each block back to the kernel once its write
+//! completed, in ring order. A file that rotates while its writes are in
+//! flight is carried (kept open) until they complete, then closed in file
+//! order. A file is a 4 KiB header (SHB,
 //! IDB, a local-use block up to the page end) followed by ring blocks, each
 //! cut at the 4 KiB boundary after its last packet; rotation happens between
 //! blocks (size) or inside one (time: the block is written to both files,
@@ -13,14 +18,19 @@
 //! are those of the copy path's writer, whose index and catalog threads it
 //! shares.
 //!
-//! If the kernel refuses O_DIRECT from the ring mapping (EFAULT, EINVAL), the
-//! writer says so once and copies each block into an aligned buffer first
-//! (the catalog then says `path: "copy"`).
+//! The first write from the ring is waited for: if the kernel refuses
+//! O_DIRECT from the ring mapping (EFAULT, EINVAL), the writer says so once
+//! and from then on copies each block into an aligned buffer and writes it
+//! synchronously (the catalog then says `path: "copy"`). A failed or short
+//! write stops the stream as on the copy path: its file is cut at the first
+//! byte that did not reach the disk, walked again for its complete records
+//! (counted; the rest are `dropped_write_error`) and kept without an index.
 
 use super::threads::{join_helpers, start_helpers, Finish};
 use super::{WriterConfig, WriterShared};
 use crate::catalog::{Catalog, Entry, WritePath};
 use crate::{layout, FileIndexer, Format};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -28,7 +38,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use wv_sys::afpacket::{Block, ZcRecord};
+use wv_sys::afpacket::{BlockId, BlockWriter, WriteDone, ZcRecord};
 use wv_sys::mem::AlignedBuf;
 use wv_sys::uring::DIRECT_ALIGN;
 use wv_wire::pcapng;
@@ -49,11 +59,14 @@ pub struct ZcConfig {
 }
 
 struct ZcFile<I> {
-    file: File,
+    /// Shared with the writes in flight, which keep it open until they complete.
+    file: Arc<File>,
+    /// The file's number in the stream: the tag of its writes.
+    seq: u64,
     part: PathBuf,
     part_rel: String,
     name: String,
-    /// Bytes written (always a multiple of 4 KiB).
+    /// Bytes submitted (always a multiple of 4 KiB): the next write's offset.
     len: u64,
     first_ns: u64,
     min_ns: u64,
@@ -70,6 +83,10 @@ struct ZcFile<I> {
     on_disk: bool,
     /// Every block went straight from the ring.
     zero_copy: bool,
+    /// Writes of this file in flight.
+    in_flight: u32,
+    /// File offset of the first byte a failed or short write did not put there.
+    failed_at: Option<u64>,
 }
 
 /// One stream's zero-copy writer. See the module documentation.
@@ -86,12 +103,20 @@ pub struct ZcWriter<I: FileIndexer> {
     work_tx: std::sync::mpsc::Sender<crate::IndexWork>,
     threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
     cur: Option<ZcFile<I>>,
+    /// Files closed while their writes were in flight, oldest first: each is finished (renamed,
+    /// indexed, catalogued) once its writes completed and the ones before it are finished.
+    closing: VecDeque<ZcFile<I>>,
+    /// Completions reaped, to handle.
+    done: Vec<WriteDone>,
     seq: u64,
     direct: bool,
+    /// A write from the ring mapping completed (the kernel takes O_DIRECT from it); until then
+    /// each one is waited for, to fall back to copying if it is refused.
+    probed: bool,
     stopped: bool,
     budget_stopped: bool,
-    /// The file header page: SHB, IDB, a skip block to 4 KiB.
-    header: AlignedBuf,
+    /// The file header page: SHB, IDB, a skip block to 4 KiB (shared with its writes in flight).
+    header: Arc<AlignedBuf>,
     /// Set once the kernel refused a write from the ring: blocks are copied here first.
     bounce: Option<AlignedBuf>,
 }
@@ -113,6 +138,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         h[from..from + 4].copy_from_slice(&pcapng::BT_LOCAL_SKIP.to_le_bytes());
         h[from + 4..from + 8].copy_from_slice(&((to - from) as u32).to_le_bytes());
         h[to - 4..to].copy_from_slice(&((to - from) as u32).to_le_bytes());
+        let header = Arc::new(header);
         Ok(ZcWriter {
             direct: cfg.direct,
             cfg,
@@ -128,6 +154,9 @@ impl<I: FileIndexer> ZcWriter<I> {
             work_tx: helpers.work_tx,
             threads: Some((helpers.index, helpers.sort)),
             cur: None,
+            closing: VecDeque::new(),
+            done: Vec::new(),
+            probed: false,
             stopped: false,
             budget_stopped: false,
             header,
@@ -135,38 +164,41 @@ impl<I: FileIndexer> ZcWriter<I> {
         })
     }
 
-    /// Writes the first `len` bytes of `block`, rewritten by `rewrite_pcapng` into `recs`
-    /// (every record in it that is not turned into a skip block; all of them are stored or
-    /// counted as dropped by the writer). Returns when the data is on its way to the disk
-    /// (O_DIRECT: written), so the caller may hand the block back to the kernel.
-    pub fn write_block(&mut self, block: &mut Block<'_>, recs: &[ZcRecord], len: usize) {
+    /// Writes the first `len` bytes of held block `id`, rewritten by `rewrite_pcapng` into
+    /// `recs` (every record in it that is not turned into a skip block; all of them are stored
+    /// or counted as dropped by the writer). The write is queued; the caller seals the block
+    /// afterwards and `bw` hands it back once the write completed.
+    pub fn write_block(&mut self, bw: &mut BlockWriter, id: BlockId, recs: &[ZcRecord], len: usize) {
         let mut i = 0;
         while i < recs.len() {
             let ts = recs[i].ts_ns;
             if let Some(f) = &self.cur {
                 if ts >= f.boundary || (f.packets > 0 && f.len + len as u64 > self.cfg.file_size) {
-                    self.close_file();
+                    self.close_file(bw);
                 }
             }
             if self.cur.is_none() {
-                self.open_file(ts);
+                self.open_file(bw, ts);
             }
             let boundary = self.cur.as_ref().map_or(u64::MAX, |f| f.boundary);
             let j = recs[i..].iter().position(|r| r.ts_ns >= boundary).map_or(recs.len(), |k| i + k);
-            let split = i > 0 || j < recs.len();
-            if split {
+            if i > 0 || j < recs.len() {
+                // A time boundary inside the block: the records of the other file become skip
+                // blocks (waiting first for the block's write to the previous file).
+                let Some(mut block) = bw.block(id) else { return };
                 for (k, r) in recs.iter().enumerate() {
                     block.set_skipped(r, k < i || k >= j);
                 }
             }
-            self.write_records(block, &recs[i..j], len);
+            self.write_records(bw, id, &recs[i..j], len);
             i = j;
         }
     }
 
-    fn write_records(&mut self, block: &mut Block<'_>, recs: &[ZcRecord], len: usize) {
+    fn write_records(&mut self, bw: &mut BlockWriter, id: BlockId, recs: &[ZcRecord], len: usize) {
+        let stopped = self.stopped;
         let Some(c) = self.cur.as_mut() else { return };
-        if !c.real || self.stopped {
+        if !c.real || stopped {
             c.packets += recs.len() as u64;
             return;
         }
@@ -178,48 +210,9 @@ impl<I: FileIndexer> ZcWriter<I> {
             let _ = wv_sys::fs::fallocate_extend(&c.file, c.allocated, to - c.allocated);
             c.allocated = to;
         }
+        // Index the records while the block is ours (no write of it in flight).
+        let Some(block) = bw.block(id) else { return };
         let data = &block.bytes()[..len];
-        let mut r = match self.bounce.as_mut() {
-            None => c.file.write_all_at(data, off),
-            Some(b) => {
-                b.as_mut_slice()[..len].copy_from_slice(data);
-                c.file.write_all_at(&b.as_mut_slice()[..len], off)
-            }
-        };
-        if self.bounce.is_none()
-            && self.direct
-            && r.as_ref().is_err_and(|e| matches!(e.raw_os_error(), Some(libc::EFAULT) | Some(libc::EINVAL)))
-        {
-            let e = r.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
-            match AlignedBuf::new(self.zc.block_size, false) {
-                Ok(mut b) => {
-                    self.shared.warn(format!(
-                        "the kernel refused O_DIRECT writes straight from the capture ring ({e}); each block is copied to an aligned buffer first (the catalog says path \"copy\")"
-                    ));
-                    b.as_mut_slice()[..len].copy_from_slice(data);
-                    r = c.file.write_all_at(&b.as_mut_slice()[..len], off);
-                    self.bounce = Some(b);
-                }
-                Err(e2) => r = Err(e2),
-            }
-        }
-        if self.bounce.is_some() {
-            c.zero_copy = false;
-        }
-        if let Err(e) = r {
-            // Cut at the last whole block: what is before it is complete records.
-            let _ = c.file.set_len(off);
-            c.packets += recs.len() as u64;
-            let full = matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT));
-            let what = if full { "the disk is full" } else { "a write failed" };
-            self.shared.fail(format!("{what} while writing {}: {e}", c.part.display()), full);
-            self.stopped = true;
-            // Later records of this file are counted as dropped at its close.
-            c.real = false;
-            return;
-        }
-        self.shared.disk_bytes.fetch_add(len as u64, Ordering::Relaxed);
-        c.len += len as u64;
         for r in recs {
             if let Some(ix) = c.indexer.as_mut() {
                 let d = r.data();
@@ -230,9 +223,135 @@ impl<I: FileIndexer> ZcWriter<I> {
         }
         c.packets += recs.len() as u64;
         c.stored += recs.len() as u64;
+        c.len += len as u64;
+        let r = if let Some(b) = self.bounce.as_mut() {
+            // The fallback: a copy, written synchronously.
+            c.zero_copy = false;
+            b.as_mut_slice()[..len].copy_from_slice(data);
+            let r = c.file.write_all_at(&b.as_slice()[..len], off);
+            drop(block);
+            if r.is_ok() {
+                self.shared.disk_bytes.fetch_add(len as u64, Ordering::Relaxed);
+            }
+            r
+        } else {
+            drop(block);
+            let r = bw.write(id, len, &c.file, off, c.seq);
+            if r.is_ok() {
+                c.in_flight += 1;
+                self.shared.writes_in_flight_max.fetch_max(bw.in_flight() as u64, Ordering::Relaxed);
+            }
+            r
+        };
+        let seq = c.seq;
+        match r {
+            Err(e) => self.write_failed(seq, off, &e),
+            Ok(()) if self.bounce.is_none() && !self.probed => self.probe(bw, id, len, off),
+            Ok(()) => {}
+        }
     }
 
-    fn open_file(&mut self, first_ns: u64) {
+    /// Waits for the first write from the ring: if the kernel refused O_DIRECT from the
+    /// mapping, says so once and writes the block (and every later one) from a copy.
+    fn probe(&mut self, bw: &mut BlockWriter, id: BlockId, len: usize, off: u64) {
+        let _ = bw.drain();
+        let _ = bw.reap(false, &mut self.done);
+        let seq = self.cur.as_ref().map_or(0, |c| c.seq);
+        let Some(k) = self.done.iter().position(|d| d.tag == seq && d.offset == off) else { return };
+        let d = self.done[k];
+        let refused = self.direct && matches!(-d.result, libc::EFAULT | libc::EINVAL);
+        if !refused {
+            self.probed = d.complete();
+            return self.handle_done();
+        }
+        self.done.swap_remove(k);
+        let why = io::Error::from_raw_os_error(-d.result);
+        let Some(c) = self.cur.as_mut() else { return };
+        c.in_flight -= 1;
+        let r = match (AlignedBuf::new(self.zc.block_size, false), bw.block(id)) {
+            (Ok(mut b), Some(block)) => {
+                self.shared.warn(format!(
+                    "the kernel refused O_DIRECT writes straight from the capture ring ({why}); each block is copied to an aligned buffer first (the catalog says path \"copy\")"
+                ));
+                b.as_mut_slice()[..len].copy_from_slice(&block.bytes()[..len]);
+                let r = c.file.write_all_at(&b.as_slice()[..len], off);
+                self.bounce = Some(b);
+                c.zero_copy = false;
+                r
+            }
+            (Err(e), _) => Err(e),
+            (_, None) => Err(why),
+        };
+        match r {
+            Ok(()) => {
+                self.shared.disk_bytes.fetch_add(len as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                let seq = c.seq;
+                self.write_failed(seq, off, &e);
+            }
+        }
+        self.handle_done();
+    }
+
+    /// Reaps the writes that completed (waiting for one when `wait`), then finishes the closed
+    /// files whose writes are all done. Call it between blocks.
+    pub fn reap(&mut self, bw: &mut BlockWriter, wait: bool) {
+        if let Err(e) = bw.reap(wait, &mut self.done) {
+            self.shared.fail(format!("waiting for the writes of stream {} failed: {e}", self.cfg.stream), false);
+            self.stopped = true;
+        }
+        self.handle_done();
+    }
+
+    fn handle_done(&mut self) {
+        for k in 0..self.done.len() {
+            let d = self.done[k];
+            let file = match self.cur.as_mut().filter(|c| c.seq == d.tag) {
+                Some(c) => Some(c),
+                None => self.closing.iter_mut().find(|c| c.seq == d.tag),
+            };
+            if let Some(c) = file {
+                c.in_flight = c.in_flight.saturating_sub(1);
+            }
+            if d.complete() {
+                self.shared.disk_bytes.fetch_add(u64::from(d.len), Ordering::Relaxed);
+            } else {
+                let e = if d.result < 0 {
+                    io::Error::from_raw_os_error(-d.result)
+                } else {
+                    io::Error::new(io::ErrorKind::WriteZero, format!("short write: {} of {} bytes", d.result, d.len))
+                };
+                self.write_failed(d.tag, d.offset + d.result.max(0) as u64, &e);
+            }
+        }
+        self.done.clear();
+        while self.closing.front().is_some_and(|c| c.in_flight == 0) {
+            let c = self.closing.pop_front().expect("checked");
+            self.finish_file(c);
+        }
+    }
+
+    /// A write to file `seq` failed: it keeps what precedes `at`, and the stream stops.
+    fn write_failed(&mut self, seq: u64, at: u64, e: &io::Error) {
+        let file = match self.cur.as_mut().filter(|c| c.seq == seq) {
+            Some(c) => Some(c),
+            None => self.closing.iter_mut().find(|c| c.seq == seq),
+        };
+        let part = match file {
+            Some(c) => {
+                c.failed_at = Some(c.failed_at.map_or(at, |x| x.min(at)));
+                c.part.display().to_string()
+            }
+            None => format!("a file of stream {}", self.cfg.stream),
+        };
+        let full = matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT));
+        let what = if full { "the disk is full" } else { "a write failed" };
+        self.shared.fail(format!("{what} while writing {part}: {e}"), full);
+        self.stopped = true;
+    }
+
+    fn open_file(&mut self, bw: &mut BlockWriter, first_ns: u64) {
         self.seq += 1;
         let name = layout::file_name(first_ns, self.seq, Format::Pcapng.extension());
         let part = self.dir.join(format!("{name}{}", layout::PART));
@@ -251,7 +370,9 @@ impl<I: FileIndexer> ZcWriter<I> {
                         self.direct = false;
                         self.shared.direct_refused.store(true, Ordering::Relaxed);
                     }
-                    match f.write_all_at(&self.header.as_slice()[..DIRECT_ALIGN as usize], 0) {
+                    // Queued like the blocks: a synchronous write here would wait behind them.
+                    let f = Arc::new(f);
+                    match bw.write_buf(&self.header, DIRECT_ALIGN as usize, &f, 0, self.seq) {
                         Ok(()) => file = Some(f),
                         Err(e) => {
                             let full = e.raw_os_error() == Some(libc::ENOSPC);
@@ -271,7 +392,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         let real = file.is_some();
         let indexer =
             (self.cfg.index && real).then(|| super::new_indexer(&self.recycled, &self.work_tx, self.zc.linktype));
-        let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
+        let Some(file) = file.or_else(|| File::open("/dev/null").ok().map(Arc::new)) else {
             return;
         };
         let boundary = match self.zc.file_time_ns {
@@ -280,6 +401,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         };
         self.cur = Some(ZcFile {
             file,
+            seq: self.seq,
             part,
             part_rel,
             name,
@@ -295,41 +417,87 @@ impl<I: FileIndexer> ZcWriter<I> {
             real,
             on_disk: real,
             zero_copy: self.bounce.is_none(),
+            in_flight: u32::from(real),
+            failed_at: None,
         });
     }
 
     /// Called between blocks with the wall clock: closes the file at its time boundary.
-    pub fn tick(&mut self, now_ns: u64) {
+    pub fn tick(&mut self, bw: &mut BlockWriter, now_ns: u64) {
         if self.cur.as_ref().is_some_and(|f| now_ns >= f.boundary.saturating_add(self.zc.clock_close_grace_ns)) {
-            self.close_file();
+            self.close_file(bw);
         }
     }
 
-    /// Closes the open file: length, fsync, rename, index and catalog line.
-    pub fn close_file(&mut self) {
+    /// Closes the open file: it is finished (length, fsync, rename, index and catalog line)
+    /// once its writes in flight completed; until then it is carried.
+    pub fn close_file(&mut self, bw: &mut BlockWriter) {
         let Some(c) = self.cur.take() else { return };
-        let to = if self.budget_stopped { &self.shared.dropped_budget } else { &self.shared.dropped_write_error };
-        to.fetch_add(c.packets - c.stored, Ordering::Relaxed);
-        if c.on_disk {
-            let stored = c.stored;
-            self.finish_file(c, stored);
+        self.closing.push_back(c);
+        self.reap(bw, false);
+    }
+
+    /// Closes the open file and waits until every write completed and every file is finished.
+    pub fn drain(&mut self, bw: &mut BlockWriter) {
+        self.close_file(bw);
+        if let Err(e) = bw.drain() {
+            self.shared.fail(format!("waiting for the writes of stream {} failed: {e}", self.cfg.stream), false);
+            self.stopped = true;
+        }
+        self.reap(bw, false);
+        // Only if the wait itself failed: what reached the disk is walked again.
+        while let Some(mut c) = self.closing.pop_front() {
+            c.failed_at.get_or_insert(u64::MAX);
+            c.in_flight = 0;
+            self.finish_file(c);
         }
     }
 
-    fn finish_file(&mut self, c: ZcFile<I>, packets: u64) {
-        if packets == 0 {
-            drop(c.file);
+    /// Finishes a closed file whose writes completed: with a failed write, the file is cut
+    /// there and its complete records counted again (no index); then length, fsync, rename,
+    /// index and catalog line. Packets not written are counted as dropped.
+    fn finish_file(&mut self, c: ZcFile<I>) {
+        let budget = if self.budget_stopped { &self.shared.dropped_budget } else { &self.shared.dropped_write_error };
+        if !c.on_disk {
+            budget.fetch_add(c.packets, Ordering::Relaxed);
+            return;
+        }
+        let (mut len, mut stored, mut first_ns, mut last_ns, mut indexer) =
+            (c.len, c.stored, c.min_ns, c.max_ns, c.indexer);
+        if c.min_ns == u64::MAX {
+            (first_ns, last_ns) = (c.first_ns, c.first_ns);
+        }
+        if let Some(at) = c.failed_at {
+            indexer = None;
+            let cut = len.min(at);
+            let walked = c
+                .file
+                .set_len(cut)
+                .and_then(|()| self.store.open_file(&c.part_rel, wv_sys::fs::Open::Read, 0))
+                .and_then(|f| crate::recover::valid_prefix_of(f, Format::Pcapng, true));
+            (len, stored, first_ns, last_ns) = match walked {
+                Ok(v) => (v.len, v.packets, v.first_ns.unwrap_or(c.first_ns), v.last_ns.unwrap_or(c.first_ns)),
+                Err(_) => (0, 0, c.first_ns, c.first_ns),
+            };
+            stored = stored.min(c.packets);
+            self.shared.dropped_write_error.fetch_add(c.packets - stored, Ordering::Relaxed);
+        } else {
+            budget.fetch_add(c.packets - c.stored, Ordering::Relaxed);
+        }
+        let file = c.file;
+        if stored == 0 {
+            drop(file);
             let _ = self.store.unlink(&c.part_rel);
             return;
         }
         let final_rel = format!("{}/{}", self.rel_dir, c.name);
-        let r = c.file.set_len(c.len).and_then(|()| self.store.persist(&c.file, &c.part_rel, &final_rel));
-        drop(c.file);
+        let r = file.set_len(len).and_then(|()| self.store.persist(&file, &c.part_rel, &final_rel));
+        drop(file);
         if let Err(e) = r {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
             self.shared.fail(format!("cannot close {}: {e}", c.part.display()), full);
             self.stopped = true;
-            self.shared.dropped_write_error.fetch_add(packets, Ordering::Relaxed);
+            self.shared.dropped_write_error.fetch_add(stored, Ordering::Relaxed);
             return;
         }
         let index_rel = layout::index_rel(&final_rel);
@@ -340,23 +508,32 @@ impl<I: FileIndexer> ZcWriter<I> {
             format: Some(Format::Pcapng),
             linktype: self.zc.linktype,
             snaplen: self.zc.snaplen,
-            first_ns: if c.min_ns == u64::MAX { c.first_ns } else { c.min_ns },
-            last_ns: if c.min_ns == u64::MAX { c.first_ns } else { c.max_ns },
-            packets,
-            bytes: c.len,
+            first_ns,
+            last_ns,
+            packets: stored,
+            bytes: len,
             timestamps: self.cfg.timestamps,
             path: Some(if c.zero_copy { WritePath::ZeroCopy } else { WritePath::Copy }),
         };
-        let job = Finish { indexer: c.indexer, index_rel, entry, dir: self.store.clone(), persist: None };
+        let job = Finish { indexer, index_rel, entry, dir: self.store.clone(), persist: None };
         super::catalog_file(job, self.finish_tx.as_ref(), &self.catalog, &self.shared);
-        self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
-        self.shared.file_bytes.fetch_add(c.len, Ordering::Relaxed);
+        self.shared.written_packets.fetch_add(stored, Ordering::Relaxed);
+        self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Closes the open file and waits for its index and catalog line.
+    /// Waits for the index and catalog threads (after [`ZcWriter::drain`]).
     pub fn finish(mut self) -> io::Result<()> {
-        self.close_file();
+        while let Some(mut c) = self.closing.pop_front() {
+            c.failed_at.get_or_insert(u64::MAX);
+            self.finish_file(c);
+        }
+        if let Some(mut c) = self.cur.take() {
+            if c.in_flight > 0 {
+                c.failed_at.get_or_insert(u64::MAX);
+            }
+            self.finish_file(c);
+        }
         drop(self.finish_tx.take());
         let threads = self.threads.take();
         drop(self);

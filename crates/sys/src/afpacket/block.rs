@@ -6,16 +6,20 @@
 use super::*;
 use wv_wire::octets::{Endian, Octets};
 
-/// A block of packets owned by user space until dropped.
+/// A block of packets owned by user space until dropped (from [`Ring::next_block`]), or a view
+/// of a block a [`super::BlockWriter`] holds (which hands it back itself).
 ///
 /// Invariant: `ptr..ptr + len` is one block of the ring's mapping whose status word had
 /// `TP_STATUS_USER` when the block was created (loaded with `Acquire`), so the kernel does not
-/// write it until `drop` stores `TP_STATUS_KERNEL`; the `&mut Ring` borrow keeps the mapping
-/// alive and prevents a second `Block` from existing.
+/// write it until `TP_STATUS_KERNEL` is stored (by `drop` when `release`, else by the
+/// `BlockWriter`); the `&mut Ring` (or `&mut BlockWriter`) borrow keeps the mapping alive and
+/// prevents a second `Block` from existing; no write of the block is in flight while it exists.
 pub struct Block<'a> {
     pub(super) ptr: NonNull<u8>,
     pub(super) len: usize,
     pub(super) status: u32,
+    /// Dropping the block hands it back to the kernel.
+    pub(super) release: bool,
     pub(super) _ring: PhantomData<&'a mut Ring>,
 }
 
@@ -71,6 +75,9 @@ impl Block<'_> {
 
 impl Drop for Block<'_> {
     fn drop(&mut self) {
+        if !self.release {
+            return;
+        }
         // SAFETY: the status word is inside the block (BLOCK_STATUS + 4 <= block size) and
         // 4-byte aligned (blocks are page aligned); the kernel accesses it concurrently, so it
         // is only accessed atomically. No slice of the block is alive (they all borrow `self`).
@@ -118,6 +125,11 @@ pub struct Rewritten {
     /// opened without [`Ring::open_zero_copy`], or a link type whose header is not 14 + 4n
     /// bytes). They are covered by skip blocks, not stored.
     pub misplaced: u32,
+    /// Of the records: the sum of their stored and wire lengths, and how many have a hardware
+    /// stamp (the counters, without a second walk over the records).
+    pub stored_bytes: u64,
+    pub wire_bytes: u64,
+    pub hw_stamps: u32,
 }
 
 const SKIP_ALIGN: usize = 4096;
@@ -158,8 +170,9 @@ impl Block<'_> {
             let stride = d.wrapping_sub(prev);
             if (256..1 << 16).contains(&stride) {
                 let ahead = f.data.as_ptr().wrapping_add(4 * stride);
-                crate::mem::prefetch(ahead.wrapping_sub(EPB_HEADER_LEN + 64));
-                crate::mem::prefetch(ahead);
+                // Both lines are written (the EPB header, the trailer over the next header).
+                crate::mem::prefetch_write(ahead.wrapping_sub(EPB_HEADER_LEN + 64));
+                crate::mem::prefetch_write(ahead);
             }
             prev = d;
             out.push(ZcRecord {
@@ -205,6 +218,9 @@ impl Block<'_> {
             b[d + caplen..d + pad4(caplen)].fill(0);
             put(b, epb + total - 4, total as u32);
             out[kept] = ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
+            res.stored_bytes += caplen as u64;
+            res.wire_bytes += u64::from(orig);
+            res.hw_stamps += u32::from(r.hw_stamp);
             kept += 1;
             cursor = epb + total;
         }
@@ -220,6 +236,7 @@ impl Block<'_> {
             // block that would not parse.
             res.misplaced += kept as u32;
             out.clear();
+            (res.stored_bytes, res.wire_bytes, res.hw_stamps) = (0, 0, 0);
         }
         res
     }

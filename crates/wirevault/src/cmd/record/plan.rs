@@ -66,6 +66,9 @@ pub struct Tuning {
     pub ring_retire_ms: u32,
     /// io_uring queue depth of a writer (writes in flight).
     pub write_depth: u32,
+    /// Ring blocks whose writes may be in flight at once on the zero-copy path (DESIGN.md,
+    /// "Zero-copy block path": why this number).
+    pub zc_inflight: u32,
     /// Preallocation step of a writer. The writer never preallocates past
     /// one `--file-size`: retention reserves one per open file.
     pub prealloc_step: u64,
@@ -85,6 +88,7 @@ impl Default for Tuning {
             ring_blocks: 64,
             ring_retire_ms: 10,
             write_depth: 8,
+            zc_inflight: 16,
             prealloc_step: 64 << 20,
             queue_segments: 65_536,
             flush_after_ns: 1_000_000_000,

@@ -114,10 +114,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
                 ));
             }
             let linktype = live.linktype;
-            zc_rings = open_raw_rings(&p, live, true)?
-                .into_iter()
-                .map(|(ring, counter)| wv_capture::zerocopy::ZcRing { ring, counter, linktype })
-                .collect();
+            for (ring, counter) in open_raw_rings(&p, live, true)? {
+                let ring = wv_sys::afpacket::BlockWriter::new(ring, p.tuning.zc_inflight)
+                    .map_err(|e| fail(exit::ERROR, format!("cannot set up the zero-copy writes (io_uring): {e}")))?;
+                zc_rings.push(wv_capture::zerocopy::ZcRing { ring, counter, linktype });
+            }
         } else {
             sources.list = match live.xdp.take() {
                 Some(filter) => open_xsks(&p, live, filter, &mut sources.notes)?,

@@ -136,6 +136,8 @@ pub struct Snapshot {
     deleted: (u64, u64),
     /// Per stream: frames with a hardware stamp, with a software stamp.
     stamps: Vec<[u64; 2]>,
+    /// The most writes one stream had in flight (zero-copy).
+    in_flight_max: u64,
 }
 
 /// What the recording cost before its first packet, and its timestamp source
@@ -180,6 +182,7 @@ impl Snapshot {
                 sum(|w| w.retention_bytes.load(Ordering::Relaxed)),
             ),
             stamps,
+            in_flight_max: ws.iter().map(|w| w.writes_in_flight_max.load(Ordering::Relaxed)).max().unwrap_or(0),
         }
     }
 
@@ -203,6 +206,7 @@ impl Snapshot {
             files: 0,
             deleted: (0, 0),
             stamps: Vec::with_capacity(parts.len()),
+            in_flight_max: 0,
         };
         for p in parts {
             t.counts += p.counts;
@@ -216,6 +220,7 @@ impl Snapshot {
             t.files += p.files;
             t.deleted = (t.deleted.0 + p.deleted.0, t.deleted.1 + p.deleted.1);
             t.stamps.extend_from_slice(&p.stamps);
+            t.in_flight_max = t.in_flight_max.max(p.in_flight_max);
         }
         t
     }
@@ -314,6 +319,7 @@ impl Snapshot {
             "pps": rates.pps.round(),
             "gbps": (rates.gbps * 1000.0).round() / 1000.0,
             "disk_mb_s": rates.disk_mb_s.round(),
+            "writes_in_flight_max": self.in_flight_max,
             // Only meaningful once every packet has left the arena.
             "balanced": (state == "done").then(|| self.balanced()),
         })

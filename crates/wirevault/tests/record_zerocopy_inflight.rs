@@ -1,0 +1,206 @@
+//! The zero-copy path with several ring blocks' writes in flight at once.
+//!
+//! The store is a loop-mounted ext4 whose writes the kernel throttles (cgroup
+//! v1 `blkio.throttle.write_bps_device`, or v2 `io.max` for the recorder's
+//! cgroup) to a rate far below the burst tcpreplay sends: the kernel hands
+//! over ring blocks much faster than the disk takes them, so many block
+//! writes are queued at once, files rotate by size while the previous file's
+//! writes are still in flight, and blocks go back to the kernel as their
+//! writes complete. Everything must still be stored byte for byte (against
+//! what was sent and against tcpdump beside it), in order, with exact
+//! counters; a kill -9 while writes are in flight, then `repair`, must keep
+//! only whole frames, in order. Needs root, tcpreplay, tcpdump, capinfos,
+//! losetup and mkfs.ext4, and a cgroup io controller; skips without them
+//! (fails in CI).
+
+use crate::record_live::{paths, replay, Live, TOOLS};
+use crate::util::*;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// Frames sent: the standard sequence (60 to 9018 bytes) over ~42 MB, about ten 4 MiB ring blocks.
+const FRAMES: u32 = 12_000;
+/// What the store's device takes, bytes per second: the burst needs about 2.5 s to reach it.
+const WBPS: u64 = 16 << 20;
+const ARGS: &[&str] = &["--format", "pcapng", "--zero-copy", "--ring-size", "128M", "--file-size", "8M"];
+
+fn ready(test: &str) -> bool {
+    need_root(test) && need_tools(test, TOOLS) && need_tools(test, &["losetup", "mkfs.ext4", "mount"])
+}
+
+/// A write limit on one block device, lifted on drop.
+enum Throttle {
+    /// cgroup v1: the root blkio cgroup's limit (every writer of the device: the test's own loop device).
+    V1 { knob: PathBuf, dev: String },
+    /// cgroup v2: a cgroup of its own with `io.max`; the recorder is moved into it.
+    V2 { cg: PathBuf, dev: String },
+}
+
+impl Throttle {
+    /// Limits writes to the device holding `dir` to `bps`, or `None` (printed) without a
+    /// cgroup io controller.
+    fn new(dir: &Path, bps: u64) -> Option<Throttle> {
+        let st = std::fs::metadata(dir).ok()?.dev();
+        let dev = format!("{}:{}", libc::major(st), libc::minor(st));
+        let v1 = PathBuf::from("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device");
+        if v1.exists() {
+            std::fs::write(&v1, format!("{dev} {bps}")).ok()?;
+            return Some(Throttle::V1 { knob: v1, dev });
+        }
+        let root = Path::new("/sys/fs/cgroup");
+        let ctl = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+        if ctl.split_whitespace().any(|c| c == "io") {
+            let sub = std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+            if !sub.split_whitespace().any(|c| c == "io") {
+                std::fs::write(root.join("cgroup.subtree_control"), "+io").ok()?;
+            }
+            let cg = root.join(format!("wv-zc-inflight-{}", std::process::id()));
+            std::fs::create_dir_all(&cg).ok()?;
+            std::fs::write(cg.join("io.max"), format!("{dev} wbps={bps}")).ok()?;
+            return Some(Throttle::V2 { cg, dev });
+        }
+        None
+    }
+
+    /// Puts process `pid` under the limit (v2; v1's limit covers every process).
+    fn enter(&self, pid: u32) {
+        if let Throttle::V2 { cg, .. } = self {
+            std::fs::write(cg.join("cgroup.procs"), pid.to_string()).expect("move the recorder into the cgroup");
+        }
+    }
+}
+
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        match self {
+            Throttle::V1 { knob, dev } => {
+                let _ = std::fs::write(knob, format!("{dev} 0"));
+            }
+            Throttle::V2 { cg, dev } => {
+                let _ = std::fs::write(cg.join("io.max"), format!("{dev} wbps=max"));
+                // Its processes have exited; an empty cgroup is removed with rmdir.
+                let _ = std::fs::remove_dir(cg);
+            }
+        }
+    }
+}
+
+/// A throttled loop-mounted store, or `None` with a SKIP line (a failure under CI).
+fn slow_store(test: &str) -> Option<(LoopFs, Throttle)> {
+    let what = match LoopFs::new("zc-inflight", 512) {
+        Some(fs) => match Throttle::new(&fs.dir, WBPS) {
+            Some(t) => return Some((fs, t)),
+            None => "no cgroup io controller to throttle the store's device with",
+        },
+        None => "cannot set up a loop-mounted ext4",
+    };
+    assert!(!in_ci(), "{test}: {what}");
+    eprintln!("SKIP {test}: {what}");
+    None
+}
+
+fn start(l: &Live, store: &Path, t: &Throttle) -> Recorder {
+    let mut all = vec!["-i", l.pair.if_b, "-q"];
+    all.extend_from_slice(ARGS);
+    let mut r = Recorder::start(Some(&l.pair.ns_b), store, l.tmp.path(), &all);
+    t.enter(r.pid());
+    r.wait_ready();
+    r
+}
+
+#[test]
+fn zero_copy_several_blocks_in_flight_store_every_frame_and_rotate() {
+    let test = "zero_copy_several_blocks_in_flight_store_every_frame_and_rotate";
+    if !ready(test) {
+        return;
+    }
+    let _g = heavy_lock();
+    let Some((fs, throttle)) = slow_store(test) else { return };
+    let l = Live::new("zc-inflight", FRAMES);
+    let store = fs.dir.join("store");
+    // tcpdump beside it on the same interface, its buffer holding the whole burst.
+    let beside = l.tmp.join("beside.pcap");
+    let mut td = VethPair::exec(&l.pair.ns_b, "tcpdump")
+        .args(["-i", l.pair.if_b, "-n", "-U", "-B", "262144", "--time-stamp-precision=nano", "-w"])
+        .arg(&beside)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tcpdump");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut r = start(&l, &store, &throttle);
+    replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], FRAMES);
+    r.wait_received(FRAMES as u64);
+    let o = r.terminate();
+    o.expect(0, "recorder stopped by SIGTERM");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: our own child, not yet reaped.
+    unsafe { libc::kill(td.id() as libc::pid_t, libc::SIGTERM) };
+    td.wait().expect("tcpdump ends");
+
+    let st = stats(&store);
+    let in_flight = st["writes_in_flight_max"].as_u64().unwrap_or(0);
+    eprintln!("{test}: up to {in_flight} block writes in flight");
+    assert!(in_flight >= 3, "at most {in_flight} block writes were in flight at once on a disk taking {WBPS} B/s");
+    let c = final_counters(&store);
+    assert_eq!((c.received, c.written, c.filtered, c.drops()), (FRAMES as u64, FRAMES as u64, 0, 0));
+    let files = check_store(&store);
+    assert!(files.len() >= 3, "{} files of 42 MB with --file-size 8M", files.len());
+    for f in &files {
+        let b = f.entry["bytes"].as_u64().unwrap();
+        assert!(b <= (8 << 20) + (4 << 20), "{}: {b} bytes", f.path.display());
+        assert_eq!(f.entry["path"], "zero-copy", "{}", f.path.display());
+    }
+    let got = stream_records(&files, 0);
+    assert_same_frames(&l.sent, &got, false, "zero-copy with writes in flight");
+    let (_, tcpdump_saw) = tcpdump_frames(&beside, &[], l.tmp.path());
+    assert_eq!(tcpdump_saw.len(), got.len(), "frames tcpdump captured beside it");
+    for (i, (a, b)) in tcpdump_saw.iter().zip(&got).enumerate() {
+        assert!(a.data == b.data && a.origlen == b.origlen, "frame {i} differs from tcpdump's beside it");
+    }
+    assert_peers_read(&paths(&files), usize::MAX);
+}
+
+/// kill -9 while block writes are queued on the slow disk: `repair` keeps whole frames only,
+/// each the frame sent at its place, in order (a file whose later block reached the disk before
+/// an earlier one is cut at the gap), and the files read cleanly.
+#[test]
+fn zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames() {
+    let test = "zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames";
+    if !ready(test) {
+        return;
+    }
+    let _g = heavy_lock();
+    let Some((fs, throttle)) = slow_store(test) else { return };
+    let l = Live::new("zc-inflight-kill", FRAMES);
+    let store = fs.dir.join("store");
+    let mut r = start(&l, &store, &throttle);
+    replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], FRAMES);
+    r.wait_received(FRAMES as u64);
+    // SAFETY: our own child, not yet reaped.
+    unsafe { libc::kill(r.pid() as libc::pid_t, libc::SIGKILL) };
+    let _ = r.wait(std::time::Duration::from_secs(60));
+    let parts = std::fs::read_dir(store.join("stream-000"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+        .count();
+    assert!(parts >= 1, "kill -9 left no .part file");
+    run_wirevault(&["repair", store.to_str().unwrap()]).expect(0, "repair");
+    let files = check_store(&store);
+    let got = stream_records(&files, 0);
+    assert!(!got.is_empty(), "repair kept no frame");
+    eprintln!("{test}: {parts} .part files after kill -9; repair kept {} of {FRAMES} frames", got.len());
+    // Each kept frame is a sent one, byte for byte, in sending order.
+    let mut next = 0;
+    for (i, g) in got.iter().enumerate() {
+        let k = l.sent[next..]
+            .iter()
+            .position(|s| s.data == g.data && s.origlen == g.origlen)
+            .unwrap_or_else(|| panic!("kept frame {i} ({} bytes) is not a sent frame in order", g.data.len()));
+        next += k + 1;
+    }
+    assert_peers_read(&paths(&files), usize::MAX);
+}
