@@ -28,6 +28,7 @@ mod record_xdp;
 mod record_zerocopy;
 mod replay;
 mod serve_api;
+mod serve_config;
 mod serve_security;
 mod serve_volumes;
 mod service;
