@@ -237,6 +237,13 @@ impl Prepared {
         self.cancel.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// What reading the catalog found wrong before the query runs (files
+    /// missing, not regular, not catalogued; unreadable volumes): known
+    /// before the first byte, repeated in the report's warnings.
+    pub fn warnings(&self) -> &[String] {
+        &self.catalog_warnings
+    }
+
     /// Capture files still being written or left by a crash (`*.part`),
     /// which the query leaves out, and whether a recorder holds the store.
     pub fn open_files(&self) -> (usize, bool) {

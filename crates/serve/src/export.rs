@@ -293,6 +293,10 @@ pub(crate) fn export(
         let what = if recording { "still being written" } else { "left by a crash (run `wirevault repair`)" };
         headers.push(("x-wirevault-warning", format!("{open} file(s) {what} are not included")));
     }
+    // What is known to be missing before the first byte is said in the
+    // headers; a file that goes missing or shrinks after it aborts the body.
+    let announced = p.warnings().to_vec();
+    headers.extend(announced.iter().take(MAX_WARNING_HEADERS).map(|w| ("x-wirevault-warning", w.clone())));
     if ready.send(Ok(Head { headers })).is_err() {
         return Exported { bytes: 0, packets: 0, outcome: "client went away".into() };
     }
@@ -312,10 +316,18 @@ pub(crate) fn export(
     };
     let result = wv_query::run(p, wv_query::Sink::Chunks(&mut give));
     match result {
-        Ok(r) => {
-            let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
-            Exported { bytes: sent, packets: r.matched, outcome }
-        }
+        Ok(r) => match changed_meanwhile(&r, &announced) {
+            None => {
+                let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
+                Exported { bytes: sent, packets: r.matched, outcome }
+            }
+            Some(msg) => {
+                // The headers promised the selection; a body without some of
+                // its packets must not end as a whole one.
+                let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
+                Exported { bytes: sent, packets: r.matched, outcome: format!("failed: {msg}") }
+            }
+        },
         Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled) => {
             Exported { bytes: sent, packets: 0, outcome: "client went away".into() }
         }
@@ -365,6 +377,33 @@ impl Drop for Pooled {
             p.push(std::mem::take(&mut self.buf));
         }
     }
+}
+
+/// Warnings of the catalog given as headers at most.
+const MAX_WARNING_HEADERS: usize = 8;
+
+/// Why an export that ran to its end still lacks packets it promised: a
+/// catalogued file deleted (retention, by the recorder) or found missing,
+/// short or unreadable while the export ran, and not among the warnings
+/// its headers gave.
+fn changed_meanwhile(r: &wv_query::Report, announced: &[String]) -> Option<String> {
+    let name = |p: &std::path::PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let damaged: Vec<String> =
+        r.damaged_files.iter().map(name).filter(|n| !announced.iter().any(|w| w.contains(n.as_str()))).collect();
+    if damaged.is_empty() && r.deleted_while_recording == 0 {
+        return None;
+    }
+    let mut why = Vec::new();
+    if r.deleted_while_recording > 0 {
+        why.push(format!("{} file(s) deleted by the recorder's retention", r.deleted_while_recording));
+    }
+    if !damaged.is_empty() {
+        why.push(format!("{} missing, shortened or unreadable ({})", damaged.len(), damaged.join(", ")));
+    }
+    Some(format!(
+        "the answer is incomplete: stored files changed while it was read: {}; ask again (with a later `from` if retention deletes the oldest files)",
+        why.join("; ")
+    ))
 }
 
 /// `wirevault-FROM-TO.pcap` (compact UTC times; `start`/`end` when open).

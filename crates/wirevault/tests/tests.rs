@@ -29,6 +29,7 @@ mod record_zerocopy;
 mod replay;
 mod serve_api;
 mod serve_config;
+mod serve_export;
 mod serve_security;
 mod serve_volumes;
 mod service;

@@ -1,0 +1,110 @@
+//! An export whose stored files change under it (retention deletes one, or
+//! something shortens one) after its headers went out: the body is aborted
+//! (curl sees an incomplete transfer), never a short pcap ending as a whole
+//! one; the server goes on serving. A file the catalog names but that was
+//! already missing is said in a header before the first byte instead.
+
+use crate::util::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The last capture file of the store in time (the one an export reaches last).
+fn last_file(store: &Path) -> PathBuf {
+    let c = catalog(store);
+    let e = c.iter().max_by_key(|e| e["first_ns"].as_u64().unwrap()).unwrap();
+    store.join(e["file"].as_str().unwrap())
+}
+
+/// Starts a slow download of the whole store into `out` (headers into
+/// `out.h`) and waits until its first bytes have arrived.
+fn slow_export(addr: &str, out: &Path) -> std::process::Child {
+    let _ = std::fs::remove_file(out);
+    let child = Command::new("curl")
+        .args(["-s", "--limit-rate", "10M", "-D"])
+        .arg(out.with_extension("h"))
+        .arg("-o")
+        .arg(out)
+        .arg(format!("http://{addr}/api/v1/query"))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("curl");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(out).map_or(0, |m| m.len()) == 0 {
+        assert!(Instant::now() < deadline, "no bytes of the export arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn a_file_changed_during_an_export_aborts_its_body() {
+    let test = "a_file_changed_during_an_export_aborts_its_body";
+    if !need_tools(test, &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-export");
+    let store = tmp.join("store");
+    // About 60 MB in 4 MB files: the export is far from the last file (it
+    // can be at most the body channel and the socket buffers ahead of the
+    // slow client) when that file changes.
+    run_wirevault(&[
+        "record",
+        "--synthetic",
+        "size=1000,count=60000",
+        "--file-size",
+        "4M",
+        "-o",
+        store.to_str().unwrap(),
+        "-q",
+    ])
+    .expect(0, "record");
+    let full = tmp.join("full.pcap");
+    run_wirevault(&["query", store.to_str().unwrap(), "-w", full.to_str().unwrap()]).expect(0, "query");
+    let full_len = std::fs::metadata(&full).unwrap().len();
+    let served = Served::start(&store, tmp.path(), &[]);
+    let http = Http::new(&format!("http://{}", served.addr));
+
+    // 1. The last file shortened to half while the export runs.
+    let out = tmp.join("a.pcap");
+    let mut curl = slow_export(&served.addr, &out);
+    let last = last_file(&store);
+    let len = std::fs::metadata(&last).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&last).unwrap().set_len(len / 2).unwrap();
+    let st = curl.wait().unwrap();
+    assert!(!st.success(), "curl must see an incomplete transfer, got {st}");
+    let got = std::fs::metadata(&out).unwrap().len();
+    assert!(got < full_len, "{got} of {full_len} bytes");
+    assert!(std::fs::read_to_string(out.with_extension("h")).unwrap().starts_with("HTTP/1.1 200"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !served.log().contains("failed: the answer is incomplete: stored files changed while it was read") {
+        assert!(Instant::now() < deadline, "no log line of the failed export:\n{}", served.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_no_panic(&served.log(), "serve");
+    assert_eq!(http.get("/api/v1/status", &[]).status, 200, "the server goes on");
+
+    // 2. The same file removed (as retention does) while another export runs.
+    let out = tmp.join("b.pcap");
+    let mut curl = slow_export(&served.addr, &out);
+    std::fs::remove_file(&last).unwrap();
+    let st = curl.wait().unwrap();
+    assert!(!st.success(), "curl must see an incomplete transfer, got {st}");
+    assert!(std::fs::metadata(&out).unwrap().len() < full_len);
+
+    // 3. Missing before the request: said in a header, and the body is whole
+    //    (every packet of the other files, as the CLI writes them).
+    let r = http.get("/api/v1/query", &[]);
+    assert_eq!(r.status, 200);
+    let name = last.file_name().unwrap().to_str().unwrap();
+    assert!(
+        r.headers.iter().any(|(k, v)| k == "x-wirevault-warning" && v.contains(name) && v.contains("missing")),
+        "{:?}",
+        r.headers
+    );
+    let cli = tmp.join("cli.pcap");
+    let o = run_wirevault(&["query", store.to_str().unwrap(), "-w", cli.to_str().unwrap()]);
+    assert!(o.stderr.contains("missing"), "{}", o.stderr);
+    assert_eq!(r.body, std::fs::read(&cli).unwrap(), "HTTP equals the CLI without the missing file");
+    assert!((r.body.len() as u64) < full_len);
+}
