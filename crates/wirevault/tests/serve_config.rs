@@ -3,33 +3,6 @@
 //! sentence with exit code 2. The served store answers as the CLI does.
 
 use crate::util::*;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
-/// Starts `wirevault serve ARGS...` and returns it with its address once it listens.
-fn serve(args: &[&str], logs: &std::path::Path) -> (std::process::Child, String, std::path::PathBuf) {
-    let err = logs.join(format!("serve-config-{}.err", now_ns()));
-    let mut child = wirevault()
-        .arg("serve")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let log = std::fs::read_to_string(&err).unwrap_or_default();
-        if let Some(a) = served_addr(&log) {
-            return (child, a, err);
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("wirevault serve exited ({st}):\n{log}");
-        }
-        assert!(Instant::now() < deadline, "serve did not start:\n{log}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn serve_reads_its_options_from_a_config_file_and_flags_win() {
@@ -47,8 +20,8 @@ fn serve_reads_its_options_from_a_config_file_and_flags_win() {
     )
     .unwrap();
     // Everything from the file, the store included.
-    let (mut child, addr, _) = serve(&["--config", cfg.to_str().unwrap()], tmp.path());
-    let http = Http::new(&format!("http://{addr}"));
+    let served = Served::with_args(&["--config", cfg.to_str().unwrap()], tmp.path());
+    let http = Http::new(&format!("http://{}", served.addr));
     let st = http.get("/api/v1/status", &[]).json();
     assert_eq!(st["store"].as_str(), store.to_str(), "{st}");
     assert_eq!(st["limits"]["max_bytes"].as_u64(), Some(100 * 1024), "{st}");
@@ -58,19 +31,19 @@ fn serve_reads_its_options_from_a_config_file_and_flags_win() {
     assert_eq!(r.status, 200);
     assert!(r.header("x-wirevault-truncated").is_some_and(|h| h.contains("max-bytes")), "{:?}", r.headers);
     assert!(r.body.len() as u64 <= 100 * 1024, "{}", r.body.len());
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
     // The command line overrides the file.
-    let (mut child, addr, _) =
-        serve(&[store.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "--max-bytes", "2M"], tmp.path());
-    let http = Http::new(&format!("http://{addr}"));
+    let served = Served::with_args(
+        &[store.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "--max-bytes", "2M"],
+        tmp.path(),
+    );
+    let http = Http::new(&format!("http://{}", served.addr));
     assert_eq!(http.get("/api/v1/status", &[]).json()["limits"]["max_bytes"].as_u64(), Some(2 << 20));
     let out = tmp.join("cli.pcap");
     run_wirevault(&["query", store.to_str().unwrap(), "-w", out.to_str().unwrap()]).expect(0, "query");
     let r = http.get("/api/v1/query", &[]);
     assert_eq!(r.body, std::fs::read(&out).unwrap(), "HTTP answer equals the CLI's");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
     // A key serve does not have: one sentence, exit 2.
     std::fs::write(&cfg, "store = \"x\"\nfilter = \"udp\"\n").unwrap();
     let o = run_wirevault(&["serve", "--config", cfg.to_str().unwrap()]);
