@@ -12,7 +12,8 @@
 #    buffers it hands to hyper, which copies them into the socket; curl copies them out of it
 #    and writes them to /dev/null. Besides the times, the table gives the CPU seconds of each
 #    side (CLI process; server process + curl), the CLI at the server's query priority
-#    (nice 10), and the ceiling of this machine's loopback TCP with curl: a Python server that
+#    (nice 10), the server with --query-nice 0 (its query thread then competes with its own
+#    consumers, hyper's threads and curl, on equal terms), and the ceiling of this machine's loopback TCP with curl: a Python server that
 #    does no query work, only writes the store's files (as many bytes) in 1 MiB writes.
 # 2. Capture under query load: a recording with --listen in a network namespace, fed by trafgen
 #    on both CPUs (bench/live.sh's contention scenario, 1514-byte frames), once without clients
@@ -82,6 +83,12 @@ small_http() { for i in $(seq "$Q"); do curl -s -o /dev/null -G --data-urlencode
 cli_small=$(best_of 3 small_cli)
 cli_small_n10=$(PRIO="nice -n 10" best_of 3 small_cli)
 http_small=$(best_of 3 small_http)
+kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""
+# The same server with its query threads at the priority of everything else (capture's).
+"$BIN" serve "$STORE" --listen "127.0.0.1:$PORT" --max-bytes 1T --query-nice 0 2>"$WORK/serve0.log" &
+SERVE_PID=$!
+for _ in $(seq 100); do grep -q 'api: serving' "$WORK/serve0.log" 2>/dev/null && break; sleep 0.05; done
+http_big_n0=$(best_of 3 curl -s -o /dev/null "$URL")
 kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""
 # The ceiling: loopback TCP and curl alone, as many bytes from the page cache, no query work.
 python3 - "$PORT" "$WORK/ceiling.ready" "$STORE"/stream-*/*.pcap <<'PY' &
@@ -199,6 +206,7 @@ table_row "whole store, $(calc "$bytes / 1e9" .2f) GB" "$(rate "$bytes" "$cli_bi
 table_row "$Q one-flow queries" "$cli_small s" "$http_small s" "$(calc "100 * $cli_small / $http_small" .0f)%" "$cli_small_n10 s" "$(calc "100 * $cli_small_n10 / $http_small" .0f)%"
 echo
 echo "CPU seconds of one whole-store export: CLI $cli_big_cpu s; HTTP $http_big_cpu s (server and curl)."
+echo "HTTP with --query-nice 0 (query threads at capture's priority): $(rate "$bytes" "$http_big_n0") MB/s ($http_big_n0 s), $(calc "100 * $cli_big / $http_big_n0" .0f)% of the CLI."
 echo "Ceiling of loopback TCP with curl on this machine (no query work, $(calc "$bytes / 1e9" .2f) GB of stored files in 1 MiB writes): $(rate "$bytes" "$ceil_big") MB/s ($ceil_big s), $(calc "100 * $cli_big / $ceil_big" .0f)% of the CLI."
 if [ "${EXPORT_ONLY:-0}" = 1 ]; then exit 0; fi
 echo

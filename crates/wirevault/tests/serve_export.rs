@@ -108,3 +108,52 @@ fn a_file_changed_during_an_export_aborts_its_body() {
     assert_eq!(r.body, std::fs::read(&cli).unwrap(), "HTTP equals the CLI without the missing file");
     assert!((r.body.len() as u64) < full_len);
 }
+
+/// The nice values of the threads of `pid` named `name`.
+fn thread_nice(pid: u32, name: &str) -> Vec<i64> {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis; nice is the 19th field of the line.
+        if let Some(rest) = stat.rsplit_once(')').map(|x| x.1) {
+            v.extend(rest.split_whitespace().nth(16).and_then(|n| n.parse::<i64>().ok()));
+        }
+    }
+    v
+}
+
+#[test]
+fn query_threads_run_at_the_given_nice() {
+    let test = "query_threads_run_at_the_given_nice";
+    if !need_tools(test, &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-nice");
+    let store = tmp.join("store");
+    run_wirevault(&["record", "--synthetic", "size=1000,count=40000", "-o", store.to_str().unwrap(), "-q"])
+        .expect(0, "record");
+    for (args, want) in [(&[][..], 10), (&["--query-nice", "15"][..], 15)] {
+        let served = Served::start(&store, tmp.path(), args);
+        let out = tmp.join("slow.pcap");
+        let mut curl = slow_export(&served.addr, &out);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let seen = loop {
+            let n = thread_nice(served.child.id(), "wv-api-query");
+            if !n.is_empty() {
+                break n;
+            }
+            assert!(Instant::now() < deadline, "no query thread while an export runs");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(seen, vec![want], "{args:?}");
+        let _ = curl.kill();
+        let _ = curl.wait();
+    }
+    let o = run_wirevault(&["serve", store.to_str().unwrap(), "--query-nice", "20"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert_no_panic(&o.stderr, "serve --query-nice 20");
+}

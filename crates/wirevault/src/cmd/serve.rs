@@ -33,6 +33,10 @@ pub struct Listen {
     /// The most bytes one API answer may carry (K/M/G); a longer export is cut and says so.
     #[arg(long, default_value = "16G", value_name = "SIZE")]
     pub max_bytes: String,
+    /// CPU priority (nice, 0-19) of the threads that run API queries; above capture's (0) so
+    /// that capture comes first.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub query_nice: i32,
 }
 
 impl Listen {
@@ -65,6 +69,7 @@ impl Listen {
         cfg.token_file = self.token_file.clone();
         cfg.max_queries = self.max_queries;
         cfg.max_bytes = max_bytes;
+        cfg.query_nice = self.query_nice;
         cfg.check().map_err(|e| fail(exit::USAGE, e.to_string()))?;
         Ok(Some(cfg))
     }
