@@ -157,3 +157,50 @@ fn query_threads_run_at_the_given_nice() {
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert_no_panic(&o.stderr, "serve --query-nice 20");
 }
+
+/// Over TLS (rustls encrypts each recycled 1 MiB buffer) a whole-store
+/// export, many buffers long, equals the CLI's bytes.
+#[test]
+fn an_export_over_tls_equals_the_cli() {
+    if !need_tools("an_export_over_tls_equals_the_cli", &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-export-tls");
+    let store = tmp.join("store");
+    run_wirevault(&["record", "--synthetic", "size=imix,count=60000,flows=50", "-o", store.to_str().unwrap(), "-q"])
+        .expect(0, "record");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert =
+        rcgen::CertificateParams::new(vec!["recorder.example.test".to_string()]).unwrap().self_signed(&key).unwrap();
+    let (cert_pem, key_pem) = (tmp.join("cert.pem"), tmp.join("key.pem"));
+    std::fs::write(&cert_pem, cert.pem()).unwrap();
+    std::fs::write(&key_pem, key.serialize_pem()).unwrap();
+    let served = Served::start(
+        &store,
+        tmp.path(),
+        &["--tls-cert", cert_pem.to_str().unwrap(), "--tls-key", key_pem.to_str().unwrap()],
+    );
+    let port = served.addr.rsplit(':').next().unwrap().to_string();
+    let resolve = format!("recorder.example.test:{port}:127.0.0.1");
+    let https = Http::new(&format!("https://recorder.example.test:{port}")).with(&[
+        "--cacert",
+        cert_pem.to_str().unwrap(),
+        "--resolve",
+        &resolve,
+    ]);
+    let cli = tmp.join("cli.pcap");
+    run_wirevault(&["query", store.to_str().unwrap(), "-w", cli.to_str().unwrap()]).expect(0, "query");
+    let want = std::fs::read(&cli).unwrap();
+    assert!(want.len() > 8 << 20, "several buffers: {}", want.len());
+    for filter in ["", "udp port 1030 or udp port 1031"] {
+        let r = https.get("/api/v1/query", &[("filter", filter)]);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let cli = tmp.join("cli-f.pcap");
+        let mut args = vec!["query", store.to_str().unwrap(), "-w", cli.to_str().unwrap()];
+        if !filter.is_empty() {
+            args.push(filter);
+        }
+        run_wirevault(&args).expect(0, "query");
+        assert_eq!(r.body, std::fs::read(&cli).unwrap(), "TLS answer equals the CLI ({filter:?})");
+    }
+}
