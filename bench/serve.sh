@@ -6,7 +6,15 @@
 # 1. Export speed: `curl -o /dev/null` of /api/v1/query against `wirevault query -w /dev/null`
 #    with the same arguments over the same synthetic IMIX store (warm cache, best of 3):
 #    one large result (the whole store) and many small ones (Q one-flow queries, in sequence).
-#    Goal: HTTP >= 90% of the CLI's speed.
+#    Goal: HTTP >= 90% of the CLI's speed. What each side does: the CLI reads and checks every
+#    record, copies it into a 1 MiB buffer and writes that to /dev/null (which copies nothing);
+#    the server's query thread (nice 10, as every API query: capture first) does the same into
+#    buffers it hands to hyper, which copies them into the socket; curl copies them out of it
+#    and writes them to /dev/null. Besides the times, the table gives the CPU seconds of each
+#    side (CLI process; server process + curl), the CLI at the server's query priority
+#    (nice 10), the server with --query-nice 0 (its query thread then competes with its own
+#    consumers, hyper's threads and curl, on equal terms), and the ceiling of this machine's loopback TCP with curl: a Python server that
+#    does no query work, only writes the store's files (as many bytes) in 1 MiB writes.
 # 2. Capture under query load: a recording with --listen in a network namespace, fed by trafgen
 #    on both CPUs (bench/live.sh's contention scenario, 1514-byte frames), once without clients
 #    and once while 8 clients query continuously (count and pcap of the last seconds with a
@@ -18,7 +26,7 @@
 #
 # Environment: WIREVAULT (binary), SIZE_GB (store for part 1, default 4), Q (small queries,
 # default 200), N (frames per recording, default 3M), M (latency samples, default 300), NICE
-# (of the recorder and trafgen, default -10 as in bench/live.sh).
+# (of the recorder and trafgen, default -10 as in bench/live.sh), EXPORT_ONLY=1 (part 1 only).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 ROOT=$BENCH_ROOT
@@ -58,14 +66,51 @@ for _ in $(seq 100); do grep -q 'api: serving' "$WORK/serve.log" 2>/dev/null && 
 URL="http://127.0.0.1:$PORT/api/v1/query"
 cat "$STORE"/stream-*/*.pcap >/dev/null # warm the page cache
 bytes=$(curl -s -o /dev/null -w '%{size_download}' "$URL")
+# CPU seconds (user + system) of a command and its children.
+cpu_of() { python3 -c 'import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); r = resource.getrusage(resource.RUSAGE_CHILDREN); print(f"{r.ru_utime + r.ru_stime:.2f}")' "$@"; }
+# CPU seconds the server has used so far.
+srv_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f\n", ($14 + $15) / hz}' "/proc/$SERVE_PID/stat"; }
 cli_big=$(best_of 3 "$BIN" query "$STORE" -w /dev/null)
+cli_big_n10=$(best_of 3 nice -n 10 "$BIN" query "$STORE" -w /dev/null)
 http_big=$(best_of 3 curl -s -o /dev/null "$URL")
+cli_big_cpu=$(cpu_of "$BIN" query "$STORE" -w /dev/null)
+s0=$(srv_cpu)
+curl_big_cpu=$(cpu_of curl -s -o /dev/null "$URL")
+http_big_cpu=$(calc "$(srv_cpu) - $s0 + $curl_big_cpu" .2f)
 # Small: one flow each (the synthetic flows differ in their UDP source port).
-small_cli() { for i in $(seq "$Q"); do "$BIN" query "$STORE" -w /dev/null "udp src port $((1024 + i % 1000))"; done; }
+small_cli() { for i in $(seq "$Q"); do ${PRIO:-} "$BIN" query "$STORE" -w /dev/null "udp src port $((1024 + i % 1000))"; done; }
 small_http() { for i in $(seq "$Q"); do curl -s -o /dev/null -G --data-urlencode "filter=udp src port $((1024 + i % 1000))" "$URL"; done; }
 cli_small=$(best_of 3 small_cli)
+cli_small_n10=$(PRIO="nice -n 10" best_of 3 small_cli)
 http_small=$(best_of 3 small_http)
 kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""
+# The same server with its query threads at the priority of everything else (capture's).
+"$BIN" serve "$STORE" --listen "127.0.0.1:$PORT" --max-bytes 1T --query-nice 0 2>"$WORK/serve0.log" &
+SERVE_PID=$!
+for _ in $(seq 100); do grep -q 'api: serving' "$WORK/serve0.log" 2>/dev/null && break; sleep 0.05; done
+http_big_n0=$(best_of 3 curl -s -o /dev/null "$URL")
+kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""
+# The ceiling: loopback TCP and curl alone, as many bytes from the page cache, no query work.
+python3 - "$PORT" "$WORK/ceiling.ready" "$STORE"/stream-*/*.pcap <<'PY' &
+import socket, sys, os
+port, ready, files = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", port)); s.listen()
+open(ready, "w").close()
+total = sum(os.path.getsize(f) for f in files)
+buf = bytearray(1 << 20)
+for _ in range(3):
+    c, _ = s.accept(); c.recv(65536)
+    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % total)
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while (n := fh.readinto(buf)):
+                c.sendall(memoryview(buf)[:n])
+    c.close()
+PY
+SERVE_PID=$!
+for _ in $(seq 100); do [ -e "$WORK/ceiling.ready" ] && break; sleep 0.05; done
+ceil_big=$(best_of 3 curl -sf -o /dev/null "http://127.0.0.1:$PORT/")
+wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""
 rate() { calc "$1 / $2 / 1e6" .0f; }
 
 # --- 2 and 3. capture under query load -----------------------------------------------------------
@@ -156,9 +201,14 @@ echo "## HTTP API ($(stamp), $(revision))"
 echo
 echo "### Export speed (warm cache, best of 3; goal HTTP >= 90% of the CLI)"
 echo
-table_header "query" "CLI -w /dev/null" "HTTP (curl -o /dev/null)" "HTTP / CLI"
-table_row "whole store, $(calc "$bytes / 1e9" .2f) GB" "$(rate "$bytes" "$cli_big") MB/s ($cli_big s)" "$(rate "$bytes" "$http_big") MB/s ($http_big s)" "$(calc "100 * $cli_big / $http_big" .0f)%"
-table_row "$Q one-flow queries" "$cli_small s" "$http_small s" "$(calc "100 * $cli_small / $http_small" .0f)%"
+table_header "query" "CLI -w /dev/null" "HTTP (curl -o /dev/null)" "HTTP / CLI" "CLI at nice 10" "HTTP / CLI at nice 10"
+table_row "whole store, $(calc "$bytes / 1e9" .2f) GB" "$(rate "$bytes" "$cli_big") MB/s ($cli_big s)" "$(rate "$bytes" "$http_big") MB/s ($http_big s)" "$(calc "100 * $cli_big / $http_big" .0f)%" "$cli_big_n10 s" "$(calc "100 * $cli_big_n10 / $http_big" .0f)%"
+table_row "$Q one-flow queries" "$cli_small s" "$http_small s" "$(calc "100 * $cli_small / $http_small" .0f)%" "$cli_small_n10 s" "$(calc "100 * $cli_small_n10 / $http_small" .0f)%"
+echo
+echo "CPU seconds of one whole-store export: CLI $cli_big_cpu s; HTTP $http_big_cpu s (server and curl)."
+echo "HTTP with --query-nice 0 (query threads at capture's priority): $(rate "$bytes" "$http_big_n0") MB/s ($http_big_n0 s), $(calc "100 * $cli_big / $http_big_n0" .0f)% of the CLI."
+echo "Ceiling of loopback TCP with curl on this machine (no query work, $(calc "$bytes / 1e9" .2f) GB of stored files in 1 MiB writes): $(rate "$bytes" "$ceil_big") MB/s ($ceil_big s), $(calc "100 * $cli_big / $ceil_big" .0f)% of the CLI."
+if [ "${EXPORT_ONLY:-0}" = 1 ]; then exit 0; fi
 echo
 echo "### Capture under query load (trafgen on 2 CPUs, 1514-byte frames, $N per run; goal >= 99.9% stored)"
 echo

@@ -135,7 +135,9 @@ pub enum Sink<'a> {
     /// the query and is returned as [`QueryError::Output`].
     Packets(&'a mut PacketFn<'a>),
     /// The pcap stream in chunks of about 1 MiB, each handed over whole to
-    /// the callback (a server that sends them on without copying). An error
+    /// the callback (a server that sends them on without copying), which
+    /// returns the buffer to fill next: one the consumer is done with
+    /// (recycled: no allocation, no page faults) or `Vec::new()`. An error
     /// from it stops the query as [`QueryError::Output`].
     Chunks(&'a mut ChunkFn<'a>),
 }
@@ -152,8 +154,9 @@ pub struct PacketRef<'p> {
 /// The callback of [`Sink::Packets`].
 pub type PacketFn<'a> = dyn FnMut(PacketRef<'_>) -> io::Result<()> + 'a;
 
-/// The callback of [`Sink::Chunks`].
-pub type ChunkFn<'a> = dyn FnMut(Vec<u8>) -> io::Result<()> + 'a;
+/// The callback of [`Sink::Chunks`]: takes a full chunk, returns an empty
+/// buffer to fill next.
+pub type ChunkFn<'a> = dyn FnMut(Vec<u8>) -> io::Result<Vec<u8>> + 'a;
 
 /// A query that has been validated: the expression compiles and the store opens.
 pub struct Prepared {
@@ -232,6 +235,13 @@ impl Prepared {
     /// True once the caller's cancel flag is set.
     fn cancelled(&self) -> bool {
         self.cancel.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// What reading the catalog found wrong before the query runs (files
+    /// missing, not regular, not catalogued; unreadable volumes): known
+    /// before the first byte, repeated in the report's warnings.
+    pub fn warnings(&self) -> &[String] {
+        &self.catalog_warnings
     }
 
     /// Capture files still being written or left by a crash (`*.part`),

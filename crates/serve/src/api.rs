@@ -154,7 +154,8 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     let mut r = Response::new(Body::from_stream(stream));
     for (k, v) in head.headers {
         if let Ok(v) = HeaderValue::from_str(&v) {
-            r.headers_mut().insert(k, v);
+            // Appended: several warnings are several headers.
+            r.headers_mut().append(k, v);
         }
     }
     Ok(r)

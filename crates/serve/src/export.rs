@@ -293,25 +293,41 @@ pub(crate) fn export(
         let what = if recording { "still being written" } else { "left by a crash (run `wirevault repair`)" };
         headers.push(("x-wirevault-warning", format!("{open} file(s) {what} are not included")));
     }
+    // What is known to be missing before the first byte is said in the
+    // headers; a file that goes missing or shrinks after it aborts the body.
+    let announced = p.warnings().to_vec();
+    headers.extend(announced.iter().take(MAX_WARNING_HEADERS).map(|w| ("x-wirevault-warning", w.clone())));
     if ready.send(Ok(Head { headers })).is_err() {
         return Exported { bytes: 0, packets: 0, outcome: "client went away".into() };
     }
-    // The query's own 1 MiB buffers go to the body as they are (no copy).
+    // The query's own 1 MiB buffers go to the body as they are (no copy),
+    // and come back to it once sent (no allocation, no page faults).
     let (mut sent, cap) = (0u64, state.cfg.max_bytes);
-    let mut give = |chunk: Vec<u8>| -> io::Result<()> {
+    let pool = Pool::default();
+    let mut give = |chunk: Vec<u8>| -> io::Result<Vec<u8>> {
         if sent + chunk.len() as u64 > cap {
             return Err(io::Error::other(format!("the answer would exceed --max-bytes ({cap} bytes)")));
         }
         sent += chunk.len() as u64;
         yield_to_capture(state);
-        body.blocking_send(Ok(Bytes::from(chunk))).map_err(|_| io::ErrorKind::BrokenPipe.into())
+        let bytes = Bytes::from_owner(Pooled { buf: chunk, pool: pool.clone() });
+        body.blocking_send(Ok(bytes)).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
+        Ok(pool.take())
     };
     let result = wv_query::run(p, wv_query::Sink::Chunks(&mut give));
     match result {
-        Ok(r) => {
-            let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
-            Exported { bytes: sent, packets: r.matched, outcome }
-        }
+        Ok(r) => match changed_meanwhile(&r, &announced) {
+            None => {
+                let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
+                Exported { bytes: sent, packets: r.matched, outcome }
+            }
+            Some(msg) => {
+                // The headers promised the selection; a body without some of
+                // its packets must not end as a whole one.
+                let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
+                Exported { bytes: sent, packets: r.matched, outcome: format!("failed: {msg}") }
+            }
+        },
         Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled) => {
             Exported { bytes: sent, packets: 0, outcome: "client went away".into() }
         }
@@ -325,8 +341,100 @@ pub(crate) fn export(
     }
 }
 
+/// The output buffers of one export that hyper has sent and dropped, for
+/// the query to fill again: a fresh 1 MiB buffer per chunk costs page
+/// faults (and zeroing) in the query thread and an munmap in the server's.
+#[derive(Clone, Default)]
+struct Pool(Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+/// Buffers a pool keeps (the body channel's 4 and hyper's queue).
+const POOL_MAX: usize = 8;
+
+impl Pool {
+    /// A buffer back from the client's side, or a new empty one.
+    fn take(&self) -> Vec<u8> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default()
+    }
+}
+
+/// A chunk on its way to the client; its buffer returns to the pool when
+/// hyper drops it.
+struct Pooled {
+    buf: Vec<u8>,
+    pool: Pool,
+}
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let mut p = self.pool.0.lock().unwrap_or_else(|e| e.into_inner());
+        if p.len() < POOL_MAX {
+            p.push(std::mem::take(&mut self.buf));
+        }
+    }
+}
+
+/// Warnings of the catalog given as headers at most.
+const MAX_WARNING_HEADERS: usize = 8;
+
+/// Why an export that ran to its end still lacks packets it promised: a
+/// catalogued file deleted (retention, by the recorder) or found missing,
+/// short or unreadable while the export ran, and not among the warnings
+/// its headers gave.
+fn changed_meanwhile(r: &wv_query::Report, announced: &[String]) -> Option<String> {
+    let name = |p: &std::path::PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let damaged: Vec<String> =
+        r.damaged_files.iter().map(name).filter(|n| !announced.iter().any(|w| w.contains(n.as_str()))).collect();
+    if damaged.is_empty() && r.deleted_while_recording == 0 {
+        return None;
+    }
+    let mut why = Vec::new();
+    if r.deleted_while_recording > 0 {
+        why.push(format!("{} file(s) deleted by the recorder's retention", r.deleted_while_recording));
+    }
+    if !damaged.is_empty() {
+        why.push(format!("{} missing, shortened or unreadable ({})", damaged.len(), damaged.join(", ")));
+    }
+    Some(format!(
+        "the answer is incomplete: stored files changed while it was read: {}; ask again (with a later `from` if retention deletes the oldest files)",
+        why.join("; ")
+    ))
+}
+
 /// `wirevault-FROM-TO.pcap` (compact UTC times; `start`/`end` when open).
 fn file_name(sel: &Selection) -> String {
     let t = |v: Option<u64>, open: &str| v.map_or(open.to_string(), wv_store::layout::utc_compact);
     format!("wirevault-{}-{}.pcap", t(sel.from, "start"), t(sel.to, "end"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sent_chunk_comes_back_to_the_pool_with_its_buffer() {
+        let pool = Pool::default();
+        let mut buf = Vec::with_capacity(1 << 20);
+        buf.extend_from_slice(b"pcap bytes");
+        let ptr = buf.as_ptr();
+        let bytes = Bytes::from_owner(Pooled { buf, pool: pool.clone() });
+        let part = bytes.slice(5..);
+        drop(bytes);
+        // Still held by a slice: not back yet.
+        assert!(pool.take().capacity() == 0);
+        assert_eq!(&part[..], b"bytes");
+        drop(part);
+        let again = pool.take();
+        assert_eq!((again.as_ptr(), again.capacity()), (ptr, 1 << 20));
+        // At most POOL_MAX are kept.
+        for _ in 0..POOL_MAX + 3 {
+            drop(Bytes::from_owner(Pooled { buf: vec![0; 8], pool: pool.clone() }));
+        }
+        assert_eq!(pool.0.lock().unwrap().len(), POOL_MAX);
+    }
 }

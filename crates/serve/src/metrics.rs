@@ -166,14 +166,14 @@ impl Collector for Scrape {
             family(
                 e,
                 "volume_free",
-                "Free bytes of the store's volume",
+                "Free bytes of the file systems the store writes to (its directory and extra volumes)",
                 Some(&Unit::Bytes),
                 vec![(vec![], ConstGauge::new(free as i64))],
             )?;
             family(
                 e,
                 "volume_size",
-                "Size of the store's volume",
+                "Size of the file systems the store writes to (its directory and extra volumes)",
                 Some(&Unit::Bytes),
                 vec![(vec![], ConstGauge::new(total as i64))],
             )?;

@@ -399,8 +399,14 @@ impl State {
                 "store_bytes": cat.bytes,
                 "files": cat.entries.len(),
                 "packets": cat.packets,
+                // Over every file system the store writes to (see `volumes`).
                 "volume_free_bytes": space.map(|s| s.0),
                 "volume_size_bytes": space.map(|s| s.1),
+                "volumes": self.view.volumes().iter().map(|v| serde_json::json!({
+                    "path": v.path.display().to_string(),
+                    "free_bytes": v.space.map(|s| s.0),
+                    "size_bytes": v.space.map(|s| s.1),
+                })).collect::<Vec<_>>(),
             },
             "retention": {
                 "budget_bytes": budget,

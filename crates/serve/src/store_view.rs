@@ -6,6 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use wv_store::catalog::Entry;
 
+/// One directory the store's files go to, and its file system's space.
+pub(crate) struct VolumeSpace {
+    pub path: PathBuf,
+    /// Free and total bytes (`None`: cannot be read).
+    pub space: Option<(u64, u64)>,
+    /// The file system's device (two volumes on one share its space).
+    dev: Option<u64>,
+}
+
 /// The catalog as last read, and what identified the file then.
 pub(crate) struct StoreView {
     store: PathBuf,
@@ -49,9 +58,43 @@ impl StoreView {
         fresh
     }
 
-    /// Free and total bytes of the store's volume.
+    /// Free and total bytes of the file systems the store writes to: its
+    /// directory's and those of its extra volumes (`record --volume`), each
+    /// file system counted once (two volumes on one disk share its space).
+    /// `None` when the store directory's own cannot be read.
     pub fn space(&self) -> Option<(u64, u64)> {
-        wv_sys::fs::fs_space(&self.store).ok()
+        let vols = self.volumes();
+        vols.first()?.space?;
+        let mut seen = std::collections::HashSet::new();
+        let (mut free, mut total) = (0u64, 0u64);
+        for v in vols {
+            if let (Some((f, t)), Some(dev)) = (v.space, v.dev) {
+                if seen.insert(dev) {
+                    free += f;
+                    total += t;
+                }
+            }
+        }
+        Some((free, total))
+    }
+
+    /// The store directory and its usable extra volumes, each with the free
+    /// and total bytes of its file system.
+    pub fn volumes(&self) -> Vec<VolumeSpace> {
+        use std::os::unix::fs::MetadataExt;
+        let mut dirs = vec![self.store.clone()];
+        if self.store.join(wv_store::volume::REGISTRY).exists() {
+            if let Ok(v) = wv_store::volume::Volumes::open(&self.store) {
+                dirs.extend(v.all().iter().filter(|(id, _)| *id > 0).map(|(_, d)| d.path().to_path_buf()));
+            }
+        }
+        dirs.into_iter()
+            .map(|path| VolumeSpace {
+                space: wv_sys::fs::fs_space(&path).ok(),
+                dev: std::fs::metadata(&path).ok().map(|m| m.dev()),
+                path,
+            })
+            .collect()
     }
 
     pub fn path(&self) -> &Path {

@@ -1017,11 +1017,16 @@ pub struct Served {
 impl Served {
     /// Starts `wirevault serve STORE --listen 127.0.0.1:0 ARGS...` and waits until it listens.
     pub fn start(store: &Path, logs: &Path, args: &[&str]) -> Served {
+        let mut all = vec![store.to_str().expect("a UTF-8 path"), "--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        Served::with_args(&all, logs)
+    }
+
+    /// Starts `wirevault serve ARGS...` (they must make it listen) and waits until it listens.
+    pub fn with_args(args: &[&str], logs: &Path) -> Served {
         let err = logs.join(format!("serve-{}.err", unique()));
         let child = wirevault()
             .arg("serve")
-            .arg(store)
-            .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

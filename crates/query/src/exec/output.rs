@@ -143,7 +143,10 @@ impl OutBytes<'_> {
             OutBytes::Owned(cur, give) => {
                 cur.extend_from_slice(b);
                 if cur.len() >= OUT_CHUNK {
-                    give(std::mem::replace(cur, Vec::with_capacity(OUT_CAP)))?;
+                    let mut next = give(std::mem::take(cur))?;
+                    next.clear();
+                    next.reserve(OUT_CAP);
+                    *cur = next;
                 }
                 Ok(())
             }
@@ -163,7 +166,7 @@ impl OutBytes<'_> {
             OutBytes::Inline(w) => w.flush(),
             OutBytes::Chunks(c) => c.finish(),
             OutBytes::Each(_) => Ok(()),
-            OutBytes::Owned(cur, give) if !cur.is_empty() => give(std::mem::take(cur)),
+            OutBytes::Owned(cur, give) if !cur.is_empty() => give(std::mem::take(cur)).map(drop),
             OutBytes::Owned(..) => Ok(()),
         }
     }

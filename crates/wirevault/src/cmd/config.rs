@@ -145,7 +145,10 @@ fn to_args(
         if !keys.contains(key) {
             return Err(bad(
                 key,
-                format!("unknown key; the keys are the long option names of `wirevault {sub} --help` (without --) and filter"),
+                format!(
+                    "unknown key; the keys are the long option names of `wirevault {sub} --help` (without --){}",
+                    if keys.iter().any(|k| k == FILTER) { " and filter" } else { "" }
+                ),
             ));
         }
         if skip.contains(key) {
@@ -230,7 +233,7 @@ pub fn changed(old: &toml::Table, new: &toml::Table) -> Vec<String> {
     all.into_iter().filter(|k| old.get(*k) != new.get(*k)).cloned().collect()
 }
 
-/// Parses the command line; for `record --config FILE`, with the file's
+/// Parses the command line; for `record --config FILE` (and `serve`), with the file's
 /// arguments (see [`apply`]; the command line alone may lack what the file
 /// gives, as the store or the source). A usage error is returned; clap's
 /// own errors exit as clap does.
@@ -242,14 +245,16 @@ pub fn parse_cli() -> anyhow::Result<crate::Cli> {
     if !argv.iter().any(|a| a.to_str().is_some_and(|a| a == "--config" || a.starts_with("--config="))) {
         return Ok(<crate::Cli as clap::Parser>::parse_from(argv));
     }
-    let file =
-        crate::Cli::command().ignore_errors(true).try_get_matches_from(&argv).ok().and_then(|m| {
-            m.subcommand_matches("record").and_then(|r| r.get_one::<std::path::PathBuf>("config").cloned())
-        });
-    let Some(file) = file else {
+    // `record --config FILE` and `serve --config FILE`.
+    let found = crate::Cli::command().ignore_errors(true).try_get_matches_from(&argv).ok().and_then(|m| {
+        ["record", "serve"].into_iter().find_map(|sub| {
+            m.subcommand_matches(sub).and_then(|r| r.get_one::<std::path::PathBuf>("config").cloned()).map(|f| (sub, f))
+        })
+    });
+    let Some((sub, file)) = found else {
         return Ok(<crate::Cli as clap::Parser>::parse_from(argv));
     };
-    match apply::<crate::Cli>(&argv, "record", &file) {
+    match apply::<crate::Cli>(&argv, sub, &file) {
         Ok((mut c, loaded)) => {
             if let crate::Command::Record(a) = &mut c.command {
                 a.loaded = Some(loaded);

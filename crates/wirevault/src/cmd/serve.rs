@@ -33,6 +33,10 @@ pub struct Listen {
     /// The most bytes one API answer may carry (K/M/G); a longer export is cut and says so.
     #[arg(long, default_value = "16G", value_name = "SIZE")]
     pub max_bytes: String,
+    /// CPU priority (nice, 0-19) of the threads that run API queries; above capture's (0) so
+    /// that capture comes first.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub query_nice: i32,
 }
 
 impl Listen {
@@ -65,6 +69,7 @@ impl Listen {
         cfg.token_file = self.token_file.clone();
         cfg.max_queries = self.max_queries;
         cfg.max_bytes = max_bytes;
+        cfg.query_nice = self.query_nice;
         cfg.check().map_err(|e| fail(exit::USAGE, e.to_string()))?;
         Ok(Some(cfg))
     }
@@ -99,25 +104,41 @@ pub fn start(
 
 /// Arguments of `wirevault serve`.
 #[derive(clap::Args)]
+// A later value wins: `--config`'s arguments come first, the command line's after them.
+#[command(args_override_self = true)]
 pub struct Args {
-    /// The store to serve.
-    pub store: PathBuf,
+    /// The store to serve (or `store = "DIR"` in the --config file).
+    pub store: Option<PathBuf>,
+    /// The store as a config file names it (key `store`); STORE on the command line wins.
+    #[arg(long = "store", value_name = "DIR", hide = true)]
+    pub store_key: Option<PathBuf>,
+    /// Read the options from this TOML file (keys: the long option names, and store); the command line overrides it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     #[command(flatten)]
     pub listen: Listen,
 }
 
-pub fn run(args: Args) -> anyhow::Result<u8> {
-    if !args.store.join(wv_store::layout::CATALOG).is_file() {
+pub fn run(mut args: Args) -> anyhow::Result<u8> {
+    let Some(store) = args.store.take().or(args.store_key.take()) else {
+        return Err(fail(
+            exit::USAGE,
+            "give the store to serve: wirevault serve STORE (or store = \"DIR\" in --config)",
+        ));
+    };
+    args.store = Some(store);
+    let store = args.store.as_ref().expect("set above");
+    if !store.join(wv_store::layout::CATALOG).is_file() {
         return Err(fail(
             exit::USAGE,
             format!(
                 "{} is not a store (no {}); give the directory `wirevault record -o` writes",
-                args.store.display(),
+                store.display(),
                 wv_store::layout::CATALOG
             ),
         ));
     }
-    let cfg = args.listen.config(&args.store, Some("127.0.0.1:8080"))?.expect("a default address is given");
+    let cfg = args.listen.config(store, Some("127.0.0.1:8080"))?.expect("a default address is given");
     // SIGHUP reloads tokens and certificates; the stop signals end the server.
     let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(libc::SIGHUP, hup.clone())

@@ -1,0 +1,206 @@
+//! An export whose stored files change under it (retention deletes one, or
+//! something shortens one) after its headers went out: the body is aborted
+//! (curl sees an incomplete transfer), never a short pcap ending as a whole
+//! one; the server goes on serving. A file the catalog names but that was
+//! already missing is said in a header before the first byte instead.
+
+use crate::util::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The last capture file of the store in time (the one an export reaches last).
+fn last_file(store: &Path) -> PathBuf {
+    let c = catalog(store);
+    let e = c.iter().max_by_key(|e| e["first_ns"].as_u64().unwrap()).unwrap();
+    store.join(e["file"].as_str().unwrap())
+}
+
+/// Starts a slow download of the whole store into `out` (headers into
+/// `out.h`) and waits until its first bytes have arrived.
+fn slow_export(addr: &str, out: &Path) -> std::process::Child {
+    let _ = std::fs::remove_file(out);
+    let child = Command::new("curl")
+        .args(["-s", "--limit-rate", "10M", "-D"])
+        .arg(out.with_extension("h"))
+        .arg("-o")
+        .arg(out)
+        .arg(format!("http://{addr}/api/v1/query"))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("curl");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(out).map_or(0, |m| m.len()) == 0 {
+        assert!(Instant::now() < deadline, "no bytes of the export arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn a_file_changed_during_an_export_aborts_its_body() {
+    let test = "a_file_changed_during_an_export_aborts_its_body";
+    if !need_tools(test, &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-export");
+    let store = tmp.join("store");
+    // About 60 MB in 4 MB files: the export is far from the last file (it
+    // can be at most the body channel and the socket buffers ahead of the
+    // slow client) when that file changes.
+    run_wirevault(&[
+        "record",
+        "--synthetic",
+        "size=1000,count=60000",
+        "--file-size",
+        "4M",
+        "-o",
+        store.to_str().unwrap(),
+        "-q",
+    ])
+    .expect(0, "record");
+    let full = tmp.join("full.pcap");
+    run_wirevault(&["query", store.to_str().unwrap(), "-w", full.to_str().unwrap()]).expect(0, "query");
+    let full_len = std::fs::metadata(&full).unwrap().len();
+    let served = Served::start(&store, tmp.path(), &[]);
+    let http = Http::new(&format!("http://{}", served.addr));
+
+    // 1. The last file shortened to half while the export runs.
+    let out = tmp.join("a.pcap");
+    let mut curl = slow_export(&served.addr, &out);
+    let last = last_file(&store);
+    let len = std::fs::metadata(&last).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&last).unwrap().set_len(len / 2).unwrap();
+    let st = curl.wait().unwrap();
+    assert!(!st.success(), "curl must see an incomplete transfer, got {st}");
+    let got = std::fs::metadata(&out).unwrap().len();
+    assert!(got < full_len, "{got} of {full_len} bytes");
+    assert!(std::fs::read_to_string(out.with_extension("h")).unwrap().starts_with("HTTP/1.1 200"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !served.log().contains("failed: the answer is incomplete: stored files changed while it was read") {
+        assert!(Instant::now() < deadline, "no log line of the failed export:\n{}", served.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_no_panic(&served.log(), "serve");
+    assert_eq!(http.get("/api/v1/status", &[]).status, 200, "the server goes on");
+
+    // 2. The same file removed (as retention does) while another export runs.
+    let out = tmp.join("b.pcap");
+    let mut curl = slow_export(&served.addr, &out);
+    std::fs::remove_file(&last).unwrap();
+    let st = curl.wait().unwrap();
+    assert!(!st.success(), "curl must see an incomplete transfer, got {st}");
+    assert!(std::fs::metadata(&out).unwrap().len() < full_len);
+
+    // 3. Missing before the request: said in a header, and the body is whole
+    //    (every packet of the other files, as the CLI writes them).
+    let r = http.get("/api/v1/query", &[]);
+    assert_eq!(r.status, 200);
+    let name = last.file_name().unwrap().to_str().unwrap();
+    assert!(
+        r.headers.iter().any(|(k, v)| k == "x-wirevault-warning" && v.contains(name) && v.contains("missing")),
+        "{:?}",
+        r.headers
+    );
+    let cli = tmp.join("cli.pcap");
+    let o = run_wirevault(&["query", store.to_str().unwrap(), "-w", cli.to_str().unwrap()]);
+    assert!(o.stderr.contains("missing"), "{}", o.stderr);
+    assert_eq!(r.body, std::fs::read(&cli).unwrap(), "HTTP equals the CLI without the missing file");
+    assert!((r.body.len() as u64) < full_len);
+}
+
+/// The nice values of the threads of `pid` named `name`.
+fn thread_nice(pid: u32, name: &str) -> Vec<i64> {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis; nice is the 19th field of the line.
+        if let Some(rest) = stat.rsplit_once(')').map(|x| x.1) {
+            v.extend(rest.split_whitespace().nth(16).and_then(|n| n.parse::<i64>().ok()));
+        }
+    }
+    v
+}
+
+#[test]
+fn query_threads_run_at_the_given_nice() {
+    let test = "query_threads_run_at_the_given_nice";
+    if !need_tools(test, &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-nice");
+    let store = tmp.join("store");
+    run_wirevault(&["record", "--synthetic", "size=1000,count=40000", "-o", store.to_str().unwrap(), "-q"])
+        .expect(0, "record");
+    for (args, want) in [(&[][..], 10), (&["--query-nice", "15"][..], 15)] {
+        let served = Served::start(&store, tmp.path(), args);
+        let out = tmp.join("slow.pcap");
+        let mut curl = slow_export(&served.addr, &out);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let seen = loop {
+            let n = thread_nice(served.child.id(), "wv-api-query");
+            if !n.is_empty() {
+                break n;
+            }
+            assert!(Instant::now() < deadline, "no query thread while an export runs");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(seen, vec![want], "{args:?}");
+        let _ = curl.kill();
+        let _ = curl.wait();
+    }
+    let o = run_wirevault(&["serve", store.to_str().unwrap(), "--query-nice", "20"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert_no_panic(&o.stderr, "serve --query-nice 20");
+}
+
+/// Over TLS (rustls encrypts each recycled 1 MiB buffer) a whole-store
+/// export, many buffers long, equals the CLI's bytes.
+#[test]
+fn an_export_over_tls_equals_the_cli() {
+    if !need_tools("an_export_over_tls_equals_the_cli", &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-export-tls");
+    let store = tmp.join("store");
+    run_wirevault(&["record", "--synthetic", "size=imix,count=60000,flows=50", "-o", store.to_str().unwrap(), "-q"])
+        .expect(0, "record");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert =
+        rcgen::CertificateParams::new(vec!["recorder.example.test".to_string()]).unwrap().self_signed(&key).unwrap();
+    let (cert_pem, key_pem) = (tmp.join("cert.pem"), tmp.join("key.pem"));
+    std::fs::write(&cert_pem, cert.pem()).unwrap();
+    std::fs::write(&key_pem, key.serialize_pem()).unwrap();
+    let served = Served::start(
+        &store,
+        tmp.path(),
+        &["--tls-cert", cert_pem.to_str().unwrap(), "--tls-key", key_pem.to_str().unwrap()],
+    );
+    let port = served.addr.rsplit(':').next().unwrap().to_string();
+    let resolve = format!("recorder.example.test:{port}:127.0.0.1");
+    let https = Http::new(&format!("https://recorder.example.test:{port}")).with(&[
+        "--cacert",
+        cert_pem.to_str().unwrap(),
+        "--resolve",
+        &resolve,
+    ]);
+    let cli = tmp.join("cli.pcap");
+    run_wirevault(&["query", store.to_str().unwrap(), "-w", cli.to_str().unwrap()]).expect(0, "query");
+    let want = std::fs::read(&cli).unwrap();
+    assert!(want.len() > 8 << 20, "several buffers: {}", want.len());
+    for filter in ["", "udp port 1030 or udp port 1031"] {
+        let r = https.get("/api/v1/query", &[("filter", filter)]);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let cli = tmp.join("cli-f.pcap");
+        let mut args = vec!["query", store.to_str().unwrap(), "-w", cli.to_str().unwrap()];
+        if !filter.is_empty() {
+            args.push(filter);
+        }
+        run_wirevault(&args).expect(0, "query");
+        assert_eq!(r.body, std::fs::read(&cli).unwrap(), "TLS answer equals the CLI ({filter:?})");
+    }
+}
