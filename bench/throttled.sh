@@ -18,7 +18,8 @@
 # Environment: N (frames, default 2000000), WBPS (write limit in bytes/s, default 200000000),
 # IMG (image size, default 12G, sparse), TOOLS (default "wirevault tcpdump netsniff-ng"),
 # WV_BUFFER (wirevault --buffer; default: its own default), NICE (default 0). The tool
-# "wirevault-nospill" is wirevault with --spill-above off (the arena alone, no page cache).
+# "wirevault-spill" is wirevault with --spill-above 50 (writes go through the page cache while
+# the arena is more than half full; wirevault's default is the arena alone).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 DIR=$(work_dir "${1:-./bench-throttled}")
@@ -86,8 +87,8 @@ tool_cmd() { # tool -> the command, one word per line
   case $1 in
     tcpdump) printf '%s\n' tcpdump -i vethB -w "$MNT/cap.pcap" -s 0 ;;
     netsniff-ng) printf '%s\n' netsniff-ng --in vethB --out "$MNT/cap.pcap" --silent ;;
-    wirevault | wirevault-nospill)
-      [ "$1" = wirevault-nospill ] && printf '%s\n' "$BIN" record --spill-above off
+    wirevault | wirevault-spill)
+      [ "$1" = wirevault-spill ] && printf '%s\n' "$BIN" record --spill-above 50
       [ "$1" = wirevault ] && printf '%s\n' "$BIN" record
       printf '%s\n'  -i vethB -o "$MNT/store" -q --no-tune-warnings --timestamps sw
       [ -n "${WV_BUFFER:-}" ] && printf '%s\n' --buffer "$WV_BUFFER"
@@ -138,7 +139,7 @@ run_one() {
     c=$(capinfos -c -M -T -r "$f" 2>/dev/null | awk -F'\t' '{print $2}')
     stored=$((stored + ${c:-0}))
   done
-  if [ "${tool%-nospill}" = wirevault ]; then
+  if [ "${tool%-spill}" = wirevault ]; then
     local w su pf ab af
     read -r w su pf ab af sp < <(stats "$MNT/store/stats.json" written startup_cpu_s arena_prefault_cpu_s arena_bytes dropped.arena_full spilled_bytes)
     [ "$w" = "$stored" ] || extra="stats.json written $w but the files hold $stored; "

@@ -101,9 +101,11 @@ pub struct Args {
     /// Write buffered instead of O_DIRECT.
     #[arg(long)]
     pub no_direct: bool,
-    /// When the disk falls behind: while the arena is more than PERCENT full, writes go
-    /// through the page cache (as tcpdump's do) until it is half that; `off`: never
-    #[arg(long, value_name = "PERCENT", default_value = "50", value_parser = parse_spill)]
+    /// When the disk falls behind for long: while the arena is more than PERCENT full, writes
+    /// go through the page cache (as tcpdump's do) until it is half that (e.g. 50); `off`:
+    /// never. Off by default: on a disk that keeps up, a short burst that fills the arena
+    /// would move writes to the slower page-cache path
+    #[arg(long, value_name = "PERCENT", default_value = "off", value_parser = parse_spill)]
     pub spill_above: SpillAbove,
     /// Do not build index files.
     #[arg(long)]
