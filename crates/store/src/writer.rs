@@ -741,7 +741,7 @@ impl<I: FileIndexer> Writer<I> {
             c.file.set_len(len).and_then(|()| self.store.persist(&c.file, &c.part_rel, &final_rel))
         };
         let persist = spilled.then(|| threads::Persist {
-            file: c.file,
+            file: Arc::new(c.file),
             part_rel: c.part_rel.clone(),
             final_rel: final_rel.clone(),
             packets,

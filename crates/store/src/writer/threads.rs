@@ -20,7 +20,8 @@ pub(super) struct Finish<I> {
 
 /// A closed file's fsync and rename, left to the index thread.
 pub(super) struct Persist {
-    pub(super) file: File,
+    /// Shared with writes that have completed (the zero-copy path's).
+    pub(super) file: Arc<File>,
     pub(super) part_rel: String,
     pub(super) final_rel: String,
     /// Its packets (already counted as written).

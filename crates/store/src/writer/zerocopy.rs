@@ -491,8 +491,16 @@ impl<I: FileIndexer> ZcWriter<I> {
             return;
         }
         let final_rel = format!("{}/{}", self.rel_dir, c.name);
-        let r = file.set_len(len).and_then(|()| self.store.persist(&file, &c.part_rel, &final_rel));
-        drop(file);
+        // The fsync and rename go to the index thread (before the index and catalog line),
+        // as for a spilled file of the copy path: on a slow disk the fsync waits behind other
+        // writes, and this is the capture thread.
+        let r = file.set_len(len);
+        let persist = super::threads::Persist {
+            file,
+            part_rel: c.part_rel.clone(),
+            final_rel: final_rel.clone(),
+            packets: stored,
+        };
         if let Err(e) = r {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
             self.shared.fail(format!("cannot close {}: {e}", c.part.display()), full);
@@ -515,11 +523,12 @@ impl<I: FileIndexer> ZcWriter<I> {
             timestamps: self.cfg.timestamps,
             path: Some(if c.zero_copy { WritePath::ZeroCopy } else { WritePath::Copy }),
         };
-        let job = Finish { indexer, index_rel, entry, dir: self.store.clone(), persist: None };
-        super::catalog_file(job, self.finish_tx.as_ref(), &self.catalog, &self.shared);
+        // Counted first: the index thread takes them back if the file cannot be persisted.
         self.shared.written_packets.fetch_add(stored, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
+        let job = Finish { indexer, index_rel, entry, dir: self.store.clone(), persist: Some(persist) };
+        super::catalog_file(job, self.finish_tx.as_ref(), &self.catalog, &self.shared);
     }
 
     /// Waits for the index and catalog threads (after [`ZcWriter::drain`]).
