@@ -71,15 +71,7 @@ fn zero_copy_stores_live_frames_byte_for_byte() {
     let l = Live::new("zc-exact", N);
     // tcpdump beside it, on the same interface.
     let beside = l.tmp.join("beside.pcap");
-    let mut td = VethPair::exec(&l.pair.ns_b, "tcpdump")
-        .args(["-i", l.pair.if_b, "-n", "-U", "-B", "131072", "--time-stamp-precision=nano", "-w"])
-        .arg(&beside)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tcpdump");
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut td = l.pair.tcpdump_beside(&beside, 131072);
     let r = l.start(&zc(&[]));
     let (o, t0, t1) = l.send_and_stop(r, &["--topspeed"], N as u64);
     assert!(o.stderr.contains(&format!("{N} packets received")), "summary: {}", o.stderr);

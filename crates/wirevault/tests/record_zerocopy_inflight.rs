@@ -17,7 +17,6 @@ use crate::record_live::{paths, replay, Live, TOOLS};
 use crate::util::*;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 /// Frames sent: the standard sequence (60 to 9018 bytes) over ~42 MB, about ten 4 MiB ring blocks.
 const FRAMES: u32 = 12_000;
@@ -121,15 +120,7 @@ fn zero_copy_several_blocks_in_flight_store_every_frame_and_rotate() {
     let store = fs.dir.join("store");
     // tcpdump beside it on the same interface, its buffer holding the whole burst.
     let beside = l.tmp.join("beside.pcap");
-    let mut td = VethPair::exec(&l.pair.ns_b, "tcpdump")
-        .args(["-i", l.pair.if_b, "-n", "-U", "-B", "262144", "--time-stamp-precision=nano", "-w"])
-        .arg(&beside)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tcpdump");
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut td = l.pair.tcpdump_beside(&beside, 262144);
     let mut r = start(&l, &store, &throttle);
     replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], FRAMES);
     r.wait_received(FRAMES as u64);

@@ -228,6 +228,22 @@ impl VethPair {
         c.args(["netns", "exec", ns, program]);
         c
     }
+
+    /// tcpdump on this pair's far end (`if_b` in `ns_b`), nanosecond stamps, writing `out`
+    /// with a kernel buffer of `buffer_kib`; started 700 ms before it returns, so it sees
+    /// what is sent next. Stop it with SIGINT (its stderr is piped for the summary).
+    pub fn tcpdump_beside(&self, out: &Path, buffer_kib: u32) -> Child {
+        let td = VethPair::exec(&self.ns_b, "tcpdump")
+            .args(["-i", self.if_b, "-n", "-U", "-B", &buffer_kib.to_string(), "--time-stamp-precision=nano", "-w"])
+            .arg(out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tcpdump");
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        td
+    }
 }
 
 impl Drop for VethPair {
