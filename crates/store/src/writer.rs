@@ -9,9 +9,10 @@
 //! (`ftruncate`), `fsync`, renaming `NAME.part` to `NAME`, writing the index
 //! and appending the catalog line.
 //!
-//! When the disk falls behind and the arena fills past [`SPILL_ON`], the
-//! writes go through the page cache instead (a second, buffered descriptor
-//! of the same file) until it drains below half of that: buffered writers
+//! With [`WriterConfig::spill`] set, when the disk falls behind and the arena
+//! fills past that fraction, the writes go through the page cache instead (a
+//! second, buffered descriptor of the same file) until it drains below half
+//! of that: buffered writers
 //! such as tcpdump park a burst there, and a recorder must not drop what
 //! they keep. A file that spilled is made durable (`fsync`, rename) by the
 //! index thread, so the writer goes on while its page cache drains.
@@ -38,8 +39,8 @@ use wv_wire::{pcap, pcapng};
 mod threads;
 pub mod zerocopy;
 
-/// The default arena fill above which writes spill to the page cache (they
-/// are O_DIRECT again below half of it).
+/// A fill to spill above for a volume known to fall behind for long
+/// (`record --spill-above 50`; the command line's default is off).
 pub const SPILL_ON: f64 = 0.5;
 use threads::{join_helpers, start_helpers, Finish};
 
@@ -75,7 +76,7 @@ pub struct WriterConfig {
     pub volumes: Option<Arc<crate::volume::Rotation>>,
     /// Spill to the page cache while the arena is fuller than this
     /// fraction, until it is half as full (O_DIRECT writers only; `None`:
-    /// never; the default is [`SPILL_ON`]).
+    /// never, the command line's default; [`SPILL_ON`] for a slow volume).
     pub spill: Option<f64>,
 }
 
@@ -206,7 +207,7 @@ struct Writer<I> {
     rel_dir: String,
     /// Stopped at the budget (`--on-full stop`): later packets count as `budget`.
     budget_stopped: bool,
-    /// Writes go through the page cache (the arena passed [`SPILL_ON`]).
+    /// Writes go through the page cache (the arena passed `cfg.spill`).
     spilling: bool,
 }
 
