@@ -39,9 +39,6 @@ use wv_wire::{pcap, pcapng};
 mod threads;
 pub mod zerocopy;
 
-/// A fill to spill above for a volume known to fall behind for long
-/// (`record --spill-above 50`; the command line's default is off).
-pub const SPILL_ON: f64 = 0.5;
 use threads::{join_helpers, start_helpers, Finish};
 
 /// Choices for one writer.
@@ -76,7 +73,8 @@ pub struct WriterConfig {
     pub volumes: Option<Arc<crate::volume::Rotation>>,
     /// Spill to the page cache while the arena is fuller than this
     /// fraction, until it is half as full (O_DIRECT writers only; `None`:
-    /// never, the command line's default; [`SPILL_ON`] for a slow volume).
+    /// never, the command line's default; e.g. 0.5 for a volume known to fall
+    /// behind for long).
     pub spill: Option<f64>,
 }
 
