@@ -120,6 +120,20 @@ fn family<M: EncodeMetric>(
     Ok(())
 }
 
+/// A family of one unlabeled gauge.
+fn gauge<N>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    v: N,
+) -> Result<(), std::fmt::Error>
+where
+    ConstGauge<N>: EncodeMetric,
+{
+    family(enc, name, help, unit, vec![(vec![], ConstGauge::new(v))])
+}
+
 fn counter(v: u64) -> ConstCounter<u64> {
     ConstCounter::new(v)
 }
@@ -134,67 +148,49 @@ impl Collector for Scrape {
             None,
             vec![(vec![("version", env!("CARGO_PKG_VERSION").to_string())], ConstGauge::new(1i64))],
         )?;
-        family(
-            e,
-            "start_time",
-            "When the server started, Unix time",
-            Some(&Unit::Seconds),
-            vec![(vec![], ConstGauge::new(self.started_unix))],
-        )?;
-        family(
+        gauge(e, "start_time", "When the server started, Unix time", Some(&Unit::Seconds), self.started_unix)?;
+        gauge(
             e,
             "recording",
             "1 while this process records into the store",
             None,
-            vec![(vec![], ConstGauge::new(i64::from(self.recording.as_ref().is_some_and(|r| r.state == "running"))))],
+            i64::from(self.recording.as_ref().is_some_and(|r| r.state == "running")),
         )?;
-        family(
-            e,
-            "store_size",
-            "Bytes of the catalogued capture files",
-            Some(&Unit::Bytes),
-            vec![(vec![], ConstGauge::new(self.store_bytes as i64))],
-        )?;
-        family(
-            e,
-            "store_files",
-            "Catalogued capture files",
-            None,
-            vec![(vec![], ConstGauge::new(self.store_files as i64))],
-        )?;
+        gauge(e, "store_size", "Bytes of the catalogued capture files", Some(&Unit::Bytes), self.store_bytes as i64)?;
+        gauge(e, "store_files", "Catalogued capture files", None, self.store_files as i64)?;
         if let Some((free, total)) = self.volume {
-            family(
+            gauge(
                 e,
                 "volume_free",
                 "Free bytes of the file systems the store writes to (its directory and extra volumes)",
                 Some(&Unit::Bytes),
-                vec![(vec![], ConstGauge::new(free as i64))],
+                free as i64,
             )?;
-            family(
+            gauge(
                 e,
                 "volume_size",
                 "Size of the file systems the store writes to (its directory and extra volumes)",
                 Some(&Unit::Bytes),
-                vec![(vec![], ConstGauge::new(total as i64))],
+                total as i64,
             )?;
         }
         let secs = |ns: u64| ns as f64 / 1e9;
         if let Some(ns) = self.oldest_ns {
-            family(
+            gauge(
                 e,
                 "oldest_packet_timestamp",
                 "Time of the oldest packet on disk, Unix time",
                 Some(&Unit::Seconds),
-                vec![(vec![], ConstGauge::new(secs(ns)))],
+                secs(ns),
             )?;
         }
         if let Some(ns) = self.newest_ns {
-            family(
+            gauge(
                 e,
                 "newest_packet_timestamp",
                 "Time of the newest packet in a closed file, Unix time",
                 Some(&Unit::Seconds),
-                vec![(vec![], ConstGauge::new(secs(ns)))],
+                secs(ns),
             )?;
         }
         let Some(r) = &self.recording else { return Ok(()) };
@@ -266,13 +262,7 @@ impl Collector for Scrape {
             .collect();
         family(e, "capture_cpu", "CPU time of the stream's capture thread", Some(&Unit::Seconds), cpu)?;
         if let Some(b) = r.budget_bytes {
-            family(
-                e,
-                "budget",
-                "The store's byte budget (--max-size)",
-                Some(&Unit::Bytes),
-                vec![(vec![], ConstGauge::new(b as i64))],
-            )?;
+            gauge(e, "budget", "The store's byte budget (--max-size)", Some(&Unit::Bytes), b as i64)?;
         }
         Ok(())
     }
