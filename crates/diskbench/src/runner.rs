@@ -2,8 +2,9 @@
 //!
 //! **Direct** (the recorder's path): each file is created with O_DIRECT
 //! (`wv_sys::fs::Dir::create_output`, buffered where the file system refuses
-//! it, as the recorder does), preallocated ahead of the writes in
-//! `prealloc_step` steps (`fallocate`), and written with `block_size` writes
+//! it, as the recorder does), preallocated whole before its first write
+//! (`wv_sys::fs::Prealloc`: in `prealloc_step` steps where that is refused),
+//! its arena registered with the ring (`uring::Writer::register_arena`), and written with `block_size` writes
 //! from an aligned arena (`wv_sys::byte_ring` over `wv_sys::mem::AlignedBuf`)
 //! through an io_uring (`wv_sys::uring::Writer`) with `depth` writes in
 //! flight; when the last write completed the file is `fsync`ed. The arena is
@@ -30,7 +31,7 @@ use std::time::Instant;
 use wv_sys::byte_ring::{byte_ring, Consumer, Producer};
 use wv_sys::fs::Dir;
 use wv_sys::mem::{AlignedBuf, HUGE_PAGE};
-use wv_sys::uring::{self, Completion, DIRECT_ALIGN};
+use wv_sys::uring::{self, Completion};
 
 /// How the files are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,7 +271,9 @@ impl DirectWriter {
         producer.write(&pattern(consumer.capacity() as usize));
         producer.publish();
         consumer.release(producer.head());
-        let io = uring::Writer::new(cfg.depth.max(2)).map_err(|e| BenchError::io("cannot set up io_uring", e))?;
+        let mut io = uring::Writer::new(cfg.depth.max(2)).map_err(|e| BenchError::io("cannot set up io_uring", e))?;
+        // As the recorder's writer: the arena pinned once (plain writes where refused).
+        let _ = io.register_arena(consumer.buffer());
         Ok(DirectWriter { producer, consumer, io, pending: VecDeque::new(), pending_base: 0, completions: Vec::new() })
     }
 
@@ -284,7 +287,7 @@ impl DirectWriter {
         progress: &mut dyn FnMut(u64),
     ) -> Result<(), BenchError> {
         let mut off = 0u64;
-        let mut allocated = 0u64;
+        let mut prealloc = wv_sys::fs::Prealloc::default();
         while off < cfg.file_size {
             if stop.load(Ordering::Relaxed) {
                 self.drain(shown, series)?;
@@ -295,13 +298,8 @@ impl DirectWriter {
                 progress(series.total);
             }
             let len = (cfg.file_size - off).min(cfg.block_size);
-            if cfg.prealloc_step > 0 && off + len > allocated {
-                // As the writer: in steps, never past the file size.
-                let to =
-                    (off + len).next_multiple_of(cfg.prealloc_step).min(cfg.file_size.next_multiple_of(DIRECT_ALIGN));
-                let _ = wv_sys::fs::fallocate_extend(file, allocated, to - allocated);
-                allocated = to;
-            }
+            // As the writer: the whole file at once, steps where that is refused.
+            prealloc.ensure(file, off + len, cfg.file_size, cfg.prealloc_step);
             // The block's bytes are already in the arena: advance the head
             // over one block and publish it.
             let start = self.producer.head();

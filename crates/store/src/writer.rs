@@ -53,7 +53,8 @@ pub struct WriterConfig {
     pub depth: u32,
     /// Largest single write.
     pub chunk: u64,
-    /// Preallocate disk space ahead of the writes in steps of this many bytes (0 = off).
+    /// Preallocate each file whole before its first write, or where that is
+    /// refused in steps of this many bytes (0 = off; `wv_sys::fs::Prealloc`).
     pub prealloc_step: u64,
     /// Size at which files rotate: preallocation never goes past it (rounded to pages).
     pub file_size: u64,
@@ -156,7 +157,7 @@ struct CurFile<I> {
     /// Stream position of the next record to walk.
     parse_pos: u64,
     packets: u64,
-    allocated: u64,
+    prealloc: wv_sys::fs::Prealloc,
     /// File offset of the first failed write.
     failed_at: Option<u64>,
     /// The same file opened without O_DIRECT, once the writer spilled into it.
@@ -209,10 +210,22 @@ struct Writer<I> {
     spilling: bool,
 }
 
+/// The writer's io_uring for `arena` with `depth` writes in flight, the
+/// arena registered as its fixed buffers where the kernel allows (then each
+/// write skips pinning 4 MiB of pages; `uring::Writer::register_arena`),
+/// and whether it did. Made before the recorder drops its privileges: an
+/// unprivileged user's locked-memory limit refuses a large arena.
+pub fn arena_writer(arena: &wv_sys::mem::AlignedBuf, depth: u32) -> io::Result<(uring::Writer, bool)> {
+    let mut io = uring::Writer::new(depth.max(2))?;
+    let fixed = io.register_arena(arena).is_ok();
+    Ok((io, fixed))
+}
+
 /// Runs the writer until the producer sends [`Msg::Done`], indexing every
 /// file with an `I` when [`WriterConfig::index`] says so.
 pub fn run<I: FileIndexer>(
     ring: Consumer,
+    io: Option<uring::Writer>,
     queue: Arc<ArrayQueue<Msg>>,
     cfg: WriterConfig,
     catalog: Arc<Catalog>,
@@ -225,7 +238,10 @@ pub fn run<I: FileIndexer>(
     if cfg.volumes.is_none() {
         store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     }
-    let io = uring::Writer::new(cfg.depth.max(2))?;
+    let io = match io {
+        Some(io) => io,
+        None => arena_writer(ring.buffer(), cfg.depth)?.0,
+    };
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     let mut w = Writer {
         finish_tx: Some(h.finish_tx),
@@ -354,7 +370,7 @@ impl<I: FileIndexer> Writer<I> {
             submitted: pos,
             parse_pos: pos + self.cfg.format.preamble_len() as u64,
             packets: 0,
-            allocated: 0,
+            prealloc: Default::default(),
             failed_at: None,
             spill_file: None,
             spilled: 0,
@@ -494,14 +510,8 @@ impl<I: FileIndexer> Writer<I> {
         }
         let Some(c) = self.cur.as_mut() else { return };
         let off = pos - c.start;
-        if self.cfg.prealloc_step > 0 && off + len > c.allocated {
-            // Never past one file size (rounded to pages) unless the data is.
-            let step = self.cfg.prealloc_step;
-            let cap = self.cfg.file_size.next_multiple_of(DIRECT_ALIGN).max((off + len).next_multiple_of(DIRECT_ALIGN));
-            let to = (off + len).next_multiple_of(step).min(cap);
-            let _ = wv_sys::fs::fallocate_extend(&c.file, c.allocated, to - c.allocated);
-            c.allocated = to;
-        }
+        // Never past one file size (rounded to pages) unless the data is.
+        c.prealloc.ensure(&c.file, off + len, self.cfg.file_size, self.cfg.prealloc_step);
         let id = self.pending_base + self.pending.len() as u64;
         let user_data = id << 32 | len;
         // The partial last page always goes O_DIRECT (it is rewritten, and

@@ -13,6 +13,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
 use crate::byte_ring::Consumer;
+use crate::mem::AlignedBuf;
 
 /// Alignment wirevault uses for O_DIRECT (covers 512 and 4096-byte sectors).
 pub const DIRECT_ALIGN: u64 = 4096;
@@ -37,7 +38,14 @@ pub struct Writer {
     tail: Box<TailPage>,
     /// `user_data` of the write from `tail` still in flight.
     tail_busy: Option<u64>,
+    /// The ring registered by [`Writer::register_arena`]: its base address
+    /// and length; fixed buffer `i` is its `i`-th [`REGISTER_CHUNK`].
+    fixed_ring: Option<(usize, u64)>,
 }
+
+/// The largest buffer one `IORING_REGISTER_BUFFERS` entry may be (the
+/// kernel refuses larger ones); a larger ring is registered in pieces.
+pub const REGISTER_CHUNK: u64 = 1 << 30;
 
 impl AsRawFd for Writer {
     /// The io_uring's descriptor: readable (`poll`) when completions are waiting.
@@ -53,6 +61,7 @@ impl Writer {
             in_flight: 0,
             tail: Box::new(TailPage([0; DIRECT_ALIGN as usize])),
             tail_busy: None,
+            fixed_ring: None,
         })
     }
 
@@ -81,6 +90,39 @@ impl Writer {
     pub unsafe fn register_buffers(&mut self, bufs: &[libc::iovec]) -> io::Result<()> {
         // SAFETY: the caller keeps the buffers mapped for the ring's life.
         unsafe { self.ring.submitter().register_buffers(bufs) }
+    }
+
+    /// Registers the whole of `arena` (the mapping of a byte ring) as fixed buffers, in pieces of
+    /// [`REGISTER_CHUNK`], so that [`Writer::write_ring`] writes with
+    /// `IORING_OP_WRITE_FIXED`: the kernel pins the arena once instead of
+    /// pinning 4 MiB of it for every write, which on a fast disk was a tenth
+    /// of the time (DESIGN.md, "Fixed buffers"). Fails where the kernel
+    /// refuses (locked-memory limit of an unprivileged user); the writes then
+    /// go as before.
+    pub fn register_arena(&mut self, arena: &AlignedBuf) -> io::Result<()> {
+        let base = arena.as_ptr().cast_const();
+        let cap = arena.len() as u64;
+        let iov: Vec<libc::iovec> = (0..cap)
+            .step_by(REGISTER_CHUNK as usize)
+            .map(|off| libc::iovec {
+                // SAFETY: off < cap, inside the mapping.
+                iov_base: unsafe { base.add(off as usize) } as *mut libc::c_void,
+                iov_len: (cap - off).min(REGISTER_CHUNK) as usize,
+            })
+            .collect();
+        if iov.len() > usize::from(u16::MAX) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring too large to register"));
+        }
+        // SAFETY: the kernel holds its own reference to every registered
+        // page until this ring is closed, so a write never reads freed memory.
+        unsafe { self.register_buffers(&iov)? };
+        self.fixed_ring = Some((base as usize, cap));
+        Ok(())
+    }
+
+    /// The arena is registered ([`Writer::register_arena`] succeeded).
+    pub fn ring_registered(&self) -> bool {
+        self.fixed_ring.is_some()
     }
 
     /// [`Writer::write`] from fixed buffer `buf_index` (`IORING_OP_WRITE_FIXED`).
@@ -146,10 +188,23 @@ impl Writer {
         if u64::from(len) > room {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "write crosses the end of the ring"));
         }
+        // A write within one registered piece goes from the fixed buffer.
+        let fixed = self.fixed_ring.and_then(|(base, cap)| {
+            let off = (ptr as usize).checked_sub(base)? as u64;
+            let piece = off / REGISTER_CHUNK;
+            let last = (off + u64::from(len.max(1)) - 1) / REGISTER_CHUNK;
+            (off + u64::from(len) <= cap && piece == last).then_some(piece as u16)
+        });
         // SAFETY: ptr..ptr+len lies inside the ring's mapping (checked above),
         // which is only unmapped when the last ring end is dropped; the store
-        // keeps the consumer alive until it has reaped every write.
-        unsafe { self.write(file.as_raw_fd(), ptr, len, offset, user_data) }
+        // keeps the consumer alive until it has reaped every write. A fixed
+        // write's range lies inside registered piece `i` (computed above).
+        unsafe {
+            match fixed {
+                Some(i) => self.write_fixed(file.as_raw_fd(), ptr, len, offset, i, user_data),
+                None => self.write(file.as_raw_fd(), ptr, len, offset, user_data),
+            }
+        }
     }
 
     /// Writes one whole page to `file` at `offset` (aligned) holding the
@@ -214,7 +269,6 @@ impl Writer {
 mod tests {
     use super::*;
     use crate::fs::create_output;
-    use crate::mem::AlignedBuf;
 
     /// The last partial page goes to the file zero-padded, not with the
     /// bytes an older lap of the ring left after the data; and a second tail
@@ -248,6 +302,45 @@ mod tests {
         assert!(bytes[100..].iter().all(|&b| b == 0), "older ring bytes reached the file");
         // Not page-aligned, or a whole page: refused.
         assert!(w.write_tail(&f, &c, cap + 1, cap + 100, 0, 9).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// With the arena registered, writes go from the fixed buffer and carry
+    /// the arena's bytes, from any lap of the ring.
+    #[test]
+    fn registered_ring_writes_the_arena_bytes() {
+        let buf = AlignedBuf::new(1, false).unwrap();
+        let cap = buf.len() as u64;
+        let (mut p, mut c) = crate::byte_ring::byte_ring(buf);
+        let mut w = Writer::new(4).unwrap();
+        w.register_arena(c.buffer()).unwrap();
+        assert!(w.ring_registered());
+        let dir = std::env::temp_dir().join(format!("wv-fixed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (f, _direct) = create_output(&dir.join("f"), true).unwrap();
+        let mut done = Vec::new();
+        for lap in 0..3u8 {
+            let page = vec![lap + 1; DIRECT_ALIGN as usize];
+            let mut start = p.head();
+            // The last page of the lap: the write ends at the ring's end.
+            while start % cap != cap - DIRECT_ALIGN {
+                assert!(p.has_room(DIRECT_ALIGN) && p.write(&page));
+                p.publish();
+                c.release(p.head());
+                start = p.head();
+            }
+            assert!(p.has_room(DIRECT_ALIGN) && p.write(&page));
+            p.publish();
+            w.write_ring(&f, &c, start, DIRECT_ALIGN as u32, u64::from(lap) * DIRECT_ALIGN, u64::from(lap)).unwrap();
+            w.wait(1, &mut done).unwrap();
+            c.release(p.head());
+        }
+        assert!(done.iter().all(|d| d.result == DIRECT_ALIGN as i32), "{done:?}");
+        let bytes = std::fs::read(dir.join("f")).unwrap();
+        for lap in 0..3u8 {
+            let at = lap as usize * DIRECT_ALIGN as usize;
+            assert!(bytes[at..at + DIRECT_ALIGN as usize].iter().all(|&b| b == lap + 1), "lap {lap}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

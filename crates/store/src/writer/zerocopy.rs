@@ -75,7 +75,7 @@ struct ZcFile<I> {
     packets: u64,
     stored: u64,
     boundary: u64,
-    allocated: u64,
+    prealloc: wv_sys::fs::Prealloc,
     indexer: Option<I>,
     /// Records are written (false once the stream stopped: they are only counted).
     real: bool,
@@ -203,13 +203,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             return;
         }
         let off = c.len;
-        if self.cfg.prealloc_step > 0 && off + len as u64 > c.allocated {
-            let step = self.cfg.prealloc_step;
-            let cap = self.cfg.file_size.next_multiple_of(DIRECT_ALIGN).max((off + len as u64).next_multiple_of(step));
-            let to = (off + len as u64).next_multiple_of(step).min(cap);
-            let _ = wv_sys::fs::fallocate_extend(&c.file, c.allocated, to - c.allocated);
-            c.allocated = to;
-        }
+        c.prealloc.ensure(&c.file, off + len as u64, self.cfg.file_size, self.cfg.prealloc_step);
         // Index the records while the block is ours (no write of it in flight).
         let Some(block) = bw.block(id) else { return };
         let data = &block.bytes()[..len];
@@ -412,7 +406,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             packets: 0,
             stored: 0,
             boundary,
-            allocated: 0,
+            prealloc: Default::default(),
             indexer,
             real,
             on_disk: real,

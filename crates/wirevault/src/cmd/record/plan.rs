@@ -69,7 +69,8 @@ pub struct Tuning {
     /// Ring blocks whose writes may be in flight at once on the zero-copy path (DESIGN.md,
     /// "Zero-copy block path": why this number).
     pub zc_inflight: u32,
-    /// Preallocation step of a writer. The writer never preallocates past
+    /// Preallocation step of a writer where the whole file cannot be preallocated at once
+    /// (`wv_sys::fs::Prealloc`: a nearly full volume). The writer never preallocates past
     /// one `--file-size`: retention reserves one per open file.
     pub prealloc_step: u64,
     /// Segments the hand-off queue between a worker and its writer holds.

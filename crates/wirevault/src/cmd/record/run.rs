@@ -104,6 +104,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     };
     let arena_cpu_ns = wv_sys::cpu::process_cpu_ns().saturating_sub(cpu_before_arenas);
     let huge_fallback = arenas.iter().any(|a| !a.hugetlb);
+    let unregistered = arenas.iter().any(|a| !a.fixed);
     let mut zc_rings = Vec::new();
     if let Some(mut live) = sources.live.take() {
         if p.zero_copy {
@@ -151,6 +152,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         let is_file = sources.file_source == Some(id);
         let parts = Parts { src, is_file, arena, stamps: sources.stamps };
         streams.push(start_stream(&p, id, nstreams, parts, (&catalog, &budget, &rotation), &stop)?);
+    }
+    if unregistered {
+        say!("wirevault: note: the kernel refused to register the arena with io_uring; each write pins its pages instead (slower on fast disks)");
     }
     if huge_fallback {
         say!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
@@ -558,6 +562,10 @@ struct Arena {
     buf: AlignedBuf,
     /// In reserved hugepages.
     hugetlb: bool,
+    /// The writer's io_uring, made while the privileges last, with the arena
+    /// registered as its fixed buffers when `fixed`.
+    io: wv_sys::uring::Writer,
+    fixed: bool,
 }
 
 fn alloc_arena(p: &Plan) -> anyhow::Result<Arena> {
@@ -565,7 +573,9 @@ fn alloc_arena(p: &Plan) -> anyhow::Result<Arena> {
     let buf = AlignedBuf::new(arena as usize, true)
         .map_err(|e| fail(exit::ERROR, format!("cannot allocate a {arena} byte arena ({e}); lower --buffer")))?;
     let hugetlb = buf.backing() == Backing::HugeTlb;
-    Ok(Arena { buf, hugetlb })
+    let (io, fixed) = writer::arena_writer(&buf, p.tuning.write_depth)
+        .map_err(|e| fail(exit::ERROR, format!("cannot set up the writer's io_uring: {e}")))?;
+    Ok(Arena { buf, hugetlb, io, fixed })
 }
 
 /// One running stream: its two threads and what they publish.
@@ -601,6 +611,7 @@ fn start_stream(
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Stream> {
     let Parts { mut src, is_file, arena, stamps } = parts;
+    let io = Some(arena.io);
     let (prod, cons) = wv_sys::byte_ring::byte_ring(arena.buf);
     let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
     let writer_shared = Arc::new(WriterShared::default());
@@ -608,7 +619,7 @@ fn start_stream(
     let (q2, c2, s2) = (queue.clone(), catalog.clone(), writer_shared.clone());
     let cpu = |n: usize| p.cpus.as_ref().map(|c| c[n % c.len()]);
     let writer = spawn_pinned(format!("wv-writer-{id}"), cpu(nstreams + id), move || {
-        writer::run::<wv_index::Builder>(cons, q2, wcfg, c2, s2)
+        writer::run::<wv_index::Builder>(cons, io, q2, wcfg, c2, s2)
     })
     .context("cannot start a writer thread")?;
     let mut sp = StreamProducer::new(
