@@ -175,7 +175,7 @@ fn run_in(
         used_direct &= direct;
         let shown = dir.display(&name);
         match direct_writer.as_mut() {
-            Some(w) => w.write_file(&file, &shown, cfg, &mut series, stop, progress)?,
+            Some(w) => w.write_file(&file, direct, &shown, cfg, &mut series, stop, progress)?,
             None => write_buffered(&file, &shown, cfg, &pattern, &mut series, stop, progress)?,
         }
         file.sync_all().map_err(|e| BenchError::write(&shown, e))?;
@@ -277,9 +277,11 @@ impl DirectWriter {
         Ok(DirectWriter { producer, consumer, io, pending: VecDeque::new(), pending_base: 0, completions: Vec::new() })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn write_file(
         &mut self,
         file: &File,
+        direct: bool,
         shown: &Path,
         cfg: &Config,
         series: &mut Series,
@@ -287,7 +289,7 @@ impl DirectWriter {
         progress: &mut dyn FnMut(u64),
     ) -> Result<(), BenchError> {
         let mut off = 0u64;
-        let mut prealloc = wv_sys::fs::Prealloc::default();
+        let mut prealloc = wv_sys::fs::Prealloc::new(direct);
         while off < cfg.file_size {
             if stop.load(Ordering::Relaxed) {
                 self.drain(shown, series)?;

@@ -370,7 +370,7 @@ impl<I: FileIndexer> Writer<I> {
             submitted: pos,
             parse_pos: pos + self.cfg.format.preamble_len() as u64,
             packets: 0,
-            prealloc: Default::default(),
+            prealloc: wv_sys::fs::Prealloc::new(self.direct),
             failed_at: None,
             spill_file: None,
             spilled: 0,

@@ -611,13 +611,20 @@ pub fn fallocate_extend(file: &File, offset: u64, len: u64) -> io::Result<()> {
 /// fraction (1/`WHOLE_SHARE`) of the volume's free space.
 const WHOLE_SHARE: u64 = 2;
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct Prealloc {
     allocated: u64,
     whole_refused: bool,
 }
 
 impl Prealloc {
+    /// For a new file: `whole` when it is written O_DIRECT; a file written
+    /// through the page cache gains nothing from a whole-file call (on tmpfs
+    /// it would take the memory at once), so it gets the steps alone.
+    pub fn new(whole: bool) -> Prealloc {
+        Prealloc { allocated: 0, whole_refused: !whole }
+    }
+
     /// Makes `[0, end)` of `file` allocated (best effort) when it is not yet:
     /// at first `size` (rounded up to pages), later `step` at a time. Never
     /// beyond `size` unless `end` is.
@@ -764,15 +771,18 @@ mod tests {
         let d = tmp("prealloc");
         let f = File::create(d.join("f")).unwrap();
         let len = || f.metadata().unwrap().len();
-        let mut p = Prealloc::default();
+        let mut p = Prealloc::new(true);
         p.ensure(&f, 4096, (1 << 20) + 5, 64 << 10);
         assert_eq!((p.allocated(), len()), ((1 << 20) + 4096, (1 << 20) + 4096));
         p.ensure(&f, 1 << 20, (1 << 20) + 5, 64 << 10);
         assert_eq!(p.allocated(), (1 << 20) + 4096);
         p.ensure(&f, (1 << 20) + 8192 + 1, (1 << 20) + 5, 64 << 10);
         assert_eq!((p.allocated(), len()), ((1 << 20) + 3 * 4096, (1 << 20) + 3 * 4096));
+        let mut buffered = Prealloc::new(false);
+        buffered.ensure(&f, (1 << 20) + 3 * 4096 + 1, 4 << 20, 64 << 10);
+        assert_eq!(buffered.allocated(), (1 << 20) + (64 << 10), "steps only");
         let g = File::create(d.join("g")).unwrap();
-        let mut off = Prealloc::default();
+        let mut off = Prealloc::new(true);
         off.ensure(&g, 4096, 1 << 20, 0);
         assert_eq!((off.allocated(), g.metadata().unwrap().len()), (0, 0));
         std::fs::remove_dir_all(&d).unwrap();

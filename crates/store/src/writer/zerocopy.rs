@@ -406,7 +406,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             packets: 0,
             stored: 0,
             boundary,
-            prealloc: Default::default(),
+            prealloc: wv_sys::fs::Prealloc::new(self.direct),
             indexer,
             real,
             on_disk: real,
