@@ -315,7 +315,7 @@ impl<I: FileIndexer> Writer<I> {
         let name = layout::file_name(first_ns, seq, self.cfg.format.extension());
         self.resume();
         if !self.stopped {
-            if let Err(budget) = make_room(&self.cfg, &self.catalog, &self.shared) {
+            if let Err(budget) = make_room(&self.cfg, &self.catalog, &self.shared, 0) {
                 self.budget_stopped = budget;
                 self.stopped = true;
             }
@@ -797,11 +797,13 @@ impl<I: FileIndexer> Writer<I> {
 }
 
 /// Before a new file: retention deletes the oldest files until the store's budget has room
-/// for it. `Err(budget)` when the stream must stop (the reason went to `shared`): `true` when
-/// the budget is reached with `--on-full stop`, `false` when retention failed.
-fn make_room(cfg: &WriterConfig, catalog: &Catalog, shared: &WriterShared) -> Result<(), bool> {
+/// for it and for `closing` bytes of closed files not yet handed to the index thread (the
+/// zero-copy path's, whose writes are in flight). `Err(budget)` when the stream must stop (the
+/// reason went to `shared`): `true` when the budget is reached with `--on-full stop`, `false`
+/// when retention failed.
+fn make_room(cfg: &WriterConfig, catalog: &Catalog, shared: &WriterShared, closing: u64) -> Result<(), bool> {
     let Some(b) = cfg.budget.get() else { return Ok(()) };
-    match catalog.make_room(&b, cfg.reserve) {
+    match catalog.make_room(&b, cfg.reserve.saturating_add(closing)) {
         Ok(d) => {
             shared.retention_files.fetch_add(d.files, Ordering::Relaxed);
             shared.retention_bytes.fetch_add(d.bytes, Ordering::Relaxed);

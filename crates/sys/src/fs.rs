@@ -595,6 +595,10 @@ pub fn fallocate_extend(file: &File, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// A whole file is preallocated at once only when it is at most this
+/// fraction (1/`WHOLE_SHARE`) of the volume's free space.
+const WHOLE_SHARE: u64 = 2;
+
 /// Preallocation of one output file ahead of its O_DIRECT writes
 /// ([`fallocate_extend`]).
 ///
@@ -607,10 +611,6 @@ pub fn fallocate_extend(file: &File, offset: u64, len: u64) -> io::Result<()> {
 /// whole size cannot be had (a nearly full volume), it goes on in `step`s,
 /// as far as the space lasts, and so it does for a file larger than half
 /// of the free space. The file is cut to its length on close either way.
-/// A whole file is preallocated at once only when it is at most this
-/// fraction (1/`WHOLE_SHARE`) of the volume's free space.
-const WHOLE_SHARE: u64 = 2;
-
 #[derive(Debug, Clone, Copy)]
 pub struct Prealloc {
     allocated: u64,

@@ -351,7 +351,10 @@ impl<I: FileIndexer> ZcWriter<I> {
         let part = self.dir.join(format!("{name}{}", layout::PART));
         let part_rel = format!("{}/{name}{}", self.rel_dir, layout::PART);
         if !self.stopped {
-            if let Err(budget) = super::make_room(&self.cfg, &self.catalog, &self.shared) {
+            // Closed files whose writes are still in flight (up to one per block in flight)
+            // are in neither the catalog nor the reserve's one waiting file: count them.
+            let closing: u64 = self.closing.iter().map(|c| c.len).sum();
+            if let Err(budget) = super::make_room(&self.cfg, &self.catalog, &self.shared, closing) {
                 self.budget_stopped = budget;
                 self.stopped = true;
             }
