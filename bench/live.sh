@@ -117,7 +117,7 @@ tool_cmd() { # tool scenario out -> prints the command (one word per line)
       printf '%s\n' "$BIN" record -i vethB -o "$out/store" --buffer "${BUF}M" -q
       # shellcheck disable=SC2086 # WV_ARGS is a list of options
       [ -n "$WV_ARGS" ] && printf '%s\n' $WV_ARGS
-      # wirevault-zc: the zero-copy block path (the ring, sized like --buffer, is the only buffer)
+      # wirevault-zc: the zero-copy block path (the ring, --buffer plus the default ring, is the only buffer)
       [ "$tool" = wirevault-zc ] && printf '%s\n' --format pcapng --zero-copy
       [ "$sc" = 1core ] && printf '%s\n' --cpus 1
       # AF_XDP on the same veth: native XDP in vethB's driver, copy-mode XSK socket

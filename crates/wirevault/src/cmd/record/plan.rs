@@ -314,8 +314,10 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     }
     let ring_block = Tuning::default().ring_block_size as u64;
     let ring_size = match &a.ring_size {
-        // Zero-copy: the ring is the only buffer, as large as the arena would be.
-        None if a.zero_copy => per.clamp(8 << 20, 4 << 30),
+        // Zero-copy: the ring is the only buffer, as large as the copy path's arena and ring
+        // together (the same memory; with the arena's size alone it held half as much and
+        // dropped frames under contention where the copy path did not: bench/RESULTS.md).
+        None if a.zero_copy => (per + defaults::ring_size(a.workers)).clamp(8 << 20, 4 << 30),
         None => defaults::ring_size(a.workers),
         Some(r) => {
             let v = parse_size(r).ok_or_else(|| usage(format!("--ring-size \"{r}\" is not a size like 64M or 1G")))?;
