@@ -370,7 +370,8 @@ impl State {
         use crate::store_view::time;
         let cat = self.view.catalog();
         let rec = self.board.as_ref().and_then(|b| b.latest());
-        let space = self.view.space();
+        let volumes = self.view.volumes();
+        let space = crate::store_view::total_space(&volumes);
         let last = if self.board.is_none() { read_stats(&self.cfg.store) } else { None };
         // The write rate: the recording's now, else the stored average.
         let live_rate = rec.as_ref().filter(|r| r.state == "running").map(|r| r.disk_mb_s * 1e6);
@@ -402,7 +403,7 @@ impl State {
                 // Over every file system the store writes to (see `volumes`).
                 "volume_free_bytes": space.map(|s| s.0),
                 "volume_size_bytes": space.map(|s| s.1),
-                "volumes": self.view.volumes().iter().map(|v| serde_json::json!({
+                "volumes": volumes.iter().map(|v| serde_json::json!({
                     "path": v.path.display().to_string(),
                     "free_bytes": v.space.map(|s| s.0),
                     "size_bytes": v.space.map(|s| s.1),

@@ -63,19 +63,7 @@ impl StoreView {
     /// file system counted once (two volumes on one disk share its space).
     /// `None` when the store directory's own cannot be read.
     pub fn space(&self) -> Option<(u64, u64)> {
-        let vols = self.volumes();
-        vols.first()?.space?;
-        let mut seen = std::collections::HashSet::new();
-        let (mut free, mut total) = (0u64, 0u64);
-        for v in vols {
-            if let (Some((f, t)), Some(dev)) = (v.space, v.dev) {
-                if seen.insert(dev) {
-                    free += f;
-                    total += t;
-                }
-            }
-        }
-        Some((free, total))
+        total_space(&self.volumes())
     }
 
     /// The store directory and its usable extra volumes, each with the free
@@ -120,6 +108,22 @@ pub(crate) fn outside(span: Option<(u64, u64)>, from: Option<u64>, to: Option<u6
         return Some(format!("the range starts after the newest packet in a closed file ({})", time(newest)));
     }
     None
+}
+
+/// [`StoreView::space`] of volumes already read ([`StoreView::volumes`]).
+pub(crate) fn total_space(vols: &[VolumeSpace]) -> Option<(u64, u64)> {
+    vols.first()?.space?;
+    let mut seen = std::collections::HashSet::new();
+    let (mut free, mut total) = (0u64, 0u64);
+    for v in vols {
+        if let (Some((f, t)), Some(dev)) = (v.space, v.dev) {
+            if seen.insert(dev) {
+                free += f;
+                total += t;
+            }
+        }
+    }
+    Some((free, total))
 }
 
 #[cfg(test)]

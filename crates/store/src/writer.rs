@@ -222,10 +222,11 @@ pub fn arena_writer(arena: &wv_sys::mem::AlignedBuf, depth: u32) -> io::Result<(
 }
 
 /// Runs the writer until the producer sends [`Msg::Done`], indexing every
-/// file with an `I` when [`WriterConfig::index`] says so.
+/// file with an `I` when [`WriterConfig::index`] says so; `io` is the ring's
+/// [`arena_writer`].
 pub fn run<I: FileIndexer>(
     ring: Consumer,
-    io: Option<uring::Writer>,
+    io: uring::Writer,
     queue: Arc<ArrayQueue<Msg>>,
     cfg: WriterConfig,
     catalog: Arc<Catalog>,
@@ -238,10 +239,6 @@ pub fn run<I: FileIndexer>(
     if cfg.volumes.is_none() {
         store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     }
-    let io = match io {
-        Some(io) => io,
-        None => arena_writer(ring.buffer(), cfg.depth)?.0,
-    };
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     let mut w = Writer {
         finish_tx: Some(h.finish_tx),

@@ -95,8 +95,8 @@ impl Writer {
     /// Registers the whole of `arena` (the mapping of a byte ring) as fixed buffers, in pieces of
     /// [`REGISTER_CHUNK`], so that [`Writer::write_ring`] writes with
     /// `IORING_OP_WRITE_FIXED`: the kernel pins the arena once instead of
-    /// pinning 4 MiB of it for every write, which on a fast disk was a tenth
-    /// of the time (DESIGN.md, "Fixed buffers"). Fails where the kernel
+    /// pinning 4 MiB of it for every write (DESIGN.md, "Fixed buffers": a few
+    /// percent of a fast disk's throughput, with whole-file preallocation). Fails where the kernel
     /// refuses (locked-memory limit of an unprivileged user); the writes then
     /// go as before.
     pub fn register_arena(&mut self, arena: &AlignedBuf) -> io::Result<()> {

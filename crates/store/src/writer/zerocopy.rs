@@ -301,11 +301,7 @@ impl<I: FileIndexer> ZcWriter<I> {
     fn handle_done(&mut self) {
         for k in 0..self.done.len() {
             let d = self.done[k];
-            let file = match self.cur.as_mut().filter(|c| c.seq == d.tag) {
-                Some(c) => Some(c),
-                None => self.closing.iter_mut().find(|c| c.seq == d.tag),
-            };
-            if let Some(c) = file {
+            if let Some(c) = self.file_of(d.tag) {
                 c.in_flight = c.in_flight.saturating_sub(1);
             }
             if d.complete() {
@@ -326,13 +322,17 @@ impl<I: FileIndexer> ZcWriter<I> {
         }
     }
 
-    /// A write to file `seq` failed: it keeps what precedes `at`, and the stream stops.
-    fn write_failed(&mut self, seq: u64, at: u64, e: &io::Error) {
-        let file = match self.cur.as_mut().filter(|c| c.seq == seq) {
+    /// The open or carried file number `seq` (the tag of its writes).
+    fn file_of(&mut self, seq: u64) -> Option<&mut ZcFile<I>> {
+        match self.cur.as_mut().filter(|c| c.seq == seq) {
             Some(c) => Some(c),
             None => self.closing.iter_mut().find(|c| c.seq == seq),
-        };
-        let part = match file {
+        }
+    }
+
+    /// A write to file `seq` failed: it keeps what precedes `at`, and the stream stops.
+    fn write_failed(&mut self, seq: u64, at: u64, e: &io::Error) {
+        let part = match self.file_of(seq) {
             Some(c) => {
                 c.failed_at = Some(c.failed_at.map_or(at, |x| x.min(at)));
                 c.part.display().to_string()

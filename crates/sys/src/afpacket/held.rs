@@ -254,11 +254,7 @@ impl BlockWriter {
                 self.io.write(fd, ptr, len as u32, offset, slot as u64)
             }
         };
-        if let Err(e) = r {
-            self.slots[slot] = None;
-            self.free.push(slot);
-            return Err(e);
-        }
+        self.queued(slot, r)?;
         if let Some(h) = self.find_mut(id) {
             h.writes += 1;
         }
@@ -290,12 +286,17 @@ impl BlockWriter {
         // completion is reaped (`Drop` reaps every write); behind an `Arc` nobody can change
         // it meanwhile. The slot keeps the file open.
         let r = unsafe { self.io.write(fd, ptr, len as u32, offset, slot as u64) };
-        if let Err(e) = r {
+        self.queued(slot, r)
+    }
+
+    /// `r`, the result of queuing the write of `slot`; a write that could not be queued gives
+    /// its slot back (no completion will).
+    fn queued(&mut self, slot: usize, r: io::Result<()>) -> io::Result<()> {
+        if r.is_err() {
             self.slots[slot] = None;
             self.free.push(slot);
-            return Err(e);
         }
-        Ok(())
+        r
     }
 
     /// A free write slot, waiting first while `depth` writes are in flight.

@@ -611,7 +611,7 @@ fn start_stream(
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Stream> {
     let Parts { mut src, is_file, arena, stamps } = parts;
-    let io = Some(arena.io);
+    let io = arena.io;
     let (prod, cons) = wv_sys::byte_ring::byte_ring(arena.buf);
     let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
     let writer_shared = Arc::new(WriterShared::default());
