@@ -134,6 +134,13 @@ pub struct Rewritten {
 
 const SKIP_ALIGN: usize = 4096;
 
+/// How many frames ahead [`Block::rewrite_pcapng`] asks for the lines it will write, when
+/// frames keep one length. Every line it touches was written by the kernel on the sender's
+/// core, and the walk from header to header is a chain of dependent loads: with four frames
+/// ahead, perf showed half the rewrite's time on the header loads; sixteen cut the zero-copy
+/// path's CPU per 1514-byte packet by about a fifth in bench/live.sh (thirty-two did no better).
+const PREFETCH_FRAMES: usize = 16;
+
 impl Block<'_> {
     /// The block's bytes, writable: the block is ours until dropped.
     fn bytes_mut(&mut self) -> &mut [u8] {
@@ -169,10 +176,12 @@ impl Block<'_> {
             // bulk transfers do). Only a hint: a wrong guess costs nothing.
             let stride = d.wrapping_sub(prev);
             if (256..1 << 16).contains(&stride) {
-                let ahead = f.data.as_ptr().wrapping_add(4 * stride);
-                // Both lines are written (the EPB header, the trailer over the next header).
+                let ahead = f.data.as_ptr().wrapping_add(PREFETCH_FRAMES * stride);
+                // All three lines are written (the EPB header, the frame's head under the
+                // index's reads, the padding and trailer at its end).
                 crate::mem::prefetch_write(ahead.wrapping_sub(EPB_HEADER_LEN + 64));
                 crate::mem::prefetch_write(ahead);
+                crate::mem::prefetch_write(ahead.wrapping_add(f.data.len()));
             }
             prev = d;
             out.push(ZcRecord {
