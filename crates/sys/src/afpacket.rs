@@ -781,16 +781,27 @@ mod tests {
     #[test]
     fn rewrite_pcapng_in_place() {
         use wv_wire::pcapng::{BT_EPB, BT_LOCAL_SKIP};
-        // (data length, wire length, VLAN tci)
-        for (frames, snaplen, last_gap) in [
-            (vec![(60usize, 60u32, None), (100, 100, Some(0x0123u16)), (1514, 1514, None)], 1000, None),
-            (vec![(3952, 3952, None)], 65535, Some(8)),
-            (vec![(3956, 3956, None)], 65535, Some(4)),
+        // Many frames of many lengths: more than the rewrite reads at a time (REWRITE_CHUNK).
+        let many: Vec<(usize, u32, Option<u16>)> = (0..300usize)
+            .map(|i| {
+                let n = 14 + (i * 37) % 300;
+                (n, n as u32 + (i % 3) as u32, (i % 7 == 0).then_some(i as u16))
+            })
+            .collect();
+        // (data length, wire length, VLAN tci), snap length, options of the last EPB, block size
+        for (frames, snaplen, last_gap, size) in [
+            (vec![(60usize, 60u32, None), (100, 100, Some(0x0123u16)), (1514, 1514, None)], 1000, None, 8192),
+            (vec![(3952, 3952, None)], 65535, Some(8), 8192),
+            (vec![(3956, 3956, None)], 65535, Some(4), 8192),
+            (many.clone(), 200, None, 1 << 17),
+            (many, 65535, None, 1 << 17),
+            // Every trailer in the next frame's header (data + 84 a multiple of 16).
+            ((0..200).map(|i| (28 + 16 * (i % 20), 2000, None)).collect(), 65535, None, 1 << 17),
         ] {
-            let mut mem = vec![0u64; 8192 / 8];
+            let mut mem = vec![0u64; size / 8];
             let ptr = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
-            // SAFETY: test memory, 8192 bytes, exclusively ours for the test.
-            let b = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), 8192) };
+            // SAFETY: test memory, `size` bytes, exclusively ours for the test.
+            let b = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), size) };
             let put = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
             put(b, BLOCK_NUM_PKTS, frames.len() as u32);
             put(b, BLOCK_FIRST_PKT, 48);
@@ -821,7 +832,7 @@ mod tests {
                 want.push((7_000_000_000 + i as u64, stored, wire + if vlan.is_some() { 4 } else { 0 }));
                 off += next;
             }
-            let mut block = Block { ptr, len: 8192, status: libc::TP_STATUS_USER, release: true, _ring: PhantomData };
+            let mut block = Block { ptr, len: size, status: libc::TP_STATUS_USER, release: true, _ring: PhantomData };
             let mut recs = Vec::new();
             let rw = block.rewrite_pcapng(snaplen as u32, true, &mut recs);
             assert_eq!(rw.misplaced, 0);

@@ -143,6 +143,9 @@ const SKIP_ALIGN: usize = 4096;
 /// prefetcher.
 const PREFETCH_FRAMES: usize = 16;
 
+/// Frames whose headers [`Block::rewrite_pcapng`] reads before writing their records.
+const REWRITE_CHUNK: usize = 64;
+
 impl Block<'_> {
     /// The block's bytes, writable: the block is ours until dropped.
     fn bytes_mut(&mut self) -> &mut [u8] {
@@ -163,77 +166,94 @@ impl Block<'_> {
     /// addresses (`reinsert_vlan`, Ethernet: the 12 address bytes move 4 bytes forward), then the
     /// record is cut at `snaplen`. The records go into `out` (cleared first), in block order.
     ///
-    /// An EPB's trailer may land in the next frame's kernel header, so every header is read
-    /// before anything is written.
+    /// An EPB's trailer may land in the next frame's kernel header, so a record is written only
+    /// once the next frame's header has been read. Headers are read [`REWRITE_CHUNK`] at a time
+    /// and the records before the last one read are written right after, while their lines are
+    /// still in the cache (a whole block's headers first, then its records, made every line of
+    /// a 4 MiB block of small frames come from memory twice).
     pub fn rewrite_pcapng(&mut self, snaplen: u32, reinsert_vlan: bool, out: &mut Vec<ZcRecord>) -> Rewritten {
         use wv_wire::pcapng::{pad4, BT_EPB, EPB_HEADER_LEN};
         out.clear();
         let base = self.ptr.as_ptr() as usize;
-        let mut prev = 0usize;
-        for f in self.frames() {
-            let d = f.data.as_ptr() as usize - base;
-            // The kernel wrote these lines on another core and the walk is a chain of
-            // dependent loads: ask for the header, the frame's head (which the index reads) and
-            // its tail PREFETCH_FRAMES frames ahead if frames keep this length (floods and bulk
-            // transfers do). Only a hint: a wrong guess costs nothing.
-            let stride = d.wrapping_sub(prev);
-            if (64..1 << 16).contains(&stride) {
-                let ahead = f.data.as_ptr().wrapping_add(PREFETCH_FRAMES * stride);
-                // All three lines are written (the EPB header, the frame's head under the
-                // index's reads, the padding and trailer at its end).
-                crate::mem::prefetch_write(ahead.wrapping_sub(EPB_HEADER_LEN + 64));
-                crate::mem::prefetch_write(ahead);
-                crate::mem::prefetch_write(ahead.wrapping_add(f.data.len()));
-            }
-            prev = d;
-            out.push(ZcRecord {
-                epb: d as u32,
-                len: 0,
-                ts_ns: f.ts_ns,
-                caplen: f.data.len() as u32,
-                origlen: f.wire_len,
-                hw_stamp: f.hw_stamp,
-                vlan: f.vlan,
-            });
-        }
+        let mut walk = self.frames();
+        let mut walk_at = (walk.off, walk.left);
         let b = self.bytes_mut();
         let put = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
         let mut res = Rewritten::default();
-        let (mut cursor, mut kept) = (0usize, 0usize);
-        for i in 0..out.len() {
-            let r = out[i];
-            let (mut d, mut n, mut orig) = (r.epb as usize, r.caplen as usize, r.origlen);
-            if let (Some(v), true) = (r.vlan, reinsert_vlan && n >= 12 && d >= 4) {
-                b.copy_within(d..d + 12, d - 4);
-                b[d + 8..d + 10].copy_from_slice(&v.tpid.to_be_bytes());
-                b[d + 10..d + 12].copy_from_slice(&v.tci.to_be_bytes());
-                d -= 4;
-                n += 4;
-                orig += 4;
+        let (mut cursor, mut kept, mut next) = (0usize, 0usize, 0usize);
+        let mut prev = 0usize;
+        let mut all_read = false;
+        while !all_read {
+            walk = Frames { block: &*b, off: walk_at.0, left: walk_at.1 };
+            let mut read = 0;
+            for f in walk.by_ref().take(REWRITE_CHUNK) {
+                read += 1;
+                let d = f.data.as_ptr() as usize - base;
+                // The kernel wrote these lines on another core and the walk is a chain of
+                // dependent loads: ask for the header, the frame's head (which the index reads)
+                // and its tail PREFETCH_FRAMES frames ahead if frames keep this length (floods
+                // and bulk transfers do). Only a hint: a wrong guess costs nothing.
+                let stride = d.wrapping_sub(prev);
+                if (64..1 << 16).contains(&stride) {
+                    let ahead = f.data.as_ptr().wrapping_add(PREFETCH_FRAMES * stride);
+                    // All three lines are written (the EPB header, the frame's head under the
+                    // index's reads, the padding and trailer at its end).
+                    crate::mem::prefetch_write(ahead.wrapping_sub(EPB_HEADER_LEN + 64));
+                    crate::mem::prefetch_write(ahead);
+                    crate::mem::prefetch_write(ahead.wrapping_add(f.data.len()));
+                }
+                prev = d;
+                out.push(ZcRecord {
+                    epb: d as u32,
+                    len: 0,
+                    ts_ns: f.ts_ns,
+                    caplen: f.data.len() as u32,
+                    origlen: f.wire_len,
+                    hw_stamp: f.hw_stamp,
+                    vlan: f.vlan,
+                });
             }
-            let caplen = n.min(snaplen as usize);
-            let total = EPB_HEADER_LEN + pad4(caplen) + 4;
-            let placed = d.is_multiple_of(4) && d >= cursor + EPB_HEADER_LEN && d - EPB_HEADER_LEN + total <= b.len();
-            if !placed || !cover(b, cursor, d - EPB_HEADER_LEN, &mut out[..kept]) {
-                res.misplaced += 1;
-                continue;
+            walk_at = (walk.off, walk.left);
+            all_read = read < REWRITE_CHUNK || walk.left == 0;
+            // The last record read waits for the next header, unless there is none.
+            let upto = if all_read { out.len() } else { out.len().saturating_sub(1) };
+            for i in next..upto {
+                let r = out[i];
+                let (mut d, mut n, mut orig) = (r.epb as usize, r.caplen as usize, r.origlen);
+                if let (Some(v), true) = (r.vlan, reinsert_vlan && n >= 12 && d >= 4) {
+                    b.copy_within(d..d + 12, d - 4);
+                    b[d + 8..d + 10].copy_from_slice(&v.tpid.to_be_bytes());
+                    b[d + 10..d + 12].copy_from_slice(&v.tci.to_be_bytes());
+                    d -= 4;
+                    n += 4;
+                    orig += 4;
+                }
+                let caplen = n.min(snaplen as usize);
+                let total = EPB_HEADER_LEN + pad4(caplen) + 4;
+                let placed =
+                    d.is_multiple_of(4) && d >= cursor + EPB_HEADER_LEN && d - EPB_HEADER_LEN + total <= b.len();
+                if !placed || !cover(b, cursor, d - EPB_HEADER_LEN, &mut out[..kept]) {
+                    res.misplaced += 1;
+                    continue;
+                }
+                let epb = d - EPB_HEADER_LEN;
+                put(b, epb, BT_EPB);
+                put(b, epb + 4, total as u32);
+                put(b, epb + 8, 0);
+                put(b, epb + 12, (r.ts_ns >> 32) as u32);
+                put(b, epb + 16, r.ts_ns as u32);
+                put(b, epb + 20, caplen as u32);
+                put(b, epb + 24, orig);
+                b[d + caplen..d + pad4(caplen)].fill(0);
+                put(b, epb + total - 4, total as u32);
+                out[kept] = ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
+                res.stored_bytes += caplen as u64;
+                res.wire_bytes += u64::from(orig);
+                res.hw_stamps += u32::from(r.hw_stamp);
+                kept += 1;
+                cursor = epb + total;
             }
-            let epb = d - EPB_HEADER_LEN;
-            put(b, epb, BT_EPB);
-            put(b, epb + 4, total as u32);
-            put(b, epb + 8, 0);
-            put(b, epb + 12, (r.ts_ns >> 32) as u32);
-            put(b, epb + 16, r.ts_ns as u32);
-            put(b, epb + 20, caplen as u32);
-            put(b, epb + 24, orig);
-            b[d + caplen..d + pad4(caplen)].fill(0);
-            put(b, epb + total - 4, total as u32);
-            out[kept] = ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
-            res.stored_bytes += caplen as u64;
-            res.wire_bytes += u64::from(orig);
-            res.hw_stamps += u32::from(r.hw_stamp);
-            kept += 1;
-            cursor = epb + total;
+            next = upto;
         }
         out.truncate(kept);
         if kept == 0 {
