@@ -134,14 +134,44 @@ pub struct Rewritten {
 
 const SKIP_ALIGN: usize = 4096;
 
-/// How many frames ahead [`Block::rewrite_pcapng`] asks for the lines it will write, when
-/// frames keep one length. Every line it touches was written by the kernel on the sender's
-/// core, and the walk from header to header is a chain of dependent loads: with four frames
-/// ahead, perf showed half the rewrite's time on the header loads; sixteen cut the zero-copy
-/// path's CPU per 1514-byte packet by about a fifth in bench/live.sh (thirty-two did no better). Frames from 64 bytes apart are asked for: at 64-byte frames (160
-/// bytes apart) that saved about a sixth of the path's CPU against leaving them to the hardware
-/// prefetcher.
+/// How many frames ahead [`Ahead`] asks for lines. Measured with bench/live.sh: in the zero-copy
+/// rewrite, four frames ahead left half its time on the header loads; sixteen cut the path's CPU
+/// per 1514-byte packet by about a fifth (thirty-two did no better), and asking from frames 64
+/// bytes apart (not 256) saved about a sixth at 64-byte frames (160 bytes apart).
 const PREFETCH_FRAMES: usize = 16;
+
+/// Asks for the lines of the frame [`PREFETCH_FRAMES`] ahead, guessing where it is from the
+/// distance between the last two frames: the kernel wrote the ring's lines on the sender's core,
+/// and a walk from header to header is a chain of dependent loads that the hardware prefetcher
+/// does not follow once frames are a few lines apart. Floods and bulk transfers keep one frame
+/// length, so the guess is usually right; a wrong one costs a wasted line, never a fault.
+#[derive(Debug, Default)]
+pub struct Ahead {
+    prev: usize,
+}
+
+impl Ahead {
+    /// Called with each frame's data in walk order: asks for the line of the kernel header
+    /// before the data, the data's first line and its last, of the frame that many ahead;
+    /// `write` when they will be written (the zero-copy rewrite).
+    #[inline(always)]
+    pub fn frame(&mut self, data: &[u8], write: bool) {
+        let at = data.as_ptr() as usize;
+        let stride = at.wrapping_sub(self.prev);
+        self.prev = at;
+        if (64..1 << 16).contains(&stride) {
+            let a = data.as_ptr().wrapping_add(PREFETCH_FRAMES * stride);
+            let lines = [a.wrapping_sub(wv_wire::pcapng::EPB_HEADER_LEN + 64), a, a.wrapping_add(data.len())];
+            for l in lines {
+                if write {
+                    crate::mem::prefetch_write(l);
+                } else {
+                    crate::mem::prefetch(l);
+                }
+            }
+        }
+    }
+}
 
 /// Frames whose headers [`Block::rewrite_pcapng`] reads before writing their records.
 const REWRITE_CHUNK: usize = 64;
@@ -181,7 +211,7 @@ impl Block<'_> {
         let put = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
         let mut res = Rewritten::default();
         let (mut cursor, mut kept, mut next) = (0usize, 0usize, 0usize);
-        let mut prev = 0usize;
+        let mut ahead = Ahead::default();
         let mut all_read = false;
         while !all_read {
             walk = Frames { block: &*b, off: walk_at.0, left: walk_at.1 };
@@ -189,20 +219,7 @@ impl Block<'_> {
             for f in walk.by_ref().take(REWRITE_CHUNK) {
                 read += 1;
                 let d = f.data.as_ptr() as usize - base;
-                // The kernel wrote these lines on another core and the walk is a chain of
-                // dependent loads: ask for the header, the frame's head (which the index reads)
-                // and its tail PREFETCH_FRAMES frames ahead if frames keep this length (floods
-                // and bulk transfers do). Only a hint: a wrong guess costs nothing.
-                let stride = d.wrapping_sub(prev);
-                if (64..1 << 16).contains(&stride) {
-                    let ahead = f.data.as_ptr().wrapping_add(PREFETCH_FRAMES * stride);
-                    // All three lines are written (the EPB header, the frame's head under the
-                    // index's reads, the padding and trailer at its end).
-                    crate::mem::prefetch_write(ahead.wrapping_sub(EPB_HEADER_LEN + 64));
-                    crate::mem::prefetch_write(ahead);
-                    crate::mem::prefetch_write(ahead.wrapping_add(f.data.len()));
-                }
-                prev = d;
+                ahead.frame(f.data, true);
                 out.push(ZcRecord {
                     epb: d as u32,
                     len: 0,
