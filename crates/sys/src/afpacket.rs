@@ -45,7 +45,7 @@ mod held;
 /// Sending frames (`wirevault replay`): sendmmsg batches with qdisc bypass, the monotonic clock.
 pub mod tx;
 use crate::netif;
-pub use block::{Ahead, Block, Frames, Rewritten, ZcRecord};
+pub use block::{Block, Frames, Rewritten, ZcRecord};
 pub use held::{BlockId, BlockWriter, Next, WriteDone};
 
 /// How a fanout group spreads packets over its members.

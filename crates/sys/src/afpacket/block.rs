@@ -146,7 +146,7 @@ const PREFETCH_FRAMES: usize = 16;
 /// does not follow once frames are a few lines apart. Floods and bulk transfers keep one frame
 /// length, so the guess is usually right; a wrong one costs a wasted line, never a fault.
 #[derive(Debug, Default)]
-pub struct Ahead {
+struct Ahead {
     prev: usize,
 }
 
@@ -155,7 +155,7 @@ impl Ahead {
     /// before the data, the data's first line and its last, of the frame that many ahead;
     /// `write` when they will be written (the zero-copy rewrite).
     #[inline(always)]
-    pub fn frame(&mut self, data: &[u8], write: bool) {
+    fn frame(&mut self, data: &[u8], write: bool) {
         let at = data.as_ptr() as usize;
         let stride = at.wrapping_sub(self.prev);
         self.prev = at;
