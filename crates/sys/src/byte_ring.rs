@@ -96,9 +96,9 @@ impl Producer {
         // it (or never had it) and will not read it until the producer commits
         // it again; off+first <= cap and the rest (n-first <= cap) starts at 0.
         unsafe {
-            copy(bytes.as_ptr(), self.base.add(off), first);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(off), first);
             if first < bytes.len() {
-                copy(bytes.as_ptr().add(first), self.base, bytes.len() - first);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr().add(first), self.base, bytes.len() - first);
             }
         }
         self.head += n;
@@ -108,14 +108,6 @@ impl Producer {
     /// Makes every byte before `head` visible to the consumer.
     #[inline]
     pub fn publish(&self) {
-        // The non-temporal stores of `copy` are not ordered by the release
-        // store below: fence them first (once per commit, not per packet).
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: SFENCE has no operands and touches no memory of ours; SSE is
-        // part of the x86_64 baseline.
-        unsafe {
-            std::arch::x86_64::_mm_sfence();
-        }
         self.shared.committed.store(self.head, Ordering::Release);
     }
 
@@ -124,53 +116,6 @@ impl Producer {
     pub fn pad_to(&mut self, align: u64) {
         self.head = self.head.div_ceil(align) * align;
     }
-}
-
-/// Copies of at least this many bytes bypass the cache past their first
-/// [`CACHED_HEAD`] bytes.
-const STREAM_MIN: usize = 512;
-/// Bytes at the start of a copy that go through the cache: the packet
-/// headers the writer's index reads soon after.
-const CACHED_HEAD: usize = 128;
-
-/// Copies `n` bytes from `src` to `dst` (not overlapping). A large copy (a
-/// full-size frame) writes the arena lines past its head with non-temporal
-/// stores: the arena is far larger than the caches, so an ordinary store
-/// first reads every line it writes from memory (read-for-ownership) and
-/// then evicts something useful, for bytes that only the disk reads next.
-/// [`Producer::publish`] fences them before the consumer may read them.
-///
-/// # Safety
-/// `src..src+n` readable, `dst..dst+n` writable, the two not overlapping.
-#[inline]
-unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if n >= STREAM_MIN {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        // Through the cache up to the first 64-byte line boundary after the head.
-        let head = ((dst as usize + CACHED_HEAD).next_multiple_of(64) - dst as usize).min(n);
-        // SAFETY: the caller's ranges; head <= n.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
-        let mut i = head;
-        while i + 64 <= n {
-            // SAFETY: [i, i+64) lies inside both ranges; dst+i is 64-byte
-            // aligned (16 is all MOVNTDQ needs); the loads are unaligned ones;
-            // SSE2 is part of the x86_64 baseline.
-            unsafe {
-                let (s, d) = (src.add(i).cast::<__m128i>(), dst.add(i).cast::<__m128i>());
-                _mm_stream_si128(d, _mm_loadu_si128(s));
-                _mm_stream_si128(d.add(1), _mm_loadu_si128(s.add(1)));
-                _mm_stream_si128(d.add(2), _mm_loadu_si128(s.add(2)));
-                _mm_stream_si128(d.add(3), _mm_loadu_si128(s.add(3)));
-            }
-            i += 64;
-        }
-        // SAFETY: the rest of the caller's ranges.
-        unsafe { std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), n - i) };
-        return;
-    }
-    // SAFETY: the caller's ranges.
-    unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
 }
 
 /// The reading end, owned by the writer thread.
@@ -267,29 +212,5 @@ mod tests {
         let (a, b) = c.slices(cap - 10, cap + 10).unwrap();
         assert_eq!((a.len(), b.len()), (10, 10));
         assert!(a.iter().chain(b).all(|&x| x == 1));
-    }
-
-    /// Records of every size around the streaming threshold, at every
-    /// alignment, across the ring's end: the bytes read back are the bytes written.
-    #[test]
-    fn large_copies_arrive_whole() {
-        let (mut p, mut c) = byte_ring(AlignedBuf::new(1, false).unwrap());
-        let mut pos = 0u64;
-        for (k, n) in (0..3000).map(|k| (k, STREAM_MIN - 70 + (k * 13 + k % 7) % 2000)) {
-            let rec: Vec<u8> = (0..n).map(|i| (i * 31 + k) as u8).collect();
-            if !p.has_room(n as u64) {
-                c.release(pos);
-                assert!(p.has_room(n as u64));
-            }
-            assert!(p.write(&rec));
-            p.publish();
-            let (a, b) = c.slices(pos, pos + n as u64).unwrap();
-            assert_eq!([a, b].concat(), rec, "record {k} of {n} bytes at {pos}");
-            pos += n as u64;
-            // Odd offsets too.
-            assert!(p.write(&[0xee; 3]));
-            pos += 3;
-        }
-        assert!(pos > p.capacity(), "the test crossed the ring's end");
     }
 }
