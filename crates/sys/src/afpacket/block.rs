@@ -151,24 +151,18 @@ struct Ahead {
 }
 
 impl Ahead {
-    /// Called with each frame's data in walk order: asks for the line of the kernel header
-    /// before the data, the data's first line and its last, of the frame that many ahead;
-    /// `write` when they will be written (the zero-copy rewrite).
+    /// Called with each frame's data in walk order: asks, with the intent to write them, for
+    /// the line of the kernel header before the data, the data's first line and its last, of
+    /// the frame that many ahead.
     #[inline(always)]
-    fn frame(&mut self, data: &[u8], write: bool) {
+    fn frame(&mut self, data: &[u8]) {
         let at = data.as_ptr() as usize;
         let stride = at.wrapping_sub(self.prev);
         self.prev = at;
         if (64..1 << 16).contains(&stride) {
             let a = data.as_ptr().wrapping_add(PREFETCH_FRAMES * stride);
             let lines = [a.wrapping_sub(wv_wire::pcapng::EPB_HEADER_LEN + 64), a, a.wrapping_add(data.len())];
-            for l in lines {
-                if write {
-                    crate::mem::prefetch_write(l);
-                } else {
-                    crate::mem::prefetch(l);
-                }
-            }
+            lines.into_iter().for_each(crate::mem::prefetch_write);
         }
     }
 }
@@ -205,8 +199,8 @@ impl Block<'_> {
         use wv_wire::pcapng::{pad4, BT_EPB, EPB_HEADER_LEN};
         out.clear();
         let base = self.ptr.as_ptr() as usize;
-        let mut walk = self.frames();
-        let mut walk_at = (walk.off, walk.left);
+        let first = self.frames();
+        let mut walk_at = (first.off, first.left);
         let b = self.bytes_mut();
         let put = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
         let mut res = Rewritten::default();
@@ -214,12 +208,12 @@ impl Block<'_> {
         let mut ahead = Ahead::default();
         let mut all_read = false;
         while !all_read {
-            walk = Frames { block: &*b, off: walk_at.0, left: walk_at.1 };
+            let mut walk = Frames { block: &*b, off: walk_at.0, left: walk_at.1 };
             let mut read = 0;
             for f in walk.by_ref().take(REWRITE_CHUNK) {
                 read += 1;
                 let d = f.data.as_ptr() as usize - base;
-                ahead.frame(f.data, true);
+                ahead.frame(f.data);
                 out.push(ZcRecord {
                     epb: d as u32,
                     len: 0,
