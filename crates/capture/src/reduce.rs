@@ -96,11 +96,19 @@ impl Reduce {
         self.dedup.is_none() && self.cutoff.is_none()
     }
 
-    /// The verdict on one packet (its captured bytes are `parts` joined).
+    /// The verdict on one packet (its captured bytes are `parts` joined);
+    /// `same` as for [`Reduce::judge`].
     #[inline]
-    pub fn verdict(&mut self, ts_ns: u64, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Verdict {
+    pub fn verdict(
+        &mut self,
+        ts_ns: u64,
+        linktype: u32,
+        origlen: u32,
+        parts: &[&[u8]],
+        same: impl FnMut(u64) -> bool,
+    ) -> Verdict {
         let p = self.prepare(linktype, origlen, parts);
-        self.judge(ts_ns, &p)
+        self.judge(ts_ns, &p, same)
     }
 
     /// The part of a packet's verdict that reads only the packet; starts
@@ -122,13 +130,16 @@ impl Reduce {
     }
 
     /// The verdict on a prepared packet, seen at `ts_ns`. Packets must be
-    /// judged in the order they are stored.
+    /// judged in the order they are stored. When dedup compares stored
+    /// copies ([`Dedup::compare_stored_copies`]), `same(at)` says whether
+    /// the packet stored at `at` (as given to [`Reduce::stored`]) is this
+    /// one, byte for byte; otherwise it is not called.
     #[inline]
-    pub fn judge(&mut self, ts_ns: u64, p: &Prepared) -> Verdict {
+    pub fn judge(&mut self, ts_ns: u64, p: &Prepared, same: impl FnMut(u64) -> bool) -> Verdict {
         self.pending = None;
         let mut pending = None;
         if let Some(d) = self.dedup.as_mut() {
-            match d.lookup_hash(ts_ns, p.frame) {
+            match d.lookup_hash(ts_ns, p.frame, same) {
                 Lookup::Duplicate => return Verdict::Duplicate,
                 Lookup::New(p) => pending = Some(p),
             }
@@ -142,11 +153,13 @@ impl Reduce {
         Verdict::Store
     }
 
-    /// The packet last judged [`Verdict::Store`] was stored at `ts_ns`.
+    /// The packet last judged [`Verdict::Store`] was stored at `ts_ns`, at
+    /// place `at` (its position in the arena when dedup compares stored
+    /// copies; ignored otherwise).
     #[inline]
-    pub fn stored(&mut self, ts_ns: u64) {
+    pub fn stored(&mut self, ts_ns: u64, at: u64) {
         if let (Some(d), Some(p)) = (self.dedup.as_mut(), self.pending.take()) {
-            d.remember(p, ts_ns);
+            d.remember(p, ts_ns, at);
         }
     }
 }
@@ -220,11 +233,13 @@ fn frame_hash(parts: &[&[u8]], secret: &[u8]) -> u64 {
 /// XXH3-64 with `secret`. Inputs of more than 240 bytes take XXH3's striped
 /// loop, which twox-hash runs with AVX2 when the CPU has it (chosen at run
 /// time; xxhash-rust's lanes are fixed at compile time, SSE2 for generic
-/// x86-64): 1514 bytes hash in ~0.6 of the time. Shorter ones stay with
-/// xxhash-rust, whose short paths are faster. Both are XXH3: the same value.
+/// x86-64): 1514 bytes hash in ~0.6 of the time. Inputs of 129 to 240 bytes
+/// hash in ~0.4 of xxhash-rust's time with twox-hash too (17 against 43 ns
+/// for 240 bytes, measured 2026-11-26). Shorter ones stay with xxhash-rust,
+/// whose short paths are as fast or faster. Both are XXH3: the same value.
 #[inline]
 fn xxh3(data: &[u8], secret: &[u8]) -> u64 {
-    if data.len() > 240 {
+    if data.len() > 128 {
         if let Ok(h) = twox_hash::XxHash3_64::oneshot_with_secret(secret, data) {
             return h;
         }
@@ -232,25 +247,83 @@ fn xxh3(data: &[u8], secret: &[u8]) -> u64 {
     xxh3_64_with_secret(data, secret)
 }
 
-/// Ways of a bucket: one 64-byte cache line of (hash, time) pairs.
+/// The keyed hash [`Dedup::hash`] takes when stored copies are compared,
+/// and the frame's length: of all its bytes up to 192, else of its first
+/// 128 and last 64. A frame in one part is hashed in one call (its two
+/// pieces joined on the stack); a frame in several parts hashes each
+/// part's piece of those ranges and folds them, as [`frame_hash`] does
+/// (the same frame comes in the same parts from the same source; joining
+/// them took more than hashing them apart).
+#[inline(always)]
+fn sample_hash(parts: &[&[u8]], secret: &[u8]) -> (u64, usize) {
+    const N: usize = SAMPLE_HEAD + SAMPLE_TAIL;
+    if let [one] = parts {
+        let len = one.len();
+        if len <= N {
+            return (xxh3(one, secret), len);
+        }
+        let mut buf = [0u8; N];
+        buf[..SAMPLE_HEAD].copy_from_slice(&one[..SAMPLE_HEAD]);
+        buf[SAMPLE_HEAD..].copy_from_slice(&one[len - SAMPLE_TAIL..]);
+        return (xxh3(&buf, secret), len);
+    }
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len <= N {
+        return (frame_hash(parts, secret), len);
+    }
+    let (mut h, mut at) = (0u64, 0);
+    for p in parts {
+        // The part's bytes in [0, SAMPLE_HEAD) and in [len - SAMPLE_TAIL, len).
+        let head = &p[..p.len().min(SAMPLE_HEAD.saturating_sub(at))];
+        let tail = &p[(len - SAMPLE_TAIL).saturating_sub(at).min(p.len())..];
+        for piece in [head, tail] {
+            if !piece.is_empty() {
+                h = h.rotate_left(23) ^ xxh3(piece, secret);
+            }
+        }
+        at += p.len();
+    }
+    (h, len)
+}
+
+/// Ways of a bucket: one 64-byte cache line of (word, time) pairs.
 const WAYS: usize = 4;
 
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 struct DedupBucket {
-    hash: [u64; WAYS],
+    /// The frame's hash; when stored copies are compared, the hash's top
+    /// [`TAG_BITS`] bits above the low [`POS_BITS`] bits of the copy's place.
+    word: [u64; WAYS],
     ts: [u64; WAYS],
 }
 
+/// Bits of a stored copy's place a table entry keeps.
+const POS_BITS: u32 = wv_store::stream::StreamProducer::POS_BITS;
+const POS_MASK: u64 = (1 << POS_BITS) - 1;
+/// Bytes of a frame's start (every header: Ethernet, 4 VLAN tags, IPv6,
+/// TCP with options) and end the hash reads when stored copies are compared.
+const SAMPLE_HEAD: usize = 128;
+const SAMPLE_TAIL: usize = 64;
+
 /// `--dedup WINDOW`: a frame whose bytes and original length equal those
-/// of a frame stored less than WINDOW earlier is not stored. Frames are
-/// compared by a keyed 64-bit hash of all their bytes (XXH3 with a random
-/// secret); the table keeps the most recent stored frames, 4 per bucket
-/// (the oldest of a bucket is replaced).
+/// of a frame stored less than WINDOW earlier is not stored. The table
+/// keeps the most recent stored frames, 4 per bucket (the oldest of a
+/// bucket is replaced), found by a keyed hash (XXH3 with a random secret).
+/// Two ways to compare:
+/// * by default, by a 64-bit hash of all their bytes (the zero-copy path,
+///   whose stored frames go back to the kernel);
+/// * with [`Dedup::compare_stored_copies`] (the copy path, whose stored
+///   frames stay in the arena until it wraps), the hash reads only the
+///   frame's first 128 and last 64 bytes and its lengths, and a frame
+///   whose hash matches is compared byte for byte with the stored copy:
+///   exact, and a long frame's middle is read only for a copy. A copy no
+///   longer in the arena is not matched (fails open).
 pub struct Dedup {
     buckets: Buckets<DedupBucket>,
     window_ns: u64,
     secret: Box<[u8; SECRET_LEN]>,
+    compare: bool,
 }
 
 impl Dedup {
@@ -261,13 +334,24 @@ impl Dedup {
     /// A table for `entries` frames (rounded up to a power of two, at least
     /// one bucket) and a window of `window_ns`.
     pub fn new(window_ns: u64, entries: usize) -> Dedup {
-        Dedup { buckets: Buckets::new(entries, WAYS), window_ns, secret: random_secret() }
+        Dedup { buckets: Buckets::new(entries, WAYS), window_ns, secret: random_secret(), compare: false }
+    }
+
+    /// From now on, frames are compared with their stored copies (see
+    /// [`Dedup`]); the caller gives [`Reduce::judge`] a comparison and
+    /// [`Reduce::stored`] the copies' places.
+    pub fn compare_stored_copies(&mut self) {
+        self.compare = true;
     }
 
     /// The keyed hash of a frame (its captured bytes, `parts` joined, and
     /// its original length).
     #[inline(always)]
     pub fn hash(&self, origlen: u32, parts: &[&[u8]]) -> u64 {
+        if self.compare {
+            let (h, caplen) = sample_hash(parts, &self.secret[..]);
+            return mix(h, u64::from(origlen) << 32 | caplen as u64);
+        }
         mix(frame_hash(parts, &self.secret[..]), u64::from(origlen))
     }
 
@@ -281,20 +365,27 @@ impl Dedup {
     /// equals a frame remembered within the window; if not, the place to
     /// [`Dedup::remember`] it once it is stored.
     #[inline]
-    pub fn lookup(&self, ts_ns: u64, origlen: u32, parts: &[&[u8]]) -> Lookup {
-        self.lookup_hash(ts_ns, self.hash(origlen, parts))
+    pub fn lookup(&self, ts_ns: u64, origlen: u32, parts: &[&[u8]], same: impl FnMut(u64) -> bool) -> Lookup {
+        self.lookup_hash(ts_ns, self.hash(origlen, parts), same)
     }
 
-    /// [`Dedup::lookup`] of a frame by its [`Dedup::hash`].
+    /// [`Dedup::lookup`] of a frame by its [`Dedup::hash`]; `same` as for
+    /// [`Reduce::judge`].
     #[inline]
-    pub fn lookup_hash(&self, ts_ns: u64, hash: u64) -> Lookup {
+    pub fn lookup_hash(&self, ts_ns: u64, hash: u64, mut same: impl FnMut(u64) -> bool) -> Lookup {
         let bucket = self.buckets.of(hash);
         let b = &self.buckets.b[bucket];
         let mut way = 0;
         for i in 0..WAYS {
             // Stamps may step back a little (several sources, clock steps):
             // the distance counts either way.
-            if b.hash[i] == hash && ts_ns.abs_diff(b.ts[i]) < self.window_ns {
+            let near = ts_ns.abs_diff(b.ts[i]) < self.window_ns;
+            let equal = if self.compare {
+                b.word[i] >> POS_BITS == hash >> POS_BITS && near && same(b.word[i] & POS_MASK)
+            } else {
+                b.word[i] == hash && near
+            };
+            if equal {
                 return Lookup::Duplicate;
             }
             if b.ts[i] < b.ts[way] {
@@ -305,21 +396,23 @@ impl Dedup {
         Lookup::New(Pending { bucket, way, hash })
     }
 
-    /// Remembers a stored frame at the place [`Dedup::lookup`] gave.
+    /// Remembers a frame stored at `at` (see [`Reduce::stored`]) in the
+    /// table's place [`Dedup::lookup`] gave.
     #[inline]
-    pub fn remember(&mut self, p: Pending, ts_ns: u64) {
+    pub fn remember(&mut self, p: Pending, ts_ns: u64, at: u64) {
+        let word = if self.compare { p.hash & !POS_MASK | at & POS_MASK } else { p.hash };
         let b = &mut self.buckets.b[p.bucket];
-        (b.hash[p.way], b.ts[p.way]) = (p.hash, ts_ns);
+        (b.word[p.way], b.ts[p.way]) = (word, ts_ns);
     }
 
     /// [`Dedup::lookup`], and [`Dedup::remember`] what is not a duplicate
     /// (the tests' shorthand; the recorder remembers only what it stored).
     #[cfg(test)]
     fn is_duplicate(&mut self, ts_ns: u64, origlen: u32, frame: &[u8]) -> bool {
-        match self.lookup(ts_ns, origlen, &[frame]) {
+        match self.lookup(ts_ns, origlen, &[frame], |_| unreachable!("no stored copies")) {
             Lookup::Duplicate => true,
             Lookup::New(p) => {
-                self.remember(p, ts_ns);
+                self.remember(p, ts_ns, 0);
                 false
             }
         }
@@ -606,7 +699,7 @@ mod tests {
     #[test]
     fn both_xxh3_implementations_agree() {
         let secret = super::random_secret();
-        for len in [0usize, 17, 240, 241, 590, 1514, 9000] {
+        for len in [0usize, 17, 128, 129, 176, 192, 240, 241, 590, 1514, 9000] {
             let d: Vec<u8> = (0..len).map(|i| (i * 131 + 7) as u8).collect();
             assert_eq!(super::xxh3(&d, &secret[..]), xxhash_rust::xxh3::xxh3_64_with_secret(&d, &secret[..]), "{len}");
         }
@@ -628,6 +721,11 @@ mod tests {
         f[46] = 0x50;
         f[47] = flags as u8;
         f
+    }
+
+    /// `same` where dedup compares no stored copies.
+    fn never(_: u64) -> bool {
+        unreachable!("no stored copies")
     }
 
     const A: ([u8; 4], u16) = ([10, 0, 0, 1], 40000);
@@ -805,18 +903,18 @@ mod tests {
         let split = |f: &[u8]| -> [Vec<u8>; 3] { [f[..12].to_vec(), f[12..100].to_vec(), f[100..].to_vec()] };
         let mut r = Reduce::new(Some(Dedup::new(1_000_000, 64)), Some(Cutoff::new(400, u64::MAX, 64)));
         let p = split(&f);
-        assert_eq!(r.verdict(1, 1, 300, &[&p[0], &p[1], &p[2]]), Verdict::Store);
-        r.stored(1);
+        assert_eq!(r.verdict(1, 1, 300, &[&p[0], &p[1], &p[2]], never), Verdict::Store);
+        r.stored(1, 0);
         // The same frame in the same parts: a duplicate.
-        assert_eq!(r.verdict(2, 1, 300, &[&p[0], &p[1], &p[2]]), Verdict::Duplicate);
+        assert_eq!(r.verdict(2, 1, 300, &[&p[0], &p[1], &p[2]], never), Verdict::Duplicate);
         // Another frame of the connection in parts: the cutoff parses the joined head.
         let g = tcp(B, A, ACK, 200);
         let q = split(&g);
-        assert_eq!(r.verdict(3, 1, 200, &[&q[0], &q[1], &q[2]]), Verdict::Store, "300 bytes before: kept");
-        r.stored(3);
+        assert_eq!(r.verdict(3, 1, 200, &[&q[0], &q[1], &q[2]], never), Verdict::Store, "300 bytes before: kept");
+        r.stored(3, 0);
         let h = tcp(A, B, ACK, 120);
         let q = split(&h);
-        assert_eq!(r.verdict(4, 1, 120, &[&q[0], &q[1], &q[2]]), Verdict::Cut, "500 bytes before: cut");
+        assert_eq!(r.verdict(4, 1, 120, &[&q[0], &q[1], &q[2]], never), Verdict::Cut, "500 bytes before: cut");
     }
 
     #[test]
@@ -824,15 +922,95 @@ mod tests {
         let f = tcp(A, B, ACK, 300);
         let mut r = Reduce::new(Some(Dedup::new(1_000_000, 64)), Some(Cutoff::new(100, u64::MAX, 64)));
         // Judged Store, then lost (arena full): not remembered.
-        assert_eq!(r.verdict(1, 1, 300, &[&f]), Verdict::Store);
+        assert_eq!(r.verdict(1, 1, 300, &[&f], never), Verdict::Store);
         // Its copy: not a duplicate, but cut (the connection is past 100 bytes).
-        assert_eq!(r.verdict(2, 1, 300, &[&f]), Verdict::Cut);
+        assert_eq!(r.verdict(2, 1, 300, &[&f], never), Verdict::Cut);
         // A cut frame is not remembered either.
         let g = tcp(B, A, ACK, 70);
-        assert_eq!(r.verdict(3, 1, 70, &[&g]), Verdict::Cut);
+        assert_eq!(r.verdict(3, 1, 70, &[&g], never), Verdict::Cut);
         let mut r2 = Reduce::new(Some(Dedup::new(1_000_000, 64)), None);
-        assert_eq!(r2.verdict(4, 1, 70, &[&g]), Verdict::Store);
-        r2.stored(4);
-        assert_eq!(r2.verdict(5, 1, 70, &[&g]), Verdict::Duplicate);
+        assert_eq!(r2.verdict(4, 1, 70, &[&g], never), Verdict::Store);
+        r2.stored(4, 0);
+        assert_eq!(r2.verdict(5, 1, 70, &[&g], never), Verdict::Duplicate);
+    }
+
+    /// Stored copies, by place (a stand-in for the arena).
+    #[derive(Default)]
+    struct Copies(Vec<(u32, Vec<u8>)>);
+
+    impl Copies {
+        /// Runs one frame through `r` as the worker does.
+        fn offer(&mut self, r: &mut Reduce, ts: u64, origlen: u32, parts: &[&[u8]]) -> Verdict {
+            let joined = parts.concat();
+            let same = |at: u64| self.0.get(at as usize).is_some_and(|(o, f)| *o == origlen && *f == joined);
+            let v = r.verdict(ts, 1, origlen, parts, same);
+            if v == Verdict::Store {
+                r.stored(ts, self.0.len() as u64);
+                self.0.push((origlen, joined));
+            }
+            v
+        }
+    }
+
+    fn comparing(window_ns: u64, entries: usize) -> Reduce {
+        let mut d = Dedup::new(window_ns, entries);
+        d.compare_stored_copies();
+        Reduce::new(Some(d), None)
+    }
+
+    #[test]
+    fn comparing_stored_copies_is_exact_where_the_hash_reads_part_of_a_frame() {
+        let mut r = comparing(1_000_000, 64);
+        let mut c = Copies::default();
+        let f = tcp(A, B, ACK, 1514);
+        // Another frame, different only where the hash does not read.
+        let mut g = f.clone();
+        g[700] ^= 0x40;
+        assert_eq!(r.dedup.as_ref().unwrap().hash(1514, &[&f]), r.dedup.as_ref().unwrap().hash(1514, &[&g]));
+        assert_eq!(c.offer(&mut r, 1, 1514, &[&f]), Verdict::Store);
+        assert_eq!(c.offer(&mut r, 2, 1514, &[&g]), Verdict::Store, "same hash, other bytes");
+        assert_eq!(c.offer(&mut r, 3, 1514, &[&g]), Verdict::Duplicate);
+        assert_eq!(c.offer(&mut r, 4, 1514, &[&f[..10], &f[10..]]), Verdict::Store, "in parts: another hash");
+        assert_eq!(c.offer(&mut r, 5, 1514, &[&f[..10], &f[10..]]), Verdict::Duplicate, "in the same parts");
+        assert_eq!(c.offer(&mut r, 5, 1600, &[&f]), Verdict::Store, "another original length");
+        assert_eq!(c.offer(&mut r, 5, 1514, &[&f]), Verdict::Duplicate);
+        assert_eq!(c.offer(&mut r, 6, 1514, &[&f[..1513]]), Verdict::Store, "another captured length");
+        // A copy no longer held (the arena wrapped) matches nothing.
+        c.0[0].1.clear();
+        c.0[1].1.clear();
+        assert_eq!(c.offer(&mut r, 7, 1514, &[&f]), Verdict::Store);
+        assert_eq!(c.offer(&mut r, 8, 1514, &[&f]), Verdict::Duplicate, "the new copy");
+        // The window still holds.
+        assert_eq!(c.offer(&mut r, 2_000_000, 1514, &[&f]), Verdict::Store);
+        // Short frames are read whole.
+        let h = tcp(B, A, ACK, 60);
+        assert_eq!(c.offer(&mut r, 2_000_001, 60, &[&h]), Verdict::Store);
+        assert_eq!(c.offer(&mut r, 2_000_002, 60, &[&h]), Verdict::Duplicate);
+    }
+
+    #[test]
+    fn the_sample_hash_reads_the_first_and_last_bytes_only() {
+        let secret = random_secret();
+        for len in [0usize, 1, 59, 128, 129, 191, 192, 193, 300, 1514] {
+            let f: Vec<u8> = (0..len).map(|i| (i * 31 + 3) as u8).collect();
+            let (h, n) = sample_hash(&[&f], &secret[..]);
+            assert_eq!(n, len);
+            let read = if len > 192 { [&f[..128], &f[len - 64..]].concat() } else { f.clone() };
+            assert_eq!(h, xxh3(&read, &secret[..]), "{len}");
+            for (i, j) in [(0, 0), (1, 2), (12, 100), (127, 129), (128, 128), (len - len.min(64), len), (len / 2, len)]
+            {
+                let (i, j) = (i.min(len), j.min(len));
+                let split = [&f[..i], &f[i..j], &f[j..]];
+                let (h, n) = sample_hash(&split, &secret[..]);
+                assert_eq!(n, len);
+                // Every byte read, none other: change each byte in turn.
+                for k in 0..len {
+                    let mut g = f.clone();
+                    g[k] ^= 1;
+                    let (h2, _) = sample_hash(&[&g[..i], &g[i..j], &g[j..]], &secret[..]);
+                    assert_eq!(h2 != h, len <= 192 || k < 128 || k >= len - 64, "{len} split {i} {j}, byte {k}");
+                }
+            }
+        }
     }
 }

@@ -177,9 +177,10 @@ impl Delivery<'_> {
         }
         let reduce = !self.reduce.is_off();
         if reduce {
+            let same = |at| self.stream.holds(at, caplen, origlen, parts);
             let verdict = match prepared {
-                Some(p) => self.reduce.judge(ts_ns, p),
-                None => self.reduce.verdict(ts_ns, linktype, origlen, parts),
+                Some(p) => self.reduce.judge(ts_ns, p, same),
+                None => self.reduce.verdict(ts_ns, linktype, origlen, parts, same),
             };
             match verdict {
                 Verdict::Store => {}
@@ -193,9 +194,9 @@ impl Delivery<'_> {
                 }
             }
         }
-        if self.stream.append(ts_ns, linktype, snaplen, origlen, caplen, parts) {
+        if let Some(at) = self.stream.append(ts_ns, linktype, snaplen, origlen, caplen, parts) {
             if reduce {
-                self.reduce.stored(ts_ns);
+                self.reduce.stored(ts_ns, at);
             }
             *self.remaining -= 1;
             self.counts.stored += 1;
@@ -273,6 +274,10 @@ pub fn run<S: Source + ?Sized>(
     let cpu0 = wv_sys::cpu::thread_cpu_ns();
     let mut counts = Counts::default();
     let mut remaining = limits.max_packets.unwrap_or(u64::MAX);
+    // Stored frames stay in the arena until it wraps: dedup compares with them.
+    if let Some(d) = reduce.dedup.as_mut() {
+        d.compare_stored_copies();
+    }
     let mut d = Delivery {
         stream,
         counts: &mut counts,

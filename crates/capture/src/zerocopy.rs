@@ -149,12 +149,16 @@ fn verdicts(
             Some(Verdict::Store)
         } else {
             let d = r.data();
-            Some(reduce.verdict(r.ts_ns, linktype, r.origlen, &[&block.bytes()[d..d + r.caplen as usize]]))
+            // Frames are compared by their whole hash (see `Dedup`): the
+            // blocks they were stored from go back to the kernel, so there
+            // are no stored copies to compare (`same` is never asked).
+            let same = |_| false;
+            Some(reduce.verdict(r.ts_ns, linktype, r.origlen, &[&block.bytes()[d..d + r.caplen as usize]], same))
         };
         match verdict {
             Some(Verdict::Store) => {
                 if !reduce.is_off() {
-                    reduce.stored(r.ts_ns);
+                    reduce.stored(r.ts_ns, 0);
                 }
                 *remaining -= 1;
                 c.stored_bytes += u64::from(r.caplen);

@@ -126,7 +126,8 @@ impl StreamProducer {
 
     /// Stores one packet whose captured bytes are the concatenation of `parts`
     /// (a VLAN tag re-inserted by the caller is one of them), `caplen` bytes
-    /// in all (the caller summed them once). Returns false if the packet was
+    /// in all (the caller summed them once). Returns where its bytes start in
+    /// the arena (for [`StreamProducer::holds`]), or None if the packet was
     /// dropped because the arena is full; the caller counts what happened.
     #[inline]
     pub fn append(
@@ -137,7 +138,7 @@ impl StreamProducer {
         origlen: u32,
         caplen: u32,
         parts: &[&[u8]],
-    ) -> bool {
+    ) -> Option<u64> {
         debug_assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), caplen as usize);
         let rec = self.cfg.format.record_len(caplen);
         if let Some(f) = &self.file {
@@ -159,32 +160,36 @@ impl StreamProducer {
             0
         };
         if !self.ring.has_room(open_cost + rec) || self.queue.len() + QUEUE_SLACK > self.queue.capacity() {
-            return false;
+            return None;
         }
         if self.file.is_none() {
             self.open_file(ts_ns, linktype, snaplen);
         }
-        match self.cfg.format {
+        let at = match self.cfg.format {
             Format::Pcap => {
                 let mut h = [0u8; pcap::RECORD_HEADER_LEN];
                 pcap::emit_record_header(&mut h, ts_ns, caplen, origlen);
                 self.ring.write(&h);
+                let at = self.ring.head();
                 for p in parts {
                     self.ring.write(p);
                 }
+                at
             }
             Format::Pcapng => {
                 let mut h = [0u8; pcapng::EPB_HEADER_LEN];
                 pcapng::emit_epb_header(&mut h, ts_ns, caplen, origlen);
                 self.ring.write(&h);
+                let at = self.ring.head();
                 for p in parts {
                     self.ring.write(p);
                 }
                 let mut t = [0u8; 7];
                 let n = pcapng::emit_epb_trailer(&mut t, caplen);
                 self.ring.write(&t[..n]);
+                at
             }
-        }
+        };
         let f = self.file.as_mut().expect("file opened above");
         f.packets += 1;
         f.last_ns = ts_ns;
@@ -193,8 +198,34 @@ impl StreamProducer {
             self.committed_block = block;
             self.commit(false);
         }
-        true
+        Some(at)
     }
+
+    /// Whether the packet [`StreamProducer::append`] stored at `at` (its
+    /// position, or the position's low [`StreamProducer::POS_BITS`] bits)
+    /// is still in the arena and has these bytes (`parts` joined) and
+    /// lengths: false once the arena has been written over it. Both formats
+    /// end a record's header with its captured and original lengths, which
+    /// are compared too.
+    #[inline]
+    pub fn holds(&self, at: u64, caplen: u32, origlen: u32, parts: &[&[u8]]) -> bool {
+        let head = self.ring.head();
+        let at = head - (head.wrapping_sub(at) & ((1 << Self::POS_BITS) - 1));
+        let Some(start) = at.checked_sub(LENS_LEN as u64) else {
+            return false;
+        };
+        let Some((a, b)) = self.ring.written(start, at + u64::from(caplen)) else {
+            return false;
+        };
+        let mut lens = [0u8; LENS_LEN];
+        lens[..4].copy_from_slice(&caplen.to_le_bytes());
+        lens[4..].copy_from_slice(&origlen.to_le_bytes());
+        same_bytes([a, b].into_iter(), std::iter::once(&lens[..]).chain(parts.iter().copied()))
+    }
+
+    /// Bits of a position [`StreamProducer::holds`] needs: it finds the
+    /// rest from the arena's head (positions within 2^48 bytes of it).
+    pub const POS_BITS: u32 = 48;
 
     fn open_file(&mut self, first_ns: u64, linktype: u32, snaplen: u32) {
         self.ring.pad_to(DIRECT_ALIGN);
@@ -279,5 +310,111 @@ impl StreamProducer {
         if let Some(t) = &self.writer {
             t.unpark();
         }
+    }
+}
+
+/// Bytes at the end of a record header that hold the captured and
+/// original lengths, little-endian (pcap's record header and pcapng's EPB
+/// header both end so: a unit test checks).
+const LENS_LEN: usize = 8;
+
+/// True when two sequences of slices hold the same bytes.
+#[inline]
+fn same_bytes<'a, 'b>(a: impl Iterator<Item = &'a [u8]>, b: impl Iterator<Item = &'b [u8]>) -> bool {
+    let (mut a, mut b) = (a.filter(|s| !s.is_empty()), b.filter(|s| !s.is_empty()));
+    let (mut x, mut y): (&[u8], &[u8]) = (&[], &[]);
+    loop {
+        if x.is_empty() {
+            x = a.next().unwrap_or(&[]);
+        }
+        if y.is_empty() {
+            y = b.next().unwrap_or(&[]);
+        }
+        if x.is_empty() || y.is_empty() {
+            return x.is_empty() && y.is_empty();
+        }
+        let n = x.len().min(y.len());
+        if x[..n] != y[..n] {
+            return false;
+        }
+        (x, y) = (&x[n..], &y[n..]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wv_sys::byte_ring::byte_ring;
+    use wv_sys::mem::AlignedBuf;
+
+    fn producer(format: Format) -> (StreamProducer, wv_sys::byte_ring::Consumer) {
+        let (p, c) = byte_ring(AlignedBuf::new(1, false).unwrap());
+        let cfg = StreamConfig {
+            format,
+            file_size: 1 << 40,
+            file_time_ns: None,
+            block_size: 1 << 16,
+            flush_after_ns: u64::MAX,
+            clock_close_grace_ns: None,
+        };
+        (StreamProducer::new(p, Arc::new(ArrayQueue::new(1 << 12)), cfg), c)
+    }
+
+    #[test]
+    fn record_headers_end_with_the_lengths() {
+        let mut h = [0u8; pcap::RECORD_HEADER_LEN];
+        pcap::emit_record_header(&mut h, 123_456_789_012, 0x0102_0304, 0x0506_0708);
+        assert_eq!(h[h.len() - LENS_LEN..], [4, 3, 2, 1, 8, 7, 6, 5]);
+        let mut h = [0u8; pcapng::EPB_HEADER_LEN];
+        pcapng::emit_epb_header(&mut h, 123_456_789_012, 0x0102_0304, 0x0506_0708);
+        assert_eq!(h[h.len() - LENS_LEN..], [4, 3, 2, 1, 8, 7, 6, 5]);
+    }
+
+    #[test]
+    fn holds_a_stored_packet_until_the_arena_is_written_over() {
+        for format in [Format::Pcap, Format::Pcapng] {
+            let (mut s, mut c) = producer(format);
+            let frame: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+            let (a, b) = frame.split_at(100);
+            let at = s.append(1, 1, 65535, 400, 300, &[a, b]).unwrap();
+            let low = at & ((1 << StreamProducer::POS_BITS) - 1);
+            assert!(s.holds(at, 300, 400, &[&frame]));
+            assert!(s.holds(low, 300, 400, &[&frame[..1], &frame[1..]]), "{format:?}");
+            assert!(!s.holds(at, 300, 401, &[&frame]), "origlen differs");
+            assert!(!s.holds(at, 299, 400, &[&frame[..299]]), "caplen differs");
+            let mut other = frame.clone();
+            other[299] ^= 1;
+            assert!(!s.holds(at, 300, 400, &[&other]), "last byte differs");
+            assert!(!s.holds(at + 1, 300, 400, &[&frame]), "wrong place");
+            // Fill the ring past the packet (the writer releases as it goes).
+            let cap = s.ring.capacity();
+            let filler = vec![0u8; 1000];
+            let mut n = 0;
+            while s.ring.head() < at + cap {
+                c.release(s.ring.head().saturating_sub(cap / 2));
+                assert!(s.append(2, 1, 65535, 1000, 1000, &[&filler]).is_some());
+                n += 1;
+                if s.ring.head() - (at - LENS_LEN as u64) <= cap {
+                    assert!(s.holds(at, 300, 400, &[&frame]), "{format:?}: still there after {n} packets");
+                }
+            }
+            assert!(!s.holds(at, 300, 400, &[&frame]), "{format:?}: written over");
+        }
+    }
+
+    #[test]
+    fn same_bytes_across_any_split() {
+        let x: Vec<u8> = (0..50).collect();
+        for i in 0..=50 {
+            for j in 0..=50 {
+                let a = [&x[..i], &[][..], &x[i..]];
+                let b = [&x[..j], &x[j..]];
+                assert!(same_bytes(a.into_iter(), b.into_iter()));
+                assert!(!same_bytes(a.into_iter(), [&x[..j]].into_iter()) || j == 50);
+                assert!(!same_bytes([&x[..i]].into_iter(), b.into_iter()) || i == 50);
+            }
+        }
+        assert!(same_bytes(std::iter::empty(), [&[][..]].into_iter()));
+        assert!(!same_bytes([&[1u8][..]].into_iter(), [&[2u8][..]].into_iter()));
     }
 }

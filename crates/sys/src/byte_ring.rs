@@ -105,6 +105,27 @@ impl Producer {
         true
     }
 
+    /// The bytes `[start, end)` this producer wrote, as one or two slices
+    /// (two when the region wraps); `None` when `end` is past `head` or
+    /// when some of them may be overwritten already (more than the ring's
+    /// capacity written since `start`). The consumer may be reading them at
+    /// the same time: both only read.
+    #[inline]
+    pub fn written(&self, start: u64, end: u64) -> Option<(&[u8], &[u8])> {
+        if end < start || end > self.head || self.head - start > self.cap {
+            return None;
+        }
+        let off = (start % self.cap) as usize;
+        let first = ((end - start) as usize).min(self.cap as usize - off);
+        let rest = (end - start) as usize - first;
+        // SAFETY: [start, end) was written by this producer and not written
+        // again since (head - start <= cap); only `write`, which takes `&mut
+        // self`, writes the ring. off + first <= cap and rest <= off.
+        unsafe {
+            Some((std::slice::from_raw_parts(self.base.add(off), first), std::slice::from_raw_parts(self.base, rest)))
+        }
+    }
+
     /// Makes every byte before `head` visible to the consumer.
     #[inline]
     pub fn publish(&self) {
@@ -212,5 +233,24 @@ mod tests {
         let (a, b) = c.slices(cap - 10, cap + 10).unwrap();
         assert_eq!((a.len(), b.len()), (10, 10));
         assert!(a.iter().chain(b).all(|&x| x == 1));
+    }
+
+    #[test]
+    fn written_bytes_until_overwritten() {
+        let (mut p, mut c) = byte_ring(AlignedBuf::new(1, false).unwrap());
+        let cap = p.capacity();
+        assert!(p.write(&vec![3u8; cap as usize - 10]));
+        assert!(p.written(0, cap - 9).is_none(), "past head");
+        let (a, b) = p.written(5, cap - 10).unwrap();
+        assert_eq!((a.len(), b.len()), (cap as usize - 15, 0));
+        c.release(cap);
+        assert!(p.has_room(20));
+        assert!(p.write(&[1u8; 20]));
+        // [0, 10) is overwritten by the wrap; [10, ..) is not.
+        assert!(p.written(9, 12).is_none());
+        let (a, b) = p.written(cap - 12, cap + 10).unwrap();
+        assert_eq!((a, b.len()), (&[3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1][..], 10));
+        assert!(b.iter().all(|&x| x == 1));
+        assert!(p.written(10, 10).is_some_and(|(a, b)| a.is_empty() && b.is_empty()));
     }
 }
