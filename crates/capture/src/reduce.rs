@@ -293,7 +293,8 @@ const WAYS: usize = 4;
 #[repr(C, align(64))]
 struct DedupBucket {
     /// The frame's hash; when stored copies are compared, the hash's top
-    /// [`TAG_BITS`] bits above the low [`POS_BITS`] bits of the copy's place.
+    /// 64 - [`POS_BITS`] bits (a tag) above the low [`POS_BITS`] bits of the
+    /// copy's place.
     word: [u64; WAYS],
     ts: [u64; WAYS],
 }
