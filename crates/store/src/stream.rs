@@ -165,31 +165,29 @@ impl StreamProducer {
         if self.file.is_none() {
             self.open_file(ts_ns, linktype, snaplen);
         }
-        let at = match self.cfg.format {
+        // The record's header, its bytes (where the frame's copy starts),
+        // and for pcapng the padding and closing length.
+        match self.cfg.format {
             Format::Pcap => {
                 let mut h = [0u8; pcap::RECORD_HEADER_LEN];
                 pcap::emit_record_header(&mut h, ts_ns, caplen, origlen);
                 self.ring.write(&h);
-                let at = self.ring.head();
-                for p in parts {
-                    self.ring.write(p);
-                }
-                at
             }
             Format::Pcapng => {
                 let mut h = [0u8; pcapng::EPB_HEADER_LEN];
                 pcapng::emit_epb_header(&mut h, ts_ns, caplen, origlen);
                 self.ring.write(&h);
-                let at = self.ring.head();
-                for p in parts {
-                    self.ring.write(p);
-                }
-                let mut t = [0u8; 7];
-                let n = pcapng::emit_epb_trailer(&mut t, caplen);
-                self.ring.write(&t[..n]);
-                at
             }
-        };
+        }
+        let at = self.ring.head();
+        for p in parts {
+            self.ring.write(p);
+        }
+        if matches!(self.cfg.format, Format::Pcapng) {
+            let mut t = [0u8; 7];
+            let n = pcapng::emit_epb_trailer(&mut t, caplen);
+            self.ring.write(&t[..n]);
+        }
         let f = self.file.as_mut().expect("file opened above");
         f.packets += 1;
         f.last_ns = ts_ns;
