@@ -134,7 +134,7 @@ impl Reduce {
     /// copies ([`Dedup::compare_stored_copies`]), `same(at)` says whether
     /// the packet stored at `at` (as given to [`Reduce::stored`]) is this
     /// one, byte for byte; otherwise it is not called.
-    #[inline]
+    #[inline(always)]
     pub fn judge(&mut self, ts_ns: u64, p: &Prepared, same: impl FnMut(u64) -> bool) -> Verdict {
         self.pending = None;
         let mut pending = None;
@@ -372,7 +372,7 @@ impl Dedup {
 
     /// [`Dedup::lookup`] of a frame by its [`Dedup::hash`]; `same` as for
     /// [`Reduce::judge`].
-    #[inline]
+    #[inline(always)]
     pub fn lookup_hash(&self, ts_ns: u64, hash: u64, mut same: impl FnMut(u64) -> bool) -> Lookup {
         let bucket = self.buckets.of(hash);
         let b = &self.buckets.b[bucket];

@@ -9,6 +9,12 @@
 //! second, with k/M/G; or `Ngbps`/`Nmbps` of frame bytes), `flows=N`
 //! (distinct 5-tuples, default 1024). Frames carry a 64-bit sequence number
 //! (big-endian) right after the UDP header.
+//!
+//! Each frame is handed over in one piece, as AF_PACKET hands a frame (the
+//! reducers' hash and the arena's copy take one call, not one per part): the
+//! generator keeps a slot per frame of a delivery batch, its payload written
+//! once at start-up, and writes only a frame's 42 header bytes and its
+//! sequence number into its slot.
 
 use crate::filter::Filter;
 use crate::worker::BATCH as DELIVERY_BATCH;
@@ -127,9 +133,11 @@ pub struct Synthetic {
     spec: Spec,
     /// Per size in `spec.sizes` order, per flow: the 42 header bytes.
     headers: Vec<Vec<[u8; HDR]>>,
-    payload: Vec<u8>,
+    /// [`DELIVERY_BATCH`] slots of `slot` bytes, each a frame of the largest
+    /// size: header and sequence number rewritten per frame, payload fixed.
+    slots: Vec<u8>,
+    slot: usize,
     filter: Option<Filter>,
-    scratch: Vec<u8>,
     seq: u64,
     start: Option<Instant>,
     stopped: bool,
@@ -138,17 +146,13 @@ pub struct Synthetic {
 impl Synthetic {
     pub fn new(spec: Spec, filter: Option<Filter>) -> Synthetic {
         let headers = spec.sizes.iter().map(|&size| (0..spec.flows).map(|f| header(f, size)).collect()).collect();
-        let payload = (0..9000u32).map(|i| (i * 7 + 3) as u8).collect();
-        Synthetic {
-            spec,
-            headers,
-            payload,
-            filter,
-            scratch: Vec::with_capacity(9000),
-            seq: 0,
-            start: None,
-            stopped: false,
+        let slot = spec.sizes.iter().max().map_or(HDR + 8, |&m| m as usize).next_multiple_of(64);
+        let payload: Vec<u8> = (0..slot - HDR - 8).map(|i| (i * 7 + 3) as u8).collect();
+        let mut slots = vec![0u8; DELIVERY_BATCH * slot];
+        for s in slots.chunks_exact_mut(slot) {
+            s[HDR + 8..].copy_from_slice(&payload);
         }
+        Synthetic { spec, headers, slots, slot, filter, seq: 0, start: None, stopped: false }
     }
 }
 
@@ -179,17 +183,23 @@ fn header(f: u32, size: u32) -> [u8; HDR] {
 }
 
 impl Synthetic {
-    /// Packet number `seq`: its original length and parts; `seqb` holds
-    /// `seq` big-endian.
+    /// Writes packet number `seq` into slot `j`; returns its length.
     #[inline]
-    fn frame<'a>(&'a self, seq: u64, seqb: &'a [u8; 8]) -> (u32, [&'a [u8]; 3]) {
+    fn write(&mut self, j: usize, seq: u64) -> usize {
         let si = (seq % self.spec.sizes.len() as u64) as usize;
         let size = self.spec.sizes[si] as usize;
         // Spread consecutive packets over flows with a multiplicative hash.
         let flow = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % u64::from(self.spec.flows);
-        let hdr = &self.headers[si][flow as usize];
-        let rest = &self.payload[..size - HDR - 8];
-        (size as u32, [hdr, seqb, rest])
+        let s = &mut self.slots[j * self.slot..];
+        s[..HDR].copy_from_slice(&self.headers[si][flow as usize]);
+        s[HDR..HDR + 8].copy_from_slice(&seq.to_be_bytes());
+        size
+    }
+
+    /// The frame of `len` bytes in slot `j`.
+    #[inline]
+    fn frame(&self, j: usize, len: usize) -> &[u8] {
+        &self.slots[j * self.slot..j * self.slot + len]
     }
 }
 
@@ -234,43 +244,44 @@ impl Source for Synthetic {
         if !out.batches() && self.filter.is_none() {
             // One by one: nothing to gain from batches.
             for i in 0..n {
-                let seqb = (self.seq + i).to_be_bytes();
-                let (len, parts) = self.frame(self.seq + i, &seqb);
-                out.packet(now + i, wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN, len, &parts);
+                let len = self.write(0, self.seq + i);
+                out.packet(
+                    now + i,
+                    wv_wire::linktype::ETHERNET,
+                    wv_wire::MAX_SNAPLEN,
+                    len as u32,
+                    &[self.frame(0, len)],
+                );
             }
             self.seq += n;
             return Ok(Poll::Packets);
         }
         // With --dedup or --flow-cutoff, in batches: the reducers start their
         // table lookups for a whole batch before judging it (Delivery::packets).
-        let mut scratch = std::mem::take(&mut self.scratch);
         let mut i = 0;
         while i < n {
             let m = (n - i).min(DELIVERY_BATCH as u64) as usize;
-            let mut seqs = [[0u8; 8]; DELIVERY_BATCH];
-            for (j, s) in seqs[..m].iter_mut().enumerate() {
-                *s = (self.seq + i + j as u64).to_be_bytes();
+            let mut lens = [0usize; DELIVERY_BATCH];
+            for (j, len) in lens[..m].iter_mut().enumerate() {
+                *len = self.write(j, self.seq + i + j as u64);
             }
             let mut batch = [Frame::EMPTY; DELIVERY_BATCH];
             let mut k = 0;
-            for (j, seqb) in seqs[..m].iter().enumerate() {
-                let (len, parts) = self.frame(self.seq + i + j as u64, seqb);
-                let f = Frame::new(now + i + j as u64, wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN, len, &parts);
+            for (j, &len) in lens[..m].iter().enumerate() {
+                let frame = self.frame(j, len);
                 if let Some(filter) = &self.filter {
-                    scratch.clear();
-                    f.parts().iter().for_each(|p| scratch.extend_from_slice(p));
-                    if !filter.matches(&scratch, f.origlen) {
+                    if !filter.matches(frame, len as u32) {
                         out.filtered();
                         continue;
                     }
                 }
-                batch[k] = f;
+                let ts = now + i + j as u64;
+                batch[k] = Frame::new(ts, wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN, len as u32, &[frame]);
                 k += 1;
             }
             out.packets(&batch[..k]);
             i += m as u64;
         }
-        self.scratch = scratch;
         self.seq += n;
         Ok(Poll::Packets)
     }

@@ -53,6 +53,12 @@ impl<'a> Frame<'a> {
     pub fn parts(&self) -> &[&'a [u8]] {
         &self.parts[..self.n as usize]
     }
+
+    /// The captured length (the parts' lengths summed).
+    #[inline]
+    pub fn caplen(&self) -> u32 {
+        self.parts().iter().map(|p| p.len() as u32).sum()
+    }
 }
 
 /// Packets [`Delivery::packets`] prepares together before storing them: the
@@ -99,8 +105,6 @@ impl Delivery<'_> {
             return;
         }
         for chunk in frames.chunks(BATCH) {
-            let mut cut = [Frame::EMPTY; BATCH];
-            let mut caplen = [0u32; BATCH];
             let mut prepared = [Prepared::default(); BATCH];
             // The frames' first bytes (the headers the reducers read) may not
             // be in the cache either (the kernel wrote them): their loads are
@@ -110,25 +114,40 @@ impl Delivery<'_> {
                     wv_sys::mem::prefetch(p.as_ptr());
                 }
             }
-            for (i, f) in chunk.iter().enumerate() {
-                (cut[i], caplen[i]) = self.cut(f);
-            }
             // Software pipelining: frame i + AHEAD is prepared (hashed, its
             // buckets prefetched) just before frame i is judged and copied,
             // so the hashing overlaps the copies' memory traffic and every
             // bucket has AHEAD frames' time to arrive.
             let n = chunk.len();
             for i in 0..AHEAD.min(n) {
-                prepared[i] = self.reduce.prepare(cut[i].linktype, cut[i].origlen, cut[i].parts());
+                prepared[i] = self.prepare(&chunk[i]);
             }
             for i in 0..n {
-                if let Some(f) = cut[..n].get(i + AHEAD) {
-                    prepared[i + AHEAD] = self.reduce.prepare(f.linktype, f.origlen, f.parts());
+                if let Some(f) = chunk.get(i + AHEAD) {
+                    prepared[i + AHEAD] = self.prepare(f);
                 }
-                let f = &cut[i];
-                self.store(f.ts_ns, f.linktype, f.snaplen, f.origlen, caplen[i], f.parts(), Some(&prepared[i]));
+                let f = &chunk[i];
+                let snaplen = f.snaplen.min(self.snaplen);
+                let caplen = f.caplen();
+                if caplen > snaplen {
+                    let (c, caplen) = self.cut(f);
+                    self.store(f.ts_ns, f.linktype, snaplen, f.origlen, caplen, c.parts(), Some(&prepared[i]));
+                } else {
+                    self.store(f.ts_ns, f.linktype, snaplen, f.origlen, caplen, f.parts(), Some(&prepared[i]));
+                }
             }
         }
+    }
+
+    /// [`Reduce::prepare`] of a frame as it will be stored (cut to the
+    /// user's snapshot length).
+    #[inline(always)]
+    fn prepare(&self, f: &Frame<'_>) -> Prepared {
+        if f.caplen() > f.snaplen.min(self.snaplen) {
+            let (c, _) = self.cut(f);
+            return self.reduce.prepare(c.linktype, c.origlen, c.parts());
+        }
+        self.reduce.prepare(f.linktype, f.origlen, f.parts())
     }
 
     /// The frame cut to the user's snapshot length, and its captured length.
