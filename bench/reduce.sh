@@ -10,7 +10,11 @@
 #   bench/reduce.sh [DIR]        (default ./bench-reduce; the stores go there and are removed)
 #
 # Environment: N (packets per run, default 20M), ROUNDS (default 3; the table shows the
-# fastest of each), SIZES (default "64 imix 1514"), FLOWS (default 65536).
+# fastest of each), SIZES (default "64 imix 1514"), FLOWS (default 65536), PIPELINE (default 1:
+# a second table from `cargo bench -p wv-capture --bench pipeline`, the same measurement
+# without the disk, the index and their threads: the capture worker storing into an arena that
+# one thread only releases; steadier on a shared machine, where the end-to-end runs vary by
+# tens of percent; 0 skips it).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 DIR=${1:-./bench-reduce}
@@ -57,3 +61,10 @@ for size in $SIZES; do
   unset best
 done
 rm -rf "$DIR"
+if [ "${PIPELINE:-1}" = 1 ]; then
+  echo
+  echo "Without the disk (crates/capture/benches/pipeline.rs, the current tree):"
+  # shellcheck disable=SC2086
+  (cd "$(dirname "$0")/.." && cargo bench -q -p wv-capture --bench pipeline -- "$N" "$ROUNDS" "$FLOWS" $SIZES) |
+    tail -n +3
+fi

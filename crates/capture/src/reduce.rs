@@ -156,7 +156,7 @@ impl Reduce {
     /// The packet last judged [`Verdict::Store`] was stored at `ts_ns`, at
     /// place `at` (its position in the arena when dedup compares stored
     /// copies; ignored otherwise).
-    #[inline]
+    #[inline(always)]
     pub fn stored(&mut self, ts_ns: u64, at: u64) {
         if let (Some(d), Some(p)) = (self.dedup.as_mut(), self.pending.take()) {
             d.remember(p, ts_ns, at);
@@ -399,7 +399,7 @@ impl Dedup {
 
     /// Remembers a frame stored at `at` (see [`Reduce::stored`]) in the
     /// table's place [`Dedup::lookup`] gave.
-    #[inline]
+    #[inline(always)]
     pub fn remember(&mut self, p: Pending, ts_ns: u64, at: u64) {
         let word = if self.compare { p.hash & !POS_MASK | at & POS_MASK } else { p.hash };
         let b = &mut self.buckets.b[p.bucket];
