@@ -11,7 +11,8 @@
 //!   cargo bench -p wv-capture --bench pipeline [-- N ROUNDS FLOWS SIZES...]
 //!
 //! Defaults: N = 4,000,000 packets per run, the best of ROUNDS = 3, FLOWS =
-//! 1024, sizes 64 and 1514.
+//! 1024, sizes 64 and 1514. `ONLY=dedup` (or `plain`, `cutoff`, `both`)
+//! runs that configuration alone and prints its figure (to profile it).
 
 use crossbeam_queue::ArrayQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +75,24 @@ fn main() {
     let rounds: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(3);
     let flows: u32 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1024);
     let sizes: Vec<String> = if args.len() > 3 { args[3..].to_vec() } else { vec!["64".into(), "1514".into()] };
+    if let Ok(only) = std::env::var("ONLY") {
+        let (d, c) = match only.as_str() {
+            "plain" => (false, false),
+            "dedup" => (true, false),
+            "cutoff" => (false, true),
+            "both" => (true, true),
+            _ => panic!("ONLY must be plain, dedup, cutoff or both, not {only}"),
+        };
+        for size in &sizes {
+            for _ in 0..rounds {
+                println!(
+                    "{size} {only}: {:.1} ns per packet",
+                    one(&format!("size={size},count={n},flows={flows}"), d, c)
+                );
+            }
+        }
+        return;
+    }
     println!("pipeline: {n} packets per run, best of {rounds}, {flows} flows; capture thread CPU ns per packet");
     println!();
     println!("| frames | plain | --dedup | dedup cost | --flow-cutoff | cutoff cost | both | both cost |");

@@ -66,7 +66,10 @@ pub struct StreamProducer {
     cfg: StreamConfig,
     file: Option<OpenFile>,
     seq: u64,
-    committed_block: u64,
+    /// Where the block after the last committed one starts: an append that
+    /// reaches it commits (compared, not divided per packet: a 64-bit
+    /// division cost ~10 ns a packet on this VM's cores).
+    next_block: u64,
     committed_head: u64,
     last_commit_ns: u64,
 }
@@ -86,7 +89,7 @@ impl StreamProducer {
             cfg,
             file: None,
             seq: 0,
-            committed_block: 0,
+            next_block: cfg.block_size,
             committed_head: 0,
             last_commit_ns: 0,
         }
@@ -191,9 +194,8 @@ impl StreamProducer {
         let f = self.file.as_mut().expect("file opened above");
         f.packets += 1;
         f.last_ns = ts_ns;
-        let block = self.ring.head() / self.cfg.block_size;
-        if block != self.committed_block {
-            self.committed_block = block;
+        if self.ring.head() >= self.next_block {
+            self.next_block = self.block_after(self.ring.head());
             self.commit(false);
         }
         Some(at)
@@ -255,8 +257,13 @@ impl StreamProducer {
             self.ring.publish();
             self.push(Msg::Close { end: self.ring.head(), last_ns: f.last_ns, packets: f.packets });
             self.committed_head = self.ring.head();
-            self.committed_block = self.ring.head() / self.cfg.block_size;
+            self.next_block = self.block_after(self.ring.head());
         }
+    }
+
+    /// Where the block after the one holding position `pos` starts.
+    fn block_after(&self, pos: u64) -> u64 {
+        (pos / self.cfg.block_size + 1) * self.cfg.block_size
     }
 
     fn commit(&mut self, flush: bool) {
