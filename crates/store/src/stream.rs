@@ -174,12 +174,12 @@ impl StreamProducer {
             Format::Pcap => {
                 let mut h = [0u8; pcap::RECORD_HEADER_LEN];
                 pcap::emit_record_header(&mut h, ts_ns, caplen, origlen);
-                self.ring.write(&h);
+                self.ring.write_array(&h);
             }
             Format::Pcapng => {
                 let mut h = [0u8; pcapng::EPB_HEADER_LEN];
                 pcapng::emit_epb_header(&mut h, ts_ns, caplen, origlen);
-                self.ring.write(&h);
+                self.ring.write_array(&h);
             }
         }
         let at = self.ring.head();
