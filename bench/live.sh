@@ -155,6 +155,12 @@ run_one() { # tool size scenario
   if [ "$tool" = stenotype ]; then
     # stenotype drops privileges to nobody:nogroup and writes PKT<thread>/ and IDX<thread>/
     mkdir -p "$out/steno/PKT0" "$out/steno/IDX0"; chown -R nobody:nogroup "$out/steno"
+    # Every directory above must be searchable by nobody, or stenotype aborts at open.
+    if ! runuser -u nobody -- test -w "$out/steno/PKT0"; then
+      printf '%s\t%s\t%s\t%s\n' "$sz" "$sc" "$tool" \
+        "NA:user nobody cannot reach $out/steno (a parent directory is not searchable by others): give a WORKDIR under world-searchable directories" >>"$ROWS"
+      return
+    fi
   fi
   # shellcheck disable=SC2086 # TOOL_PREFIX is a command line: split into words on purpose
   ip netns exec "$R" nice -n "$NICE" "${pin[@]}" $TOOL_PREFIX python3 "$HELPER" run "$out/rusage" -- "${cmd[@]}" \
