@@ -80,8 +80,8 @@ impl Delivery<'_> {
         // Summed once per packet; the stream and the counters take it from here.
         let caplen: usize = parts.iter().map(|p| p.len()).sum();
         if caplen > snaplen as usize {
-            let (f, caplen) = self.cut(&Frame::new(ts_ns, linktype, snaplen, origlen, parts));
-            return self.store(ts_ns, linktype, snaplen, origlen, caplen, f.parts(), None);
+            let f = Self::cut(&Frame::new(ts_ns, linktype, snaplen, origlen, parts), snaplen);
+            return self.store(ts_ns, linktype, snaplen, origlen, snaplen, f.parts(), None);
         }
         self.store(ts_ns, linktype, snaplen, origlen, caplen as u32, parts, None)
     }
@@ -130,8 +130,8 @@ impl Delivery<'_> {
                 let snaplen = f.snaplen.min(self.snaplen);
                 let caplen = f.caplen();
                 if caplen > snaplen {
-                    let (c, caplen) = self.cut(f);
-                    self.store(f.ts_ns, f.linktype, snaplen, f.origlen, caplen, c.parts(), Some(&prepared[i]));
+                    let c = Self::cut(f, snaplen);
+                    self.store(f.ts_ns, f.linktype, snaplen, f.origlen, snaplen, c.parts(), Some(&prepared[i]));
                 } else {
                     self.store(f.ts_ns, f.linktype, snaplen, f.origlen, caplen, f.parts(), Some(&prepared[i]));
                 }
@@ -143,32 +143,28 @@ impl Delivery<'_> {
     /// user's snapshot length).
     #[inline(always)]
     fn prepare(&self, f: &Frame<'_>) -> Prepared {
-        if f.caplen() > f.snaplen.min(self.snaplen) {
-            let (c, _) = self.cut(f);
+        let snaplen = f.snaplen.min(self.snaplen);
+        if f.caplen() > snaplen {
+            let c = Self::cut(f, snaplen);
             return self.reduce.prepare(c.linktype, c.origlen, c.parts());
         }
         self.reduce.prepare(f.linktype, f.origlen, f.parts())
     }
 
-    /// The frame cut to the user's snapshot length, and its captured length.
+    /// `f` cut to `snaplen` bytes, which it is longer than (so its captured
+    /// length is `snaplen`). The callers compare first: most frames fit.
     #[inline]
-    fn cut<'a>(&self, f: &Frame<'a>) -> (Frame<'a>, u32) {
-        let snaplen = f.snaplen.min(self.snaplen);
-        // Summed once per packet; the stream and the counters take it from here.
-        let caplen: usize = f.parts().iter().map(|p| p.len()).sum();
+    fn cut<'a>(f: &Frame<'a>, snaplen: u32) -> Frame<'a> {
         let mut c = Frame { snaplen, ..*f };
-        if caplen > snaplen as usize {
-            let (mut left, mut n) = (snaplen as usize, 0);
-            for p in f.parts() {
-                let take = p.len().min(left);
-                c.parts[n] = &p[..take];
-                n += 1;
-                left -= take;
-            }
-            c.n = n as u8;
-            return (c, snaplen);
+        let (mut left, mut n) = (snaplen as usize, 0);
+        for p in f.parts() {
+            let take = p.len().min(left);
+            c.parts[n] = &p[..take];
+            n += 1;
+            left -= take;
         }
-        (c, caplen as u32)
+        c.n = n as u8;
+        c
     }
 
     /// Stores a frame already cut to the snapshot length, judged by the
