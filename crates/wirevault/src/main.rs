@@ -113,7 +113,21 @@ pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(Exit { code, message: message.into() })
 }
 
+impl Command {
+    /// Whether the command installs handlers for the stop signals: it ends
+    /// the hold of `cmd::hold_signals` itself, once they are installed.
+    fn catches_signals(&self) -> bool {
+        matches!(
+            self,
+            Command::Record(_) | Command::Index(_) | Command::DiskBench(_) | Command::Replay(_) | Command::Serve(_)
+        )
+    }
+}
+
 fn main() -> ExitCode {
+    // Before anything else: a signal that comes while arguments are parsed
+    // waits for the handlers instead of killing the process.
+    cmd::hold_signals();
     let cli = match cmd::config::parse_cli() {
         Ok(c) => c,
         Err(e) => {
@@ -122,6 +136,9 @@ fn main() -> ExitCode {
         }
     };
     log::init(&cli.log);
+    if !cli.command.catches_signals() {
+        cmd::release_signals();
+    }
     let result = match cli.command {
         Command::Record(a) => cmd::record::run(*a),
         Command::Index(a) => cmd::index::run(a),

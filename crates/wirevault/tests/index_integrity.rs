@@ -280,7 +280,11 @@ fn a_signal_during_index_leaves_no_partial_index() {
         write_pcap(&dir.join(format!("f{i}.pcap")), 1, 65535, true, &frames);
     }
     let mut interrupted = 0;
-    for (n, delay_ms) in [5u64, 30, 80, 150, 250, 400].iter().enumerate() {
+    // Delays count from the moment `index` holds the signal (the first line
+    // of its `main`), not from the spawn: on a loaded machine the spawn can
+    // be milliseconds before the loader is done, a window no program covers.
+    // 0 ms lands while the arguments are being parsed.
+    for (n, delay_ms) in [0u64, 5, 30, 80, 150, 250, 400].iter().enumerate() {
         let sig = if n % 2 == 0 { libc::SIGINT } else { libc::SIGTERM };
         for e in fs::read_dir(&dir).unwrap().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -288,7 +292,8 @@ fn a_signal_during_index_leaves_no_partial_index() {
                 fs::remove_file(e.path()).unwrap();
             }
         }
-        let child = wirevault().arg("index").arg(&dir).stdin(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = wirevault().arg("index").arg(&dir).stdin(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        wait_until_signals_are_held(&mut child, sig);
         std::thread::sleep(Duration::from_millis(*delay_ms));
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(child.id() as i32, sig) };

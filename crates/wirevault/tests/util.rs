@@ -803,6 +803,39 @@ impl Outcome {
     }
 }
 
+/// Waits until `child` has taken charge of `sig`: blocked it (the first
+/// thing wirevault's `main` does) or installed a handler for it. A signal
+/// sent before that lands in the dynamic loader or the runtime's start-up,
+/// where no program can catch it; a test of what a signal does to wirevault
+/// measures its delays from here. Kills the child and panics after 10 s, or
+/// if it ends first.
+pub fn wait_until_signals_are_held(child: &mut Child, sig: libc::c_int) {
+    let bit = 1u64 << (sig - 1);
+    let mask = |status: &str, key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("wirevault ended ({st}) before it held signal {sig}");
+        }
+        let status = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        if (mask(&status, "SigBlk:") | mask(&status, "SigCgt:")) & bit != 0 {
+            return;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("wirevault never blocked or caught signal {sig} (10 s)");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
 /// Runs wirevault to completion with `args`.
 pub fn run_wirevault(args: &[&str]) -> Outcome {
     Outcome::from_output(wirevault().args(args).stdin(Stdio::null()).output().expect("run wirevault"))

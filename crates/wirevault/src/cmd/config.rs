@@ -239,9 +239,9 @@ pub fn changed(old: &toml::Table, new: &toml::Table) -> Vec<String> {
 /// own errors exit as clap does.
 pub fn parse_cli() -> anyhow::Result<crate::Cli> {
     let argv: Vec<OsString> = std::env::args_os().collect();
-    // Most runs give no config: parse once, at once (the stop signals of
-    // `index` and `record` are installed only after parsing; a second pass
-    // over every subcommand's definition would delay them).
+    // Most runs give no config: parse once, at once (the stop signals are
+    // held meanwhile, see `cmd::hold_signals`; a second pass over every
+    // subcommand's definition would delay their handlers).
     if !argv.iter().any(|a| a.to_str().is_some_and(|a| a == "--config" || a.starts_with("--config="))) {
         return Ok(<crate::Cli as clap::Parser>::parse_from(argv));
     }

@@ -260,10 +260,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let p = plan(args)?;
     // Every signal that stops `record` stops the run; the files are removed.
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in crate::cmd::stop_signals() {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| fail(exit::ERROR, format!("cannot handle signals: {e}")))?;
-    }
+    crate::cmd::catch_signals(crate::cmd::stop_signals(), |_| Arc::clone(&stop))?;
     let total = u64::from(p.cfg.files) * p.cfg.file_size;
     let bar = progress_bar(total);
     let outcome = runner::run(&p.cfg, &stop, &mut |done| {

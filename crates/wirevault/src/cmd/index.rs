@@ -37,10 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     // file being indexed gets no index (nothing partial is left), what is
     // done is kept.
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in crate::cmd::stop_signals() {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| fail(exit::ERROR, format!("cannot handle signals: {e}")))?;
-    }
+    crate::cmd::catch_signals(crate::cmd::stop_signals(), |_| Arc::clone(&stop))?;
     // A store or directory: one writer at a time (a recorder, repair or index).
     let _lock = if meta.is_dir() {
         Some(wv_store::lock::StoreLock::exclusive(path, "index").map_err(|e| fail(exit::ERROR, e.to_string()))?)

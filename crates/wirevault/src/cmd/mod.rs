@@ -35,6 +35,46 @@ pub fn time_range(
     Ok((f, t))
 }
 
+thread_local! {
+    /// The stop signals held back on the main thread since `main` began.
+    static HELD: std::cell::RefCell<Option<wv_sys::signal::Held>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Holds the stop signals back on the calling (main) thread, first thing in
+/// `main`: parsing arguments and checking inputs come before a command
+/// installs its handlers, and a SIGINT or SIGTERM in between would otherwise
+/// kill it by the default action. A signal sent meanwhile waits, and is
+/// delivered by [`release_signals`]: to the command's handler, or, for a
+/// command without one, to the default action as before.
+pub fn hold_signals() {
+    // If the mask cannot be set, the window stays as it was: nothing to report.
+    if let Ok(held) = wv_sys::signal::Held::block(&stop_signals()) {
+        HELD.with(|h| *h.borrow_mut() = Some(held));
+    }
+}
+
+/// Ends [`hold_signals`]' hold; a signal that arrived meanwhile is delivered
+/// now. A command that catches signals calls it right after installing its
+/// handlers; `main` calls it for the others. Calling it again does nothing.
+pub fn release_signals() {
+    HELD.with(|h| drop(h.borrow_mut().take()));
+}
+
+/// Installs, for each of `signals`, a handler that sets the flag `flag_of`
+/// gives for it, then ends the hold of [`hold_signals`]: a signal that came
+/// since `main` began sets its flag now.
+pub fn catch_signals(
+    signals: impl IntoIterator<Item = libc::c_int>,
+    mut flag_of: impl FnMut(libc::c_int) -> std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<()> {
+    for sig in signals {
+        signal_hook::flag::register(sig, flag_of(sig))
+            .map_err(|e| crate::fail(crate::exit::ERROR, format!("cannot install signal handlers: {e}")))?;
+    }
+    release_signals();
+    Ok(())
+}
+
 /// Signals whose default action ends the process and that can be caught:
 /// each stops `record` and `index` as SIGTERM does (tcpdump treats SIGHUP so too),
 /// so that no signal loses what was written. Hardware faults (SIGSEGV,

@@ -165,10 +165,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         e => fail(exit::ERROR, e.to_string()),
     })?;
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| fail(exit::ERROR, format!("cannot install signal handlers: {e}")))?;
-    }
+    crate::cmd::catch_signals([libc::SIGINT, libc::SIGTERM, libc::SIGHUP], |_| Arc::clone(&stop))?;
     let mut r = Replayer::new(tx, cfg, p.pacing);
     r.set_stop(Arc::clone(&stop));
     let bar = std::io::stderr().is_terminal().then(progress_bar);

@@ -141,13 +141,14 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
     let cfg = args.listen.config(store, Some("127.0.0.1:8080"))?.expect("a default address is given");
     // SIGHUP reloads tokens and certificates; the stop signals end the server.
     let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    signal_hook::flag::register(libc::SIGHUP, hup.clone())
-        .map_err(|e| fail(exit::ERROR, format!("cannot install signal handlers: {e}")))?;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in crate::cmd::stop_signals().into_iter().filter(|s| *s != libc::SIGHUP) {
-        signal_hook::flag::register(sig, stop.clone())
-            .map_err(|e| fail(exit::ERROR, format!("cannot install signal handlers: {e}")))?;
-    }
+    crate::cmd::catch_signals(crate::cmd::stop_signals(), |sig| {
+        if sig == libc::SIGHUP {
+            hup.clone()
+        } else {
+            stop.clone()
+        }
+    })?;
     let server = start(cfg, None)?;
     use std::sync::atomic::Ordering;
     while !stop.load(Ordering::Relaxed) {

@@ -30,16 +30,21 @@ use wv_sys::afpacket::{Fanout, FanoutMode, FilteredCounter, Ring, RingConfig};
 use wv_sys::mem::{AlignedBuf, Backing};
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
-    // Before anything else, so that a signal at any moment stops cleanly.
+    // Before anything else: the signals held since `main` began (see
+    // `cmd::hold_signals`) reach these handlers, so that a signal at any
+    // moment stops cleanly.
     let stop = Arc::new(AtomicBool::new(false));
     // With --config, SIGHUP re-reads it (see `reload`), with --listen the
     // server's tokens and certificates; without either, it stops as tcpdump.
     let hup = Arc::new(AtomicBool::new(false));
     let reloads = a.config.is_some() || a.listen.listen.is_some();
-    for sig in crate::cmd::stop_signals() {
-        let flag = if sig == libc::SIGHUP && reloads { &hup } else { &stop };
-        signal_hook::flag::register(sig, flag.clone()).context("cannot install signal handlers")?;
-    }
+    crate::cmd::catch_signals(crate::cmd::stop_signals(), |sig| {
+        if sig == libc::SIGHUP && reloads {
+            hup.clone()
+        } else {
+            stop.clone()
+        }
+    })?;
     let p = plan::plan(&a)?;
     // The budget the writers obey, changed by a reload.
     let budget = Arc::new(LiveBudget::new(p.budget));
