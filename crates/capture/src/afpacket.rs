@@ -135,6 +135,6 @@ fn stored<'a>(f: &wv_sys::afpacket::Frame<'a>, tag: &'a [u8; 4], linktype: u32, 
             let rest = total - mac - tag_len;
             Frame::new(f.ts_ns, linktype, snaplen, f.wire_len + 4, &[&d[..mac], &tag[..tag_len], &d[12..12 + rest]])
         }
-        _ => Frame::new(f.ts_ns, linktype, snaplen, f.wire_len, &[&d[..d.len().min(cap)]]),
+        _ => Frame::one(f.ts_ns, linktype, snaplen, f.wire_len, &d[..d.len().min(cap)]),
     }
 }

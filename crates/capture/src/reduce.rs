@@ -376,24 +376,27 @@ impl Dedup {
     pub fn lookup_hash(&self, ts_ns: u64, hash: u64, mut same: impl FnMut(u64) -> bool) -> Lookup {
         let bucket = self.buckets.of(hash);
         let b = &self.buckets.b[bucket];
-        let mut way = 0;
+        // The bits of a word that must equal the hash's: all of them, or the
+        // tag above a stored copy's place.
+        let key = if self.compare { !POS_MASK } else { u64::MAX };
         for i in 0..WAYS {
-            // Stamps may step back a little (several sources, clock steps):
-            // the distance counts either way.
-            let near = ts_ns.abs_diff(b.ts[i]) < self.window_ns;
-            let equal = if self.compare {
-                b.word[i] >> POS_BITS == hash >> POS_BITS && near && same(b.word[i] & POS_MASK)
-            } else {
-                b.word[i] == hash && near
-            };
-            if equal {
+            // The cheap test first: most frames match no way. Stamps may step
+            // back a little (several sources, clock steps): the distance
+            // counts either way.
+            if (b.word[i] ^ hash) & key == 0
+                && ts_ns.abs_diff(b.ts[i]) < self.window_ns
+                && (!self.compare || same(b.word[i] & POS_MASK))
+            {
                 return Lookup::Duplicate;
-            }
-            if b.ts[i] < b.ts[way] {
-                way = i;
             }
         }
         // The oldest way (an empty one has time 0) gets the frame.
+        let (mut way, mut oldest) = (0, b.ts[0]);
+        for i in 1..WAYS {
+            if b.ts[i] < oldest {
+                (way, oldest) = (i, b.ts[i]);
+            }
+        }
         Lookup::New(Pending { bucket, way, hash })
     }
 

@@ -29,23 +29,33 @@ pub struct Frame<'a> {
     pub linktype: u32,
     pub snaplen: u32,
     pub origlen: u32,
+    /// The parts' lengths summed (computed once, where the frame is made).
+    caplen: u32,
     parts: [&'a [u8]; 4],
     n: u8,
 }
 
 impl<'a> Frame<'a> {
     /// A frame without parts (to fill arrays).
-    pub const EMPTY: Frame<'static> = Frame { ts_ns: 0, linktype: 0, snaplen: 0, origlen: 0, parts: [&[]; 4], n: 0 };
+    pub const EMPTY: Frame<'static> =
+        Frame { ts_ns: 0, linktype: 0, snaplen: 0, origlen: 0, caplen: 0, parts: [&[]; 4], n: 0 };
 
     /// A packet of the given parts (beyond the fourth are ignored).
     #[inline]
     pub fn new(ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&'a [u8]]) -> Frame<'a> {
-        let mut f = Frame { ts_ns, linktype, snaplen, origlen, parts: [&[]; 4], n: 0 };
+        let mut f = Frame { ts_ns, linktype, snaplen, origlen, caplen: 0, parts: [&[]; 4], n: 0 };
         for p in parts.iter().take(4) {
             f.parts[f.n as usize] = p;
+            f.caplen += p.len() as u32;
             f.n += 1;
         }
         f
+    }
+
+    /// A packet in one part, as most sources hand them.
+    #[inline]
+    pub fn one(ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, data: &'a [u8]) -> Frame<'a> {
+        Frame { ts_ns, linktype, snaplen, origlen, caplen: data.len() as u32, parts: [data, &[], &[], &[]], n: 1 }
     }
 
     /// The captured bytes, in parts.
@@ -57,7 +67,7 @@ impl<'a> Frame<'a> {
     /// The captured length (the parts' lengths summed).
     #[inline]
     pub fn caplen(&self) -> u32 {
-        self.parts().iter().map(|p| p.len() as u32).sum()
+        self.caplen
     }
 }
 
@@ -110,9 +120,7 @@ impl Delivery<'_> {
             // be in the cache either (the kernel wrote them): their loads are
             // started together too.
             for f in chunk {
-                for p in f.parts() {
-                    wv_sys::mem::prefetch(p.as_ptr());
-                }
+                wv_sys::mem::prefetch(f.parts[0].as_ptr());
             }
             // Software pipelining: frame i + AHEAD is prepared (hashed, its
             // buckets prefetched) just before frame i is judged and copied,
@@ -155,7 +163,7 @@ impl Delivery<'_> {
     /// length is `snaplen`). The callers compare first: most frames fit.
     #[inline]
     fn cut<'a>(f: &Frame<'a>, snaplen: u32) -> Frame<'a> {
-        let mut c = Frame { snaplen, ..*f };
+        let mut c = Frame { snaplen, caplen: snaplen, ..*f };
         let (mut left, mut n) = (snaplen as usize, 0);
         for p in f.parts() {
             let take = p.len().min(left);
