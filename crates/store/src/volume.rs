@@ -409,6 +409,11 @@ impl Rotation {
             .collect()
     }
 
+    /// The directory of volume `id`, in rotation or not.
+    pub fn dir(&self, id: u32) -> Option<Arc<Dir>> {
+        self.vols.iter().find(|v| v.id == id).map(|v| v.dir.clone())
+    }
+
     /// Takes volume `id` out of rotation saying `why`, once: true if this
     /// call did.
     pub fn take_out(&self, id: u32, why: impl FnOnce() -> String) -> bool {

@@ -36,6 +36,7 @@ use wv_sys::byte_ring::Consumer;
 use wv_sys::uring::{self, Completion, DIRECT_ALIGN};
 use wv_wire::{pcap, pcapng};
 
+mod placement;
 mod threads;
 pub mod zerocopy;
 
@@ -191,19 +192,8 @@ struct Writer<I> {
     stopped: bool,
     /// Frame bytes of a record that wraps around the ring end, for the indexer.
     scratch: Vec<u8>,
-    dir: PathBuf,
-    /// The volume the current file is on (the store, or one of `cfg.volumes`),
-    /// which every path is opened beneath (no symlink followed).
-    store: Arc<wv_sys::fs::Dir>,
-    /// The id of that volume (0: the store directory).
-    vol: u32,
-    /// Stopped because the volume failed while others are in rotation: the
-    /// next file goes to another one.
-    vol_down: bool,
-    /// Files opened so far (which volume the next one prefers).
-    files_opened: usize,
-    /// The stream's directory relative to the store.
-    rel_dir: String,
+    /// The volume the current file is on.
+    place: placement::Placement,
     /// Stopped at the budget (`--on-full stop`): later packets count as `budget`.
     budget_stopped: bool,
     /// Writes go through the page cache (the arena passed `cfg.spill`).
@@ -232,13 +222,7 @@ pub fn run<I: FileIndexer>(
     catalog: Arc<Catalog>,
     shared: Arc<WriterShared>,
 ) -> io::Result<()> {
-    let dir = cfg.store.join(layout::stream_dir(cfg.stream));
-    let rel_dir = layout::stream_dir(cfg.stream);
-    // The stream directory (0750) beneath the store; a symlink there is refused.
-    let store = Arc::new(wv_sys::fs::Dir::open(&cfg.store)?);
-    if cfg.volumes.is_none() {
-        store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-    }
+    let place = placement::Placement::new(&cfg)?;
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     let mut w = Writer {
         finish_tx: Some(h.finish_tx),
@@ -257,12 +241,7 @@ pub fn run<I: FileIndexer>(
         cur: None,
         stopped: false,
         scratch: Vec::new(),
-        dir,
-        store,
-        vol: 0,
-        vol_down: false,
-        files_opened: 0,
-        rel_dir,
+        place,
         budget_stopped: false,
         spilling: false,
     };
@@ -317,7 +296,7 @@ impl<I: FileIndexer> Writer<I> {
                 self.stopped = true;
             }
         }
-        let part_rel = format!("{}/{name}{}", self.rel_dir, layout::PART);
+        let part_rel = format!("{}/{name}{}", self.place.rel_dir, layout::PART);
         let mut file = None;
         loop {
             self.resume();
@@ -327,7 +306,7 @@ impl<I: FileIndexer> Writer<I> {
             if self.stopped {
                 break;
             }
-            match self.store.create_output(&part_rel, self.direct) {
+            match self.place.store.create_output(&part_rel, self.direct) {
                 Ok((f, direct)) => {
                     if self.direct && !direct {
                         self.direct = false;
@@ -338,7 +317,7 @@ impl<I: FileIndexer> Writer<I> {
                 }
                 Err(e) => {
                     let full = e.raw_os_error() == Some(libc::ENOSPC);
-                    let msg = format!("cannot create {}: {e}", self.store.display(&part_rel).display());
+                    let msg = format!("cannot create {}: {e}", self.place.store.display(&part_rel).display());
                     if !self.volume_out(&msg) {
                         self.shared.fail(msg, full);
                     }
@@ -346,7 +325,7 @@ impl<I: FileIndexer> Writer<I> {
                 }
             }
         }
-        let part = self.dir.join(format!("{name}{}", layout::PART));
+        let part = self.place.dir.join(format!("{name}{}", layout::PART));
         // Even when stopped we walk the stream to count what is dropped.
         let real = file.is_some();
         let indexer = (self.cfg.index && real).then(|| new_indexer(&self.recycled, &self.work_tx, linktype));
@@ -516,7 +495,7 @@ impl<I: FileIndexer> Writer<I> {
         let spill =
             tail_end.is_none() && spill_now(&mut self.spilling, &self.cfg, self.direct, &self.ring, &self.shared);
         if spill && c.spill_file.is_none() {
-            c.spill_file = self.store.open_file(&c.part_rel, wv_sys::fs::Open::ReadWrite, 0).ok();
+            c.spill_file = self.place.store.open_file(&c.part_rel, wv_sys::fs::Open::ReadWrite, 0).ok();
         }
         // Through io_uring like the direct writes: its worker threads copy
         // into the page cache while this thread goes on reaping (a plain
@@ -600,49 +579,17 @@ impl<I: FileIndexer> Writer<I> {
 
     /// Goes on after a volume failure (the next file goes to another volume).
     fn resume(&mut self) {
-        if self.vol_down {
-            (self.vol_down, self.stopped) = (false, false);
+        if self.place.resume() {
+            self.stopped = false;
         }
     }
 
-    /// With several volumes, before each new file: moves to the first volume in rotation in this stream's
-    /// order that has room for a whole file (one without is taken out while
-    /// others remain). Stops the stream when none is left.
+    /// With several volumes, before each new file: the volume it goes on
+    /// ([`placement::Placement::choose`]); the stream stops when none is left.
     fn choose_volume(&mut self) {
-        let Some(rot) = self.cfg.volumes.clone() else { return };
-        let need = self.cfg.file_size.saturating_add(self.cfg.reserve.min(1 << 30));
-        let mut pick = None;
-        self.files_opened += 1;
-        for (id, d) in rot.order(self.cfg.stream, self.files_opened - 1) {
-            let free = wv_sys::fs::fs_space(d.path()).map_or(u64::MAX, |s| s.0);
-            if free >= need || rot.in_rotation().len() <= 1 {
-                pick = Some((id, d));
-                break;
-            }
-            rot.take_out(id, || format!(
-                "volume {} is full ({free} bytes free, a file takes up to {need}); taken out of rotation, recording goes on on the other volumes",
-                d.path().display()
-            ));
-        }
-        let Some((id, d)) = pick else {
-            self.shared.fail("every volume of the store failed or is full".into(), true);
+        if !self.place.choose(&self.cfg, &self.shared) {
             self.stopped = true;
-            return;
-        };
-        if id == self.vol && Arc::ptr_eq(&d, &self.store) {
-            return;
         }
-        if let Err(e) = d.mkdir(&self.rel_dir) {
-            let msg = format!("cannot create {}: {e}", d.display(&self.rel_dir).display());
-            (self.store, self.vol) = (d, id);
-            if !self.volume_out(&msg) {
-                self.shared.fail(msg, false);
-            }
-            self.stopped = true;
-            return;
-        }
-        self.dir = d.display(&self.rel_dir);
-        (self.store, self.vol) = (d, id);
     }
 
     /// A write, create or close on the current volume failed (`why`): with
@@ -650,21 +597,8 @@ impl<I: FileIndexer> Writer<I> {
     /// returns true, the stream going on on another from its next file.
     /// False with one volume, or none left: the stream stops as it always did.
     fn volume_out(&mut self, why: &str) -> bool {
-        let Some(rot) = self.cfg.volumes.clone() else { return false };
-        let last = rot.in_rotation() == [self.vol];
-        if !last {
-            rot.take_out(self.vol, || {
-                format!(
-                    "{why}; volume {} taken out of rotation, recording goes on on the other volumes",
-                    self.store.path().display()
-                )
-            });
-        }
-        if last || rot.in_rotation().is_empty() {
-            return false;
-        }
-        self.vol_down = true;
-        true
+        let vol = self.place.vol;
+        self.place.out(&self.cfg, vol, why)
     }
 
     /// Releases ring space up to the newest write whose predecessors are all
@@ -722,7 +656,7 @@ impl<I: FileIndexer> Writer<I> {
             // Keep what reached the disk before the first failed write, cut
             // at the last complete record.
             drop(c.file.set_len(len.min(file_len(&c.file)).min(c.failed_at.unwrap_or(u64::MAX))));
-            let reopened = self.store.open_file(&c.part_rel, wv_sys::fs::Open::Read, 0);
+            let reopened = self.place.store.open_file(&c.part_rel, wv_sys::fs::Open::Read, 0);
             match reopened.and_then(|f| crate::recover::valid_prefix_of(f, self.cfg.format, true)) {
                 Ok(v) => (v.len, v.packets, v.first_ns.unwrap_or(c.first_ns), v.last_ns.unwrap_or(c.first_ns)),
                 Err(_) => (0, 0, c.first_ns, c.first_ns),
@@ -734,17 +668,17 @@ impl<I: FileIndexer> Writer<I> {
         };
         self.shared.dropped_write_error.fetch_add(c.packets - packets.min(c.packets), Ordering::Relaxed);
         if packets == 0 && failed {
-            let _ = self.store.unlink(&c.part_rel);
+            let _ = self.place.store.unlink(&c.part_rel);
             return;
         }
-        let final_rel = format!("{}/{}", self.rel_dir, c.name);
+        let final_rel = format!("{}/{}", self.place.rel_dir, c.name);
         // A file that spilled may have gigabytes in the page cache: its fsync
         // and rename go to the index thread, before its index and catalog line.
         let spilled = c.spilled > 0;
         let r = if spilled {
             c.file.set_len(len)
         } else {
-            c.file.set_len(len).and_then(|()| self.store.persist(&c.file, &c.part_rel, &final_rel))
+            c.file.set_len(len).and_then(|()| self.place.store.persist(&c.file, &c.part_rel, &final_rel))
         };
         let persist = spilled.then(|| threads::Persist {
             file: Arc::new(c.file),
@@ -763,7 +697,7 @@ impl<I: FileIndexer> Writer<I> {
             self.shared.dropped_write_error.fetch_add(packets, Ordering::Relaxed);
             return;
         }
-        let rel = crate::volume::on_volume(self.vol, &final_rel);
+        let rel = crate::volume::on_volume(self.place.vol, &final_rel);
         let entry = Entry {
             stream: self.cfg.stream,
             file: rel,
@@ -785,7 +719,7 @@ impl<I: FileIndexer> Writer<I> {
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
         catalog_file(
-            Finish { indexer, index_rel, entry, dir: self.store.clone(), persist },
+            Finish { indexer, index_rel, entry, dir: self.place.store.clone(), persist },
             self.finish_tx.as_ref(),
             &self.catalog,
             &self.shared,

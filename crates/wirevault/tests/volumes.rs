@@ -161,7 +161,22 @@ fn synthetic_over_two_volumes_one_fills_nothing_lost() {
 /// stored frame once, byte for byte.
 #[test]
 fn live_two_workers_two_volumes_one_filled_mid_recording() {
-    if !ready("live_two_workers_two_volumes_one_filled_mid_recording") || !need_tools("volumes live", &["tcpreplay"]) {
+    live_two_volumes("live_two_workers_two_volumes_one_filled_mid_recording", &[]);
+}
+
+/// The same on the zero-copy path (the kernel's ring blocks written as
+/// pcapng): a failed block write takes the volume out, and the next block
+/// opens a file on the store's volume.
+#[test]
+fn zero_copy_two_workers_two_volumes_one_filled_mid_recording() {
+    live_two_volumes(
+        "zero_copy_two_workers_two_volumes_one_filled_mid_recording",
+        &["--zero-copy", "--format", "pcapng"],
+    );
+}
+
+fn live_two_volumes(test: &str, extra: &[&str]) {
+    if !ready(test) || !need_tools("volumes live", &["tcpreplay"]) {
         return;
     }
     let _g = heavy_lock();
@@ -190,7 +205,10 @@ fn live_two_workers_two_volumes_one_filled_mid_recording() {
             "--buffer",
             "64M",
             "-q",
-        ],
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
     );
     r.wait_ready();
     let send = || {
@@ -221,6 +239,11 @@ fn live_two_workers_two_volumes_one_filled_mid_recording() {
     assert_eq!(c.received, 3 * n as u64);
     assert_eq!(c.written + c.write_error, c.received, "only write errors may be missing");
     assert!(c.written > 2 * n as u64, "most frames stored: {} of {}", c.written, c.received);
+    if extra.contains(&"--zero-copy") {
+        for e in catalog(&store) {
+            assert_eq!(e["path"], "zero-copy", "written straight from the ring: {e}");
+        }
+    }
     let fs = files(&store);
     // Only the file in flight on the full volume was lost (or cut), and
     // stream 1 went on on the store's volume after it.

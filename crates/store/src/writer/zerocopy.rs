@@ -25,7 +25,11 @@
 //! write stops the stream as on the copy path: its file is cut at the first
 //! byte that did not reach the disk, walked again for its complete records
 //! (counted; the rest are `dropped_write_error`) and kept without an index.
+//! With several volumes (`record --volume`) the failed file's volume is taken
+//! out of rotation instead, and the next block opens a file on another one
+//! ([`super::placement::Placement`]).
 
+use super::placement::Placement;
 use super::threads::{join_helpers, start_helpers, Finish};
 use super::{WriterConfig, WriterShared};
 use crate::catalog::{Catalog, Entry, WritePath};
@@ -61,6 +65,9 @@ pub struct ZcConfig {
 struct ZcFile<I> {
     /// Shared with the writes in flight, which keep it open until they complete.
     file: Arc<File>,
+    /// The volume it is on (paths are beneath it) and its id.
+    store: Arc<wv_sys::fs::Dir>,
+    vol: u32,
     /// The file's number in the stream: the tag of its writes.
     seq: u64,
     part: PathBuf,
@@ -95,9 +102,8 @@ pub struct ZcWriter<I: FileIndexer> {
     zc: ZcConfig,
     catalog: Arc<Catalog>,
     shared: Arc<WriterShared>,
-    store: Arc<wv_sys::fs::Dir>,
-    dir: PathBuf,
-    rel_dir: String,
+    /// The volume new files go on.
+    place: Placement,
     finish_tx: Option<std::sync::mpsc::SyncSender<Finish<I>>>,
     recycled: std::sync::mpsc::Receiver<I>,
     work_tx: std::sync::mpsc::Sender<crate::IndexWork>,
@@ -124,10 +130,7 @@ pub struct ZcWriter<I: FileIndexer> {
 impl<I: FileIndexer> ZcWriter<I> {
     /// Creates the stream directory and the index and sort threads.
     pub fn new(cfg: WriterConfig, zc: ZcConfig, catalog: Arc<Catalog>, shared: Arc<WriterShared>) -> io::Result<Self> {
-        let rel_dir = layout::stream_dir(cfg.stream);
-        let dir = cfg.store.join(&rel_dir);
-        let store = Arc::new(wv_sys::fs::Dir::open(&cfg.store)?);
-        store.mkdir(&rel_dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        let place = Placement::new(&cfg)?;
         let helpers = start_helpers::<I>(&cfg, &catalog, &shared)?;
         let mut header = AlignedBuf::new(DIRECT_ALIGN as usize, false)?;
         let h = header.as_mut_slice();
@@ -146,9 +149,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             zc,
             catalog,
             shared,
-            store,
-            dir,
-            rel_dir,
+            place,
             finish_tx: Some(helpers.finish_tx),
             recycled: helpers.recycled,
             work_tx: helpers.work_tx,
@@ -330,26 +331,37 @@ impl<I: FileIndexer> ZcWriter<I> {
         }
     }
 
-    /// A write to file `seq` failed: it keeps what precedes `at`, and the stream stops.
+    /// A write to file `seq` failed: it keeps what precedes `at`. With other volumes in
+    /// rotation, its volume is taken out and the stream goes on from a new file on another;
+    /// otherwise the stream stops.
     fn write_failed(&mut self, seq: u64, at: u64, e: &io::Error) {
-        let part = match self.file_of(seq) {
+        let (part, vol) = match self.file_of(seq) {
             Some(c) => {
                 c.failed_at = Some(c.failed_at.map_or(at, |x| x.min(at)));
-                c.part.display().to_string()
+                (c.part.display().to_string(), Some(c.vol))
             }
-            None => format!("a file of stream {}", self.cfg.stream),
+            None => (format!("a file of stream {}", self.cfg.stream), None),
         };
         let full = matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT));
         let what = if full { "the disk is full" } else { "a write failed" };
-        self.shared.fail(format!("{what} while writing {part}: {e}"), full);
+        let msg = format!("{what} while writing {part}: {e}");
+        if vol.is_some_and(|v| self.place.out(&self.cfg, v, &msg)) {
+            // The open file, if it is on that volume, ends here: the next block opens one on
+            // another volume.
+            if self.cur.as_ref().is_some_and(|c| Some(c.vol) == vol) {
+                let c = self.cur.take().expect("checked");
+                self.closing.push_back(c);
+            }
+            return;
+        }
+        self.shared.fail(msg, full);
         self.stopped = true;
     }
 
     fn open_file(&mut self, bw: &mut BlockWriter, first_ns: u64) {
         self.seq += 1;
         let name = layout::file_name(first_ns, self.seq, Format::Pcapng.extension());
-        let part = self.dir.join(format!("{name}{}", layout::PART));
-        let part_rel = format!("{}/{name}{}", self.rel_dir, layout::PART);
+        let part_rel = format!("{}/{name}{}", self.place.rel_dir, layout::PART);
         if !self.stopped {
             // Closed files whose writes are still in flight (up to one per block in flight)
             // are in neither the catalog nor the reserve's one waiting file: count them.
@@ -360,8 +372,18 @@ impl<I: FileIndexer> ZcWriter<I> {
             }
         }
         let mut file = None;
-        if !self.stopped {
-            match self.store.create_output(&part_rel, self.direct) {
+        while !self.stopped {
+            self.place.resume();
+            if !self.place.choose(&self.cfg, &self.shared) {
+                if self.place.resume() {
+                    // That volume failed and is out: the next one.
+                    continue;
+                }
+                self.stopped = true;
+                break;
+            }
+            let shown = self.place.store.display(&part_rel);
+            let failed = match self.place.store.create_output(&part_rel, self.direct) {
                 Ok((f, direct)) => {
                     if self.direct && !direct {
                         self.direct = false;
@@ -370,22 +392,26 @@ impl<I: FileIndexer> ZcWriter<I> {
                     // Queued like the blocks: a synchronous write here would wait behind them.
                     let f = Arc::new(f);
                     match bw.write_buf(&self.header, DIRECT_ALIGN as usize, &f, 0, self.seq) {
-                        Ok(()) => file = Some(f),
+                        Ok(()) => {
+                            file = Some(f);
+                            break;
+                        }
                         Err(e) => {
-                            let full = e.raw_os_error() == Some(libc::ENOSPC);
-                            self.shared.fail(format!("cannot write {}: {e}", part.display()), full);
-                            self.stopped = true;
-                            let _ = self.store.unlink(&part_rel);
+                            let _ = self.place.store.unlink(&part_rel);
+                            (format!("cannot write {}: {e}", shown.display()), e)
                         }
                     }
                 }
-                Err(e) => {
-                    let full = e.raw_os_error() == Some(libc::ENOSPC);
-                    self.shared.fail(format!("cannot create {}: {e}", part.display()), full);
-                    self.stopped = true;
-                }
+                Err(e) => (format!("cannot create {}: {e}", shown.display()), e),
+            };
+            let (msg, e) = failed;
+            let vol = self.place.vol;
+            if !self.place.out(&self.cfg, vol, &msg) {
+                self.shared.fail(msg, e.raw_os_error() == Some(libc::ENOSPC));
+                self.stopped = true;
             }
         }
+        let part = self.place.dir.join(format!("{name}{}", layout::PART));
         let real = file.is_some();
         let indexer =
             (self.cfg.index && real).then(|| super::new_indexer(&self.recycled, &self.work_tx, self.zc.linktype));
@@ -398,6 +424,8 @@ impl<I: FileIndexer> ZcWriter<I> {
         };
         self.cur = Some(ZcFile {
             file,
+            store: self.place.store.clone(),
+            vol: self.place.vol,
             seq: self.seq,
             part,
             part_rel,
@@ -470,7 +498,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             let walked = c
                 .file
                 .set_len(cut)
-                .and_then(|()| self.store.open_file(&c.part_rel, wv_sys::fs::Open::Read, 0))
+                .and_then(|()| c.store.open_file(&c.part_rel, wv_sys::fs::Open::Read, 0))
                 .and_then(|f| crate::recover::valid_prefix_of(f, Format::Pcapng, true));
             (len, stored, first_ns, last_ns) = match walked {
                 Ok(v) => (v.len, v.packets, v.first_ns.unwrap_or(c.first_ns), v.last_ns.unwrap_or(c.first_ns)),
@@ -484,10 +512,10 @@ impl<I: FileIndexer> ZcWriter<I> {
         let file = c.file;
         if stored == 0 {
             drop(file);
-            let _ = self.store.unlink(&c.part_rel);
+            let _ = c.store.unlink(&c.part_rel);
             return;
         }
-        let final_rel = format!("{}/{}", self.rel_dir, c.name);
+        let final_rel = format!("{}/{}", self.place.rel_dir, c.name);
         // The fsync and rename go to the index thread (before the index and catalog line),
         // as for a spilled file of the copy path: on a slow disk the fsync waits behind other
         // writes, and this is the capture thread.
@@ -500,15 +528,18 @@ impl<I: FileIndexer> ZcWriter<I> {
         };
         if let Err(e) = r {
             let full = e.raw_os_error() == Some(libc::ENOSPC);
-            self.shared.fail(format!("cannot close {}: {e}", c.part.display()), full);
-            self.stopped = true;
+            let msg = format!("cannot close {}: {e}", c.part.display());
+            if !self.place.out(&self.cfg, c.vol, &msg) {
+                self.shared.fail(msg, full);
+                self.stopped = true;
+            }
             self.shared.dropped_write_error.fetch_add(stored, Ordering::Relaxed);
             return;
         }
         let index_rel = layout::index_rel(&final_rel);
         let entry = Entry {
             stream: self.cfg.stream,
-            file: final_rel,
+            file: crate::volume::on_volume(c.vol, &final_rel),
             index: None,
             format: Some(Format::Pcapng),
             linktype: self.zc.linktype,
@@ -524,7 +555,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         self.shared.written_packets.fetch_add(stored, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
-        let job = Finish { indexer, index_rel, entry, dir: self.store.clone(), persist: Some(persist) };
+        let job = Finish { indexer, index_rel, entry, dir: c.store.clone(), persist: Some(persist) };
         super::catalog_file(job, self.finish_tx.as_ref(), &self.catalog, &self.shared);
     }
 

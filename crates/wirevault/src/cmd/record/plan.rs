@@ -487,9 +487,6 @@ fn check_zero_copy(a: &Args) -> anyhow::Result<()> {
             "--zero-copy writes AF_PACKET ring blocks; AF_XDP (--source xdp) has none: give one of them".into(),
         ));
     }
-    if !a.volumes.is_empty() {
-        return Err(usage("--zero-copy writes into the store only; --volume is not supported with it yet".into()));
-    }
     Ok(())
 }
 

@@ -151,7 +151,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     // Streams: writer thread, then capture thread, at once for every stream.
     let mut streams = Vec::new();
     for (id, zc) in zc_rings.into_iter().enumerate() {
-        streams.push(start_zc_stream(&p, id, zc, sources.stamps, (&catalog, &budget), &stop)?);
+        streams.push(start_zc_stream(&p, id, zc, sources.stamps, (&catalog, &budget, &rotation), &stop)?);
     }
     for ((id, src), arena) in sources.list.into_iter().enumerate().zip(arenas) {
         let is_file = sources.file_source == Some(id);
@@ -641,9 +641,7 @@ fn start_stream(
         },
     );
     sp.set_writer(writer.thread().clone());
-    let sdir = wv_store::layout::stream_dir(id);
-    let roots = std::iter::once(&p.store).chain(&p.volumes);
-    sp.set_last_seq(roots.map(|r| wv_store::layout::max_seq(&r.join(&sdir))).max().unwrap_or(0));
+    sp.set_last_seq(last_seq(p, id));
     let counts = Arc::new(SharedCounts::default());
     let (stop2, sc2) = (stop.clone(), counts.clone());
     let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
@@ -668,18 +666,17 @@ fn start_zc_stream(
     id: usize,
     mut src: wv_capture::zerocopy::ZcRing,
     stamps: Stamps,
-    (catalog, budget): (&Arc<Catalog>, &Arc<LiveBudget>),
+    (catalog, budget, rotation): (&Arc<Catalog>, &Arc<LiveBudget>, &Option<Arc<wv_store::volume::Rotation>>),
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Stream> {
     let writer_shared = Arc::new(WriterShared::default());
-    // Zero-copy writes into the store only (`--volume` is refused with it).
-    let wcfg = writer_config(p, id, budget, stamps, None);
+    let wcfg = writer_config(p, id, budget, stamps, rotation.clone());
     let zc = ZcConfig {
         file_time_ns: p.stream.file_time_ns,
         clock_close_grace_ns: p.tuning.clock_close_grace_ns,
         linktype: src.linktype,
         snaplen: p.snaplen,
-        last_seq: wv_store::layout::max_seq(&p.store.join(wv_store::layout::stream_dir(id))),
+        last_seq: last_seq(p, id),
         block_size: p.tuning.ring_block_size,
     };
     let mut w = ZcWriter::<wv_index::Builder>::new(wcfg, zc, catalog.clone(), writer_shared.clone())
@@ -697,6 +694,13 @@ fn start_zc_stream(
     })
     .context("cannot start a capture thread")?;
     Ok(Stream { capture, writer: None, counts, writer_shared, file_problems: None })
+}
+
+/// The highest file number stream `id` has on any volume of the store.
+fn last_seq(p: &Plan, id: usize) -> u64 {
+    let sdir = wv_store::layout::stream_dir(id);
+    let roots = std::iter::once(&p.store).chain(&p.volumes);
+    roots.map(|r| wv_store::layout::max_seq(&r.join(&sdir))).max().unwrap_or(0)
 }
 
 /// The writer's settings for stream `id`.
