@@ -77,6 +77,10 @@ pub struct StreamProducer {
 /// The first time a pcap record cannot hold (2^32 seconds after the epoch).
 pub const PCAP_TIME_LIMIT_NS: u64 = (u32::MAX as u64 + 1) * 1_000_000_000;
 
+/// How far ahead of the head [`StreamProducer::append`] asks for an arena
+/// line to write (a few small records ahead).
+const PREFETCH_AHEAD: u64 = 512;
+
 /// Messages the queue must always have room for besides one per block.
 const QUEUE_SLACK: usize = 8;
 
@@ -183,6 +187,7 @@ impl StreamProducer {
             }
         }
         let at = self.ring.head();
+        self.ring.prefetch_ahead(PREFETCH_AHEAD);
         for p in parts {
             self.ring.write(p);
         }
