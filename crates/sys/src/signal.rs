@@ -54,21 +54,21 @@ impl Drop for Held {
     }
 }
 
-/// Whether `signal` is pending on the calling thread or its process.
-pub fn pending(signal: libc::c_int) -> bool {
-    // SAFETY: plain data, initialised by sigpending.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid sigset_t pointer.
-    if unsafe { libc::sigpending(&mut set) } != 0 {
-        return false;
-    }
-    // SAFETY: a valid, initialised sigset_t.
-    unsafe { libc::sigismember(&set, signal) == 1 }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `signal` is pending on the calling thread or its process.
+    fn pending(signal: libc::c_int) -> bool {
+        // SAFETY: plain data, initialised by sigpending.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid sigset_t pointer.
+        if unsafe { libc::sigpending(&mut set) } != 0 {
+            return false;
+        }
+        // SAFETY: a valid, initialised sigset_t.
+        unsafe { libc::sigismember(&set, signal) == 1 }
+    }
 
     #[test]
     fn a_held_signal_waits_and_the_mask_comes_back() {
