@@ -375,22 +375,38 @@ mod tests {
             assert_eq!(r.lookup_range(c, lo, hi).unwrap(), each, "{c:?}");
         }
         let want = answers(&r);
-        let mut bytes = good.clone();
-        for at in (0..format::HEAD_LEN).chain((format::HEAD_LEN..good.len()).step_by(61)) {
-            bytes[at] ^= 0x10;
-            std::fs::write(&path, &bytes).unwrap();
-            match IndexReader::open(&path) {
-                Err(_) => {}
-                Ok(r) => {
-                    assert!(r.verify().is_err(), "byte {at} of {} is not under a checksum", good.len());
-                    for (i, (got, want)) in answers(&r).iter().zip(&want).enumerate() {
-                        assert!(got.is_err() || got == want, "byte {at}: lookup {i} changed without an error");
-                    }
-                }
-            }
-            bytes[at] ^= 0x10;
-        }
         std::fs::remove_file(&path).unwrap();
+        let flips: Vec<usize> = (0..format::HEAD_LEN).chain((format::HEAD_LEN..good.len()).step_by(61)).collect();
+        // The flips are independent: shared among the cores (each thread
+        // with its own copy and file), as one thread they took a minute.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (good, want, flips) = (&good, &want, &flips);
+                s.spawn(move || {
+                    let mut bytes = good.clone();
+                    let path = scratch(&format!("flip{t}"), &bytes);
+                    for &at in flips.iter().skip(t).step_by(threads) {
+                        bytes[at] ^= 0x10;
+                        std::fs::write(&path, &bytes).unwrap();
+                        match IndexReader::open(&path) {
+                            Err(_) => {}
+                            Ok(r) => {
+                                assert!(r.verify().is_err(), "byte {at} of {} is not under a checksum", good.len());
+                                for (i, (got, want)) in answers(&r).iter().zip(want).enumerate() {
+                                    assert!(
+                                        got.is_err() || got == want,
+                                        "byte {at}: lookup {i} changed without an error"
+                                    );
+                                }
+                            }
+                        }
+                        bytes[at] ^= 0x10;
+                    }
+                    std::fs::remove_file(&path).unwrap();
+                });
+            }
+        });
     }
 
     /// `reseal` recomputes exactly the checksums the builder wrote, and a
