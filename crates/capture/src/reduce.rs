@@ -237,7 +237,7 @@ fn frame_hash(parts: &[&[u8]], secret: &[u8]) -> u64 {
 /// hash in ~0.4 of xxhash-rust's time with twox-hash too (17 against 43 ns
 /// for 240 bytes, measured 2026-11-26). Shorter ones stay with xxhash-rust,
 /// whose short paths are as fast or faster. Both are XXH3: the same value.
-#[inline]
+#[inline(always)]
 fn xxh3(data: &[u8], secret: &[u8]) -> u64 {
     if data.len() > 128 {
         if let Ok(h) = twox_hash::XxHash3_64::oneshot_with_secret(secret, data) {
@@ -288,6 +288,8 @@ fn sample_hash(parts: &[&[u8]], secret: &[u8]) -> (u64, usize) {
 
 /// Ways of a bucket: one 64-byte cache line of (word, time) pairs.
 const WAYS: usize = 4;
+// The oldest way is found pairwise (`Dedup::lookup_hash`).
+const _: () = assert!(WAYS == 4);
 
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
@@ -390,13 +392,12 @@ impl Dedup {
                 return Lookup::Duplicate;
             }
         }
-        // The oldest way (an empty one has time 0) gets the frame.
-        let (mut way, mut oldest) = (0, b.ts[0]);
-        for i in 1..WAYS {
-            if b.ts[i] < oldest {
-                (way, oldest) = (i, b.ts[i]);
-            }
-        }
+        // The oldest way (an empty one has time 0) gets the frame; of equal
+        // times, the first. Pairwise, without branches.
+        let t = &b.ts;
+        let (w01, t01) = if t[1] < t[0] { (1, t[1]) } else { (0, t[0]) };
+        let (w23, t23) = if t[3] < t[2] { (3, t[3]) } else { (2, t[2]) };
+        let way = if t23 < t01 { w23 } else { w01 };
         Lookup::New(Pending { bucket, way, hash })
     }
 
@@ -763,6 +764,32 @@ mod tests {
         }
         assert!(!d.is_duplicate(10, frames[0].len() as u32, &frames[0]), "evicted: stored");
         assert!(d.is_duplicate(11, frames[4].len() as u32, &frames[4]));
+    }
+
+    #[test]
+    fn dedup_replaces_the_oldest_way_the_first_of_equals() {
+        // Every order of four stamps (with ties): the new frame goes to the
+        // way holding the smallest, the first of them when several do.
+        let stamps = [1u64, 2, 2, 3, 5];
+        for a in stamps {
+            for b in stamps {
+                for c in stamps {
+                    for e in stamps {
+                        let ts = [a, b, c, e];
+                        let mut d = Dedup::new(u64::MAX, 1);
+                        for (way, &t) in ts.iter().enumerate() {
+                            let p = Pending { bucket: 0, way, hash: 100 + way as u64 };
+                            d.remember(p, t, 0);
+                        }
+                        let want = (0..4).min_by_key(|&i| (ts[i], i)).unwrap();
+                        match d.lookup_hash(9, 7, |_| unreachable!()) {
+                            Lookup::New(p) => assert_eq!(p.way, want, "{ts:?}"),
+                            Lookup::Duplicate => panic!("{ts:?}: no way holds hash 7"),
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
