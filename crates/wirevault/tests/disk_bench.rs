@@ -162,9 +162,10 @@ fn trimmed_ratio(ratios: &mut [f64]) -> f64 {
 ///
 /// This VM's disk moves by 10-20% from one one-second run to the next, for
 /// either tool alone (2026-11-27: 1.15 to 1.58 GB/s), so a round's ratio
-/// ranges from 0.8 to 1.25 with nothing else running. The median of six
-/// rounds of 2 x 1 GiB, compared before, left 10% about one time in ten
-/// (two CI runs failed, at 1.110 and 0.871). Twelve rounds of 2 x 512 MiB
+/// ranges from 0.8 to 1.25 with nothing else running (spread ~0.11). The
+/// median of six rounds of 2 x 1 GiB, compared before, then leaves 10% in
+/// about one test of twenty, one CI run of ten with its two tests (two CI
+/// runs failed, at 1.110 and 0.871). Twelve rounds of 2 x 512 MiB
 /// take a little longer (deleting a preallocated file costs about as much
 /// as writing it), and the trimmed mean of their ratios spreads 0.64 as
 /// much as that median with normal noise, 0.68 with heavy tails (simulated).
