@@ -296,6 +296,13 @@ fn kill_9_then_restart_recovers_every_complete_packet() {
         .filter(|f| f.extension().is_some_and(|e| e == "pcap"))
         .collect();
     assert!(!parts.is_empty(), "expected a partial file after kill -9");
+    // Read every partial file whole first, as a backup or `tcpdump -r` would:
+    // the page cache then holds pages of zeros over the unwritten blocks,
+    // which must not pass for written ones.
+    for p in &parts {
+        let part = p.with_extension("pcap.part");
+        assert!(std::fs::read(&part).is_ok_and(|b| b.len() > 24), "{}", part.display());
+    }
     // Restart: record repairs the store first and reports it.
     let out = record(&["-o", s, "--synthetic", "size=60,count=10", "-q"]);
     let err = String::from_utf8_lossy(&out.stderr);
