@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use wv_sys::fs::{Dir, Kind, Open};
 use wv_wire::Format;
 
@@ -188,6 +188,8 @@ struct Inner {
     /// Entries with their on-disk size (capture + index), in catalog order.
     entries: Vec<(Entry, u64)>,
     total: u64,
+    /// Bytes of closed files not cataloged yet ([`Uncataloged`]).
+    pending: u64,
 }
 
 /// Appends entries to `STORE/catalog.jsonl` and enforces the budget.
@@ -225,7 +227,7 @@ impl Catalog {
         let entries: Vec<(Entry, u64)> =
             entries.into_iter().map(|e| (disk_size(&vols, &e), e)).map(|(s, e)| (e, s)).collect();
         let total = entries.iter().fold(0u64, |t, (_, s)| t.saturating_add(*s));
-        let mut inner = Inner { file, reserved: 0, entries, total };
+        let mut inner = Inner { file, reserved: 0, entries, total, pending: 0 };
         reserve_ahead(&mut inner);
         Ok(Catalog { dir, vols, path, inner: Mutex::new(inner) })
     }
@@ -269,6 +271,8 @@ impl Catalog {
     pub fn make_room(&self, budget: &Budget, reserve: u64) -> Result<Deleted, io::Error> {
         let mut g = self.lock();
         let mut deleted = Deleted::default();
+        // Closed files on their way to the catalog take room too.
+        let reserve = reserve.saturating_add(g.pending);
         if g.total.saturating_add(reserve) <= budget.max_bytes {
             return Ok(deleted);
         }
@@ -316,6 +320,32 @@ impl Catalog {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Counts a closed file of `bytes` against the budget until its
+    /// catalog line is written (or it is given up): until the returned
+    /// guard is dropped. Between the two, [`Catalog::make_room`] sees it.
+    pub fn uncataloged(self: &Arc<Self>, bytes: u64) -> Uncataloged {
+        // Room for its index too (well under 5% of the capture).
+        let bytes = bytes.saturating_add(bytes / 20);
+        let mut g = self.lock();
+        g.pending = g.pending.saturating_add(bytes);
+        Uncataloged { catalog: self.clone(), bytes }
+    }
+}
+
+/// A closed file counted against the budget until it is cataloged
+/// ([`Catalog::uncataloged`]); dropped after its catalog line is written,
+/// so that for a moment it counts twice, never not at all.
+pub struct Uncataloged {
+    catalog: Arc<Catalog>,
+    bytes: u64,
+}
+
+impl Drop for Uncataloged {
+    fn drop(&mut self) {
+        let mut g = self.catalog.lock();
+        g.pending = g.pending.saturating_sub(self.bytes);
     }
 }
 

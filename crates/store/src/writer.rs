@@ -722,7 +722,7 @@ impl<I: FileIndexer> Writer<I> {
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
         catalog_file(
-            Finish { indexer, index_rel, entry, dir: self.place.store.clone(), persist },
+            Finish { indexer, index_rel, entry, dir: self.place.store.clone(), persist, budget: None },
             self.finish_tx.as_ref(),
             &self.catalog,
             &self.shared,
@@ -785,11 +785,14 @@ fn new_indexer<I: FileIndexer>(
 /// overtake the one before it, still being indexed. Without an index
 /// thread (or when it is gone), appended here.
 fn catalog_file<I>(
-    job: Finish<I>,
+    mut job: Finish<I>,
     finish_tx: Option<&std::sync::mpsc::SyncSender<Finish<I>>>,
-    catalog: &Catalog,
+    catalog: &Arc<Catalog>,
     shared: &WriterShared,
 ) {
+    // Until its line is written, retention counts the file apart (the
+    // budget's reserve covers the files being written only).
+    job.budget = Some(catalog.uncataloged(job.entry.bytes));
     let job = match finish_tx {
         Some(tx) => match tx.send(job) {
             Ok(()) => None,

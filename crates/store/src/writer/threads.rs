@@ -16,6 +16,8 @@ pub(super) struct Finish<I> {
     /// A file that spilled into the page cache: still to be made durable
     /// (fsync, then renamed from `.part`) before its index and catalog line.
     pub(super) persist: Option<Persist>,
+    /// The file counted against the budget until the job is done.
+    pub(super) budget: Option<crate::catalog::Uncataloged>,
 }
 
 /// A closed file's fsync and rename, left to the index thread.
@@ -31,7 +33,8 @@ pub(super) struct Persist {
 /// Writes indexes and appends catalog lines for closed files, off the writer
 /// thread: merging and writing a big file's index takes long enough to stall
 /// the writes otherwise. The channel holds one job, so at most two closed
-/// files per stream wait for their index (retention reserves room for them).
+/// files per stream wait for their index (each counted against the budget
+/// until its catalog line is written: [`Finish::budget`]).
 /// Each finished indexer goes back to the writer through `recycle`.
 pub(super) fn finisher<I: FileIndexer>(
     rx: std::sync::mpsc::Receiver<Finish<I>>,

@@ -555,7 +555,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         self.shared.written_packets.fetch_add(stored, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
-        let job = Finish { indexer, index_rel, entry, dir: c.store.clone(), persist: Some(persist) };
+        let job = Finish { indexer, index_rel, entry, dir: c.store.clone(), persist: Some(persist), budget: None };
         super::catalog_file(job, self.finish_tx.as_ref(), &self.catalog, &self.shared);
     }
 

@@ -606,13 +606,13 @@ fn check_stats_file(sf: &Path, store: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// Bytes not yet in the catalog that the store may hold besides it: per
-/// stream, the file being written and one closed file waiting for its index
-/// (each with room for its index, well under 5% of the capture). A second
-/// closed file can wait while the first one's index is written, so usage
-/// may pass the budget by at most one file, as `--max-size` promises.
+/// Bytes the store may hold besides its catalog when a file opens: per
+/// stream, the file being written (with room for its index, well under 5%
+/// of the capture). Closed files waiting for their index are counted by
+/// the catalog itself until their line is written (`Catalog::uncataloged`),
+/// so usage stays under the budget however far the index threads lag.
 fn reserve(file_size: u64, streams: usize) -> u64 {
-    2 * (file_size + file_size / 20) * streams as u64
+    (file_size + file_size / 20) * streams as u64
 }
 
 #[cfg(test)]
