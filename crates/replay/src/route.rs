@@ -1,20 +1,67 @@
-//! The interfaces that carry a default route, from `/proc/net/route` (IPv4)
-//! and `/proc/net/ipv6_route` (IPv6), as the calling process's network
-//! namespace sees them. Sending test traffic out of such an interface
-//! reaches the real network, so `replay` refuses it without `--force`.
+//! Whether sending on an interface would reach the real network: it, or
+//! a device it is bridged, bonded or stacked with (a port's bridge or bond,
+//! a VLAN's or macvlan's lower device, their other ports and upper
+//! devices), carries a default route, as the calling process's network
+//! namespace sees it. `replay` refuses such an interface without `--force`.
 //!
-//! A default route is one to 0.0.0.0/0 or ::/0 that is up and not a reject
-//! route (the kernel's "unreachable" defaults on `lo` are reject routes).
-//! `/proc/net/route` shows the first next hop of a multipath IPv4 route
-//! only; routes in other tables than main are not listed there.
+//! A default route is one to 0.0.0.0/0 or ::/0 of type unicast (the
+//! kernel's "unreachable" defaults on `lo` are not), in any routing table,
+//! every next hop of a multipath route (rtnetlink, [`wv_sys::rtnl`]). Where
+//! rtnetlink cannot be read, `/proc/net/route` and `/proc/net/ipv6_route`
+//! answer for the interface alone: they list the main table only, and the
+//! first next hop of a multipath IPv4 route.
 
 use std::io;
 
 const RTF_UP: u32 = 0x0001;
 const RTF_REJECT: u32 = 0x0200;
 
-/// Interface names with a default route (sorted, no repeats). A missing
-/// file (IPv6 disabled) counts as no routes.
+/// The device whose default route sending on `ifname` would follow onto
+/// the real network (`ifname` itself, or one it is bridged, bonded or
+/// stacked with), or None.
+pub fn default_route_reach(ifname: &str) -> io::Result<Option<String>> {
+    let (links, defaults) = match (wv_sys::rtnl::links(), wv_sys::rtnl::default_route_ifindexes()) {
+        (Ok(l), Ok(d)) => (l, d),
+        _ => return Ok(default_route_interfaces()?.into_iter().find(|d| d == ifname)),
+    };
+    let Some(start) = links.iter().find(|l| l.name == ifname).map(|l| l.index) else {
+        return Ok(None);
+    };
+    Ok(reach(&links, &defaults, start))
+}
+
+/// The first device (by breadth from `start`: itself first) in `start`'s
+/// group of linked devices that carries a default route. Two devices are
+/// linked when one is the other's master or lower device.
+pub fn reach(links: &[wv_sys::rtnl::Link], defaults: &[u32], start: u32) -> Option<String> {
+    let name = |i: u32| links.iter().find(|l| l.index == i).map(|l| l.name.clone());
+    let mut seen = vec![start];
+    let mut at = 0;
+    while let Some(&i) = seen.get(at) {
+        if defaults.contains(&i) {
+            return name(i).or_else(|| Some(format!("interface {i}")));
+        }
+        for l in links {
+            let next = if l.index == i {
+                [l.master, l.lower]
+            } else if l.master == Some(i) || l.lower == Some(i) {
+                [Some(l.index), None]
+            } else {
+                continue;
+            };
+            for n in next.into_iter().flatten() {
+                if !seen.contains(&n) {
+                    seen.push(n);
+                }
+            }
+        }
+        at += 1;
+    }
+    None
+}
+
+/// Interface names with a default route in the main table, from `/proc`
+/// (sorted, no repeats). A missing file (IPv6 disabled) counts as no routes.
 pub fn default_route_interfaces() -> io::Result<Vec<String>> {
     let read = |p: &str| match std::fs::read_to_string(p) {
         Ok(s) => Ok(s),
@@ -61,6 +108,32 @@ pub fn ipv6_defaults(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bridge_ports_vlans_and_bonds_reach_their_group_s_default_route() {
+        use wv_sys::rtnl::Link;
+        let l = |index, name: &str, master, lower| Link { index, name: name.into(), master, lower };
+        // eth0 and veth1 are ports of br0 (default route); eth0.7 sits on eth0;
+        // eth1 is a port of bond0, whose VLAN bond0.9 carries a default route;
+        // veth2 is alone.
+        let links = [
+            l(2, "eth0", Some(10), None),
+            l(3, "veth1", Some(10), None),
+            l(10, "br0", None, None),
+            l(4, "eth0.7", None, Some(2)),
+            l(5, "eth1", Some(11), None),
+            l(11, "bond0", None, None),
+            l(12, "bond0.9", None, Some(11)),
+            l(6, "veth2", None, None),
+        ];
+        let defaults = [10, 12];
+        for (dev, via) in
+            [(2, Some("br0")), (3, Some("br0")), (10, Some("br0")), (4, Some("br0")), (5, Some("bond0.9")), (6, None)]
+        {
+            assert_eq!(reach(&links, &defaults, dev).as_deref(), via, "{dev}");
+        }
+        assert_eq!(reach(&links, &[6], 6).as_deref(), Some("veth2"));
+    }
 
     #[test]
     fn ipv4_default_found() {

@@ -33,17 +33,30 @@ pub const BATCH: usize = 64;
 /// How long a send that finds the driver full (ENOBUFS/EAGAIN) is retried
 /// before its packet counts as failed.
 const RETRY_FOR_NS: u64 = 1_000_000_000;
+/// After this long of a full driver queue, the link's carrier is asked for
+/// (between retries: one ioctl each).
+const CARRIER_CHECK_NS: u64 = 10_000_000;
 
 /// Something that sends frames: the real socket, or a test double.
 pub trait Transmit {
     /// Sends frames `buf[s..e]` for each span, in order: `Ok(n)` the first
     /// `n` (≥ 1) went out; `Err` the first was refused (see [`TxSocket::send`]).
     fn send(&mut self, buf: &[u8], spans: &[(usize, usize)]) -> io::Result<usize>;
+
+    /// False when the link has lost its carrier (asked while the driver
+    /// keeps refusing frames: then no retry can succeed).
+    fn carrier(&self) -> bool {
+        true
+    }
 }
 
 impl Transmit for TxSocket {
     fn send(&mut self, buf: &[u8], spans: &[(usize, usize)]) -> io::Result<usize> {
         TxSocket::send(self, buf, spans)
+    }
+
+    fn carrier(&self) -> bool {
+        wv_sys::netif::has_carrier(self.ifname()).unwrap_or(true)
     }
 }
 
@@ -52,6 +65,8 @@ impl Transmit for TxSocket {
 pub enum ReplayError {
     #[error("network interface {0} went down or away while sending")]
     InterfaceDown(String),
+    #[error("network interface {0} lost its carrier while sending (the link is down: a cable, or a veth's peer); bring the link up and replay again")]
+    NoCarrier(String),
     /// The stop flag was raised (a signal) while waiting or between packets.
     #[error("stopped")]
     Stopped,
@@ -182,7 +197,8 @@ impl<T: Transmit> Replayer<T> {
     pub fn finish(&mut self) -> Result<Summary, ReplayError> {
         self.flush()?;
         let paced = !matches!(self.sched.pacing(), crate::Pacing::TopSpeed);
-        let elapsed = self.first_ns.map_or(0, |f| self.last_ns.saturating_sub(f));
+        // From the first packet to now: the whole run, sends that failed included.
+        let elapsed = self.first_ns.map_or(0, |f| monotonic_ns().max(self.last_ns).saturating_sub(f));
         Ok(Summary::from_stats(&self.stats, self.cfg.late_ns, paced, elapsed))
     }
 
@@ -190,6 +206,8 @@ impl<T: Transmit> Replayer<T> {
         let Batch { buf, spans, targets } = &mut self.batch;
         let mut i = 0;
         let mut busy_since: Option<u64> = None;
+        // Asked once per busy spell.
+        let mut carrier_asked = false;
         while i < spans.len() {
             match self.tx.send(buf, &spans[i..]) {
                 Ok(n) if n > 0 => {
@@ -208,16 +226,32 @@ impl<T: Transmit> Replayer<T> {
                     }
                     i += n;
                     busy_since = None;
+                    carrier_asked = false;
                 }
                 Ok(_) => i += 1, // cannot happen (n ≥ 1 for a non-empty batch); never loop
                 Err(e) => match e.raw_os_error().unwrap_or(0) {
                     libc_errno::ENOBUFS | libc_errno::EAGAIN => {
                         let now = monotonic_ns();
                         let since = *busy_since.get_or_insert(now);
+                        // A full queue drains within microseconds; one that stays
+                        // full for long may sit on a link without carrier.
+                        if now - since > CARRIER_CHECK_NS
+                            && !std::mem::replace(&mut carrier_asked, true)
+                            && !self.tx.carrier()
+                        {
+                            for _ in i..spans.len() {
+                                self.stats.fail(Cause::Os(libc_errno::ENETDOWN));
+                            }
+                            buf.clear();
+                            spans.clear();
+                            targets.clear();
+                            return Err(ReplayError::NoCarrier(self.cfg.ifname.clone()));
+                        }
                         if now - since > RETRY_FOR_NS {
                             self.stats.fail(Cause::NoBuffers);
                             i += 1;
                             busy_since = None;
+                            carrier_asked = false;
                         } else {
                             self.stats.retries += 1;
                             std::thread::yield_now();

@@ -13,6 +13,7 @@ pub mod fs;
 pub mod mem;
 pub mod netif;
 pub mod pipe;
+pub mod rtnl;
 pub mod signal;
 pub mod tsinfo;
 pub mod uring;

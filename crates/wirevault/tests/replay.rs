@@ -376,6 +376,34 @@ fn replay_refuses_missing_down_and_default_route_interfaces_and_bad_rates() {
     // With --force the same interface is accepted (and nothing is sent).
     in_a(&["-i", pair.if_a, "--force", s(&empty)]).expect(0, "--force");
     run_ok(Command::new("ip").args(["-n", &pair.ns_a, "route", "del", "default"]));
+    // A default route in another table (policy routing) counts too.
+    run_ok(Command::new("ip").args(["-n", &pair.ns_a, "route", "add", "default", "via", "10.99.0.2", "table", "100"]));
+    let o = in_a(&["-i", pair.if_a, s(&empty)]);
+    one_sentence(&o, 2, "default route in table 100", "refusing to send on veth-a: it carries the default route");
+    run_ok(Command::new("ip").args(["-n", &pair.ns_a, "route", "del", "default", "table", "100"]));
+    // A port of a bridge that carries the default route (eth0 in br0, the
+    // common host layout): its frames reach the real network all the same.
+    let ip_a = |args: &[&str]| run_ok(Command::new("ip").args(["-n", &pair.ns_a]).args(args));
+    ip_a(&["addr", "flush", "dev", pair.if_a]);
+    ip_a(&["link", "add", "wvbr0", "type", "bridge"]);
+    ip_a(&["link", "set", "wvbr0", "up"]);
+    ip_a(&["link", "set", pair.if_a, "master", "wvbr0"]);
+    ip_a(&["addr", "add", "10.98.0.1/24", "dev", "wvbr0"]);
+    ip_a(&["route", "add", "default", "via", "10.98.0.2", "dev", "wvbr0"]);
+    let o = in_a(&["-i", pair.if_a, s(&empty)]);
+    one_sentence(&o, 2, "bridge port", "refusing to send on veth-a: it is bridged, bonded or stacked with wvbr0");
+    ip_a(&["link", "del", "wvbr0"]);
+    // No carrier (the peer is down): refused before anything is sent.
+    run_ok(Command::new("ip").args(["-n", &pair.ns_b, "link", "set", pair.if_b, "down"]));
+    // The kernel reports a carrier loss within a second (link watch).
+    let t = std::time::Instant::now();
+    while !String::from_utf8_lossy(&ip_a(&["link", "show", pair.if_a]).stdout).contains("NO-CARRIER") {
+        assert!(t.elapsed().as_secs() < 5, "veth-a kept its carrier with its peer down");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = in_a(&["-i", pair.if_a, s(&empty)]);
+    one_sentence(&o, 1, "no carrier", "cannot send on veth-a: it has no carrier");
+    run_ok(Command::new("ip").args(["-n", &pair.ns_b, "link", "set", pair.if_b, "up"]));
 
     run_ok(Command::new("ip").args(["-n", &pair.ns_a, "link", "set", pair.if_a, "down"]));
     let o = in_a(&["-i", pair.if_a, s(&empty)]);

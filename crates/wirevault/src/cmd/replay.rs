@@ -112,8 +112,8 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
     Ok(Plan { pacing, sources, expr, from_ns, to_ns })
 }
 
-/// The interface checks, in order: it exists, it is up, it does not carry
-/// the default route (unless `--force`), its link type can be sent.
+/// The interface checks, in order: it exists, it is up and has a carrier,
+/// it does not reach a default route (unless `--force`), its link type can be sent.
 fn check_interface(ifname: &str, force: bool) -> anyhow::Result<wv_replay::Config> {
     use wv_sys::afpacket::Error;
     wv_sys::netif::ifindex(ifname).map_err(|e| match e {
@@ -123,16 +123,29 @@ fn check_interface(ifname: &str, force: bool) -> anyhow::Result<wv_replay::Confi
     if !wv_sys::netif::is_up(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))? {
         return Err(fail(exit::ERROR, Error::InterfaceDown(ifname.to_owned()).to_string()));
     }
+    if !wv_sys::netif::has_carrier(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))? {
+        return Err(fail(
+            exit::ERROR,
+            format!("cannot send on {ifname}: it has no carrier (the link is down: a cable, or a veth's peer); bring the link up first"),
+        ));
+    }
     if !force {
-        let defaults = wv_replay::route::default_route_interfaces()
+        let via = wv_replay::route::default_route_reach(ifname)
             .map_err(|e| fail(exit::ERROR, format!("cannot read the routing table to check {ifname}: {e}")))?;
-        if defaults.iter().any(|d| d == ifname) {
-            return Err(fail(
+        match via {
+            Some(d) if d == ifname => return Err(fail(
                 exit::USAGE,
                 format!(
                     "refusing to send on {ifname}: it carries the default route, so replayed packets would reach the real network; give --force to send anyway"
                 ),
-            ));
+            )),
+            Some(d) => return Err(fail(
+                exit::USAGE,
+                format!(
+                    "refusing to send on {ifname}: it is bridged, bonded or stacked with {d}, which carries the default route, so replayed packets would reach the real network; give --force to send anyway"
+                ),
+            )),
+            None => {}
         }
     }
     let linktype =
