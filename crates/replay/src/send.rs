@@ -104,6 +104,14 @@ struct Batch {
     targets: Vec<Option<u64>>,
 }
 
+impl Batch {
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.spans.clear();
+        self.targets.clear();
+    }
+}
+
 /// The send loop. See the module documentation.
 pub struct Replayer<T: Transmit> {
     tx: T,
@@ -239,13 +247,9 @@ impl<T: Transmit> Replayer<T> {
                             && !std::mem::replace(&mut carrier_asked, true)
                             && !self.tx.carrier()
                         {
-                            for _ in i..spans.len() {
-                                self.stats.fail(Cause::Os(libc_errno::ENETDOWN));
-                            }
-                            buf.clear();
-                            spans.clear();
-                            targets.clear();
-                            return Err(ReplayError::NoCarrier(self.cfg.ifname.clone()));
+                            let unsent = spans.len() - i;
+                            self.batch.clear();
+                            return Err(self.abort(unsent, ReplayError::NoCarrier(self.cfg.ifname.clone())));
                         }
                         if now - since > RETRY_FOR_NS {
                             self.stats.fail(Cause::NoBuffers);
@@ -262,13 +266,9 @@ impl<T: Transmit> Replayer<T> {
                         i += 1;
                     }
                     libc_errno::ENETDOWN | libc_errno::ENXIO | libc_errno::ENODEV => {
-                        for _ in i..spans.len() {
-                            self.stats.fail(Cause::Os(libc_errno::ENETDOWN));
-                        }
-                        buf.clear();
-                        spans.clear();
-                        targets.clear();
-                        return Err(ReplayError::InterfaceDown(self.cfg.ifname.clone()));
+                        let unsent = spans.len() - i;
+                        self.batch.clear();
+                        return Err(self.abort(unsent, ReplayError::InterfaceDown(self.cfg.ifname.clone())));
                     }
                     errno => {
                         self.stats.fail(Cause::Os(errno));
@@ -277,10 +277,17 @@ impl<T: Transmit> Replayer<T> {
                 },
             }
         }
-        buf.clear();
-        spans.clear();
-        targets.clear();
+        self.batch.clear();
         Ok(())
+    }
+
+    /// Counts the `unsent` packets of the batch as failed (the interface is
+    /// down or gone) and returns `e`, which stops the replay.
+    fn abort(&mut self, unsent: usize, e: ReplayError) -> ReplayError {
+        for _ in 0..unsent {
+            self.stats.fail(Cause::Os(libc_errno::ENETDOWN));
+        }
+        e
     }
 }
 
