@@ -10,7 +10,9 @@ pub struct Summary {
     pub mean: f64,
     /// Sample standard deviation (n - 1 in the denominator).
     pub std_dev: f64,
-    /// 99% confidence interval of the mean: `mean ∓ t(0.995, n-1) · s/√n`.
+    /// 99% confidence interval of the mean: `mean ∓ t(0.995, n-1) · s/√n`,
+    /// the lower bound at least 0 (a throughput is never negative; with two
+    /// or three files t is large enough to pass below it).
     pub ci99: (f64, f64),
     pub p5: f64,
     pub p95: f64,
@@ -35,7 +37,7 @@ impl Summary {
             n,
             mean,
             std_dev,
-            ci99: (mean - half, mean + half),
+            ci99: ((mean - half).max(0.0), mean + half),
             p5: percentile(&sorted, 0.05),
             p95: percentile(&sorted, 0.95),
             min: sorted[0],
@@ -246,6 +248,7 @@ mod tests {
         // mean 2, s = sqrt(2), half = 63.6567 * sqrt(2) / sqrt(2) = 63.6567
         let s = Summary::of(&[1.0, 3.0]).unwrap();
         assert!(close(s.ci99.1 - 2.0, 63.6567, 1e-5), "{:?}", s.ci99);
+        assert_eq!(s.ci99.0, 0.0, "the lower bound stops at 0");
         // Percentiles interpolate: 1 + 0.05 * 2, 1 + 0.95 * 2.
         assert!(close(s.p5, 1.1, 1e-12) && close(s.p95, 2.9, 1e-12));
     }

@@ -32,7 +32,9 @@ pub enum BenchError {
 pub struct DiskBench {
     pub mean_bytes_per_s: f64,
     pub ci99_bytes_per_s: [f64; 2],
-    pub worst_10s_bytes_per_s: f64,
+    /// None (null) when the run was shorter than 10 s.
+    #[serde(default)]
+    pub worst_10s_bytes_per_s: Option<f64>,
     pub per_second_bytes: Vec<f64>,
     pub dir: String,
     pub mode: String,
@@ -60,7 +62,7 @@ impl DiskBench {
         let finite = |x: f64| x.is_finite() && x >= 0.0;
         if !(b.mean_bytes_per_s > 0.0
             && finite(b.mean_bytes_per_s)
-            && finite(b.worst_10s_bytes_per_s)
+            && b.worst_10s_bytes_per_s.is_none_or(finite)
             && b.ci99_bytes_per_s.iter().all(|x| finite(*x))
             && b.per_second_bytes.iter().all(|x| finite(*x)))
         {
@@ -73,7 +75,7 @@ impl DiskBench {
     /// throughput (`at_mean`) and at their worst 10-second window.
     pub fn volumes(&self, bytes_per_s: f64) -> Volumes {
         let n = |per: f64| if per > 0.0 { Some((bytes_per_s / per).ceil().max(1.0) as u64) } else { None };
-        Volumes { at_mean: n(self.mean_bytes_per_s).unwrap_or(1), at_worst_10s: n(self.worst_10s_bytes_per_s) }
+        Volumes { at_mean: n(self.mean_bytes_per_s).unwrap_or(1), at_worst_10s: self.worst_10s_bytes_per_s.and_then(n) }
     }
 }
 
@@ -88,7 +90,8 @@ pub enum ParseError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Volumes {
     pub at_mean: u64,
-    /// `None` when the worst 10 s window wrote nothing (no number of such volumes suffices).
+    /// `None` when the worst 10 s window wrote nothing (no number of such
+    /// volumes suffices), or is not known (a run shorter than 10 s).
     pub at_worst_10s: Option<u64>,
 }
 

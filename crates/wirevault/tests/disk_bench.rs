@@ -407,6 +407,8 @@ fn bad_flags_are_one_sentence_and_exit_2() {
         (&["--rate", "10 gigs"], "is not a rate"),
         (&["--margin", "0.5"], "--margin"),
         (&["--plot", "x.pdf"], ".svg or .png"),
+        // Refused before the run, not after it.
+        (&["--plot", "/nonexistent-dir/x.svg"], "cannot write there"),
     ];
     for (args, want) in cases {
         let mut a = vec!["disk-bench", d];

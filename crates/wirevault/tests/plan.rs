@@ -115,6 +115,19 @@ fn plan_disk_and_bench() {
     let o = run_wirevault(&["plan", "--size", "1514", "--disk", "8T", "--bench", bench.to_str().unwrap()]);
     o.expect(0, "plan --bench table");
     assert!(o.stdout.contains("disk lasts") && o.stdout.contains("2/2"), "{}", o.stdout);
+    // A real disk-bench run shorter than 10 s has no worst 10-second window
+    // (null): plan takes it and says that figure is unknown.
+    let vol = dir.join("vol");
+    std::fs::create_dir_all(&vol).unwrap();
+    let db = run_wirevault(&["disk-bench", vol.to_str().unwrap(), "--files", "2", "--file-size", "16M", "--json"]);
+    db.expect(0, "disk-bench --json");
+    let short = dir.join("short.json");
+    std::fs::write(&short, &db.stdout).unwrap();
+    let r = &plan_json(&["--size", "1514", "--bench", short.to_str().unwrap()])[0];
+    assert!(r["bench"]["worst_10s_bytes_per_s"].is_null() && r["bench"]["volumes_at_worst_10s"].is_null(), "{r}");
+    let o = run_wirevault(&["plan", "--size", "1514", "--bench", short.to_str().unwrap()]);
+    o.expect(0, "plan --bench of a short run");
+    assert!(o.stdout.contains("worst 10 s unknown"), "{}", o.stdout);
     // Another version is refused with a sentence.
     std::fs::write(&bench, body.to_string().replace("\"version\":1", "\"version\":2")).unwrap();
     let o = run_wirevault(&["plan", "--bench", bench.to_str().unwrap()]);

@@ -141,6 +141,15 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
         if plot::Format::of(p).is_none() {
             return Err(usage(format!("--plot {} must end in .svg or .png", p.display())));
         }
+        // Where the chart goes is checked before the run, not after it.
+        let existed = p.exists();
+        match std::fs::OpenOptions::new().append(true).create(true).open(p) {
+            Ok(_) if !existed => drop(std::fs::remove_file(p)),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(usage(format!("--plot {}: cannot write there ({e}); choose a writable path", p.display())))
+            }
+        }
     }
     match std::fs::metadata(&a.dir) {
         Ok(m) if m.is_dir() => {}

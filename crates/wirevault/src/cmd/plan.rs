@@ -376,7 +376,11 @@ fn table(plan: &Plan, rows: &[Value]) -> String {
             c.push(duration(f(v, "disk_lasts_s")));
         }
         if let Some(b) = v.get("bench") {
-            let worst = b["volumes_at_worst_10s"].as_u64().map_or("none suffices".to_string(), |n| n.to_string());
+            let worst = match b["volumes_at_worst_10s"].as_u64() {
+                Some(n) => n.to_string(),
+                None if b["worst_10s_bytes_per_s"].is_null() => "?".to_string(),
+                None => "none suffices".to_string(),
+            };
             c.push(format!("{}/{}", b["volumes_at_mean"], worst));
             c.push(match (b["buffer_bytes"].as_f64(), b["sustained"].as_bool()) {
                 (Some(x), Some(true)) => bytes(x),
@@ -436,7 +440,7 @@ fn table(plan: &Plan, rows: &[Value]) -> String {
     }
     if let Some((path, b)) = &plan.bench {
         out.push_str(&format!(
-            "\n{} ({}, {}): mean {:.0} MB/s (99% CI {:.0}-{:.0}), worst 10 s {:.0} MB/s; volumes: ceil(store rate / mean) and / worst 10 s; \
+            "\n{} ({}, {}): mean {:.0} MB/s (99% CI {:.0}-{:.0}), worst 10 s {}; volumes: ceil(store rate / mean) and / worst 10 s; \
              buffer: the largest backlog of that many volumes following its per-second series together, record --buffer adds {:.0}%\n",
             path.display(),
             b.dir,
@@ -444,7 +448,7 @@ fn table(plan: &Plan, rows: &[Value]) -> String {
             b.mean_bytes_per_s / 1e6,
             b.ci99_bytes_per_s[0] / 1e6,
             b.ci99_bytes_per_s[1] / 1e6,
-            b.worst_10s_bytes_per_s / 1e6,
+            b.worst_10s_bytes_per_s.map_or("unknown (a run shorter than 10 s: ? below)".to_string(), |w| format!("{:.0} MB/s", w / 1e6)),
             wv_plan::bench::BUFFER_MARGIN * 100.0
         ));
     }
