@@ -43,8 +43,13 @@ pub fn parse_spec(s: &str) -> Result<Spec, String> {
     if s.split(',').all(|x| x.trim().is_empty()) {
         return Err("the synthetic spec is empty: give e.g. size=64,count=1M".into());
     }
+    let mut seen: Vec<&str> = Vec::new();
     for kv in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         let (k, v) = kv.split_once('=').ok_or_else(|| format!("synthetic spec item \"{kv}\" is not key=value"))?;
+        if seen.contains(&k) {
+            return Err(format!("synthetic spec key \"{k}\" is given twice: give it once"));
+        }
+        seen.push(k);
         match k {
             "size" if v.eq_ignore_ascii_case("imix") => spec.sizes = IMIX.to_vec(),
             "size" => {
@@ -55,13 +60,16 @@ pub fn parse_spec(s: &str) -> Result<Spec, String> {
                 spec.sizes = vec![n];
             }
             "count" => {
-                spec.count = Some(parse_count(v).ok_or_else(|| format!("synthetic count \"{v}\" is not a number"))?)
+                spec.count =
+                    Some(parse_count(v).filter(|&n| n > 0).ok_or_else(|| {
+                        format!("synthetic count \"{v}\" is not a number of packets from 1 to 2^64-1")
+                    })?)
             }
             "duration" => {
-                spec.duration = Some(
-                    parse_duration(v)
-                        .ok_or_else(|| format!("synthetic duration \"{v}\" is not a duration like 10s or 500ms"))?,
-                )
+                spec.duration =
+                    Some(parse_duration(v).filter(|d| !d.is_zero()).ok_or_else(|| {
+                        format!("synthetic duration \"{v}\" is not a duration above 0 like 10s or 500ms")
+                    })?)
             }
             "rate" => {
                 let l = v.to_ascii_lowercase();
@@ -106,10 +114,13 @@ pub fn parse_count(s: &str) -> Option<u64> {
         _ => (s, 1),
     };
     let f: f64 = num.parse().ok()?;
-    (f >= 0.0).then_some((f * mul as f64) as u64)
+    let n = f * mul as f64;
+    // 2^64 and above (or infinite) would saturate: no such count.
+    (f >= 0.0 && n < 18_446_744_073_709_551_616.0).then_some(n as u64)
 }
 
-/// `10s`, `500ms`, `2m`, `1h`, `1.5s`, bare seconds.
+/// `10s`, `500ms`, `2m`, `1h`, `1.5s`, `1000ns`, bare seconds: one number
+/// and one unit of [`DURATION_UNITS`].
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
@@ -118,7 +129,8 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     let secs = match unit {
         "" | "s" => v,
         "ms" => v / 1e3,
-        "us" => v / 1e6,
+        "us" | "µs" => v / 1e6,
+        "ns" => v / 1e9,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
         "d" => v * 86400.0,
@@ -127,6 +139,9 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     // try_: seconds beyond Duration's range (e.g. 1e20 days) would panic.
     (secs.is_finite() && secs >= 0.0).then(|| Duration::try_from_secs_f64(secs).ok()).flatten()
 }
+
+/// The units [`parse_duration`] takes, for messages.
+pub const DURATION_UNITS: &str = "ns, us, ms, s, m, h or d";
 
 /// The generator.
 pub struct Synthetic {
@@ -314,6 +329,11 @@ mod tests {
         assert!(parse_spec("size=59").unwrap_err().contains("60..=9000"));
         assert!(parse_spec("bogus=1").unwrap_err().contains("unknown"));
         assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1000ns"), Some(Duration::from_micros(1)));
+        for bad in ["count=0", "duration=0s", "count=99999999999999999999", "count=inf", "count=10,count=20"] {
+            assert!(parse_spec(bad).is_err(), "{bad}");
+        }
+        assert!(parse_spec("count=10,count=20").unwrap_err().contains("given twice"));
     }
 
     #[test]

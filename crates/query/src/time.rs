@@ -232,6 +232,9 @@ fn parse_rfc3339(t: &str) -> Result<u64, &'static str> {
                 if tz.len() != 6 || &tz[3..4] != ":" {
                     return Err(bad);
                 }
+                if oh > 23 || om > 59 {
+                    return Err("the time zone offset is out of range (-23:59 to +23:59)");
+                }
                 secs -= sign * i64::from(oh * 3600 + om * 60);
             }
         }
@@ -256,6 +259,10 @@ mod tests {
         assert_eq!(parse_time("1970-01-01", 0), Ok(0));
         assert_eq!(parse_time("2000-02-29T00:00:00Z", 0), Ok(951_782_400_000_000_000));
         assert!(parse_time("2025-11-22T10:15:00", 0).is_err());
+        assert_eq!(parse_time("2025-11-23T10:14:00+23:59", 0), Ok(NOW));
+        for tz in ["+99:99", "+00:60", "-24:00"] {
+            assert!(parse_time(&format!("2025-11-22T10:15:00{tz}"), 0).is_err(), "{tz}");
+        }
         assert!(parse_time("2025-13-01T00:00:00Z", 0).is_err());
         assert!(parse_time("yesterday", 0).is_err());
     }

@@ -152,5 +152,10 @@ pub(crate) fn parse_step(s: &str) -> Result<u64, ApiError> {
     wv_capture::synthetic::parse_duration(s)
         .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
         .filter(|n| *n > 0)
-        .ok_or_else(|| ApiError::BadRequest(format!("step {s:?}: give a duration above 0 such as 1s, 100ms or 5m")))
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "step {s:?}: give a duration above 0, one number and one unit ({}), such as 1s, 100ms or 5m",
+                wv_capture::synthetic::DURATION_UNITS
+            ))
+        })
 }

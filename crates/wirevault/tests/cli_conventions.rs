@@ -333,7 +333,7 @@ fn absurd_values_are_range_errors() {
     ]
     .iter()
     .flat_map(|(opt, vals)| vals.iter().map(move |v| (*opt, *v)))
-    .chain([("-c", "0"), ("-c", "-1"), ("--snaplen", "0")])
+    .chain([("-c", "0"), ("-c", "-1"), ("--snaplen", "0"), ("--snaplen", "99999999999"), ("--flow-cutoff", "0")])
     .collect();
     for (opt, val) in cases {
         let arg = format!("{opt}={val}");
@@ -343,6 +343,17 @@ fn absurd_values_are_range_errors() {
         assert!(o.stderr.contains(opt), "{arg}: the message does not name {opt}: {}", o.stderr);
         assert!(!o.stderr.contains("18446744") && !o.stderr.contains("e+"), "{arg}: a wrapped number: {}", o.stderr);
         assert!(!store.exists(), "{arg}: the store was created");
+    }
+    // The range a message names is the one the option takes.
+    let o = run_wirevault(&["record", "-o", s, "--synthetic", "size=64,count=1", "--snaplen=99999999999"]);
+    assert!(o.stderr.contains("1..=262144"), "{}", o.stderr);
+    // The synthetic spec: nothing to generate, a count past 64 bits, a key twice.
+    for spec in ["count=0", "duration=0s", "count=99999999999999999999", "count=10,count=20"] {
+        let o = run_wirevault(&["record", "-o", s, "--synthetic", spec]);
+        o.expect(2, spec);
+        assert_eq!(o.stderr.trim().lines().count(), 1, "{spec}: {}", o.stderr);
+        assert!(o.stderr.contains("synthetic"), "{spec}: {}", o.stderr);
+        assert!(!store.exists(), "{spec}: the store was created");
     }
 }
 

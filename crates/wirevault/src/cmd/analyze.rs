@@ -58,7 +58,15 @@ fn duration(flag: &str, v: &str) -> anyhow::Result<u64> {
     wv_capture::synthetic::parse_duration(v)
         .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
         .filter(|&n| n > 0 || flag == "--dup-window")
-        .ok_or_else(|| fail(exit::USAGE, format!("{flag} {v}: give a duration above 0 such as 1s, 100ms or 50us")))
+        .ok_or_else(|| {
+            fail(
+                exit::USAGE,
+                format!(
+                    "{flag} {v}: give a duration above 0, one number and one unit ({}), such as 1s, 100ms or 50us",
+                    wv_capture::synthetic::DURATION_UNITS
+                ),
+            )
+        })
 }
 
 /// The validated plan.

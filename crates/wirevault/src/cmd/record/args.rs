@@ -39,7 +39,8 @@ pub struct Args {
     #[arg(short = 'w', hide = true, value_name = "FILE", allow_hyphen_values = true)]
     pub tcpdump_write: Option<String>,
     /// Bytes stored per packet at most.
-    #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES")]
+    #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(wv_wire::MAX_SNAPLEN)))]
     pub snaplen: u32,
     /// Arena size, split between workers (K/M/G suffixes; default 1G, or 1/8 of RAM if less).
     #[arg(long, value_name = "SIZE")]

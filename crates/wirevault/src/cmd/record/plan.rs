@@ -364,6 +364,11 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         None => None,
     };
     let flow_cutoff = a.flow_cutoff.as_deref().map(|b| size("--flow-cutoff", b)).transpose()?;
+    if flow_cutoff == Some(0) {
+        return Err(usage(
+            "--flow-cutoff 0 would keep no packet of any connection: give the bytes to keep of each (e.g. 10K)".into(),
+        ));
+    }
     if !(1..=1 << 30).contains(&a.flow_table) {
         return Err(usage(format!("--flow-table must be 1..={}, not {}", 1u64 << 30, a.flow_table)));
     }
