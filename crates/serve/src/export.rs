@@ -295,7 +295,9 @@ pub(crate) fn export(
     }
     // What is known to be missing before the first byte is said in the
     // headers; a file that goes missing or shrinks after it aborts the body.
-    let announced = p.warnings().to_vec();
+    let known = state.damaged.still_damaged();
+    let mut announced = p.warnings().to_vec();
+    announced.extend(known.iter().map(Known::warning));
     headers.extend(announced.iter().take(MAX_WARNING_HEADERS).map(|w| ("x-wirevault-warning", w.clone())));
     if ready.send(Ok(Head { headers })).is_err() {
         return Exported { bytes: 0, packets: 0, outcome: "client went away".into() };
@@ -316,14 +318,17 @@ pub(crate) fn export(
     };
     let result = wv_query::run(p, wv_query::Sink::Chunks(&mut give));
     match result {
-        Ok(r) => match changed_meanwhile(&r, &announced) {
+        Ok(r) => match changed_meanwhile(&r, &announced, &known) {
             None => {
                 let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
                 Exported { bytes: sent, packets: r.matched, outcome }
             }
             Some(msg) => {
                 // The headers promised the selection; a body without some of
-                // its packets must not end as a whole one.
+                // its packets must not end as a whole one. A file that stays
+                // as it is now is damaged for good: the next export says so
+                // in its headers and runs to its end.
+                state.damaged.remember(&r.damaged_files);
                 let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
                 Exported { bytes: sent, packets: r.matched, outcome: format!("failed: {msg}") }
             }
@@ -382,14 +387,74 @@ impl Drop for Pooled {
 /// Warnings of the catalog given as headers at most.
 const MAX_WARNING_HEADERS: usize = 8;
 
+/// Stored files that an export found damaged (unreadable past some record,
+/// shorter than their entry), each with its length and modification time
+/// then. While a file keeps both, it is damaged for good, not changing:
+/// later exports announce it in their headers (where the CLI prints a
+/// warning) and run to their end instead of being cut again and again. A
+/// file that changes (repaired, replaced, deleted) is forgotten.
+#[derive(Default)]
+pub(crate) struct Damaged(std::sync::Mutex<Vec<Known>>);
+
+/// A file found damaged: its length and modification time then.
+#[derive(Clone, PartialEq)]
+struct Known {
+    path: std::path::PathBuf,
+    len: u64,
+    modified: std::time::SystemTime,
+}
+
+impl Known {
+    fn of(path: &std::path::Path) -> Option<Known> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(Known { path: path.to_path_buf(), len: m.len(), modified: m.modified().ok()? })
+    }
+
+    fn unchanged(&self) -> bool {
+        Known::of(&self.path).as_ref() == Some(self)
+    }
+
+    fn warning(&self) -> String {
+        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        format!("{name} is damaged: its packets past the damage are not included (`wirevault repair` names it)")
+    }
+}
+
+/// Files [`Damaged`] remembers at most (the oldest are forgotten first).
+const MAX_DAMAGED: usize = 64;
+
+impl Damaged {
+    fn remember(&self, files: &[std::path::PathBuf]) {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for k in files.iter().filter_map(|f| Known::of(f)) {
+            v.retain(|o| o.path != k.path);
+            v.push(k);
+        }
+        let over = v.len().saturating_sub(MAX_DAMAGED);
+        v.drain(..over);
+    }
+
+    /// The remembered files still as they were found (the others are forgotten).
+    fn still_damaged(&self) -> Vec<Known> {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        v.retain(Known::unchanged);
+        v.clone()
+    }
+}
+
 /// Why an export that ran to its end still lacks packets it promised: a
 /// catalogued file deleted (retention, by the recorder) or found missing,
-/// short or unreadable while the export ran, and not among the warnings
-/// its headers gave.
-fn changed_meanwhile(r: &wv_query::Report, announced: &[String]) -> Option<String> {
+/// short or unreadable while the export ran, and neither among the warnings
+/// of the query its headers gave nor a file known damaged that is still as
+/// it was found.
+fn changed_meanwhile(r: &wv_query::Report, announced: &[String], known: &[Known]) -> Option<String> {
     let name = |p: &std::path::PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let damaged: Vec<String> =
-        r.damaged_files.iter().map(name).filter(|n| !announced.iter().any(|w| w.contains(n.as_str()))).collect();
+    let excused = |p: &std::path::PathBuf| {
+        let n = name(p);
+        known.iter().any(|k| &k.path == p && k.unchanged())
+            || announced.iter().filter(|w| !known.iter().any(|k| &k.warning() == *w)).any(|w| w.contains(n.as_str()))
+    };
+    let damaged: Vec<String> = r.damaged_files.iter().filter(|p| !excused(p)).map(name).collect();
     if damaged.is_empty() && r.deleted_while_recording == 0 {
         return None;
     }

@@ -50,6 +50,8 @@ pub(crate) struct State {
     pub tokens: RwLock<Option<Tokens>>,
     pub queries: Arc<Semaphore>,
     pub metrics: ApiMetrics,
+    /// Stored files an export found damaged (see `export::Damaged`).
+    pub damaged: crate::export::Damaged,
     started: Instant,
     started_unix: f64,
 }
@@ -82,6 +84,7 @@ impl Server {
             .build()
             .map_err(ServeError::Runtime)?;
         let state = Arc::new(State {
+            damaged: Default::default(),
             view: StoreView::new(&cfg.store),
             queries: Arc::new(Semaphore::new(cfg.max_queries)),
             cfg,

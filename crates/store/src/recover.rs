@@ -406,6 +406,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 };
                 match check(vdir, &inner_irel, inner) {
                     Ok(ix) => {
+                        rep.problems.extend(damaged(&capture, e, &ix));
                         if fix_times(e, &ix) {
                             rep.retimed += 1;
                             changed = true;
@@ -428,6 +429,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
             // (The capture was checked above: a regular file beneath the store.)
             match index(vdir, inner) {
                 Ok(ix) if is_file(&irel) => {
+                    rep.problems.extend(damaged(&capture, e, &ix));
                     e.index = Some(irel);
                     rep.reindexed += 1;
                     if fix_times(e, &ix) {
@@ -500,6 +502,22 @@ fn resize_entry(dir: &crate::volume::Volumes, e: &mut crate::catalog::Entry) -> 
         let _ = dir.unlink(&ix);
     }
     Ok(Some(note))
+}
+
+/// The sentence for a catalogued file whose index (built by reading it
+/// whole) found fewer packets than its entry counts: its bytes were damaged
+/// after it was written (same length, so the size check passed), and the
+/// packets past the damage cannot be read. Repair cannot bring them back;
+/// it says so (exit 1) every time until the file is restored or removed.
+fn damaged(capture: &Path, e: &crate::catalog::Entry, ix: &Indexed) -> Option<String> {
+    (ix.packets < e.packets).then(|| {
+        format!(
+            "{}: damaged: {} of its {} catalogued packets can be read, the rest lie past a record that is not valid; restore the file from a backup, or delete it and run repair again",
+            capture.display(),
+            ix.packets,
+            e.packets
+        )
+    })
 }
 
 /// Sets an entry's times to the min and max its index found (catalogs of

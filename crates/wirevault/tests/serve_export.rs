@@ -204,3 +204,61 @@ fn an_export_over_tls_equals_the_cli() {
         assert_eq!(r.body, std::fs::read(&cli).unwrap(), "TLS answer equals the CLI ({filter:?})");
     }
 }
+
+/// A stored file damaged in its middle (a record header overwritten, the
+/// length unchanged) before any request: the first export finds it only
+/// while reading and is cut; the file stays as it is, so the next export
+/// says so in a header and runs to its end, equal to what the CLI writes
+/// (with its warning). `repair` names the file and exits 1, every time.
+#[test]
+fn a_file_damaged_for_good_is_announced_after_the_first_export() {
+    let test = "a_file_damaged_for_good_is_announced_after_the_first_export";
+    if !need_tools(test, &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-damaged");
+    let store = tmp.join("store");
+    let s = store.to_str().unwrap();
+    run_wirevault(&["record", "--synthetic", "size=1000,count=20000", "--file-size", "4M", "-o", s, "-q"])
+        .expect(0, "record");
+    let c = catalog(&store);
+    let first = c.iter().min_by_key(|e| e["first_ns"].as_u64().unwrap()).unwrap();
+    let file = store.join(first["file"].as_str().unwrap());
+    let packets = first["packets"].as_u64().unwrap();
+    // Record 1000's header (24-byte file header, 16 + 1000 bytes a record).
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.seek(SeekFrom::Start(24 + 1000 * 1016)).unwrap();
+        f.write_all(&[0xff; 16]).unwrap();
+    }
+    for round in 0..2 {
+        let o = run_wirevault(&["repair", s]);
+        o.expect(1, &format!("repair, round {round}"));
+        let want = format!("damaged: 1000 of its {packets} catalogued packets can be read");
+        assert!(o.stderr.contains(&want), "round {round}: {}", o.stderr);
+    }
+    let cli = tmp.join("cli.pcap");
+    let o = run_wirevault(&["query", s, "-w", cli.to_str().unwrap()]);
+    o.expect(0, "query");
+    assert!(o.stderr.contains("the rest of this file is skipped"), "{}", o.stderr);
+    let served = Served::start(&store, tmp.path(), &[]);
+    let out = tmp.join("first.pcap");
+    let st = Command::new("curl")
+        .args(["-s", "-o"])
+        .arg(&out)
+        .arg(format!("http://{}/api/v1/query", served.addr))
+        .status()
+        .unwrap();
+    assert!(!st.success(), "the first export must be cut, got {st}");
+    let r = Http::new(&format!("http://{}", served.addr)).get("/api/v1/query", &[]);
+    assert_eq!(r.status, 200);
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert!(
+        r.headers.iter().any(|(k, v)| k == "x-wirevault-warning" && v.contains(name) && v.contains("damaged")),
+        "{:?}",
+        r.headers
+    );
+    assert_eq!(r.body, std::fs::read(&cli).unwrap(), "HTTP equals the CLI");
+    assert_no_panic(&served.log(), "serve");
+}
