@@ -193,7 +193,11 @@ impl Prepared {
     pub fn packets_upper_bound(&self) -> Option<u64> {
         let (from, to) = (self.query.from_ns.unwrap_or(0), self.query.to_ns.unwrap_or(u64::MAX));
         let mut n = 0u64;
-        for e in self.entries.iter().filter(|e| e.packets > 0 && e.last_ns >= from && e.first_ns < to) {
+        for e in self
+            .entries
+            .iter()
+            .filter(|e| e.packets > 0 && e.last_ns >= from && crate::time::before_end(e.first_ns, to))
+        {
             if e.packets == u64::MAX {
                 return None;
             }
@@ -213,7 +217,7 @@ impl Prepared {
         Some(
             self.entries
                 .iter()
-                .filter(|e| e.packets > 0 && e.last_ns >= from && e.first_ns < to)
+                .filter(|e| e.packets > 0 && e.last_ns >= from && crate::time::before_end(e.first_ns, to))
                 .map(|e| e.bytes)
                 .sum(),
         )
@@ -465,7 +469,7 @@ fn begin(p: &mut Prepared) -> ((u64, u64, u64), Report) {
 fn in_range<'a>(entries: &'a [Entry], from: u64, to: u64, report: &mut Report) -> Vec<(usize, &'a Entry)> {
     let mut files = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        if e.packets == 0 || e.last_ns < from || e.first_ns >= to {
+        if e.packets == 0 || e.last_ns < from || !crate::time::before_end(e.first_ns, to) {
             report.files_skipped_by_time += 1;
         } else {
             files.push((i, e));
@@ -489,7 +493,7 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
             return Ok(report);
         }
     }
-    let mut out = bytes.map(|w| PcapOut { w, linktype: None, snaplen });
+    let mut out = bytes.map(|w| PcapOut { w, linktype: None, snaplen, wrapped: 0 });
     let mut cursors: Vec<Cursor> = Vec::new();
     let splice_ok = p.query.expr.trim().is_empty() && p.query.limit.is_none();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
@@ -536,7 +540,11 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
             let (first_ns, last_ns) = c.span;
             let mut sp = match out.as_ref() {
                 Some(PcapOut { w: OutBytes::Chunks(ch), linktype: Some(lt), .. })
-                    if splice_ok && ch.pipe && from <= first_ns && last_ns < to && last_ns < bound =>
+                    if splice_ok
+                        && ch.pipe
+                        && from <= first_ns
+                        && crate::time::before_end(last_ns, to)
+                        && last_ns < bound =>
                 {
                     c.splice_source(*lt)
                 }
@@ -597,6 +605,12 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
             o.header(default_linktype).map_err(QueryError::Output)?;
         }
         o.w.finish().map_err(QueryError::Output)?;
+        if o.wrapped > 0 {
+            report.warnings.push(format!(
+                "{} packet(s) dated after 2106-02-07T06:28:15Z were written with their seconds modulo 2^32 (a pcap record holds 32 bits of seconds; tcpdump -w writes them so too)",
+                o.wrapped
+            ));
+        }
     }
     Ok(report)
 }

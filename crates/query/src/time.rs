@@ -36,6 +36,16 @@ impl std::fmt::Display for TimeError {
 const BEFORE_1970: &str = "it lies before 1970";
 const AFTER_2554: &str = "it lies after 2554";
 
+/// Whether `ts` lies before the end `to` of a time range `[from, to)`.
+/// `u64::MAX`, the end of a range given no end, lets every time in, that
+/// one too: a reader stores a timestamp past 2554-07-21 (the last
+/// nanosecond a u64 holds) as `u64::MAX`, and such a packet must be
+/// counted, not dropped without a word.
+#[inline]
+pub fn before_end(ts: u64, to: u64) -> bool {
+    ts < to || to == u64::MAX
+}
+
 /// Parses `s` into nanoseconds since the epoch; `now_ns` anchors relative times.
 pub fn parse_time(s: &str, now_ns: u64) -> Result<u64, TimeError> {
     let err = |reason: &str| TimeError { input: s.to_string(), reason: reason.to_string(), out_of_range: false };

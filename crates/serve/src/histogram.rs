@@ -82,7 +82,9 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
             step
         )));
     }
-    let bucket = |t: u64| ((t - from) / step) as usize;
+    // The last bucket holds `to` itself when `to` is u64::MAX (times a u64
+    // cannot hold are stored as u64::MAX and lie in every open range).
+    let bucket = |t: u64| ((t.saturating_sub(from) / step).min(n - 1)) as usize;
     let mut h = Histogram {
         from_ns: from,
         to_ns: to,
@@ -93,11 +95,13 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
     };
     // Which buckets must be read: all with a filter; else those a file straddles.
     let mut read = vec![!sel.expr.trim().is_empty(); n as usize];
-    let overlapping = || cat.entries.iter().filter(|e| e.packets > 0 && e.last_ns >= from && e.first_ns < to);
+    let overlapping = || {
+        cat.entries.iter().filter(|e| e.packets > 0 && e.last_ns >= from && wv_query::time::before_end(e.first_ns, to))
+    };
     let whole = |e: &Entry| {
         e.format == Some(wv_wire::Format::Pcap)
             && e.first_ns >= from
-            && e.last_ns < to
+            && wv_query::time::before_end(e.last_ns, to)
             && bucket(e.first_ns) == bucket(e.last_ns)
     };
     for e in overlapping().filter(|e| !whole(e)) {

@@ -506,3 +506,71 @@ fn part_files_without_a_recorder_suggest_repair() {
     o.expect(0, "query while recording");
     assert!(o.stderr.contains("being recorded"), "{}", o.stderr);
 }
+
+/// A pcapng of Ethernet frames at the given microsecond times.
+fn pcapng_at(path: &Path, times_us: &[u64]) {
+    let mut b = Vec::new();
+    let block = |b: &mut Vec<u8>, ty: u32, body: &[u8]| {
+        let len = 12 + body.len() as u32;
+        b.extend_from_slice(&ty.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(body);
+        b.extend_from_slice(&len.to_le_bytes());
+    };
+    let mut shb = Vec::new();
+    shb.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+    shb.extend_from_slice(&1u16.to_le_bytes());
+    shb.extend_from_slice(&0u16.to_le_bytes());
+    shb.extend_from_slice(&(-1i64).to_le_bytes());
+    block(&mut b, 0x0a0d_0d0a, &shb);
+    let mut idb = Vec::new();
+    idb.extend_from_slice(&1u16.to_le_bytes());
+    idb.extend_from_slice(&0u16.to_le_bytes());
+    idb.extend_from_slice(&65535u32.to_le_bytes());
+    block(&mut b, 1, &idb);
+    for (i, &t) in times_us.iter().enumerate() {
+        let frame: Vec<u8> = (0..60u8).map(|k| k ^ i as u8).collect();
+        let mut epb = Vec::new();
+        epb.extend_from_slice(&0u32.to_le_bytes());
+        epb.extend_from_slice(&((t >> 32) as u32).to_le_bytes());
+        epb.extend_from_slice(&(t as u32).to_le_bytes());
+        epb.extend_from_slice(&60u32.to_le_bytes());
+        epb.extend_from_slice(&60u32.to_le_bytes());
+        epb.extend_from_slice(&frame);
+        block(&mut b, 6, &epb);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+/// Times a u64 of nanoseconds cannot hold (past 2554) are kept as its
+/// largest value, and an open range lets them in: every packet is counted,
+/// from a file and from a store. Written as pcap, times past 2106 keep
+/// their seconds modulo 2^32, as tcpdump writes them, and a warning says so.
+#[test]
+fn packets_dated_past_2106_and_2554_are_counted_and_said() {
+    if skip("packets_dated_past_2106_and_2554_are_counted_and_said", &["tcpdump"]) {
+        return;
+    }
+    let tmp = TempDir::new("far-future");
+    let f = tmp.join("future.pcapng");
+    // 2023, year 3000, year 2200, 2023.
+    pcapng_at(&f, &[1_700_000_000_000_000, 32_503_680_000_000_000, 7_258_118_400_000_000, 1_700_000_001_000_000]);
+    let fs = f.to_str().unwrap();
+    let o = run_wirevault(&["query", fs, "--count", "--strict"]);
+    o.expect(0, "count");
+    assert_eq!(o.stdout.trim(), "4");
+    let out = tmp.join("out.pcap");
+    let o = run_wirevault(&["query", fs, "-w", out.to_str().unwrap()]);
+    o.expect(0, "query -w");
+    assert!(o.stderr.contains("2 packet(s) dated after 2106-02-07"), "{}", o.stderr);
+    let (_, recs) = tcpdump_frames(&out, &[], &tmp);
+    assert_eq!(recs.len(), 4, "tcpdump reads every packet written");
+    let a = run_wirevault(&["analyze", fs]);
+    a.expect(0, "analyze");
+    assert!(a.stdout.contains("Frames: 4 "), "{}", a.stdout);
+    let store = tmp.join("store");
+    run_wirevault(&["record", "-r", fs, "-o", store.to_str().unwrap(), "--format", "pcapng", "-q"]).expect(0, "record");
+    let o = run_wirevault(&["query", store.to_str().unwrap(), "--count", "--strict"]);
+    o.expect(0, "count of the store");
+    assert_eq!(o.stdout.trim(), "4");
+}

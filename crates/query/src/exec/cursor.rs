@@ -95,7 +95,7 @@ pub(super) fn scan(
                 return Ok(false);
             }
         };
-        if p.ts_ns < from || p.ts_ns >= to {
+        if p.ts_ns < from || !crate::time::before_end(p.ts_ns, to) {
             continue;
         }
         let filt = match filters.get(&p.linktype) {
@@ -286,7 +286,7 @@ pub(super) fn open_cursor(
             });
         match opened {
             Ok((idx, cand)) => {
-                let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || b.min_ts >= to);
+                let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || !crate::time::before_end(b.min_ts, to));
                 if cand.is_some() || time_narrows {
                     let (pre, r) = match block_ranges(&file, &idx, cand.as_deref(), from, to, report) {
                         Ok(x) => x,
@@ -359,7 +359,7 @@ pub(super) fn block_ranges(
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     let mut push = |b: usize| {
         let bi = &blocks[b];
-        if bi.max_ts < from || bi.min_ts >= to {
+        if bi.max_ts < from || !crate::time::before_end(bi.min_ts, to) {
             return;
         }
         report.blocks_read += 1;

@@ -177,7 +177,13 @@ pub(super) struct PcapOut<'a> {
     pub(super) w: OutBytes<'a>,
     pub(super) linktype: Option<u32>,
     pub(super) snaplen: u32,
+    /// Records written dated after 2106-02-07T06:28:15Z, whose seconds a
+    /// pcap record header holds modulo 2^32 (as libpcap writes them too).
+    pub(super) wrapped: u64,
 }
+
+/// The first nanosecond a pcap record's 32-bit seconds cannot hold.
+const PCAP_SECONDS_END_NS: u64 = (u32::MAX as u64 + 1) * 1_000_000_000;
 
 impl PcapOut<'_> {
     pub(super) fn header(&mut self, linktype: u32) -> io::Result<()> {
@@ -201,6 +207,7 @@ impl PcapOut<'_> {
             }
             Some(_) => {}
         }
+        self.wrapped += u64::from(ts_ns >= PCAP_SECONDS_END_NS);
         let mut rh = [0u8; wv_wire::pcap::RECORD_HEADER_LEN];
         wv_wire::pcap::emit_record_header(&mut rh, ts_ns, data.len() as u32, origlen);
         self.w.write_all(&rh).map_err(QueryError::Output)?;
