@@ -57,6 +57,8 @@ pub enum QueryError {
     Output(#[source] io::Error),
     #[error("cannot read {}: permission denied; run as a user that may read the store (its owner, or a member of its group)", path.display())]
     PermissionDenied { path: PathBuf },
+    #[error("{} does not exist; give a store directory or a capture file", path.display())]
+    Missing { path: PathBuf },
     #[error("{} is not a regular file (a FIFO, device or directory); give a store directory or a capture file", path.display())]
     NotRegular { path: PathBuf },
     #[error("{} is not a regular file (a FIFO, device or socket?); remove it and run `wirevault repair` (or `wirevault index`) on the store", path.display())]
@@ -269,7 +271,10 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         io::ErrorKind::PermissionDenied => QueryError::PermissionDenied { path: path.to_path_buf() },
         _ => QueryError::Io { path: path.to_path_buf(), source: e },
     };
-    let meta = std::fs::metadata(&path).map_err(|e| io_err(&path, e))?;
+    let meta = std::fs::metadata(&path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => QueryError::Missing { path: path.clone() },
+        _ => io_err(&path, e),
+    })?;
     let single = !meta.is_dir();
     let mut catalog_warnings = Vec::new();
     let mut store_dir = None;

@@ -574,3 +574,18 @@ fn packets_dated_past_2106_and_2554_are_counted_and_said() {
     o.expect(0, "count of the store");
     assert_eq!(o.stdout.trim(), "4");
 }
+
+/// A path that does not exist: one sentence and exit 2 from every reader,
+/// as `timestamps` gave it (query and analyze printed the bare OS error, exit 1).
+#[test]
+fn a_missing_path_is_one_sentence_and_exit_2() {
+    let tmp = TempDir::new("missing");
+    let m = tmp.join("no-such.pcap");
+    let ms = m.to_str().unwrap();
+    for args in [vec!["query", ms, "--count"], vec!["analyze", ms], vec!["timestamps", ms]] {
+        let o = run_wirevault(&args);
+        o.expect(2, &format!("{args:?}"));
+        assert_eq!(o.stderr.trim().lines().count(), 1, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains("does not exist"), "{args:?}: {}", o.stderr);
+    }
+}

@@ -153,6 +153,7 @@ pub(crate) fn prepare_error(e: wv_query::QueryError) -> anyhow::Error {
     match e {
         wv_query::QueryError::BadExpression { .. }
         | wv_query::QueryError::NotAStore { .. }
+        | wv_query::QueryError::Missing { .. }
         | wv_query::QueryError::NotRegular { .. } => fail(exit::USAGE, e.to_string()),
         other => fail(exit::ERROR, other.to_string()),
     }

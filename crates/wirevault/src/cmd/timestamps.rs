@@ -49,15 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         prepared.push((
             p.clone(),
             is_store,
-            wv_query::prepare(query).map_err(|e| match e {
-                wv_query::QueryError::NotAStore { .. } | wv_query::QueryError::NotRegular { .. } => {
-                    usage(e.to_string())
-                }
-                wv_query::QueryError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                    usage(format!("{} does not exist; give a store or a capture file", p.display()))
-                }
-                other => fail(exit::ERROR, other.to_string()),
-            })?,
+            wv_query::prepare(query).map_err(super::query::prepare_error)?,
         ));
     }
     let clock = wv_sys::tsinfo::clock_source().ok();
