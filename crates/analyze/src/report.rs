@@ -155,6 +155,13 @@ pub fn table(r: &Report, top: usize) -> String {
     if shown < t.intervals.len() {
         let _ = writeln!(o, "  ... {} more (--json lists all)", t.intervals.len() - shown);
     }
+    if t.beyond.packets > 0 {
+        let _ = writeln!(
+            o,
+            "  {} packets ({} bytes) lie past the last interval kept ({} intervals at most): give a larger --step",
+            t.beyond.packets, t.beyond.bytes, t.max_intervals
+        );
+    }
     let tc = &r.tcp.counts;
     let _ = writeln!(o, "\nTCP: {} segments", tc.segments);
     let _ = writeln!(

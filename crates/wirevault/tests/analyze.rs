@@ -784,3 +784,19 @@ fn delay_against_a_second_point_and_plots() {
         assert!(text.contains("<svg") && text.trim_end().ends_with("</svg>"), "{f} is not an SVG document");
     }
 }
+
+/// Frames past the most intervals a throughput series keeps are counted
+/// and said in the text report too (the JSON's `beyond`), not left out.
+#[test]
+fn throughput_past_the_last_interval_is_said() {
+    let dir = TempDir::new("analyze-beyond");
+    let f = dir.join("span.pcap");
+    let frame = |ts_ns: u64| Frame { ts_ns, origlen: 60, data: vec![0x02; 60] };
+    // Three frames over 1,000 hours: at 1 ms steps, far more than 2^22 intervals.
+    write_pcap(&f, 1, 65535, true, &[frame(1_000_000_000), frame(1_800_000_000_000_000), frame(3_600_000_000_000_000)]);
+    let r = analyze_json(&f, &["--step", "1ms"]);
+    assert_eq!(n(&r["throughput"]["beyond"]["packets"]), 2, "{}", r["throughput"]);
+    let o = run_wirevault(&["analyze", f.to_str().unwrap(), "--step", "1ms"]);
+    o.expect(0, "analyze");
+    assert!(o.stdout.contains("2 packets (120 bytes) lie past the last interval kept"), "{}", o.stdout);
+}

@@ -32,6 +32,8 @@ pub struct IoReport {
     pub intervals: Vec<Interval>,
     /// Frames past the last interval kept (`max_intervals`).
     pub beyond: Count,
+    /// The most intervals kept.
+    pub max_intervals: usize,
     pub peak_bits_per_second: f64,
     pub peak_packets_per_second: f64,
 }
@@ -83,6 +85,7 @@ impl IoStat {
             peak_packets_per_second: intervals.iter().map(|i| i.packets_per_second).fold(0.0, f64::max),
             intervals,
             beyond: self.beyond,
+            max_intervals: self.max,
         }
     }
 }

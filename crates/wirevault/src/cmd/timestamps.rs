@@ -46,11 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     for p in &args.paths {
         let query = wv_query::Query { store: p.clone(), from_ns, to_ns, expr: String::new(), limit: None };
         let is_store = p.is_dir();
-        prepared.push((
-            p.clone(),
-            is_store,
-            wv_query::prepare(query).map_err(super::query::prepare_error)?,
-        ));
+        prepared.push((p.clone(), is_store, wv_query::prepare(query).map_err(super::query::prepare_error)?));
     }
     let clock = wv_sys::tsinfo::clock_source().ok();
     let mut inputs = Vec::new();
