@@ -34,6 +34,18 @@ pub fn run(f: &Facts) -> Vec<Finding> {
             "add --store DIR (the directory record -o writes to)",
         )),
         Some(s) => {
+            if s.not_a_directory {
+                v.push(Finding::with(
+                    "store",
+                    State::Bad,
+                    format!(
+                        "{} is not a directory (a file or a device): record cannot make a store of it",
+                        s.path.display()
+                    ),
+                    R_STORE_FS,
+                    "give --store (and record -o) a directory, or a path to create one at",
+                ));
+            }
             v.push(store_fs(s));
             v.push(store_mount(s));
             v.push(store_scheduler(s));
@@ -57,6 +69,7 @@ const R_THP: &str = "Without reserved hugepages the arena asks for transparent h
 const R_HUGEPAGES: &str = "The recorders that reached line rate keep their buffer in huge pages; reserved ones are guaranteed, transparent ones only while the kernel finds free 2 MiB blocks.";
 const R_MEMLOCK: &str = "The limit caps the memory a process may lock (io_uring before Linux 5.12 and AF_XDP count against it); record does not lock its arena today.";
 const R_STORE_FS: &str = "The writer stores in large aligned O_DIRECT writes: ext4 and XFS take them at the disk's speed; copy-on-write, network and memory file systems do not, or lose the data at reboot.";
+const R_MOUNT_RO: &str = "A read-only file system takes no capture file: record cannot create its store there.";
 const R_MOUNT: &str = "Options that write metadata on every access (strictatime), journal the data (data=journal) or sync every write take disk throughput the buffer must then absorb.";
 const R_SCHED: &str = "Large sequential O_DIRECT writes gain nothing from an I/O scheduler on SSD and NVMe, and bfq costs CPU per request.";
 const R_SPACE: &str = "If the volume fills before the budget deletes old files, recording stops with exit code 3: the budget must fit in what the volume can hold.";
@@ -592,7 +605,15 @@ fn store_mount(s: &Store) -> Finding {
     let has = |o: &str| m.options.iter().chain(&m.super_options).any(|x| x == o);
     let found = format!("{} mounted {} ({})", m.point, m.options.join(","), m.super_options.join(","));
     let remount = |opt: &str| format!("mount -o remount,{opt} {} (and in /etc/fstab)", m.point);
-    if has("sync") {
+    if m.options.first().is_some_and(|o| o == "ro") || has("ro") {
+        Finding::with(
+            C,
+            State::Bad,
+            format!("{found}: read-only: nothing can be recorded there"),
+            R_MOUNT_RO,
+            remount("rw"),
+        )
+    } else if has("sync") {
         Finding::with(C, State::Bad, format!("{found}: every write is synchronous"), R_MOUNT, remount("async"))
     } else if has("data=journal") {
         Finding::with(
@@ -856,6 +877,7 @@ mod tests {
             }),
             space: Ok((100 << 30, 1000 << 30)),
             used: 50 << 30,
+            not_a_directory: false,
         });
         f
     }
@@ -876,6 +898,12 @@ mod tests {
         assert_eq!(sp.state, State::Bad);
         assert_eq!(sp.fix.as_deref(), Some("--max-size 145920M (95% of what fits), or free space on the volume"));
         assert_eq!(get(&run(&with_store("ext4", &["rw", "sync"], None)), "store-mount").state, State::Bad);
+        let ro = get(&run(&with_store("ext4", &["ro", "noatime"], None)), "store-mount").clone();
+        assert_eq!((ro.state, ro.fix.as_deref()), (State::Bad, Some("mount -o remount,rw /data (and in /etc/fstab)")));
+        let mut file = with_store("ext4", &["rw"], None);
+        file.store.as_mut().unwrap().not_a_directory = true;
+        assert_eq!(get(&run(&file), "store").state, State::Bad);
+        assert!(run(&with_store("ext4", &["rw"], None)).iter().all(|f| f.check != "store"));
         assert_eq!(get(&run(&with_store("btrfs", &["rw"], None)), "store-fs").state, State::Warn);
         assert_eq!(get(&run(&with_store("fuse.sshfs", &["rw"], None)), "store-fs").state, State::Bad);
     }

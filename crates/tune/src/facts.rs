@@ -97,6 +97,8 @@ pub struct Store {
     pub space: Result<(u64, u64), String>,
     /// Bytes the store's catalog already holds (retention counts them in the budget).
     pub used: u64,
+    /// The path exists and is not a directory (a file, a device).
+    pub not_a_directory: bool,
 }
 
 /// Everything the checks judge.
@@ -266,6 +268,7 @@ fn store(path: &Path) -> Store {
         block,
         space: wv_sys::fs::fs_space(probe).map_err(|e| e.to_string()),
         used,
+        not_a_directory: fs::metadata(path).is_ok_and(|m| !m.is_dir()),
     }
 }
 

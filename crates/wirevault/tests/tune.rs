@@ -246,3 +246,42 @@ fn record_live_warns_about_gro() {
     let warn = err.lines().position(|l| l.starts_with("wirevault: tune: bad gro")).unwrap();
     assert!(warn < summary, "{err}");
 }
+
+/// Stores and values `record` would refuse are not passed as fine: a
+/// read-only mount and a path that is a file are bad findings (exit 1), CPUs
+/// this process may not use, more memory than the machine has and a zero
+/// budget are refused as record refuses them (exit 2).
+#[test]
+fn tune_judges_stores_and_values_as_record_would() {
+    if !need_root("tune_judges_stores_and_values_as_record_would") {
+        return;
+    }
+    let tmp = TempDir::new("tune-store");
+    let ro = tmp.join("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", "ro,size=1m", "wv-tune-ro"]).arg(&ro).status();
+    if mounted.is_ok_and(|s| s.success()) {
+        let (code, out, err) =
+            run(wirevault().args(["tune", "lo", "--json", "--only", "store-mount", "--store"]).arg(ro.join("s")));
+        let _ = Command::new("umount").arg(&ro).status();
+        let list = findings(code, &out, &err);
+        let m = finding(&list, "store-mount");
+        assert_eq!(m["state"], "bad", "{m}");
+        assert!(m["found"].as_str().unwrap().contains("read-only"), "{m}");
+    }
+    let file = tmp.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let (code, out, err) = run(wirevault().args(["tune", "lo", "--json", "--store"]).arg(&file));
+    let list = findings(code, &out, &err);
+    assert_eq!(finding(&list, "store")["state"], "bad");
+    let dir = tmp.to_str().unwrap();
+    for (args, want) in [
+        (vec!["--cpus", "1000"], "not available"),
+        (vec!["--buffer", "100T"], "more than this machine's memory"),
+        (vec!["--store", dir, "--max-size", "0"], "above 0"),
+    ] {
+        let (code, _, err) = run(wirevault().args(["tune", "lo"]).args(&args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want) && err.trim().lines().count() == 1, "{args:?}: {err}");
+    }
+}

@@ -6,7 +6,7 @@
 
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
-use wv_capture::args::{parse_cpu_list, parse_percent, parse_size};
+use wv_capture::args::{parse_percent, parse_size};
 use wv_tune::{Finding, Inputs, State};
 
 /// Arguments of `wirevault tune`.
@@ -55,7 +55,9 @@ pub fn budget_bytes(m: &str, store: &Path) -> anyhow::Result<u64> {
         })?;
         Ok((total as f64 * share) as u64)
     } else {
-        parse_size(m).ok_or_else(|| usage(format!("--max-size \"{m}\" is not a size like 500G or a share like 80%")))
+        parse_size(m)
+            .filter(|&v| v > 0)
+            .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a size above 0 like 500G or a share like 80%")))
     }
 }
 
@@ -65,15 +67,15 @@ fn inputs(a: &Args) -> anyhow::Result<Inputs> {
             return Err(usage(format!("--only: no check named {c:?}; the checks are {}", wv_tune::CHECKS.join(", "))));
         }
     }
-    let cpus = a
-        .cpus
-        .as_deref()
-        .map(|c| parse_cpu_list(c).ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5"))))
-        .transpose()?;
+    // As record takes them: CPUs this process may use, memory this machine has.
+    let cpus = a.cpus.as_deref().map(super::record::cpus_available).transpose()?;
     let buffer = match &a.buffer {
-        Some(b) => parse_size(b)
-            .filter(|&v| v > 0)
-            .ok_or_else(|| usage(format!("--buffer \"{b}\" is not a size like 512M or 1G")))?,
+        Some(b) => super::record::buffer_fits(
+            b,
+            parse_size(b)
+                .filter(|&v| v > 0)
+                .ok_or_else(|| usage(format!("--buffer \"{b}\" is not a size above 0 like 512M or 1G")))?,
+        )?,
         None => super::record::default_buffer(),
     };
     let budget = match (&a.max_size, &a.store) {

@@ -205,6 +205,30 @@ pub fn usage(msg: String) -> anyhow::Error {
     fail(exit::USAGE, msg)
 }
 
+/// `--buffer TEXT` of `v` bytes, if this machine has that much memory
+/// (`record` and `tune` take the same).
+pub fn buffer_fits(text: &str, v: u64) -> anyhow::Result<u64> {
+    let ram = wv_sys::cpu::total_memory();
+    if ram > 0 && v > ram {
+        return Err(usage(format!(
+            "--buffer {text} is more than this machine's memory ({} MiB); give at most a share of it, e.g. 1G",
+            ram >> 20
+        )));
+    }
+    Ok(v)
+}
+
+/// `--cpus LIST`, if every CPU in it is available to this process (`record`
+/// and `tune` take the same).
+pub fn cpus_available(c: &str) -> anyhow::Result<Vec<usize>> {
+    let v = parse_cpu_list(c).ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5")))?;
+    let allowed = wv_sys::cpu::allowed_cpus();
+    if let Some(bad) = v.iter().find(|c| !allowed.contains(c)) {
+        return Err(usage(format!("--cpus: CPU {bad} is not available to this process (allowed: {allowed:?})")));
+    }
+    Ok(v)
+}
+
 /// Checks everything that can be checked before anything is created: a bad
 /// option leaves no store directory behind.
 pub fn plan(a: &Args) -> anyhow::Result<Plan> {
@@ -279,17 +303,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     }
     let mut buffer_from = "--buffer";
     let buffer = match &a.buffer {
-        Some(b) => {
-            let v = size("--buffer", b)?;
-            let ram = wv_sys::cpu::total_memory();
-            if ram > 0 && v > ram {
-                return Err(usage(format!(
-                    "--buffer {b} is more than this machine's memory ({} MiB); give at most a share of it, e.g. 1G",
-                    ram >> 20
-                )));
-            }
-            v
-        }
+        Some(b) => buffer_fits(b, size("--buffer", b)?)?,
         None => match disk_bench_buffer(&a.store)? {
             Some(b) => {
                 buffer_from = "disk-bench";
@@ -379,19 +393,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if duration.is_some_and(|d| d.is_zero()) {
         return Err(usage("--duration must be longer than 0".into()));
     }
-    let cpus = match &a.cpus {
-        Some(c) => {
-            let v = parse_cpu_list(c).ok_or_else(|| usage(format!("--cpus \"{c}\" is not a list like 0,1 or 2-5")))?;
-            let allowed = wv_sys::cpu::allowed_cpus();
-            if let Some(bad) = v.iter().find(|c| !allowed.contains(c)) {
-                return Err(usage(format!(
-                    "--cpus: CPU {bad} is not available to this process (allowed: {allowed:?})"
-                )));
-            }
-            Some(v)
-        }
-        None => None,
-    };
+    let cpus = a.cpus.as_deref().map(cpus_available).transpose()?;
     let expression = (!a.filter.is_empty()).then(|| a.filter.join(" "));
     let budget = match &a.max_size {
         None => None,
