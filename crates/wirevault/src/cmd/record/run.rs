@@ -162,7 +162,15 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         say!("wirevault: note: the kernel refused to register the arena with io_uring; each write pins its pages instead (slower on fast disks)");
     }
     if huge_fallback {
-        say!("wirevault: note: no reserved hugepages (vm.nr_hugepages); the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
+        // Reserved hugepages may exist, too few for the arena: say which.
+        let free = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            m.lines().find_map(|l| l.strip_prefix("HugePages_Free:").and_then(|v| v.trim().parse::<u64>().ok()))
+        });
+        let why = match free {
+            Some(n) if n > 0 => format!("too few reserved hugepages free for the arena ({n}; vm.nr_hugepages)"),
+            _ => "no reserved hugepages (vm.nr_hugepages)".to_string(),
+        };
+        say!("wirevault: note: {why}; the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
     }
     for n in &sources.notes {
         say!("wirevault: note: {n}");
