@@ -138,10 +138,10 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     let done = export::spawn(&state, permit, move |st| {
         let r = export::export(st, &sel, ready_tx, body_tx);
         st.metrics.query_done("query", started.elapsed());
+        let packets = r.packets.map_or(String::new(), |n| format!("{n} packets, "));
         (st.cfg.log)(&format!(
-            "api: query {what}: {}, {} packets, {} bytes in {:.3} s",
+            "api: query {what}: {}, {packets}{} bytes in {:.3} s",
             r.outcome,
-            r.packets,
             r.bytes,
             started.elapsed().as_secs_f64()
         ));

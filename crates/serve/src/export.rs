@@ -246,7 +246,8 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
 /// The outcome of an export, for the log.
 pub(crate) struct Exported {
     pub bytes: u64,
-    pub packets: u64,
+    /// Packets sent, when known (an export cut short does not count them).
+    pub packets: Option<u64>,
     pub outcome: String,
 }
 
@@ -261,7 +262,7 @@ pub(crate) fn export(
     let failed = |ready: oneshot::Sender<Result<Head, ApiError>>, e: ApiError| {
         let outcome = format!("refused: {e}");
         let _ = ready.send(Err(e));
-        Exported { bytes: 0, packets: 0, outcome }
+        Exported { bytes: 0, packets: None, outcome }
     };
     let mut fit = match fit(state, sel, &body) {
         Ok(f) => f,
@@ -300,7 +301,7 @@ pub(crate) fn export(
     announced.extend(known.iter().map(Known::warning));
     headers.extend(announced.iter().take(MAX_WARNING_HEADERS).map(|w| ("x-wirevault-warning", w.clone())));
     if ready.send(Ok(Head { headers })).is_err() {
-        return Exported { bytes: 0, packets: 0, outcome: "client went away".into() };
+        return Exported { bytes: 0, packets: None, outcome: "client went away".into() };
     }
     // The query's own 1 MiB buffers go to the body as they are (no copy),
     // and come back to it once sent (no allocation, no page faults).
@@ -321,7 +322,7 @@ pub(crate) fn export(
         Ok(r) => match changed_meanwhile(&r, &announced, &known) {
             None => {
                 let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
-                Exported { bytes: sent, packets: r.matched, outcome }
+                Exported { bytes: sent, packets: Some(r.matched), outcome }
             }
             Some(msg) => {
                 // The headers promised the selection; a body without some of
@@ -330,18 +331,18 @@ pub(crate) fn export(
                 // in its headers and runs to its end.
                 state.damaged.remember(&r.damaged_files);
                 let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
-                Exported { bytes: sent, packets: r.matched, outcome: format!("failed: {msg}") }
+                Exported { bytes: sent, packets: Some(r.matched), outcome: format!("failed: {msg}") }
             }
         },
         Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled) => {
-            Exported { bytes: sent, packets: 0, outcome: "client went away".into() }
+            Exported { bytes: sent, packets: None, outcome: "client went away".into() }
         }
         Err(e) => {
             // Headers are out: the stream is cut without its last chunk,
             // so the client sees an incomplete transfer, not a short pcap.
             let msg = e.to_string();
             let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
-            Exported { bytes: sent, packets: 0, outcome: format!("failed: {msg}") }
+            Exported { bytes: sent, packets: None, outcome: format!("failed: {msg}") }
         }
     }
 }
