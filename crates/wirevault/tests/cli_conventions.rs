@@ -429,3 +429,27 @@ fn man_pages_and_completions() {
         assert!(o.status.success(), "fish -n: {}", String::from_utf8_lossy(&o.stderr));
     }
 }
+
+/// `record --listen` on a port already taken: one sentence, exit 1, and the
+/// store directory this run would have created is not left behind (an
+/// existing store stays, untouched).
+#[test]
+fn record_on_a_taken_port_leaves_no_new_store() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let tmp = TempDir::new("taken-port");
+    let store = tmp.join("s");
+    let o =
+        run_wirevault(&["record", "--synthetic", "count=10", "-o", store.to_str().unwrap(), "--listen", &addr, "-q"]);
+    o.expect(1, "taken port");
+    assert!(o.stderr.contains("cannot listen on") && o.stderr.trim().lines().count() == 1, "{}", o.stderr);
+    assert!(!store.exists(), "a new store was left behind");
+    // An existing store keeps what it holds.
+    run_wirevault(&["record", "--synthetic", "count=10", "-o", store.to_str().unwrap(), "-q"]).expect(0, "record");
+    let o =
+        run_wirevault(&["record", "--synthetic", "count=10", "-o", store.to_str().unwrap(), "--listen", &addr, "-q"]);
+    o.expect(1, "taken port, existing store");
+    let c = run_wirevault(&["query", store.to_str().unwrap(), "--count"]);
+    assert_eq!(c.stdout.trim(), "10");
+    drop(taken);
+}

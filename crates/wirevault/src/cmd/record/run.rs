@@ -60,6 +60,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     // ring holds well under a second of traffic before the kernel drops).
     let mut sources = open_sources(&p)?;
 
+    // A store this run creates is removed again if start-up fails before
+    // anything is recorded (a taken --listen port, an arena refused).
+    let mut new_store = store::NewStore::before_prepare(&p.store);
     store::prepare_store(&p.store)?;
     // One writer at a time, held until the recording ends (the kernel drops it
     // with the process), taken before the start-up repair.
@@ -92,6 +95,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         Some(cfg) => Some(crate::cmd::serve::start(cfg, Some(board.clone()))?),
         None => None,
     };
+    new_store.keep();
     if let (Some(r), Some(s)) = (&mut reloader, &server) {
         let handle = s.reloader();
         r.hook(&[], Box::new(move |_| handle.reload().map(Some).map_err(|e| format!("api: {e}"))));

@@ -102,6 +102,33 @@ fn is_store(store: &Path) -> std::io::Result<bool> {
 
 /// Creates the store directory (0750) or checks that the one there is a
 /// store, and proves it is writable.
+/// A store directory `record` is about to create: if start-up fails before
+/// [`NewStore::keep`], dropping it removes the directory again, provided it
+/// holds nothing but the lock (nothing was recorded into it).
+pub struct NewStore(Option<std::path::PathBuf>);
+
+impl NewStore {
+    /// Armed when `store` does not exist yet.
+    pub fn before_prepare(store: &Path) -> NewStore {
+        NewStore((!store.exists()).then(|| store.to_path_buf()))
+    }
+
+    /// Start-up went through: the store stays.
+    pub fn keep(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for NewStore {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_file(dir.join(wv_store::lock::LOCK_FILE));
+            // Not recursive: anything else in it stays, and so does the directory.
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+}
+
 pub fn prepare_store(store: &Path) -> anyhow::Result<()> {
     let shown = store.display();
     let io_fail = |what: &str, e: std::io::Error| {
