@@ -415,6 +415,9 @@ fn replay_refuses_missing_down_and_default_route_interfaces_and_bad_rates() {
         (vec!["--rate=-3mbps"], "invalid rate"),
         (vec!["--pps", "0"], "invalid --pps"),
         (vec!["--speed=-1"], "invalid --speed"),
+        (vec!["--speed", "1e308"], "invalid --speed 1e308: give a multiplier above 0 and at most 1e9"),
+        (vec!["--pps", "1e10"], "invalid --pps 1e10: give packets per second above 0 and at most 1e9"),
+        (vec!["--rate", "100000tbps"], "from 1 bps to 10 Tbit/s"),
         (vec!["--loop", "0"], "--loop 0 sends nothing"),
     ] {
         let mut a = vec!["replay", "-i", "lo"];

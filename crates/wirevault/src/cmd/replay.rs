@@ -74,19 +74,34 @@ struct Plan {
     to_ns: Option<u64>,
 }
 
+/// A number as a message shows it: in e-notation when long.
+fn shown(x: f64) -> String {
+    if x != 0.0 && !(1e-3..1e9).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 fn plan(args: &Args) -> anyhow::Result<Plan> {
     let positive = |v: f64| v.is_finite() && v > 0.0;
     let pacing = if let Some(x) = args.speed {
         if !positive(x) || x > 1e9 {
             return Err(fail(
                 exit::USAGE,
-                format!("invalid --speed {x}: give a positive multiplier such as 0.5, 1 or 10"),
+                format!(
+                    "invalid --speed {}: give a multiplier above 0 and at most 1e9, such as 0.5, 1 or 10",
+                    shown(x)
+                ),
             ));
         }
         Pacing::Recorded { speed: x }
     } else if let Some(n) = args.pps {
         if !positive(n) || n > 1e9 {
-            return Err(fail(exit::USAGE, format!("invalid --pps {n}: give a positive number of packets per second")));
+            return Err(fail(
+                exit::USAGE,
+                format!("invalid --pps {}: give packets per second above 0 and at most 1e9", shown(n)),
+            ));
         }
         Pacing::Pps(n)
     } else if let Some(r) = &args.rate {
