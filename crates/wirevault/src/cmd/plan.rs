@@ -189,7 +189,7 @@ fn from_row(
     let query = wv_query::Query { store: path.to_path_buf(), from_ns, to_ns, expr: String::new(), limit: None };
     let (dist, report) = Distribution::read(query).map_err(|e| match e {
         wv_query::QueryError::NotAStore { .. } | wv_query::QueryError::NotRegular { .. } => usage(e.to_string()),
-        wv_query::QueryError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+        wv_query::QueryError::Missing { .. } => {
             usage(format!("{} does not exist; --from takes a capture file or a store", path.display()))
         }
         other => fail(exit::ERROR, other.to_string()),
