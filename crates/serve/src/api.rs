@@ -245,9 +245,13 @@ pub(crate) async fn files(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     Ok(Json(serde_json::json!({ "files": files })).into_response())
 }
 
-/// `GET /api/v1/status`.
-pub(crate) async fn status(Ax(state): Ax<Arc<State>>) -> Response {
-    Json(state.status()).into_response()
+/// `GET /api/v1/status` (no parameter, as the other endpoints refuse the
+/// ones they do not take).
+pub(crate) async fn status(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
+    if let Some((k, _)) = q.first() {
+        return Err(ApiError::BadRequest(format!("unknown parameter {k:?}; this endpoint takes none")));
+    }
+    Ok(Json(state.status()).into_response())
 }
 
 /// Anything else under `/api/`.

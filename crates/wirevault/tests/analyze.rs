@@ -800,3 +800,24 @@ fn throughput_past_the_last_interval_is_said() {
     o.expect(0, "analyze");
     assert!(o.stdout.contains("2 packets (120 bytes) lie past the last interval kept"), "{}", o.stdout);
 }
+
+/// A damaged file: the report covers what can be read, with a warning;
+/// `--strict` then exits 1, as `query --strict` does.
+#[test]
+fn a_damaged_file_warns_and_strict_exits_1() {
+    let dir = TempDir::new("analyze-strict");
+    let f = dir.join("cut.pcap");
+    let frames: Vec<Frame> =
+        (0..10).map(|i| Frame { ts_ns: 1_000_000_000 + i, origlen: 60, data: vec![i as u8; 60] }).collect();
+    write_pcap(&f, 1, 65535, true, &frames);
+    let len = std::fs::metadata(&f).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&f).unwrap().set_len(len - 30).unwrap();
+    let fs = f.to_str().unwrap();
+    let o = run_wirevault(&["analyze", fs]);
+    o.expect(0, "analyze");
+    assert!(o.stdout.contains("Frames: 9 "), "{}", o.stdout);
+    assert!(o.stderr.contains("cut.pcap"), "a warning names the file: {}", o.stderr);
+    let o = run_wirevault(&["analyze", fs, "--strict"]);
+    o.expect(1, "analyze --strict");
+    assert!(o.stdout.contains("Frames: 9 ") && o.stderr.contains("--strict"), "{}\n{}", o.stdout, o.stderr);
+}

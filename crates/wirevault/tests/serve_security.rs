@@ -264,6 +264,11 @@ fn hostile_requests_get_clear_answers_and_never_a_crash() {
     }
     let r = http.get("/api/v1/histogram", &[("step", "1ns"), ("from", "0"), ("to", "2000000000")]);
     assert_eq!(r.status, 400, "a billion buckets: {}", r.text());
+    assert!(r.text().contains("buckets"), "{}", r.text());
+    // Status takes no parameter, and says so as the others do.
+    let r = http.get("/api/v1/status", &[("x", "1")]);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.json()["error"].as_str().is_some_and(|e| e.contains("takes none")));
     // A huge limit is just a limit.
     let r = http.get("/api/v1/query", &[("limit", "18446744073709551615")]);
     assert_eq!(r.status, 200);

@@ -52,6 +52,10 @@ pub struct Args {
     /// capture file holding the same packets, selected by the same filter).
     #[arg(long, value_name = "STORE|FILE")]
     pub against: Option<PathBuf>,
+    /// Exit with code 1 if a file was missing, short or unreadable (the
+    /// report still covers every readable packet), as `query --strict`.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 fn duration(flag: &str, v: &str) -> anyhow::Result<u64> {
@@ -112,8 +116,9 @@ fn progress(total: Option<u64>) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// Runs a query into `f`, with the query's warnings said on standard error.
-fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::Result<()> {
+/// Runs a query into `f`, with the query's warnings said on standard error;
+/// returns how many files were damaged or missing.
+fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::Result<usize> {
     let prepared = wv_query::prepare(q).map_err(prepare_error)?;
     let bar = progress(prepared.packets_upper_bound());
     let mut n = 0u64;
@@ -138,12 +143,13 @@ fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::
     if report.part_files > 0 {
         say!("wirevault: {} file(s) being written or left by a crash are not included", report.part_files);
     }
-    Ok(())
+    Ok(report.damaged)
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let p = plan(&args)?;
     let mut an = wv_analyze::Analyzer::new(p.cfg.clone()).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+    let mut damaged = 0;
     if let Some(other) = &args.against {
         let mut d = wv_analyze::delay::Delay::new(p.cfg.max_flows);
         let q = wv_query::Query {
@@ -153,10 +159,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             expr: p.query.expr.clone(),
             limit: None,
         };
-        each(q, |ts, len, _, data| d.reference(ts, len, data))?;
+        damaged += each(q, |ts, len, _, data| d.reference(ts, len, data))?;
         an.with_delay(d);
     }
-    each(p.query, |ts_ns, wire_len, linktype, data| {
+    damaged += each(p.query, |ts_ns, wire_len, linktype, data| {
         an.feed(&wv_analyze::Frame { ts_ns, linktype, wire_len, data });
     })?;
     let report = an.finish();
@@ -176,9 +182,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     } else {
         out.write_all(wv_analyze::report::table(&report, args.top).as_bytes())
     };
+    let ok = if args.strict && damaged > 0 {
+        say!("wirevault: --strict: {damaged} damaged or missing file(s)");
+        exit::ERROR
+    } else {
+        exit::OK
+    };
     match written.and_then(|_| out.flush()) {
-        Ok(()) => Ok(exit::OK),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(exit::OK),
+        Ok(()) => Ok(ok),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ok),
         Err(e) => Err(fail(exit::ERROR, format!("cannot write the report: {e}"))),
     }
 }

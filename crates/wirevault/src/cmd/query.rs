@@ -141,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     if args.strict && report.damaged > 0 {
-        say!("wirevault: --strict: {} damaged or missing file(s) in the store", report.damaged);
+        say!("wirevault: --strict: {} damaged or missing file(s)", report.damaged);
         return Ok(exit::ERROR);
     }
     Ok(exit::OK)
