@@ -321,6 +321,9 @@ pub(crate) fn export(
     match result {
         Ok(r) => match changed_meanwhile(&r, &announced, &known) {
             None => {
+                // A file announced damaged that read whole this time (repaired
+                // in place, or outside this selection) is not announced again.
+                state.damaged.forget_all_but(&r.damaged_files);
                 let outcome = fit.cut_by.map_or("complete".into(), |c| format!("truncated ({c})"));
                 Exported { bytes: sent, packets: Some(r.matched), outcome }
             }
@@ -433,6 +436,11 @@ impl Damaged {
         }
         let over = v.len().saturating_sub(MAX_DAMAGED);
         v.drain(..over);
+    }
+
+    /// Forgets the remembered files not among `files`.
+    fn forget_all_but(&self, files: &[std::path::PathBuf]) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| files.contains(&k.path));
     }
 
     /// The remembered files still as they were found (the others are forgotten).
