@@ -509,6 +509,13 @@ fn part_files_without_a_recorder_suggest_repair() {
 
 /// A pcapng of Ethernet frames at the given microsecond times.
 fn pcapng_at(path: &Path, times_us: &[u64]) {
+    let packets: Vec<(u32, u64)> = times_us.iter().map(|&t| (0, t)).collect();
+    pcapng_of(path, &[1], &packets);
+}
+
+/// A pcapng with one interface per link type given, and 60-byte packets
+/// (interface, microsecond time).
+fn pcapng_of(path: &Path, linktypes: &[u16], packets: &[(u32, u64)]) {
     let mut b = Vec::new();
     let block = |b: &mut Vec<u8>, ty: u32, body: &[u8]| {
         let len = 12 + body.len() as u32;
@@ -523,15 +530,17 @@ fn pcapng_at(path: &Path, times_us: &[u64]) {
     shb.extend_from_slice(&0u16.to_le_bytes());
     shb.extend_from_slice(&(-1i64).to_le_bytes());
     block(&mut b, 0x0a0d_0d0a, &shb);
-    let mut idb = Vec::new();
-    idb.extend_from_slice(&1u16.to_le_bytes());
-    idb.extend_from_slice(&0u16.to_le_bytes());
-    idb.extend_from_slice(&65535u32.to_le_bytes());
-    block(&mut b, 1, &idb);
-    for (i, &t) in times_us.iter().enumerate() {
+    for lt in linktypes {
+        let mut idb = Vec::new();
+        idb.extend_from_slice(&lt.to_le_bytes());
+        idb.extend_from_slice(&0u16.to_le_bytes());
+        idb.extend_from_slice(&65535u32.to_le_bytes());
+        block(&mut b, 1, &idb);
+    }
+    for (i, &(iface, t)) in packets.iter().enumerate() {
         let frame: Vec<u8> = (0..60u8).map(|k| k ^ i as u8).collect();
         let mut epb = Vec::new();
-        epb.extend_from_slice(&0u32.to_le_bytes());
+        epb.extend_from_slice(&iface.to_le_bytes());
         epb.extend_from_slice(&((t >> 32) as u32).to_le_bytes());
         epb.extend_from_slice(&(t as u32).to_le_bytes());
         epb.extend_from_slice(&60u32.to_le_bytes());
@@ -540,6 +549,22 @@ fn pcapng_at(path: &Path, times_us: &[u64]) {
         block(&mut b, 6, &epb);
     }
     std::fs::write(path, b).unwrap();
+}
+
+/// A capture file of two link types cannot be one pcap: the query fails
+/// with one sentence after its first packets, and `-w FILE` is not left
+/// holding them as if they were the answer.
+#[test]
+fn a_query_that_fails_midway_leaves_no_partial_output() {
+    let tmp = TempDir::new("mixed-linktypes");
+    let f = tmp.join("mixed.pcapng");
+    pcapng_of(&f, &[1, 113], &[(0, 1_700_000_000_000_000), (1, 1_700_000_001_000_000)]);
+    let out = tmp.join("out.pcap");
+    let o = run_wirevault(&["query", f.to_str().unwrap(), "-w", out.to_str().unwrap()]);
+    o.expect(1, "mixed link types");
+    assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
+    assert!(o.stderr.contains("different link types") && o.stderr.contains("removed"), "{}", o.stderr);
+    assert!(!out.exists(), "the partial output was left");
 }
 
 /// Times a u64 of nanoseconds cannot hold (past 2554) are kept as its

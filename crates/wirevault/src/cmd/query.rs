@@ -73,7 +73,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         wv_query::run(prepared, wv_query::Sink::Count)
     } else if let Some(path) = write {
         let mut f = create_output(&prepared, path)?;
-        wv_query::run(prepared, wv_query::Sink::Pcap(&mut f))
+        let r = wv_query::run(prepared, wv_query::Sink::Pcap(&mut f));
+        // A query that fails midway (several link types in one capture
+        // file, an unreadable store) leaves no partial answer behind that
+        // could pass for the whole one.
+        match r {
+            Err(e) if !e.is_broken_pipe() && f.metadata().is_ok_and(|m| m.is_file()) => {
+                let removed = std::fs::remove_file(path).is_ok();
+                let what = if removed { "removed" } else { "left incomplete" };
+                return Err(fail(exit::ERROR, format!("{e}; {} {what}", path.display())));
+            }
+            r => r,
+        }
     } else {
         let (mut out, pipe, fifo) = stdout_file()?;
         // `query S >> S/stream-000/X.pcap`: the shell opened the output, so
