@@ -58,6 +58,10 @@ const utc = (ms) => new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z
 const local = (ms) => new Date(ms).toLocaleString(undefined, { hour12: false, timeZoneName: "short" });
 /** An RFC 3339 time from the API ("...T..:..:..123456789Z") as ms. */
 const parseTime = (s) => (s ? Date.parse(s.replace(/(\.\d{3})\d+Z$/, "$1Z")) : null);
+/** "1 packet", "2 packets". */
+const packetCount = (n) => fmtCount(n) + (n === 1 ? " packet" : " packets");
+/** A date and time typed without a zone means UTC, as the range's description says: the API is given the Z. */
+const asUtc = (v) => (/^\d{4}-\d\d-\d\d[Tt ]\d/.test(v) && !/([Zz]|[+-]\d\d:?\d\d)$/.test(v) ? v + "Z" : v);
 
 // ---------------------------------------------------------------- API
 
@@ -419,7 +423,7 @@ function renderStore(s) {
     }
   };
   const d = s.disk, h = s.horizon, r = s.retention;
-  row("stored", fmtBytes(d.store_bytes), fmtCount(d.packets) + " packets in " + fmtCount(d.files) + (d.files === 1 ? " file" : " files"));
+  row("stored", fmtBytes(d.store_bytes), packetCount(d.packets) + " in " + fmtCount(d.files) + (d.files === 1 ? " file" : " files"));
   if (d.volume_size_bytes != null) {
     row("volume", fmtBytes(d.volume_free_bytes) + " free of " + fmtBytes(d.volume_size_bytes));
     const size = d.volume_size_bytes || 1;
@@ -492,7 +496,7 @@ function drawHistogram() {
   });
   const n = hist.buckets.reduce((a, b) => a + b[0], 0);
   $("hist-note").textContent = hist.buckets.length
-    ? fmtCount(n) + " packets · " + (k ? "captured bits/s" : "packets/s") + " averaged per " + fmtDur(step / 1000) + " · drag to select a range"
+    ? packetCount(n) + " · " + (k ? "captured bits/s" : "packets/s") + " averaged per " + fmtDur(step / 1000) + " · drag to select a range"
     : "";
 }
 
@@ -540,7 +544,7 @@ hoverable($("c-hist"), () => "(average over the bucket)");
 
 function queryParams(extra) {
   const p = new URLSearchParams();
-  const from = $("q-from").value.trim(), to = $("q-to").value.trim(), filter = $("q-filter").value.trim();
+  const from = asUtc($("q-from").value.trim()), to = asUtc($("q-to").value.trim()), filter = $("q-filter").value.trim();
   if (from) p.set("from", from);
   if (to) p.set("to", to);
   if (filter) p.set("filter", filter);
@@ -576,7 +580,7 @@ async function runQuery() {
   try {
     const { body } = await api("/api/v1/count?" + q, signal);
     if (seq !== querySeq) return;
-    count.textContent = fmtCount(body.matched) + " packets" + (body.truncated ? " (limit reached, more match)" : "");
+    count.textContent = packetCount(body.matched) + (body.truncated ? " (limit reached, more match)" : "");
     count.className = "mono";
     count.dataset.count = String(body.matched);
     count.dataset.for = q.toString();
@@ -654,7 +658,7 @@ function describeRange() {
   for (const id of ["q-from", "q-to"]) {
     const v = $(id).value.trim();
     let ms = NaN;
-    if (/^\d{4}-\d\d-\d\d/.test(v)) ms = Date.parse(v.endsWith("Z") || /[+-]\d\d:?\d\d$/.test(v) ? v : v + "Z");
+    if (/^\d{4}-\d\d-\d\d/.test(v)) ms = parseTime(asUtc(v));
     else if (/^\d+(\.\d+)?$/.test(v)) ms = parseFloat(v) * 1000;
     const shown = isFinite(ms) ? utc(ms) + " = " + local(ms) + " local" : v;
     parts.push(id.slice(2) + " " + (v ? shown : id === "q-from" ? "the oldest packet" : "the newest"));

@@ -51,15 +51,26 @@ const NICE_STEPS_MS: [u64; 17] = [
 /// The buckets of `sel` (its limit is ignored) by `step_ns` (`None`: chosen).
 pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) -> Result<Histogram, ApiError> {
     let cat = state.view.catalog();
-    let Some((oldest, newest)) = cat.span else {
-        return Ok(Histogram {
-            from_ns: 0,
-            to_ns: 0,
-            step_ns: step_ns.unwrap_or(1_000_000_000),
-            buckets: vec![],
-            from_catalog: 0,
-            read: 0,
-        });
+    let (oldest, newest) = match cat.span {
+        Some(span) => span,
+        None => {
+            // Nothing stored: the filter is still checked (a 400 as on any
+            // store), and a range given whole still gets its empty buckets.
+            sel.prepare(state.view.path(), None)?;
+            match (sel.from, sel.to) {
+                (Some(a), Some(b)) if a < b => (a, b - 1),
+                _ => {
+                    return Ok(Histogram {
+                        from_ns: 0,
+                        to_ns: 0,
+                        step_ns: step_ns.unwrap_or(1_000_000_000),
+                        buckets: vec![],
+                        from_catalog: 0,
+                        read: 0,
+                    })
+                }
+            }
+        }
     };
     let from = sel.from.unwrap_or(oldest);
     let to = sel.to.unwrap_or(newest.saturating_add(1));
@@ -154,7 +165,8 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
 /// The step parameter: a duration (`1s`, `500ms`, `5m`) above zero.
 pub(crate) fn parse_step(s: &str) -> Result<u64, ApiError> {
     wv_capture::synthetic::parse_duration(s)
-        .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+        // Past u64 nanoseconds (584 years) a step cannot be said exactly.
+        .and_then(|d| u64::try_from(d.as_nanos()).ok())
         .filter(|n| *n > 0)
         .ok_or_else(|| {
             ApiError::BadRequest(format!(

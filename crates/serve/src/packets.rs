@@ -191,4 +191,17 @@ mod tests {
         assert_eq!((short.src, short.len, short.proto.as_str()), (None, 10, "unknown"));
         assert_eq!(row(0, 147, &f, 60).proto, "unknown link type");
     }
+
+    #[test]
+    fn an_802_3_frame_is_llc_tagged_or_not() {
+        // Spanning tree: an 802.3 length (0x0026), then LLC 42 42 03.
+        let mut plain = vec![1, 0x80, 0xc2, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0x00, 0x26, 0x42, 0x42, 0x03];
+        plain.resize(60, 0);
+        let mut tagged =
+            vec![1, 0x80, 0xc2, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0x81, 0x00, 0x00, 0x07, 0x00, 0x26, 0x42, 0x42, 0x03];
+        tagged.resize(64, 0);
+        assert_eq!(row(0, 1, &plain, 60).proto, "LLC");
+        let t = row(0, 1, &tagged, 64);
+        assert_eq!((t.proto.as_str(), t.vlan), ("LLC", Some(vec![7])));
+    }
 }

@@ -318,6 +318,11 @@ impl<'a> Walk<'a> {
     }
 
     fn network(&mut self, et: u16, at: usize) {
+        // Below 0x0600 the field is an 802.3 length (after a VLAN tag too):
+        // LLC follows, as on an untagged frame.
+        if et < ethernet::MIN_ETHERTYPE {
+            return self.layer(LayerKind::Llc, at);
+        }
         self.d.flow.ethertype = et;
         match EtherType::from(et) {
             EtherType::Ipv4 => self.ipv4(at),

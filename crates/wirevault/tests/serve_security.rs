@@ -312,3 +312,40 @@ fn hostile_requests_get_clear_answers_and_never_a_crash() {
     assert!(served.log().contains("client went away") || served.log().contains("complete"), "{}", served.log());
     assert_no_panic(&served.log(), "serve");
 }
+
+/// A store without packets answers as any store does: a filter that does
+/// not parse is a 400, and a range given whole gets its buckets, all zero.
+/// `limit=0` is refused by the API and by the CLI alike.
+#[test]
+fn an_empty_store_checks_filters_and_keeps_ranges() {
+    let tmp = TempDir::new("serve-empty");
+    let store = tmp.join("store");
+    run_wirevault(&[
+        "record",
+        "--synthetic",
+        "size=64,count=10",
+        "-o",
+        s(&store),
+        "-q",
+        "--no-tune-warnings",
+        "tcp port 9",
+    ])
+    .expect(0, "record nothing");
+    let served = Served::start(&store, tmp.path(), &[]);
+    let http = Http::new(&format!("http://{}", served.addr));
+    for f in ["tcp and", "inbound"] {
+        let r = http.get("/api/v1/histogram", &[("filter", f)]);
+        assert_eq!(r.status, 400, "{f}: {}", r.text());
+    }
+    let r = http
+        .get("/api/v1/histogram", &[("from", "2020-01-01T00:00:00Z"), ("to", "2020-01-02T00:00:00Z"), ("step", "1h")]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let b = r.json()["buckets"].as_array().unwrap().clone();
+    assert_eq!(b.len(), 24, "{}", r.text());
+    assert!(b.iter().all(|x| x[0] == 0 && x[1] == 0), "{}", r.text());
+    assert_eq!(http.get("/api/v1/histogram", &[("step", "99999999999d")]).status, 400, "a step past u64 ns");
+    assert_eq!(http.get("/api/v1/count", &[("limit", "0")]).status, 400);
+    let o = run_wirevault(&["query", s(&store), "--count", "--limit", "0"]);
+    o.expect(2, "--limit 0");
+    assert!(o.stderr.contains("above 0"), "{}", o.stderr);
+}

@@ -13,6 +13,12 @@ pub mod serve;
 pub mod timestamps;
 pub mod tune;
 
+/// clap's parser of a packet count of 1 or more (`--limit`), with the
+/// sentence the API gives for its `limit`.
+pub fn packet_limit(s: &str) -> Result<u64, String> {
+    s.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| format!("give a whole number of packets above 0, not {s:?}"))
+}
+
 /// Parses a time range given as two options (`names`, e.g. `("--from", "--to")`):
 /// each an RFC 3339 time, epoch seconds or `10m ago`; the first earlier than the
 /// second. A bad value is a usage error (one sentence).

@@ -43,8 +43,8 @@ pub struct Args {
     /// Print only the number of matching packets.
     #[arg(long)]
     pub count: bool,
-    /// Stop after N matching packets.
-    #[arg(long, value_name = "N")]
+    /// Stop after N matching packets (1 or more, as the API's `limit`).
+    #[arg(long, value_name = "N", value_parser = super::packet_limit)]
     pub limit: Option<u64>,
     /// Print what the query read (files, blocks) on standard error.
     #[arg(long)]

@@ -34,8 +34,8 @@ pub struct Args {
     /// End of the time range, exclusive (as `query --to`).
     #[arg(long, value_name = "T")]
     pub to: Option<String>,
-    /// Send at most N packets (per loop).
-    #[arg(long, value_name = "N")]
+    /// Send at most N packets (per loop; 1 or more).
+    #[arg(long, value_name = "N", value_parser = super::packet_limit)]
     pub limit: Option<u64>,
     /// Send at the recorded timing divided by X (2: twice as fast).
     #[arg(long, value_name = "X", group = "pace")]
