@@ -453,3 +453,32 @@ fn record_on_a_taken_port_leaves_no_new_store() {
     assert_eq!(c.stdout.trim(), "10");
     drop(taken);
 }
+
+/// A config file that is a device or a directory is refused at once:
+/// /dev/zero was read until the machine ran out of memory. (A pipe stays
+/// accepted: `--config <(...)`; more than 1 MiB of one is refused.)
+#[test]
+fn a_config_that_is_not_a_regular_file_is_refused() {
+    let tmp = TempDir::new("config-kinds");
+    let dir = tmp.to_str().unwrap();
+    for (sub, file) in [("record", "/dev/zero"), ("record", dir), ("serve", "/dev/zero")] {
+        let out = std::process::Command::new("timeout")
+            .args(["20"])
+            .arg(crate::util::bin())
+            .args([sub, "--config", file])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sub} --config {file}: {err}");
+        assert!(err.contains("not a regular file") && err.trim().lines().count() == 1, "{sub} --config {file}: {err}");
+    }
+    // Endless text through a pipe: refused past 1 MiB.
+    let out = std::process::Command::new("timeout")
+        .args(["20", "bash", "-c"])
+        .arg(format!("{} record --config <(yes '# a comment')", crate::util::bin()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("larger than 1024 KiB"), "{err}");
+}

@@ -36,6 +36,35 @@ pub struct Loaded {
     pub cmdline: BTreeSet<String>,
 }
 
+/// The most a config file may hold: a few hundred lines are a few KiB.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The text of a config file: a regular file or a pipe (`--config <(...)`),
+/// not a device (/dev/zero was read until memory ran out), a socket or a
+/// directory, and at most [`MAX_CONFIG_BYTES`] of it.
+fn read_config(file: &Path) -> anyhow::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let shown = file.display();
+    let cannot = |e: std::io::Error| fail(exit::USAGE, format!("cannot read the config file {shown}: {e}"));
+    let kind = std::fs::metadata(file).map_err(cannot)?.file_type();
+    if !(kind.is_file() || kind.is_fifo()) {
+        return Err(fail(
+            exit::USAGE,
+            format!("the config file {shown} is not a regular file (a device, socket or directory); give a TOML file"),
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(file).map_err(cannot)?.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text).map_err(cannot)?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(fail(
+            exit::USAGE,
+            format!("the config file {shown} is larger than {} KiB; is it the right file?", MAX_CONFIG_BYTES >> 10),
+        ));
+    }
+    Ok(text)
+}
+
 /// Parses the command line `argv` of subcommand `sub` again with `file`'s
 /// arguments placed right after the subcommand's name. Returns the parsed
 /// command and what the file contributed. A clap error (a conflict between
@@ -46,8 +75,7 @@ pub fn apply<P: CommandFactory + FromArgMatches>(
     file: &Path,
 ) -> anyhow::Result<(P, Loaded)> {
     let shown = file.display();
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| fail(exit::USAGE, format!("cannot read the config file {shown}: {e}")))?;
+    let text = read_config(file)?;
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         let what = e.message().trim_end_matches('.');
         let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
