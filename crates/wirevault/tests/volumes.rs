@@ -268,3 +268,41 @@ fn live_two_volumes(test: &str, extra: &[&str]) {
     assert!(stream0 > 0, "stream 0 stored nothing");
     assert!(assert_query_equals_tcpdump(&store, tmp.path(), "ip") > 0);
 }
+
+/// `--max-size PERCENT` with several volumes is a share of them all (each
+/// file system once), not of the store directory's alone: with two disks
+/// the budget was half of what was asked. The refusal of a budget too small
+/// for the file size says the bytes it computed.
+#[test]
+fn a_percentage_budget_covers_every_volume() {
+    if !ready("a_percentage_budget_covers_every_volume") {
+        return;
+    }
+    let _g = heavy_lock();
+    let a = LoopFs::new("pct-a", 64).expect("loop-mounted ext4 (a)");
+    let b = LoopFs::new("pct-b", 32).expect("loop-mounted ext4 (b)");
+    let total = |p: &Path| -> u64 {
+        let o = std::process::Command::new("stat").args(["-f", "-c", "%b %S"]).arg(p).output().unwrap();
+        let t = String::from_utf8_lossy(&o.stdout);
+        let v: Vec<u64> = t.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        v[0] * v[1]
+    };
+    let store = a.dir.join("store");
+    let budget_of = |extra: &[&str]| -> u64 {
+        let mut args = vec!["record", "--synthetic", "count=10", "-o", store.to_str().unwrap(), "--max-size", "1%"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--file-size", "64M", "-q"]);
+        let o = run_wirevault(&args);
+        o.expect(2, "a budget too small");
+        let m = o.stderr.split(" bytes)").next().and_then(|h| h.rsplit('(').next()).unwrap_or_default().to_string();
+        m.parse().unwrap_or_else(|_| panic!("no byte count in: {}", o.stderr))
+    };
+    let one = budget_of(&[]);
+    assert_eq!(one, total(&a.dir) / 100, "the store's volume alone");
+    let b_dir = b.dir.join("vol");
+    let two = budget_of(&["--volume", b_dir.to_str().unwrap()]);
+    assert_eq!(two, (total(&a.dir) + total(&b.dir)) / 100, "both volumes");
+    // The same file system given twice counts once.
+    let same = a.dir.join("more");
+    assert_eq!(budget_of(&["--volume", same.to_str().unwrap()]), one);
+}

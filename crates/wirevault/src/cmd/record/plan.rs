@@ -401,12 +401,25 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             let max_bytes = if m.trim().ends_with('%') {
                 let share = parse_percent(m)
                     .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
-                // The volume of the store, or of its nearest existing parent: nothing is created yet.
-                let on = a.store.ancestors().find(|p| p.exists()).unwrap_or(Path::new("."));
-                let on = if on.as_os_str().is_empty() { Path::new(".") } else { on };
-                let (_, total) = wv_sys::fs::fs_space(on).map_err(|e| {
-                    fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", a.store.display()))
-                })?;
+                // A share of every volume the store writes to (the store
+                // directory's and each --volume's file system, each once),
+                // judged at the path or its nearest existing parent: nothing
+                // is created yet.
+                let mut seen = Vec::new();
+                let mut total = 0u64;
+                for dir in std::iter::once(&a.store).chain(&a.volumes) {
+                    let on = dir.ancestors().find(|p| p.exists()).unwrap_or(Path::new("."));
+                    let on = if on.as_os_str().is_empty() { Path::new(".") } else { on };
+                    let dev = std::fs::metadata(on).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).ok();
+                    if dev.is_some_and(|d| seen.contains(&d)) {
+                        continue;
+                    }
+                    seen.extend(dev);
+                    let (_, t) = wv_sys::fs::fs_space(on).map_err(|e| {
+                        fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", dir.display()))
+                    })?;
+                    total = total.saturating_add(t);
+                }
                 (total as f64 * share) as u64
             } else {
                 size("--max-size", m)?
