@@ -67,6 +67,9 @@ fn count_is_exact_across_size_rotation() {
     assert!(o.stderr.contains("200000 packets received"), "summary: {}", o.stderr);
     let c = final_counters(&store);
     assert_eq!((c.received, c.written, c.filtered, c.drops()), (200_000, 200_000, 0, 0));
+    // Once the writers have written everything out, the arena is empty.
+    let stats: serde_json::Value = serde_json::from_slice(&std::fs::read(store.join("stats.json")).unwrap()).unwrap();
+    assert_eq!(stats["arena_fill"].as_f64(), Some(0.0), "{stats}");
     let files = check_store(&store);
     assert!(files.len() >= 60, "{} files of at most 1M for ~75 MB", files.len());
     for f in &files {

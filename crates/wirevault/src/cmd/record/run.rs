@@ -214,7 +214,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         for note in rotation.as_ref().map(|r| r.take_notes()).unwrap_or_default() {
             say!("wirevault: warning: {note}");
         }
-        let all_done = streams.iter().all(|s| s.capture.is_finished());
+        // Done when the writers are too: while they write out what the
+        // arenas hold (a slow disk: seconds), the status, stats.json and the
+        // API go on, and a SIGHUP is still read.
+        let all_done =
+            streams.iter().all(|s| s.capture.is_finished() && s.writer.as_ref().is_none_or(|w| w.is_finished()));
         let duration_reached = p.duration.is_some_and(|d| status.elapsed() >= d);
         let write_failed = writer_shared.iter().any(|w| w.failed.load(Ordering::Acquire));
         if duration_reached || write_failed {
@@ -265,8 +269,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         }
     }
     let problems = file_problems.and_then(|r| r.recv().ok()).unwrap_or_default();
-    let streams = Snapshot::each(&counts, &writer_shared);
-    let snap = Snapshot::sum(&streams);
+    let streams: Vec<Snapshot> = Snapshot::each(&counts, &writer_shared).into_iter().map(Snapshot::drained).collect();
+    let snap = Snapshot::sum(&streams).drained();
     status.finish(&snap);
     if let Some(server) = server {
         publish(&board, &status, (&snap, &streams), Default::default(), (&p, budget.get()), true);

@@ -156,6 +156,14 @@ pub struct Startup {
 }
 
 impl Snapshot {
+    /// The counters once every writer has ended: the arenas hold nothing
+    /// more (the fill the capture threads last published was before the
+    /// writers emptied them).
+    pub fn drained(mut self) -> Snapshot {
+        self.arena_fill = 0.0;
+        self
+    }
+
     pub fn take(sc: &[Arc<SharedCounts>], ws: &[Arc<WriterShared>]) -> Snapshot {
         let mut counts = Counts::default();
         let mut fill: f64 = 0.0;
