@@ -177,6 +177,13 @@ pub struct Reloader {
 
 impl Reloader {
     pub fn reload(&self) -> Result<String, ServeError> {
+        let done = self.reload_changes()?;
+        Ok(if done.is_empty() { "nothing to reload".into() } else { format!("reloaded {}", done.join(", ")) })
+    }
+
+    /// What [`Reloader::reload`] read again (empty: the server has no
+    /// token or TLS file).
+    pub fn reload_changes(&self) -> Result<Vec<String>, ServeError> {
         let mut done = Vec::new();
         if let Some(path) = &self.state.cfg.token_file {
             let t = Tokens::load(path)?;
@@ -188,7 +195,7 @@ impl Reloader {
             *self.tls.write().unwrap_or_else(|e| e.into_inner()) = Some(tokio_rustls::TlsAcceptor::from(c));
             done.push("TLS certificate, key, client CA and CRL".into());
         }
-        Ok(if done.is_empty() { "nothing to reload".into() } else { format!("reloaded {}", done.join(", ")) })
+        Ok(done)
     }
 }
 

@@ -98,7 +98,17 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     new_store.keep();
     if let (Some(r), Some(s)) = (&mut reloader, &server) {
         let handle = s.reloader();
-        r.hook(&[], Box::new(move |_| handle.reload().map(Some).map_err(|e| format!("api: {e}"))));
+        // Said only when the server has files to read again: "nothing to
+        // reload" beside the budget the same reload changed read as a contradiction.
+        r.hook(
+            &[],
+            Box::new(move |_| {
+                handle
+                    .reload_changes()
+                    .map(|d| (!d.is_empty()).then(|| format!("reloaded {}", d.join(", "))))
+                    .map_err(|e| format!("api: {e}"))
+            }),
+        );
     }
     let catalog =
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
