@@ -34,7 +34,7 @@ pub const BATCH: usize = 64;
 /// before its packet counts as failed.
 const RETRY_FOR_NS: u64 = 1_000_000_000;
 /// After this long of a full driver queue, the link's carrier is asked for
-/// (between retries: one ioctl each).
+/// (once per spell of a full queue: one ioctl).
 const CARRIER_CHECK_NS: u64 = 10_000_000;
 
 /// Something that sends frames: the real socket, or a test double.

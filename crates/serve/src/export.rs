@@ -297,9 +297,9 @@ pub(crate) fn export(
     // What is known to be missing before the first byte is said in the
     // headers; a file that goes missing or shrinks after it aborts the body.
     let known = state.damaged.still_damaged();
-    let mut announced = p.warnings().to_vec();
-    announced.extend(known.iter().map(Known::warning));
-    headers.extend(announced.iter().take(MAX_WARNING_HEADERS).map(|w| ("x-wirevault-warning", w.clone())));
+    let warned = p.warnings().to_vec();
+    let announced = warned.iter().cloned().chain(known.iter().map(Known::warning));
+    headers.extend(announced.take(MAX_WARNING_HEADERS).map(|w| ("x-wirevault-warning", w)));
     if ready.send(Ok(Head { headers })).is_err() {
         return Exported { bytes: 0, packets: None, outcome: "client went away".into() };
     }
@@ -319,7 +319,7 @@ pub(crate) fn export(
     };
     let result = wv_query::run(p, wv_query::Sink::Chunks(&mut give));
     match result {
-        Ok(r) => match changed_meanwhile(&r, &announced, &known) {
+        Ok(r) => match changed_meanwhile(&r, &warned, &known) {
             None => {
                 // A file announced damaged that read whole this time (repaired
                 // in place, or outside this selection) is not announced again.
@@ -456,12 +456,11 @@ impl Damaged {
 /// short or unreadable while the export ran, and neither among the warnings
 /// of the query its headers gave nor a file known damaged that is still as
 /// it was found.
-fn changed_meanwhile(r: &wv_query::Report, announced: &[String], known: &[Known]) -> Option<String> {
+fn changed_meanwhile(r: &wv_query::Report, warned: &[String], known: &[Known]) -> Option<String> {
     let name = |p: &std::path::PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let excused = |p: &std::path::PathBuf| {
         let n = name(p);
-        known.iter().any(|k| &k.path == p && k.unchanged())
-            || announced.iter().filter(|w| !known.iter().any(|k| &k.warning() == *w)).any(|w| w.contains(n.as_str()))
+        warned.iter().any(|w| w.contains(n.as_str())) || known.iter().any(|k| &k.path == p && k.unchanged())
     };
     let damaged: Vec<String> = r.damaged_files.iter().filter(|p| !excused(p)).map(name).collect();
     if damaged.is_empty() && r.deleted_while_recording == 0 {

@@ -24,20 +24,22 @@ pub fn ifindex(name: &str) -> Result<u32, Error> {
 /// Whether the interface is administratively up (`IFF_UP`, what `ip link set X up` sets).
 /// Carrier (cable, peer) is not checked: a capture on an up interface without carrier is valid.
 pub fn is_up(name: &str) -> Result<bool, Error> {
-    let ifr = ioctl(name, libc::SIOCGIFFLAGS, "reading the interface flags")?;
-    // SAFETY: SIOCGIFFLAGS succeeded, so the kernel filled `ifru_flags` (a plain c_short).
-    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
-    Ok(flags as u16 as libc::c_int & libc::IFF_UP != 0)
+    Ok(flags(name)? & libc::IFF_UP != 0)
 }
 
 /// Whether the interface's link is up (`IFF_RUNNING`: operationally up, a
 /// carrier: a cable, or a veth whose peer is up). Frames sent on an
 /// interface without one are refused by the driver's queue (ENOBUFS).
 pub fn has_carrier(name: &str) -> Result<bool, Error> {
+    Ok(flags(name)? & libc::IFF_RUNNING != 0)
+}
+
+/// The interface's `IFF_*` flags (the 16 that `SIOCGIFFLAGS` reports).
+fn flags(name: &str) -> Result<libc::c_int, Error> {
     let ifr = ioctl(name, libc::SIOCGIFFLAGS, "reading the interface flags")?;
     // SAFETY: SIOCGIFFLAGS succeeded, so the kernel filled `ifru_flags` (a plain c_short).
     let flags = unsafe { ifr.ifr_ifru.ifru_flags };
-    Ok(flags as u16 as libc::c_int & libc::IFF_RUNNING != 0)
+    Ok(flags as u16 as libc::c_int)
 }
 
 /// The interface MTU in bytes (layer-3 payload; the largest frame is MTU + link header, more with

@@ -147,20 +147,18 @@ fn check_interface(ifname: &str, force: bool) -> anyhow::Result<wv_replay::Confi
     if !force {
         let via = wv_replay::route::default_route_reach(ifname)
             .map_err(|e| fail(exit::ERROR, format!("cannot read the routing table to check {ifname}: {e}")))?;
-        match via {
-            Some(d) if d == ifname => return Err(fail(
+        if let Some(d) = via {
+            let how = if d == ifname {
+                "it carries the default route".to_string()
+            } else {
+                format!("it is bridged, bonded or stacked with {d}, which carries the default route")
+            };
+            return Err(fail(
                 exit::USAGE,
                 format!(
-                    "refusing to send on {ifname}: it carries the default route, so replayed packets would reach the real network; give --force to send anyway"
+                    "refusing to send on {ifname}: {how}, so replayed packets would reach the real network; give --force to send anyway"
                 ),
-            )),
-            Some(d) => return Err(fail(
-                exit::USAGE,
-                format!(
-                    "refusing to send on {ifname}: it is bridged, bonded or stacked with {d}, which carries the default route, so replayed packets would reach the real network; give --force to send anyway"
-                ),
-            )),
-            None => {}
+            ));
         }
     }
     let linktype =

@@ -49,11 +49,7 @@ pub fn budget_bytes(m: &str, store: &Path) -> anyhow::Result<u64> {
     if m.trim().ends_with('%') {
         let share =
             parse_percent(m).ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
-        let on = store.ancestors().find(|p| p.exists()).filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let (_, total) = wv_sys::fs::fs_space(on).map_err(|e| {
-            fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", store.display()))
-        })?;
-        Ok((total as f64 * share) as u64)
+        Ok((super::record::volumes_size(&[store])? as f64 * share) as u64)
     } else {
         parse_size(m)
             .filter(|&v| v > 0)

@@ -205,6 +205,26 @@ pub fn usage(msg: String) -> anyhow::Error {
     fail(exit::USAGE, msg)
 }
 
+/// The size of the file systems holding `dirs` (each once), each judged at
+/// the path or its nearest existing parent: nothing is created yet
+/// (`record --max-size PERCENT` and `tune` take a share of it).
+pub fn volumes_size(dirs: &[&Path]) -> anyhow::Result<u64> {
+    let mut seen = Vec::new();
+    let mut total = 0u64;
+    for dir in dirs {
+        let on = dir.ancestors().find(|p| p.exists()).filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dev = std::fs::metadata(on).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).ok();
+        if dev.is_some_and(|d| seen.contains(&d)) {
+            continue;
+        }
+        seen.extend(dev);
+        let (_, t) = wv_sys::fs::fs_space(on)
+            .map_err(|e| fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", dir.display())))?;
+        total = total.saturating_add(t);
+    }
+    Ok(total)
+}
+
 /// `--buffer TEXT` of `v` bytes, if this machine has that much memory
 /// (`record` and `tune` take the same).
 pub fn buffer_fits(text: &str, v: u64) -> anyhow::Result<u64> {
@@ -401,26 +421,9 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             let max_bytes = if m.trim().ends_with('%') {
                 let share = parse_percent(m)
                     .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
-                // A share of every volume the store writes to (the store
-                // directory's and each --volume's file system, each once),
-                // judged at the path or its nearest existing parent: nothing
-                // is created yet.
-                let mut seen = Vec::new();
-                let mut total = 0u64;
-                for dir in std::iter::once(&a.store).chain(&a.volumes) {
-                    let on = dir.ancestors().find(|p| p.exists()).unwrap_or(Path::new("."));
-                    let on = if on.as_os_str().is_empty() { Path::new(".") } else { on };
-                    let dev = std::fs::metadata(on).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).ok();
-                    if dev.is_some_and(|d| seen.contains(&d)) {
-                        continue;
-                    }
-                    seen.extend(dev);
-                    let (_, t) = wv_sys::fs::fs_space(on).map_err(|e| {
-                        fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", dir.display()))
-                    })?;
-                    total = total.saturating_add(t);
-                }
-                (total as f64 * share) as u64
+                // A share of every volume the store writes to.
+                let dirs: Vec<&Path> = std::iter::once(&a.store).chain(&a.volumes).map(PathBuf::as_path).collect();
+                (volumes_size(&dirs)? as f64 * share) as u64
             } else {
                 size("--max-size", m)?
             };

@@ -177,9 +177,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
     if huge_fallback {
         // Reserved hugepages may exist, too few for the arena: say which.
-        let free = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-            m.lines().find_map(|l| l.strip_prefix("HugePages_Free:").and_then(|v| v.trim().parse::<u64>().ok()))
-        });
+        let free =
+            std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| wv_tune::parse::meminfo(&m, "HugePages_Free"));
         let why = match free {
             Some(n) if n > 0 => format!("too few reserved hugepages free for the arena ({n}; vm.nr_hugepages)"),
             _ => "no reserved hugepages (vm.nr_hugepages)".to_string(),

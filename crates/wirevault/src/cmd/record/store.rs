@@ -100,8 +100,6 @@ fn is_store(store: &Path) -> std::io::Result<bool> {
         }))
 }
 
-/// Creates the store directory (0750) or checks that the one there is a
-/// store, and proves it is writable.
 /// A store directory `record` is about to create: if start-up fails before
 /// [`NewStore::keep`], dropping it removes the directory again, provided it
 /// holds nothing but the lock (nothing was recorded into it).
@@ -129,6 +127,8 @@ impl Drop for NewStore {
     }
 }
 
+/// Creates the store directory (0750) or checks that the one there is a
+/// store, and proves it is writable.
 pub fn prepare_store(store: &Path) -> anyhow::Result<()> {
     let shown = store.display();
     let io_fail = |what: &str, e: std::io::Error| {
