@@ -7,13 +7,20 @@
 //!
 //! Files are read front to back, never sought, so a path may be a pipe: a
 //! FIFO, `/dev/stdin`, or process substitution (`<(zcat x.pcap.gz)`); the
-//! path `-` is standard input, as for tcpdump's `-r -`.
+//! path `-` is standard input, as for tcpdump's `-r -`. A pipe is read only
+//! once it has data ([`wv_sys::pipe::readable`]): while it has none, the
+//! source answers [`Poll::Idle`] every 100 ms (counters, status and idle
+//! flushes go on), and the stop flag given to [`FileSource::stop_on`] ends
+//! the wait, so that Ctrl-C stops a recording whose writer is slow, or has
+//! not come yet.
 
 use crate::filter::{self, Filter};
 use crate::{CaptureError, Delivery, Poll, Source};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use wv_wire::reader::Reader;
 
 const BATCH: usize = 512;
@@ -31,6 +38,11 @@ pub struct FileSource {
     /// Files opened so far.
     pub files_read: usize,
     stopped: bool,
+    /// Set when the recording stops: a pipe waiting for data reads as ended.
+    stop: Arc<AtomicBool>,
+    /// Set while a file is opened: its header is read whole, however long
+    /// the pipe takes; afterwards a pipe with nothing yet says so.
+    patient: Arc<AtomicBool>,
 }
 
 impl FileSource {
@@ -44,6 +56,23 @@ impl FileSource {
             problems: Vec::new(),
             files_read: 0,
             stopped: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            patient: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// Reads of a pipe end (as at its end) once `stop` is set, instead of
+    /// waiting for data that may never come; what was cut so is no problem.
+    pub fn stop_on(mut self, stop: Arc<AtomicBool>) -> FileSource {
+        self.stop = stop;
+        self
+    }
+
+    /// A problem with the input, unless the recording was stopped meanwhile
+    /// (an input cut by the stop is not damaged).
+    fn problem(problems: &mut Vec<String>, stop: &AtomicBool, what: String) {
+        if !stop.load(Ordering::Relaxed) {
+            problems.push(what);
         }
     }
 
@@ -56,16 +85,18 @@ impl FileSource {
         while self.next < self.paths.len() {
             let p = self.paths[self.next].clone();
             self.next += 1;
-            match open(&p).and_then(peek_order) {
+            self.patient.store(true, Ordering::Relaxed);
+            match open(&p, &self.stop, &self.patient).and_then(peek_order) {
                 Ok((f, swapped)) => match Reader::new(f) {
                     Ok(r) => {
+                        self.patient.store(false, Ordering::Relaxed);
                         self.cur = Some((p, r, swapped));
                         self.files_read += 1;
                         return true;
                     }
-                    Err(e) => self.problems.push(format!("{}: {e}", p.display())),
+                    Err(e) => Self::problem(&mut self.problems, &self.stop, format!("{}: {e}", p.display())),
                 },
-                Err(e) => self.problems.push(format!("{}: cannot open: {e}", p.display())),
+                Err(e) => Self::problem(&mut self.problems, &self.stop, format!("{}: cannot open: {e}", p.display())),
             }
         }
         false
@@ -75,12 +106,58 @@ impl FileSource {
 /// What a file source reads from: a file or pipe, or standard input.
 type Input = Box<dyn Read + Send>;
 
-/// Opens `path` for reading; `-` is standard input.
-fn open(path: &Path) -> std::io::Result<Input> {
+/// Opens `path` for reading; `-` is standard input. A pipe (or terminal)
+/// is read through [`Stoppable`].
+fn open(path: &Path, stop: &Arc<AtomicBool>, patient: &Arc<AtomicBool>) -> std::io::Result<Input> {
+    let (stop, patient) = (stop.clone(), patient.clone());
     if path.as_os_str() == "-" {
-        return Ok(Box::new(std::io::stdin()));
+        let stdin = std::io::stdin();
+        if is_regular(&stdin.as_fd()) {
+            return Ok(Box::new(stdin));
+        }
+        let fd = stdin.as_fd().as_raw_fd();
+        return Ok(Box::new(Stoppable { r: stdin, fd, stop, patient }));
     }
-    Ok(Box::new(File::open(path)?))
+    let f = wv_sys::pipe::open_read_now(path)?;
+    if is_regular(&f) {
+        return Ok(Box::new(f));
+    }
+    let fd = f.as_raw_fd();
+    Ok(Box::new(Stoppable { r: f, fd, stop, patient }))
+}
+
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+/// True when `fd` is a regular file (reads never wait).
+fn is_regular(fd: &impl AsFd) -> bool {
+    fd.as_fd().try_clone_to_owned().map(File::from).and_then(|f| f.metadata()).is_ok_and(|m| m.is_file())
+}
+
+/// A pipe read only once it has data or has ended. After 100 ms without,
+/// a read says `WouldBlock` (the reader can be asked again), or waits on
+/// while `patient` is set; after the stop it reads as ended.
+struct Stoppable<R> {
+    r: R,
+    /// `r`'s descriptor (owned by `r`).
+    fd: RawFd,
+    stop: Arc<AtomicBool>,
+    patient: Arc<AtomicBool>,
+}
+
+impl<R: Read> Read for Stoppable<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(0);
+            }
+            if wv_sys::pipe::readable(&self.fd, std::time::Duration::from_millis(100))? {
+                return self.r.read(buf);
+            }
+            if !self.patient.load(Ordering::Relaxed) {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+        }
+    }
 }
 
 /// The input with its first bytes read and put back in front, and whether
@@ -143,7 +220,7 @@ impl Source for FileSource {
         if self.stopped || (self.cur.is_none() && !self.open_next()) {
             return Ok(Poll::End);
         }
-        let FileSource { cur, expression, filters, problems, .. } = self;
+        let FileSource { cur, expression, filters, problems, stop, .. } = self;
         let (path, reader, swapped) = cur.as_mut().expect("opened above");
         let swapped = *swapped;
         for _ in 0..BATCH {
@@ -171,8 +248,10 @@ impl Source for FileSource {
                     *cur = None;
                     return Ok(Poll::Packets);
                 }
+                // A pipe with nothing yet: the pump ticks, then asks again.
+                Err(e) if e.is_would_block() => return Ok(Poll::Idle),
                 Err(e) => {
-                    problems.push(format!("{}: {e}", path.display()));
+                    Self::problem(problems, stop, format!("{}: {e}", path.display()));
                     *cur = None;
                     return Ok(Poll::Packets);
                 }

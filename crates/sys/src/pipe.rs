@@ -58,6 +58,39 @@ pub fn splice_file(from: &std::fs::File, off: u64, len: u64, to: &impl AsRawFd, 
     Ok(())
 }
 
+/// Opens `path` for reading without waiting for a writer when it is a FIFO:
+/// open(2) of a FIFO waits until one comes, and no signal ends that wait
+/// (the handlers restart it), so Ctrl-C could not stop a recording that
+/// waits for its input. The file is switched back to blocking reads; a
+/// caller that must stay stoppable waits with [`readable`] before it reads
+/// (a FIFO that no writer has opened yet reads as ended).
+pub fn open_read_now(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    // SAFETY: F_GETFL/F_SETFL take and return an int and touch no memory of ours.
+    let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(f)
+}
+
+/// Waits at most `timeout` for `fd` to have something to read: data, or an
+/// end (its writers gone, an error). False when the time ran out or a
+/// signal came first.
+pub fn readable(fd: &impl AsRawFd, timeout: std::time::Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one live pollfd, its count 1.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(r > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +138,29 @@ mod tests {
         drop(w);
         assert_eq!(t.join().unwrap(), &data[10..250_010]);
         let _ = std::fs::remove_file(&dir);
+    }
+
+    #[test]
+    fn a_fifo_opens_at_once_and_waits_for_its_writer_in_readable() {
+        use std::io::{Read, Write};
+        use std::time::Duration;
+        let dir = std::env::temp_dir().join(format!("wv-pipe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let mut r = open_read_now(&path).unwrap();
+        // No writer yet: nothing to read, and the wait ends by its timeout.
+        assert!(!readable(&r, Duration::from_millis(50)).unwrap());
+        let mut w = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        w.write_all(b"abc").unwrap();
+        assert!(readable(&r, Duration::from_secs(5)).unwrap());
+        let mut buf = [0u8; 8];
+        assert_eq!(r.read(&mut buf).unwrap(), 3, "reads block again, and return the data");
+        drop(w);
+        assert!(readable(&r, Duration::from_secs(5)).unwrap(), "the writer gone reads as the end");
+        assert_eq!(r.read(&mut buf).unwrap(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -125,6 +125,12 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// The input had nothing to read yet and said so instead of waiting
+    /// (`io::ErrorKind::WouldBlock`); the reader can be asked again.
+    pub fn is_would_block(&self) -> bool {
+        matches!(self, ReadError::Io { source, .. } if source.kind() == io::ErrorKind::WouldBlock)
+    }
+
     /// The byte offset in the file the error refers to, when there is one.
     pub fn offset(&self) -> Option<u64> {
         use ReadError::*;
@@ -289,7 +295,9 @@ impl<R: Read> Reader<R> {
     }
 
     /// The next packet; `Ok(None)` at the clean end of the file. After an
-    /// error the reader is spent and returns `Ok(None)`.
+    /// error the reader is spent and returns `Ok(None)`, except after one
+    /// that [`ReadError::is_would_block`]: an input that has nothing yet (a
+    /// pipe read without waiting) leaves the reader as it was; call again.
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, ReadError> {
         if self.failed {
             return Ok(None);
@@ -302,7 +310,8 @@ impl<R: Read> Reader<R> {
             Ok(Some(f)) => f,
             Ok(None) => return Ok(None),
             Err(e) => {
-                self.failed = true;
+                // Every fill comes before the record or block is consumed.
+                self.failed = !e.is_would_block();
                 return Err(e);
             }
         };
@@ -1119,6 +1128,57 @@ mod tests {
         assert_eq!(r.next_packet().unwrap().unwrap().caplen, 4099);
         assert!(matches!(r.next_packet(), Err(ReadError::TruncatedRecord { caplen: 8198, have: 100, .. })));
         assert!(r.next_packet().unwrap().is_none());
+    }
+
+    /// A pipe read without waiting: every other call has nothing yet.
+    struct Hesitant<'a> {
+        data: &'a [u8],
+        ready: bool,
+    }
+    impl Read for Hesitant<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.ready = !self.ready;
+            if !self.ready {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Trickle(self.data).read(buf).inspect(|n| self.data = &self.data[*n..])
+        }
+    }
+
+    #[test]
+    fn an_input_with_nothing_yet_can_be_asked_again() {
+        let mut b = pcap_header(false, pcap::MAGIC_NANOS, 0, 1);
+        for i in 0..20u32 {
+            pcap_record(&mut b, false, i, 0, &vec![i as u8; i as usize * 7], 65535);
+        }
+        let mut ng = Ng::new(true);
+        ng.idb(1, 0, &[]);
+        for i in 0..20u32 {
+            ng.epb(0, u64::from(i), &vec![i as u8; i as usize * 7], i * 7);
+        }
+        ng.shb();
+        ng.idb(1, 0, &[]);
+        ng.epb(0, 20, &[20; 140], 140);
+        for (file, n) in [(&b, 20), (&ng.b, 21)] {
+            // The file's first bytes are there when it is opened (as the
+            // record source peeks them), then every other read has nothing.
+            let (head, rest) = file.split_at(40);
+            let mut r = Reader::new(head.chain(Hesitant { data: rest, ready: true })).unwrap();
+            let (mut got, mut waits) = (0u32, 0);
+            loop {
+                match r.next_packet() {
+                    Ok(Some(p)) => {
+                        assert_eq!(p.data, &vec![got as u8; got as usize * 7][..]);
+                        got += 1;
+                    }
+                    Ok(None) => break,
+                    Err(e) if e.is_would_block() => waits += 1,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            assert_eq!(got, n);
+            assert!(waits > 100, "{waits}");
+        }
     }
 
     #[test]

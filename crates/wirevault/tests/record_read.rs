@@ -414,3 +414,47 @@ fn broken_inputs_are_reported_and_the_rest_is_stored() {
     let want: Vec<Frame> = frames[..69].iter().chain(&frames[70..]).cloned().collect();
     assert_same_frames(&want, &stream_records(&files, 0), true, "readable frames of broken inputs");
 }
+
+/// `--read FIFO`: Ctrl-C stops the recording at once (as it stops
+/// `tcpdump -r FIFO`) while no writer has come, and while a writer holds
+/// the FIFO open without sending; what was read is kept, and a stop is no
+/// damaged input.
+#[test]
+fn a_waiting_fifo_stops_on_sigint() {
+    let tmp = TempDir::new("fifo-stop");
+    let fifo = tmp.join("in.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let fifo_arg = fifo.to_str().unwrap();
+    let interrupt = |r: Recorder, what: &str| {
+        // SAFETY: the recorder is our child, not yet reaped.
+        unsafe { libc::kill(r.pid() as libc::pid_t, libc::SIGINT) };
+        let o = r.wait(std::time::Duration::from_secs(10));
+        o.expect(0, what);
+        assert!(!o.stderr.contains("truncated") && !o.stderr.contains("problem"), "{what}: {}", o.stderr);
+    };
+
+    // No writer ever comes.
+    let store = tmp.join("alone");
+    let mut r =
+        Recorder::start(None, &store, tmp.path(), &["-q", "--buffer", "8M", "--block-size", "64K", "--read", fifo_arg]);
+    r.wait_ready();
+    interrupt(r, "a FIFO without a writer");
+
+    // A writer sends 50 frames and keeps the FIFO open.
+    let frames = test_frames(50, START_NS);
+    let src = tmp.join("src.pcap");
+    write_pcap(&src, 1, 65535, false, &frames);
+    let store = tmp.join("held");
+    let mut r =
+        Recorder::start(None, &store, tmp.path(), &["-q", "--buffer", "8M", "--block-size", "64K", "--read", fifo_arg]);
+    r.wait_ready();
+    let mut w = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    std::io::Write::write_all(&mut w, &fs::read(&src).unwrap()).unwrap();
+    r.wait_received(50);
+    interrupt(r, "a FIFO held open");
+    drop(w);
+    let files = check_store(&store);
+    assert_same_frames(&frames, &stream_records(&files, 0), true, "frames read before the stop");
+}

@@ -58,7 +58,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     // compiled): its rings open last, so that nothing queues in them while
     // the store is repaired and the arenas are faulted in (at slow rates a
     // ring holds well under a second of traffic before the kernel drops).
-    let mut sources = open_sources(&p)?;
+    let mut sources = open_sources(&p, &stop)?;
 
     // A store this run creates is removed again if start-up fails before
     // anything is recorded (a taken --listen port, an arena refused).
@@ -366,7 +366,7 @@ struct Live {
 
 /// Opens the sources: checks a live interface and compiles its filter (its
 /// rings open later, in [`open_rings`]), opens the file reader or the generator.
-fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
+fn open_sources(p: &Plan, stop: &Arc<AtomicBool>) -> anyhow::Result<Sources> {
     let mut list: Vec<Box<dyn Source>> = Vec::new();
     let mut file_source = None;
     let mut notes = Vec::new();
@@ -419,7 +419,7 @@ fn open_sources(p: &Plan) -> anyhow::Result<Sources> {
             }
             file_source = Some(0);
             stamps = Stamps::File;
-            list.push(Box::new(FileSource::new(files.clone(), p.expression.clone())));
+            list.push(Box::new(FileSource::new(files.clone(), p.expression.clone()).stop_on(stop.clone())));
         }
         SourcePlan::Synthetic(spec) => {
             let filt = match &p.expression {
