@@ -213,6 +213,14 @@ impl Filter {
         wv_wire::bpf::run(&self.program, data, wirelen) != 0
     }
 
+    /// True when the program jumps back (libpcap's `protochain` loops over
+    /// the IPv6 extension headers): the kernel refuses it as a socket
+    /// filter; libpcap and [`wv_wire::bpf`] run it in user space.
+    pub fn jumps_back(&self) -> bool {
+        use wv_wire::bpf::code::{JA, JMP};
+        self.program.iter().any(|i| i.code == JMP | JA && (i.k as i32) < 0)
+    }
+
     /// The program as kernel socket filter instructions.
     pub fn sock_filter(&self) -> Vec<libc::sock_filter> {
         self.program.iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect()
@@ -222,6 +230,12 @@ impl Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protochain_jumps_back() {
+        assert!(compile("ip6 protochain 17", 1, 262_144).unwrap().jumps_back());
+        assert!(!compile("udp port 53", 1, 262_144).unwrap().jumps_back());
+    }
 
     #[test]
     fn compiles_and_reports_errors() {

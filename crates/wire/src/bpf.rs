@@ -70,6 +70,11 @@ pub mod code {
 
 use code::*;
 
+/// Backward jumps one run may take. libpcap's `protochain` takes one per
+/// IPv6 extension header walked, each at least 8 bytes: more than the
+/// largest snapshot (262,144 bytes) can hold.
+const MAX_BACK_JUMPS: u32 = 1 << 17;
+
 /// Runs `prog` on a packet whose captured bytes are `pkt` and whose original
 /// length is `wirelen`; returns the program's result (0 = reject). An empty
 /// program accepts everything, as libpcap's does.
@@ -81,6 +86,7 @@ pub fn run(prog: &[Insn], pkt: &[u8], wirelen: u32) -> u32 {
     let mut x: u32 = 0;
     let mut mem = [0u32; 16];
     let mut pc = 0usize;
+    let mut back_jumps = 0u32;
     let load = |off: u32, size: u16| -> Option<u32> {
         let off = off as usize;
         match size {
@@ -170,8 +176,19 @@ pub fn run(prog: &[Insn], pkt: &[u8], wirelen: u32) -> u32 {
                 let src = if i.code & 0x08 != 0 { x } else { i.k };
                 let taken = match i.code & 0xf0 {
                     0x00 => {
-                        // JA: unconditional, offset in k.
-                        pc = match pc.checked_add(i.k as usize) {
+                        // JA: unconditional, offset in k, signed as libpcap's
+                        // bpf_filter reads it: `ip6 protochain` jumps back
+                        // (a program the kernel refuses, so libpcap filters it
+                        // in user space). Back jumps are counted: a program
+                        // looping on a packet rejects it, never hangs.
+                        let k = i.k as i32;
+                        if k < 0 {
+                            back_jumps += 1;
+                            if back_jumps > MAX_BACK_JUMPS {
+                                return 0;
+                            }
+                        }
+                        pc = match pc.checked_add_signed(k as isize) {
                             Some(p) => p,
                             None => return 0,
                         };
@@ -233,6 +250,55 @@ mod tests {
         // `tcpdump -ddd greater 100`: ld len; jge 100; ret 262144; ret 0
         let p = prog("128 0 0 0\n53 0 1 100\n6 0 0 262144\n6 0 0 0");
         assert_eq!(run(&p, &[0u8; 60], 1514), 262_144);
+        assert_eq!(run(&p, &[0u8; 60], 60), 0);
+    }
+
+    // `tcpdump -ddd -y EN10MB 'ip6 protochain 17'`: its loop over the
+    // extension headers jumps back (k = -15 and -28 as u32).
+    const PROTOCHAIN17: &str = "40 0 0 12|21 0 33 34525|48 0 0 20|1 0 0 40|21 27 0 17|21 26 0 59|21 3 0 0|21 2 0 60|21 1 0 43|21 0 9 44|80 0 0 14|2 0 0 0|80 0 0 15|4 0 0 1|36 0 0 8|12 0 0 0|7 0 0 0|96 0 0 0|5 0 0 4294967281|21 0 12 51|135 0 0 0|80 0 0 14|2 0 0 0|135 0 0 0|4 0 0 1|7 0 0 0|80 0 0 14|4 0 0 2|36 0 0 4|7 0 0 0|96 0 0 0|5 0 0 4294967268|4 0 0 0|21 0 1 17|6 0 0 262144|6 0 0 0";
+
+    /// An IPv6 frame whose next header is `nh`, then the extension headers
+    /// `ext` (each 8 bytes: next header, length 0), then `payload`.
+    fn ip6_frame(nh: u8, ext: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 40];
+        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        f[14] = 0x60;
+        f[20] = nh;
+        for &next in ext {
+            f.extend([next, 0, 0, 0, 0, 0, 0, 0]);
+        }
+        f.extend([0u8; 8]);
+        f
+    }
+
+    #[test]
+    fn protochain_jumps_back_through_extension_headers() {
+        let p = prog(&PROTOCHAIN17.replace('|', "\n"));
+        assert_eq!(p.len(), 36);
+        // UDP right after the IPv6 header, and behind hop-by-hop and
+        // destination options (as tcpdump matches both).
+        assert_eq!(run(&p, &ip6_frame(17, &[]), 70), 262_144);
+        assert_eq!(run(&p, &ip6_frame(0, &[17]), 78), 262_144);
+        assert_eq!(run(&p, &ip6_frame(0, &[60, 17]), 86), 262_144);
+        assert_eq!(run(&p, &ip6_frame(0, &[60, 6]), 86), 0);
+        // A chain cut short rejects, and so does a long one that never
+        // reaches UDP; a long one that does matches.
+        assert_eq!(run(&p, &ip6_frame(0, &[60, 60])[..70], 86), 0);
+        let long = ip6_frame(0, &[0; 6000]);
+        assert_eq!(run(&p, &long, long.len() as u32), 0);
+        let mut chain = vec![0u8; 5999];
+        chain.push(17);
+        let long = ip6_frame(0, &chain);
+        assert_eq!(run(&p, &long, long.len() as u32), 262_144);
+    }
+
+    #[test]
+    fn a_program_looping_for_ever_rejects() {
+        // ja -1: a jump onto itself.
+        let p = vec![Insn { code: JMP | JA, jt: 0, jf: 0, k: u32::MAX }];
+        assert_eq!(run(&p, &[0u8; 60], 60), 0);
+        // A jump back before the first instruction.
+        let p = vec![Insn { code: JMP | JA, jt: 0, jf: 0, k: (-5i32) as u32 }];
         assert_eq!(run(&p, &[0u8; 60], 60), 0);
     }
 }

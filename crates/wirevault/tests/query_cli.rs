@@ -289,3 +289,47 @@ fn pipe_output_equals_file_output_byte_for_byte() {
         assert!(t == p, "{args:?}: tcpdump reads other packets than the query wrote");
     }
 }
+
+/// `ip6 protochain 17` walks the IPv6 extension headers with a loop that
+/// jumps back: query selects what tcpdump selects (it matched only UDP right
+/// behind the IPv6 header, the jump back read as one past the program's end).
+#[test]
+fn protochain_selects_what_tcpdump_selects() {
+    use crate::util::{read_capture, tcpdump_frames, write_pcap, Frame as F};
+    if !have("tcpdump") {
+        return;
+    }
+    let dir = TempDir::new("protochain");
+    let ip6 = |nh: u8, ext: &[u8]| {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd, 0x60, 0, 0, 0];
+        let payload = (ext.len() * 8 + 12) as u16;
+        f.extend(payload.to_be_bytes());
+        f.extend([nh, 64]);
+        f.extend([0x20, 1, 0x0d, 0xb8].iter().chain(&[0; 11]).chain(&[1]));
+        f.extend([0x20, 1, 0x0d, 0xb8].iter().chain(&[0; 11]).chain(&[2]));
+        for &next in ext {
+            f.extend([next, 0, 1, 4, 0, 0, 0, 0]);
+        }
+        f.extend([4, 0xd2, 0, 53, 0, 12, 0, 0, 1, 2, 3, 4]);
+        f
+    };
+    let chains: [(u8, &[u8]); 6] = [(17, &[]), (0, &[17]), (0, &[60, 17]), (60, &[43, 17]), (0, &[60, 6]), (6, &[])];
+    let frames: Vec<F> = (0..60u64)
+        .map(|i| {
+            let (nh, ext) = chains[i as usize % chains.len()];
+            let data = ip6(nh, ext);
+            F { ts_ns: 1_700_000_000_000_000_000 + i * 1000, origlen: data.len() as u32, data }
+        })
+        .collect();
+    let file = dir.join("chains.pcap");
+    write_pcap(&file, 1, 65535, false, &frames);
+    let out = dir.join("out.pcap");
+    let o = wirevault(&["query", file.to_str().unwrap(), "-w", out.to_str().unwrap(), "ip6 protochain 17"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, want) = tcpdump_frames(&file, &["ip6 protochain 17"], dir.path());
+    assert_eq!(want.len(), 40, "tcpdump's own count");
+    let (_, got) = read_capture(&out);
+    let times = |v: &[crate::util::Rec]| v.iter().map(|r| r.ts_ns).collect::<Vec<_>>();
+    assert_eq!(times(&got), times(&want), "the packets selected, by time");
+    assert!(got.iter().zip(&want).all(|(g, w)| g.data == w.data), "the same bytes");
+}

@@ -388,6 +388,15 @@ fn open_sources(p: &Plan, stop: &Arc<AtomicBool>) -> anyhow::Result<Sources> {
                 }
                 None => None,
             };
+            if let Some(f) = filt.as_ref().filter(|f| f.jumps_back()) {
+                return Err(fail(
+                    exit::USAGE,
+                    format!(
+                        "the kernel cannot run the filter \"{}\" (libpcap compiles `protochain` into a loop, which socket filters cannot hold); record with --source xdp, which filters in user space, or record without it and select with `wirevault query`",
+                        filter::shown(&f.expression)
+                    ),
+                ));
+            }
             let mut prog = filt.as_ref().map(Filter::sock_filter);
             if prog.is_none() && p.snaplen < wv_wire::MAX_SNAPLEN {
                 // Let the kernel cut packets at the snap length, as libpcap does.
