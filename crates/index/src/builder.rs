@@ -154,6 +154,8 @@ pub struct Builder {
     out: Vec<u8>,
     /// The capture file this index describes, when known (see [`Builder::set_capture_id`]).
     capture_id: Option<CaptureId>,
+    /// See [`Builder::set_structure_after_packets`].
+    late_structure: bool,
 }
 
 impl Builder {
@@ -190,6 +192,7 @@ impl Builder {
             dir: Vec::new(),
             out: Vec::new(),
             capture_id: None,
+            late_structure: false,
         }
     }
 
@@ -199,6 +202,13 @@ impl Builder {
     /// the file beside the index (the index path without `.idx`).
     pub fn set_capture_id(&mut self, id: CaptureId) {
         self.capture_id = Some(id);
+    }
+
+    /// Says that the pcapng file has section header or interface blocks
+    /// after its first packet ([`wv_wire::reader::Reader::structure_after_packets`]):
+    /// its blocks cannot be read apart, and readers read it whole.
+    pub fn set_structure_after_packets(&mut self, late: bool) {
+        self.late_structure = late;
     }
 
     /// Hands full runs to `offload`, which runs each [`Work`] on another
@@ -237,6 +247,7 @@ impl Builder {
         self.seen_v4.clear();
         self.seen_port.clear();
         self.capture_id = None;
+        self.late_structure = false;
     }
 
     /// The link type this builder parses frames with.

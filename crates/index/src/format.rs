@@ -17,6 +17,10 @@
 //!  12  flags          u32      bit 0: KEYS_COMPLETE (every packet's keys are in the
 //!                              posting lists; when clear, only the block table may be used)
 //!                              bit 1: CAPTURE_ID (bytes 56..76 identify the capture file)
+//!                              bit 2: LATE_STRUCTURE (a pcapng file with section header or
+//!                              interface blocks after its first packet: a reader cannot
+//!                              read its blocks apart, only the block table's times and the
+//!                              whole file may be used)
 //!  16  linktype       u32
 //!  20  block_packets  u32      power of two
 //!  24  packets        u64
@@ -76,6 +80,8 @@ pub const VERSION: u32 = 2;
 pub const FLAG_KEYS_COMPLETE: u32 = 1;
 /// Flag: the header identifies the capture file (size, mtime, fingerprint).
 pub const FLAG_CAPTURE_ID: u32 = 2;
+/// Flag: the capture (pcapng) has section or interface blocks after its first packet.
+pub const FLAG_LATE_STRUCTURE: u32 = 4;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 128;
 /// Number of sections (the last holds the chunk checksums of the others).

@@ -174,6 +174,7 @@ fn index_open(
     }
     let mut builder = builder.unwrap_or_else(|| Builder::new(wv_wire::linktype::ETHERNET));
     builder.set_capture_id(id);
+    builder.set_structure_after_packets(reader.structure_after_packets());
     let summary = finish(builder)?;
     Ok(FileIndexed { index_path, summary, format, snaplen, bytes, truncated })
 }

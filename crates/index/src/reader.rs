@@ -37,6 +37,9 @@ pub struct IndexReader {
     pub first_ns: u64,
     pub last_ns: u64,
     pub keys_complete: bool,
+    /// The capture has pcapng section or interface blocks after its first
+    /// packet: its blocks cannot be read apart from them, only whole.
+    pub late_structure: bool,
     /// The block table, in file order.
     pub blocks: Vec<BlockInfo>,
     sections: [(u64, u64); format::N_SECTIONS],
@@ -130,6 +133,7 @@ impl IndexReader {
             first_ns: head.first_ns,
             last_ns: head.last_ns,
             keys_complete: head.flags & format::FLAG_KEYS_COMPLETE != 0,
+            late_structure: head.flags & format::FLAG_LATE_STRUCTURE != 0,
             blocks: Vec::new(),
             sections,
             capture,

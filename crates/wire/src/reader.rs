@@ -230,6 +230,10 @@ pub struct Reader<R: Read> {
     eof: bool,
     /// An error was returned: every later call returns `Ok(None)`.
     failed: bool,
+    /// A packet was returned.
+    returned: bool,
+    /// A section header or interface description block came after a packet.
+    late_structure: bool,
     kind: Kind,
 }
 
@@ -257,6 +261,8 @@ impl<R: Read> Reader<R> {
             base: 0,
             eof: false,
             failed: false,
+            returned: false,
+            late_structure: false,
             kind: Kind::Pcap(PcapState {
                 endian: Endian::Little,
                 precision: Precision::Micro,
@@ -289,6 +295,14 @@ impl<R: Read> Reader<R> {
         &self.inner
     }
 
+    /// True once a pcapng section header or interface description block
+    /// has come after a packet (concatenated files, an interface added
+    /// while capturing): the packets behind it cannot be read from their
+    /// offsets with only the blocks before the first packet in front.
+    pub fn structure_after_packets(&self) -> bool {
+        self.late_structure
+    }
+
     /// Byte offset of the next unread record or block.
     pub fn offset(&self) -> u64 {
         self.base.saturating_add(self.pos as u64)
@@ -315,6 +329,7 @@ impl<R: Read> Reader<R> {
                 return Err(e);
             }
         };
+        self.returned = true;
         let data_end = found.data_start.saturating_add(found.caplen as usize);
         Ok(Some(Packet {
             ts_ns: found.ts_ns,
@@ -647,6 +662,7 @@ impl<R: Read> Reader<R> {
                         .map_err(|problem| ReadError::BadInterface { offset: blk.offset, problem })?;
                     ng.interfaces.push(iface);
                     ng.seen_idb = true;
+                    self.late_structure |= self.returned;
                 }
                 BT_SHB => {
                     // next_block read this SHB's byte order from its magic.
@@ -665,6 +681,7 @@ impl<R: Read> Reader<R> {
                     // its own byte order).
                     ng.interfaces.clear();
                     ng.endian = endian;
+                    self.late_structure |= self.returned;
                 }
                 // Name resolution, statistics, custom, decryption secrets...:
                 // nothing a packet depends on.

@@ -208,6 +208,9 @@ impl Builder {
         if self.capture_id.is_some() {
             flags |= format::FLAG_CAPTURE_ID;
         }
+        if self.late_structure {
+            flags |= format::FLAG_LATE_STRUCTURE;
+        }
         let id = self.capture_id.unwrap_or(CaptureId { bytes: 0, mtime_ns: 0, fingerprint: 0 });
         let head = format::Head {
             version: format::VERSION,

@@ -287,7 +287,17 @@ pub(super) fn open_cursor(
         match opened {
             Ok((idx, cand)) => {
                 let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || !crate::time::before_end(b.min_ts, to));
-                if cand.is_some() || time_narrows {
+                // A pcapng file with interfaces or sections declared after
+                // its first packet is read whole: a block read apart would
+                // miss them (and its packets' times or link types with them).
+                // The index still says when nothing in it can match.
+                if idx.late_structure {
+                    let overlaps = idx.blocks.iter().any(|b| b.max_ts >= from && crate::time::before_end(b.min_ts, to));
+                    if !overlaps || cand.as_ref().is_some_and(|c| c.is_empty()) {
+                        report.files_indexed += 1;
+                        return Ok(None);
+                    }
+                } else if cand.is_some() || time_narrows {
                     let (pre, r) = match block_ranges(&file, &idx, cand.as_deref(), from, to, report) {
                         Ok(x) => x,
                         Err(err) => {
