@@ -220,6 +220,7 @@ impl Percentiles {
 pub struct Report {
     pub frames: u64,
     pub bytes: u64,
+    /// The earliest and latest frame times.
     pub first_ns: u64,
     pub last_ns: u64,
     /// Frames of a link type the dissector does not walk (counted in the
@@ -321,7 +322,9 @@ impl Analyzer {
         self.frames += 1;
         let len = f.wire_len.max(u32::try_from(f.data.len()).unwrap_or(u32::MAX));
         self.bytes += u64::from(len);
-        self.first_ns.get_or_insert(f.ts_ns);
+        // The earliest and latest stamps, as capinfos reports them (frames
+        // may come out of order).
+        self.first_ns = Some(self.first_ns.map_or(f.ts_ns, |t| t.min(f.ts_ns)));
         self.last_ns = self.last_ns.max(f.ts_ns);
         let d = dissect(f.linktype, f.data, len);
         let s = Seen { no: self.frames, f, d: &d, len };
@@ -384,6 +387,16 @@ impl Analyzer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_span_is_earliest_to_latest_whatever_the_order() {
+        let mut a = Analyzer::new(Config::default()).unwrap();
+        for ts in [5_000, 1_000, 9_000, 3_000] {
+            a.feed(&Frame { ts_ns: ts, linktype: 1, wire_len: 60, data: &[0; 60] });
+        }
+        let r = a.finish();
+        assert_eq!((r.first_ns, r.last_ns), (1_000, 9_000));
+    }
 
     #[test]
     fn v4_text_is_dotted_decimal() {

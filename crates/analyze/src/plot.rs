@@ -39,7 +39,7 @@ fn throughput(r: &Report, path: &Path) -> Result<(), String> {
     let t = &r.throughput;
     let root = SVGBackend::new(path, (1000, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let xmax = (t.intervals.len().max(1) as u64 * t.step_ns) as f64 / 1e9;
+    let xmax = t.intervals.len().max(1) as f64 * t.step_ns as f64 / 1e9;
     let ymax = t.peak_bits_per_second.max(1.0) / 1e6 * 1.1;
     let mut chart = ChartBuilder::on(&root)
         .caption("Throughput", ("sans-serif", 22))

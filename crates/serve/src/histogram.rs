@@ -141,7 +141,10 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
         while i < read.len() && read[i] {
             i += 1;
         }
-        let (a, b) = (from + start as u64 * step, (from + i as u64 * step).min(to));
+        // A step may reach past u64 nanoseconds (one bucket of 600 years):
+        // the bucket ends at `to`.
+        let edge = |k: usize| from.saturating_add((k as u64).saturating_mul(step)).min(to);
+        let (a, b) = (edge(start), edge(i));
         let run =
             Selection { from: Some(a), to: Some(b), expr: sel.expr.clone(), limit: None, cancel: sel.cancel.clone() };
         let p = run.prepare(state.view.path(), None)?;

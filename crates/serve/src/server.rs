@@ -430,7 +430,7 @@ impl State {
                 "oldest": cat.span.map(|s| time(s.0)),
                 "newest_ns": cat.span.map(|s| s.1),
                 "newest": cat.span.map(|s| time(s.1)),
-                "span_s": cat.span.map(|(a, b)| (b - a) as f64 / 1e9),
+                "span_s": cat.span.map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
                 "write_rate_bytes_s": rate.map(f64::round),
                 "rate_from": rate_from,
                 "capacity_bytes": capacity,

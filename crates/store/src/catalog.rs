@@ -399,6 +399,10 @@ impl CatalogRead {
 /// `index` is absent or `FILE.idx`.
 pub fn check_entry(e: &Entry) -> Result<(), String> {
     wv_sys::fs::check_rel(&e.file).map_err(|err| format!("file {err}"))?;
+    // Every reader of the catalog takes [first_ns, last_ns] as a range.
+    if e.first_ns > e.last_ns {
+        return Err(format!("its first packet time ({}) is after its last ({})", e.first_ns, e.last_ns));
+    }
     // `@k/stream-NNN/NAME`: on extra volume k (see crate::volume).
     let (vol, file) = crate::volume::split(&e.file).map_err(|err| format!("file {err}"))?;
     let first = file.split('/').next().unwrap_or("");
@@ -653,13 +657,16 @@ mod tests {
         text += &line(0, "stream-000/a.pcap", "null");
         text += "{\"stream\":0,\"fi\n";
         text += &line(0, "plain/dir/x.pcap", "null");
+        // Its times swapped: every reader takes them as a range.
+        text += &line(0, "stream-000/d.pcap", "null")
+            .replace("\"first_ns\":1,\"last_ns\":2", "\"first_ns\":2,\"last_ns\":1");
         let r = parse(text.as_bytes());
         let files: Vec<&str> = r.entries.iter().map(|e| e.file.as_str()).collect();
         assert_eq!(files, ["stream-000/a.pcap", "plain/dir/x.pcap"]);
-        assert_eq!(r.rejected.len(), 4, "{:?}", r.rejected);
+        assert_eq!(r.rejected.len(), 5, "{:?}", r.rejected);
         assert_eq!(r.duplicates.len(), 1);
         assert_eq!(r.bad_lines, vec![7]);
-        assert_eq!(r.warnings().len(), 6);
+        assert_eq!(r.warnings().len(), 7);
         assert_eq!(stream_of_path("stream-002/x.pcap"), 2);
         assert_eq!(stream_of_path("x.pcap"), 0);
     }
