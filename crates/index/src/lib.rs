@@ -388,6 +388,25 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
 }
 /// The capture files beneath `rel` of `dir` (store-relative paths); a
 /// symlink (to a file or a directory) is not followed.
+/// True when the file `rel` beneath `dir` starts as a pcap or pcapng file
+/// does, whatever its name: tcpdump's `-C`/`-W` rings name theirs
+/// `trace.pcap1`, `trace.pcap00`, other tools `.dmp`, `.PCAP`, or nothing.
+/// The files wirevault writes beside captures are never taken.
+fn starts_as_capture(dir: &wv_sys::fs::Dir, rel: &str) -> bool {
+    use std::io::Read;
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    let ours = [wv_store::layout::INDEX, wv_store::layout::PART].iter().any(|s| name.ends_with(s))
+        || name == catalog::CATALOG_FILE
+        || name.starts_with('.');
+    let mut magic = [0u8; 4];
+    !ours
+        && dir
+            .open_file(rel, wv_sys::fs::Open::Read, libc::O_NONBLOCK)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .is_ok()
+        && (wv_wire::pcap::Magic::parse(magic).is_some() || u32::from_le_bytes(magic) == wv_wire::pcapng::BT_SHB)
+}
+
 fn collect_captures(dir: &wv_sys::fs::Dir, rel: &str, out: &mut Vec<String>) -> Result<(), IndexError> {
     use wv_sys::fs::Kind;
     let io = |e| IndexError::Io { path: dir.display(rel), source: e };
@@ -395,7 +414,7 @@ fn collect_captures(dir: &wv_sys::fs::Dir, rel: &str, out: &mut Vec<String>) -> 
         let sub = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
         match kind {
             Kind::Dir => collect_captures(dir, &sub, out)?,
-            Kind::File if is_capture_name(&name) => out.push(sub),
+            Kind::File if is_capture_name(&name) || starts_as_capture(dir, &sub) => out.push(sub),
             _ => {}
         }
     }

@@ -470,11 +470,31 @@ fn begin(p: &mut Prepared) -> ((u64, u64, u64), Report) {
 }
 
 /// The entries that may hold packets in `[from, to)` (with their catalog
-/// positions); the others are counted as skipped by time.
-fn in_range<'a>(entries: &'a [Entry], from: u64, to: u64, report: &mut Report) -> Vec<(usize, &'a Entry)> {
+/// positions); the others are counted as skipped by time. Files are looked
+/// up beneath `store_dir` (else `root`).
+///
+/// A directory of captures (indexed by `wirevault index`, not recorded) may
+/// have files that grew since: one whose size is not its entry's is kept
+/// whatever its times (the reader then reads it whole and says it changed).
+/// A recorded store's closed files do not change.
+fn in_range<'a>(
+    entries: &'a [Entry],
+    (store_dir, root): (Option<&wv_store::volume::Volumes>, &Path),
+    from: u64,
+    to: u64,
+    report: &mut Report,
+) -> Vec<(usize, &'a Entry)> {
+    let recorded = |e: &Entry| e.file.starts_with("stream-") || e.file.starts_with('@');
+    let changed = |e: &Entry| {
+        !recorded(e)
+            && match store_dir {
+                Some(d) => d.lstat(&e.file).is_ok_and(|st| st.len != e.bytes),
+                None => std::fs::metadata(root.join(&e.file)).is_ok_and(|m| m.len() != e.bytes),
+            }
+    };
     let mut files = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        if e.packets == 0 || e.last_ns < from || !crate::time::before_end(e.first_ns, to) {
+        if (e.packets == 0 || e.last_ns < from || !crate::time::before_end(e.first_ns, to)) && !changed(e) {
             report.files_skipped_by_time += 1;
         } else {
             files.push((i, e));
@@ -486,7 +506,7 @@ fn in_range<'a>(entries: &'a [Entry], from: u64, to: u64, report: &mut Report) -
 fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, QueryError> {
     let ((from, to, limit), mut report) = begin(&mut p);
     // Files that may hold packets in [from, to), by first timestamp.
-    let mut files = in_range(&p.entries, from, to, &mut report);
+    let mut files = in_range(&p.entries, (p.store_dir.as_ref(), &p.root), from, to, &mut report);
     files.sort_by_key(|(i, e)| (e.first_ns, *i));
     let default_linktype = files.first().map_or(wv_wire::linktype::ETHERNET, |(_, e)| e.linktype);
     let snaplen = files.iter().map(|(_, e)| e.snaplen).max().filter(|s| *s > 0).unwrap_or(wv_wire::MAX_SNAPLEN);

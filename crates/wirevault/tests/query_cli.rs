@@ -424,3 +424,55 @@ fn pcapng_interfaces_after_packets_are_read_by_indexed_queries() {
         }
     }
 }
+
+/// A file of an indexed directory that grew since (a capture still being
+/// written, appended to): a time range past its catalogued end still finds
+/// the new packets, with the note that its index is stale (the catalog's
+/// times skipped the file, and the answer was 0).
+#[test]
+fn a_grown_file_of_a_directory_is_read_past_its_catalogued_end() {
+    use crate::util::{test_frames, write_pcap};
+    let dir = TempDir::new("grown");
+    let captures = dir.join("captures");
+    std::fs::create_dir(&captures).unwrap();
+    let frames = test_frames(200, 1_700_000_000_000_000_000);
+    let whole = dir.join("whole.pcap");
+    write_pcap(&whole, 1, 65535, true, &frames);
+    let bytes = std::fs::read(&whole).unwrap();
+    let half = 24 + frames[..100].iter().map(|f| 16 + f.data.len()).sum::<usize>();
+    let file = captures.join("x.pcap");
+    std::fs::write(&file, &bytes[..half]).unwrap();
+    assert!(wirevault(&["index", captures.to_str().unwrap()]).status.success());
+    std::fs::write(&file, &bytes).unwrap();
+    let from = time_arg(frames[150].ts_ns);
+    let o = wirevault(&["query", captures.to_str().unwrap(), "--from", &from, "--count"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "50");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("changed size"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `index DIR` takes every capture file, whatever its name (tcpdump's
+/// `-C`/`-W` rings write `trace.pcap1`, `trace.pcap00`; other tools `.dmp`,
+/// `.PCAP`, no extension), and no other file (it took names ending in
+/// .pcap, .pcapng or .cap only, and left the rest out without a word).
+#[test]
+fn index_of_a_directory_takes_captures_by_content_not_name() {
+    use crate::util::{test_frames, write_pcap};
+    let dir = TempDir::new("ring-names");
+    let frames = test_frames(60, 1_700_000_000_000_000_000);
+    let names = ["trace.pcap", "trace.pcap1", "trace.pcap00", "old.dmp", "UPPER.PCAP", "noext"];
+    for (i, name) in names.iter().enumerate() {
+        write_pcap(&dir.join(name), 1, 65535, i % 2 == 0, &frames[i * 10..i * 10 + 10]);
+    }
+    std::fs::write(dir.join("notes.txt"), "not a capture\n").unwrap();
+    std::fs::write(dir.join("x.pcap.gz"), [0x1f, 0x8b, 8, 0]).unwrap();
+    let o = wirevault(&["index", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("indexed 6 file(s), 60 packets"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = wirevault(&["query", dir.path().to_str().unwrap(), "--count"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "60");
+}

@@ -24,7 +24,7 @@ pub struct VisitFile<'a> {
 /// by [`run`]; damage is reported in the [`Report`] the same way.
 pub fn visit(mut p: Prepared, mut f: impl FnMut(VisitFile<'_>, &Packet<'_>) -> bool) -> Result<Report, QueryError> {
     let ((from, to, limit), mut report) = begin(&mut p);
-    let mut files = in_range(&p.entries, from, to, &mut report);
+    let mut files = in_range(&p.entries, (p.store_dir.as_ref(), &p.root), from, to, &mut report);
     // Recording order within a stream: the per-stream sequence number of
     // the name (times in names are first stamps, which may go backwards),
     // then the catalog's (append) order.
