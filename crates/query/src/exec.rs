@@ -257,13 +257,6 @@ impl Prepared {
     }
 }
 
-fn compile(expr: &str, linktype: u32, swapped: bool) -> Result<ExactFilter, QueryError> {
-    ExactFilter::compile_file(expr, linktype, swapped).map_err(|CompileError { message }| QueryError::BadExpression {
-        expr: wv_capture::filter::shown(expr),
-        message,
-    })
-}
-
 /// Opens the store, compiles the expression for every link type in it.
 pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     let path = query.store.clone();
@@ -329,8 +322,36 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
     // Stored files are in this machine's byte order; a single file is
     // filtered as `tcpdump -r` filters it, in its own.
     let swapped = single && file_is_swapped(&query.store);
+    // A link type libpcap cannot apply the expression to leaves its
+    // packets out, with a warning, when another link type takes it (as
+    // `tcpdump -r` refuses that one file); when none does, the expression
+    // is what is wrong.
+    let mut refused = None;
     for lt in linktypes {
-        filters.insert(lt, compile(&query.expr, lt, swapped)?);
+        match ExactFilter::compile_file(&query.expr, lt, swapped) {
+            Ok(f) => {
+                filters.insert(lt, f);
+            }
+            Err(CompileError { message }) => {
+                let (from, to) = (query.from_ns.unwrap_or(0), query.to_ns.unwrap_or(u64::MAX));
+                let n = entries
+                    .iter()
+                    .filter(|e| e.linktype == lt && e.last_ns >= from && crate::time::before_end(e.first_ns, to))
+                    .count();
+                if n > 0 {
+                    catalog_warnings.push(format!(
+                        "the filter '{}' cannot be applied to link type {lt} ({message}): its packets ({n} file(s)) are left out",
+                        wv_capture::filter::shown(&query.expr)
+                    ));
+                }
+                refused
+                    .get_or_insert(QueryError::BadExpression { expr: wv_capture::filter::shown(&query.expr), message });
+                filters.insert(lt, ExactFilter::nothing());
+            }
+        }
+    }
+    if let Some(e) = refused.filter(|_| filters.values().all(ExactFilter::matches_nothing)) {
+        return Err(e);
     }
     let plan = crate::expr::plan(&query.expr);
     Ok(Prepared {

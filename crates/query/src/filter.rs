@@ -9,6 +9,9 @@ use wv_capture::filter::{self, Filter};
 /// An expression compiled for one link type.
 pub struct ExactFilter {
     program: Option<Filter>,
+    /// Matches nothing: libpcap could not compile the expression for this
+    /// link type (see [`ExactFilter::nothing`]).
+    nothing: bool,
 }
 
 /// libpcap refused the expression.
@@ -29,18 +32,30 @@ impl ExactFilter {
     /// order than this machine's when `swapped` (as `tcpdump -r` compiles it).
     pub fn compile_file(expr: &str, linktype: u32, swapped: bool) -> Result<ExactFilter, CompileError> {
         if expr.trim().is_empty() {
-            return Ok(ExactFilter { program: None });
+            return Ok(ExactFilter { program: None, nothing: false });
         }
         let program = filter::compile_file(expr, linktype, wv_wire::MAX_SNAPLEN, swapped)
             .map_err(|e| CompileError { message: e.message })?;
-        Ok(ExactFilter { program: Some(program) })
+        Ok(ExactFilter { program: Some(program), nothing: false })
+    }
+
+    /// A filter that matches no packet: for a link type libpcap cannot
+    /// apply the expression to (`ether host` on raw IP, any filter on
+    /// PKTAP), while the store's other link types are filtered.
+    pub fn nothing() -> ExactFilter {
+        ExactFilter { program: None, nothing: true }
+    }
+
+    /// True for [`ExactFilter::nothing`].
+    pub fn matches_nothing(&self) -> bool {
+        self.nothing
     }
 
     /// Whether the packet `data` (captured bytes) of original length
     /// `origlen` passes the filter.
     #[inline]
     pub fn matches(&self, data: &[u8], origlen: u32) -> bool {
-        self.program.as_ref().is_none_or(|p| p.matches(data, origlen))
+        !self.nothing && self.program.as_ref().is_none_or(|p| p.matches(data, origlen))
     }
 }
 

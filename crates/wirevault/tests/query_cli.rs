@@ -476,3 +476,39 @@ fn index_of_a_directory_takes_captures_by_content_not_name() {
     let o = wirevault(&["query", dir.path().to_str().unwrap(), "--count"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "60");
 }
+
+/// A directory holding one capture of a link type libpcap cannot filter
+/// (PKTAP) beside Ethernet ones: a filtered query answers from the others
+/// and says which packets it left out (the whole query was refused, exit
+/// 2); an expression no link type takes is still refused.
+#[test]
+fn a_link_type_the_filter_cannot_take_is_left_out_with_a_warning() {
+    use crate::util::{test_frames, write_pcap};
+    let Some(pktap) = corpus_file("pktap-left-out", "pktap-heap-overflow.pcap") else {
+        return;
+    };
+    let tmp = TempDir::new("pktap");
+    let dir = TempDir::new("pktap-store");
+    write_pcap(&dir.join("eth.pcap"), 1, 65535, false, &test_frames(100, 1_700_000_000_000_000_000));
+    std::fs::copy(&pktap, dir.join("pktap.pcap")).unwrap();
+    assert!(wirevault(&["index", dir.path().to_str().unwrap()]).status.success());
+    let want = crate::util::tcpdump_frames(&dir.join("eth.pcap"), &["udp"], tmp.path()).1.len();
+    assert!(want > 0);
+    for threads in ["", "-w"] {
+        let out = tmp.join("out.pcap");
+        let mut args = vec!["query", dir.path().to_str().unwrap()];
+        args.extend(if threads.is_empty() { vec!["--count"] } else { vec!["-w", out.to_str().unwrap()] });
+        args.push("udp");
+        let o = wirevault(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert_eq!(err.matches("cannot be applied to link type").count(), 1, "{err}");
+        if threads.is_empty() {
+            assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), want.to_string());
+        } else {
+            assert_eq!(frames(&std::fs::read(&out).unwrap()).len(), want);
+        }
+    }
+    let o = wirevault(&["query", dir.path().to_str().unwrap(), "--count", "udpp"]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -34,8 +34,14 @@ pub(super) fn count_files(
         for _ in 0..threads {
             s.spawn(|| {
                 // Compiled on first use, per link type (as `scan` does for a
-                // link type the catalog did not name).
-                let mut filters = HashMap::new();
+                // link type the catalog did not name); those `prepare`
+                // could not compile for (and said so) match nothing.
+                let mut filters: HashMap<u32, ExactFilter> = p
+                    .filters
+                    .iter()
+                    .filter(|(_, f)| f.matches_nothing())
+                    .map(|(lt, _)| (*lt, ExactFilter::nothing()))
+                    .collect();
                 while !failed.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((_, e)) = files.get(i) else { break };

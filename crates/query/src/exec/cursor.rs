@@ -101,8 +101,17 @@ pub(super) fn scan(
         let filt = match filters.get(&p.linktype) {
             Some(x) => x,
             None => {
-                // A link type the catalog did not name (a later pcapng interface).
-                let x = compile(expr, p.linktype, file_is_swapped(path))?;
+                // A link type the catalog did not name (a later pcapng
+                // interface): as for those it names (see `prepare`).
+                let x = ExactFilter::compile_file(expr, p.linktype, file_is_swapped(path)).unwrap_or_else(|e| {
+                    report.warnings.push(format!(
+                        "{}: the filter '{}' cannot be applied to link type {} ({e}): its packets are left out",
+                        path.display(),
+                        wv_capture::filter::shown(expr),
+                        p.linktype
+                    ));
+                    ExactFilter::nothing()
+                });
                 filters.entry(p.linktype).or_insert(x)
             }
         };
