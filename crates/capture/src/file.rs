@@ -224,6 +224,12 @@ impl Source for FileSource {
         let (path, reader, swapped) = cur.as_mut().expect("opened above");
         let swapped = *swapped;
         for _ in 0..BATCH {
+            // With `-c`, no packet is read past the last one stored (tcpdump
+            // -r -c reads no further either): read ahead, it would count as
+            // received and dropped.
+            if out.limit_reached() {
+                return Ok(Poll::Packets);
+            }
             // Never drop what is read from a file: wait for the writer instead.
             if !out.has_room(wv_wire::reader::MAX_BLOCK_LEN.min(wv_wire::MAX_SNAPLEN)) {
                 std::thread::sleep(std::time::Duration::from_micros(200));

@@ -333,7 +333,7 @@ fn absurd_values_are_range_errors() {
     ]
     .iter()
     .flat_map(|(opt, vals)| vals.iter().map(move |v| (*opt, *v)))
-    .chain([("-c", "0"), ("-c", "-1"), ("--snaplen", "0"), ("--snaplen", "99999999999"), ("--flow-cutoff", "0")])
+    .chain([("-c", "0"), ("-c", "-1"), ("--snaplen", "-1"), ("--snaplen", "99999999999"), ("--flow-cutoff", "0")])
     .collect();
     for (opt, val) in cases {
         let arg = format!("{opt}={val}");
@@ -346,7 +346,26 @@ fn absurd_values_are_range_errors() {
     }
     // The range a message names is the one the option takes.
     let o = run_wirevault(&["record", "-o", s, "--synthetic", "size=64,count=1", "--snaplen=99999999999"]);
-    assert!(o.stderr.contains("1..=262144"), "{}", o.stderr);
+    assert!(o.stderr.contains("0..=262144"), "{}", o.stderr);
+    // -s 0 is the most, as for tcpdump.
+    let o = run_wirevault(&[
+        "record",
+        "-q",
+        "-o",
+        s,
+        "--buffer",
+        "8M",
+        "--block-size",
+        "64K",
+        "--synthetic",
+        "size=1514,count=3",
+        "-s",
+        "0",
+    ]);
+    o.expect(0, "-s 0");
+    let files = crate::util::check_store(&store);
+    assert!(crate::util::stream_records(&files, 0).iter().all(|r| r.data.len() == 1514), "-s 0 cut packets");
+    std::fs::remove_dir_all(&store).unwrap();
     // The synthetic spec: nothing to generate, a count past 64 bits, a key twice.
     for spec in ["count=0", "duration=0s", "count=99999999999999999999", "count=10,count=20"] {
         let o = run_wirevault(&["record", "-o", s, "--synthetic", spec]);

@@ -458,3 +458,25 @@ fn a_waiting_fifo_stops_on_sigint() {
     let files = check_store(&store);
     assert_same_frames(&frames, &stream_records(&files, 0), true, "frames read before the stop");
 }
+
+/// `-c N` on files reads no packet past the Nth stored (as `tcpdump -r -c`):
+/// the packets read ahead were counted as received and dropped at shutdown
+/// (1 of 512 written, 511 "dropped"), and with a filter as filtered.
+#[test]
+fn count_limit_on_files_reads_no_further() {
+    let tmp = TempDir::new("count-files");
+    let frames = test_frames(2000, START_NS);
+    let f = tmp.join("in.pcap");
+    write_pcap(&f, 1, 65535, false, &frames);
+    let store = tmp.join("one");
+    record_read(&store, std::slice::from_ref(&f), &["-c", "1"], &[]).expect(0, "-c 1");
+    let c = final_counters(&store);
+    assert_eq!((c.received, c.written, c.drops()), (1, 1, 0));
+    let store = tmp.join("udp");
+    record_read(&store, &[f], &["-c", "10"], &["udp"]).expect(0, "-c 10 udp");
+    let c = final_counters(&store);
+    // Received: the frames up to the tenth UDP one, filtered or not.
+    let tenth = frames.iter().enumerate().filter(|(_, f)| f.data[12..14] == [8, 0] && f.data[23] == 17).nth(9);
+    let upto = tenth.map(|(i, _)| i as u64 + 1);
+    assert_eq!((c.written, c.drops(), Some(c.received), c.filtered + 10), (10, 0, upto, c.received));
+}

@@ -38,11 +38,10 @@ pub struct Args {
     /// tcpdump's -w: refused with a sentence (a store is a directory: -o; workers: --workers).
     #[arg(short = 'w', hide = true, value_name = "FILE", allow_hyphen_values = true)]
     pub tcpdump_write: Option<String>,
-    /// Bytes stored per packet at most.
-    #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES",
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(wv_wire::MAX_SNAPLEN)))]
+    /// Bytes stored per packet at most (0: the most, 262144, as tcpdump's -s 0).
+    #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES", value_parser = parse_snaplen)]
     pub snaplen: u32,
-    /// Arena size, split between workers (K/M/G suffixes; default 1G, or 1/8 of RAM if less).
+    /// Arena size, split between workers (K/M/G suffixes; default 1/8 of RAM up to 1G, beyond 16G of RAM 1/16 of it up to 4G).
     #[arg(long, value_name = "SIZE")]
     pub buffer: Option<String>,
     /// Kernel ring per capture worker (K/M/G; 8M..=4G, a multiple of 4M;
@@ -205,5 +204,16 @@ fn parse_spill(s: &str) -> Result<SpillAbove, String> {
     match s.trim_end_matches('%').parse::<f64>() {
         Ok(p) if (0.0..=100.0).contains(&p) => Ok(SpillAbove(Some(p / 100.0))),
         _ => Err(format!("'{s}' is not a percentage of the arena from 0 to 100, or 'off'")),
+    }
+}
+
+/// `-s BYTES`: 1 to 262,144; 0 means 262,144, as for tcpdump.
+fn parse_snaplen(s: &str) -> Result<u32, String> {
+    let max = wv_wire::MAX_SNAPLEN;
+    match s.trim().parse::<u64>() {
+        Ok(0) => Ok(max),
+        Ok(n) if n <= u64::from(max) => Ok(n as u32),
+        Ok(n) => Err(format!("{n} is not in 0..={max} (0 means {max})")),
+        Err(_) => Err(format!("{s} is not a number of bytes (0 to {max})")),
     }
 }

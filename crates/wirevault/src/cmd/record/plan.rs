@@ -580,7 +580,8 @@ fn check_capture_header(f: &Path) -> anyhow::Result<()> {
     std::fs::File::open(f)
         .and_then(|h| h.take(4).read_to_end(&mut head))
         .map_err(|e| usage(format!("--read: cannot read {}: {e}", f.display())))?;
-    const MAGICS: [u32; 3] = [0xa1b2_c3d4, 0xa1b2_3c4d, 0x0a0d_0d0a];
+    // pcap (µs, ns, and Kuznetzov's modified pcap, which libpcap reads), pcapng.
+    const MAGICS: [u32; 4] = [0xa1b2_c3d4, 0xa1b2_3c4d, 0xa1b2_cd34, 0x0a0d_0d0a];
     let ok = head.len() == 4 && {
         let w = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
         MAGICS.iter().any(|m| *m == w || m.swap_bytes() == w)
