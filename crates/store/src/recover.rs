@@ -283,7 +283,18 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     rep.problems.extend(cat.rejected.iter().cloned());
     let mut entries = cat.entries;
     let before = entries.len();
-    entries.retain(|e| dir.unreadable_volume(&e.file) || dir.lstat(&e.file).is_ok_and(|s| s.kind == Kind::File));
+    entries.retain(|e| {
+        let there = dir.unreadable_volume(&e.file) || dir.lstat(&e.file).is_ok_and(|s| s.kind == Kind::File);
+        if !there {
+            // Named: its packets are gone, and after this repair nothing else says so.
+            rep.notes.push(format!(
+                "{}: catalogued with {} packets but no longer a file there; its entry was removed",
+                dir.display(&e.file).display(),
+                e.packets
+            ));
+        }
+        there
+    });
     rep.removed_entries = (before - entries.len()) as u64;
     // Catalogued files whose size is not the catalogued one (cut by a full
     // disk or by hand, grown, or a damaged line's absurd `bytes`): walked

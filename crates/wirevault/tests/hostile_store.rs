@@ -206,6 +206,9 @@ fn catalog_damage_is_reported_and_repaired() {
     let o = run_wirevault(&["repair", s]);
     o.expect(0, "repair");
     assert!(o.stderr.contains("removed 1 stale"), "{}", o.stderr);
+    // Named, with the packets lost: after the repair nothing else says so.
+    let gone = format!("{}: catalogued with {} packets", e3["file"].as_str().unwrap(), e3["packets"]);
+    assert!(o.stderr.contains(&gone), "{gone} not in: {}", o.stderr);
     run_wirevault(&["repair", s]).expect(0, "repair").stderr.contains("nothing to repair");
 }
 

@@ -323,6 +323,10 @@ pub(super) fn open_cursor(
                     }
                 }
             }
+            // Deleted by the running recorder's retention between the
+            // capture's open and its index's: the capture, open, is read
+            // whole; nothing is damaged.
+            Err(IndexError::Io { source, .. }) if locked && source.kind() == io::ErrorKind::NotFound => {}
             Err(err) => report.warnings.push(format!("{err}; reading the whole file")),
         }
     }
