@@ -43,6 +43,12 @@ pub enum QueryError {
     BadExpression { expr: String, message: String },
     #[error("{} is neither a store (no {}) nor a capture file; run `wirevault index` on a directory of captures first", path.display(), catalog::CATALOG_FILE)]
     NotAStore { path: PathBuf },
+    #[error("{} cannot be read as a capture file: {source}", path.display())]
+    BadCapture {
+        path: PathBuf,
+        #[source]
+        source: wv_wire::reader::ReadError,
+    },
     #[error(transparent)]
     Index(#[from] IndexError),
     #[error("{}: {source}", path.display())]
@@ -386,7 +392,12 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
     let idx = wv_index::index_path_for(path);
     let file = File::open(path).map_err(|e| QueryError::Io { path: path.to_path_buf(), source: e })?;
     let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut reader = Reader::new(file).map_err(|_| QueryError::NotAStore { path: path.to_path_buf() })?;
+    // A file that is no capture at all may be a store asked for by the
+    // wrong name; an empty or damaged one is said to be so.
+    let mut reader = Reader::new(file).map_err(|e| match e {
+        wv_wire::reader::ReadError::NotCapture { .. } => QueryError::NotAStore { path: path.to_path_buf() },
+        source => QueryError::BadCapture { path: path.to_path_buf(), source },
+    })?;
     let (linktype, snaplen) = match reader.next_packet() {
         Ok(Some(p)) => (p.linktype, p.snaplen),
         _ => (wv_wire::linktype::ETHERNET, wv_wire::MAX_SNAPLEN),

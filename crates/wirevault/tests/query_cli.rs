@@ -154,6 +154,15 @@ fn user_errors_are_one_sentence_and_exit_2() {
     }
     let out = wirevault(&["query", s, "host", "and"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid filter expression 'host and'"));
+    // An empty or damaged capture says what is wrong with it (it was told
+    // to run `wirevault index`, which fails on it too).
+    let dir = TempDir::new("bad-capture");
+    let empty = dir.join("empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    let out = wirevault(&["query", empty.to_str().unwrap(), "--count"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot be read as a capture file: truncated file header"), "{err}");
 }
 
 #[test]
