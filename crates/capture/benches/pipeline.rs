@@ -60,7 +60,7 @@ fn one(spec: &str, dedup: bool, cutoff: bool) -> f64 {
         cutoff.then(|| Cutoff::new(1 << 40, u64::MAX, Cutoff::DEFAULT_ENTRIES)),
     );
     let stop = AtomicBool::new(false);
-    let limits = Limits { max_packets: None, snaplen: 65535 };
+    let limits = Limits { max_packets: None, quota: None, snaplen: 65535 };
     let counts = run(&mut src, &mut s, &stop, &SharedCounts::default(), limits, reduce).expect("run");
     done.store(true, Ordering::Relaxed);
     drain.join().expect("drain thread");

@@ -5,7 +5,8 @@
 
 use crate::reduce::{Prepared, Reduce, Verdict};
 use crate::{CaptureError, Counts, KernelCounts, Poll, SharedCounts, Source};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use wv_store::stream::StreamProducer;
 
@@ -15,6 +16,9 @@ pub struct Delivery<'a> {
     counts: &'a mut Counts,
     /// Packets that may still be stored before the count limit.
     remaining: &'a mut u64,
+    /// The count limit shared with the other workers (then `remaining` is
+    /// unlimited): each stored packet takes one from it.
+    quota: Option<&'a Quota>,
     /// The user's snapshot length (`-s`): packets are cut to it.
     snaplen: u32,
     /// `--dedup` and `--flow-cutoff`.
@@ -217,6 +221,10 @@ impl Delivery<'_> {
                 }
             }
         }
+        if self.quota.is_some_and(|q| q.take(1) == 0) {
+            self.counts.dropped_shutdown += 1;
+            return;
+        }
         if let Some(at) = self.stream.append(ts_ns, linktype, snaplen, origlen, caplen, parts) {
             if reduce {
                 self.reduce.stored(ts_ns, at);
@@ -226,6 +234,9 @@ impl Delivery<'_> {
             self.counts.stored_bytes += u64::from(caplen);
             self.counts.wire_bytes += origlen as u64;
         } else {
+            if let Some(q) = self.quota {
+                q.give_back(1);
+            }
             self.counts.dropped_arena_full += 1;
         }
     }
@@ -265,15 +276,49 @@ impl Delivery<'_> {
 
     /// True once the count limit is reached.
     pub fn limit_reached(&self) -> bool {
-        *self.remaining == 0
+        *self.remaining == 0 || self.quota.is_some_and(Quota::is_spent)
+    }
+}
+
+/// `-c N` shared by several workers, so that together they store N
+/// packets exactly (each worker's own count stored N each): each takes
+/// what it stores, a packet or a block of them at a time, with one atomic
+/// operation. One worker keeps its count to itself (no atomics).
+#[derive(Debug)]
+pub struct Quota(AtomicU64);
+
+impl Quota {
+    pub fn new(n: u64) -> Quota {
+        Quota(AtomicU64::new(n))
+    }
+
+    /// Takes up to `n` packets; returns how many were taken (0 once spent).
+    #[inline]
+    pub fn take(&self, n: u64) -> u64 {
+        match self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| (left > 0).then(|| left - n.min(left))) {
+            Ok(left) => n.min(left),
+            Err(_) => 0,
+        }
+    }
+
+    /// Returns packets taken but not stored.
+    pub fn give_back(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// True once every packet is taken.
+    pub fn is_spent(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
     }
 }
 
 /// What stops a worker besides its source and what it stores per packet.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// Stop after storing this many packets.
     pub max_packets: Option<u64>,
+    /// Stop once the workers together stored this many (instead of `max_packets`).
+    pub quota: Option<Arc<Quota>>,
     /// Cut packets to this many bytes (`-s`).
     pub snaplen: u32,
 }
@@ -297,6 +342,7 @@ pub fn run<S: Source + ?Sized>(
     let cpu0 = wv_sys::cpu::thread_cpu_ns();
     let mut counts = Counts::default();
     let mut remaining = limits.max_packets.unwrap_or(u64::MAX);
+    let quota = limits.quota.as_deref();
     // Stored frames stay in the arena until it wraps: dedup compares with them.
     if let Some(d) = reduce.dedup.as_mut() {
         d.compare_stored_copies();
@@ -305,6 +351,7 @@ pub fn run<S: Source + ?Sized>(
         stream,
         counts: &mut counts,
         remaining: &mut remaining,
+        quota,
         snaplen: limits.snaplen,
         reduce: &mut reduce,
     };

@@ -53,7 +53,8 @@ pub fn run<I: FileIndexer>(
     let (mut stopping, mut idle_after_stop, mut kernel_read_ns) = (false, 0u32, 0u64);
     let mut blocks = 0u32;
     let result = loop {
-        if !stopping && (stop.load(Ordering::Relaxed) || remaining == 0) {
+        let spent = remaining == 0 || limits.quota.as_ref().is_some_and(|q| q.is_spent());
+        if !stopping && (stop.load(Ordering::Relaxed) || spent) {
             stopping = true;
             if let Err(e) = bw.ring().stop_intake() {
                 break Err(e.into());
@@ -78,6 +79,12 @@ pub fn run<I: FileIndexer>(
                 let n = recs.len() as u64;
                 c.ts_hardware += u64::from(rw.hw_stamps);
                 c.ts_software += n - u64::from(rw.hw_stamps);
+                // A count shared with other workers: this block's share taken
+                // from it, what is not stored given back.
+                let granted = limits.quota.as_ref().map(|q| q.take(n));
+                if let Some(g) = granted {
+                    remaining = g;
+                }
                 let keep = if reduce.is_off() && remaining >= n {
                     // The common case: every record stays (no per-record verdict).
                     remaining -= n;
@@ -88,6 +95,10 @@ pub fn run<I: FileIndexer>(
                     verdicts(&mut block, &mut recs, &mut reduce, &mut remaining, &mut c, linktype)
                 };
                 c.stored += keep as u64;
+                if let (Some(q), Some(g)) = (&limits.quota, granted) {
+                    q.give_back(g - keep as u64);
+                    remaining = u64::MAX;
+                }
                 drop(block);
                 if keep > 0 {
                     w.write_block(bw, id, &recs[..keep], rw.len);

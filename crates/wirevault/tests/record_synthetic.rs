@@ -92,6 +92,13 @@ fn count_option_stops_after_exactly_n_packets() {
     assert_eq!(c.written, 12_345);
     let files = check_store(&store);
     assert_sequence(&stream_records(&files, 0), 0, &[64], u32::MAX);
+    // Several workers share the count (each stored N: 3 workers, 3 N).
+    let store = tmp.join("workers");
+    synth(&store, "size=64", &["-c", "12345", "--workers", "3"]).expect(0, "-c 12345 --workers 3");
+    assert_eq!(final_counters(&store).written, 12_345);
+    let files = check_store(&store);
+    let stored: usize = (0..3).map(|s| stream_records(&files, s).len()).sum();
+    assert_eq!(stored, 12_345);
 }
 
 /// Regression: `-s`/`--snaplen` was ignored with `--synthetic` (and

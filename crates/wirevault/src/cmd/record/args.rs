@@ -74,7 +74,7 @@ pub struct Args {
     /// Stop after this long.
     #[arg(long, value_name = "DURATION")]
     pub duration: Option<String>,
-    /// Stop after storing this many packets (exact with one worker).
+    /// Stop after storing this many packets (the workers together, as one count).
     #[arg(short = 'c', long, value_name = "N")]
     pub count: Option<u64>,
     /// Do not store a frame identical (bytes and length) to one stored less than WINDOW before (e.g. 1ms): the second copy a SPAN port makes.

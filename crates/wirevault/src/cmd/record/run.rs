@@ -20,6 +20,7 @@ use wv_capture::afpacket::AfPacketSource;
 use wv_capture::file::FileSource;
 use wv_capture::filter::{self, Filter};
 use wv_capture::synthetic::Synthetic;
+use wv_capture::worker::Quota;
 use wv_capture::xdp::XdpSource;
 use wv_capture::{SharedCounts, Source};
 use wv_store::catalog::{Catalog, LiveBudget, Stamps};
@@ -163,14 +164,17 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         timestamps: sources.stamps.name(),
     };
     // Streams: writer thread, then capture thread, at once for every stream.
+    // With several, `-c N` is one count they share.
+    let quota = p.count.filter(|_| nstreams.max(zc_rings.len()) > 1).map(|n| Arc::new(Quota::new(n)));
     let mut streams = Vec::new();
     for (id, zc) in zc_rings.into_iter().enumerate() {
-        streams.push(start_zc_stream(&p, id, zc, sources.stamps, (&catalog, &budget, &rotation), &stop)?);
+        let shared = (&catalog, &budget, &rotation);
+        streams.push(start_zc_stream(&p, id, zc, sources.stamps, shared, (&stop, &quota))?);
     }
     for ((id, src), arena) in sources.list.into_iter().enumerate().zip(arenas) {
         let is_file = sources.file_source == Some(id);
         let parts = Parts { src, is_file, arena, stamps: sources.stamps };
-        streams.push(start_stream(&p, id, nstreams, parts, (&catalog, &budget, &rotation), &stop)?);
+        streams.push(start_stream(&p, id, nstreams, parts, (&catalog, &budget, &rotation), (&stop, &quota))?);
     }
     if unregistered {
         say!("wirevault: note: the kernel refused to register the arena with io_uring; each write pins its pages instead (slower on fast disks)");
@@ -641,13 +645,20 @@ struct Parts {
 /// Starts stream `id` of `nstreams` on its arena: the hand-off queue, the
 /// writer thread and the capture thread. With `--cpus`, capture threads take
 /// the first CPUs of the list and writers the next.
+/// What stops a worker besides its source: `-c` (its own count, or the
+/// one the workers share) and `-s`.
+fn limits(p: &Plan, quota: &Option<Arc<Quota>>) -> wv_capture::worker::Limits {
+    let max_packets = if quota.is_some() { None } else { p.count };
+    wv_capture::worker::Limits { max_packets, quota: quota.clone(), snaplen: p.snaplen }
+}
+
 fn start_stream(
     p: &Plan,
     id: usize,
     nstreams: usize,
     parts: Parts,
     (catalog, budget, rotation): (&Arc<Catalog>, &Arc<LiveBudget>, &Option<Arc<wv_store::volume::Rotation>>),
-    stop: &Arc<AtomicBool>,
+    (stop, quota): (&Arc<AtomicBool>, &Option<Arc<Quota>>),
 ) -> anyhow::Result<Stream> {
     let Parts { mut src, is_file, arena, stamps } = parts;
     let io = arena.io;
@@ -678,7 +689,7 @@ fn start_stream(
     sp.set_last_seq(last_seq(p, id));
     let counts = Arc::new(SharedCounts::default());
     let (stop2, sc2) = (stop.clone(), counts.clone());
-    let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
+    let limits = limits(p, quota);
     // Allocated and touched here, before capture starts.
     let reduce = p.reduce.build();
     let (ptx, prx) = std::sync::mpsc::channel::<Vec<String>>();
@@ -701,7 +712,7 @@ fn start_zc_stream(
     mut src: wv_capture::zerocopy::ZcRing,
     stamps: Stamps,
     (catalog, budget, rotation): (&Arc<Catalog>, &Arc<LiveBudget>, &Option<Arc<wv_store::volume::Rotation>>),
-    stop: &Arc<AtomicBool>,
+    (stop, quota): (&Arc<AtomicBool>, &Option<Arc<Quota>>),
 ) -> anyhow::Result<Stream> {
     let writer_shared = Arc::new(WriterShared::default());
     let wcfg = writer_config(p, id, budget, stamps, rotation.clone());
@@ -717,7 +728,7 @@ fn start_zc_stream(
         .with_context(|| format!("cannot start the writer of stream {id}"))?;
     let counts = Arc::new(SharedCounts::default());
     let (stop2, sc2) = (stop.clone(), counts.clone());
-    let limits = wv_capture::worker::Limits { max_packets: p.count, snaplen: p.snaplen };
+    let limits = limits(p, quota);
     let cpu = p.cpus.as_ref().map(|c| c[id % c.len()]);
     // Allocated and touched here, before capture starts.
     let reduce = p.reduce.build();
