@@ -257,6 +257,11 @@ fn record_short_options_follow_tcpdump() {
     o.expect(2, "-w");
     assert!(o.stderr.contains("--workers") && o.stderr.contains("-o"), "{}", o.stderr);
     assert!(!store.exists());
+    // The tcpdump habit, -w FILE without -o: the same sentence (clap said -o was missing).
+    let o = run_wirevault(&["record", "--synthetic", "count=5", "-w", store.to_str().unwrap()]);
+    o.expect(2, "-w without -o");
+    assert!(o.stderr.contains("record has no -w"), "{}", o.stderr);
+    assert!(!store.exists());
     let help = run_wirevault(&["record", "--help"]);
     help.expect(0, "--help");
     assert!(help.stdout.contains("-r, --read"), "{}", help.stdout);

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 #[command(args_override_self = true)]
 pub struct Args {
     /// Store directory (created if missing).
-    #[arg(short = 'o', long = "output", value_name = "STORE_DIR")]
-    pub store: PathBuf,
+    #[arg(short = 'o', long = "output", value_name = "STORE_DIR", required_unless_present = "tcpdump_write")]
+    pub store: Option<PathBuf>,
     /// One more volume (a directory on another disk) for capture files,
     /// besides the store directory; repeat it for more. Stream i writes to
     /// the (i mod n)-th of the n volumes (the store directory first); one

@@ -257,6 +257,10 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             "record has no -w: give the store directory with -o DIR (it holds the pcap files) and the number of capture workers with --workers N".into(),
         ));
     }
+    // clap requires -o unless -w (refused above) is given.
+    let Some(store) = a.store.as_ref() else {
+        return Err(usage("record needs a store directory: -o DIR".into()));
+    };
     if a.interface.as_deref() == Some("any") {
         return Err(usage(
             "-i any (Linux cooked capture) is not supported: record each interface with its own -i IF and -o STORE, or an interface that sees all the traffic (a bridge or a mirror port)".into(),
@@ -265,11 +269,11 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if a.count == Some(0) {
         return Err(usage("-c/--count must be at least 1 (-c 0 would store nothing)".into()));
     }
-    match std::fs::metadata(&a.store) {
+    match std::fs::metadata(store) {
         Ok(m) if !m.is_dir() => {
             return Err(usage(format!(
                 "-o {} is not a directory: a store is a directory (give a new or an existing store directory)",
-                a.store.display()
+                store.display()
             )))
         }
         _ => {}
@@ -280,7 +284,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         }
     }
     if let Some(sf) = &a.stats_file {
-        check_stats_file(sf, &a.store)?;
+        check_stats_file(sf, store)?;
     }
     let synthetic = a.synthetic.as_deref().map(|s| synthetic::parse_spec(s).map_err(usage)).transpose()?;
     if let Some(sp) = &synthetic {
@@ -324,7 +328,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     let mut buffer_from = "--buffer";
     let buffer = match &a.buffer {
         Some(b) => buffer_fits(b, size("--buffer", b)?)?,
-        None => match disk_bench_buffer(&a.store)? {
+        None => match disk_bench_buffer(store)? {
             Some(b) => {
                 buffer_from = "disk-bench";
                 b
@@ -422,7 +426,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
                 let share = parse_percent(m)
                     .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
                 // A share of every volume the store writes to.
-                let dirs: Vec<&Path> = std::iter::once(&a.store).chain(&a.volumes).map(PathBuf::as_path).collect();
+                let dirs: Vec<&Path> = std::iter::once(store).chain(&a.volumes).map(PathBuf::as_path).collect();
                 (volumes_size(&dirs)? as f64 * share) as u64
             } else {
                 size("--max-size", m)?
@@ -463,7 +467,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         return Err(usage("give a source: -i IF, --read FILE or --synthetic SPEC".into()));
     };
     Ok(Plan {
-        store: a.store.clone(),
+        store: store.clone(),
         volumes: a.volumes.clone(),
         source,
         workers: a.workers,
