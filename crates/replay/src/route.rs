@@ -4,8 +4,9 @@
 //! devices), carries a default route, as the calling process's network
 //! namespace sees it. `replay` refuses such an interface without `--force`.
 //!
-//! A default route is one to 0.0.0.0/0 or ::/0 of type unicast (the
-//! kernel's "unreachable" defaults on `lo` are not), in any routing table,
+//! A default route is one to 0.0.0.0/0 or ::/0, or to a /1 (VPNs route
+//! everything as two halves), of type unicast (the kernel's "unreachable"
+//! defaults on `lo` are not), in any routing table,
 //! every next hop of a multipath route (rtnetlink, [`wv_sys::rtnl`]). Where
 //! rtnetlink cannot be read, `/proc/net/route` and `/proc/net/ipv6_route`
 //! answer for the interface alone: they list the main table only, and the
@@ -24,10 +25,13 @@ pub fn default_route_reach(ifname: &str) -> io::Result<Option<String>> {
         (Ok(l), Ok(d)) => (l, d),
         _ => return Ok(default_route_interfaces()?.into_iter().find(|d| d == ifname)),
     };
-    let Some(start) = links.iter().find(|l| l.name == ifname).map(|l| l.index) else {
-        return Ok(None);
-    };
-    Ok(reach(&links, &defaults, start))
+    // By index: the kernel resolves alternative names (`ip link property
+    // add ... altname`, which udev gives many NICs) that the links' names
+    // do not list; a name it cannot resolve is refused, never let through.
+    let start = wv_sys::netif::ifindex(ifname).map_err(|e| io::Error::other(e.to_string()))?;
+    // The interface itself is named as the user named it.
+    let own = |n: &String| links.iter().any(|l| l.index == start && l.name == *n);
+    Ok(reach(&links, &defaults, start).map(|n| if own(&n) { ifname.to_string() } else { n }))
 }
 
 /// The first device (by breadth from `start`: itself first) in `start`'s

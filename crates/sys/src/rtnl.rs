@@ -71,8 +71,9 @@ pub fn links() -> io::Result<Vec<Link>> {
 }
 
 /// Interface indexes that a usable default route (to 0.0.0.0/0 or ::/0,
-/// of type unicast: not unreachable, blackhole or prohibit) leaves by, in
-/// any table (sorted, no repeats).
+/// or half the address space, a /1, as VPNs route it; of type unicast: not
+/// unreachable, blackhole or prohibit) leaves by, in any table (sorted, no
+/// repeats).
 pub fn default_route_ifindexes() -> io::Result<Vec<u32>> {
     let mut out = Vec::new();
     dump(RTM_GETROUTE, &[0u8; RTMSG_LEN], |ty, body| {
@@ -80,7 +81,9 @@ pub fn default_route_ifindexes() -> io::Result<Vec<u32>> {
             return;
         }
         // rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
-        if body[1] != 0 || body[7] != RTN_UNICAST {
+        // A /1 counts as a default: VPNs (OpenVPN's def1) route the whole
+        // address space as 0.0.0.0/1 and 128.0.0.0/1 (::/1 and 8000::/1).
+        if body[1] > 1 || body[7] != RTN_UNICAST {
             return;
         }
         for (t, v) in attrs(&body[RTMSG_LEN..]) {

@@ -381,9 +381,23 @@ fn replay_refuses_missing_down_and_default_route_interfaces_and_bad_rates() {
     let o = in_a(&["-i", pair.if_a, s(&empty)]);
     one_sentence(&o, 2, "default route in table 100", "refusing to send on veth-a: it carries the default route");
     run_ok(Command::new("ip").args(["-n", &pair.ns_a, "route", "del", "default", "table", "100"]));
+    let ip_a = |args: &[&str]| run_ok(Command::new("ip").args(["-n", &pair.ns_a]).args(args));
+    // The interface by an alternative name (udev gives NICs such names):
+    // the same device (it was looked up among the main names only, and sent).
+    ip_a(&["route", "add", "default", "via", "10.99.0.2"]);
+    ip_a(&["link", "property", "add", "dev", pair.if_a, "altname", "wvalt-a"]);
+    let o = in_a(&["-i", "wvalt-a", s(&empty)]);
+    one_sentence(&o, 2, "alternative name", "refusing to send on wvalt-a: it carries the default route");
+    ip_a(&["route", "del", "default"]);
+    // A VPN's split default route (0.0.0.0/1 and 128.0.0.0/1) counts too.
+    ip_a(&["route", "add", "0.0.0.0/1", "via", "10.99.0.2"]);
+    ip_a(&["route", "add", "128.0.0.0/1", "via", "10.99.0.2"]);
+    let o = in_a(&["-i", pair.if_a, s(&empty)]);
+    one_sentence(&o, 2, "split default route", "refusing to send on veth-a: it carries the default route");
+    ip_a(&["route", "del", "0.0.0.0/1"]);
+    ip_a(&["route", "del", "128.0.0.0/1"]);
     // A port of a bridge that carries the default route (eth0 in br0, the
     // common host layout): its frames reach the real network all the same.
-    let ip_a = |args: &[&str]| run_ok(Command::new("ip").args(["-n", &pair.ns_a]).args(args));
     ip_a(&["addr", "flush", "dev", pair.if_a]);
     ip_a(&["link", "add", "wvbr0", "type", "bridge"]);
     ip_a(&["link", "set", "wvbr0", "up"]);
