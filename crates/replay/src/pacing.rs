@@ -4,9 +4,13 @@
 //!
 //! * Recorded timing: `target = t0 + (ts - ts0) / speed`, where `ts - ts0`
 //!   is the sum of the gaps between consecutive packets; a gap that goes
-//!   backwards (files out of time order) counts as 0, and so does the gap
-//!   between the last packet of one segment (file, loop) and the first of
-//!   the next.
+//!   backwards (files out of time order, a clock stepped back) counts as 0,
+//!   and so does the gap between the last packet of one segment (file,
+//!   loop) and the first of the next. A packet later than every one before
+//!   is due by its distance from the latest of them, not from the packet
+//!   just before: one packet stamped in 1970 amid today's is sent at once,
+//!   and the next ones do not wait the 56 years back (tcpreplay, which
+//!   times every packet from the first, sends them so too).
 //! * `--pps N`: packet `i` is due at `t0 + i / N`.
 //! * `--rate R`: a packet is due when the frames before it, at `R` bits per
 //!   second, have taken their time: `t0 + bits_before * 1e9 / R` (frame
@@ -34,6 +38,8 @@ pub struct Schedule {
     /// Recorded timing: the sum of the gaps so far (ns of recorded time).
     recorded_ns: u64,
     prev_ts: Option<u64>,
+    /// The latest stamp of the segment so far.
+    max_ts: u64,
     /// Packets and frame bits scheduled so far (pps, rate).
     packets: u64,
     bits: u128,
@@ -42,7 +48,7 @@ pub struct Schedule {
 impl Schedule {
     /// A schedule whose first packet is due at `t0` (monotonic ns).
     pub fn new(pacing: Pacing, t0: u64) -> Schedule {
-        Schedule { pacing, t0, recorded_ns: 0, prev_ts: None, packets: 0, bits: 0 }
+        Schedule { pacing, t0, recorded_ns: 0, prev_ts: None, max_ts: 0, packets: 0, bits: 0 }
     }
 
     pub fn pacing(&self) -> Pacing {
@@ -53,6 +59,7 @@ impl Schedule {
     /// previous one is 0 at recorded timing.
     pub fn new_segment(&mut self) {
         self.prev_ts = None;
+        self.max_ts = 0;
     }
 
     /// When the next packet (recorded at `ts_ns`, `len` bytes) is due;
@@ -62,9 +69,11 @@ impl Schedule {
             Pacing::TopSpeed => None,
             Pacing::Recorded { speed } => {
                 if let Some(p) = self.prev_ts {
-                    self.recorded_ns += ts_ns.saturating_sub(p);
+                    let from = if ts_ns > self.max_ts { self.max_ts } else { p };
+                    self.recorded_ns += ts_ns.saturating_sub(from);
                 }
                 self.prev_ts = Some(ts_ns);
+                self.max_ts = self.max_ts.max(ts_ns);
                 Some(self.t0 + scale(self.recorded_ns as f64, speed))
             }
             Pacing::Pps(pps) => {
@@ -165,12 +174,25 @@ mod tests {
         let mut s = Schedule::new(Pacing::Recorded { speed: 2.0 }, 1000);
         assert_eq!(s.target(5_000, 60), Some(1000));
         assert_eq!(s.target(7_000, 60), Some(2000));
-        // Backwards: no gap.
+        // Backwards: no gap; then forward past the latest (7,000): from it.
         assert_eq!(s.target(6_000, 60), Some(2000));
-        assert_eq!(s.target(10_000, 60), Some(4000));
+        assert_eq!(s.target(10_000, 60), Some(3500));
         s.new_segment();
-        assert_eq!(s.target(1, 60), Some(4000));
-        assert_eq!(s.target(2001, 60), Some(5000));
+        assert_eq!(s.target(1, 60), Some(3500));
+        assert_eq!(s.target(2001, 60), Some(4500));
+    }
+
+    #[test]
+    fn a_packet_far_back_costs_no_wait() {
+        const T: u64 = 1_700_000_000_000_000_000;
+        let mut s = Schedule::new(Pacing::Recorded { speed: 1.0 }, 0);
+        let t: Vec<_> = [T, 1_000_000_000, T + 10_000_000, T + 20_000_000].iter().map(|&ts| s.target(ts, 60)).collect();
+        assert_eq!(t, [Some(0), Some(0), Some(10_000_000), Some(20_000_000)]);
+        // A clock stepped back an hour: the gaps after the step are kept.
+        let mut s = Schedule::new(Pacing::Recorded { speed: 1.0 }, 0);
+        let hour = 3_600_000_000_000;
+        let t: Vec<_> = [T, T + 1_000, T - hour, T - hour + 5_000].iter().map(|&ts| s.target(ts, 60)).collect();
+        assert_eq!(t, [Some(0), Some(1_000), Some(1_000), Some(6_000)]);
     }
 
     #[test]

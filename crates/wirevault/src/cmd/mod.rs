@@ -14,9 +14,18 @@ pub mod timestamps;
 pub mod tune;
 
 /// clap's parser of a packet count of 1 or more (`--limit`), with the
-/// sentence the API gives for its `limit`.
+/// sentence the API gives for its `limit`. A count may end in k, M or G
+/// (thousands, millions, billions: `--limit 1M`).
 pub fn packet_limit(s: &str) -> Result<u64, String> {
-    s.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| format!("give a whole number of packets above 0, not {s:?}"))
+    let (digits, scale) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1_000),
+        Some((i, 'M')) => (&s[..i], 1_000_000),
+        Some((i, 'G')) => (&s[..i], 1_000_000_000),
+        _ => (s, 1),
+    };
+    digits.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)).filter(|&n| n > 0).ok_or_else(|| {
+        format!("give a whole number of packets above 0 (k, M, G: thousands, millions, billions), not {s:?}")
+    })
 }
 
 /// Parses a time range given as two options (`names`, e.g. `("--from", "--to")`):
@@ -106,4 +115,17 @@ pub fn stop_signals() -> Vec<libc::c_int> {
     ];
     v.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
     v
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn packet_limits() {
+        for (s, n) in [("1", 1), ("1M", 1_000_000), ("250k", 250_000), ("2G", 2_000_000_000), ("3K", 3000)] {
+            assert_eq!(super::packet_limit(s), Ok(n), "{s}");
+        }
+        for bad in ["0", "0M", "", "M", "1.5M", "-1", "1m", "99999999999G", "1 M"] {
+            assert!(super::packet_limit(bad).is_err(), "{bad}");
+        }
+    }
 }
