@@ -228,6 +228,24 @@ fn replay_loop_pps_rate_and_limit_are_exact_in_count() {
     let (o, sum, got) = t.replay(&["--loop", "3", "--pps", "10000", s(&t.pcap)]);
     o.expect(0, "--loop 3 --pps 10000");
     assert_eq!(sum["sent"].as_u64(), Some(900));
+    assert_eq!((sum["loops_done"].as_u64(), sum["stopped"].is_null()), (Some(3), true), "{sum}");
+    // Stopped by SIGINT: the summary says so, and how many loops were done
+    // (it said "loops": 1000, the number asked for, and nothing else).
+    let child = VethPair::exec(&t.pair.ns_a, bin())
+        .args(["replay", "-i", t.pair.if_a, "--json", "--loop", "1000", "--pps", "20000", s(&t.pcap)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = Outcome::from_output(child.wait_with_output().unwrap());
+    o.expect(0, "replay stopped by SIGINT");
+    let stopped: Value = serde_json::from_str(o.stdout.trim()).unwrap();
+    assert_eq!(stopped["stopped"].as_str(), Some("signal"), "{stopped}");
+    assert!(stopped["loops_done"].as_u64().is_some_and(|n| n < 1000), "{stopped}");
     let thrice: Vec<Rec> = want.iter().chain(&want).chain(&want).cloned().collect();
     same_bytes(&thrice, &got, "--loop 3");
     // 10000 pps for 900 packets: ~90 ms; never faster than asked.

@@ -198,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 
     let mut fatal: Option<wv_replay::ReplayError> = None;
     let mut warnings: Vec<String> = Vec::new();
+    let mut laps_done = 0u64;
     'outer: for lap in 0..args.loops {
         let mut taken = 0u64;
         for (i, src) in p.sources.iter().enumerate() {
@@ -249,6 +250,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 break;
             }
         }
+        if !stop.load(Ordering::Relaxed) {
+            laps_done += 1;
+        }
     }
     let summary = match r.finish() {
         Ok(s) => s,
@@ -263,7 +267,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     for w in &warnings {
         say!("wirevault: {w}");
     }
-    report(&args, &summary);
+    let stopped = match &fatal {
+        Some(wv_replay::ReplayError::Stopped) => Some("signal".to_string()),
+        Some(e) => Some(e.to_string()),
+        None => None,
+    };
+    report(&args, &summary, laps_done, stopped);
+    if summary.sent + summary.failed == 0 && fatal.is_none() {
+        say!("wirevault: the selection is empty: no packet of the sources is in the time range and passes the filter");
+    }
     match fatal {
         Some(wv_replay::ReplayError::Stopped) => say!("wirevault: replay stopped by a signal"),
         Some(e) => {
@@ -272,7 +284,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
         None => {}
     }
-    let _ = stop.load(Ordering::Relaxed);
     Ok(if summary.failed > 0 { exit::ERROR } else { exit::OK })
 }
 
@@ -287,14 +298,19 @@ fn progress_bar() -> indicatif::ProgressBar {
     b
 }
 
-/// The summary line on standard error; with `--json`, the summary on standard output.
-fn report(args: &Args, s: &Summary) {
+/// The summary line on standard error; with `--json`, the summary on
+/// standard output, with the loops asked for and done, and what stopped
+/// the replay before its end (`stopped`: "signal" or the error; null when
+/// every selected packet was handed to the interface).
+fn report(args: &Args, s: &Summary, laps_done: u64, stopped: Option<String>) {
     let secs = s.elapsed_ns as f64 / 1e9;
     let per = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
     if args.json {
         let mut v = serde_json::to_value(s).unwrap_or_default();
         v["interface"] = args.interface.clone().into();
         v["loops"] = args.loops.into();
+        v["loops_done"] = laps_done.into();
+        v["stopped"] = stopped.into();
         v["pps"] = per(s.sent as f64).round().into();
         v["bits_per_s"] = per(s.bytes as f64 * 8.0).round().into();
         println!("{v}");
