@@ -211,6 +211,16 @@ impl Source for FileSource {
         self.problems.clone()
     }
 
+    fn unread(&self) -> Option<String> {
+        let rest = self.paths.len() - self.next;
+        let files = if rest > 0 { format!("; {rest} more file(s) not read") } else { String::new() };
+        match &self.cur {
+            Some((path, r, _)) => Some(format!("{} read up to byte {}{files}", path.display(), r.offset())),
+            None if rest > 0 => Some(format!("{rest} file(s) not read")),
+            None => None,
+        }
+    }
+
     fn stop_intake(&mut self) -> Result<(), CaptureError> {
         self.stopped = true;
         Ok(())

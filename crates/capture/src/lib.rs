@@ -89,6 +89,11 @@ pub trait Source: Send {
     fn problems(&self) -> Vec<String> {
         Vec::new()
     }
+    /// What of a finite input (files) was left unread because the
+    /// recording was stopped before its end, in one sentence.
+    fn unread(&self) -> Option<String> {
+        None
+    }
     /// Kernel counters so far.
     fn kernel_counts(&mut self) -> Result<KernelCounts, CaptureError> {
         Ok(KernelCounts::default())

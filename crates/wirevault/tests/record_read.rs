@@ -469,7 +469,10 @@ fn count_limit_on_files_reads_no_further() {
     let f = tmp.join("in.pcap");
     write_pcap(&f, 1, 65535, false, &frames);
     let store = tmp.join("one");
-    record_read(&store, std::slice::from_ref(&f), &["-c", "1"], &[]).expect(0, "-c 1");
+    let o = record_read(&store, std::slice::from_ref(&f), &["-c", "1"], &[]);
+    o.expect(0, "-c 1");
+    // What was left unread is said (a prefix is not the whole input).
+    assert!(o.stderr.contains("stopped before the end of the input: "), "{}", o.stderr);
     let c = final_counters(&store);
     assert_eq!((c.received, c.written, c.drops()), (1, 1, 0));
     let store = tmp.join("udp");

@@ -281,13 +281,18 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             )];
         }
     }
-    let problems = file_problems.and_then(|r| r.recv().ok()).unwrap_or_default();
+    let (problems, unread) = file_problems.and_then(|r| r.recv().ok()).unwrap_or_default();
     let streams: Vec<Snapshot> = Snapshot::each(&counts, &writer_shared).into_iter().map(Snapshot::drained).collect();
     let snap = Snapshot::sum(&streams).drained();
     status.finish(&snap);
     if let Some(server) = server {
         publish(&board, &status, (&snap, &streams), Default::default(), (&p, budget.get()), true);
         server.stop();
+    }
+    // A run stopped (signal, --duration, -c) before the end of its files:
+    // what it stored is a prefix of them; said, so that it is not taken for all.
+    if let Some(u) = unread {
+        say!("wirevault: note: stopped before the end of the input: {u}");
     }
     for note in rotation.as_ref().map(|r| r.take_notes()).unwrap_or_default() {
         say!("wirevault: warning: {note}");
@@ -629,7 +634,7 @@ struct Stream {
     counts: Arc<SharedCounts>,
     writer_shared: Arc<WriterShared>,
     /// The file reader's input problems, sent when its capture thread ends.
-    file_problems: Option<std::sync::mpsc::Receiver<Vec<String>>>,
+    file_problems: Option<std::sync::mpsc::Receiver<(Vec<String>, Option<String>)>>,
 }
 
 /// What one stream is made of before it starts.
@@ -692,11 +697,11 @@ fn start_stream(
     let limits = limits(p, quota);
     // Allocated and touched here, before capture starts.
     let reduce = p.reduce.build();
-    let (ptx, prx) = std::sync::mpsc::channel::<Vec<String>>();
+    let (ptx, prx) = std::sync::mpsc::channel::<(Vec<String>, Option<String>)>();
     let capture = spawn_pinned(format!("wv-capture-{id}"), cpu(id), move || {
         let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, limits, reduce);
         if is_file {
-            let _ = ptx.send(src.problems());
+            let _ = ptx.send((src.problems(), src.unread()));
         }
         r
     })
