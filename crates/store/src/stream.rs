@@ -56,6 +56,9 @@ struct OpenFile {
     snaplen: u32,
     /// Time rotation boundary (u64::MAX if none).
     boundary: u64,
+    /// Time rotation backwards: a packet stamped before this closes the
+    /// file too (0 if none; see where `open_file` sets it).
+    back_limit: u64,
 }
 
 /// The producer end of one stream.
@@ -153,6 +156,7 @@ impl StreamProducer {
             if f.linktype != linktype
                 || f.snaplen != snaplen
                 || ts_ns >= f.boundary
+                || ts_ns < f.back_limit
                 || (f.packets > 0 && size + rec > self.cfg.file_size)
             {
                 self.close_file();
@@ -253,7 +257,17 @@ impl StreamProducer {
             Some(t) if t > 0 => (first_ns / t).saturating_add(1).saturating_mul(t),
             _ => u64::MAX,
         };
-        self.file = Some(OpenFile { start, last_ns: first_ns, packets: 0, linktype, snaplen, boundary });
+        // Files read one after the other may go back in time (two captures
+        // given in that order): a packet more than a whole period before
+        // this file's window starts a file of its own window, as one past
+        // it does. Live sources do not (the kernel hands a packet of the
+        // last window over late now and then: see `clock_close_grace_ns`),
+        // nor do small reorderings of a file.
+        let back_limit = match (self.cfg.file_time_ns, self.cfg.clock_close_grace_ns) {
+            (Some(t), None) if t > 0 && boundary != u64::MAX => boundary.saturating_sub(t.saturating_mul(2)),
+            _ => 0,
+        };
+        self.file = Some(OpenFile { start, last_ns: first_ns, packets: 0, linktype, snaplen, boundary, back_limit });
     }
 
     /// Ends the open file, if any, at the current head.
@@ -368,6 +382,26 @@ mod tests {
             clock_close_grace_ns: None,
         };
         (StreamProducer::new(p, Arc::new(ArrayQueue::new(1 << 12)), cfg), c)
+    }
+
+    #[test]
+    fn time_rotation_follows_files_read_back_in_time() {
+        let sec = 1_000_000_000u64;
+        for (grace, want) in [(None, 5), (Some(sec), 3)] {
+            let (mut s, _c) = producer(Format::Pcap);
+            s.cfg.file_time_ns = Some(5 * sec);
+            s.cfg.clock_close_grace_ns = grace;
+            let mut files = 0;
+            // 0..15 s, then (a second file given after the first) 0..9 s;
+            // a packet 1 s back across a boundary starts no file.
+            for t in [0, 4, 6, 11, 9, 14, 0, 3, 7] {
+                let was = s.file.as_ref().map(|f| f.start);
+                s.append(t * sec, 1, 65535, 60, 60, &[&[0u8; 60]]).unwrap();
+                files += usize::from(s.file.as_ref().map(|f| f.start) != was);
+            }
+            // Read files: [0,5) [5,10) [10,15) [0,5) [5,10); live: no file back in time.
+            assert_eq!(files, want, "grace {grace:?}");
+        }
     }
 
     #[test]
