@@ -333,6 +333,7 @@ impl Analyzer {
         if let Some(x) = self.delay.as_mut() {
             x.feed(&s);
         }
+        self.mix.size(len);
         if !d.linktype_supported {
             self.unsupported += 1;
             return;
@@ -387,6 +388,17 @@ impl Analyzer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_of_a_link_type_not_dissected_count_in_the_sizes() {
+        let mut a = Analyzer::new(Config::default()).unwrap();
+        for len in [40u32, 1500] {
+            a.feed(&Frame { ts_ns: 1, linktype: 107, wire_len: len, data: &vec![0; len as usize] });
+        }
+        let r = a.finish();
+        assert_eq!((r.unsupported_linktype, r.mix.min_size, r.mix.max_size), (2, 40, 1500));
+        assert_eq!(r.mix.sizes.iter().map(|b| b.packets).sum::<u64>(), 2);
+    }
 
     #[test]
     fn the_span_is_earliest_to_latest_whatever_the_order() {

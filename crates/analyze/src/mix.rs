@@ -120,6 +120,15 @@ impl Mix {
         }
     }
 
+    /// A frame's size (every frame, whatever its link type).
+    pub fn size(&mut self, len: u32) {
+        let b = SIZE_BUCKETS.iter().rposition(|&m| len >= m).unwrap_or(0);
+        self.sizes[b].add(len);
+        self.min_size = self.min_size.min(len);
+        self.max_size = self.max_size.max(len);
+    }
+
+    /// A dissected frame's protocols, VLANs and labels.
     pub fn feed(&mut self, s: &Seen<'_>) {
         let f = &s.d.flow;
         self.ethertypes.entry(f.ethertype).or_default().add(s.len);
@@ -144,10 +153,6 @@ impl Mix {
                 self.labels_untracked.add(s.len);
             }
         }
-        let b = SIZE_BUCKETS.iter().rposition(|&m| s.len >= m).unwrap_or(0);
-        self.sizes[b].add(s.len);
-        self.min_size = self.min_size.min(s.len);
-        self.max_size = self.max_size.max(s.len);
     }
 
     pub fn finish(self) -> MixReport {

@@ -240,7 +240,9 @@ impl Rtp {
                 mean_delta_ms: if deltas > 0 { st.sum_delta_ms / deltas as f64 } else { 0.0 },
                 max_delta_ms: st.max_delta_ms,
                 max_jitter_ms: jitter.then_some(st.max_jitter_ms),
-                mean_jitter_ms: jitter.then(|| st.sum_jitter_ms / st.packets.max(1) as f64),
+                // Over the packets after the first, as tshark averages it
+                // (the first has no jitter of its own).
+                mean_jitter_ms: jitter.then(|| st.sum_jitter_ms / st.packets.saturating_sub(1).max(1) as f64),
                 sequence_errors: st.sequence_errors,
                 first_ns: st.first_ns,
                 last_ns: st.last_ns,
