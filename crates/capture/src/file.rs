@@ -18,6 +18,7 @@ use crate::filter::{self, Filter};
 use crate::{CaptureError, Delivery, Poll, Source};
 use std::fs::File;
 use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -126,8 +127,6 @@ fn open(path: &Path, stop: &Arc<AtomicBool>, patient: &Arc<AtomicBool>) -> std::
     Ok(Box::new(Stoppable { r: f, fd, stop, patient }))
 }
 
-use std::os::fd::{AsFd, AsRawFd, RawFd};
-
 /// True when `fd` is a regular file (reads never wait).
 fn is_regular(fd: &impl AsFd) -> bool {
     fd.as_fd().try_clone_to_owned().map(File::from).and_then(|f| f.metadata()).is_ok_and(|m| m.is_file())
@@ -214,7 +213,10 @@ impl Source for FileSource {
     fn unread(&self) -> Option<String> {
         let rest = self.paths.len() - self.next;
         let files = if rest > 0 { format!("; {rest} more file(s) not read") } else { String::new() };
+        // A regular file read to its last byte (`-c` met at its last packet) left nothing.
+        let whole = |path: &Path, at: u64| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == at);
         match &self.cur {
+            Some((path, r, _)) if rest == 0 && whole(path, r.offset()) => None,
             Some((path, r, _)) => Some(format!("{} read up to byte {}{files}", path.display(), r.offset())),
             None if rest > 0 => Some(format!("{rest} file(s) not read")),
             None => None,

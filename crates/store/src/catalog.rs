@@ -399,10 +399,7 @@ impl CatalogRead {
 /// `index` is absent or `FILE.idx`.
 pub fn check_entry(e: &Entry) -> Result<(), String> {
     wv_sys::fs::check_rel(&e.file).map_err(|err| format!("file {err}"))?;
-    // Every reader of the catalog takes [first_ns, last_ns] as a range.
-    if e.first_ns > e.last_ns {
-        return Err(format!("its first packet time ({}) is after its last ({})", e.first_ns, e.last_ns));
-    }
+
     // `@k/stream-NNN/NAME`: on extra volume k (see crate::volume).
     let (vol, file) = crate::volume::split(&e.file).map_err(|err| format!("file {err}"))?;
     let first = file.split('/').next().unwrap_or("");
@@ -447,7 +444,15 @@ pub fn parse(bytes: &[u8]) -> CatalogRead {
         }
         let n = i + 1;
         match serde_json::from_slice::<Entry>(line) {
-            Ok(e) => {
+            Ok(mut e) => {
+                // Every reader takes [first_ns, last_ns] as a range. Older
+                // versions wrote the first and last record's times, which go
+                // the other way when records are out of order (or a line was
+                // edited): the two are swapped, and `repair` puts the index's
+                // true range in.
+                if e.first_ns > e.last_ns {
+                    std::mem::swap(&mut e.first_ns, &mut e.last_ns);
+                }
                 if let Err(why) = check_entry(&e) {
                     r.rejected.push(format!("{}: line {n} rejected: {why}", crate::layout::CATALOG));
                 } else if let Some(first) = seen.get(&e.file) {
@@ -657,16 +662,17 @@ mod tests {
         text += &line(0, "stream-000/a.pcap", "null");
         text += "{\"stream\":0,\"fi\n";
         text += &line(0, "plain/dir/x.pcap", "null");
-        // Its times swapped: every reader takes them as a range.
+        // Its times the other way: swapped into a range.
         text += &line(0, "stream-000/d.pcap", "null")
             .replace("\"first_ns\":1,\"last_ns\":2", "\"first_ns\":2,\"last_ns\":1");
         let r = parse(text.as_bytes());
         let files: Vec<&str> = r.entries.iter().map(|e| e.file.as_str()).collect();
-        assert_eq!(files, ["stream-000/a.pcap", "plain/dir/x.pcap"]);
-        assert_eq!(r.rejected.len(), 5, "{:?}", r.rejected);
+        assert_eq!(files, ["stream-000/a.pcap", "plain/dir/x.pcap", "stream-000/d.pcap"]);
+        assert_eq!((r.entries[2].first_ns, r.entries[2].last_ns), (1, 2));
+        assert_eq!(r.rejected.len(), 4, "{:?}", r.rejected);
         assert_eq!(r.duplicates.len(), 1);
         assert_eq!(r.bad_lines, vec![7]);
-        assert_eq!(r.warnings().len(), 7);
+        assert_eq!(r.warnings().len(), 6);
         assert_eq!(stream_of_path("stream-002/x.pcap"), 2);
         assert_eq!(stream_of_path("x.pcap"), 0);
     }
