@@ -829,3 +829,26 @@ fn a_damaged_file_warns_and_strict_exits_1() {
     o.expect(1, "analyze --strict");
     assert!(o.stdout.contains("Frames: 9 ") && o.stderr.contains("--strict"), "{}\n{}", o.stdout, o.stderr);
 }
+
+/// Frames out of time order (merged captures, a frame before the first):
+/// io,stat counts a frame earlier than one before it in the latest frame's
+/// interval, as tshark does (it counted each in its own interval, and
+/// those before the first in the first).
+#[test]
+fn throughput_of_frames_out_of_time_order_equals_tshark() {
+    let dir = TempDir::new("analyze-order");
+    let file = dir.join("order.pcap");
+    const S: u64 = 1_000_000_000;
+    let t0 = 1_700_000_000 * S;
+    // Seconds (tenths) after t0: back within the capture, and before its
+    // first frame. (Not a last frame exactly on an interval's start: tshark
+    // closes its last row at the capture's duration and counts it there.)
+    let tenths: [i64; 12] = [0, 5, 25, 12, -20, 31, 8, 40, 41, 15, 55, 59];
+    let frames: Vec<Frame> = test_frames(tenths.len() as u32, t0)
+        .into_iter()
+        .zip(tenths)
+        .map(|(f, t)| Frame { ts_ns: t0.wrapping_add_signed(t * (S as i64) / 10), ..f })
+        .collect();
+    write_pcap(&file, 1, 65535, true, &frames);
+    compare_with_tshark(&file, &analyze_json(&file, &[]));
+}

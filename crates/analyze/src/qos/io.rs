@@ -1,8 +1,9 @@
 //! Throughput over time: frames and bytes per `step`, intervals counted
 //! from the first frame's time (as `tshark -q -z io,stat,STEP`), with bits/s
-//! and packets/s derived. Frames earlier than the first (files out of time
-//! order) count in the first interval; at most `max_intervals` intervals
-//! are kept, later frames are counted as beyond.
+//! and packets/s derived. A frame earlier than one before it (files out of
+//! time order, merged captures) counts in the interval of the latest frame
+//! so far, as tshark counts it; at most `max_intervals` intervals are kept,
+//! later frames are counted as beyond.
 
 use crate::{Config, Count, Seen};
 use serde::Serialize;
@@ -11,6 +12,8 @@ pub struct IoStat {
     step_ns: u64,
     max: usize,
     first_ns: Option<u64>,
+    /// The latest frame time so far.
+    latest_ns: u64,
     intervals: Vec<Count>,
     beyond: Count,
 }
@@ -44,6 +47,7 @@ impl IoStat {
             step_ns: cfg.step_ns,
             max: cfg.max_intervals,
             first_ns: None,
+            latest_ns: 0,
             intervals: Vec::new(),
             beyond: Count::default(),
         }
@@ -51,7 +55,8 @@ impl IoStat {
 
     pub fn feed(&mut self, s: &Seen<'_>) {
         let first = *self.first_ns.get_or_insert(s.f.ts_ns);
-        let i = s.f.ts_ns.saturating_sub(first) / self.step_ns;
+        self.latest_ns = self.latest_ns.max(s.f.ts_ns);
+        let i = self.latest_ns.saturating_sub(first) / self.step_ns;
         let Ok(i) = usize::try_from(i) else {
             return self.beyond.add(s.len);
         };
