@@ -274,7 +274,7 @@ pub fn index_path_opts(path: &Path, opts: &IndexOptions) -> Result<IndexReport, 
     let cat_path = path.join(catalog::CATALOG_FILE);
     let existed = std::fs::symlink_metadata(&cat_path).is_ok();
     let mut entries = if existed { catalog::read(path)? } else { Vec::new() };
-    let recorded = entries.iter().any(|e| e.file.starts_with("stream-") || e.file.starts_with('@'));
+    let recorded = entries.iter().any(|e| e.recorded());
     // A recorded store's files may lie on its extra volumes (`@k/...`),
     // each resolved beneath its volume.
     let vols =
@@ -404,7 +404,7 @@ fn starts_as_capture(dir: &wv_sys::fs::Dir, rel: &str) -> bool {
             .open_file(rel, wv_sys::fs::Open::Read, libc::O_NONBLOCK)
             .and_then(|mut f| f.read_exact(&mut magic))
             .is_ok()
-        && (wv_wire::pcap::Magic::parse(magic).is_some() || u32::from_le_bytes(magic) == wv_wire::pcapng::BT_SHB)
+        && wv_wire::Format::of_magic(magic).is_some()
 }
 
 fn collect_captures(dir: &wv_sys::fs::Dir, rel: &str, out: &mut Vec<String>) -> Result<(), IndexError> {

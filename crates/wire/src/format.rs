@@ -41,6 +41,18 @@ impl Format {
         }
     }
 
+    /// The format of a capture file whose first four bytes are `first`, or
+    /// None when they start no capture file: a pcap magic (µs, ns or
+    /// Kuznetzov's modified pcap, either byte order; what libpcap reads) or
+    /// a Section Header Block's type.
+    pub fn of_magic(first: [u8; 4]) -> Option<Format> {
+        if u32::from_le_bytes(first) == crate::pcapng::BT_SHB {
+            Some(Format::Pcapng)
+        } else {
+            crate::pcap::Magic::parse(first).map(|_| Format::Pcap)
+        }
+    }
+
     /// File name extension of the files wirevault writes.
     pub fn extension(self) -> &'static str {
         self.name()
@@ -90,5 +102,16 @@ mod tests {
         assert_eq!(Format::from_name("PCAP"), None);
         assert_eq!(Format::Pcapng.record_len(61), 96);
         assert_eq!(Format::Pcap.record_len(61), 77);
+    }
+
+    #[test]
+    fn magics_of_every_capture_kind() {
+        for m in [0xa1b2_c3d4u32, 0xa1b2_3c4d, 0xa1b2_cd34] {
+            assert_eq!(Format::of_magic(m.to_le_bytes()), Some(Format::Pcap), "{m:x}");
+            assert_eq!(Format::of_magic(m.to_be_bytes()), Some(Format::Pcap), "{m:x}");
+        }
+        assert_eq!(Format::of_magic([0x0a, 0x0d, 0x0d, 0x0a]), Some(Format::Pcapng));
+        assert_eq!(Format::of_magic(*b"GIF8"), None);
+        assert_eq!(Format::of_magic([0x1f, 0x8b, 8, 0]), None);
     }
 }

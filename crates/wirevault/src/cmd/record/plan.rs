@@ -584,12 +584,7 @@ fn check_capture_header(f: &Path) -> anyhow::Result<()> {
     std::fs::File::open(f)
         .and_then(|h| h.take(4).read_to_end(&mut head))
         .map_err(|e| usage(format!("--read: cannot read {}: {e}", f.display())))?;
-    // pcap (µs, ns, and Kuznetzov's modified pcap, which libpcap reads), pcapng.
-    const MAGICS: [u32; 4] = [0xa1b2_c3d4, 0xa1b2_3c4d, 0xa1b2_cd34, 0x0a0d_0d0a];
-    let ok = head.len() == 4 && {
-        let w = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-        MAGICS.iter().any(|m| *m == w || m.swap_bytes() == w)
-    };
+    let ok = head.first_chunk::<4>().is_some_and(|m| wv_wire::Format::of_magic(*m).is_some());
     if !ok {
         return Err(usage(format!(
             "--read: {} is not a pcap or pcapng file (its first bytes are no capture file header)",
