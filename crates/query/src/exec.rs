@@ -201,10 +201,7 @@ impl Prepared {
     pub fn packets_upper_bound(&self) -> Option<u64> {
         let (from, to) = (self.query.from_ns.unwrap_or(0), self.query.to_ns.unwrap_or(u64::MAX));
         let mut n = 0u64;
-        for e in self
-            .entries
-            .iter()
-            .filter(|e| e.packets > 0 && e.last_ns >= from && crate::time::before_end(e.first_ns, to))
+        for e in self.entries.iter().filter(|e| e.packets > 0 && crate::time::overlaps(e.first_ns, e.last_ns, from, to))
         {
             if e.packets == u64::MAX {
                 return None;
@@ -225,7 +222,7 @@ impl Prepared {
         Some(
             self.entries
                 .iter()
-                .filter(|e| e.packets > 0 && e.last_ns >= from && crate::time::before_end(e.first_ns, to))
+                .filter(|e| e.packets > 0 && crate::time::overlaps(e.first_ns, e.last_ns, from, to))
                 .map(|e| e.bytes)
                 .sum(),
         )
@@ -342,7 +339,7 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
                 let (from, to) = (query.from_ns.unwrap_or(0), query.to_ns.unwrap_or(u64::MAX));
                 let n = entries
                     .iter()
-                    .filter(|e| e.linktype == lt && e.last_ns >= from && crate::time::before_end(e.first_ns, to))
+                    .filter(|e| e.linktype == lt && crate::time::overlaps(e.first_ns, e.last_ns, from, to))
                     .count();
                 if n > 0 {
                     catalog_warnings.push(format!(
@@ -516,9 +513,8 @@ fn in_range<'a>(
     to: u64,
     report: &mut Report,
 ) -> Vec<(usize, &'a Entry)> {
-    let recorded = |e: &Entry| e.file.starts_with("stream-") || e.file.starts_with('@');
     let changed = |e: &Entry| {
-        !recorded(e)
+        !e.recorded()
             && match store_dir {
                 Some(d) => d.lstat(&e.file).is_ok_and(|st| st.len != e.bytes),
                 None => std::fs::metadata(root.join(&e.file)).is_ok_and(|m| m.len() != e.bytes),
@@ -526,7 +522,7 @@ fn in_range<'a>(
     };
     let mut files = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        if (e.packets == 0 || e.last_ns < from || !crate::time::before_end(e.first_ns, to)) && !changed(e) {
+        if (e.packets == 0 || !crate::time::overlaps(e.first_ns, e.last_ns, from, to)) && !changed(e) {
             report.files_skipped_by_time += 1;
         } else {
             files.push((i, e));

@@ -46,6 +46,13 @@ pub fn before_end(ts: u64, to: u64) -> bool {
     ts < to || to == u64::MAX
 }
 
+/// Whether things stamped from `first` to `last` (a file's, an index
+/// block's span) may hold a time of the range `[from, to)` (see [`before_end`]).
+#[inline]
+pub fn overlaps(first: u64, last: u64, from: u64, to: u64) -> bool {
+    last >= from && before_end(first, to)
+}
+
 /// Parses `s` into nanoseconds since the epoch; `now_ns` anchors relative times.
 pub fn parse_time(s: &str, now_ns: u64) -> Result<u64, TimeError> {
     let err = |reason: &str| TimeError { input: s.to_string(), reason: reason.to_string(), out_of_range: false };

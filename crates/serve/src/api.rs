@@ -226,7 +226,7 @@ pub(crate) async fn files(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     let files: Vec<serde_json::Value> = cat
         .entries
         .iter()
-        .filter(|e| e.packets > 0 && e.last_ns >= from && wv_query::time::before_end(e.first_ns, to))
+        .filter(|e| e.packets > 0 && wv_query::time::overlaps(e.first_ns, e.last_ns, from, to))
         .map(|e| {
             serde_json::json!({
                 "file": e.file,

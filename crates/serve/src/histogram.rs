@@ -106,9 +106,8 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
     };
     // Which buckets must be read: all with a filter; else those a file straddles.
     let mut read = vec![!sel.expr.trim().is_empty(); n as usize];
-    let overlapping = || {
-        cat.entries.iter().filter(|e| e.packets > 0 && e.last_ns >= from && wv_query::time::before_end(e.first_ns, to))
-    };
+    let overlapping =
+        || cat.entries.iter().filter(|e| e.packets > 0 && wv_query::time::overlaps(e.first_ns, e.last_ns, from, to));
     let whole = |e: &Entry| {
         e.format == Some(wv_wire::Format::Pcap)
             && e.first_ns >= from

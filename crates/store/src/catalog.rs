@@ -42,6 +42,15 @@ pub struct Entry {
     pub path: Option<WritePath>,
 }
 
+impl Entry {
+    /// True for a file a recorder wrote (beneath `stream-NNN/`, or on an
+    /// extra volume, `@k/...`), which does not change once closed; false
+    /// for a capture of a directory `wirevault index` catalogued.
+    pub fn recorded(&self) -> bool {
+        self.file.starts_with("stream-") || self.file.starts_with('@')
+    }
+}
+
 /// How a file was written (the catalog's `path`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WritePath {

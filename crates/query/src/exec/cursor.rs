@@ -295,13 +295,13 @@ pub(super) fn open_cursor(
             });
         match opened {
             Ok((idx, cand)) => {
-                let time_narrows = idx.blocks.iter().any(|b| b.max_ts < from || !crate::time::before_end(b.min_ts, to));
+                let time_narrows = idx.blocks.iter().any(|b| !crate::time::overlaps(b.min_ts, b.max_ts, from, to));
                 // A pcapng file with interfaces or sections declared after
                 // its first packet is read whole: a block read apart would
                 // miss them (and its packets' times or link types with them).
                 // The index still says when nothing in it can match.
                 if idx.late_structure {
-                    let overlaps = idx.blocks.iter().any(|b| b.max_ts >= from && crate::time::before_end(b.min_ts, to));
+                    let overlaps = idx.blocks.iter().any(|b| crate::time::overlaps(b.min_ts, b.max_ts, from, to));
                     if !overlaps || cand.as_ref().is_some_and(|c| c.is_empty()) {
                         report.files_indexed += 1;
                         return Ok(None);
@@ -382,7 +382,7 @@ pub(super) fn block_ranges(
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     let mut push = |b: usize| {
         let bi = &blocks[b];
-        if bi.max_ts < from || !crate::time::before_end(bi.min_ts, to) {
+        if !crate::time::overlaps(bi.min_ts, bi.max_ts, from, to) {
             return;
         }
         report.blocks_read += 1;
