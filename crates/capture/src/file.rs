@@ -16,9 +16,8 @@
 
 use crate::filter::{self, Filter};
 use crate::{CaptureError, Delivery, Poll, Source};
-use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -113,23 +112,21 @@ fn open(path: &Path, stop: &Arc<AtomicBool>, patient: &Arc<AtomicBool>) -> std::
     let (stop, patient) = (stop.clone(), patient.clone());
     if path.as_os_str() == "-" {
         let stdin = std::io::stdin();
-        if is_regular(&stdin.as_fd()) {
+        if is_regular(&stdin) {
             return Ok(Box::new(stdin));
         }
-        let fd = stdin.as_fd().as_raw_fd();
-        return Ok(Box::new(Stoppable { r: stdin, fd, stop, patient }));
+        return Ok(Box::new(Stoppable { r: stdin, stop, patient }));
     }
     let f = wv_sys::pipe::open_read_now(path)?;
     if is_regular(&f) {
         return Ok(Box::new(f));
     }
-    let fd = f.as_raw_fd();
-    Ok(Box::new(Stoppable { r: f, fd, stop, patient }))
+    Ok(Box::new(Stoppable { r: f, stop, patient }))
 }
 
-/// True when `fd` is a regular file (reads never wait).
-fn is_regular(fd: &impl AsFd) -> bool {
-    fd.as_fd().try_clone_to_owned().map(File::from).and_then(|f| f.metadata()).is_ok_and(|m| m.is_file())
+/// True when `f` is a regular file (reads never wait).
+fn is_regular(f: &impl AsRawFd) -> bool {
+    wv_sys::fs::kind_of_fd(f.as_raw_fd()).is_ok_and(|k| k == wv_sys::fs::Kind::File)
 }
 
 /// A pipe read only once it has data or has ended. After 100 ms without,
@@ -137,19 +134,17 @@ fn is_regular(fd: &impl AsFd) -> bool {
 /// while `patient` is set; after the stop it reads as ended.
 struct Stoppable<R> {
     r: R,
-    /// `r`'s descriptor (owned by `r`).
-    fd: RawFd,
     stop: Arc<AtomicBool>,
     patient: Arc<AtomicBool>,
 }
 
-impl<R: Read> Read for Stoppable<R> {
+impl<R: Read + AsRawFd> Read for Stoppable<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(0);
             }
-            if wv_sys::pipe::readable(&self.fd, std::time::Duration::from_millis(100))? {
+            if wv_sys::pipe::readable(&self.r, std::time::Duration::from_millis(100))? {
                 return self.r.read(buf);
             }
             if !self.patient.load(Ordering::Relaxed) {

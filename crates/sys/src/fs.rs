@@ -473,6 +473,11 @@ pub fn regular_only(opened: io::Result<File>, shown: &Path, keep_nonblock: bool)
     Ok((file, st))
 }
 
+/// What an open descriptor is (a regular file, a FIFO, ...), by `fstat`.
+pub fn kind_of_fd(fd: RawFd) -> io::Result<Kind> {
+    Ok(kind_of_mode(fstat(fd)?.st_mode))
+}
+
 /// Clears O_NONBLOCK on an open file.
 pub fn clear_nonblock(fd: RawFd) -> io::Result<()> {
     // SAFETY: fcntl on a descriptor the caller holds open; F_GETFL has no other argument.

@@ -67,12 +67,7 @@ pub fn splice_file(from: &std::fs::File, off: u64, len: u64, to: &impl AsRawFd, 
 pub fn open_read_now(path: &std::path::Path) -> io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    // SAFETY: F_GETFL/F_SETFL take and return an int and touch no memory of ours.
-    let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::fs::clear_nonblock(f.as_raw_fd())?;
     Ok(f)
 }
 
