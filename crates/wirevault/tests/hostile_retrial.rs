@@ -382,9 +382,7 @@ fn index_handles_the_same_signals_as_record() {
 fn a_signal_while_record_reads_its_config_stops_it_cleanly() {
     let tmp = TempDir::new("hr-early-sig");
     let fifo = tmp.join("cfg.toml");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    mkfifo(&fifo);
     let store = tmp.join("s");
     let mut child = wirevault()
         .args(["record", "--config", fifo.to_str().unwrap()])

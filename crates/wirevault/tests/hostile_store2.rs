@@ -33,11 +33,6 @@ fn run_timeout(args: &[&str], secs: u64) -> Option<Outcome> {
     }
 }
 
-fn mkfifo(p: &Path) {
-    let st = Command::new("mkfifo").arg(p).status().expect("mkfifo");
-    assert!(st.success(), "mkfifo {}", p.display());
-}
-
 /// A small store made by `record --synthetic`.
 fn synthetic_store(tmp: &TempDir, name: &str) -> PathBuf {
     let s = tmp.join(name);

@@ -329,9 +329,7 @@ fn a_signal_during_index_leaves_no_partial_index() {
 fn index_refuses_a_fifo_and_a_device() {
     let tmp = TempDir::new("idx-fifo");
     let fifo = tmp.join("pipe.pcap");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
     let mut child = wirevault().arg("index").arg(&fifo).stdin(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let t0 = Instant::now();
     let status = loop {

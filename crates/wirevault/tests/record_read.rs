@@ -423,9 +423,7 @@ fn broken_inputs_are_reported_and_the_rest_is_stored() {
 fn a_waiting_fifo_stops_on_sigint() {
     let tmp = TempDir::new("fifo-stop");
     let fifo = tmp.join("in.fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    mkfifo(&fifo);
     let fifo_arg = fifo.to_str().unwrap();
     let interrupt = |r: Recorder, what: &str| {
         // SAFETY: the recorder is our child, not yet reaped.

@@ -32,6 +32,13 @@ pub fn wirevault() -> Command {
     Command::new(bin())
 }
 
+/// Makes a FIFO (mode 0600) at `path`.
+pub fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("a path without NUL");
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}
+
 /// True when running under CI, where skipping for a missing tool is a failure.
 pub fn in_ci() -> bool {
     wv_testkit::in_ci()
