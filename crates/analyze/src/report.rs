@@ -195,7 +195,7 @@ pub fn table(r: &Report, top: usize) -> String {
             let j = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
             let _ = writeln!(
                 o,
-                "  {}:{} > {}:{} ssrc 0x{:08x} pt {}: {} pkts, lost {} ({:.1}%), delta max {:.3} ms, jitter mean {} max {} ms",
+                "  {}:{} > {}:{} ssrc 0x{:08x} pt {}: {} pkts, lost {} ({:.1}%), delta min/mean/max {:.3}/{:.3}/{:.3} ms, jitter min/mean/max {}/{}/{} ms",
                 s.src,
                 s.src_port,
                 s.dst,
@@ -205,7 +205,10 @@ pub fn table(r: &Report, top: usize) -> String {
                 s.packets,
                 s.lost,
                 s.lost_percent,
+                s.min_delta_ms,
+                s.mean_delta_ms,
                 s.max_delta_ms,
+                j(s.min_jitter_ms),
                 j(s.mean_jitter_ms),
                 j(s.max_jitter_ms)
             );

@@ -852,3 +852,90 @@ fn throughput_of_frames_out_of_time_order_equals_tshark() {
     write_pcap(&file, 1, 65535, true, &frames);
     compare_with_tshark(&file, &analyze_json(&file, &[]));
 }
+
+/// tshark's six delta and jitter columns of `-z rtp,streams` (min, mean,
+/// max, ms with 3 decimals) on a G.711 stream with what its RTP analysis
+/// leaves out of them: a comfort-noise packet and the one after it, a
+/// talk spurt after a silence (the marker bit), a timestamp that steps
+/// back; and a stream of a dynamic payload type (no jitter).
+#[test]
+fn rtp_delta_and_jitter_columns_equal_tsharks() {
+    if !need_tools("rtp_delta_and_jitter_columns_equal_tsharks", &["tshark"]) {
+        return;
+    }
+    let dir = TempDir::new("analyze-rtp");
+    let file = dir.join("rtp.pcap");
+    let packet = |pt: u8, marker: bool, seq: u16, ts: u32, ssrc: u32, port: u16| {
+        let mut p = vec![0x80, pt | if marker { 0x80 } else { 0 }];
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.extend_from_slice(&ts.to_be_bytes());
+        p.extend_from_slice(&ssrc.to_be_bytes());
+        p.extend_from_slice(&[0xd5; 160]);
+        eth_ip(&ipv4([10, 5, 0, 1], [10, 5, 0, 2], 17, &udp(40000, port, &p)))
+    };
+    let mut frames = Vec::new();
+    let (mut t, mut ts, mut seq) = (0u64, 5000u32, 100u16);
+    let mut add = |pt: u8, marker: bool, t: u64, ts: u32| {
+        let data = packet(pt, marker, seq, ts, 0x5566_7788, 40002);
+        frames.push(Frame { ts_ns: T0 + t, origlen: data.len() as u32, data });
+        seq += 1;
+    };
+    for i in 0..30u64 {
+        add(0, false, t + (i * 7 % 5) * 700_000, ts);
+        (t, ts) = (t + 20 * MS, ts + 160);
+    }
+    add(13, false, t, ts); // comfort noise, then 700 ms of silence
+    (t, ts) = (t + 700 * MS, ts + 5600);
+    add(0, true, t, ts); // the talk spurt's first packet
+    (t, ts) = (t + 20 * MS, ts + 160);
+    for i in 0..20u64 {
+        add(0, false, t + (i * 3 % 4) * 900_000, ts);
+        (t, ts) = (t + 20 * MS, ts + 160);
+    }
+    add(0, false, t, ts - 800); // its timestamp 100 ms back
+    (t, ts) = (t + 20 * MS, ts + 160);
+    for _ in 0..5 {
+        add(0, false, t, ts);
+        (t, ts) = (t + 20 * MS, ts + 160);
+    }
+    // A second stream, of a dynamic payload type, 30 ms apart with one gap.
+    for i in 0..10u16 {
+        let data = packet(111, false, 7 + i, 90 * u32::from(i), 0x0102_0304, 50000);
+        let at = 3 * MS + u64::from(i) * 30 * MS + if i >= 5 { 45 * MS } else { 0 };
+        frames.push(Frame { ts_ns: T0 + at, origlen: data.len() as u32, data });
+    }
+    frames.sort_by_key(|f| f.ts_ns);
+    write_pcap(&file, 1, 65535, true, &frames);
+    let r = analyze_json(&file, &[]);
+    let out = run_ok(
+        Command::new("tshark").args(["-n", "-q", "-o", "rtp.heuristic_rtp:TRUE", "-z", "rtp,streams", "-r"]).arg(&file),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for ssrc in [0x5566_7788u64, 0x0102_0304] {
+        let row = text
+            .lines()
+            .find(|l| l.contains(&format!("0x{ssrc:08x}")))
+            .unwrap_or_else(|| panic!("no stream 0x{ssrc:08x} in {text}"));
+        let s = r["rtp"]["streams"].as_array().unwrap().iter().find(|s| n(&s["ssrc"]) == ssrc).expect("our stream");
+        // After the lost percentage: min, mean, max delta; min, mean, max jitter.
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        let pct = cols.iter().position(|c| c.starts_with('(')).expect("lost percentage");
+        let theirs: Vec<f64> = cols[pct + 1..pct + 7].iter().map(|c| c.parse().unwrap()).collect();
+        let keys =
+            ["min_delta_ms", "mean_delta_ms", "max_delta_ms", "min_jitter_ms", "mean_jitter_ms", "max_jitter_ms"];
+        for (k, want) in keys.iter().zip(&theirs) {
+            if s[k].is_null() {
+                // No jitter without a fixed clock rate; tshark's columns
+                // then hold its initial values.
+                assert!(k.contains("jitter") && ssrc == 0x0102_0304 && [-1.0, 0.0].contains(want), "{k}: {row}");
+                continue;
+            }
+            let got = s[k].as_f64().unwrap();
+            assert!((got - want).abs() <= 0.0005, "0x{ssrc:08x} {k}: {got} against tshark's {want}\n{row}\n{s}");
+        }
+        assert_eq!(n(&s["packets"]).to_string(), cols[pct - 2], "packets: {row}");
+    }
+    // The silence is not the largest delta, as tshark's.
+    let s = &r["rtp"]["streams"][0];
+    assert!(s["max_delta_ms"].as_f64().unwrap() < 25.0, "{s}");
+}

@@ -34,8 +34,15 @@ pub fn clock_rate(pt: u8) -> u32 {
     }
 }
 
-/// The RTP header fields used: payload type, sequence number, timestamp, SSRC.
-pub type RtpHeader = (u8, u16, u32, u32);
+/// The RTP header fields used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RtpHeader {
+    pub pt: u8,
+    pub marker: bool,
+    pub seq: u16,
+    pub ts: u32,
+    pub ssrc: u32,
+}
 
 /// The RTP header fields used, when `p` (a UDP payload) passes the test.
 pub fn header(p: &[u8]) -> Option<RtpHeader> {
@@ -58,7 +65,7 @@ pub fn header(p: &[u8]) -> Option<RtpHeader> {
     let seq = u16::from_be_bytes([p[2], p[3]]);
     let ts = u32::from_be_bytes([p[4], p[5], p[6], p[7]]);
     let ssrc = u32::from_be_bytes([p[8], p[9], p[10], p[11]]);
-    Some((pt, seq, ts, ssrc))
+    Some(RtpHeader { pt, marker: p[1] & 0x80 != 0, seq, ts, ssrc })
 }
 
 type Key = ((Ip, u16), (Ip, u16), u32);
@@ -68,24 +75,27 @@ struct Stream {
     key: Key,
     /// 1 + the index of the next stream of the same UDP flow, 0 at the end.
     next: u32,
+    /// The first packet's payload type (the report's) and the last one's.
     pt: u8,
+    last_pt: u8,
     packets: u64,
     first_ns: u64,
     last_ns: u64,
     base_seq: i64,
     max_seq: i64,
     last_seq: i64,
-    first_rtp_ts: u64,
     last_rtp_ts: i64,
-    /// Arrival and nominal (RTP clock) times of the previous packet, ms.
+    /// Arrival of the previous packet, ms since the stream's first.
     last_arrival_ms: f64,
-    last_nominal_ms: f64,
     jitter_ms: f64,
+    min_jitter_ms: f64,
     max_jitter_ms: f64,
-    sum_jitter_ms: f64,
+    mean_jitter_ms: f64,
     min_delta_ms: f64,
     max_delta_ms: f64,
-    sum_delta_ms: f64,
+    mean_delta_ms: f64,
+    /// Packets that counted in the delta statistics (see [`Rtp::feed`]).
+    regular: u64,
     sequence_errors: u64,
 }
 
@@ -101,10 +111,13 @@ pub struct StreamRow {
     /// Expected minus received (negative: duplicates).
     pub lost: i64,
     pub lost_percent: f64,
+    /// Delta statistics over the regular packets (see [`Rtp::feed`]);
+    /// 0 when there is none.
     pub min_delta_ms: f64,
     pub mean_delta_ms: f64,
     pub max_delta_ms: f64,
     /// `None` when the payload type's clock rate is not fixed.
+    pub min_jitter_ms: Option<f64>,
     pub max_jitter_ms: Option<f64>,
     pub mean_jitter_ms: Option<f64>,
     /// Packets whose sequence number was not the previous one plus one.
@@ -147,8 +160,21 @@ impl Rtp {
     /// An RTP packet of UDP flow `p` (whose ports tshark's UDP tap reads);
     /// `slot` is its flow's (1 + the index of the flow's first stream, 0
     /// before one is seen).
-    pub fn feed(&mut self, p: &Placed, (pt, seq, rtp_ts, ssrc): RtpHeader, slot: &mut u32) {
+    ///
+    /// The figures follow the RTP analysis of tshark 4.0 (Debian 12's;
+    /// `ui/tap-rtp-analysis.c`), which the report must agree with. A
+    /// packet's delta is its arrival less the previous packet's, its jitter
+    /// RFC 3550's (A.8) against the previous packet, with the clock rate in
+    /// whole kHz as tshark divides. Only regular packets count in the
+    /// minimum, mean and maximum of delta and jitter: not the first, not
+    /// one with the marker bit (a talk spurt after a silence), not comfort
+    /// noise (payload type 13 or 19) nor the packet after it. The means
+    /// are tshark's running average, whose weight is every packet seen
+    /// before. (Later tshark versions also leave out a packet whose RTP
+    /// timestamp steps back, and measure the next from the packet before.)
+    pub fn feed(&mut self, p: &Placed, h: RtpHeader, slot: &mut u32) {
         let (src, dst) = (p.src, p.dst);
+        let RtpHeader { pt, marker, seq, ts: rtp_ts, ssrc } = h;
         let mut i = *slot;
         while i != 0 && !(self.streams[i as usize - 1].key.0 == src && self.streams[i as usize - 1].key.2 == ssrc) {
             i = self.streams[i as usize - 1].next;
@@ -163,59 +189,65 @@ impl Rtp {
                 key: (src, dst, ssrc),
                 next: *slot,
                 pt,
-                packets: 0,
+                last_pt: pt,
+                packets: 1,
                 first_ns: ts,
                 last_ns: ts,
                 base_seq: i64::from(seq),
                 max_seq: i64::from(seq),
                 last_seq: i64::from(seq),
-                first_rtp_ts: u64::from(rtp_ts),
                 last_rtp_ts: i64::from(rtp_ts),
                 last_arrival_ms: 0.0,
-                last_nominal_ms: 0.0,
                 jitter_ms: 0.0,
+                min_jitter_ms: f64::MAX,
                 max_jitter_ms: 0.0,
-                sum_jitter_ms: 0.0,
+                mean_jitter_ms: 0.0,
                 min_delta_ms: f64::MAX,
                 max_delta_ms: 0.0,
-                sum_delta_ms: 0.0,
+                mean_delta_ms: 0.0,
+                regular: 0,
                 sequence_errors: 0,
             });
-            i = u32::try_from(self.streams.len()).unwrap_or(u32::MAX);
-            *slot = i;
+            *slot = u32::try_from(self.streams.len()).unwrap_or(u32::MAX);
+            return;
         }
         let st = &mut self.streams[i as usize - 1];
         // Extended sequence number and RTP timestamp: nearest to the last.
         let ext_seq = st.last_seq + i64::from(seq.wrapping_sub(st.last_seq as u16) as i16);
         let ext_ts = st.last_rtp_ts + i64::from(rtp_ts.wrapping_sub(st.last_rtp_ts as u32) as i32);
+        if ext_seq != st.last_seq + 1 {
+            st.sequence_errors += 1;
+        }
         let arrival_ms = ts.saturating_sub(st.first_ns) as f64 / 1e6;
-        let rate = clock_rate(pt);
-        let nominal_ms =
-            if rate > 0 { (ext_ts - st.first_rtp_ts as i64) as f64 * 1000.0 / f64::from(rate) } else { 0.0 };
-        if st.packets > 0 {
-            if ext_seq != st.last_seq + 1 {
-                st.sequence_errors += 1;
-            }
-            let delta = arrival_ms - st.last_arrival_ms;
+        let comfort_noise = |pt| pt == 13 || pt == 19;
+        let regular = !marker && !comfort_noise(pt) && !comfort_noise(st.last_pt);
+        let khz = clock_rate(pt) / 1000;
+        let delta = arrival_ms - st.last_arrival_ms;
+        if khz > 0 {
+            let nominal_ms = (ext_ts - st.last_rtp_ts) as f64 / f64::from(khz);
+            st.jitter_ms = (15.0 * st.jitter_ms + (delta - nominal_ms).abs()) / 16.0;
+        }
+        if regular {
+            // tshark's weight: the packets before this one, all of them.
+            let before = st.packets as f64;
             st.min_delta_ms = st.min_delta_ms.min(delta);
             st.max_delta_ms = st.max_delta_ms.max(delta);
-            st.sum_delta_ms += delta;
-            if rate > 0 {
-                // RFC 3550 A.8: J += (|D(i-1, i)| - J) / 16.
-                let d = (arrival_ms - st.last_arrival_ms) - (nominal_ms - st.last_nominal_ms);
-                st.jitter_ms += (d.abs() - st.jitter_ms) / 16.0;
+            st.mean_delta_ms = (st.mean_delta_ms * (before - 1.0) + delta) / before;
+            if khz > 0 {
+                st.min_jitter_ms = st.min_jitter_ms.min(st.jitter_ms);
                 st.max_jitter_ms = st.max_jitter_ms.max(st.jitter_ms);
+                st.mean_jitter_ms = (st.mean_jitter_ms * (before - 1.0) + st.jitter_ms) / before;
             }
+            st.regular += 1;
         }
-        st.sum_jitter_ms += st.jitter_ms;
         st.packets += 1;
+        st.last_arrival_ms = arrival_ms;
+        st.last_pt = pt;
         st.last_ns = ts;
         st.last_seq = ext_seq;
         st.max_seq = st.max_seq.max(ext_seq);
         st.base_seq = st.base_seq.min(ext_seq);
         st.last_rtp_ts = ext_ts;
-        st.last_arrival_ms = arrival_ms;
-        st.last_nominal_ms = nominal_ms;
     }
 
     pub fn finish(self) -> RtpReport {
@@ -225,7 +257,7 @@ impl Rtp {
             let expected = st.max_seq - st.base_seq + 1;
             let lost = expected - st.packets as i64;
             let jitter = clock_rate(st.pt) > 0;
-            let deltas = st.packets.saturating_sub(1);
+            let some = st.regular > 0;
             streams.push(StreamRow {
                 src: src.text(),
                 src_port: sp,
@@ -236,13 +268,12 @@ impl Rtp {
                 packets: st.packets,
                 lost,
                 lost_percent: if expected > 0 { lost as f64 * 100.0 / expected as f64 } else { 0.0 },
-                min_delta_ms: if deltas > 0 { st.min_delta_ms } else { 0.0 },
-                mean_delta_ms: if deltas > 0 { st.sum_delta_ms / deltas as f64 } else { 0.0 },
+                min_delta_ms: if some { st.min_delta_ms } else { 0.0 },
+                mean_delta_ms: st.mean_delta_ms,
                 max_delta_ms: st.max_delta_ms,
+                min_jitter_ms: jitter.then_some(if some { st.min_jitter_ms } else { 0.0 }),
                 max_jitter_ms: jitter.then_some(st.max_jitter_ms),
-                // Over the packets after the first, as tshark averages it
-                // (the first has no jitter of its own).
-                mean_jitter_ms: jitter.then(|| st.sum_jitter_ms / st.packets.saturating_sub(1).max(1) as f64),
+                mean_jitter_ms: jitter.then_some(st.mean_jitter_ms),
                 sequence_errors: st.sequence_errors,
                 first_ns: st.first_ns,
                 last_ns: st.last_ns,
@@ -259,7 +290,9 @@ mod tests {
     #[test]
     fn header_test() {
         let mut p = vec![0x80, 0x00, 0x00, 0x05, 0, 0, 0x01, 0x40, 1, 2, 3, 4];
-        assert_eq!(header(&p), Some((0, 5, 320, 0x0102_0304)));
+        assert_eq!(header(&p), Some(RtpHeader { pt: 0, marker: false, seq: 5, ts: 320, ssrc: 0x0102_0304 }));
+        p[1] = 0x80 | 8;
+        assert_eq!(header(&p), Some(RtpHeader { pt: 8, marker: true, seq: 5, ts: 320, ssrc: 0x0102_0304 }));
         p[1] = 72; // RTCP sender report
         assert_eq!(header(&p), None);
         p[1] = 0;
