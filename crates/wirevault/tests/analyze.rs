@@ -939,3 +939,25 @@ fn rtp_delta_and_jitter_columns_equal_tsharks() {
     let s = &r["rtp"]["streams"][0];
     assert!(s["max_delta_ms"].as_f64().unwrap() < 25.0, "{s}");
 }
+
+/// A nanosecond capture with frames just before an interval's end: tshark
+/// rounds the time since the first frame to whole µs before bucketing (a
+/// frame 400 ns before the end counts in the next interval, one 600 ns
+/// before in its own); analyze's rows equal tshark's.
+#[test]
+fn throughput_of_nanosecond_frames_near_an_interval_end_equals_tshark() {
+    let dir = TempDir::new("analyze-ns");
+    let file = dir.join("ns.pcap");
+    const S: u64 = 1_000_000_000;
+    let t0 = 1_700_000_000 * S + 123;
+    let after: [u64; 6] = [0, S - 600, S - 400, 2 * S - 501, 2 * S - 499, 3 * S + S / 2];
+    let frames: Vec<Frame> =
+        test_frames(after.len() as u32, t0).into_iter().zip(after).map(|(f, t)| Frame { ts_ns: t0 + t, ..f }).collect();
+    write_pcap(&file, 1, 65535, true, &frames);
+    let r = analyze_json(&file, &[]);
+    let rows: Vec<u64> = r["throughput"]["intervals"].as_array().unwrap().iter().map(|i| n(&i["packets"])).collect();
+    assert_eq!(rows, [2, 2, 1, 1], "{}", r["throughput"]);
+    if need_tools("throughput_of_nanosecond_frames_near_an_interval_end_equals_tshark", &["tshark"]) {
+        compare_with_tshark(&file, &r);
+    }
+}

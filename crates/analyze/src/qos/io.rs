@@ -2,8 +2,14 @@
 //! from the first frame's time (as `tshark -q -z io,stat,STEP`), with bits/s
 //! and packets/s derived. A frame earlier than one before it (files out of
 //! time order, merged captures) counts in the interval of the latest frame
-//! so far, as tshark counts it; at most `max_intervals` intervals are kept,
-//! later frames are counted as beyond.
+//! so far, as tshark counts it; a frame's time since the first is rounded to
+//! whole µs first, as tshark rounds it. At most `max_intervals` intervals
+//! are kept, later frames are counted as beyond.
+//!
+//! Unlike tshark: a last frame exactly on an interval's start (its time
+//! since the first a whole number of steps) gets a row of its own. tshark
+//! ends its table at the capture's duration, whose last row then ends
+//! where that frame's would start, and leaves the frame out of every row.
 
 use crate::{Config, Count, Seen};
 use serde::Serialize;
@@ -56,7 +62,11 @@ impl IoStat {
     pub fn feed(&mut self, s: &Seen<'_>) {
         let first = *self.first_ns.get_or_insert(s.f.ts_ns);
         self.latest_ns = self.latest_ns.max(s.f.ts_ns);
-        let i = self.latest_ns.saturating_sub(first) / self.step_ns;
+        // tshark rounds a frame's time since the first to whole µs before
+        // it finds its interval: within 500 ns of an interval's end, a frame
+        // counts in the next.
+        let rel = self.latest_ns.saturating_sub(first).saturating_add(500) / 1000 * 1000;
+        let i = rel / self.step_ns;
         let Ok(i) = usize::try_from(i) else {
             return self.beyond.add(s.len);
         };
