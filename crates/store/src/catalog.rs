@@ -279,26 +279,63 @@ impl Catalog {
     /// are not in the catalog, so they are never deleted.
     pub fn make_room(&self, budget: &Budget, reserve: u64) -> Result<Deleted, io::Error> {
         let mut g = self.lock();
-        let mut deleted = Deleted::default();
         // Closed files on their way to the catalog take room too.
         let reserve = reserve.saturating_add(g.pending);
         if g.total.saturating_add(reserve) <= budget.max_bytes {
-            return Ok(deleted);
+            return Ok(Deleted::default());
         }
         if budget.on_full == OnFull::Stop {
             return Err(io::Error::new(io::ErrorKind::StorageFull, "the store reached its --max-size budget"));
         }
-        let mut order: Vec<usize> = (0..g.entries.len()).collect();
+        let mut left = g.total;
+        self.delete_oldest(
+            &mut g,
+            |_| true,
+            |size| {
+                let more = left.saturating_add(reserve) > budget.max_bytes;
+                left = left.saturating_sub(size);
+                more
+            },
+        )
+    }
+
+    /// With retention on ([`OnFull::DeleteOldest`]), before a file opens on
+    /// volume `vol` (0: the store directory) whose file system has `free`
+    /// bytes and the file needs `need`: deletes the oldest files on that
+    /// volume (other volumes keep theirs) until the freed bytes make up the
+    /// difference, or none of its files is left. Returns what was deleted;
+    /// the caller reads the free space again.
+    pub fn make_room_on(&self, vol: u32, free: u64, need: u64) -> Result<Deleted, io::Error> {
+        let mut g = self.lock();
+        let mut freed = 0u64;
+        let on_vol = |e: &Entry| crate::volume::split(&e.file).is_ok_and(|(k, _)| k == vol);
+        self.delete_oldest(&mut g, on_vol, |size| {
+            let more = free.saturating_add(freed) < need;
+            freed = freed.saturating_add(size);
+            more
+        })
+    }
+
+    /// Deletes catalogued files that `pick` chooses, oldest first (by first
+    /// timestamp), while `more(size of the next)` says so; takes them out of
+    /// the catalog and its total. Entries were checked when read (relative,
+    /// inside the store or a volume); the unlinks resolve beneath it and
+    /// follow no symlink.
+    fn delete_oldest(
+        &self,
+        g: &mut Inner,
+        pick: impl Fn(&Entry) -> bool,
+        mut more: impl FnMut(u64) -> bool,
+    ) -> Result<Deleted, io::Error> {
+        let mut deleted = Deleted::default();
+        let mut order: Vec<usize> = (0..g.entries.len()).filter(|&i| pick(&g.entries[i].0)).collect();
         order.sort_by_key(|&i| (g.entries[i].0.first_ns, g.entries[i].0.last_ns));
         let mut drop_set = vec![false; g.entries.len()];
-        let mut total = g.total;
         for i in order {
-            if total.saturating_add(reserve) <= budget.max_bytes {
+            let (e, size) = &g.entries[i];
+            if !more(*size) {
                 break;
             }
-            let (e, size) = &g.entries[i];
-            // Entries were checked when read (relative, inside the store);
-            // the unlinks resolve beneath the store and follow no symlink.
             if let Some(ix) = &e.index {
                 let _ = self.vols.unlink(ix);
             }
@@ -307,23 +344,25 @@ impl Catalog {
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                 Err(err) => return Err(err),
             }
-            total = total.saturating_sub(*size);
             deleted.files += 1;
             deleted.bytes = deleted.bytes.saturating_add(*size);
             drop_set[i] = true;
+        }
+        if deleted.files == 0 {
+            return Ok(deleted);
         }
         let mut i = 0;
         g.entries.retain(|_| {
             i += 1;
             !drop_set[i - 1]
         });
-        g.total = total;
+        g.total = g.total.saturating_sub(deleted.bytes);
         let entries: Vec<Entry> = g.entries.iter().map(|(e, _)| e.clone()).collect();
         rewrite_in(&self.dir, &entries)?;
         // The rename replaced the file our append handle points to.
         g.file = open_append(&self.dir)?;
         g.reserved = 0;
-        reserve_ahead(&mut g);
+        reserve_ahead(g);
         Ok(deleted)
     }
 

@@ -590,7 +590,7 @@ impl<I: FileIndexer> Writer<I> {
     /// With several volumes, before each new file: the volume it goes on
     /// ([`placement::Placement::choose`]); the stream stops when none is left.
     fn choose_volume(&mut self) {
-        if !self.place.choose(&self.cfg, &self.shared) {
+        if !self.place.choose(&self.cfg, &self.shared, &self.catalog) {
             self.stopped = true;
         }
     }

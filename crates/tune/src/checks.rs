@@ -688,15 +688,19 @@ fn store_space(f: &Facts, s: &Store) -> Finding {
             format!("{found}; no --max-size: record stops (exit code 3) when the volume is full"),
             R_SPACE,
         ),
-        Some(b) if b <= free.saturating_add(s.used) => {
+        Some(b) if b <= free.saturating_add(s.used).saturating_add(f.inputs.other_free) => {
             Finding::ok(C, format!("{found}; --max-size {} fits", size(b)), R_SPACE)
         }
         Some(b) => {
-            let fits = (free.saturating_add(s.used)) / 100 * 95;
+            let fits = (free.saturating_add(s.used).saturating_add(f.inputs.other_free)) / 100 * 95;
+            let other = match f.inputs.other_free {
+                0 => String::new(),
+                o => format!(" with the {} free on its other volumes", size(o)),
+            };
             Finding::with(
                 C,
                 State::Bad,
-                format!("{found}; --max-size {} is more than the volume can hold", size(b)),
+                format!("{found}; --max-size {} is more than the volume can hold{other}", size(b)),
                 R_SPACE,
                 format!("--max-size {}M (95% of what fits), or free space on the volume", fits >> 20),
             )

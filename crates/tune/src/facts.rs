@@ -21,6 +21,9 @@ pub struct Inputs {
     pub buffer: u64,
     /// `--max-size` in bytes, already resolved from a percentage.
     pub budget: Option<u64>,
+    /// Free bytes of the store's other volumes (`record --volume`), each
+    /// file system once and none the store's own: the budget may use them.
+    pub other_free: u64,
 }
 
 /// A NIC setting read through ethtool: `Ok(None)` when the driver does not report it.

@@ -306,3 +306,57 @@ fn a_percentage_budget_covers_every_volume() {
     let same = a.dir.join("more");
     assert_eq!(budget_of(&["--volume", same.to_str().unwrap()]), one);
 }
+
+/// Retention with several volumes (`--max-size`, deleting the oldest): a
+/// volume that has no room for the next file deletes its own oldest files,
+/// whatever the store's budget says, instead of being taken out of
+/// rotation; the recording goes on over both to the end. (Before, the
+/// small volume was taken out as full below the budget, then the store's
+/// filled up until a write failed: exit 3, packets lost.)
+#[test]
+fn retention_deletes_on_each_volume_that_fills() {
+    if !ready("retention_deletes_on_each_volume_that_fills") {
+        return;
+    }
+    let _g = heavy_lock();
+    let a = LoopFs::new("ret-a", 64).expect("loop-mounted ext4 (a)");
+    let b = LoopFs::new("ret-b", 24).expect("loop-mounted ext4 (b)");
+    let store = a.dir.join("store");
+    let n = 400_000u64;
+    let o = run_wirevault(&[
+        "record",
+        "--synthetic",
+        &format!("size=500,count={n}"),
+        "-o",
+        store.to_str().unwrap(),
+        "--volume",
+        b.dir.to_str().unwrap(),
+        "--file-size",
+        "2M",
+        "--buffer",
+        "64M",
+        "--max-size",
+        "90%",
+        "-q",
+    ]);
+    assert_no_panic(&o.stderr, "record");
+    o.expect(0, "retention over two volumes");
+    assert!(!o.stderr.contains("taken out of rotation"), "{}", o.stderr);
+    // The start-up check counts the other volume's space in.
+    assert!(!o.stderr.contains("more than the volume can hold"), "{}", o.stderr);
+    let c = final_counters(&store);
+    assert_eq!((c.received, c.written, c.write_error), (n, n, 0), "every packet written: {}", o.stderr);
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(store.join("stats.json")).unwrap()).unwrap();
+    // Both volumes still hold files, every catalogued file is there, and
+    // retention deleted some of those written.
+    let fs = files(&store);
+    assert!((fs.len() as u64) < stats["files"].as_u64().unwrap(), "retention deleted nothing: {stats}");
+    assert!(fs.iter().any(|(rel, _)| rel.starts_with("@1/")), "none left on the volume");
+    assert!(fs.iter().any(|(rel, _)| rel.starts_with("stream-000/")), "none left on the store");
+    let kept: usize = fs.iter().map(|(_, p)| read_capture(p).1.len()).sum();
+    assert!(kept > 0 && (kept as u64) < n, "{kept} of {n} kept");
+    let o = run_wirevault(&["query", store.to_str().unwrap(), "--count"]);
+    o.expect(0, "count");
+    assert!(o.stdout.contains(&kept.to_string()), "query counts what the files hold: {} {}", o.stdout, o.stderr);
+}

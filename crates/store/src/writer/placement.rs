@@ -2,14 +2,18 @@
 //! "Several volumes"), for the copy path's writer and the zero-copy one.
 //!
 //! Each new file goes to the first volume still in rotation in the stream's
-//! order that has room for a whole file; one without room is taken out while
-//! others remain. A volume whose create, write or close fails is taken out
+//! order that has room for a whole file. With retention on (`--max-size`,
+//! `--on-full delete`), a volume without room first deletes its own oldest
+//! files (each volume fills at its own pace, whatever the store's budget);
+//! one that still has no room is taken out while others remain. A volume whose create, write or close fails is taken out
 //! too, and the stream goes on on another from its next file.
 
 use super::{WriterConfig, WriterShared};
+use crate::catalog::{Catalog, OnFull};
 use crate::layout;
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use wv_sys::fs::Dir;
 
@@ -57,13 +61,27 @@ impl Placement {
     /// False when no file can be created now: either no volume is left (the
     /// stream stops; `shared` says why) or the picked one failed and was
     /// taken out ([`Placement::resume`] is then true: choose again).
-    pub fn choose(&mut self, cfg: &WriterConfig, shared: &WriterShared) -> bool {
+    pub fn choose(&mut self, cfg: &WriterConfig, shared: &WriterShared, catalog: &Catalog) -> bool {
         let Some(rot) = cfg.volumes.clone() else { return true };
         let need = cfg.file_size.saturating_add(cfg.reserve.min(1 << 30));
+        let retention = cfg.budget.get().is_some_and(|b| b.on_full == OnFull::DeleteOldest);
         let mut pick = None;
         self.files += 1;
         for (id, d) in rot.order(cfg.stream, self.files - 1) {
-            let free = wv_sys::fs::fs_space(d.path()).map_or(u64::MAX, |s| s.0);
+            let space = || wv_sys::fs::fs_space(d.path()).map_or(u64::MAX, |s| s.0);
+            let mut free = space();
+            if free < need && retention {
+                match catalog.make_room_on(id, free, need) {
+                    Ok(del) if del.files > 0 => {
+                        shared.retention_files.fetch_add(del.files, Ordering::Relaxed);
+                        shared.retention_bytes.fetch_add(del.bytes, Ordering::Relaxed);
+                        free = space();
+                    }
+                    Ok(_) => {}
+                    Err(e) => shared
+                        .warn(format!("retention could not delete old files on volume {}: {e}", d.path().display())),
+                }
+            }
             if free >= need || rot.in_rotation().len() <= 1 {
                 pick = Some((id, d));
                 break;

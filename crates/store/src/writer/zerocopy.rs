@@ -374,7 +374,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         let mut file = None;
         while !self.stopped {
             self.place.resume();
-            if !self.place.choose(&self.cfg, &self.shared) {
+            if !self.place.choose(&self.cfg, &self.shared, &self.catalog) {
                 if self.place.resume() {
                     // That volume failed and is out: the next one.
                     continue;

@@ -81,7 +81,7 @@ fn inputs(a: &Args) -> anyhow::Result<Inputs> {
         }
         _ => None,
     };
-    Ok(Inputs { interface: Some(a.interface.clone()), store: a.store.clone(), cpus, buffer, budget })
+    Ok(Inputs { interface: Some(a.interface.clone()), store: a.store.clone(), cpus, buffer, budget, other_free: 0 })
 }
 
 fn judge(inputs: &Inputs, only: &[String]) -> anyhow::Result<(wv_tune::Facts, Vec<Finding>)> {

@@ -209,8 +209,14 @@ pub fn usage(msg: String) -> anyhow::Error {
 /// the path or its nearest existing parent: nothing is created yet
 /// (`record --max-size PERCENT` and `tune` take a share of it).
 pub fn volumes_size(dirs: &[&Path]) -> anyhow::Result<u64> {
+    volumes_space(dirs).map(|(_, total)| total)
+}
+
+/// The free and total bytes of the file systems holding `dirs`, each once
+/// (see [`volumes_size`]).
+pub fn volumes_space(dirs: &[&Path]) -> anyhow::Result<(u64, u64)> {
     let mut seen = Vec::new();
-    let mut total = 0u64;
+    let (mut free, mut total) = (0u64, 0u64);
     for dir in dirs {
         let on = dir.ancestors().find(|p| p.exists()).filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let dev = std::fs::metadata(on).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).ok();
@@ -218,11 +224,12 @@ pub fn volumes_size(dirs: &[&Path]) -> anyhow::Result<u64> {
             continue;
         }
         seen.extend(dev);
-        let (_, t) = wv_sys::fs::fs_space(on)
+        let (f, t) = wv_sys::fs::fs_space(on)
             .map_err(|e| fail(exit::ERROR, format!("cannot read the size of the volume of {}: {e}", dir.display())))?;
+        free = free.saturating_add(f);
         total = total.saturating_add(t);
     }
-    Ok(total)
+    Ok((free, total))
 }
 
 /// `--buffer TEXT` of `v` bytes, if this machine has that much memory

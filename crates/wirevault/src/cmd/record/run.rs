@@ -12,6 +12,7 @@ use super::store;
 use crate::{exit, fail};
 use anyhow::Context;
 use crossbeam_queue::ArrayQueue;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -87,6 +88,13 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             cpus: p.cpus.clone(),
             buffer: p.stream.arena_per_worker * p.workers as u64,
             budget: p.budget.map(|b| b.max_bytes),
+            other_free: if p.volumes.is_empty() {
+                0
+            } else {
+                let all: Vec<&Path> = std::iter::once(&p.store).chain(&p.volumes).map(PathBuf::as_path).collect();
+                let free = |dirs: &[&Path]| plan::volumes_space(dirs).map_or(0, |(f, _)| f);
+                free(&all).saturating_sub(free(&all[..1]))
+            },
         });
     }
     // The HTTP server binds before capture starts: a taken port or a bad
