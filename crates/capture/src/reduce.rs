@@ -7,7 +7,8 @@
 //! Both fail open: when a table is too small for the traffic, a duplicate
 //! may be stored or a connection kept past its cutoff, never the reverse.
 //!
-//! HOT PATH: [`Reduce::verdict`] runs once per packet when either is on.
+//! HOT PATH: [`Judge`] (the capture worker's copy path) or [`Reduce::verdict`]
+//! (zero-copy) runs once per packet when either is on.
 
 use std::hash::{BuildHasher, Hasher};
 use xxhash_rust::xxh3::xxh3_64_with_secret;
@@ -117,14 +118,10 @@ impl Reduce {
     pub fn prepare(&self, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Prepared {
         let mut p = Prepared { origlen, ..Prepared::default() };
         if let Some(d) = &self.dedup {
-            p.frame = d.hash(origlen, parts);
-            d.prefetch(p.frame);
+            p.frame = d.prepare(linktype, origlen, parts);
         }
         if let Some(c) = &self.cutoff {
-            p.flow = c.head(linktype, parts);
-            if let Some(h) = &p.flow {
-                c.prefetch(h.key);
-            }
+            p.flow = c.prepare(linktype, origlen, parts);
         }
         p
     }
@@ -139,14 +136,14 @@ impl Reduce {
         self.pending = None;
         let mut pending = None;
         if let Some(d) = self.dedup.as_mut() {
-            match d.lookup_hash(ts_ns, p.frame, same) {
-                Lookup::Duplicate => return Verdict::Duplicate,
-                Lookup::New(p) => pending = Some(p),
+            match d.judge(ts_ns, p.origlen, &p.frame, same) {
+                Ok(p) => pending = Some(p),
+                Err(v) => return v,
             }
         }
         if let Some(c) = self.cutoff.as_mut() {
-            if !c.keep_head(ts_ns, p.origlen, p.flow) {
-                return Verdict::Cut;
+            if let Err(v) = c.judge(ts_ns, p.origlen, &p.flow, |_| false) {
+                return v;
             }
         }
         self.pending = pending;
@@ -159,8 +156,163 @@ impl Reduce {
     #[inline(always)]
     pub fn stored(&mut self, ts_ns: u64, at: u64) {
         if let (Some(d), Some(p)) = (self.dedup.as_mut(), self.pending.take()) {
-            d.remember(p, ts_ns, at);
+            d.stored(p, ts_ns, at);
         }
+    }
+}
+
+/// One set of reducers, known when the code is compiled: [`Dedup`],
+/// [`Cutoff`], or a pair judged in turn (the first's verdict first, as
+/// [`Reduce::judge`] does: a duplicate never reaches the cutoff). The
+/// capture worker's batch path is compiled for each set it may run
+/// ([`crate::worker::Delivery::packets`]), so that no packet asks which
+/// reducers are on, nor carries a [`Reduce`]'s `pending` place from its
+/// verdict to its storing. [`Reduce`] judges with these too: the verdicts
+/// are the same.
+pub trait Judge {
+    /// What a frame's verdict needs that depends on the frame alone.
+    type Prepared: Copy + Default;
+    /// What [`Judge::stored`] needs of a frame judged to be stored.
+    type Pending: Copy;
+
+    /// As [`Reduce::prepare`]: reads the frame and starts loading the
+    /// table buckets [`Judge::judge`] will read.
+    fn prepare(&self, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Self::Prepared;
+
+    /// As [`Reduce::judge`]: `Ok` to store the frame (then
+    /// [`Judge::stored`] once it is stored, with what `Ok` holds), else
+    /// `Err` of the verdict ([`Verdict::Duplicate`] or [`Verdict::Cut`]).
+    fn judge(
+        &mut self,
+        ts_ns: u64,
+        origlen: u32,
+        p: &Self::Prepared,
+        same: impl FnMut(u64) -> bool,
+    ) -> Result<Self::Pending, Verdict>;
+
+    /// As [`Reduce::stored`]: the frame judged `Ok(p)` was stored at `at`.
+    fn stored(&mut self, p: Self::Pending, ts_ns: u64, at: u64);
+}
+
+impl Judge for Dedup {
+    /// The frame's [`Dedup::hash`].
+    type Prepared = u64;
+    type Pending = Pending;
+
+    #[inline(always)]
+    fn prepare(&self, _linktype: u32, origlen: u32, parts: &[&[u8]]) -> u64 {
+        let h = self.hash(origlen, parts);
+        self.prefetch(h);
+        h
+    }
+
+    #[inline(always)]
+    fn judge(
+        &mut self,
+        ts_ns: u64,
+        _origlen: u32,
+        hash: &u64,
+        same: impl FnMut(u64) -> bool,
+    ) -> Result<Pending, Verdict> {
+        match self.lookup_hash(ts_ns, *hash, same) {
+            Lookup::Duplicate => Err(Verdict::Duplicate),
+            Lookup::New(p) => Ok(p),
+        }
+    }
+
+    #[inline(always)]
+    fn stored(&mut self, p: Pending, ts_ns: u64, at: u64) {
+        self.remember(p, ts_ns, at);
+    }
+}
+
+impl Judge for Cutoff {
+    /// The frame's connection ([`Cutoff::head`]).
+    type Prepared = Option<FlowHead>;
+    type Pending = ();
+
+    #[inline(always)]
+    fn prepare(&self, linktype: u32, _origlen: u32, parts: &[&[u8]]) -> Option<FlowHead> {
+        let h = self.head(linktype, parts);
+        if let Some(h) = &h {
+            self.prefetch(h.key);
+        }
+        h
+    }
+
+    #[inline(always)]
+    fn judge(
+        &mut self,
+        ts_ns: u64,
+        origlen: u32,
+        head: &Option<FlowHead>,
+        _same: impl FnMut(u64) -> bool,
+    ) -> Result<(), Verdict> {
+        if self.keep_head(ts_ns, origlen, *head) {
+            Ok(())
+        } else {
+            Err(Verdict::Cut)
+        }
+    }
+
+    #[inline(always)]
+    fn stored(&mut self, (): (), _ts_ns: u64, _at: u64) {}
+}
+
+/// Both reducers of a pair, the first judging first.
+impl<A: Judge, B: Judge> Judge for (A, B) {
+    type Prepared = (A::Prepared, B::Prepared);
+    type Pending = (A::Pending, B::Pending);
+
+    #[inline(always)]
+    fn prepare(&self, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Self::Prepared {
+        (self.0.prepare(linktype, origlen, parts), self.1.prepare(linktype, origlen, parts))
+    }
+
+    #[inline(always)]
+    fn judge(
+        &mut self,
+        ts_ns: u64,
+        origlen: u32,
+        p: &Self::Prepared,
+        mut same: impl FnMut(u64) -> bool,
+    ) -> Result<Self::Pending, Verdict> {
+        let a = self.0.judge(ts_ns, origlen, &p.0, &mut same)?;
+        let b = self.1.judge(ts_ns, origlen, &p.1, &mut same)?;
+        Ok((a, b))
+    }
+
+    #[inline(always)]
+    fn stored(&mut self, p: Self::Pending, ts_ns: u64, at: u64) {
+        self.0.stored(p.0, ts_ns, at);
+        self.1.stored(p.1, ts_ns, at);
+    }
+}
+
+/// A reducer borrowed (the worker borrows them from its [`Reduce`]).
+impl<J: Judge> Judge for &mut J {
+    type Prepared = J::Prepared;
+    type Pending = J::Pending;
+
+    #[inline(always)]
+    fn prepare(&self, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Self::Prepared {
+        (**self).prepare(linktype, origlen, parts)
+    }
+
+    #[inline(always)]
+    fn judge(
+        &mut self,
+        ts_ns: u64,
+        origlen: u32,
+        p: &Self::Prepared,
+        same: impl FnMut(u64) -> bool,
+    ) -> Result<Self::Pending, Verdict> {
+        (**self).judge(ts_ns, origlen, p, same)
+    }
+
+    #[inline(always)]
+    fn stored(&mut self, p: Self::Pending, ts_ns: u64, at: u64) {
+        (**self).stored(p, ts_ns, at);
     }
 }
 

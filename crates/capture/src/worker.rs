@@ -3,7 +3,7 @@
 //! HOT PATH: [`Delivery::packet`] (or [`Delivery::packets`], a batch at a time)
 //! runs once per packet.
 
-use crate::reduce::{Prepared, Reduce, Verdict};
+use crate::reduce::{Judge, Reduce, Verdict};
 use crate::{CaptureError, Counts, KernelCounts, Poll, SharedCounts, Source};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,6 +12,14 @@ use wv_store::stream::StreamProducer;
 
 /// Where a source puts its packets during one poll.
 pub struct Delivery<'a> {
+    out: Sink<'a>,
+    /// `--dedup` and `--flow-cutoff`.
+    reduce: &'a mut Reduce,
+}
+
+/// Where [`Delivery`] stores and counts packets: apart from the reducers
+/// that judge them, so that both can be borrowed at once.
+struct Sink<'a> {
     stream: &'a mut StreamProducer,
     counts: &'a mut Counts,
     /// Packets that may still be stored before the count limit.
@@ -21,8 +29,26 @@ pub struct Delivery<'a> {
     quota: Option<&'a Quota>,
     /// The user's snapshot length (`-s`): packets are cut to it.
     snaplen: u32,
-    /// `--dedup` and `--flow-cutoff`.
-    reduce: &'a mut Reduce,
+}
+
+/// No reducer: every frame is stored (the path without `--dedup` and
+/// `--flow-cutoff`, compiled without them).
+struct Keep;
+
+impl Judge for Keep {
+    type Prepared = ();
+    type Pending = ();
+
+    #[inline(always)]
+    fn prepare(&self, _linktype: u32, _origlen: u32, _parts: &[&[u8]]) {}
+
+    #[inline(always)]
+    fn judge(&mut self, _ts_ns: u64, _origlen: u32, (): &(), _same: impl FnMut(u64) -> bool) -> Result<(), Verdict> {
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn stored(&mut self, (): (), _ts_ns: u64, _at: u64) {}
 }
 
 /// One packet for [`Delivery::packets`]: its captured bytes are its parts
@@ -73,6 +99,23 @@ impl<'a> Frame<'a> {
     pub fn caplen(&self) -> u32 {
         self.caplen
     }
+
+    /// The frame cut to `snaplen` bytes, which it is longer than (so its
+    /// captured length is `snaplen`). The callers compare first: most
+    /// frames fit.
+    #[inline]
+    fn cut(&self, snaplen: u32) -> Frame<'a> {
+        let mut c = Frame { snaplen, caplen: snaplen, ..*self };
+        let (mut left, mut n) = (snaplen as usize, 0);
+        for p in self.parts() {
+            let take = p.len().min(left);
+            c.parts[n] = &p[..take];
+            n += 1;
+            left -= take;
+        }
+        c.n = n as u8;
+        c
+    }
 }
 
 /// Packets [`Delivery::packets`] prepares together before storing them: the
@@ -90,14 +133,23 @@ impl Delivery<'_> {
     /// `parts` (at most four), cut to the user's snapshot length.
     #[inline]
     pub fn packet(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
-        let snaplen = snaplen.min(self.snaplen);
-        // Summed once per packet; the stream and the counters take it from here.
-        let caplen: usize = parts.iter().map(|p| p.len()).sum();
-        if caplen > snaplen as usize {
-            let f = Self::cut(&Frame::new(ts_ns, linktype, snaplen, origlen, parts), snaplen);
-            return self.store(ts_ns, linktype, snaplen, origlen, snaplen, f.parts(), None);
+        if self.reduce.is_off() {
+            return self.out.packet(&mut Keep, ts_ns, linktype, snaplen, origlen, parts);
         }
-        self.store(ts_ns, linktype, snaplen, origlen, caplen as u32, parts, None)
+        self.packet_reduced(ts_ns, linktype, snaplen, origlen, parts);
+    }
+
+    /// [`Delivery::packet`] with a reducer on, compiled for each set of
+    /// them (see [`Judge`]).
+    #[inline(never)]
+    fn packet_reduced(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
+        let Delivery { out, reduce } = self;
+        match (&mut reduce.dedup, &mut reduce.cutoff) {
+            (Some(d), None) => out.packet(d, ts_ns, linktype, snaplen, origlen, parts),
+            (None, Some(c)) => out.packet(c, ts_ns, linktype, snaplen, origlen, parts),
+            (Some(d), Some(c)) => out.packet(&mut (d, c), ts_ns, linktype, snaplen, origlen, parts),
+            (None, None) => out.packet(&mut Keep, ts_ns, linktype, snaplen, origlen, parts),
+        }
     }
 
     /// True when [`Delivery::packets`] gains from batches (a reducer is on);
@@ -112,14 +164,82 @@ impl Delivery<'_> {
     /// together first.
     #[inline]
     pub fn packets(&mut self, frames: &[Frame<'_>]) {
-        if self.reduce.is_off() {
-            for f in frames {
-                self.packet(f.ts_ns, f.linktype, f.snaplen, f.origlen, f.parts());
+        let Delivery { out, reduce } = self;
+        match (&mut reduce.dedup, &mut reduce.cutoff) {
+            (None, None) => {
+                for f in frames {
+                    out.packet(&mut Keep, f.ts_ns, f.linktype, f.snaplen, f.origlen, f.parts());
+                }
             }
-            return;
+            (Some(d), None) => out.packets(d, frames),
+            (None, Some(c)) => out.packets(c, frames),
+            (Some(d), Some(c)) => out.packets(&mut (d, c), frames),
         }
+    }
+
+    /// True if a packet of up to `caplen` bytes can be stored now without a
+    /// drop. Lossless sources (files, the unpaced generator) check this and
+    /// return [`Poll::Idle`] to wait for the writer instead of dropping.
+    #[inline]
+    pub fn has_room(&mut self, caplen: u32) -> bool {
+        self.out.stream.has_room(caplen)
+    }
+
+    /// Counts one packet that reached user space and was rejected by the filter.
+    #[inline]
+    pub fn filtered(&mut self) {
+        self.out.counts.delivered += 1;
+        self.out.counts.filtered_user += 1;
+    }
+
+    /// Publishes the counters to `shared`, with the ones kept elsewhere
+    /// brought up to date: the cutoff table's evictions and this thread's
+    /// CPU time since `cpu0` (a system call: once per publish, not per packet).
+    fn publish(&mut self, shared: &SharedCounts, cpu0: u64) {
+        let out = &mut self.out;
+        out.counts.flows_evicted = self.reduce.cutoff.as_ref().map_or(0, |c| c.evicted);
+        out.counts.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
+        shared.publish(out.counts, out.stream.arena_fill());
+    }
+
+    /// Takes the source's kernel-side counters.
+    fn kernel(&mut self, kc: KernelCounts) {
+        let c = &mut *self.out.counts;
+        c.filtered_kernel = kc.filtered;
+        c.dropped_kernel = kc.dropped;
+        c.dropped_fill_ring = kc.dropped_fill_ring;
+        c.ts_hardware = kc.stamped_hardware;
+        c.ts_software = kc.stamped_software;
+    }
+
+    /// True once the count limit is reached.
+    pub fn limit_reached(&self) -> bool {
+        *self.out.remaining == 0 || self.out.quota.is_some_and(Quota::is_spent)
+    }
+}
+
+impl Sink<'_> {
+    /// [`Delivery::packet`] judged by `r`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn packet<R: Judge>(&mut self, r: &mut R, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
+        let snaplen = snaplen.min(self.snaplen);
+        // Summed once per packet; the stream and the counters take it from here.
+        let caplen: usize = parts.iter().map(|p| p.len()).sum();
+        if caplen > snaplen as usize {
+            let f = Frame::new(ts_ns, linktype, snaplen, origlen, parts).cut(snaplen);
+            let p = r.prepare(linktype, origlen, f.parts());
+            return self.store(r, ts_ns, linktype, snaplen, origlen, snaplen, f.parts(), &p);
+        }
+        let p = r.prepare(linktype, origlen, parts);
+        self.store(r, ts_ns, linktype, snaplen, origlen, caplen as u32, parts, &p)
+    }
+
+    /// [`Delivery::packets`] judged by `r`.
+    #[inline(always)]
+    fn packets<R: Judge>(&mut self, r: &mut R, frames: &[Frame<'_>]) {
         for chunk in frames.chunks(BATCH) {
-            let mut prepared = [Prepared::default(); BATCH];
+            let mut prepared = [R::Prepared::default(); BATCH];
             // The frames' first bytes (the headers the reducers read) may not
             // be in the cache either (the kernel wrote them): their loads are
             // started together too.
@@ -132,66 +252,70 @@ impl Delivery<'_> {
             // bucket has AHEAD frames' time to arrive.
             let n = chunk.len();
             for i in 0..AHEAD.min(n) {
-                prepared[i] = self.prepare(&chunk[i]);
+                prepared[i] = self.prepare(r, &chunk[i]);
             }
             for i in 0..n {
                 if let Some(f) = chunk.get(i + AHEAD) {
-                    prepared[i + AHEAD] = self.prepare(f);
+                    prepared[i + AHEAD] = self.prepare(r, f);
                 }
                 let f = &chunk[i];
                 let snaplen = f.snaplen.min(self.snaplen);
                 let caplen = f.caplen();
                 if caplen > snaplen {
-                    let c = Self::cut(f, snaplen);
-                    self.store(f.ts_ns, f.linktype, snaplen, f.origlen, snaplen, c.parts(), Some(&prepared[i]));
+                    let c = f.cut(snaplen);
+                    self.store_inline(r, f.ts_ns, f.linktype, snaplen, f.origlen, snaplen, c.parts(), &prepared[i]);
                 } else {
-                    self.store(f.ts_ns, f.linktype, snaplen, f.origlen, caplen, f.parts(), Some(&prepared[i]));
+                    self.store_inline(r, f.ts_ns, f.linktype, snaplen, f.origlen, caplen, f.parts(), &prepared[i]);
                 }
             }
         }
     }
 
-    /// [`Reduce::prepare`] of a frame as it will be stored (cut to the
+    /// [`Judge::prepare`] of a frame as it will be stored (cut to the
     /// user's snapshot length).
     #[inline(always)]
-    fn prepare(&self, f: &Frame<'_>) -> Prepared {
+    fn prepare<R: Judge>(&self, r: &R, f: &Frame<'_>) -> R::Prepared {
         let snaplen = f.snaplen.min(self.snaplen);
         if f.caplen() > snaplen {
-            let c = Self::cut(f, snaplen);
-            return self.reduce.prepare(c.linktype, c.origlen, c.parts());
+            let c = f.cut(snaplen);
+            return r.prepare(c.linktype, c.origlen, c.parts());
         }
-        self.reduce.prepare(f.linktype, f.origlen, f.parts())
+        r.prepare(f.linktype, f.origlen, f.parts())
     }
 
-    /// `f` cut to `snaplen` bytes, which it is longer than (so its captured
-    /// length is `snaplen`). The callers compare first: most frames fit.
-    #[inline]
-    fn cut<'a>(f: &Frame<'a>, snaplen: u32) -> Frame<'a> {
-        let mut c = Frame { snaplen, caplen: snaplen, ..*f };
-        let (mut left, mut n) = (snaplen as usize, 0);
-        for p in f.parts() {
-            let take = p.len().min(left);
-            c.parts[n] = &p[..take];
-            n += 1;
-            left -= take;
-        }
-        c.n = n as u8;
-        c
-    }
-
-    /// Stores a frame already cut to the snapshot length, judged by the
-    /// reducers (from `prepared`, or now when it was not prepared).
+    /// Stores a frame already cut to the snapshot length, judged by `r`
+    /// from what it prepared of the frame.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn store(
+    fn store<R: Judge>(
         &mut self,
+        r: &mut R,
         ts_ns: u64,
         linktype: u32,
         snaplen: u32,
         origlen: u32,
         caplen: u32,
         parts: &[&[u8]],
-        prepared: Option<&Prepared>,
+        prepared: &R::Prepared,
+    ) {
+        self.store_inline(r, ts_ns, linktype, snaplen, origlen, caplen, parts, prepared);
+    }
+
+    /// [`Sink::store`] always inlined: into the batch loop, where it saves
+    /// the call's spills and reloads; left to the compiler on the one-by-one
+    /// path, where inlining it cost the plain run (RESULTS.md, 2026-11-27).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn store_inline<R: Judge>(
+        &mut self,
+        r: &mut R,
+        ts_ns: u64,
+        linktype: u32,
+        snaplen: u32,
+        origlen: u32,
+        caplen: u32,
+        parts: &[&[u8]],
+        prepared: &R::Prepared,
     ) {
         self.counts.delivered += 1;
         if *self.remaining == 0 {
@@ -202,33 +326,25 @@ impl Delivery<'_> {
             self.counts.dropped_timestamp_range += 1;
             return;
         }
-        let reduce = !self.reduce.is_off();
-        if reduce {
-            let same = |at| self.stream.holds(at, caplen, origlen, parts);
-            let verdict = match prepared {
-                Some(p) => self.reduce.judge(ts_ns, p, same),
-                None => self.reduce.verdict(ts_ns, linktype, origlen, parts, same),
-            };
-            match verdict {
-                Verdict::Store => {}
-                Verdict::Duplicate => {
-                    self.counts.deduplicated += 1;
-                    return;
-                }
-                Verdict::Cut => {
-                    self.counts.cut += 1;
-                    return;
-                }
+        let stream = &*self.stream;
+        let pending = match r.judge(ts_ns, origlen, prepared, |at| stream.holds(at, caplen, origlen, parts)) {
+            Ok(p) => p,
+            Err(Verdict::Duplicate) => {
+                self.counts.deduplicated += 1;
+                return;
             }
-        }
+            // Cut (a judge's Err is never Store).
+            Err(_) => {
+                self.counts.cut += 1;
+                return;
+            }
+        };
         if self.quota.is_some_and(|q| q.take(1) == 0) {
             self.counts.dropped_shutdown += 1;
             return;
         }
         if let Some(at) = self.stream.append(ts_ns, linktype, snaplen, origlen, caplen, parts) {
-            if reduce {
-                self.reduce.stored(ts_ns, at);
-            }
+            r.stored(pending, ts_ns, at);
             *self.remaining -= 1;
             self.counts.stored += 1;
             self.counts.stored_bytes += u64::from(caplen);
@@ -239,44 +355,6 @@ impl Delivery<'_> {
             }
             self.counts.dropped_arena_full += 1;
         }
-    }
-
-    /// True if a packet of up to `caplen` bytes can be stored now without a
-    /// drop. Lossless sources (files, the unpaced generator) check this and
-    /// return [`Poll::Idle`] to wait for the writer instead of dropping.
-    #[inline]
-    pub fn has_room(&mut self, caplen: u32) -> bool {
-        self.stream.has_room(caplen)
-    }
-
-    /// Counts one packet that reached user space and was rejected by the filter.
-    #[inline]
-    pub fn filtered(&mut self) {
-        self.counts.delivered += 1;
-        self.counts.filtered_user += 1;
-    }
-
-    /// Publishes the counters to `shared`, with the ones kept elsewhere
-    /// brought up to date: the cutoff table's evictions and this thread's
-    /// CPU time since `cpu0` (a system call: once per publish, not per packet).
-    fn publish(&mut self, shared: &SharedCounts, cpu0: u64) {
-        self.counts.flows_evicted = self.reduce.cutoff.as_ref().map_or(0, |c| c.evicted);
-        self.counts.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
-        shared.publish(self.counts, self.stream.arena_fill());
-    }
-
-    /// Takes the source's kernel-side counters.
-    fn kernel(&mut self, kc: KernelCounts) {
-        self.counts.filtered_kernel = kc.filtered;
-        self.counts.dropped_kernel = kc.dropped;
-        self.counts.dropped_fill_ring = kc.dropped_fill_ring;
-        self.counts.ts_hardware = kc.stamped_hardware;
-        self.counts.ts_software = kc.stamped_software;
-    }
-
-    /// True once the count limit is reached.
-    pub fn limit_reached(&self) -> bool {
-        *self.remaining == 0 || self.quota.is_some_and(Quota::is_spent)
     }
 }
 
@@ -348,11 +426,7 @@ pub fn run<S: Source + ?Sized>(
         d.compare_stored_copies();
     }
     let mut d = Delivery {
-        stream,
-        counts: &mut counts,
-        remaining: &mut remaining,
-        quota,
-        snaplen: limits.snaplen,
+        out: Sink { stream, counts: &mut counts, remaining: &mut remaining, quota, snaplen: limits.snaplen },
         reduce: &mut reduce,
     };
     let result = pump(src, &mut d, stop, shared, cpu0);
@@ -373,7 +447,7 @@ pub fn run<S: Source + ?Sized>(
     });
     let kc: KernelCounts = src.kernel_counts().unwrap_or_default();
     d.kernel(kc);
-    d.stream.finish();
+    d.out.stream.finish();
     d.publish(shared, cpu0);
     result.and(drained).map(|()| counts)
 }
@@ -397,7 +471,7 @@ fn pump<S: Source + ?Sized>(
         // One clock read per batch (or every 16 when busy): time rotation and idle flushes.
         if p != Poll::Packets || batches.is_multiple_of(16) {
             let now = now_ns();
-            d.stream.tick(now);
+            d.out.stream.tick(now);
             // Kernel counters once a second (one getsockopt per socket).
             if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
                 kernel_read_ns = now;
