@@ -327,7 +327,8 @@ impl Sink<'_> {
             return;
         }
         let stream = &*self.stream;
-        let pending = match r.judge(ts_ns, origlen, prepared, |at| stream.holds(at, caplen, origlen, parts)) {
+        let same = move |at| stream.holds(at, caplen, origlen, parts);
+        let pending = match r.judge(ts_ns, origlen, prepared, same) {
             Ok(p) => p,
             Err(Verdict::Duplicate) => {
                 self.counts.deduplicated += 1;
