@@ -299,3 +299,37 @@ fn bad_options_exit_2_with_one_sentence() {
     assert!(o.stderr.contains(&msg), "stderr lacks libpcap's \"{msg}\": {}", o.stderr);
     assert_eq!(o.stderr.lines().count(), 1, "one line expected: {}", o.stderr);
 }
+
+/// `-o` given twice with different directories (an n2disk user's way to
+/// name a second disk) is refused in one sentence pointing to `--volume`,
+/// with nothing created; clap alone kept the last and recorded there.
+#[test]
+fn a_second_output_directory_is_refused() {
+    let tmp = TempDir::new("two-outputs");
+    let (a, b) = (tmp.join("a"), tmp.join("b"));
+    let o = run_wirevault(&[
+        "record",
+        "--synthetic",
+        "count=10",
+        "-o",
+        a.to_str().unwrap(),
+        "-o",
+        b.to_str().unwrap(),
+        "-q",
+    ]);
+    o.expect(2, "two stores");
+    assert!(o.stderr.contains("-o is given twice") && o.stderr.contains("--volume"), "{}", o.stderr);
+    assert!(!a.exists() && !b.exists(), "a store was created");
+    // The same directory twice is one store.
+    let o = run_wirevault(&[
+        "record",
+        "--synthetic",
+        "count=10",
+        "-o",
+        a.to_str().unwrap(),
+        "--output",
+        a.to_str().unwrap(),
+        "-q",
+    ]);
+    o.expect(0, "the same store twice");
+}

@@ -232,6 +232,26 @@ pub fn volumes_space(dirs: &[&Path]) -> anyhow::Result<(u64, u64)> {
     Ok((free, total))
 }
 
+/// The different store directories `record`'s command line gives with
+/// `-o`/`--output` (clap keeps the last of them: a second `-o` would
+/// silently win, where n2disk users mean another disk).
+fn outputs_given(argv: &[String]) -> Vec<&str> {
+    let Some(start) = argv.iter().position(|a| a == "record") else { return Vec::new() };
+    let mut found: Vec<&str> = Vec::new();
+    let mut it = argv[start + 1..].iter();
+    while let Some(a) = it.next() {
+        let v = match a.as_str() {
+            "--" => break,
+            "-o" | "--output" => it.next().map(String::as_str),
+            _ => a.strip_prefix("--output=").or_else(|| a.strip_prefix("-o").filter(|v| !v.is_empty())),
+        };
+        if let Some(v) = v.filter(|v| !found.contains(v)) {
+            found.push(v);
+        }
+    }
+    found
+}
+
 /// `--buffer TEXT` of `v` bytes, if this machine has that much memory
 /// (`record` and `tune` take the same).
 pub fn buffer_fits(text: &str, v: u64) -> anyhow::Result<u64> {
@@ -268,6 +288,12 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     let Some(store) = a.store.as_ref() else {
         return Err(usage("record needs a store directory: -o DIR".into()));
     };
+    let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    if let [first, second, ..] = outputs_given(&argv)[..] {
+        return Err(usage(format!(
+            "-o is given twice ({first} and {second}): a store is one directory; give each more disk with --volume DIR"
+        )));
+    }
     if a.interface.as_deref() == Some("any") {
         return Err(usage(
             "-i any (Linux cooked capture) is not supported: record each interface with its own -i IF and -o STORE, or an interface that sees all the traffic (a bridge or a mirror port)".into(),
@@ -648,6 +674,18 @@ fn reserve(file_size: u64, streams: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::defaults::buffer_for_memory;
+    use super::outputs_given;
+
+    #[test]
+    fn a_second_output_is_found_in_every_spelling() {
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(outputs_given(&argv("wirevault record -i eth0 -o /a")), ["/a"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o /a -i eth0 --output /a")), ["/a"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o /a --output=/b")), ["/a", "/b"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o/a -o /b")), ["/a", "/b"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o /a -- -o /b")), ["/a"]);
+        assert!(outputs_given(&argv("wirevault query -o /a -o /b")).is_empty());
+    }
 
     #[test]
     fn default_buffer_grows_with_memory_up_to_4g() {
