@@ -2,7 +2,8 @@
 //! volumes a storage rate needs and how large a buffer absorbs their dips.
 //!
 //! The result is read from `disk-bench --json` (version 1). Only these
-//! fields are used: `{"version":1, "mean_bytes_per_s":f,
+//! fields are used: `{"version":1, "overall_bytes_per_s":f (optional),
+//! "mean_bytes_per_s":f,
 //! "ci99_bytes_per_s":[lo,hi], "worst_10s_bytes_per_s":f,
 //! "per_second_bytes":[f,...], "dir":s, "mode":s}`; other fields are ignored.
 
@@ -30,6 +31,12 @@ pub enum BenchError {
 /// The fields of a disk-bench result that a plan uses.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct DiskBench {
+    /// Bytes written over the run's time: what the volume sustains (older
+    /// results lack it: the mean then stands in).
+    #[serde(default)]
+    pub overall_bytes_per_s: Option<f64>,
+    /// The mean of the files' own rates: never below the overall
+    /// throughput (files written together share the time).
     pub mean_bytes_per_s: f64,
     pub ci99_bytes_per_s: [f64; 2],
     /// None (null) when the run was shorter than 10 s.
@@ -63,6 +70,7 @@ impl DiskBench {
         if !(b.mean_bytes_per_s > 0.0
             && finite(b.mean_bytes_per_s)
             && b.worst_10s_bytes_per_s.is_none_or(finite)
+            && b.overall_bytes_per_s.is_none_or(|x| finite(x) && x > 0.0)
             && b.ci99_bytes_per_s.iter().all(|x| finite(*x))
             && b.per_second_bytes.iter().all(|x| finite(*x)))
         {
@@ -71,11 +79,21 @@ impl DiskBench {
         Ok(b)
     }
 
-    /// Volumes like this one needed to store `bytes_per_s`, at their mean
-    /// throughput (`at_mean`) and at their worst 10-second window.
+    /// What the volume sustains: bytes over the run's time (the mean of
+    /// the files' rates for results without it).
+    pub fn throughput(&self) -> f64 {
+        self.overall_bytes_per_s.unwrap_or(self.mean_bytes_per_s)
+    }
+
+    /// Volumes like this one needed to store `bytes_per_s`, at their
+    /// throughput (`at_throughput`, as disk-bench judges a rate sustained)
+    /// and at their worst 10-second window.
     pub fn volumes(&self, bytes_per_s: f64) -> Volumes {
         let n = |per: f64| if per > 0.0 { Some((bytes_per_s / per).ceil().max(1.0) as u64) } else { None };
-        Volumes { at_mean: n(self.mean_bytes_per_s).unwrap_or(1), at_worst_10s: self.worst_10s_bytes_per_s.and_then(n) }
+        Volumes {
+            at_throughput: n(self.throughput()).unwrap_or(1),
+            at_worst_10s: self.worst_10s_bytes_per_s.and_then(n),
+        }
     }
 }
 
@@ -89,7 +107,7 @@ pub enum ParseError {
 /// How many volumes a storage rate needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Volumes {
-    pub at_mean: u64,
+    pub at_throughput: u64,
     /// `None` when the worst 10 s window wrote nothing (no number of such
     /// volumes suffices), or is not known (a run shorter than 10 s).
     pub at_worst_10s: Option<u64>,
@@ -181,10 +199,10 @@ mod tests {
     }
 
     #[test]
-    fn volumes_at_mean_and_worst() {
+    fn volumes_at_throughput_and_worst() {
         let b = DiskBench::parse(json("1").as_bytes()).unwrap();
         // 9.948 Gb/s = 1.2435 GB/s: 2 volumes of 1 GB/s, 4 of 0.4 GB/s.
-        assert_eq!(b.volumes(1.2435e9), Volumes { at_mean: 2, at_worst_10s: Some(4) });
-        assert_eq!(b.volumes(1e9), Volumes { at_mean: 1, at_worst_10s: Some(3) });
+        assert_eq!(b.volumes(1.2435e9), Volumes { at_throughput: 2, at_worst_10s: Some(4) });
+        assert_eq!(b.volumes(1e9), Volumes { at_throughput: 1, at_worst_10s: Some(3) });
     }
 }

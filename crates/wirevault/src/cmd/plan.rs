@@ -263,9 +263,9 @@ fn row(plan: &Plan, m: &Mix, size: Option<u64>, from: Option<Value>, index_bpp: 
     }
     if let Some((path, b)) = &plan.bench {
         let vols = b.volumes(store_bps);
-        // The buffer in front of `at_mean` such volumes, whose dips come at
-        // the same time (the worst case): n × the buffer at rate/n each.
-        let n = vols.at_mean as f64;
+        // The buffer in front of `at_throughput` such volumes, whose dips
+        // come at the same time (the worst case): n × the buffer at rate/n each.
+        let n = vols.at_throughput as f64;
         let buf = (!b.per_second_bytes.is_empty()).then(|| buffer_for(store_bps / n, &b.per_second_bytes));
         o.insert(
             "bench".into(),
@@ -273,10 +273,11 @@ fn row(plan: &Plan, m: &Mix, size: Option<u64>, from: Option<Value>, index_bpp: 
                 "file": path.display().to_string(),
                 "dir": b.dir,
                 "mode": b.mode,
+                "throughput_bytes_per_s": b.throughput(),
                 "mean_bytes_per_s": b.mean_bytes_per_s,
                 "ci99_bytes_per_s": b.ci99_bytes_per_s,
                 "worst_10s_bytes_per_s": b.worst_10s_bytes_per_s,
-                "volumes_at_mean": vols.at_mean,
+                "volumes_at_throughput": vols.at_throughput,
                 "volumes_at_worst_10s": vols.at_worst_10s,
                 "buffer_bytes": buf.map(|x| x.bytes * n),
                 "sustained": buf.map(|x| x.sustained),
@@ -381,7 +382,7 @@ fn table(plan: &Plan, rows: &[Value]) -> String {
                 None if b["worst_10s_bytes_per_s"].is_null() => "?".to_string(),
                 None => "none suffices".to_string(),
             };
-            c.push(format!("{}/{}", b["volumes_at_mean"], worst));
+            c.push(format!("{}/{}", b["volumes_at_throughput"], worst));
             c.push(match (b["buffer_bytes"].as_f64(), b["sustained"].as_bool()) {
                 (Some(x), Some(true)) => bytes(x),
                 (_, Some(false)) => "never drains".into(),
@@ -440,11 +441,13 @@ fn table(plan: &Plan, rows: &[Value]) -> String {
     }
     if let Some((path, b)) = &plan.bench {
         out.push_str(&format!(
-            "\n{} ({}, {}): mean {:.0} MB/s (99% CI {:.0}-{:.0}), worst 10 s {}; volumes: ceil(store rate / mean) and / worst 10 s; \
+            "\n{} ({}, {}): {:.0} MB/s written over the run, files' mean {:.0} MB/s (99% CI {:.0}-{:.0}), worst 10 s {}; \
+             volumes: ceil(store rate / the run's rate) and / worst 10 s; \
              buffer: the largest backlog of that many volumes following its per-second series together, record --buffer adds {:.0}%\n",
             path.display(),
             b.dir,
             b.mode,
+            b.throughput() / 1e6,
             b.mean_bytes_per_s / 1e6,
             b.ci99_bytes_per_s[0] / 1e6,
             b.ci99_bytes_per_s[1] / 1e6,
