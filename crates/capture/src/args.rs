@@ -25,7 +25,10 @@ pub fn parse_size(s: &str) -> Option<u64> {
         "TB" => 1_000_000_000_000,
         _ => return None,
     };
-    (v >= 0.0 && v.is_finite()).then_some((v * mul as f64) as u64)
+    // A size past what 64 bits hold is refused (`as` would saturate it
+    // to u64::MAX and call that the size).
+    let bytes = v * mul as f64;
+    (v >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
 }
 
 /// Parses a CPU list such as `0,1` or `2-5,7` (the kernel's cpulist format),
@@ -71,7 +74,9 @@ mod tests {
         assert_eq!(parse_size("1GB"), Some(1_000_000_000));
         assert_eq!(parse_size("64k"), Some(64 << 10));
         assert_eq!(parse_size(" 2TiB "), Some(2 << 40));
-        assert_eq!(parse_size("99999999999999999999T"), Some(u64::MAX));
+        // Past 64 bits: refused, not capped at u64::MAX.
+        assert_eq!(parse_size("99999999999999999999T"), None);
+        assert_eq!(parse_size("16383.99T"), Some((16383.99 * (1u64 << 40) as f64) as u64));
         for bad in ["x", "", "-1", "1e5", "4 MB", "1..2", "NaN", "inf"] {
             assert_eq!(parse_size(bad), None, "{bad}");
         }

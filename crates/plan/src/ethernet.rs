@@ -91,12 +91,12 @@ pub fn parse_link_rate(s: &str) -> Result<f64, String> {
     };
     let v: f64 = num.parse().map_err(|_| bad())?;
     let unit = unit.trim();
-    if unit.contains('B') && !unit.ends_with("bE") && !unit.ends_with("BE") {
+    let lower = unit.to_ascii_lowercase();
+    if unit.contains('B') && !unit.ends_with("bE") && !unit.ends_with("BE") && !lower.contains("bit") {
         return Err(format!(
             "link rate \"{s}\" is in bytes (capital B); a link rate is in bits per second: write e.g. 10gbps or 10Gb/s"
         ));
     }
-    let lower = unit.to_ascii_lowercase();
     let (mul, rest) = match lower.chars().next() {
         Some('k') => (1e3, &lower[1..]),
         Some('m') => (1e6, &lower[1..]),
@@ -175,6 +175,7 @@ mod tests {
             ("1t", 1e12),
             ("1000000000", 1e9),
             ("9.95gbps", 9.95e9),
+            ("10 GBit/s", 10e9),
         ] {
             assert_eq!(parse_link_rate(s), Ok(bps), "{s}");
         }

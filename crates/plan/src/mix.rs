@@ -71,7 +71,13 @@ impl Mix {
         if classes.is_empty() {
             return Err("the mix is empty: give e.g. --mix 64:7,576:4,1518:1 or --mix imix".into());
         }
-        Ok(Mix { label: s.trim().to_string(), classes })
+        let mix = Mix { label: s.trim().to_string(), classes };
+        // Shares are relative: weights whose sum is not a finite number
+        // (1e308 twice) would make every figure NaN.
+        if !mix.total_weight().is_finite() {
+            return Err("the mix's weights add up to more than a number holds: give smaller weights (they are relative, e.g. 7,4,1)".into());
+        }
+        Ok(mix)
     }
 
     /// The same mix with every frame cut to `snaplen` captured bytes.
@@ -246,7 +252,7 @@ mod tests {
         assert_eq!(m.classes.iter().map(|c| c.frame).collect::<Vec<_>>(), vec![60, 572, 1514]);
         let m = Mix::parse("IMIX", SizeConvention::WithFcs).unwrap();
         assert_eq!(m.label, "imix");
-        for bad in ["", "64", "64:0", "64:-1", "x:1", "10:1", "64:nan"] {
+        for bad in ["", "64", "64:0", "64:-1", "x:1", "10:1", "64:nan", "64:1e308,128:1e308"] {
             assert!(Mix::parse(bad, SizeConvention::WithoutFcs).is_err(), "{bad}");
         }
         assert_eq!(parse_sizes("60, 64,1514", SizeConvention::WithoutFcs).unwrap(), vec![60, 64, 1514]);

@@ -133,7 +133,7 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
         Some(r) if std::path::Path::new(r).is_file() => Some(plan_rate(std::path::Path::new(r))?),
         Some(r) => Some(parse_rate(r).filter(|&v| v > 0.0).ok_or_else(|| {
             usage(format!(
-                "--rate \"{r}\" is not a rate: give bits per second (10gbps, 9.95Gb/s, 100Mbit/s) or bytes per second (1.2GB/s, 800MiB/s)"
+                "--rate \"{r}\" is not a rate: give bits per second (10gbps, 9.95Gb/s, 100Mbit/s, 40GbE) or bytes per second (1.2GB/s, 800MiB/s)"
             ))
         })?),
     };
@@ -228,10 +228,12 @@ fn plan_rate(path: &std::path::Path) -> anyhow::Result<f64> {
         .ok_or_else(|| bad("no store_bytes_per_s in it (is it `plan --json` output?)"))
 }
 
-/// Parses a rate into bytes per second. Bits: `bps`/`b/s`/`bit/s` with a
-/// decimal prefix (`10gbps`, `9.95Gb/s`, `100Mbit/s`); bytes: `B/s`/`Bps`
+/// Parses a rate into bytes per second. Bits: `bps`/`bit/s`/`bit`/`GbE`
+/// with a decimal prefix of any case (`10gbps`, `100mbit`, `40GbE`), or
+/// `b/s`/`b` with a decimal prefix (`9.95Gb/s`, `10Gb`); bytes: `B/s`/`Bps`
 /// with a decimal (`1.2GB/s`) or binary (`800MiB/s`) prefix. A number
-/// without a unit is refused: bits or bytes must be said.
+/// without a unit, or with a prefix alone (`10G`), is refused: bits or
+/// bytes must be said.
 pub fn parse_rate(s: &str) -> Option<f64> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
@@ -246,10 +248,19 @@ pub fn parse_rate(s: &str) -> Option<f64> {
         "T" => Some(1e12),
         _ => None,
     };
-    let bytes_per_unit = if let Some(p) = unit.strip_suffix("bps") {
-        // Network habit: the prefix's case does not matter (10gbps, 10Gbps).
-        decimal(&p.to_ascii_uppercase().replace('K', "k"))? / 8.0
-    } else if let Some(p) = unit.strip_suffix("bit/s").or_else(|| unit.strip_suffix("b/s")) {
+    // Network habit: the prefix's case does not matter where the unit
+    // says bits in letters (10gbps, 10Gbps, tc's 100mbit, 40GbE).
+    let any_case = |p: &str| decimal(&p.to_ascii_uppercase().replace('K', "k"));
+    let lower = unit.to_ascii_lowercase();
+    // (`Bps` is bytes: only a small b says bits there.)
+    let bits_in_letters = unit.strip_suffix("bps").map(str::to_string).or_else(|| {
+        ["bit/s", "bits/s", "bit", "gbe"]
+            .iter()
+            .find_map(|u| lower.strip_suffix(u).map(|p| if *u == "gbe" { format!("{p}g") } else { p.to_string() }))
+    });
+    let bytes_per_unit = if let Some(p) = bits_in_letters {
+        any_case(&p)? / 8.0
+    } else if let Some(p) = unit.strip_suffix("b/s").or_else(|| unit.strip_suffix('b')) {
         decimal(p)? / 8.0
     } else if let Some(p) = unit.strip_suffix("B/s").or_else(|| unit.strip_suffix("Bps")) {
         match p {
@@ -542,7 +553,15 @@ mod tests {
         assert!(close(parse_rate("800MiB/s"), 800.0 * 1048576.0));
         assert!(close(parse_rate("500MBps"), 5e8));
         assert!(close(parse_rate("40kbps"), 5e3));
-        for bad in ["10", "10g", "gbps", "10 gigs", "1.2GB", "-1gbps", "1e3gbps", "10mb/s", "NaNgbps", ""] {
+        assert!(close(parse_rate("10gbit/s"), 1.25e9));
+        assert!(close(parse_rate("10 GBit/s"), 1.25e9));
+        assert!(close(parse_rate("100mbit"), 12.5e6));
+        assert!(close(parse_rate("10Gb"), 1.25e9));
+        assert!(close(parse_rate("40GbE"), 5e9));
+        assert!(close(parse_rate("10gbe"), 1.25e9));
+        for bad in
+            ["10", "10g", "10G", "gbps", "10 gigs", "1.2GB", "-1gbps", "1e3gbps", "10mb/s", "10mb", "NaNgbps", ""]
+        {
             assert_eq!(parse_rate(bad), None, "{bad}");
         }
     }
