@@ -798,6 +798,24 @@ pub fn fs_space(path: &Path) -> io::Result<(u64, u64)> {
     Ok(free_and_total(&s))
 }
 
+/// The name of a memory file system (`tmpfs`, `ramfs`) when `path` is on
+/// one (statfs's type): what is written there never reaches a disk.
+pub fn memory_fs(path: &Path) -> io::Result<Option<&'static str>> {
+    let c =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: statfs is plain data; zeroed is a valid value to overwrite.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid path and out-pointer.
+    if unsafe { libc::statfs(c.as_ptr(), &mut s) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(match s.f_type as i64 {
+        0x0102_1994 => Some("tmpfs"),
+        0x8584_58f6 => Some("ramfs"),
+        _ => None,
+    })
+}
+
 fn free_and_total(s: &libc::statvfs) -> (u64, u64) {
     (s.f_bavail * s.f_frsize, s.f_blocks * s.f_frsize)
 }

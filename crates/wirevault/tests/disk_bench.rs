@@ -461,3 +461,28 @@ fn rate_from_a_plan_result() {
     assert!(o.stderr.contains("store_bytes_per_s") && o.stderr.trim().lines().count() == 1, "{}", o.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// On a tmpfs (which takes O_DIRECT since Linux 6.6) the figures are the
+/// speed of memory: a warning says so and the JSON names the file system;
+/// on the real disk neither.
+#[test]
+fn a_memory_file_system_is_named_as_such() {
+    if !crate::util::need_root("a_memory_file_system_is_named_as_such") {
+        return;
+    }
+    let tmp = TempDir::new("db-tmpfs");
+    let mnt = tmp.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=64m", "tmpfs"]).arg(&mnt).status();
+    assert!(ok.is_ok_and(|s| s.success()), "mount a tmpfs");
+    let o = run_wirevault(&["disk-bench", mnt.to_str().unwrap(), "--files", "2", "--file-size", "4M", "--json"]);
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    o.expect(0, "disk-bench on tmpfs");
+    assert!(o.stderr.contains("is on tmpfs, in memory"), "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["memory_fs"], "tmpfs");
+    let dir = disk_dir("not-memory");
+    let v = bench_json(&dir, &["--files", "2", "--file-size", "4M"]);
+    assert!(v["memory_fs"].is_null(), "{v}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -305,6 +305,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(fail(exit::ERROR, format!("{e}; the files written in {dir} were removed"))),
     };
+    let memory = wv_sys::fs::memory_fs(&p.cfg.dir).ok().flatten();
+    if let Some(kind) = memory {
+        say!(
+            "wirevault: warning: {dir} is on {kind}, in memory: these figures are the speed of RAM, not of a disk; give a directory on the volume the store will use"
+        );
+    }
     if p.cfg.mode == Mode::Direct && !out.direct {
         say!("wirevault: {dir} refused O_DIRECT (tmpfs, some FUSE/ZFS setups): measured buffered io_uring writes, as record would use there");
     }
@@ -416,6 +422,7 @@ impl Report {
             "dir": p.cfg.dir.display().to_string(),
             "mode": if out.direct { "direct" } else { "buffered" },
             "direct_refused": p.cfg.mode == Mode::Direct && !out.direct,
+            "memory_fs": wv_sys::fs::memory_fs(&p.cfg.dir).ok().flatten(),
             "block_size": p.cfg.block_size,
             "queue_depth": p.cfg.depth,
             "files": p.cfg.files,
