@@ -73,15 +73,36 @@ fn arena_default_follows_memory_and_a_disk_bench_result() {
         "--json",
     ]);
     o.expect(0, "disk-bench");
-    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap();
     let want = v["rate"]["buffer_with_margin_bytes"].as_u64().expect("a sustained rate has a buffer");
     // (kept in an existing store: a directory with other files is no new store)
     let store = tmp.join("benched");
     record(&store, &["--buffer", "64M"]);
-    std::fs::write(store.join("disk-bench.json"), &o.stdout).unwrap();
-    let st = record(&store, &[]);
-    assert_eq!(st["arena_from"], "disk-bench", "{st}");
+    let with_result = |v: &serde_json::Value| {
+        std::fs::write(store.join("disk-bench.json"), v.to_string()).unwrap();
+        let mut a = vec!["record", "-o", store.to_str().unwrap(), "--synthetic", "size=1514,count=5000"];
+        a.push("--no-tune-warnings");
+        let o = run_wirevault(&a);
+        o.expect(0, "record with a disk-bench result");
+        (stats(&store), o.stderr)
+    };
+    // This run took well under a second: too short to see the disk's dips;
+    // said, and the default is used.
+    assert!(v["elapsed_s"].as_f64().unwrap() < 10.0, "{v}");
+    let (st, err) = with_result(&v);
+    assert_eq!(st["arena_from"], "memory", "{st}");
+    assert!(err.contains("disk-bench.json comes from a run of") && err.contains("not used"), "{err}");
+    // As a run of 12 s would say (the same figures, its length changed here:
+    // the test does not write to the disk for 12 s), on the store's file system.
+    v["elapsed_s"] = 12.0.into();
+    let (st, err) = with_result(&v);
+    assert_eq!(st["arena_from"], "disk-bench", "{st} {err}");
     assert_eq!(st["arena_bytes"].as_u64(), Some(want.max(64 << 20) / block * block), "{st}");
+    // Measured on another file system than the store's: said, not used.
+    v["dir"] = "/proc".into();
+    let (st, err) = with_result(&v);
+    assert_eq!(st["arena_from"], "memory", "{st}");
+    assert!(err.contains("measured /proc, not the store's file system"), "{err}");
 
     // A file that is not such a result: one sentence, exit 2, nothing recorded.
     std::fs::write(store.join("disk-bench.json"), "{\"version\":1}").unwrap();

@@ -166,6 +166,8 @@ pub struct Plan {
     /// Where the arena size came from: `--buffer`, `disk-bench` (the store's
     /// `disk-bench.json`) or `memory`.
     pub buffer_from: &'static str,
+    /// Warnings about the plan for `record` to print once at start.
+    pub notes: Vec<String>,
     /// `--zero-copy`: the ring's blocks are written as they are (no arena).
     pub zero_copy: bool,
 }
@@ -359,12 +361,18 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         return Err(usage(format!("--snaplen must be 1..={}, not {}", wv_wire::MAX_SNAPLEN, a.snaplen)));
     }
     let mut buffer_from = "--buffer";
+    let mut notes = Vec::new();
     let buffer = match &a.buffer {
         Some(b) => buffer_fits(b, size("--buffer", b)?)?,
         None => match disk_bench_buffer(store)? {
-            Some(b) => {
+            Some(Ok(b)) => {
                 buffer_from = "disk-bench";
                 b
+            }
+            Some(Err(why)) => {
+                notes.push(why);
+                buffer_from = "memory";
+                defaults::buffer()
             }
             None => {
                 buffer_from = "memory";
@@ -530,6 +538,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         },
         timestamps: a.timestamps,
         buffer_from,
+        notes,
         zero_copy: a.zero_copy,
     })
 }
@@ -553,8 +562,11 @@ fn check_zero_copy(a: &Args) -> anyhow::Result<()> {
 /// The buffer a `wirevault disk-bench --rate R --json` result kept in the
 /// store as `disk-bench.json` asks for (its `buffer_with_margin_bytes`: the
 /// measured dips at that rate, with margin), at most half the machine's
-/// memory; `None` when the store has none.
-fn disk_bench_buffer(store: &Path) -> anyhow::Result<Option<u64>> {
+/// memory; `None` when the store has none; `Some(Err(warning))` when the
+/// result cannot speak for the store's disk: it measured another file
+/// system than the store's, or ran less than [`DISK_BENCH_MIN_S`] (too
+/// short to see how long the disk's dips last). Then the default applies.
+fn disk_bench_buffer(store: &Path) -> anyhow::Result<Option<Result<u64, String>>> {
     let path = store.join(wv_store::layout::DISK_BENCH);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -563,20 +575,36 @@ fn disk_bench_buffer(store: &Path) -> anyhow::Result<Option<u64>> {
         }
         Err(e) => return Err(usage(format!("cannot read {}: {e}; remove it or give --buffer", path.display()))),
     };
-    let v: Option<u64> = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| v["rate"]["buffer_with_margin_bytes"].as_u64());
-    match v {
-        Some(b) => {
-            let ram = wv_sys::cpu::total_memory();
-            Ok(Some(if ram > 0 { b.min(ram / 2) } else { b }.max(64 << 20)))
-        }
-        None => Err(usage(format!(
+    let v = serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default();
+    let Some(b) = v["rate"]["buffer_with_margin_bytes"].as_u64() else {
+        return Err(usage(format!(
             "{} is not a `wirevault disk-bench DIR --rate R --json` result with a buffer (a sustained rate); run that again, or remove the file, or give --buffer",
             path.display()
-        ))),
+        )));
+    };
+    let dev = |p: &Path| std::fs::metadata(p).ok().map(|m| std::os::unix::fs::MetadataExt::dev(&m));
+    let measured = v["dir"].as_str().map(PathBuf::from);
+    let ignored = |why: String| {
+        Ok(Some(Err(format!(
+            "wirevault: warning: {} {why}: its buffer is not used, the default is; run disk-bench on the store's volume for {DISK_BENCH_MIN_S} s or more, or give --buffer",
+            path.display()
+        ))))
+    };
+    if measured.as_deref().and_then(dev).is_none_or(|d| Some(d) != dev(store)) {
+        let on = measured.map_or("an unnamed directory".to_string(), |m| m.display().to_string());
+        return ignored(format!("measured {on}, not the store's file system"));
     }
+    let secs = v["elapsed_s"].as_f64().unwrap_or(0.0);
+    if secs < DISK_BENCH_MIN_S as f64 {
+        return ignored(format!("comes from a run of {secs:.1} s"));
+    }
+    let ram = wv_sys::cpu::total_memory();
+    Ok(Some(Ok(if ram > 0 { b.min(ram / 2) } else { b }.max(64 << 20))))
 }
+
+/// The shortest disk-bench run whose buffer `record` takes (its worst
+/// 10-second window needs 10 s).
+const DISK_BENCH_MIN_S: u64 = 10;
 
 /// `--read`: standard input at most once; every other name a file or a
 /// pipe (/dev/stdin, FIFOs, process substitution), not a directory.

@@ -48,6 +48,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         }
     })?;
     let p = plan::plan(&a)?;
+    for n in &p.notes {
+        say!("{n}");
+    }
     // The budget the writers obey, changed by a reload.
     let budget = Arc::new(LiveBudget::new(p.budget));
     // Hooks for what else a reload changes go here (`Reloader::hook`).
