@@ -806,7 +806,7 @@ fn catalog_file<I>(
         }
         let entry = job.entry;
         if let Err(e) = catalog.append(&entry) {
-            shared.warn(format!("catalog entry for {} not written: {e}", entry.file));
+            threads::catalog_failed(catalog, &entry, &e, shared);
         }
     }
 }

@@ -1175,6 +1175,22 @@ impl LoopFs {
     }
 }
 
+impl LoopFs {
+    /// Makes ext4 act as on a metadata error (`trigger_fs_error`), remounted
+    /// read-only first asked for with `errors=remount-ro`: the file system
+    /// refuses every later write, as a failing disk's does. False if the
+    /// kernel has no such knob.
+    pub fn fail(&self) -> bool {
+        let ok = Command::new("mount")
+            .args(["-o", "remount,errors=remount-ro"])
+            .arg(&self.dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        let name = self.dev.trim_start_matches("/dev/");
+        ok && fs::write(format!("/sys/fs/ext4/{name}/trigger_fs_error"), "wirevault test\n").is_ok()
+    }
+}
+
 impl Drop for LoopFs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.dir).status();

@@ -360,3 +360,51 @@ fn retention_deletes_on_each_volume_that_fills() {
     o.expect(0, "count");
     assert!(o.stdout.contains(&kept.to_string()), "query counts what the files hold: {} {}", o.stdout, o.stderr);
 }
+
+/// The store directory's own file system fails mid-recording (with a
+/// second volume still fine): the next catalog line cannot be written, and
+/// the recording stops with one sentence that names the catalog and says
+/// how to get the files back, exit non-zero. (Before, the store directory
+/// was taken out of rotation like any volume and recording went on on the
+/// other, writing files no query saw while the summary called every packet
+/// written and every file valid.)
+#[test]
+fn the_store_directory_failing_stops_the_recording() {
+    if !ready("the_store_directory_failing_stops_the_recording") {
+        return;
+    }
+    let _g = heavy_lock();
+    let tmp = TempDir::new("volumes-storefail");
+    let a = LoopFs::new("sf-a", 128).expect("loop-mounted ext4 (a)");
+    let b = LoopFs::new("sf-b", 128).expect("loop-mounted ext4 (b)");
+    let store = a.dir.join("store");
+    // Paced: about 16 files a second over both volumes, for much longer than the test waits.
+    let mut r = Recorder::start(
+        None,
+        &store,
+        tmp.path(),
+        &[
+            "--synthetic",
+            "size=500,rate=40000,count=100M",
+            "--volume",
+            b.dir.to_str().unwrap(),
+            "--file-size",
+            "1M",
+            "--buffer",
+            "64M",
+            "-q",
+        ],
+    );
+    r.wait_ready();
+    r.wait_counter("written", 40_000);
+    if !a.fail() {
+        eprintln!("skipped: this kernel cannot make ext4 fail on purpose");
+        drop(r);
+        return;
+    }
+    // It stops by itself (the count would take 40 minutes).
+    let o = r.wait(std::time::Duration::from_secs(60));
+    assert_no_panic(&o.stderr, "record");
+    assert_ne!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stderr.contains("cannot write the catalog") && o.stderr.contains("wirevault repair"), "{}", o.stderr);
+}

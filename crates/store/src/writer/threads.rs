@@ -54,13 +54,34 @@ pub(super) fn finisher<I: FileIndexer>(
             None => {}
         }
         if let Err(e) = catalog.append(&job.entry) {
-            shared.warn(format!("catalog entry for {} not written: {e}", job.entry.file));
+            catalog_failed(&catalog, &job.entry, &e, &shared);
         }
         // Never full: at most three builders exist per stream.
         if let Some(ix) = job.indexer {
             let _ = recycle.try_send(ix);
         }
     }
+}
+
+/// A closed file's catalog line could not be written (`e`): the store's
+/// own file system failed or filled. The file is whole on its volume, but
+/// nothing reads it until `repair` catalogues it, so the stream stops (as
+/// on a failed disk) instead of writing on, on other volumes, files no query
+/// sees while the counters call them written.
+pub(super) fn catalog_failed(
+    catalog: &Catalog,
+    entry: &crate::catalog::Entry,
+    e: &std::io::Error,
+    shared: &WriterShared,
+) {
+    shared.fail(
+        format!(
+            "cannot write the catalog {} ({e}): recording stops; {} and the files closed after it are whole on their volumes: `wirevault repair` catalogues them once the store's file system is writable again",
+            catalog.path().display(),
+            entry.file
+        ),
+        e.raw_os_error() == Some(libc::ENOSPC),
+    );
 }
 
 /// Makes a spilled file durable (fsync, rename from `.part`) if the job
