@@ -122,6 +122,7 @@ fn xdp_needs_one_worker_per_receive_queue() {
     );
     o.expect(2, "--workers 2 on a veth with one receive queue");
     assert!(o.stderr.contains("has 1 receive queue(s)") && o.stderr.contains("--workers 1"), "{}", o.stderr);
+    assert!(!tmp.join("store").exists(), "a refused start-up left a store behind");
     let o = Outcome::from_output(
         wirevault()
             .args(["record", "--synthetic", "count=10", "--source", "xdp", "-o"])

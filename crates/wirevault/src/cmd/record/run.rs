@@ -555,12 +555,29 @@ fn open_raw_rings(p: &Plan, live: Live, zero_copy: bool) -> anyhow::Result<Vec<(
 /// `--source xdp` on a live interface: the filter compiled for the frames as they are on the
 /// wire (XDP sees VLAN tags in place, as a file holds them), run in user space.
 fn xdp_live(p: &Plan, ifname: &str, promisc: bool, linktype: u32) -> anyhow::Result<Live> {
+    // Checked before the store exists (the sockets open after it).
+    workers_per_queue(p, ifname)?;
     let filt = match &p.expression {
         Some(e) => Some(filter::compile(e, linktype, p.snaplen).map_err(|e| fail(exit::USAGE, e.to_string()))?),
         None => None,
     };
     let filtered = filt.is_some();
     Ok(Live { ifname: ifname.to_string(), promisc, linktype, prog: None, filtered, hw_stamps: false, xdp: Some(filt) })
+}
+
+/// The interface's receive queues, when `--workers` is that many (AF_XDP
+/// reads each queue with its own worker); a usage error otherwise.
+fn workers_per_queue(p: &Plan, ifname: &str) -> anyhow::Result<u32> {
+    let queues = wv_sys::xdp::rx_queues(ifname);
+    if queues as usize != p.workers {
+        return Err(fail(
+            exit::USAGE,
+            format!(
+                "interface {ifname} has {queues} receive queue(s) and --source xdp reads each with its own worker: give --workers {queues}"
+            ),
+        ));
+    }
+    Ok(queues)
 }
 
 /// Opens one AF_XDP socket per receive queue (one per worker), puts them in the XDP program's
@@ -574,15 +591,7 @@ fn open_xsks(
     use wv_sys::xdp::{AttachMode, XdpProgram, XskSocket, CHUNK};
     let err = |e: wv_sys::xdp::Error| fail(exit::ERROR, e.to_string());
     let ifname = &live.ifname;
-    let queues = wv_sys::xdp::rx_queues(ifname);
-    if queues as usize != p.workers {
-        return Err(fail(
-            exit::USAGE,
-            format!(
-                "interface {ifname} has {queues} receive queue(s) and --source xdp reads each with its own worker: give --workers {queues}"
-            ),
-        ));
-    }
+    let queues = workers_per_queue(p, ifname)?;
     // The UMEM of each socket holds as many bytes as its ring would (--ring-size), in whole
     // chunks, a power of two of them.
     let ring = (p.tuning.ring_block_size * p.tuning.ring_blocks / CHUNK).clamp(2048, 1 << 18);
