@@ -182,16 +182,18 @@ impl Reloader {
     }
 
     /// What [`Reloader::reload`] read again (empty: the server has no
-    /// token or TLS file).
+    /// token or TLS file). Every file is read first and the settings are
+    /// swapped only when all of them loaded: a reload that fails changes
+    /// nothing.
     pub fn reload_changes(&self) -> Result<Vec<String>, ServeError> {
+        let tokens = self.state.cfg.token_file.as_deref().map(Tokens::load).transpose()?;
+        let tls = self.state.cfg.tls.as_ref().map(crate::tls::server_config).transpose()?;
         let mut done = Vec::new();
-        if let Some(path) = &self.state.cfg.token_file {
-            let t = Tokens::load(path)?;
+        if let Some(t) = tokens {
             done.push(format!("{} token(s)", t.len()));
             *self.state.tokens.write().unwrap_or_else(|e| e.into_inner()) = Some(t);
         }
-        if let Some(files) = &self.state.cfg.tls {
-            let c = crate::tls::server_config(files)?;
+        if let Some(c) = tls {
             *self.tls.write().unwrap_or_else(|e| e.into_inner()) = Some(tokio_rustls::TlsAcceptor::from(c));
             done.push("TLS certificate, key, client CA and CRL".into());
         }

@@ -349,3 +349,56 @@ fn an_empty_store_checks_filters_and_keeps_ranges() {
     o.expect(2, "--limit 0");
     assert!(o.stderr.contains("above 0"), "{}", o.stderr);
 }
+
+/// A reload that fails part-way (the key file is junk) changes nothing:
+/// the token file, read before the key, does not take effect either.
+#[test]
+fn a_reload_that_fails_changes_nothing() {
+    if !need_tools("a_reload_that_fails_changes_nothing", &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-reload-atomic");
+    let store = small_store(&tmp);
+    let p = pki(tmp.path());
+    let tokens = tmp.join("tokens");
+    let (old, new) = ("0123456789abcdef0123456789abcdef", "99999999999999999999999999999999");
+    std::fs::write(&tokens, format!("alice:{old}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let served = Served::start(
+        &store,
+        tmp.path(),
+        &["--tls-cert", s(&p.server.0), "--tls-key", s(&p.server.1), "--token-file", s(&tokens)],
+    );
+    let port = served.addr.rsplit(':').next().unwrap().to_string();
+    let resolve = format!("recorder.example.test:{port}:127.0.0.1");
+    let http = Http::new(&format!("https://recorder.example.test:{port}")).with(&[
+        "--cacert",
+        s(&p.ca),
+        "--resolve",
+        &resolve,
+    ]);
+    let with = |t: &str| http.with(&["-H", &format!("Authorization: Bearer {t}")]);
+    assert_eq!(with(old).get("/api/v1/status", &[]).status, 200);
+    // A new token, and a key that does not load.
+    std::fs::write(&tokens, format!("carol:{new}\n")).unwrap();
+    let key = std::fs::read(&p.server.1).unwrap();
+    std::fs::write(&p.server.1, "not a key\n").unwrap();
+    served.signal(libc::SIGHUP);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !served.log().contains("reload failed, the previous settings stay") {
+        assert!(std::time::Instant::now() < deadline, "the failed reload is not logged:\n{}", served.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(with(old).get("/api/v1/status", &[]).status, 200, "the previous token stays:\n{}", served.log());
+    assert_eq!(with(new).get("/api/v1/status", &[]).status, 401, "the new token must not be half-applied");
+    // The key mended: the next reload takes both.
+    std::fs::write(&p.server.1, key).unwrap();
+    served.signal(libc::SIGHUP);
+    while !served.log().contains("reloaded 1 token(s)") {
+        assert!(std::time::Instant::now() < deadline, "the reload is not logged:\n{}", served.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(with(new).get("/api/v1/status", &[]).status, 200);
+    assert_eq!(with(old).get("/api/v1/status", &[]).status, 401);
+}
