@@ -20,6 +20,9 @@ pub struct Config {
     pub queue_wait: std::time::Duration,
     /// The most bytes one answer may carry (pcap export).
     pub max_bytes: u64,
+    /// How long an export waits for its client to take more data before it
+    /// gives the client up and frees its query slot (nginx's `send_timeout`).
+    pub send_timeout: std::time::Duration,
     /// Nice value (0..=19) of the query threads; their I/O is best effort, lowest level.
     pub query_nice: i32,
     /// Where request and server log lines go.
@@ -49,11 +52,14 @@ pub enum ConfigError {
     NoQueries,
     #[error("--max-bytes must be at least 24 (a pcap file header)")]
     TinyMaxBytes,
+    #[error("--send-timeout must be at least 1 second")]
+    NoSendTimeout,
 }
 
 impl Config {
     /// Defaults for `store` on `listen`: 4 queries at once, each waiting
-    /// up to a minute, 16 GiB per answer, queries at nice 10.
+    /// up to a minute, 16 GiB per answer, a client given up after 60 s
+    /// without taking data, queries at nice 10.
     pub fn new(store: PathBuf, listen: SocketAddr, log: crate::LogFn) -> Config {
         Config {
             store,
@@ -63,6 +69,7 @@ impl Config {
             max_queries: 4,
             queue_wait: std::time::Duration::from_secs(60),
             max_bytes: 16 << 30,
+            send_timeout: std::time::Duration::from_secs(60),
             query_nice: 10,
             log,
         }
@@ -86,6 +93,9 @@ impl Config {
         }
         if self.max_bytes < 24 {
             return Err(ConfigError::TinyMaxBytes);
+        }
+        if self.send_timeout.is_zero() {
+            return Err(ConfigError::NoSendTimeout);
         }
         Ok(())
     }

@@ -52,6 +52,9 @@ pub(crate) struct State {
     pub metrics: ApiMetrics,
     /// Stored files an export found damaged (see `export::Damaged`).
     pub damaged: crate::export::Damaged,
+    /// The server's runtime: a query thread waits on it for its client
+    /// (a send with a time limit).
+    pub runtime: tokio::runtime::Handle,
     started: Instant,
     started_unix: f64,
 }
@@ -85,6 +88,7 @@ impl Server {
             .map_err(ServeError::Runtime)?;
         let state = Arc::new(State {
             damaged: Default::default(),
+            runtime: runtime.handle().clone(),
             view: StoreView::new(&cfg.store),
             queries: Arc::new(Semaphore::new(cfg.max_queries)),
             cfg,

@@ -262,3 +262,45 @@ fn a_file_damaged_for_good_is_announced_after_the_first_export() {
     assert_eq!(r.body, std::fs::read(&cli).unwrap(), "HTTP equals the CLI");
     assert_no_panic(&served.log(), "serve");
 }
+
+/// A client that stops reading an export holds its query slot only until
+/// `--send-timeout` passes without progress: then the export is given up,
+/// the slot freed, and the log says why.
+#[test]
+fn a_client_that_stops_reading_is_given_up() {
+    use std::io::Write;
+    if !need_tools("a_client_that_stops_reading_is_given_up", &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-stalled");
+    let store = tmp.join("store");
+    // About 60 MB: far more than the body channel and the socket buffers hold.
+    run_wirevault(&[
+        "record",
+        "--synthetic",
+        "size=1000,count=60000",
+        "--file-size",
+        "4M",
+        "-o",
+        store.to_str().unwrap(),
+        "-q",
+    ])
+    .expect(0, "record");
+    let served = Served::start(&store, tmp.path(), &["--max-queries", "1", "--send-timeout", "2"]);
+    let http = Http::new(&format!("http://{}", served.addr));
+    // Asks for everything, then reads nothing.
+    let mut stalled = std::net::TcpStream::connect(&served.addr).unwrap();
+    stalled.write_all(b"GET /api/v1/query HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let r = http.get("/api/v1/count", &[]);
+    assert_eq!(r.status, 200, "the slot must come free: {}\n{}", r.text(), served.log());
+    assert!(started.elapsed() < Duration::from_secs(20), "waited {:?}", started.elapsed());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !served.log().contains("the client took no data for 2 s") {
+        assert!(Instant::now() < deadline, "the give-up is not logged:\n{}", served.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(stalled);
+    assert_no_panic(&served.log(), "serve");
+}

@@ -33,6 +33,10 @@ pub struct Listen {
     /// The most bytes one API answer may carry (K/M/G); a longer export is cut and says so.
     #[arg(long, default_value = "16G", value_name = "SIZE")]
     pub max_bytes: String,
+    /// Give up an export whose client takes no data for this many seconds (it stopped reading),
+    /// freeing its query slot.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub send_timeout: u64,
     /// CPU priority (nice, 0-19) of the threads that run API queries; above capture's (0) so
     /// that capture comes first.
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(i32).range(0..=19))]
@@ -69,6 +73,7 @@ impl Listen {
         cfg.token_file = self.token_file.clone();
         cfg.max_queries = self.max_queries;
         cfg.max_bytes = max_bytes;
+        cfg.send_timeout = std::time::Duration::from_secs(self.send_timeout);
         cfg.query_nice = self.query_nice;
         cfg.check().map_err(|e| fail(exit::USAGE, e.to_string()))?;
         Ok(Some(cfg))
