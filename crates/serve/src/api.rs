@@ -134,7 +134,9 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let (body_tx, body_rx) = tokio::sync::mpsc::channel(4);
     let what = sel.to_string();
-    let cancel = sel.cancel.clone();
+    // Armed before the first pass that settles the headers: a client that
+    // leaves during it (this future dropped) stops the scan too.
+    let cancel = export::CancelOnDrop(sel.cancel.clone());
     let done = export::spawn(&state, permit, move |st| {
         let r = export::export(st, &sel, ready_tx, body_tx);
         st.metrics.query_done("query", started.elapsed());
@@ -149,8 +151,7 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     drop(done);
     let head = ready_rx.await.map_err(|_| ApiError::Internal("the query thread ended without an answer".into()))??;
     // The body dropped (the client disconnected) stops the query between files.
-    let stream =
-        Chunks { rx: tokio_stream::wrappers::ReceiverStream::new(body_rx), _cancel: export::CancelOnDrop(cancel) };
+    let stream = Chunks { rx: tokio_stream::wrappers::ReceiverStream::new(body_rx), _cancel: cancel };
     let mut r = Response::new(Body::from_stream(stream));
     for (k, v) in head.headers {
         if let Ok(v) = HeaderValue::from_str(&v) {

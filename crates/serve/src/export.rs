@@ -206,7 +206,8 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
     let mut mixed = None;
     let mut seen = 0u32;
     let mut each = |pk: wv_query::PacketRef<'_>| -> io::Result<()> {
-        if body.is_closed() {
+        // (Between files the query layer looks at the cancel flag itself.)
+        if body.is_closed() || sel.cancel.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
         seen = seen.wrapping_add(1);

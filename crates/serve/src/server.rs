@@ -298,23 +298,54 @@ async fn guard(Ax(state): Ax<Arc<State>>, mut req: Request, next: Next) -> Respo
     } else {
         None
     };
+    let mut pending = Unanswered { state: state.clone(), peer, what, started, answered: false };
     let resp = match refused {
         Some(r) => r,
         None => {
-            req.extensions_mut().insert(peer.clone());
+            req.extensions_mut().insert(pending.peer.clone());
             next.run(req).await
         }
     };
+    pending.answered = true;
     state.metrics.request(resp.status().as_u16());
     let size = axum::body::HttpBody::size_hint(resp.body())
         .exact()
         .map_or_else(|| "streamed".to_string(), |n| format!("{n} bytes"));
     (state.cfg.log)(&format!(
-        "api: {peer} \"{what}\" {} {size} {:.1} ms",
+        "api: {} \"{}\" {} {size} {:.1} ms",
+        pending.peer,
+        pending.what,
         resp.status().as_u16(),
         started.elapsed().as_secs_f64() * 1e3
     ));
     resp
+}
+
+/// A request between its head and its answer's: when the client goes away
+/// meanwhile, hyper drops the handler's future and this with it, and the
+/// request is still logged and counted, as 499 (nginx's "client closed
+/// request").
+struct Unanswered {
+    state: Arc<State>,
+    peer: Peer,
+    what: String,
+    started: Instant,
+    answered: bool,
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        self.state.metrics.request(499);
+        (self.state.cfg.log)(&format!(
+            "api: {} \"{}\" 499 the client went away before the answer {:.1} ms",
+            self.peer,
+            self.what,
+            self.started.elapsed().as_secs_f64() * 1e3
+        ));
+    }
 }
 
 async fn accept_loop(

@@ -304,3 +304,65 @@ fn a_client_that_stops_reading_is_given_up() {
     drop(stalled);
     assert_no_panic(&served.log(), "serve");
 }
+
+/// A client that leaves while the first pass of a limited export runs
+/// (before any header) stops it, and the request is logged and counted
+/// (499) like any other.
+#[test]
+fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
+    use std::io::Write;
+    if !need_tools("a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged", &["curl"]) {
+        return;
+    }
+    let tmp = TempDir::new("serve-leave-early");
+    let store = tmp.join("store");
+    // Many small packets in many files: a full scan takes a while, and the
+    // query layer looks at its cancel flag before each file.
+    run_wirevault(&[
+        "record",
+        "--synthetic",
+        "size=64,count=4000000",
+        "--file-size",
+        "4M",
+        "-o",
+        store.to_str().unwrap(),
+        "-q",
+    ])
+    .expect(0, "record");
+    // A filter the index cannot narrow and no packet matches.
+    let filter = "ether[40:4] = 0x12345678";
+    let t = Instant::now();
+    run_wirevault(&["query", store.to_str().unwrap(), "--count", filter]).expect(0, "count");
+    let full = t.elapsed();
+    let served = Served::start(&store, tmp.path(), &["--max-queries", "1"]);
+    let http = Http::new(&format!("http://{}", served.addr));
+    let ask = |path: &str| {
+        let mut c = std::net::TcpStream::connect(&served.addr).unwrap();
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).unwrap();
+        c
+    };
+    let q = "/api/v1/query?limit=10&filter=ether%5B40%3A4%5D%20%3D%200x12345678";
+    let c = ask(q);
+    std::thread::sleep(Duration::from_millis(200));
+    let left = Instant::now();
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let ended = |log: &str| log.lines().any(|l| l.contains("api: query ") && l.contains("client went away"));
+    while !ended(&served.log()) {
+        assert!(Instant::now() < deadline, "the query did not end:\n{}", served.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let ran_on = left.elapsed();
+    assert!(
+        ran_on < Duration::from_secs(1) && ran_on * 3 < full,
+        "the scan ran on for {ran_on:?} after the client left (a full scan by the CLI: {full:?})"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !served.log().contains(&format!("\"GET {q}\" 499")) {
+        assert!(Instant::now() < deadline, "the request is not logged:\n{}", served.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let m = http.get("/metrics", &[]).text();
+    assert!(m.contains("wirevault_http_requests_total{code=\"499\"} 1"), "{m}");
+    assert_no_panic(&served.log(), "serve");
+}
