@@ -75,7 +75,21 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
     let from = sel.from.unwrap_or(oldest);
     let to = sel.to.unwrap_or(newest.saturating_add(1));
     if from >= to {
-        return Err(ApiError::BadRequest("from must be earlier than to".into()));
+        // One end given, the other taken from the store: say which.
+        use crate::store_view::time;
+        return Err(ApiError::BadRequest(match (sel.from, sel.to) {
+            (Some(f), None) => format!(
+                "from {} is after the newest stored packet ({}): give an earlier from, or a to after it",
+                time(f),
+                time(newest)
+            ),
+            (None, Some(t)) => format!(
+                "to {} is not after the oldest stored packet ({}): give a later to, or a from before it",
+                time(t),
+                time(oldest)
+            ),
+            _ => "from must be earlier than to".into(),
+        }));
     }
     let span = to - from;
     let step = match step_ns {

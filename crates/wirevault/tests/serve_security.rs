@@ -402,3 +402,24 @@ fn a_reload_that_fails_changes_nothing() {
     assert_eq!(with(new).get("/api/v1/status", &[]).status, 200);
     assert_eq!(with(old).get("/api/v1/status", &[]).status, 401);
 }
+
+/// A histogram whose `from` lies past the newest packet says that, not
+/// that `from` must be earlier than a `to` nobody gave.
+#[test]
+fn a_histogram_past_the_store_says_what_is_wrong() {
+    let tmp = TempDir::new("serve-hist-range");
+    let store = small_store(&tmp);
+    let served = Served::start(&store, tmp.path(), &[]);
+    let http = Http::new(&format!("http://{}", served.addr));
+    let r = http.get("/api/v1/histogram", &[("from", "2262-01-01T00:00:00Z")]);
+    assert_eq!(r.status, 400, "{}", r.text());
+    let e = r.json()["error"].as_str().unwrap().to_string();
+    assert!(!e.contains("earlier than to") && e.contains("newest stored packet") && e.contains("2262"), "{e}");
+    let r = http.get("/api/v1/histogram", &[("to", "1971-01-01T00:00:00Z")]);
+    assert_eq!(r.status, 400, "{}", r.text());
+    let e = r.json()["error"].as_str().unwrap().to_string();
+    assert!(!e.contains("from must be") && e.contains("oldest stored packet") && e.contains("1971"), "{e}");
+    let r = http.get("/api/v1/histogram", &[("from", "2030-01-01T00:00:00Z"), ("to", "2020-01-01T00:00:00Z")]);
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("from must be earlier than to"), "{}", r.text());
+}
