@@ -19,6 +19,8 @@ pub(crate) enum ApiError {
     Unauthorized(String),
     NotFound(String),
     Busy(String),
+    /// The store cannot be read now (503, without Retry-After).
+    Unavailable(String),
     Internal(String),
     /// The client went away before the answer started.
     Gone,
@@ -40,7 +42,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Busy(_) | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Gone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
         }
@@ -54,6 +56,7 @@ impl std::fmt::Display for ApiError {
             | ApiError::Unauthorized(s)
             | ApiError::NotFound(s)
             | ApiError::Busy(s)
+            | ApiError::Unavailable(s)
             | ApiError::Internal(s) => f.write_str(s),
             ApiError::Gone => f.write_str("the client went away"),
         }
@@ -222,7 +225,7 @@ pub(crate) async fn histogram(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Re
 /// `GET /api/v1/files`: the catalog, optionally only the files overlapping `from`..`to`.
 pub(crate) async fn files(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
     let sel = selection(&params(&q, &["from", "to"])?)?;
-    let cat = state.view.catalog();
+    let cat = state.view.catalog().map_err(ApiError::Unavailable)?;
     let (from, to) = (sel.from.unwrap_or(0), sel.to.unwrap_or(u64::MAX));
     let files: Vec<serde_json::Value> = cat
         .entries
@@ -252,7 +255,7 @@ pub(crate) async fn status(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Resul
     if let Some((k, _)) = q.first() {
         return Err(ApiError::BadRequest(format!("unknown parameter {k:?}; this endpoint takes none")));
     }
-    Ok(Json(state.status()).into_response())
+    Ok(Json(state.status()?).into_response())
 }
 
 /// Anything else under `/api/`.

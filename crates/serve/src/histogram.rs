@@ -50,7 +50,7 @@ const NICE_STEPS_MS: [u64; 17] = [
 
 /// The buckets of `sel` (its limit is ignored) by `step_ns` (`None`: chosen).
 pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) -> Result<Histogram, ApiError> {
-    let cat = state.view.catalog();
+    let cat = state.view.catalog().map_err(ApiError::Unavailable)?;
     let (oldest, newest) = match cat.span {
         Some(span) => span,
         None => {

@@ -51,8 +51,8 @@ impl ApiMetrics {
 #[derive(Debug)]
 pub(crate) struct Scrape {
     pub recording: Option<Arc<crate::Recording>>,
-    pub store_bytes: u64,
-    pub store_files: u64,
+    /// Bytes and files of the catalog (`None`: the store cannot be read).
+    pub store: Option<(u64, u64)>,
     pub oldest_ns: Option<u64>,
     pub newest_ns: Option<u64>,
     pub volume: Option<(u64, u64)>,
@@ -156,8 +156,17 @@ impl Collector for Scrape {
             None,
             i64::from(self.recording.as_ref().is_some_and(|r| r.state == "running")),
         )?;
-        gauge(e, "store_size", "Bytes of the catalogued capture files", Some(&Unit::Bytes), self.store_bytes as i64)?;
-        gauge(e, "store_files", "Catalogued capture files", None, self.store_files as i64)?;
+        gauge(
+            e,
+            "store_up",
+            "1 when the store's catalog could be read, 0 when not (deleted, moved, unreadable; the API says why)",
+            None,
+            i64::from(self.store.is_some()),
+        )?;
+        if let Some((bytes, files)) = self.store {
+            gauge(e, "store_size", "Bytes of the catalogued capture files", Some(&Unit::Bytes), bytes as i64)?;
+            gauge(e, "store_files", "Catalogued capture files", None, files as i64)?;
+        }
         if let Some((free, total)) = self.volume {
             gauge(
                 e,

@@ -235,13 +235,15 @@ async fn metrics(Ax(state): Ax<Arc<State>>, headers: axum::http::HeaderMap) -> R
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/openmetrics-text"));
-    let cat = state.view.catalog();
+    // A store that cannot be read: wirevault_store_up 0, and no size, file
+    // count or horizon (not those of an empty store).
+    let cat = state.view.catalog().ok();
+    let span = cat.as_ref().and_then(|c| c.span);
     let scrape = crate::metrics::Scrape {
         recording: state.board.as_ref().and_then(|b| b.latest()),
-        store_bytes: cat.bytes,
-        store_files: cat.entries.len() as u64,
-        oldest_ns: cat.span.map(|s| s.0),
-        newest_ns: cat.span.map(|s| s.1),
+        store: cat.as_ref().map(|c| (c.bytes, c.entries.len() as u64)),
+        oldest_ns: span.map(|s| s.0),
+        newest_ns: span.map(|s| s.1),
         volume: state.view.space(),
         started_unix: state.started_unix,
     };
@@ -412,10 +414,10 @@ where
 }
 
 impl State {
-    /// `GET /api/v1/status`.
-    pub(crate) fn status(&self) -> serde_json::Value {
+    /// `GET /api/v1/status` (503 with the reason when the store cannot be read).
+    pub(crate) fn status(&self) -> Result<serde_json::Value, crate::api::ApiError> {
         use crate::store_view::time;
-        let cat = self.view.catalog();
+        let cat = self.view.catalog().map_err(crate::api::ApiError::Unavailable)?;
         let rec = self.board.as_ref().and_then(|b| b.latest());
         let volumes = self.view.volumes();
         let space = crate::store_view::total_space(&volumes);
@@ -433,7 +435,7 @@ impl State {
         let hours = |bytes: Option<u64>| rate.zip(bytes).map(|(r, b)| (b as f64 / r / 3600.0 * 100.0).round() / 100.0);
         let (deleted_files, deleted_bytes) =
             rec.as_ref().map_or((0, 0), |r| (r.total.files_deleted, r.total.bytes_deleted));
-        serde_json::json!({
+        Ok(serde_json::json!({
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_s": (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
             "store": self.cfg.store.display().to_string(),
@@ -481,7 +483,7 @@ impl State {
                 "max_bytes": self.cfg.max_bytes,
                 "queries_running": self.cfg.max_queries - self.queries.available_permits(),
             },
-        })
+        }))
     }
 }
 

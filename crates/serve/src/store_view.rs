@@ -39,23 +39,27 @@ impl StoreView {
         StoreView { store: store.to_path_buf(), cached: Mutex::new((None, Arc::default())) }
     }
 
-    /// The catalog now (an empty one when the store has none yet).
-    pub fn catalog(&self) -> Arc<Catalogued> {
+    /// The catalog now (an empty one when the store has none yet); an
+    /// error, as a sentence, when the store cannot be read (deleted, moved
+    /// away, unreadable): not an empty store.
+    pub fn catalog(&self) -> Result<Arc<Catalogued>, String> {
         use std::os::unix::fs::MetadataExt;
         let path = self.store.join(wv_store::layout::CATALOG);
         let id = std::fs::metadata(&path).ok().map(|m| (m.ino(), m.len(), m.mtime(), m.mtime_nsec()));
         let mut c = self.cached.lock().unwrap_or_else(|e| e.into_inner());
         if id.is_some() && c.0 == id {
-            return c.1.clone();
+            return Ok(c.1.clone());
         }
-        let entries = wv_store::catalog::read_checked(&self.store).map(|r| r.entries).unwrap_or_default();
+        let entries = wv_store::catalog::read_checked(&self.store)
+            .map_err(|e| format!("cannot read the store {}: {e}", self.store.display()))?
+            .entries;
         let with = || entries.iter().filter(|e| e.packets > 0);
         let span = with().map(|e| e.first_ns).min().zip(with().map(|e| e.last_ns).max());
         let bytes = entries.iter().map(|e| e.bytes).sum();
         let packets = entries.iter().map(|e| e.packets).sum();
         let fresh = Arc::new(Catalogued { entries, span, bytes, packets });
         *c = (id, fresh.clone());
-        fresh
+        Ok(fresh)
     }
 
     /// Free and total bytes of the file systems the store writes to: its

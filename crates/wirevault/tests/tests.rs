@@ -32,6 +32,7 @@ mod serve_api;
 mod serve_config;
 mod serve_export;
 mod serve_security;
+mod serve_store;
 mod serve_volumes;
 mod service;
 mod store_faults;
