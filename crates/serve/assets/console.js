@@ -642,9 +642,12 @@ async function loadPackets(q, seq, signal) {
     });
     $("packets").dataset.for = q.toString();
     queryDone = Date.now();
-    note.textContent = body.packets.length
+    // What could not be read is said beside the rows (or their absence).
+    const warned = (body.warnings || []).join("; ");
+    note.textContent = (body.packets.length
       ? "the first " + body.packets.length + " matching packets" + (body.more ? "; download the pcap for all of them" : "")
-      : "no packet matches";
+      : warned ? "no packet matches in what could be read" : "no packet matches") + (warned ? " · " + warned : "");
+    note.classList.toggle("err", Boolean(warned));
   } catch (e) {
     if (e.name === "AbortError" || seq !== querySeq) return;
     note.textContent = e.message;

@@ -166,12 +166,7 @@ pub(crate) fn count(state: &State, sel: &Selection) -> Result<Counted, ApiError>
     let (open, recording) = p.open_files();
     let report = wv_query::run(p, wv_query::Sink::Count).map_err(ApiError::from_query)?;
     let truncated = sel.limit.is_some_and(|l| report.matched > l);
-    let mut warnings = report.warnings;
-    if open > 0 && !recording {
-        warnings.push(format!(
-            "{open} partial file(s) left by a crash are not included; run `wirevault repair` on the store"
-        ));
-    }
+    let warnings = warnings(report.warnings, open, recording);
     Ok(Counted {
         matched: sel.limit.map_or(report.matched, |l| report.matched.min(l)),
         limit: sel.limit,
@@ -182,6 +177,17 @@ pub(crate) fn count(state: &State, sel: &Selection) -> Result<Counted, ApiError>
         open_files_excluded: if recording { open } else { 0 },
         warnings,
     })
+}
+
+/// The warnings of a query's answer (`count`, `packets`): the query's own
+/// (files missing, unreadable, damaged) and the partial files a crash left.
+pub(crate) fn warnings(mut of_query: Vec<String>, open: usize, recording: bool) -> Vec<String> {
+    if open > 0 && !recording {
+        of_query.push(format!(
+            "{open} partial file(s) left by a crash are not included; run `wirevault repair` on the store"
+        ));
+    }
+    of_query
 }
 
 /// How many packets an export may carry: all (`None`) or the first N,

@@ -57,6 +57,8 @@ pub(crate) struct Packets {
     pub outside: Option<String>,
     /// Capture files still being written, not read (as the CLI).
     pub open_files_excluded: usize,
+    /// What the query could not read (as `count`'s and the CLI's warnings).
+    pub warnings: Vec<String>,
 }
 
 /// `GET /api/v1/packets?from=&to=&filter=&limit=`.
@@ -88,8 +90,9 @@ fn first(state: &State, sel: &Selection, limit: u64) -> Result<Packets, ApiError
         }
         Ok(())
     };
-    wv_query::run(p, wv_query::Sink::Packets(&mut each)).map_err(ApiError::from_query)?;
+    let report = wv_query::run(p, wv_query::Sink::Packets(&mut each)).map_err(ApiError::from_query)?;
     Ok(Packets {
+        warnings: crate::export::warnings(report.warnings, open, recording),
         packets: rows,
         limit,
         more,

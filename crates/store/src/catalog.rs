@@ -570,7 +570,7 @@ pub fn audit(store: &Path, entries: &[Entry], locked: bool) -> Vec<String> {
             Ok(s) if s.kind == Kind::File => {}
             Ok(_) => w.push(format!("{} is not a regular file; skipped (run `wirevault repair`)", e.file)),
             Err(err) if locked && err.kind() == io::ErrorKind::NotFound => {}
-            Err(_) => w.push(format!("the catalog names {}, which is missing; run `wirevault repair`", e.file)),
+            Err(err) => w.push(unreachable_entry(&e.file, &err)),
         }
     }
     if locked {
@@ -590,6 +590,17 @@ pub fn audit(store: &Path, entries: &[Entry], locked: bool) -> Vec<String> {
         }
     }
     w
+}
+
+/// The warning for a catalogued file that cannot be looked at: missing
+/// (repair drops its entry), or there but not readable (permissions, I/O:
+/// the cause, since a repair would not help).
+fn unreachable_entry(file: &str, err: &io::Error) -> String {
+    if err.kind() == io::ErrorKind::NotFound {
+        format!("the catalog names {file}, which is missing; run `wirevault repair`")
+    } else {
+        format!("the catalog names {file}, which cannot be read: {err}; skipped (check the store's permissions)")
+    }
 }
 
 /// Replaces the catalog of `store` with `entries`, atomically (write, fsync, rename).
@@ -612,6 +623,15 @@ pub fn rewrite_in(dir: &Dir, entries: &[Entry]) -> io::Result<()> {
 mod tests {
     use super::*;
     use std::fs::OpenOptions;
+
+    #[test]
+    fn an_unreadable_entry_is_not_called_missing() {
+        let gone = unreachable_entry("stream-000/a.pcap", &io::Error::from(io::ErrorKind::NotFound));
+        assert!(gone.contains("which is missing"), "{gone}");
+        let denied = unreachable_entry("stream-000/a.pcap", &io::Error::from_raw_os_error(libc::EACCES));
+        assert!(denied.contains("cannot be read") && denied.contains("ermission denied"), "{denied}");
+        assert!(!denied.contains("missing") && !denied.contains("repair"), "{denied}");
+    }
 
     /// The catalog line is the entry's one layout (serde both ways): a line
     /// as DESIGN.md gives it parses, and emits back byte for byte.

@@ -49,3 +49,52 @@ fn a_store_that_cannot_be_read_is_an_error_not_an_empty_store() {
     assert_eq!(http.get("/api/v1/status", &[]).status, 200);
     assert!(http.get("/metrics", &[]).text().contains("wirevault_store_up 1"));
 }
+
+/// A stream directory the server may not read: `packets` carries the
+/// query's warnings as `count` does, and they name the real cause
+/// (permission denied), not a missing file. The server runs as nobody
+/// (root reads any mode).
+#[test]
+fn packets_carries_the_warnings_and_they_name_the_cause() {
+    let test = "packets_carries_the_warnings_and_they_name_the_cause";
+    if !need_tools(test, &["curl", "setpriv"]) || !need_root(test) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new("serve-packets-warn");
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let store = tmp.join("store");
+    record(&store);
+    // Readable by nobody, but for one stream directory.
+    run_ok(std::process::Command::new("chmod").args(["-R", "a+rX"]).arg(&store));
+    let stream = store.join("stream-000");
+    std::fs::set_permissions(&stream, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let err = tmp.join("serve.err");
+    let child = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin(), "serve"])
+        .arg(&store)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let _bg = Background(child);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let addr = loop {
+        if let Some(a) = served_addr(&std::fs::read_to_string(&err).unwrap_or_default()) {
+            break a;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", std::fs::read_to_string(&err).unwrap_or_default());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let http = Http::new(&format!("http://{addr}"));
+    let count = http.get("/api/v1/count", &[]).json();
+    let warned = count["warnings"].as_array().cloned().unwrap_or_default();
+    assert!(!warned.is_empty(), "{count}");
+    let r = http.get("/api/v1/packets", &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let p = r.json();
+    assert_eq!(p["warnings"], count["warnings"], "{p}");
+    let w = warned[0].as_str().unwrap();
+    assert!(w.contains("ermission denied") && !w.contains("missing"), "{w}");
+}
