@@ -55,6 +55,12 @@ pub(crate) struct State {
     /// The server's runtime: a query thread waits on it for its client
     /// (a send with a time limit).
     pub runtime: tokio::runtime::Handle,
+    /// Bumped by a reload that changed the client CA or CRL: every open TLS
+    /// connection then closes after its current request, so a certificate
+    /// revoked (or a CA dropped) is not served on a kept-alive connection.
+    retire_tls: tokio::sync::watch::Sender<u64>,
+    /// The client CA and CRL files' bytes as last loaded.
+    client_files: std::sync::Mutex<Option<Vec<u8>>>,
     started: Instant,
     started_unix: f64,
 }
@@ -89,6 +95,8 @@ impl Server {
         let state = Arc::new(State {
             damaged: Default::default(),
             runtime: runtime.handle().clone(),
+            retire_tls: tokio::sync::watch::Sender::new(0),
+            client_files: std::sync::Mutex::new(cfg.tls.as_ref().and_then(client_files)),
             view: StoreView::new(&cfg.store),
             queries: Arc::new(Semaphore::new(cfg.max_queries)),
             cfg,
@@ -191,6 +199,7 @@ impl Reloader {
     /// nothing.
     pub fn reload_changes(&self) -> Result<Vec<String>, ServeError> {
         let tokens = self.state.cfg.token_file.as_deref().map(Tokens::load).transpose()?;
+        let clients = self.state.cfg.tls.as_ref().and_then(client_files);
         let tls = self.state.cfg.tls.as_ref().map(crate::tls::server_config).transpose()?;
         let mut done = Vec::new();
         if let Some(t) = tokens {
@@ -200,9 +209,27 @@ impl Reloader {
         if let Some(c) = tls {
             *self.tls.write().unwrap_or_else(|e| e.into_inner()) = Some(tokio_rustls::TlsAcceptor::from(c));
             done.push("TLS certificate, key, client CA and CRL".into());
+            let mut last = self.state.client_files.lock().unwrap_or_else(|e| e.into_inner());
+            if clients.is_some() && *last != clients {
+                *last = clients;
+                self.state.retire_tls.send_modify(|g| *g += 1);
+                done.push(
+                    "the client CA or CRL changed: open TLS connections close after their current request".into(),
+                );
+            }
         }
         Ok(done)
     }
+}
+
+/// The bytes of the client CA and CRL files (`None` without a client CA,
+/// or when one cannot be read: the TLS configuration then fails to load).
+fn client_files(files: &crate::TlsFiles) -> Option<Vec<u8>> {
+    let mut v = std::fs::read(files.client_ca.as_ref()?).ok()?;
+    if let Some(crl) = &files.client_crl {
+        v.extend(std::fs::read(crl).ok()?);
+    }
+    Some(v)
 }
 
 impl Drop for Server {
@@ -378,15 +405,17 @@ async fn accept_loop(
         let _ = tcp.set_nodelay(true);
         let acceptor = tls.read().unwrap_or_else(|e| e.into_inner()).clone();
         let (app, state) = (app.clone(), state.clone());
+        // Subscribed before the handshake: a reload during it retires this one too.
+        let retire = state.retire_tls.subscribe();
         tokio::spawn(async move {
             let _permit = permit;
             let mut peer = Peer { addr: Some(addr), ..Peer::default() };
             match acceptor {
-                None => serve(TokioIo::new(tcp), app, peer).await,
+                None => serve(TokioIo::new(tcp), app, peer, None).await,
                 Some(acc) => match tokio::time::timeout(Duration::from_secs(10), acc.accept(tcp)).await {
                     Ok(Ok(s)) => {
                         peer.cert = s.get_ref().1.peer_certificates().and_then(|c| c.first()).map(crate::tls::subject);
-                        serve(TokioIo::new(s), app, peer).await
+                        serve(TokioIo::new(s), app, peer, Some(retire)).await
                     }
                     Ok(Err(e)) => (state.cfg.log)(&format!("api: {addr} TLS handshake refused: {e}")),
                     Err(_) => (state.cfg.log)(&format!("api: {addr} TLS handshake timed out")),
@@ -396,7 +425,9 @@ async fn accept_loop(
     }
 }
 
-async fn serve<I>(io: TokioIo<I>, app: Router, peer: Peer)
+/// Serves one connection; a TLS one (`retire`) closes after its current
+/// request once a reload changed the client CA or CRL.
+async fn serve<I>(io: TokioIo<I>, app: Router, peer: Peer, retire: Option<tokio::sync::watch::Receiver<u64>>)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -406,11 +437,22 @@ where
         req
     });
     let svc = hyper_util::service::TowerToHyperService::new(svc);
-    let _ = hyper::server::conn::http1::Builder::new()
+    let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(20))
-        .serve_connection(io, svc)
-        .await;
+        .serve_connection(io, svc);
+    tokio::pin!(conn);
+    let Some(mut retire) = retire else {
+        let _ = conn.await;
+        return;
+    };
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = retire.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 impl State {

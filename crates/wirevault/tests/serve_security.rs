@@ -33,6 +33,8 @@ struct Pki {
     alice: (PathBuf, PathBuf),
     bob: (PathBuf, PathBuf),
     crl: PathBuf,
+    /// A CRL of the CA that revokes nobody.
+    crl_none: PathBuf,
 }
 
 fn pki(dir: &Path) -> Pki {
@@ -66,23 +68,31 @@ fn pki(dir: &Path) -> Pki {
     let server = leaf(vec!["recorder.example.test".into()], "recorder.example.test", 10, false);
     let alice = leaf(vec![], "alice", 11, true);
     let bob = leaf(vec![], "bob", 12, true);
-    let crl = rcgen::CertificateRevocationListParams {
-        this_update: rcgen::date_time_ymd(2024, 1, 1),
-        next_update: rcgen::date_time_ymd(2099, 1, 1),
-        crl_number: SerialNumber::from(1u64),
-        issuing_distribution_point: None,
-        revoked_certs: vec![rcgen::RevokedCertParams {
-            serial_number: SerialNumber::from(12u64),
-            revocation_time: rcgen::date_time_ymd(2024, 1, 1),
-            reason_code: Some(rcgen::RevocationReason::KeyCompromise),
-            invalidity_date: None,
-        }],
-        key_identifier_method: rcgen::KeyIdMethod::Sha256,
-    }
-    .signed_by(&issuer)
-    .unwrap();
-    let crl = write("crl.pem", crl.pem().unwrap());
-    Pki { ca: ca_path, server, alice, bob, crl }
+    let crl = |revoked: Vec<u64>| {
+        rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2024, 1, 1),
+            next_update: rcgen::date_time_ymd(2099, 1, 1),
+            crl_number: SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: revoked
+                .into_iter()
+                .map(|n| rcgen::RevokedCertParams {
+                    serial_number: SerialNumber::from(n),
+                    revocation_time: rcgen::date_time_ymd(2024, 1, 1),
+                    reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&issuer)
+        .unwrap()
+        .pem()
+        .unwrap()
+    };
+    let crl_none = write("crl-none.pem", crl(vec![]));
+    let crl = write("crl.pem", crl(vec![12]));
+    Pki { ca: ca_path, server, alice, bob, crl, crl_none }
 }
 
 fn s(p: &Path) -> &str {
@@ -422,4 +432,93 @@ fn a_histogram_past_the_store_says_what_is_wrong() {
     let r = http.get("/api/v1/histogram", &[("from", "2030-01-01T00:00:00Z"), ("to", "2020-01-01T00:00:00Z")]);
     assert_eq!(r.status, 400);
     assert!(r.text().contains("from must be earlier than to"), "{}", r.text());
+}
+
+/// A keep-alive TLS connection opened with a client certificate that a
+/// reload then revokes is not served again: the reload of a changed CRL
+/// closes every TLS connection after its current request.
+#[test]
+fn a_certificate_revoked_by_a_reload_is_not_served_on_an_open_connection() {
+    if !need_tools("a_certificate_revoked_by_a_reload_is_not_served_on_an_open_connection", &["curl", "python3"]) {
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    let tmp = TempDir::new("serve-crl-reload");
+    let store = small_store(&tmp);
+    let p = pki(tmp.path());
+    // The CRL in force at first revokes nobody.
+    let crl = tmp.join("served-crl.pem");
+    std::fs::copy(&p.crl_none, &crl).unwrap();
+    let served = Served::start(
+        &store,
+        tmp.path(),
+        &["--tls-cert", s(&p.server.0), "--tls-key", s(&p.server.1), "--client-ca", s(&p.ca), "--client-crl", s(&crl)],
+    );
+    let port = served.addr.rsplit(':').next().unwrap().to_string();
+    // One connection, two requests: the second after a line on stdin.
+    let script = r#"
+import socket, ssl, sys
+port, ca, cert, key = sys.argv[1:5]
+ctx = ssl.create_default_context(cafile=ca)
+ctx.load_cert_chain(cert, key)
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(port))), server_hostname="recorder.example.test")
+def ask():
+    try:
+        s.sendall(b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            got = s.recv(65536)
+            if not got:
+                return "closed"
+            buf += got
+        head, _, body = buf.partition(b"\r\n\r\n")
+        n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+        while len(body) < n:
+            got = s.recv(65536)
+            if not got:
+                return "closed"
+            body += got
+        return head.split(b" ")[1].decode()
+    except (OSError, ssl.SSLError) as e:
+        return "closed " + type(e).__name__
+print(ask(), flush=True)
+sys.stdin.readline()
+print(ask(), flush=True)
+"#;
+    let mut py = Background(
+        std::process::Command::new("python3")
+            .args(["-c", script, &port, s(&p.ca), s(&p.bob.0), s(&p.bob.1)])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = BufReader::new(py.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "200", "bob is served before the reload:\n{}", served.log());
+    // Revoke bob, reload.
+    std::fs::copy(&p.crl, &crl).unwrap();
+    served.signal(libc::SIGHUP);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !served.log().contains("reloaded TLS") {
+        assert!(std::time::Instant::now() < deadline, "the reload is not logged:\n{}", served.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    use std::io::Write;
+    writeln!(py.0.stdin.as_mut().unwrap()).unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("closed"), "bob was served after his certificate was revoked: {line}\n{}", served.log());
+    // A new connection with his certificate is refused; alice's is served.
+    let resolve = format!("recorder.example.test:{port}:127.0.0.1");
+    let http = Http::new(&format!("https://recorder.example.test:{port}")).with(&[
+        "--cacert",
+        s(&p.ca),
+        "--resolve",
+        &resolve,
+    ]);
+    assert!(http.with(&["--cert", s(&p.bob.0), "--key", s(&p.bob.1)]).try_get("/api/v1/status", &[]).is_err());
+    let alice = http.with(&["--cert", s(&p.alice.0), "--key", s(&p.alice.1)]);
+    assert_eq!(alice.get("/api/v1/status", &[]).status, 200);
 }
