@@ -468,15 +468,32 @@ let hist = null;
 let histGeom = null;
 let histSel = null;
 let histLoaded = 0;
+// One histogram request at a time (over a large store one takes seconds,
+// and each holds one of the server's --max-queries slots): a load asked
+// for while one is in flight runs once after it.
+let histInFlight = false;
+let histAgain = false;
 
 async function loadHistogram() {
+  if (histInFlight) {
+    histAgain = true;
+    return;
+  }
+  histInFlight = true;
   try {
     const { body } = await api("/api/v1/histogram");
     hist = body;
-    histLoaded = Date.now();
     drawHistogram();
   } catch (e) {
     $("hist-note").textContent = e.message;
+  } finally {
+    // The timer counts from this answer (or failure), as the status poll does.
+    histLoaded = Date.now();
+    histInFlight = false;
+  }
+  if (histAgain) {
+    histAgain = false;
+    loadHistogram();
   }
 }
 
