@@ -48,6 +48,7 @@ pub fn run(f: &Facts) -> Vec<Finding> {
             }
             v.push(store_fs(s));
             v.push(store_mount(s));
+            v.push(store_discard(s));
             v.push(store_scheduler(s));
             v.push(store_space(f, s));
         }
@@ -596,6 +597,29 @@ fn store_fs(s: &Store) -> Finding {
     }
 }
 
+const R_DISCARD: &str = "Online discard trims every deleted extent as it goes: retention deletes a whole capture file before each new one, and on a virtio disk a gigabyte's unlink took 1.3-1.5 s with it (2026-11-27). A periodic fstrim does the same work off the write path.";
+
+/// The `discard` mount option (`record` does not repeat this one at
+/// start-up: it slows retention's deletes, not what is recorded).
+fn store_discard(s: &Store) -> Finding {
+    const C: &str = "store-discard";
+    let m = match mount_of(C, s, R_DISCARD) {
+        Ok(m) => m,
+        Err(x) => return *x,
+    };
+    if !m.options.iter().chain(&m.super_options).any(|x| x == "discard") {
+        return Finding::ok(C, format!("{}: no online discard", m.point), R_DISCARD);
+    }
+    Finding::with(
+        C,
+        State::Warn,
+        format!("{} mounted with discard: every file retention deletes is trimmed at once", m.point),
+        R_DISCARD,
+        format!("mount -o remount,nodiscard {} (and in /etc/fstab), with fstrim.timer enabled instead", m.point),
+    )
+    .action(Action::Manual("remounting a file system in use is left to the administrator"))
+}
+
 fn store_mount(s: &Store) -> Finding {
     const C: &str = "store-mount";
     let m = match mount_of(C, s, R_MOUNT) {
@@ -902,6 +926,13 @@ mod tests {
         assert_eq!(sp.state, State::Bad);
         assert_eq!(sp.fix.as_deref(), Some("--max-size 145920M (95% of what fits), or free space on the volume"));
         assert_eq!(get(&run(&with_store("ext4", &["rw", "sync"], None)), "store-mount").state, State::Bad);
+        assert_eq!(get(&run(&with_store("ext4", &["rw"], None)), "store-discard").state, State::Ok);
+        let d = get(&run(&with_store("ext4", &["rw", "relatime", "discard"], None)), "store-discard").clone();
+        assert_eq!(d.state, State::Warn);
+        assert_eq!(
+            d.fix.as_deref(),
+            Some("mount -o remount,nodiscard /data (and in /etc/fstab), with fstrim.timer enabled instead")
+        );
         let ro = get(&run(&with_store("ext4", &["ro", "noatime"], None)), "store-mount").clone();
         assert_eq!((ro.state, ro.fix.as_deref()), (State::Bad, Some("mount -o remount,rw /data (and in /etc/fstab)")));
         let mut file = with_store("ext4", &["rw"], None);

@@ -169,6 +169,7 @@ pub fn startup_warnings(inputs: &Inputs) {
     for f in wv_tune::checks::run(&facts) {
         let wanted = matches!(f.state, State::Warn | State::Bad)
             && f.check != "hugepages"
+            && f.check != "store-discard"
             && (live || f.check.starts_with("store"));
         if wanted {
             let fix = f.fix.as_deref().map(|x| format!("; fix: {x}")).unwrap_or_default();
