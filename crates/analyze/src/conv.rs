@@ -42,8 +42,8 @@ impl Ip {
     }
 }
 
-/// The addresses of a frame whose IP header was read whole (what tshark's
-/// IP tap sees); `None` otherwise.
+/// The addresses of a frame whose IP header (with IPv6's extension
+/// headers) was read whole (what tshark's IP tap sees); `None` otherwise.
 pub fn ip_pair(d: &Dissection, data: &[u8]) -> Option<(Ip, Ip)> {
     let l = d.layers().iter().find(|l| matches!(l.kind, LayerKind::Ipv4 | LayerKind::Ipv6))?;
     let at = l.offset as usize;
@@ -57,13 +57,18 @@ pub fn ip_pair(d: &Dissection, data: &[u8]) -> Option<(Ip, Ip)> {
     let bad = d.problems().iter().any(|p| {
         matches!(
             p.kind,
-            ProblemKind::Truncated(LayerKind::Ipv4 | LayerKind::Ipv6)
+            // tshark's IPv6 tap runs after the extension headers: a chain
+            // the snapshot length cuts is no IPv6 conversation there.
+            ProblemKind::Truncated(LayerKind::Ipv4 | LayerKind::Ipv6 | LayerKind::Ipv6Ext(_))
                 | ProblemKind::Ipv4HeaderLength(_)
                 | ProblemKind::Ipv4TotalLengthShort
                 | ProblemKind::IpVersion(_)
         )
     });
-    if bad {
+    // The capture stopped inside the extension-header chain (the last layer
+    // read is an extension header, and the frame is cut).
+    let chain_cut = d.cut && matches!(d.layers().last().map(|l| l.kind), Some(LayerKind::Ipv6Ext(_)));
+    if bad || chain_cut {
         return None;
     }
     Some((Ip::of(&d.flow.src)?, Ip::of(&d.flow.dst)?))

@@ -961,3 +961,54 @@ fn throughput_of_nanosecond_frames_near_an_interval_end_equals_tshark() {
         compare_with_tshark(&file, &r);
     }
 }
+
+/// An IPv6 frame whose extension-header chain the snapshot length cuts is
+/// no IPv6 conversation or endpoint, as in tshark (its IPv6 tap runs after
+/// the extension headers); the same frame captured whole is one.
+#[test]
+fn ipv6_with_a_cut_extension_chain_is_no_conversation() {
+    let dir = TempDir::new("analyze-v6ext");
+    let file = dir.join("v6.pcap");
+    let v6 = |src: u8, dst: u8, hop_by_hop: bool| {
+        let mut payload = udp(1000, 2000, &[0x78; 40]);
+        let mut next = 17u8;
+        if hop_by_hop {
+            // Hop-by-hop options: next header UDP, 3 x 8 bytes, PadN filling them.
+            let mut h = vec![17, 2, 1, 20];
+            h.extend_from_slice(&[0; 20]);
+            h.extend_from_slice(&payload);
+            payload = h;
+            next = 0;
+        }
+        let mut ip = vec![0x60, 0, 0, 0];
+        ip.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        ip.extend_from_slice(&[next, 64]);
+        for a in [src, dst] {
+            ip.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, a]);
+        }
+        ip.extend_from_slice(&payload);
+        ether(&[0x86, 0xdd], &ip)
+    };
+    let whole = v6(1, 2, true);
+    let mut cut = whole.clone();
+    cut.truncate(14 + 40 + 10); // inside the hop-by-hop header
+    let plain = v6(3, 4, false);
+    let frames = vec![
+        Frame { ts_ns: T0, origlen: whole.len() as u32, data: cut },
+        Frame { ts_ns: T0 + MS, origlen: plain.len() as u32, data: plain },
+        Frame { ts_ns: T0 + 2 * MS, origlen: whole.len() as u32, data: whole },
+    ];
+    write_pcap(&file, 1, 65535, true, &frames);
+    let r = analyze_json(&file, &[]);
+    let rows = r["conversations"]["ipv6"]["rows"].as_array().unwrap();
+    let packets = |a: &str| rows.iter().find(|c| c["a"] == a).map(|c| n(&c["a_to_b"]["packets"]));
+    assert_eq!((packets("fe80::1"), packets("fe80::3")), (Some(1), Some(1)), "{rows:?}");
+    if need_tools("ipv6_with_a_cut_extension_chain_is_no_conversation", &["tshark"]) {
+        let out = run_ok(Command::new("tshark").args(["-n", "-q", "-z", "conv,ipv6", "-r"]).arg(&file));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let row = text.lines().find(|l| l.starts_with("fe80::1 ")).unwrap_or_else(|| panic!("{text}"));
+        // "fe80::1 <-> fe80::2  0 0 bytes  1 126 bytes  1 126 bytes ...": one frame in all.
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[9], "1", "tshark counts one frame: {row}");
+    }
+}
