@@ -401,8 +401,9 @@ fn xxh3(data: &[u8], secret: &[u8]) -> u64 {
 
 /// The keyed hash [`Dedup::hash`] takes when stored copies are compared,
 /// and the frame's length: of all its bytes up to 192, else of its first
-/// 128 and last 64. A frame in one part is hashed in one call (its two
-/// pieces joined on the stack); a frame in several parts hashes each
+/// 128 and last 64. A frame in one part is hashed in one call (XXH3's
+/// 129-240-byte path reading the two pieces where they lie, the value of
+/// the two joined); a frame in several parts hashes each
 /// part's piece of those ranges and folds them, as [`frame_hash`] does
 /// (the same frame comes in the same parts from the same source; joining
 /// them took more than hashing them apart).

@@ -469,14 +469,15 @@ let histGeom = null;
 let histSel = null;
 let histLoaded = 0;
 // One histogram request at a time (over a large store one takes seconds,
-// and each holds one of the server's --max-queries slots): a load asked
-// for while one is in flight runs once after it.
+// and each holds one of the server's --max-queries slots): the refresh timer
+// skips while one is in flight; a load the user asked for (sign-in) runs
+// once after it.
 let histInFlight = false;
 let histAgain = false;
 
-async function loadHistogram() {
+async function loadHistogram(byTimer = false) {
   if (histInFlight) {
-    histAgain = true;
+    if (!byTimer) histAgain = true;
     return;
   }
   histInFlight = true;
@@ -743,7 +744,7 @@ pollStatus();
 loadHistogram();
 // The stored traffic grows while recording: redraw it every 10 s then.
 setInterval(() => {
-  if (status && status.recording && status.recording.state === "running" && Date.now() - histLoaded >= 10000) loadHistogram();
+  if (status && status.recording && status.recording.state === "running" && Date.now() - histLoaded >= 10000) loadHistogram(true);
 }, 2000);
 window.addEventListener("resize", () => {
   drawLive();

@@ -403,10 +403,11 @@ async fn accept_loop(
             },
         };
         let _ = tcp.set_nodelay(true);
+        // Subscribed before the acceptor is read: a reload between the two
+        // (or during the handshake) retires this connection too.
+        let retire = state.retire_tls.subscribe();
         let acceptor = tls.read().unwrap_or_else(|e| e.into_inner()).clone();
         let (app, state) = (app.clone(), state.clone());
-        // Subscribed before the handshake: a reload during it retires this one too.
-        let retire = state.retire_tls.subscribe();
         tokio::spawn(async move {
             let _permit = permit;
             let mut peer = Peer { addr: Some(addr), ..Peer::default() };

@@ -303,12 +303,18 @@ impl Catalog {
     /// volume `vol` (0: the store directory) whose file system has `free`
     /// bytes and the file needs `need`: deletes the oldest files on that
     /// volume (other volumes keep theirs) until the freed bytes make up the
-    /// difference, or none of its files is left. Returns what was deleted;
-    /// the caller reads the free space again.
+    /// difference. Nothing is deleted when all of its files would not make
+    /// it up (other data fills the volume: it is taken out instead, and
+    /// keeps its recordings). Returns what was deleted; the caller reads
+    /// the free space again.
     pub fn make_room_on(&self, vol: u32, free: u64, need: u64) -> Result<Deleted, io::Error> {
         let mut g = self.lock();
-        let mut freed = 0u64;
         let on_vol = |e: &Entry| crate::volume::split(&e.file).is_ok_and(|(k, _)| k == vol);
+        let ours: u64 = g.entries.iter().filter(|(e, _)| on_vol(e)).map(|(_, size)| *size).sum();
+        if free.saturating_add(ours) < need {
+            return Ok(Deleted::default());
+        }
+        let mut freed = 0u64;
         self.delete_oldest(&mut g, on_vol, |size| {
             let more = free.saturating_add(freed) < need;
             freed = freed.saturating_add(size);
@@ -331,6 +337,9 @@ impl Catalog {
         let mut order: Vec<usize> = (0..g.entries.len()).filter(|&i| pick(&g.entries[i].0)).collect();
         order.sort_by_key(|&i| (g.entries[i].0.first_ns, g.entries[i].0.last_ns));
         let mut drop_set = vec![false; g.entries.len()];
+        // An unlink that fails stops the deletions; those done before it
+        // still leave the catalog (and its total), then the error is told.
+        let mut failed = None;
         for i in order {
             let (e, size) = &g.entries[i];
             if !more(*size) {
@@ -342,14 +351,17 @@ impl Catalog {
             match self.vols.unlink(&e.file) {
                 Ok(()) => {}
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                Err(err) => return Err(err),
+                Err(err) => {
+                    failed = Some(err);
+                    break;
+                }
             }
             deleted.files += 1;
             deleted.bytes = deleted.bytes.saturating_add(*size);
             drop_set[i] = true;
         }
         if deleted.files == 0 {
-            return Ok(deleted);
+            return failed.map_or(Ok(deleted), Err);
         }
         let mut i = 0;
         g.entries.retain(|_| {
@@ -363,7 +375,7 @@ impl Catalog {
         g.file = open_append(&self.dir)?;
         g.reserved = 0;
         reserve_ahead(g);
-        Ok(deleted)
+        failed.map_or(Ok(deleted), Err)
     }
 
     pub fn path(&self) -> &Path {
@@ -780,6 +792,27 @@ mod tests {
         assert_eq!(again.usage(), 3000);
         let stop = Budget { max_bytes: 3500, on_full: OnFull::Stop };
         assert!(again.make_room(&stop, 1000).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_volume_deletes_its_oldest_only_when_that_makes_room() {
+        let dir = tmp("vol-room");
+        let c = Catalog::open(&dir).unwrap();
+        for n in [3, 1, 2, 4] {
+            c.append(&entry(n, &dir)).unwrap();
+        }
+        // All four files and the free space would not hold the next file:
+        // nothing is deleted (the volume is taken out instead).
+        assert_eq!(c.make_room_on(0, 500, 10_000).unwrap(), Deleted::default());
+        assert_eq!(c.len(), 4);
+        // Two of them make the room.
+        assert_eq!(c.make_room_on(0, 500, 2000).unwrap(), Deleted { files: 2, bytes: 2000 });
+        let firsts: Vec<u64> = read(&dir).unwrap().0.iter().map(|e| e.first_ns).collect();
+        assert_eq!(firsts, vec![3, 4]);
+        // Another volume's files are not this one's.
+        assert_eq!(c.make_room_on(1, 0, 1).unwrap(), Deleted::default());
+        assert_eq!(c.usage(), 2000);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -865,6 +865,8 @@ fn rtp_delta_and_jitter_columns_equal_tsharks() {
     }
     let dir = TempDir::new("analyze-rtp");
     let file = dir.join("rtp.pcap");
+    let version = run_ok(Command::new("tshark").arg("--version"));
+    let tshark_is_4_0 = String::from_utf8_lossy(&version.stdout).contains("TShark (Wireshark) 4.0.");
     let packet = |pt: u8, marker: bool, seq: u16, ts: u32, ssrc: u32, port: u16| {
         let mut p = vec![0x80, pt | if marker { 0x80 } else { 0 }];
         p.extend_from_slice(&seq.to_be_bytes());
@@ -892,8 +894,12 @@ fn rtp_delta_and_jitter_columns_equal_tsharks() {
         add(0, false, t + (i * 3 % 4) * 900_000, ts);
         (t, ts) = (t + 20 * MS, ts + 160);
     }
-    add(0, false, t, ts - 800); // its timestamp 100 ms back
-    (t, ts) = (t + 20 * MS, ts + 160);
+    // A timestamp 100 ms back: tshark 4.0 (Debian 12's, which analyze
+    // follows) counts it, later versions leave it out (DESIGN.md).
+    if tshark_is_4_0 {
+        add(0, false, t, ts - 800);
+        (t, ts) = (t + 20 * MS, ts + 160);
+    }
     for _ in 0..5 {
         add(0, false, t, ts);
         (t, ts) = (t + 20 * MS, ts + 160);

@@ -419,7 +419,8 @@ impl Report {
         });
         json!({
             "version": 1,
-            "dir": p.cfg.dir.display().to_string(),
+            // Absolute: record compares its file system with the store's.
+            "dir": std::fs::canonicalize(&p.cfg.dir).unwrap_or_else(|_| p.cfg.dir.clone()).display().to_string(),
             "mode": if out.direct { "direct" } else { "buffered" },
             "direct_refused": p.cfg.mode == Mode::Direct && !out.direct,
             "memory_fs": wv_sys::fs::memory_fs(&p.cfg.dir).ok().flatten(),

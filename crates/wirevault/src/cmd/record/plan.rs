@@ -245,7 +245,9 @@ fn outputs_given(argv: &[String]) -> Vec<&str> {
         let v = match a.as_str() {
             "--" => break,
             "-o" | "--output" => it.next().map(String::as_str),
-            _ => a.strip_prefix("--output=").or_else(|| a.strip_prefix("-o").filter(|v| !v.is_empty())),
+            _ => a
+                .strip_prefix("--output=")
+                .or_else(|| a.strip_prefix("-o").map(|v| v.strip_prefix('=').unwrap_or(v)).filter(|v| !v.is_empty())),
         };
         if let Some(v) = v.filter(|v| !found.contains(v)) {
             found.push(v);
@@ -583,7 +585,9 @@ fn disk_bench_buffer(store: &Path) -> anyhow::Result<Option<Result<u64, String>>
         )));
     };
     let dev = |p: &Path| std::fs::metadata(p).ok().map(|m| std::os::unix::fs::MetadataExt::dev(&m));
-    let measured = v["dir"].as_str().map(PathBuf::from);
+    // A relative directory (an older disk-bench wrote it as given) is taken
+    // from the store, where the file is kept.
+    let measured = v["dir"].as_str().map(|d| store.join(d));
     let ignored = |why: String| {
         Ok(Some(Err(format!(
             "wirevault: warning: {} {why}: its buffer is not used, the default is; run disk-bench on the store's volume for {DISK_BENCH_MIN_S} s or more, or give --buffer",
@@ -711,6 +715,7 @@ mod tests {
         assert_eq!(outputs_given(&argv("wirevault record -o /a -i eth0 --output /a")), ["/a"]);
         assert_eq!(outputs_given(&argv("wirevault record -o /a --output=/b")), ["/a", "/b"]);
         assert_eq!(outputs_given(&argv("wirevault record -o/a -o /b")), ["/a", "/b"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o /a -o=/a")), ["/a"]);
         assert_eq!(outputs_given(&argv("wirevault record -o /a -- -o /b")), ["/a"]);
         assert!(outputs_given(&argv("wirevault query -o /a -o /b")).is_empty());
     }
