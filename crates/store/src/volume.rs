@@ -51,7 +51,7 @@ struct Marker {
 /// Why volumes could not be registered.
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
-    #[error("volume {}: {source}", path.display())]
+    #[error("volume {}: {source}; check that it is mounted, readable, and writable for a recording", path.display())]
     Io { path: PathBuf, source: io::Error },
     #[error("volume {}: it belongs to another wirevault store (its {MARKER} names another store); give a new or empty directory", path.display())]
     Foreign { path: PathBuf },
@@ -61,6 +61,8 @@ pub enum VolumeError {
     Overlaps { path: PathBuf },
     #[error("volume {}: registered as volume @{id} but its {MARKER} says otherwise (a swapped disk?); mount the right disk there", path.display())]
     Swapped { path: PathBuf, id: u32 },
+    #[error("volume {}: registered as volume @{id} but its {MARKER} is not there (the disk not mounted?); mount it there, its files are unreadable until then", path.display())]
+    Unmounted { path: PathBuf, id: u32 },
     #[error("{REGISTRY} of the store is damaged ({why}); fix or remove it")]
     Damaged { why: String },
 }
@@ -124,7 +126,8 @@ fn open_volume(reg: &Registry, v: &Registered) -> Result<Dir, VolumeError> {
     let dir = Dir::open(&v.path).map_err(|e| VolumeError::Io { path: v.path.clone(), source: e })?;
     match read_marker(&dir).map_err(|e| VolumeError::Io { path: dir.display(MARKER), source: e })? {
         Some(m) if m.store_id == reg.store_id && m.id == v.id => Ok(dir),
-        _ => Err(VolumeError::Swapped { path: v.path.clone(), id: v.id }),
+        Some(_) => Err(VolumeError::Swapped { path: v.path.clone(), id: v.id }),
+        None => Err(VolumeError::Unmounted { path: v.path.clone(), id: v.id }),
     }
 }
 
@@ -304,7 +307,8 @@ pub fn register(store: &Path, paths: &[PathBuf]) -> Result<Vec<u32>, VolumeError
         let known = reg.volumes.iter().find(|v| v.path == c).cloned();
         let id = match (known, marker) {
             (Some(v), Some(m)) if m.store_id == reg.store_id && m.id == v.id => v.id,
-            (Some(v), _) => return Err(VolumeError::Swapped { path: p.clone(), id: v.id }),
+            (Some(v), Some(_)) => return Err(VolumeError::Swapped { path: p.clone(), id: v.id }),
+            (Some(v), None) => return Err(VolumeError::Unmounted { path: p.clone(), id: v.id }),
             (None, Some(m)) if m.store_id != reg.store_id => return Err(VolumeError::Foreign { path: p.clone() }),
             // Ours, but registered under another path (moved mount point): follow it.
             (None, Some(m)) => {
@@ -480,10 +484,16 @@ mod tests {
         std::fs::create_dir_all(t.join("c")).unwrap();
         std::fs::write(t.join("c/keep"), b"").unwrap();
         assert!(matches!(register(&store, &[t.join("c")]), Err(VolumeError::NotEmpty { .. })));
-        // A swapped disk: the marker no longer matches.
+        // A disk not mounted: the marker is gone.
+        let marker = std::fs::read(a.join(MARKER)).unwrap();
         std::fs::remove_file(a.join(MARKER)).unwrap();
         let v = Volumes::open(&store).unwrap();
         assert_eq!(v.warnings().len(), 1);
+        assert!(v.warnings()[0].contains("not mounted"), "{:?}", v.warnings());
+        assert!(matches!(register(&store, std::slice::from_ref(&a)), Err(VolumeError::Unmounted { id: 1, .. })));
+        // A swapped disk: the marker names another volume.
+        let other_id = String::from_utf8(marker).unwrap().replace("\"id\":1", "\"id\":7");
+        std::fs::write(a.join(MARKER), other_id).unwrap();
         assert!(matches!(register(&store, std::slice::from_ref(&a)), Err(VolumeError::Swapped { id: 1, .. })));
         std::fs::remove_dir_all(&t).unwrap();
     }
