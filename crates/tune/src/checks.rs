@@ -721,12 +721,22 @@ fn store_space(f: &Facts, s: &Store) -> Finding {
                 0 => String::new(),
                 o => format!(" with the {} free on its other volumes", size(o)),
             };
+            // A budget record would refuse is no fix.
+            let fix = if fits < f.inputs.min_budget {
+                format!(
+                    "free space on the volume: what fits ({}) is less than the {} record needs with its --file-size and workers (or record with a smaller --file-size)",
+                    size(fits),
+                    size(f.inputs.min_budget)
+                )
+            } else {
+                format!("--max-size {}M (95% of what fits), or free space on the volume", fits >> 20)
+            };
             Finding::with(
                 C,
                 State::Bad,
                 format!("{found}; --max-size {} is more than the volume can hold{other}", size(b)),
                 R_SPACE,
-                format!("--max-size {}M (95% of what fits), or free space on the volume", fits >> 20),
+                fix,
             )
         }
     }
@@ -925,6 +935,11 @@ mod tests {
         let sp = get(&v, "store-space");
         assert_eq!(sp.state, State::Bad);
         assert_eq!(sp.fix.as_deref(), Some("--max-size 145920M (95% of what fits), or free space on the volume"));
+        // What fits is less than record's smallest budget: no --max-size to give.
+        let mut small = with_store("ext4", &["rw"], Some((150 << 30) + 1));
+        small.inputs.min_budget = 200 << 30;
+        let sp = get(&run(&small), "store-space").clone();
+        assert!(sp.fix.as_deref().is_some_and(|f| f.starts_with("free space on the volume: what fits")), "{sp:?}");
         assert_eq!(get(&run(&with_store("ext4", &["rw", "sync"], None)), "store-mount").state, State::Bad);
         assert_eq!(get(&run(&with_store("ext4", &["rw"], None)), "store-discard").state, State::Ok);
         let d = get(&run(&with_store("ext4", &["rw", "relatime", "discard"], None)), "store-discard").clone();

@@ -24,6 +24,9 @@ pub struct Inputs {
     /// Free bytes of the store's other volumes (`record --volume`), each
     /// file system once and none the store's own: the budget may use them.
     pub other_free: u64,
+    /// The smallest `--max-size` record takes with its file size and
+    /// streams (0: not known).
+    pub min_budget: u64,
 }
 
 /// A NIC setting read through ethtool: `Ok(None)` when the driver does not report it.

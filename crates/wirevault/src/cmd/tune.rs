@@ -81,7 +81,18 @@ fn inputs(a: &Args) -> anyhow::Result<Inputs> {
         }
         _ => None,
     };
-    Ok(Inputs { interface: Some(a.interface.clone()), store: a.store.clone(), cpus, buffer, budget, other_free: 0 })
+    // record's defaults: one stream of 1 GiB files.
+    let file_size = parse_size(super::record::defaults::FILE_SIZE).unwrap_or(1 << 30);
+    let min_budget = super::record::min_budget(file_size, 1);
+    Ok(Inputs {
+        interface: Some(a.interface.clone()),
+        store: a.store.clone(),
+        cpus,
+        buffer,
+        budget,
+        other_free: 0,
+        min_budget,
+    })
 }
 
 fn judge(inputs: &Inputs, only: &[String]) -> anyhow::Result<(wv_tune::Facts, Vec<Finding>)> {

@@ -19,5 +19,5 @@ mod store;
 pub use args::Args;
 pub use plan::defaults::buffer as default_buffer;
 /// The recorder's defaults and writer tunings, which `disk-bench` measures with.
-pub use plan::{buffer_fits, cpus_available, defaults, volumes_size, Tuning};
+pub use plan::{buffer_fits, cpus_available, defaults, min_budget, volumes_size, Tuning};
 pub use run::run;

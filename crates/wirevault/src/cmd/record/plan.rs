@@ -474,7 +474,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             } else {
                 size("--max-size", m)?
             };
-            let need = reserve(file_size, a.workers) + file_size;
+            let need = min_budget(file_size, a.workers);
             if max_bytes < need {
                 return Err(usage(format!(
                     "--max-size {m} ({max_bytes} bytes) is too small for {} stream(s) of --file-size {}: it needs at least {need} bytes",
@@ -692,6 +692,12 @@ fn check_stats_file(sf: &Path, store: &Path) -> anyhow::Result<()> {
         }
         Err(e) => Err(usage(format!("--stats-file {shown}: cannot write there ({e}); choose a writable directory"))),
     }
+}
+
+/// The smallest `--max-size` for `streams` streams of `file_size` files:
+/// the files being written and one closed file.
+pub fn min_budget(file_size: u64, streams: usize) -> u64 {
+    reserve(file_size, streams) + file_size
 }
 
 /// Bytes the store may hold besides its catalog when a file opens: per

@@ -91,6 +91,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             cpus: p.cpus.clone(),
             buffer: p.stream.arena_per_worker * p.workers as u64,
             budget: p.budget.map(|b| b.max_bytes),
+            min_budget: plan::min_budget(p.stream.file_size, p.workers),
             other_free: if p.volumes.is_empty() {
                 0
             } else {
