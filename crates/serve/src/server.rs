@@ -3,7 +3,7 @@
 //! of its own, apart from capture. Connections are served by hyper (HTTP/1.1,
 //! through rustls when TLS is on) with a header timeout, so a slow client
 //! holds nothing but its own connection; at most [`MAX_CONNECTIONS`] are
-//! open at once.
+//! open at once, at most [`MAX_PER_ADDRESS`] of them from one client address.
 
 use crate::auth::{Peer, Tokens};
 use crate::metrics::ApiMetrics;
@@ -22,6 +22,75 @@ use tokio::sync::Semaphore;
 
 /// Connections served at once; more wait in the kernel's backlog.
 pub const MAX_CONNECTIONS: usize = 512;
+
+/// Connections one client address (an IPv6 /64) may hold at once, so that
+/// one client, idle or slow, cannot take every slot: a connection past it
+/// is answered 503 with `Retry-After` (plain HTTP) or closed (TLS, before
+/// any handshake) at once.
+pub const MAX_PER_ADDRESS: usize = 64;
+
+/// Open connections per client address.
+#[derive(Default)]
+struct PerAddress(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+/// One connection's place in [`PerAddress`], given back when dropped.
+struct AddressSlot(Arc<PerAddress>, std::net::IpAddr);
+
+impl PerAddress {
+    /// The address a client is counted under: IPv4 (also mapped into
+    /// IPv6) as it is, IPv6 by its /64 (one host holds a whole one).
+    fn key(addr: std::net::IpAddr) -> std::net::IpAddr {
+        match addr {
+            std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => v4.into(),
+                None => std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1)).into(),
+            },
+            v4 => v4,
+        }
+    }
+
+    /// A slot for a new connection from `addr`; `None` when it holds
+    /// [`MAX_PER_ADDRESS`] already.
+    fn take(self: &Arc<Self>, addr: std::net::IpAddr) -> Option<AddressSlot> {
+        let key = Self::key(addr);
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(key).or_insert(0);
+        if *n >= MAX_PER_ADDRESS {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot(self.clone(), key))
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut m = self.0 .0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.1);
+            }
+        }
+    }
+}
+
+/// Answers a plain-HTTP connection past [`MAX_PER_ADDRESS`] with a 503
+/// before closing it (a client sees why, and when to retry).
+async fn refuse_busy(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let body = format!("{{\"error\":\"this client address has {MAX_PER_ADDRESS} connections open already; close one or retry later\"}}\n");
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = tcp.write_all(head.as_bytes()).await;
+        let _ = tcp.write_all(body.as_bytes()).await;
+        let _ = tcp.shutdown().await;
+    })
+    .await;
+}
 
 /// Why the server could not start or reload, as one sentence.
 #[derive(thiserror::Error, Debug)]
@@ -385,6 +454,8 @@ async fn accept_loop(
 ) {
     let app = router(state.clone());
     let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let per_address = Arc::new(PerAddress::default());
+    let mut refused_logged: Option<Instant> = None;
     loop {
         let permit = tokio::select! {
             _ = &mut shutdown => return,
@@ -403,13 +474,28 @@ async fn accept_loop(
             },
         };
         let _ = tcp.set_nodelay(true);
+        let Some(slot) = per_address.take(addr.ip()) else {
+            drop(permit);
+            // Said at most every 10 s: a flood would fill the log otherwise.
+            if refused_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                refused_logged = Some(Instant::now());
+                (state.cfg.log)(&format!(
+                    "api: {} holds {MAX_PER_ADDRESS} connections already: more from it are refused (503) until it closes some",
+                    addr.ip()
+                ));
+            }
+            if tls.read().unwrap_or_else(|e| e.into_inner()).is_none() {
+                tokio::spawn(refuse_busy(tcp));
+            }
+            continue;
+        };
         // Subscribed before the acceptor is read: a reload between the two
         // (or during the handshake) retires this connection too.
         let retire = state.retire_tls.subscribe();
         let acceptor = tls.read().unwrap_or_else(|e| e.into_inner()).clone();
         let (app, state) = (app.clone(), state.clone());
         tokio::spawn(async move {
-            let _permit = permit;
+            let (_permit, _slot) = (permit, slot);
             let mut peer = Peer { addr: Some(addr), ..Peer::default() };
             match acceptor {
                 None => serve(TokioIo::new(tcp), app, peer, None).await,

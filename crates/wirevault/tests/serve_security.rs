@@ -522,3 +522,44 @@ print(ask(), flush=True)
     let alice = http.with(&["--cert", s(&p.alice.0), "--key", s(&p.alice.1)]);
     assert_eq!(alice.get("/api/v1/status", &[]).status, 200);
 }
+
+/// One client address cannot take every connection slot: 100 idle
+/// connections from 127.0.0.1 hold 64, the others are answered 503 with
+/// Retry-After at once; a client from another address is served meanwhile;
+/// once the idle ones close, 127.0.0.1 is served again. (Before, 512 idle
+/// connections from anyone locked every other client out until they timed
+/// out, with no token or certificate needed on a TLS server.)
+#[test]
+fn one_address_cannot_take_every_connection() {
+    if !need_tools("one_address_cannot_take_every_connection", &["curl"]) {
+        return;
+    }
+    use std::io::Read;
+    let tmp = TempDir::new("serve-per-address");
+    let store = small_store(&tmp);
+    let served = Served::start(&store, tmp.path(), &[]);
+    let mut idle: Vec<std::net::TcpStream> =
+        (0..100).map(|_| std::net::TcpStream::connect(&served.addr).expect("connect")).collect();
+    let last = idle.last_mut().unwrap();
+    last.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let mut answer = String::new();
+    let _ = last.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("Retry-After"), "{answer:?}");
+    let code = |from: &str| {
+        let url = format!("http://{}/api/v1/status", served.addr);
+        let o = std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "5", "--interface", from, &url])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    assert_eq!(code("127.0.0.2"), "200", "another address is served:\n{}", served.log());
+    assert_eq!(code("127.0.0.1"), "503", "{}", served.log());
+    assert!(served.log().contains("127.0.0.1 holds 64 connections already"), "{}", served.log());
+    drop(idle);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while code("127.0.0.1") != "200" {
+        assert!(std::time::Instant::now() < deadline, "127.0.0.1 not served again:\n{}", served.log());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
