@@ -134,6 +134,7 @@ pub const CHECKS: &[&str] = &[
     "store",
     "store-fs",
     "store-mount",
+    "store-discard",
     "store-scheduler",
     "store-space",
 ];
