@@ -321,7 +321,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         plot::draw(path, &chart).map_err(|e| fail(exit::ERROR, e.to_string()))?;
     }
     if p.json {
-        let line = report.json(&p, &out).to_string();
+        let line = report.json(&p, &out, memory).to_string();
         use std::io::Write as _;
         let mut o = std::io::stdout().lock();
         if writeln!(o, "{line}").and_then(|_| o.flush()).is_err() {
@@ -401,7 +401,8 @@ impl Report {
         Report { per_file, summary, overall, worst_1s, worst_10s, rate }
     }
 
-    fn json(&self, p: &Plan, out: &Outcome) -> Value {
+    /// The JSON report; `memory` names the memory file system the run was on.
+    fn json(&self, p: &Plan, out: &Outcome, memory: Option<&str>) -> Value {
         let s = &self.summary;
         let rate = self.rate.as_ref().map(|v| {
             json!({
@@ -423,7 +424,7 @@ impl Report {
             "dir": std::fs::canonicalize(&p.cfg.dir).unwrap_or_else(|_| p.cfg.dir.clone()).display().to_string(),
             "mode": if out.direct { "direct" } else { "buffered" },
             "direct_refused": p.cfg.mode == Mode::Direct && !out.direct,
-            "memory_fs": wv_sys::fs::memory_fs(&p.cfg.dir).ok().flatten(),
+            "memory_fs": memory,
             "block_size": p.cfg.block_size,
             "queue_depth": p.cfg.depth,
             "files": p.cfg.files,
