@@ -71,8 +71,8 @@ pub enum QueryError {
     CatalogNotRegular { path: PathBuf },
     #[error("refusing to write {}: it is inside the store {} or is one of its stored files; write the output elsewhere", out.display(), store.display())]
     OutputInStore { out: PathBuf, store: PathBuf },
-    #[error("the query was cancelled")]
-    Cancelled,
+    #[error("the query was cancelled after opening {opened} of its {files} files")]
+    Cancelled { opened: usize, files: usize },
 }
 
 impl Report {
@@ -235,7 +235,8 @@ impl Prepared {
         with().map(|e| e.first_ns).min().zip(with().map(|e| e.last_ns).max())
     }
 
-    /// Stops the query, with [`QueryError::Cancelled`], before it opens
+    /// Stops the query, with [`QueryError::Cancelled`] (which says how far
+    /// it got), before it opens
     /// another file once `flag` is set (a server whose client went away).
     pub fn cancel_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         self.cancel = Some(flag);
@@ -556,7 +557,7 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
         // Open every file that may start before the earliest head.
         while next < files.len() && heap.peek().is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts) {
             if p.cancelled() {
-                return Err(QueryError::Cancelled);
+                return Err(QueryError::Cancelled { opened: next, files: files.len() });
             }
             let (_, e) = files[next];
             next += 1;

@@ -22,8 +22,9 @@ pub(crate) enum ApiError {
     /// The store cannot be read now (503, without Retry-After).
     Unavailable(String),
     Internal(String),
-    /// The client went away before the answer started.
-    Gone,
+    /// The client went away before the answer started (with how far the
+    /// query got, when it was stopped).
+    Gone(String),
 }
 
 impl ApiError {
@@ -32,8 +33,16 @@ impl ApiError {
         use wv_query::QueryError as Q;
         match e {
             Q::BadExpression { .. } | Q::MixedLinktypes { .. } => ApiError::BadRequest(e.to_string()),
-            Q::Cancelled => ApiError::Gone,
+            Q::Cancelled { .. } => ApiError::gone(&e),
             other => ApiError::Internal(other.to_string()),
+        }
+    }
+
+    /// The client went away; `e` (a cancelled query) says how far it got.
+    pub fn gone(e: &wv_query::QueryError) -> ApiError {
+        match e {
+            wv_query::QueryError::Cancelled { .. } => ApiError::Gone(format!(" ({e})")),
+            _ => ApiError::Gone(String::new()),
         }
     }
 
@@ -44,7 +53,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Busy(_) | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Gone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+            ApiError::Gone(_) => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
         }
     }
 }
@@ -58,7 +67,7 @@ impl std::fmt::Display for ApiError {
             | ApiError::Busy(s)
             | ApiError::Unavailable(s)
             | ApiError::Internal(s) => f.write_str(s),
-            ApiError::Gone => f.write_str("the client went away"),
+            ApiError::Gone(how) => write!(f, "the client went away{how}"),
         }
     }
 }

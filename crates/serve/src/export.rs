@@ -239,7 +239,9 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
     };
     match wv_query::run(p, wv_query::Sink::Packets(&mut each)) {
         Ok(_) => {}
-        Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled) => return Err(ApiError::Gone),
+        Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled { .. }) => {
+            return Err(ApiError::gone(&e));
+        }
         Err(wv_query::QueryError::Output(_)) if mixed.is_some() => {
             let (first, other) = mixed.unwrap_or_default();
             return Err(ApiError::from_query(wv_query::QueryError::MixedLinktypes { first, other }));
@@ -267,7 +269,10 @@ pub(crate) fn export(
     body: mpsc::Sender<io::Result<Bytes>>,
 ) -> Exported {
     let failed = |ready: oneshot::Sender<Result<Head, ApiError>>, e: ApiError| {
-        let outcome = format!("refused: {e}");
+        let outcome = match e {
+            ApiError::Gone(_) => e.to_string(),
+            _ => format!("refused: {e}"),
+        };
         let _ = ready.send(Err(e));
         Exported { bytes: 0, packets: None, outcome }
     };
@@ -356,8 +361,8 @@ pub(crate) fn export(
             let outcome = format!("given up: the client took no data for {secs} s (--send-timeout)");
             Exported { bytes: sent, packets: None, outcome }
         }
-        Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled) => {
-            Exported { bytes: sent, packets: None, outcome: "client went away".into() }
+        Err(e) if e.is_broken_pipe() || matches!(e, wv_query::QueryError::Cancelled { .. }) => {
+            Exported { bytes: sent, packets: None, outcome: ApiError::gone(&e).to_string() }
         }
         Err(e) => {
             // Headers are out: the stream is cut without its last chunk,

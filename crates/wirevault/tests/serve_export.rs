@@ -329,11 +329,6 @@ fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
         "-q",
     ])
     .expect(0, "record");
-    // A filter the index cannot narrow and no packet matches.
-    let filter = "ether[40:4] = 0x12345678";
-    let t = Instant::now();
-    run_wirevault(&["query", store.to_str().unwrap(), "--count", filter]).expect(0, "count");
-    let full = t.elapsed();
     let served = Served::start(&store, tmp.path(), &["--max-queries", "1"]);
     let http = Http::new(&format!("http://{}", served.addr));
     let ask = |path: &str| {
@@ -341,10 +336,10 @@ fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
         c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).unwrap();
         c
     };
+    // A filter the index cannot narrow and no packet matches.
     let q = "/api/v1/query?limit=10&filter=ether%5B40%3A4%5D%20%3D%200x12345678";
     let c = ask(q);
     std::thread::sleep(Duration::from_millis(200));
-    let left = Instant::now();
     drop(c);
     let deadline = Instant::now() + Duration::from_secs(120);
     let ended = |log: &str| log.lines().any(|l| l.contains("api: query ") && l.contains("client went away"));
@@ -352,11 +347,13 @@ fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
         assert!(Instant::now() < deadline, "the query did not end:\n{}", served.log());
         std::thread::sleep(Duration::from_millis(10));
     }
-    let ran_on = left.elapsed();
-    assert!(
-        ran_on < Duration::from_secs(1) && ran_on * 3 < full,
-        "the scan ran on for {ran_on:?} after the client left (a full scan by the CLI: {full:?})"
-    );
+    // How far the scan got, not how long it ran on: the query thread runs
+    // at a lowered priority, and on a busy machine it and the clock say
+    // little about each other. A cancel not seen would read every file.
+    let log = served.log();
+    let line = log.lines().find(|l| ended(l)).unwrap_or_default();
+    let (opened, files) = opened_of(line).unwrap_or_else(|| panic!("the query did not stop early: {line}"));
+    assert!(files >= 40 && opened * 2 < files, "the scan went on after the client left: {line}");
     let deadline = Instant::now() + Duration::from_secs(5);
     while !served.log().contains(&format!("\"GET {q}\" 499")) {
         assert!(Instant::now() < deadline, "the request is not logged:\n{}", served.log());
@@ -365,4 +362,13 @@ fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
     let m = http.get("/metrics", &[]).text();
     assert!(m.contains("wirevault_http_requests_total{code=\"499\"} 1"), "{m}");
     assert_no_panic(&served.log(), "serve");
+}
+
+/// "... after opening N of its M files" in a log line: (N, M).
+fn opened_of(line: &str) -> Option<(u64, u64)> {
+    let rest = &line[line.find("after opening ")? + "after opening ".len()..];
+    let mut words = rest.split(' ');
+    let opened = words.next()?.parse().ok()?;
+    let files = words.nth(2)?.parse().ok()?;
+    Some((opened, files))
 }

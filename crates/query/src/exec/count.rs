@@ -46,7 +46,7 @@ pub(super) fn count_files(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((_, e)) = files.get(i) else { break };
                     let r = if p.cancelled() {
-                        Err(QueryError::Cancelled)
+                        Err(QueryError::Cancelled { opened: i, files: files.len() })
                     } else {
                         count_one(p, e, (from, to), &mut filters)
                     };
