@@ -320,6 +320,12 @@ fn a_second_output_directory_is_refused() {
     o.expect(2, "two stores");
     assert!(o.stderr.contains("-o is given twice") && o.stderr.contains("--volume"), "{}", o.stderr);
     assert!(!a.exists() && !b.exists(), "a store was created");
+    // Combined short flags (`-qoDIR`) are the same second -o.
+    let qo = format!("-qo{}", b.display());
+    let o = run_wirevault(&["record", "--synthetic", "count=10", "-o", a.to_str().unwrap(), &qo]);
+    o.expect(2, "two stores, the second in -qo");
+    assert!(o.stderr.contains("-o is given twice"), "{}", o.stderr);
+    assert!(!a.exists() && !b.exists(), "a store was created");
     // The same directory twice is one store.
     let o = run_wirevault(&[
         "record",

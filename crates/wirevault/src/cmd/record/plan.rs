@@ -234,22 +234,23 @@ pub fn volumes_space(dirs: &[&Path]) -> anyhow::Result<(u64, u64)> {
     Ok((free, total))
 }
 
-/// The different store directories `record`'s command line gives with
-/// `-o`/`--output` (clap keeps the last of them: a second `-o` would
-/// silently win, where n2disk users mean another disk).
-fn outputs_given(argv: &[String]) -> Vec<&str> {
-    let Some(start) = argv.iter().position(|a| a == "record") else { return Vec::new() };
-    let mut found: Vec<&str> = Vec::new();
-    let mut it = argv[start + 1..].iter();
-    while let Some(a) = it.next() {
-        let v = match a.as_str() {
-            "--" => break,
-            "-o" | "--output" => it.next().map(String::as_str),
-            _ => a
-                .strip_prefix("--output=")
-                .or_else(|| a.strip_prefix("-o").map(|v| v.strip_prefix('=').unwrap_or(v)).filter(|v| !v.is_empty())),
-        };
-        if let Some(v) = v.filter(|v| !found.contains(v)) {
+/// Every different `-o` the command line gives, in order, as clap's own
+/// tokenizer reads them (`-o DIR`, `-oDIR`, `-o=DIR`, `--output[=]DIR`,
+/// combined short flags such as `-qoDIR`; nothing after `--`). The parse
+/// that `record` runs on keeps only the last one (`args_override_self`, for
+/// `--config`), so a second store would be taken without a word.
+fn outputs_given(argv: &[String]) -> Vec<String> {
+    use clap::CommandFactory;
+    let cmd = crate::Cli::command().ignore_errors(true).mut_subcommand("record", |s| {
+        s.args_override_self(false).mut_arg("store", |a| a.action(clap::ArgAction::Append))
+    });
+    let Ok(m) = cmd.try_get_matches_from(argv) else { return Vec::new() };
+    let Some(given) = m.subcommand_matches("record").and_then(|r| r.get_many::<std::path::PathBuf>("store")) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = Vec::new();
+    for v in given.map(|p| p.display().to_string()) {
+        if !found.contains(&v) {
             found.push(v);
         }
     }
@@ -293,7 +294,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         return Err(usage("record needs a store directory: -o DIR".into()));
     };
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
-    if let [first, second, ..] = outputs_given(&argv)[..] {
+    if let [first, second, ..] = &outputs_given(&argv)[..] {
         return Err(usage(format!(
             "-o is given twice ({first} and {second}): a store is one directory; give each more disk with --volume DIR"
         )));
@@ -723,6 +724,10 @@ mod tests {
         assert_eq!(outputs_given(&argv("wirevault record -o/a -o /b")), ["/a", "/b"]);
         assert_eq!(outputs_given(&argv("wirevault record -o /a -o=/a")), ["/a"]);
         assert_eq!(outputs_given(&argv("wirevault record -o /a -- -o /b")), ["/a"]);
+        assert_eq!(outputs_given(&argv("wirevault record -qo/b -o /a")), ["/b", "/a"]);
+        assert_eq!(outputs_given(&argv("wirevault --log-level debug record -qo /b --output /a")), ["/b", "/a"]);
+        // A value that looks like the flag is another option's value.
+        assert_eq!(outputs_given(&argv("wirevault record -w -o -o /a")), ["/a"]);
         assert!(outputs_given(&argv("wirevault query -o /a -o /b")).is_empty());
     }
 
