@@ -250,7 +250,10 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             stop.store(true, Ordering::Relaxed);
         }
         if status.due() || all_done {
-            let streams = Snapshot::each(&counts, &writer_shared);
+            let mut streams = Snapshot::each(&counts, &writer_shared);
+            if !all_done {
+                streams = streams.into_iter().map(Snapshot::published_only).collect();
+            }
             let total = Snapshot::sum(&streams);
             let rates = status.report(&total, all_done);
             if server.is_some() {

@@ -165,6 +165,14 @@ impl Snapshot {
     }
 
     pub fn take(sc: &[Arc<SharedCounts>], ws: &[Arc<WriterShared>]) -> Snapshot {
+        // The writers' counters first: the capture counters read after them
+        // are the later of the two (see `published_only`).
+        let sum = |f: fn(&WriterShared) -> u64| ws.iter().map(|w| f(w)).sum::<u64>();
+        let (written, write_error, budget) = (
+            sum(|w| w.written_packets.load(Ordering::Acquire)),
+            sum(|w| w.dropped_write_error.load(Ordering::Acquire)),
+            sum(|w| w.dropped_budget.load(Ordering::Acquire)),
+        );
         let mut counts = Counts::default();
         let mut fill: f64 = 0.0;
         let mut stamps = Vec::with_capacity(sc.len());
@@ -174,13 +182,12 @@ impl Snapshot {
             counts += c;
             fill = fill.max(f);
         }
-        let sum = |f: fn(&WriterShared) -> u64| ws.iter().map(|w| f(w)).sum::<u64>();
         Snapshot {
             counts,
             arena_fill: fill,
-            written: sum(|w| w.written_packets.load(Ordering::Relaxed)),
-            write_error: sum(|w| w.dropped_write_error.load(Ordering::Relaxed)),
-            budget: sum(|w| w.dropped_budget.load(Ordering::Relaxed)),
+            written,
+            write_error,
+            budget,
             disk_bytes: sum(|w| w.disk_bytes.load(Ordering::Relaxed)),
             spilled_bytes: sum(|w| w.spilled_bytes.load(Ordering::Relaxed)),
             file_bytes: sum(|w| w.file_bytes.load(Ordering::Relaxed)),
@@ -192,6 +199,22 @@ impl Snapshot {
             stamps,
             in_flight_max: ws.iter().map(|w| w.writes_in_flight_max.load(Ordering::Relaxed)).max().unwrap_or(0),
         }
+    }
+
+    /// A stream's snapshot taken while it records, as of its capture
+    /// thread's last publication: that thread publishes its counters every
+    /// few batches, while its writer counts each packet it writes, so the
+    /// writer can be a few batches ahead and the packets it wrote more than
+    /// the packets captured (`written` above `received`). What the writer
+    /// did beyond the capture thread's figures is left for the next
+    /// snapshot. The final snapshot, taken when both have finished, is
+    /// exact and not clamped.
+    pub fn published_only(mut self) -> Snapshot {
+        let stored = self.counts.stored;
+        self.write_error = self.write_error.min(stored);
+        self.budget = self.budget.min(stored - self.write_error);
+        self.written = self.written.min(stored - self.write_error - self.budget);
+        self
     }
 
     /// Each stream's own snapshot.
@@ -496,5 +519,30 @@ impl Status {
                 snap.counts.dropped_timestamp_range
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(stored: u64, written: u64, write_error: u64, budget: u64) -> Snapshot {
+        let counts = Counts { delivered: stored, stored, ..Counts::default() };
+        let s = Snapshot::sum(&[]);
+        Snapshot { counts, written, write_error, budget, ..s }
+    }
+
+    #[test]
+    fn a_writer_ahead_of_the_capture_counters_is_shown_as_of_them() {
+        // The writer wrote 12 packets; the capture thread last published 10.
+        let s = snapshot(10, 12, 0, 0).published_only();
+        assert_eq!((s.received(), s.written), (10, 10));
+        assert!(s.balanced());
+        let s = snapshot(10, 7, 2, 3).published_only();
+        assert_eq!((s.written, s.write_error, s.budget), (5, 2, 3));
+        // Behind is as it is: the rest is pending.
+        let s = snapshot(10, 4, 1, 0).published_only();
+        assert_eq!((s.written, s.write_error, s.budget), (4, 1, 0));
+        assert_eq!(s.counters(false).pending, 5);
     }
 }
