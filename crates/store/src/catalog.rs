@@ -188,6 +188,10 @@ impl LiveBudget {
 pub struct Deleted {
     pub files: u64,
     pub bytes: u64,
+    /// Of them, files this catalog appended (the running recording's own),
+    /// and the newest packet those held (0: none).
+    pub own_files: u64,
+    pub own_last_ns: u64,
 }
 
 struct Inner {
@@ -199,6 +203,8 @@ struct Inner {
     total: u64,
     /// Bytes of closed files not cataloged yet ([`Uncataloged`]).
     pending: u64,
+    /// The files this catalog appended (those of the running recording).
+    own: std::collections::HashSet<String>,
 }
 
 /// Appends entries to `STORE/catalog.jsonl` and enforces the budget.
@@ -236,7 +242,7 @@ impl Catalog {
         let entries: Vec<(Entry, u64)> =
             entries.into_iter().map(|e| (disk_size(&vols, &e), e)).map(|(s, e)| (e, s)).collect();
         let total = entries.iter().fold(0u64, |t, (_, s)| t.saturating_add(*s));
-        let mut inner = Inner { file, reserved: 0, entries, total, pending: 0 };
+        let mut inner = Inner { file, reserved: 0, entries, total, pending: 0, own: Default::default() };
         reserve_ahead(&mut inner);
         Ok(Catalog { dir, vols, path, inner: Mutex::new(inner) })
     }
@@ -254,6 +260,7 @@ impl Catalog {
         g.file.write_all(&line)?;
         g.file.sync_data()?;
         g.entries.push((e.clone(), size));
+        g.own.insert(e.file.clone());
         g.total = g.total.saturating_add(size);
         reserve_ahead(&mut g);
         Ok(())
@@ -358,6 +365,10 @@ impl Catalog {
             }
             deleted.files += 1;
             deleted.bytes = deleted.bytes.saturating_add(*size);
+            if g.own.remove(&e.file) {
+                deleted.own_files += 1;
+                deleted.own_last_ns = deleted.own_last_ns.max(e.last_ns);
+            }
             drop_set[i] = true;
         }
         if deleted.files == 0 {
@@ -782,7 +793,8 @@ mod tests {
         assert_eq!(c.usage(), 4000);
         let budget = Budget { max_bytes: 3500, on_full: OnFull::DeleteOldest };
         let d = c.make_room(&budget, 1000).unwrap();
-        assert_eq!(d, Deleted { files: 2, bytes: 2000 });
+        // This catalog appended them: the recording's own files.
+        assert_eq!(d, Deleted { files: 2, bytes: 2000, own_files: 2, own_last_ns: 3 });
         assert!(!dir.join("stream-000/f1.pcap").exists() && !dir.join("stream-000/f2.pcap").exists());
         assert!(dir.join("stream-000/f3.pcap").exists());
         c.append(&entry(5, &dir)).unwrap();
@@ -792,6 +804,9 @@ mod tests {
         assert_eq!(again.usage(), 3000);
         let stop = Budget { max_bytes: 3500, on_full: OnFull::Stop };
         assert!(again.make_room(&stop, 1000).is_err());
+        // Files of an earlier run are not this one's.
+        let d = again.make_room(&Budget { max_bytes: 2500, on_full: OnFull::DeleteOldest }, 1000).unwrap();
+        assert_eq!(d, Deleted { files: 2, bytes: 2000, ..Deleted::default() });
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -807,7 +822,10 @@ mod tests {
         assert_eq!(c.make_room_on(0, 500, 10_000).unwrap(), Deleted::default());
         assert_eq!(c.len(), 4);
         // Two of them make the room.
-        assert_eq!(c.make_room_on(0, 500, 2000).unwrap(), Deleted { files: 2, bytes: 2000 });
+        assert_eq!(
+            c.make_room_on(0, 500, 2000).unwrap(),
+            Deleted { files: 2, bytes: 2000, own_files: 2, own_last_ns: 3 }
+        );
         let firsts: Vec<u64> = read(&dir).unwrap().0.iter().map(|e| e.first_ns).collect();
         assert_eq!(firsts, vec![3, 4]);
         // Another volume's files are not this one's.

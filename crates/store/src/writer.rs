@@ -93,6 +93,9 @@ pub struct WriterShared {
     /// Files (and bytes) retention deleted to stay under the budget.
     pub retention_files: AtomicU64,
     pub retention_bytes: AtomicU64,
+    /// Of them, files this recording wrote, and the newest packet they held.
+    pub retention_own_files: AtomicU64,
+    pub retention_own_last_ns: AtomicU64,
     /// Packets lost because a write failed.
     pub dropped_write_error: AtomicU64,
     /// Packets not stored because the store reached its budget with
@@ -123,6 +126,14 @@ impl WriterShared {
             *e = Some((msg, disk_full));
         }
         self.failed.store(true, Ordering::Release);
+    }
+
+    /// Counts what retention deleted.
+    fn deleted(&self, d: crate::catalog::Deleted) {
+        self.retention_files.fetch_add(d.files, Ordering::Relaxed);
+        self.retention_bytes.fetch_add(d.bytes, Ordering::Relaxed);
+        self.retention_own_files.fetch_add(d.own_files, Ordering::Relaxed);
+        self.retention_own_last_ns.fetch_max(d.own_last_ns, Ordering::Relaxed);
     }
 
     fn warn(&self, msg: String) {
@@ -739,8 +750,7 @@ fn make_room(cfg: &WriterConfig, catalog: &Catalog, shared: &WriterShared, closi
     let Some(b) = cfg.budget.get() else { return Ok(()) };
     match catalog.make_room(&b, cfg.reserve.saturating_add(closing)) {
         Ok(d) => {
-            shared.retention_files.fetch_add(d.files, Ordering::Relaxed);
-            shared.retention_bytes.fetch_add(d.bytes, Ordering::Relaxed);
+            shared.deleted(d);
             Ok(())
         }
         Err(e) if e.kind() == io::ErrorKind::StorageFull => {

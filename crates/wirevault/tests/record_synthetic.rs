@@ -339,3 +339,50 @@ fn a_second_output_directory_is_refused() {
     ]);
     o.expect(0, "the same store twice");
 }
+
+/// Ingesting files into a budget smaller than they are: retention deletes
+/// the run's own first files. Not what was asked: a warning that says so,
+/// and up to which packet the input is gone (the store's oldest packet is
+/// after it). A live recording that deletes its own old files is a ring
+/// buffer at work: said, but not as a warning.
+#[test]
+fn retention_deleting_the_input_being_read_is_a_warning() {
+    let tmp = TempDir::new("ingest-over-budget");
+    let (a, b, input) = (tmp.join("a"), tmp.join("b"), tmp.join("in.pcap"));
+    synth(&a, "size=1000,count=20000", &[]).expect(0, "the input's store");
+    run_wirevault(&["query", a.to_str().unwrap(), "-w", input.to_str().unwrap()]).expect(0, "the input");
+    let o = run_wirevault(&[
+        "record",
+        "-r",
+        input.to_str().unwrap(),
+        "-o",
+        b.to_str().unwrap(),
+        "--file-size",
+        "1M",
+        "--max-size",
+        "6M",
+        "-q",
+    ]);
+    o.expect(0, "ingest over budget");
+    let line = o.stderr.lines().find(|l| l.contains("retention deleted")).unwrap_or_else(|| panic!("{}", o.stderr));
+    assert!(line.contains("warning:") && line.contains("written by this run") && line.contains("--max-size"), "{line}");
+    // "its packets up to TIME are no longer in the store": TIME is before
+    // the oldest packet the store holds, and after the input's first.
+    let until = line.split("up to ").nth(1).and_then(|r| r.split(' ').next()).unwrap_or_else(|| panic!("{line}"));
+    let oldest = catalog(&b).iter().filter_map(|e| e["first_ns"].as_u64()).min().unwrap();
+    let first_in = catalog(&a).iter().filter_map(|e| e["first_ns"].as_u64()).min().unwrap();
+    let until_ns = rfc3339_ns(until);
+    assert!(first_in <= until_ns && until_ns < oldest, "{line}: the store starts at {oldest}, the input at {first_in}");
+    // A recording's own old files deleted by a synthetic (live-like) run: said plainly.
+    let c = tmp.join("c");
+    let o = synth(&c, "size=1000,count=20000", &["--file-size", "1M", "--max-size", "6M"]);
+    o.expect(0, "synthetic over budget");
+    let line = o.stderr.lines().find(|l| l.contains("retention deleted")).unwrap_or_else(|| panic!("{}", o.stderr));
+    assert!(line.contains("written by this run") && !line.contains("warning"), "{line}");
+}
+
+/// Nanoseconds since the epoch of `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`.
+fn rfc3339_ns(t: &str) -> u64 {
+    let out = Command::new("date").args(["-u", "-d", t, "+%s%N"]).output().expect("date");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("not a time: {t}"))
+}

@@ -13,7 +13,6 @@ use crate::catalog::{Catalog, OnFull};
 use crate::layout;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use wv_sys::fs::Dir;
 
@@ -73,8 +72,7 @@ impl Placement {
             if free < need && retention {
                 match catalog.make_room_on(id, free, need) {
                     Ok(del) if del.files > 0 => {
-                        shared.retention_files.fetch_add(del.files, Ordering::Relaxed);
-                        shared.retention_bytes.fetch_add(del.bytes, Ordering::Relaxed);
+                        shared.deleted(del);
                         free = space();
                     }
                     Ok(_) => {}

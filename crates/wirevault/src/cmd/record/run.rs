@@ -312,7 +312,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     for note in rotation.as_ref().map(|r| r.take_notes()).unwrap_or_default() {
         say!("wirevault: warning: {note}");
     }
-    let code = outcome(&snap, &writer_shared, &capture_errors, &problems)?;
+    let reading = matches!(p.source, SourcePlan::Read { .. });
+    let code = outcome(&snap, &writer_shared, &capture_errors, (&problems, reading))?;
     match rotation.as_ref().map(|r| r.taken_out()) {
         Some(n) if n > 0 && code == exit::OK => Err(fail(
             exit::ERROR,
@@ -819,13 +820,14 @@ fn spawn_pinned<T: Send + 'static>(
 }
 
 /// After the summary: the writers' warnings and notes, retention, the
-/// balance check and input problems, then the exit code (or the error
+/// balance check and input problems (`reading`: the source is files),
+/// then the exit code (or the error
 /// that stopped the recording).
 fn outcome(
     snap: &Snapshot,
     writer_shared: &[Arc<WriterShared>],
     capture_errors: &[String],
-    problems: &[String],
+    (problems, reading): (&[String], bool),
 ) -> anyhow::Result<u8> {
     for w in writer_shared {
         for m in w.warnings.lock().unwrap_or_else(|x| x.into_inner()).iter() {
@@ -847,8 +849,10 @@ fn outcome(
     let (rf, rb): (u64, u64) = writer_shared.iter().fold((0, 0), |(f, b), w| {
         (f + w.retention_files.load(Ordering::Relaxed), b + w.retention_bytes.load(Ordering::Relaxed))
     });
+    let own = writer_shared.iter().map(|w| w.retention_own_files.load(Ordering::Relaxed)).sum::<u64>();
+    let own_last = writer_shared.iter().map(|w| w.retention_own_last_ns.load(Ordering::Relaxed)).max().unwrap_or(0);
     if rf > 0 {
-        say!("wirevault: retention deleted the {rf} oldest file(s), {rb} bytes, to stay within --max-size");
+        say!("wirevault: {}", retention_said(rf, rb, (own, own_last), reading));
     }
     if !snap.balanced() {
         say!("wirevault: error: counters do not add up (a bug; please report it with the summary above)");
@@ -880,4 +884,22 @@ fn outcome(
         ));
     }
     Ok(if snap.balanced() { exit::OK } else { exit::ERROR })
+}
+
+/// What the summary says of retention: `files` and `bytes` deleted, `own`
+/// of them (with the newest packet they held) written by this recording.
+/// Reading files, losing some of them is not what was asked: a warning.
+fn retention_said(files: u64, bytes: u64, (own, own_last_ns): (u64, u64), reading: bool) -> String {
+    let all = format!("retention deleted the {files} oldest file(s), {bytes} bytes, to stay within --max-size");
+    if own == 0 {
+        return all;
+    }
+    let until = wv_store::layout::utc_rfc3339(own_last_ns);
+    if reading {
+        format!(
+            "warning: {all}; {own} of them were written by this run: the input is larger than the budget, and its packets up to {until} are no longer in the store; give a larger --max-size (or a store of its own) to keep all of it"
+        )
+    } else {
+        format!("{all}; {own} of them were written by this run (its packets up to {until})")
+    }
 }
