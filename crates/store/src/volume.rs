@@ -399,18 +399,17 @@ impl Rotation {
     }
 
     /// The volumes in rotation in the order stream `stream` tries them for
-    /// its `file`-th file (counted from 0): the `(stream + file * streams)
-    /// mod n`-th first, then the following ones. With as many streams as
-    /// volumes (or a multiple) each stream keeps to its own volume; with
-    /// fewer, a stream's files take turns over the volumes.
+    /// its `file`-th file (counted from 0): of the n volumes in rotation,
+    /// the `(stream + file * streams) mod n`-th first, then the following
+    /// ones. With as many streams as volumes (or a multiple) each stream
+    /// keeps to its own volume; with fewer, a stream's files take turns over
+    /// the volumes. Counted over those in rotation, a volume taken out
+    /// leaves its turns to all the others alike, not to the one after it.
     pub fn order(&self, stream: usize, file: usize) -> Vec<(u32, Arc<Dir>)> {
-        let n = self.vols.len();
+        let live: Vec<_> = self.vols.iter().filter(|v| !v.out.load(Ordering::Acquire)).collect();
+        let n = live.len();
         let first = stream.wrapping_add(file.wrapping_mul(self.streams)) % n.max(1);
-        (0..n)
-            .map(|k| &self.vols[(first + k) % n])
-            .filter(|v| !v.out.load(Ordering::Acquire))
-            .map(|v| (v.id, v.dir.clone()))
-            .collect()
+        (0..n).map(|k| live[(first + k) % n]).map(|v| (v.id, v.dir.clone())).collect()
     }
 
     /// The directory of volume `id`, in rotation or not.
@@ -513,6 +512,24 @@ mod tests {
         assert_eq!(r.taken_out(), 1);
         assert_eq!(ids(r.order(1, 0)), vec![0]);
         assert_eq!(r.in_rotation(), vec![0]);
+        // Three volumes, one stream, the middle one out: the other two take
+        // turns (the one after it got two files in three).
+        let dirs = || (0..3).map(|i| (i, Dir::open(&t).unwrap())).collect::<Vec<_>>();
+        let three = Rotation::new(dirs(), 1);
+        three.take_out(1, || "out".into());
+        let firsts: Vec<u32> = (0..6).map(|f| three.order(0, f)[0].0).collect();
+        assert_eq!(firsts, vec![0, 2, 0, 2, 0, 2]);
+        // Three streams over three volumes, one out: each volume takes as
+        // many of the streams' files as the other.
+        let three = Rotation::new(dirs(), 3);
+        three.take_out(1, || "out".into());
+        let mut on = [0; 3];
+        for stream in 0..3 {
+            for f in 0..4 {
+                on[three.order(stream, f)[0].0 as usize] += 1;
+            }
+        }
+        assert_eq!(on, [6, 0, 6]);
         std::fs::remove_dir_all(&t).unwrap();
     }
 }
