@@ -261,6 +261,15 @@ fn replay_loop_pps_rate_and_limit_are_exact_in_count() {
     let bits = sum["bytes"].as_u64().unwrap() * 8;
     let min_ns = (bits - 9018 * 8) as f64 / 200e6 * 1e9;
     assert!(sum["elapsed_ns"].as_u64().unwrap() as f64 >= min_ns * 0.99, "{}", o.stdout);
+    // Looped, the first loop (two sources, cut by the limit) is kept in
+    // memory and sent again as it was.
+    let (o, sum, got) =
+        t.replay(&["--log-level", "debug", "--loop", "2", "--pps", "20000", "--limit", "450", s(&t.pcap), s(&t.pcap)]);
+    o.expect(0, "--loop 2 --limit 450 over two files");
+    assert_eq!((sum["sent"].as_u64(), sum["loops_done"].as_u64()), (Some(900), Some(2)), "{sum}");
+    assert!(o.stderr.contains("first loop's 450 packets"), "{}", o.stderr);
+    let twice: Vec<Rec> = first.iter().chain(&first).cloned().collect();
+    same_bytes(&twice, &got, "--loop 2 --limit 450 over two files");
 }
 
 #[test]

@@ -199,7 +199,31 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut fatal: Option<wv_replay::ReplayError> = None;
     let mut warnings: Vec<String> = Vec::new();
     let mut laps_done = 0u64;
+    // The first loop's packets are kept, when they are few enough, and the
+    // later loops send them from memory (tcpreplay's --preload-pcap, here
+    // without asking): a small selection looped many times is not prepared
+    // and read again on every loop.
+    let mut kept = (args.loops > 1).then(Kept::default);
+    let mut progress = Progress { bar: bar.as_ref(), drawn: std::time::Instant::now(), loops: args.loops };
     'outer: for lap in 0..args.loops {
+        if lap > 0 {
+            if let Some(k) = &kept {
+                for seg in &k.segments {
+                    r.new_segment();
+                    for (n, &(ts_ns, linktype, at, len)) in seg.iter().enumerate() {
+                        if let Err(e) = r.packet(ts_ns, linktype, &k.bytes[at..at + len as usize]) {
+                            fatal = Some(e);
+                            break 'outer;
+                        }
+                        progress.show(&r, n as u64 + 1, lap);
+                    }
+                }
+                if !stop.load(Ordering::Relaxed) {
+                    laps_done += 1;
+                }
+                continue;
+            }
+        }
         let mut taken = 0u64;
         for (i, src) in p.sources.iter().enumerate() {
             let limit = args.limit.map(|l| l - taken);
@@ -211,8 +235,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 None => wv_query::prepare(query(src, limit)).map_err(super::query::prepare_error)?,
             };
             r.new_segment();
+            if let Some(k) = kept.as_mut() {
+                k.segments.push(Vec::new());
+            }
             let mut n = 0u64;
-            let mut drawn = std::time::Instant::now();
             let mut full = false;
             let mut each = |pk: wv_query::PacketRef<'_>| -> std::io::Result<()> {
                 // The limit counts over all sources of a loop (each query
@@ -225,26 +251,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                     fatal = Some(e);
                     return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
                 }
-                n += 1;
-                if let Some(b) = &bar {
-                    // Every PROGRESS_EVERY packets, and at slow rates every
-                    // quarter second (a vDSO clock read: tens of ns).
-                    let due =
-                        n.is_multiple_of(PROGRESS_EVERY) || drawn.elapsed() >= std::time::Duration::from_millis(250);
-                    if due {
-                        drawn = std::time::Instant::now();
-                        let s = r.stats();
-                        b.set_position(s.sent);
-                        let rate = s.sent as f64 / b.elapsed().as_secs_f64().max(1e-3);
-                        b.set_message(format!(
-                            "({rate:.0}/s), {} failed, {} late, loop {}/{}",
-                            s.failed,
-                            s.late,
-                            lap + 1,
-                            args.loops
-                        ));
+                if let Some(k) = kept.as_mut() {
+                    if !k.keep(pk.ts_ns, pk.linktype, pk.data) {
+                        kept = None;
                     }
                 }
+                n += 1;
+                progress.show(&r, n, lap);
                 Ok(())
             };
             let report = match wv_query::run(prepared, wv_query::Sink::Packets(&mut each)) {
@@ -266,6 +279,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         if !stop.load(Ordering::Relaxed) {
             laps_done += 1;
         }
+    }
+    if let Some(k) = kept.as_ref().filter(|_| laps_done > 1) {
+        let packets: usize = k.segments.iter().map(Vec::len).sum();
+        log!(
+            crate::log::Level::Debug,
+            "wirevault: the first loop's {packets} packets ({} bytes) were kept in memory; the later loops sent them from there",
+            k.bytes.len()
+        );
     }
     let summary = match r.finish() {
         Ok(s) => s,
@@ -298,6 +319,59 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         None => {}
     }
     Ok(if summary.failed > 0 { exit::ERROR } else { exit::OK })
+}
+
+/// The first loop's packets, kept in memory to send again.
+#[derive(Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    /// Per source: (time, link type, offset in `bytes`, length).
+    segments: Vec<Vec<(u64, u32, usize, u32)>>,
+}
+
+impl Kept {
+    /// The most kept: a larger selection is read again on every loop.
+    const AT_MOST: usize = 256 << 20;
+
+    /// Keeps a packet of the current source; false once the selection is
+    /// larger than [`Kept::AT_MOST`] (the caller then drops what it kept).
+    fn keep(&mut self, ts_ns: u64, linktype: u32, data: &[u8]) -> bool {
+        let per_packet = std::mem::size_of::<(u64, u32, usize, u32)>();
+        let packets: usize = self.segments.iter().map(Vec::len).sum();
+        if self.bytes.len() + data.len() + (packets + 1) * per_packet > Self::AT_MOST {
+            return false;
+        }
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(data);
+        if let Some(seg) = self.segments.last_mut() {
+            seg.push((ts_ns, linktype, at, data.len() as u32));
+        }
+        true
+    }
+}
+
+/// The progress bar on a terminal, redrawn every [`PROGRESS_EVERY`]
+/// packets and at slow rates every quarter second (a vDSO clock read:
+/// tens of ns).
+struct Progress<'a> {
+    bar: Option<&'a indicatif::ProgressBar>,
+    drawn: std::time::Instant,
+    loops: u64,
+}
+
+impl Progress<'_> {
+    /// After the `n`-th packet of a source in loop `lap` (from 0).
+    fn show<T: wv_replay::Transmit>(&mut self, r: &Replayer<T>, n: u64, lap: u64) {
+        let Some(b) = self.bar else { return };
+        if !n.is_multiple_of(PROGRESS_EVERY) && self.drawn.elapsed() < std::time::Duration::from_millis(250) {
+            return;
+        }
+        self.drawn = std::time::Instant::now();
+        let s = r.stats();
+        b.set_position(s.sent);
+        let rate = s.sent as f64 / b.elapsed().as_secs_f64().max(1e-3);
+        b.set_message(format!("({rate:.0}/s), {} failed, {} late, loop {}/{}", s.failed, s.late, lap + 1, self.loops));
+    }
 }
 
 fn progress_bar() -> indicatif::ProgressBar {
