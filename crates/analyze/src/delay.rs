@@ -3,7 +3,12 @@
 //! time); each analysed packet whose content matches one of them gives a
 //! delay `time at the other point - time here`. Identical frames (a TCP
 //! retransmission, a repeated ACK, a duplicate) pair in order: the k-th
-//! sighting here with the k-th at the other point.
+//! sighting here with the k-th at the other point. One more sighting here
+//! than there (an original lost between the points and its byte-identical
+//! retransmission, which got through) is settled when it comes: the other
+//! point's last sighting goes to whichever of its last two sightings here
+//! gives a delay nearer the smallest delay seen so far, so the lost one is
+//! the original, and the retransmission timeout is not taken for a delay.
 //!
 //! Content is the whole captured frame and its wire length: a device
 //! between the two points that rewrites headers (a router's TTL and MAC
@@ -27,6 +32,8 @@ pub struct Delay {
     reference_packets: u64,
     reference_untracked: u64,
     delays: Vec<i64>,
+    /// The smallest delay so far (the path's own, without queueing).
+    least: Option<i64>,
     unmatched: u64,
 }
 
@@ -38,6 +45,8 @@ struct Sightings {
     more: u32,
     /// Sightings already paired with packets here.
     taken: u32,
+    /// The index in `Delay::delays` of the last pairing.
+    last: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -66,6 +75,7 @@ impl Delay {
             reference_packets: 0,
             reference_untracked: 0,
             delays: Vec::new(),
+            least: None,
             unmatched: 0,
         }
     }
@@ -81,7 +91,7 @@ impl Delay {
         self.tracked += 1;
         match self.reference.get_mut(&h) {
             None => {
-                self.reference.insert(h, Sightings { first: ts_ns, more: 0, taken: 0 });
+                self.reference.insert(h, Sightings { first: ts_ns, more: 0, taken: 0, last: 0 });
             }
             Some(s) if s.more == 0 => {
                 self.more.push(vec![ts_ns]);
@@ -92,21 +102,39 @@ impl Delay {
     }
 
     pub fn feed(&mut self, s: &Seen<'_>) {
-        let h = frame_hash(s.f.data, u64::from(s.len));
-        let t = self.reference.get_mut(&h).and_then(|r| {
-            let k = r.taken as usize;
-            let t = match k {
-                0 => Some(r.first),
-                _ if r.more == 0 => None,
-                _ => self.more[r.more as usize - 1].get(k - 1).copied(),
-            };
-            r.taken += u32::from(t.is_some());
-            t
-        });
-        match t {
-            Some(t) => self.delays.push(t as i64 - s.f.ts_ns as i64),
-            None => self.unmatched += 1,
-        }
+        self.pair(frame_hash(s.f.data, u64::from(s.len)), s.f.ts_ns);
+    }
+
+    /// Pairs a packet seen here at `ts_ns`, of content hash `h`.
+    fn pair(&mut self, h: u128, ts_ns: u64) {
+        let Some(r) = self.reference.get_mut(&h) else {
+            self.unmatched += 1;
+            return;
+        };
+        let k = r.taken as usize;
+        let at = |k: usize| match k {
+            0 => Some(r.first),
+            _ if r.more == 0 => None,
+            _ => self.more[r.more as usize - 1].get(k - 1).copied(),
+        };
+        let Some(t) = at(k) else {
+            // Every sighting there is taken: this one or the one paired
+            // last with the last sighting there was lost on the way.
+            self.unmatched += 1;
+            if let (Some(least), Some(t)) = (self.least, k.checked_sub(1).and_then(at)) {
+                let (now, before) = (t as i64 - ts_ns as i64, self.delays[r.last]);
+                if now.abs_diff(least) < before.abs_diff(least) {
+                    self.delays[r.last] = now;
+                    self.least = Some(least.min(now));
+                }
+            }
+            return;
+        };
+        r.taken += 1;
+        r.last = self.delays.len();
+        let d = t as i64 - ts_ns as i64;
+        self.delays.push(d);
+        self.least = Some(self.least.map_or(d, |l| l.min(d)));
     }
 
     pub fn finish(self) -> DelayReport {
@@ -128,5 +156,47 @@ impl Delay {
             max_ns: v.last().copied().unwrap_or(0),
             mean_ns: if n > 0 { v.iter().map(|&d| d as f64).sum::<f64>() / n as f64 } else { 0.0 },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_original_is_not_paired_with_its_retransmission() {
+        let mut d = Delay::new(100);
+        let (x, y, z) = (b"retransmitted segment".as_slice(), b"another frame".as_slice(), b"a third".as_slice());
+        let h = |b: &[u8]| frame_hash(b, b.len() as u64);
+        // There: y, then only the retransmission of x (the original was
+        // lost), then z; 100 ns after they were sent here.
+        d.reference(110, y.len() as u32, y);
+        d.reference(1000, x.len() as u32, x);
+        d.reference(1200, z.len() as u32, z);
+        // Here: x at 0 (lost), y at 10, x again at 900 (its retransmission), z at 1100.
+        for (b, t) in [(x, 0), (y, 10), (x, 900), (z, 1100)] {
+            d.pair(h(b), t);
+        }
+        let r = d.finish();
+        assert_eq!((r.matched, r.unmatched), (3, 1));
+        assert_eq!((r.min_ns, r.max_ns), (100, 100), "{r:?}");
+    }
+
+    #[test]
+    fn copies_that_all_got_through_pair_in_order() {
+        let mut d = Delay::new(100);
+        let a = b"a repeated ack".as_slice();
+        let h = frame_hash(a, a.len() as u64);
+        for t in [150, 250, 350] {
+            d.reference(t, a.len() as u32, a);
+        }
+        for t in [100, 200, 300] {
+            d.pair(h, t);
+        }
+        // One more here than there: the last one was lost (its delay would
+        // be 50, the same as the others').
+        d.pair(h, 400);
+        let r = d.finish();
+        assert_eq!((r.matched, r.unmatched, r.min_ns, r.max_ns), (3, 1, 50, 50));
     }
 }
