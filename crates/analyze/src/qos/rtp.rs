@@ -85,6 +85,9 @@ struct Stream {
     max_seq: i64,
     last_seq: i64,
     last_rtp_ts: i64,
+    /// The extended RTP timestamp of the last packet with a clock rate,
+    /// which the next one's jitter is measured from.
+    clocked_rtp_ts: i64,
     /// Arrival of the previous packet, ms since the stream's first.
     last_arrival_ms: f64,
     jitter_ms: f64,
@@ -170,8 +173,13 @@ impl Rtp {
     /// one with the marker bit (a talk spurt after a silence), not comfort
     /// noise (payload type 13 or 19) nor the packet after it. The means
     /// are tshark's running average, whose weight is every packet seen
-    /// before. (Later tshark versions also leave out a packet whose RTP
-    /// timestamp steps back, and measure the next from the packet before.)
+    /// before. A packet whose payload type has no clock rate (RFC 4733
+    /// DTMF events, a dynamic type) has no jitter; the next packet's is
+    /// measured from its arrival but from the RTP timestamp of the last
+    /// packet that had a clock rate, as tshark 4.0 does. (Later tshark
+    /// versions measure it from the packet before whatever its type, and
+    /// leave out a packet whose RTP timestamp steps back, measuring the
+    /// next from the packet before.)
     pub fn feed(&mut self, p: &Placed, h: RtpHeader, slot: &mut u32) {
         let (src, dst) = (p.src, p.dst);
         let RtpHeader { pt, marker, seq, ts: rtp_ts, ssrc } = h;
@@ -197,6 +205,7 @@ impl Rtp {
                 max_seq: i64::from(seq),
                 last_seq: i64::from(seq),
                 last_rtp_ts: i64::from(rtp_ts),
+                clocked_rtp_ts: i64::from(rtp_ts),
                 last_arrival_ms: 0.0,
                 jitter_ms: 0.0,
                 min_jitter_ms: f64::MAX,
@@ -224,8 +233,9 @@ impl Rtp {
         let khz = clock_rate(pt) / 1000;
         let delta = arrival_ms - st.last_arrival_ms;
         if khz > 0 {
-            let nominal_ms = (ext_ts - st.last_rtp_ts) as f64 / f64::from(khz);
+            let nominal_ms = (ext_ts - st.clocked_rtp_ts) as f64 / f64::from(khz);
             st.jitter_ms = (15.0 * st.jitter_ms + (delta - nominal_ms).abs()) / 16.0;
+            st.clocked_rtp_ts = ext_ts;
         }
         if regular {
             // tshark's weight: the packets before this one, all of them.
