@@ -281,10 +281,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     if let Some(k) = kept.as_ref().filter(|_| laps_done > 1) {
-        let packets: usize = k.segments.iter().map(Vec::len).sum();
         log!(
             crate::log::Level::Debug,
-            "wirevault: the first loop's {packets} packets ({} bytes) were kept in memory; the later loops sent them from there",
+            "wirevault: the first loop's {} packets ({} bytes) were kept in memory; the later loops sent them from there",
+            k.packets,
             k.bytes.len()
         );
     }
@@ -327,6 +327,7 @@ struct Kept {
     bytes: Vec<u8>,
     /// Per source: (time, link type, offset in `bytes`, length).
     segments: Vec<Vec<(u64, u32, usize, u32)>>,
+    packets: usize,
 }
 
 impl Kept {
@@ -337,10 +338,10 @@ impl Kept {
     /// larger than [`Kept::AT_MOST`] (the caller then drops what it kept).
     fn keep(&mut self, ts_ns: u64, linktype: u32, data: &[u8]) -> bool {
         let per_packet = std::mem::size_of::<(u64, u32, usize, u32)>();
-        let packets: usize = self.segments.iter().map(Vec::len).sum();
-        if self.bytes.len() + data.len() + (packets + 1) * per_packet > Self::AT_MOST {
+        if self.bytes.len() + data.len() + (self.packets + 1) * per_packet > Self::AT_MOST {
             return false;
         }
+        self.packets += 1;
         let at = self.bytes.len();
         self.bytes.extend_from_slice(data);
         if let Some(seg) = self.segments.last_mut() {
