@@ -71,8 +71,11 @@ pub enum QueryError {
     CatalogNotRegular { path: PathBuf },
     #[error("refusing to write {}: it is inside the store {} or is one of its stored files; write the output elsewhere", out.display(), store.display())]
     OutputInStore { out: PathBuf, store: PathBuf },
-    #[error("the query was cancelled after opening {opened} of its {files} files")]
-    Cancelled { opened: usize, files: usize },
+    /// Stopped by [`Prepared::cancel_when`]'s flag: `opened` of the query's
+    /// `files` were opened and `read` records read (whether they matched or
+    /// not) when it was seen.
+    #[error("the query was cancelled after opening {opened} of its {files} files and reading {read} packets")]
+    Cancelled { opened: usize, files: usize, read: u64 },
 }
 
 impl Report {
@@ -185,7 +188,8 @@ pub struct Prepared {
     locked: bool,
     /// A single capture file, not a store directory.
     single: bool,
-    /// Set by the caller to stop the query between files (a client went away).
+    /// Set by the caller to stop the query (a client went away): looked at
+    /// before each file and every few thousand records (`Stop`).
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
@@ -236,15 +240,16 @@ impl Prepared {
     }
 
     /// Stops the query, with [`QueryError::Cancelled`] (which says how far
-    /// it got), before it opens
-    /// another file once `flag` is set (a server whose client went away).
+    /// it got), once `flag` is set (a server whose client went away): before
+    /// it opens another file, and inside a file within
+    /// 4,096 records (a cancel is never reported as damage).
     pub fn cancel_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         self.cancel = Some(flag);
     }
 
-    /// True once the caller's cancel flag is set.
-    fn cancelled(&self) -> bool {
-        self.cancel.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    /// The caller's cancel flag, if any.
+    fn cancel_flag(&self) -> Option<&std::sync::atomic::AtomicBool> {
+        self.cancel.as_deref()
     }
 
     /// What reading the catalog found wrong before the query runs (files
@@ -553,20 +558,23 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let mut next = 0;
     let expr = p.query.expr.clone();
+    let cancel = p.cancel.clone();
+    let mut stop = Stop::new(cancel.as_deref(), files.len());
     while report.matched < limit {
         // Open every file that may start before the earliest head.
         while next < files.len() && heap.peek().is_none_or(|Reverse((ts, _))| files[next].1.first_ns <= *ts) {
-            if p.cancelled() {
-                return Err(QueryError::Cancelled { opened: next, files: files.len() });
+            if stop.cancelled() {
+                return Err(stop.error());
             }
             let (_, e) = files[next];
             next += 1;
+            stop.opened = next;
             let Some(mut c) =
                 open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), (from, to), p.locked, &mut report)?
             else {
                 continue;
             };
-            if c.advance(from, to, &expr, &mut p.filters, &mut report)? {
+            if c.advance(from, to, &expr, &mut p.filters, &mut report, &mut stop)? {
                 heap.push(Reverse((c.head.ts_ns, cursors.len())));
             }
             cursors.push(c);
@@ -605,7 +613,7 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
                 _ => None,
             };
             let Cursor { reader, path, head, .. } = c;
-            let more = scan(reader, path, from, to, &expr, &mut p.filters, &mut report, |pk, report| {
+            let more = scan(reader, path, from, to, &expr, &mut p.filters, &mut report, &mut stop, |pk, report| {
                 if pk.ts_ns >= bound || report.matched >= limit {
                     head.set(pk);
                     return Ok(false);
@@ -645,7 +653,7 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
             }
             more?
         } else {
-            c.advance(from, to, &expr, &mut p.filters, &mut report)?
+            c.advance(from, to, &expr, &mut p.filters, &mut report, &mut stop)?
         };
         if more {
             heap.push(Reverse((c.head.ts_ns, ci)));
@@ -672,6 +680,79 @@ fn run_into(mut p: Prepared, bytes: Option<OutBytes<'_>>) -> Result<Report, Quer
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A nanosecond pcap file of `n` 60-byte Ethernet frames, 1 µs apart.
+    fn pcap_of(path: &Path, n: u32) {
+        let mut b = Vec::with_capacity(24 + n as usize * 76);
+        b.extend([0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        b.extend(65535u32.to_le_bytes());
+        b.extend(1u32.to_le_bytes());
+        for i in 0..n {
+            b.extend(1_700_000_000u32.to_le_bytes());
+            b.extend((i * 1000).to_le_bytes());
+            b.extend(60u32.to_le_bytes());
+            b.extend(60u32.to_le_bytes());
+            b.extend([0u8; 60]);
+        }
+        std::fs::write(path, b).unwrap();
+    }
+
+    /// A cancel flag set while a file is being read stops the query inside
+    /// that file, within `CANCEL_EVERY` records, as a cancel (how far it
+    /// got), not as damage.
+    #[test]
+    fn a_cancel_stops_the_query_inside_a_file() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = wv_testkit::TempDir::new("query-cancel");
+        let f = dir.join("big.pcap");
+        let n = 20 * CANCEL_EVERY;
+        pcap_of(&f, n);
+        let mut p = prepare(Query { store: f.clone(), ..Query::default() }).unwrap();
+        let flag = std::sync::Arc::new(AtomicBool::new(false));
+        p.cancel_when(flag.clone());
+        let mut seen = 0u64;
+        let mut each = |_: PacketRef<'_>| -> io::Result<()> {
+            seen += 1;
+            flag.store(true, Ordering::Relaxed);
+            Ok(())
+        };
+        match run(p, Sink::Packets(&mut each)) {
+            Err(QueryError::Cancelled { opened: 1, files: 1, read }) => {
+                assert!(read > 0 && read <= u64::from(CANCEL_EVERY), "read {read} of {n} after the cancel");
+            }
+            other => panic!("not cancelled inside the file: {other:?}"),
+        }
+        assert!(seen < u64::from(CANCEL_EVERY), "{seen} packets handed over after the cancel");
+    }
+
+    /// `scan` (also the counting threads' reader) with the flag set reads
+    /// `CANCEL_EVERY` records, then stops with the cancel; nothing is
+    /// counted as damaged.
+    #[test]
+    fn scan_looks_at_the_flag_every_few_thousand_records() {
+        let dir = wv_testkit::TempDir::new("query-cancel-scan");
+        let f = dir.join("big.pcap");
+        pcap_of(&f, 3 * CANCEL_EVERY);
+        let p = prepare(Query { store: f.clone(), ..Query::default() }).unwrap();
+        let mut report = Report::default();
+        let (from, to) = (0, u64::MAX);
+        let mut c = open_cursor(&p.root, None, &p.entries[0], None, (from, to), false, &mut report).unwrap().unwrap();
+        let set = std::sync::atomic::AtomicBool::new(true);
+        let mut stop = Stop::new(Some(&set), 1);
+        stop.opened = 1;
+        let mut filters = p.filters;
+        let mut n = 0u64;
+        let r = scan(&mut c.reader, &c.path, from, to, "", &mut filters, &mut report, &mut stop, |_, _| {
+            n += 1;
+            Ok(true)
+        });
+        assert!(
+            matches!(r, Err(QueryError::Cancelled { opened: 1, files: 1, read }) if read == u64::from(CANCEL_EVERY)),
+            "{r:?}"
+        );
+        assert_eq!(n, u64::from(CANCEL_EVERY) - 1);
+        assert_eq!((report.damaged, report.warnings.len()), (0, 0), "{report:?}");
+    }
 
     #[test]
     fn set_ops() {

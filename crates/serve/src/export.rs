@@ -26,7 +26,8 @@ pub(crate) struct Selection {
     pub to: Option<u64>,
     pub expr: String,
     pub limit: Option<u64>,
-    /// Set when the client went away: the query stops before its next file.
+    /// Set when the client went away: the query stops before its next file
+    /// or within a few thousand records of the one it reads.
     pub cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -212,7 +213,8 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
     let mut mixed = None;
     let mut seen = 0u32;
     let mut each = |pk: wv_query::PacketRef<'_>| -> io::Result<()> {
-        // (Between files the query layer looks at the cancel flag itself.)
+        // (The query layer looks at the cancel flag itself too: before each
+        // file and every few thousand records, matching or not.)
         if body.is_closed() || sel.cancel.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(io::ErrorKind::BrokenPipe.into());
         }

@@ -5,7 +5,7 @@
 //! the index cannot narrow) is then limited by the cores, not by one.
 
 use super::*;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// At most this many counting threads (a count must not take every core of
@@ -29,6 +29,8 @@ pub(super) fn count_files(
 ) -> Result<(), QueryError> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
+    // How far a cancelled count got, over all threads.
+    let (opened, read) = (AtomicUsize::new(0), AtomicU64::new(0));
     let done: Mutex<Vec<Option<Result<Report, QueryError>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -42,13 +44,18 @@ pub(super) fn count_files(
                     .filter(|(_, f)| f.matches_nothing())
                     .map(|(lt, _)| (*lt, ExactFilter::nothing()))
                     .collect();
+                let mut stop = Stop::new(p.cancel_flag(), files.len());
                 while !failed.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((_, e)) = files.get(i) else { break };
-                    let r = if p.cancelled() {
-                        Err(QueryError::Cancelled { opened: i, files: files.len() })
+                    let r = if stop.cancelled() {
+                        Err(stop.error())
                     } else {
-                        count_one(p, e, (from, to), &mut filters)
+                        opened.fetch_add(1, Ordering::Relaxed);
+                        let before = stop.read();
+                        let r = count_one(p, e, (from, to), &mut filters, &mut stop);
+                        read.fetch_add(stop.read() - before, Ordering::Relaxed);
+                        r
                     };
                     if r.is_err() {
                         failed.store(true, Ordering::Relaxed);
@@ -61,6 +68,11 @@ pub(super) fn count_files(
         }
     });
     let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    // Each thread knows only its own progress: a cancel says the whole count's.
+    if done.iter().flatten().any(|r| matches!(r, Err(QueryError::Cancelled { .. }))) {
+        let (opened, read) = (opened.into_inner(), read.into_inner());
+        return Err(QueryError::Cancelled { opened, files: files.len(), read });
+    }
     for r in done.into_iter().flatten() {
         report.absorb(r?);
     }
@@ -73,11 +85,12 @@ fn count_one(
     e: &Entry,
     (from, to): (u64, u64),
     filters: &mut HashMap<u32, ExactFilter>,
+    stop: &mut Stop<'_>,
 ) -> Result<Report, QueryError> {
     let mut r = Report::default();
     let opened = open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), (from, to), p.locked, &mut r)?;
     if let Some(Cursor { mut reader, path, .. }) = opened {
-        scan(&mut reader, &path, from, to, &p.query.expr, filters, &mut r, |_, r| {
+        scan(&mut reader, &path, from, to, &p.query.expr, filters, &mut r, stop, |_, r| {
             r.matched += 1;
             Ok(true)
         })?;

@@ -34,9 +34,10 @@ impl Cursor {
         expr: &str,
         filters: &mut HashMap<u32, ExactFilter>,
         report: &mut Report,
+        stop: &mut Stop<'_>,
     ) -> Result<bool, QueryError> {
         let Cursor { reader, path, head, .. } = self;
-        scan(reader, path, from, to, expr, filters, report, |p, _| {
+        scan(reader, path, from, to, expr, filters, report, stop, |p, _| {
             head.set(p);
             Ok(false)
         })
@@ -70,10 +71,67 @@ impl Head {
     }
 }
 
+/// How many records [`scan`] reads between two looks at the cancel flag:
+/// a few hundred KiB of small packets, well under a millisecond of
+/// filtering, so a cancelled query stops inside a 1 GiB file at once, and
+/// the per-packet cost is one decrement.
+pub(super) const CANCEL_EVERY: u32 = 4096;
+
+/// The caller's cancel flag ([`Prepared::cancel_when`]) as the readers of
+/// one query (or one counting thread) look at it: once per
+/// [`CANCEL_EVERY`] records read, and before each file is opened. It also
+/// counts the records read, and the files opened, for
+/// [`QueryError::Cancelled`].
+pub(super) struct Stop<'a> {
+    flag: Option<&'a std::sync::atomic::AtomicBool>,
+    /// Records to read before the next look at the flag.
+    left: u32,
+    /// Records read before the current countdown started.
+    before: u64,
+    /// Files opened so far, of `files`.
+    pub(super) opened: usize,
+    pub(super) files: usize,
+}
+
+impl<'a> Stop<'a> {
+    pub(super) fn new(flag: Option<&'a std::sync::atomic::AtomicBool>, files: usize) -> Stop<'a> {
+        Stop { flag, left: CANCEL_EVERY, before: 0, opened: 0, files }
+    }
+
+    /// True once the flag is set (looked at now).
+    pub(super) fn cancelled(&self) -> bool {
+        self.flag.is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Records read so far.
+    pub(super) fn read(&self) -> u64 {
+        self.before + u64::from(CANCEL_EVERY - self.left)
+    }
+
+    /// The error that says how far the query got.
+    pub(super) fn error(&self) -> QueryError {
+        QueryError::Cancelled { opened: self.opened, files: self.files, read: self.read() }
+    }
+
+    /// Counts one record read; every [`CANCEL_EVERY`] records, whether the
+    /// flag is set.
+    #[inline]
+    fn tick(&mut self) -> bool {
+        self.left -= 1;
+        if self.left > 0 {
+            return false;
+        }
+        self.before += u64::from(CANCEL_EVERY);
+        self.left = CANCEL_EVERY;
+        self.cancelled()
+    }
+}
+
 /// Hands each packet of `reader` in `[from, to)` that passes the filter to
 /// `f`, which returns whether to go on. True if `f` stopped the scan, false
 /// at the end of the file (or at an unreadable record, which is reported as
-/// a warning and counted as damage, as tcpdump stops there).
+/// a warning and counted as damage, as tcpdump stops there). A cancel
+/// (`stop`) seen between records is [`QueryError::Cancelled`], never damage.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn scan(
     reader: &mut Reader<RangeRead>,
@@ -83,6 +141,7 @@ pub(super) fn scan(
     expr: &str,
     filters: &mut HashMap<u32, ExactFilter>,
     report: &mut Report,
+    stop: &mut Stop<'_>,
     mut f: impl FnMut(&Packet<'_>, &mut Report) -> Result<bool, QueryError>,
 ) -> Result<bool, QueryError> {
     loop {
@@ -95,6 +154,9 @@ pub(super) fn scan(
                 return Ok(false);
             }
         };
+        if stop.tick() {
+            return Err(stop.error());
+        }
         if p.ts_ns < from || !crate::time::before_end(p.ts_ns, to) {
             continue;
         }

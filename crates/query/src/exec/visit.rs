@@ -34,10 +34,16 @@ pub fn visit(mut p: Prepared, mut f: impl FnMut(VisitFile<'_>, &Packet<'_>) -> b
     };
     files.sort_by_key(|(i, e)| (e.stream, seq(e), *i));
     let expr = p.query.expr.clone();
+    let cancel = p.cancel.clone();
+    let mut stop = Stop::new(cancel.as_deref(), files.len());
     for (_, e) in files {
         if report.matched >= limit {
             break;
         }
+        if stop.cancelled() {
+            return Err(stop.error());
+        }
+        stop.opened += 1;
         let Some(mut c) =
             open_cursor(&p.root, p.store_dir.as_ref(), e, p.plan.as_ref(), (from, to), p.locked, &mut report)?
         else {
@@ -45,7 +51,7 @@ pub fn visit(mut p: Prepared, mut f: impl FnMut(VisitFile<'_>, &Packet<'_>) -> b
         };
         let Cursor { reader, path, .. } = &mut c;
         let file = VisitFile { stream: e.stream, path };
-        let stopped = scan(reader, path, from, to, &expr, &mut p.filters, &mut report, |pk, report| {
+        let stopped = scan(reader, path, from, to, &expr, &mut p.filters, &mut report, &mut stop, |pk, report| {
             report.matched += 1;
             Ok(f(file, pk) && report.matched < limit)
         })?;
