@@ -124,6 +124,10 @@ pub struct Report {
     /// Catalogued files deleted by the running recorder (retention) while
     /// the query ran: not damage.
     pub deleted_while_recording: usize,
+    /// Catalogued files on a volume that cannot be read (not mounted,
+    /// swapped), left out: not damage (said once per volume, before the
+    /// query, with what to do), but missing from the answer.
+    pub on_unusable_volume: usize,
     /// Problems that did not stop the query (unreadable tails, bad indexes).
     pub warnings: Vec<String>,
 }
@@ -305,7 +309,7 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
         // those volumes, as the others beneath the store.
         let vols =
             wv_store::volume::Volumes::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?;
-        catalog_warnings.extend(vols.warnings().into_iter().map(|w| format!("{w}; its files are not queried")));
+        // (A volume that cannot be read was said by `audit`, once, with its files.)
         // Files being written on the extra volumes count too.
         let parts = count_part_files(&path)
             + vols.all().iter().filter(|(id, _)| *id > 0).map(|(_, d)| count_part_files(d.path())).sum::<usize>();

@@ -587,8 +587,17 @@ pub fn is_capture_name(name: &str) -> bool {
 pub fn audit(store: &Path, entries: &[Entry], locked: bool) -> Vec<String> {
     let mut w = Vec::new();
     let Ok(dir) = crate::volume::Volumes::open(store) else { return w };
-    w.extend(dir.warnings());
-    for e in entries {
+    // A volume that cannot be read (not mounted, swapped) is said once, with
+    // what to do and how many catalogued files it holds: its files are not
+    // missing (repair keeps their entries), so each is not said again.
+    for (id, why) in dir.unusable() {
+        let n = entries.iter().filter(|e| crate::volume::split(&e.file).is_ok_and(|(k, _)| k == id)).count();
+        match n {
+            0 => w.push(why.to_string()),
+            n => w.push(format!("{why}; its {n} catalogued file(s) are left out until then")),
+        }
+    }
+    for e in entries.iter().filter(|e| !dir.unreadable_volume(&e.file)) {
         match dir.lstat(&e.file) {
             Ok(s) if s.kind == Kind::File => {}
             Ok(_) => w.push(format!("{} is not a regular file; skipped (run `wirevault repair`)", e.file)),

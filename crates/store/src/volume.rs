@@ -166,7 +166,13 @@ impl Volumes {
 
     /// One sentence per registered volume that cannot be read.
     pub fn warnings(&self) -> Vec<String> {
-        self.vols.iter().filter_map(|(_, d)| d.as_ref().err().cloned()).collect()
+        self.unusable().into_iter().map(|(_, why)| why.to_string()).collect()
+    }
+
+    /// The registered volumes that cannot be read (not mounted, swapped,
+    /// unreadable), with their id and the sentence that says why and what to do.
+    pub fn unusable(&self) -> Vec<(u32, &str)> {
+        self.vols.iter().filter_map(|(id, d)| d.as_ref().err().map(|why| (*id, why.as_str()))).collect()
     }
 
     /// Every usable volume with its id, the store directory (0) first.

@@ -408,3 +408,64 @@ fn the_store_directory_failing_stops_the_recording() {
     assert_ne!(o.code, Some(0), "{}", o.stderr);
     assert!(o.stderr.contains("cannot write the catalog") && o.stderr.contains("wirevault repair"), "{}", o.stderr);
 }
+
+/// A volume whose marker is gone (its disk not mounted: the mount point is
+/// an empty directory) is said once by `query`, with the advice to mount
+/// it; its files are not also called missing or damaged, nor sent to
+/// `wirevault repair`; the count is that of the other files (tcpdump's),
+/// and `--strict` exits 1 for the files left out. Mounting it back (the
+/// marker back) brings every packet back.
+#[test]
+fn a_volume_not_mounted_is_said_once_with_the_advice_to_mount_it() {
+    if !need_tools("a_volume_not_mounted_is_said_once_with_the_advice_to_mount_it", &["tcpdump"]) {
+        return;
+    }
+    let tmp = TempDir::new("vol-unmounted");
+    let (store, vol) = (tmp.join("store"), tmp.join("vol1"));
+    run_wirevault(&[
+        "record",
+        "--synthetic",
+        "size=200,count=20000",
+        "--file-size",
+        "1M",
+        "--volume",
+        vol.to_str().unwrap(),
+        "-o",
+        store.to_str().unwrap(),
+        "-q",
+    ])
+    .expect(0, "record onto two volumes");
+    let all = files(&store);
+    let (on_vol, here): (Vec<_>, Vec<_>) = all.iter().partition(|(rel, _)| rel.starts_with("@1/"));
+    assert!(!on_vol.is_empty() && !here.is_empty(), "files on both volumes: {all:?}");
+    let tcpdump_count = |files: &[&(String, PathBuf)]| -> usize {
+        files.iter().map(|(_, p)| tcpdump_frames(p, &[], tmp.path()).1.len()).sum()
+    };
+    let (want_here, want_all) = (tcpdump_count(&here), tcpdump_count(&all.iter().collect::<Vec<_>>()));
+    let marker = vol.join(".wirevault-volume");
+    let saved = std::fs::read(&marker).unwrap();
+    std::fs::remove_file(&marker).unwrap();
+
+    let o = run_wirevault(&["query", store.to_str().unwrap(), "--count"]);
+    o.expect(0, "query with volume @1 not mounted");
+    assert_eq!(o.stdout.trim(), want_here.to_string(), "the packets of the mounted files: {}", o.stderr);
+    let lines: Vec<&str> = o.stderr.lines().filter(|l| l.starts_with("wirevault:")).collect();
+    assert_eq!(lines.len(), 1, "one sentence for the volume:\n{}", o.stderr);
+    let l = lines[0];
+    assert!(l.contains(vol.to_str().unwrap()) && l.contains("mount it there"), "{l}");
+    assert!(l.contains(&format!("its {} catalogued file(s)", on_vol.len())), "{l}");
+    assert!(!o.stderr.contains("repair") && !o.stderr.contains("missing"), "{}", o.stderr);
+    for (rel, _) in &on_vol {
+        let name = rel.rsplit('/').next().unwrap();
+        assert!(!o.stderr.contains(name), "{name} is named: {}", o.stderr);
+    }
+    let strict = run_wirevault(&["query", store.to_str().unwrap(), "--count", "--strict"]);
+    strict.expect(1, "--strict with a volume not mounted");
+    assert!(strict.stderr.contains(&format!("--strict: {} damaged or missing", on_vol.len())), "{}", strict.stderr);
+
+    std::fs::write(&marker, saved).unwrap();
+    let o = run_wirevault(&["query", store.to_str().unwrap(), "--count", "--strict"]);
+    o.expect(0, "query with the volume back");
+    assert_eq!(o.stdout.trim(), want_all.to_string());
+    assert!(!o.stderr.contains("wirevault:"), "{}", o.stderr);
+}

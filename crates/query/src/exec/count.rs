@@ -116,6 +116,7 @@ impl Report {
             damaged: _,
             damaged_files,
             deleted_while_recording,
+            on_unusable_volume,
             warnings,
         } = r;
         self.matched += matched;
@@ -124,6 +125,7 @@ impl Report {
         self.blocks_read += blocks_read;
         self.blocks_total += blocks_total;
         self.deleted_while_recording += deleted_while_recording;
+        self.on_unusable_volume += on_unusable_volume;
         for path in &damaged_files {
             self.note_damaged(path);
         }

@@ -293,6 +293,12 @@ pub(super) fn open_cursor(
     locked: bool,
     report: &mut Report,
 ) -> Result<Option<Cursor>, QueryError> {
+    // On a volume that is not mounted (or swapped): said once for the
+    // volume before the query (`catalog::audit`), not damage, nothing to repair.
+    if store_dir.is_some_and(|v| v.unreadable_volume(&e.file)) {
+        report.on_unusable_volume += 1;
+        return Ok(None);
+    }
     let path = store_dir.map_or_else(|| root.join(&e.file), |v| v.display(&e.file));
     // A damaged store still answers: a missing, short or unreadable file is
     // skipped (in part) with a warning naming it, and counted.

@@ -143,7 +143,7 @@ fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::
     if report.part_files > 0 {
         say!("wirevault: {} file(s) being written or left by a crash are not included", report.part_files);
     }
-    Ok(report.damaged)
+    Ok(report.damaged + report.on_unusable_volume)
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {

@@ -151,8 +151,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             }
         }
     }
-    if args.strict && report.damaged > 0 {
-        say!("wirevault: --strict: {} damaged or missing file(s)", report.damaged);
+    if args.strict && report.damaged + report.on_unusable_volume > 0 {
+        say!("wirevault: --strict: {} damaged or missing file(s)", report.damaged + report.on_unusable_volume);
         return Ok(exit::ERROR);
     }
     Ok(exit::OK)

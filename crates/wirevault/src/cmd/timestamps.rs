@@ -57,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         for w in &report.warnings {
             say!("wirevault: {w}");
         }
-        damaged |= report.damaged > 0;
+        damaged |= report.damaged + report.on_unusable_volume > 0;
         let sources = if is_store { stamp_sources(&path) } else { Default::default() };
         inputs.push(json!({
             "path": path.display().to_string(),
