@@ -236,6 +236,21 @@ impl Prepared {
         )
     }
 
+    /// The link types of the files that may hold packets in the time range
+    /// (a single capture file: its first packet's), each once.
+    pub fn linktypes(&self) -> Vec<u32> {
+        let (from, to) = (self.query.from_ns.unwrap_or(0), self.query.to_ns.unwrap_or(u64::MAX));
+        let mut v: Vec<u32> = self
+            .entries
+            .iter()
+            .filter(|e| e.packets > 0 && crate::time::overlaps(e.first_ns, e.last_ns, from, to))
+            .map(|e| e.linktype)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// The oldest and newest packet of the catalogued files (`None`: no
     /// file holds a packet).
     pub fn span(&self) -> Option<(u64, u64)> {

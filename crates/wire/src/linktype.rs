@@ -79,9 +79,42 @@ pub fn to_dlt(linktype: u32) -> i32 {
     MAP.iter().find(|(l, _)| *l == lt).map_or(lt as i32, |(_, d)| *d)
 }
 
+/// The name of a LINKTYPE_* value as tcpdump's `link-type` line and
+/// capinfos say it in words, for the common ones (`None` for the rest).
+pub fn name(linktype: u32) -> Option<&'static str> {
+    Some(match linktype {
+        0 => "BSD loopback",
+        ETHERNET => "Ethernet",
+        9 => "PPP",
+        RAW => "raw IP",
+        105 => "IEEE 802.11",
+        LINUX_SLL => "Linux cooked (SLL)",
+        127 => "IEEE 802.11 radiotap",
+        IPV4 => "raw IPv4",
+        IPV6 => "raw IPv6",
+        276 => "Linux cooked v2 (SLL2)",
+        _ => return None,
+    })
+}
+
+/// A link type for a sentence: `101 (raw IP)`, or the number alone.
+pub fn describe(linktype: u32) -> String {
+    match name(linktype) {
+        Some(n) => format!("{linktype} ({n})"),
+        None => linktype.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(describe(RAW), "101 (raw IP)");
+        assert_eq!(describe(LINUX_SLL), "113 (Linux cooked (SLL))");
+        assert_eq!(describe(147), "147");
+    }
 
     #[test]
     fn atm_rfc1483() {

@@ -474,3 +474,33 @@ fn replay_refuses_missing_down_and_default_route_interfaces_and_bad_rates() {
     let o = run_wirevault(&["replay", "-i", "wv-no-such-if0", s(&empty), "not a filter ((("]);
     o.expect(2, "bad filter or interface");
 }
+
+/// A raw-IP file and a Linux cooked (SLL) file onto an Ethernet veth: each
+/// is refused before anything is sent, in one sentence naming the file's
+/// link type (as capinfos reads it) and the interface's, and what to do;
+/// nothing reaches the far end.
+#[test]
+fn replay_of_another_link_type_is_refused_naming_both() {
+    if !ready("replay_of_another_link_type_is_refused_naming_both") || !need_tools("replay_link_type", &["capinfos"]) {
+        return;
+    }
+    let t = Setup::new("replay-linktype", 1);
+    for (name, lt, advice) in [
+        ("LINKTYPE_RAW_ipv4.pcap", "101 (raw IP)", "raw-IP interface"),
+        ("RADIUS-RFC3162.pcap", "113 (Linux cooked (SLL))", "Ethernet headers first"),
+    ] {
+        let Some(f) = corpus_file("replay_of_another_link_type_is_refused_naming_both", name) else { return };
+        // capinfos agrees on what the file is.
+        let ci = std::process::Command::new("capinfos").args(["-T", "-r", "-E"]).arg(&f).output().unwrap();
+        let ci = String::from_utf8_lossy(&ci.stdout).to_string();
+        assert!(ci.contains(if lt.starts_with("101") { "rawip" } else { "linux-sll" }), "capinfos: {ci}");
+        let (o, _, got) = t.replay(&["--topspeed", s(&f)]);
+        o.expect(2, name);
+        let lines: Vec<&str> = o.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{name}: one sentence: {}", o.stderr);
+        let want = format!("its packets are of link type {lt} and {} is of link type 1 (Ethernet)", t.pair.if_a);
+        assert!(lines[0].contains(&want) && lines[0].contains(advice), "{name}: {}", lines[0]);
+        assert!(o.stdout.is_empty(), "{name}: nothing to summarise: {}", o.stdout);
+        assert!(got.is_empty(), "{name}: {} frame(s) went out", got.len());
+    }
+}

@@ -169,6 +169,37 @@ fn check_interface(ifname: &str, force: bool) -> anyhow::Result<wv_replay::Confi
     Ok(wv_replay::Config { ifname: ifname.to_owned(), linktype, mtu, late_ns: LATE_NS })
 }
 
+/// A source none of whose selected packets has the interface's link type
+/// is refused before anything is sent, with both link types and what to do
+/// (until 2026-11-27 every packet was counted as failed, "wrong link type",
+/// naming neither). A source that mixes link types sends the packets of
+/// the interface's and counts the others as failed.
+fn check_linktypes(src: &std::path::Path, linktypes: &[u32], cfg: &wv_replay::Config) -> anyhow::Result<()> {
+    use wv_wire::linktype::{describe, ETHERNET, IPV4, IPV6, LINUX_SLL, RAW};
+    if linktypes.is_empty() || linktypes.contains(&cfg.linktype) {
+        return Ok(());
+    }
+    let theirs = linktypes.iter().map(|l| describe(*l)).collect::<Vec<_>>().join(", ");
+    let what = match (linktypes, cfg.linktype) {
+        ([RAW | IPV4 | IPV6], ETHERNET) => "replay it on a raw-IP interface (a tun device: `ip tuntap add dev tun0 mode tun`), or give its packets Ethernet headers first (`tcprewrite --dlt=enet --enet-smac=MAC --enet-dmac=MAC`)".to_string(),
+        ([LINUX_SLL], ETHERNET) => "Linux cooked headers cannot be sent on any interface: give its packets Ethernet headers first (`tcprewrite --dlt=enet --enet-smac=MAC --enet-dmac=MAC`)".to_string(),
+        _ => format!(
+            "replay it on an interface of link type {theirs}, or rewrite its link-layer headers to {} first",
+            describe(cfg.linktype)
+        ),
+    };
+    Err(fail(
+        exit::USAGE,
+        format!(
+            "cannot replay {} on {}: its packets are of link type {theirs} and {} is of link type {}; {what}",
+            src.display(),
+            cfg.ifname,
+            cfg.ifname,
+            describe(cfg.linktype)
+        ),
+    ))
+}
+
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let p = plan(&args)?;
     let cfg = check_interface(&args.interface, args.force)?;
@@ -182,7 +213,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     // Every source opens and its filter compiles before anything is sent.
     let mut first: Vec<Option<wv_query::Prepared>> = Vec::new();
     for s in &p.sources {
-        first.push(Some(wv_query::prepare(query(s, args.limit)).map_err(super::query::prepare_error)?));
+        let prepared = wv_query::prepare(query(s, args.limit)).map_err(super::query::prepare_error)?;
+        check_linktypes(s, &prepared.linktypes(), &cfg)?;
+        first.push(Some(prepared));
     }
     let tx = wv_sys::afpacket::tx::TxSocket::open(&args.interface).map_err(|e| match e {
         wv_sys::afpacket::Error::PermissionDenied => {
