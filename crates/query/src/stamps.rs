@@ -10,9 +10,20 @@
 use crate::exec::{visit, Prepared, QueryError, Report};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use wv_wire::reader::TsResolution;
 
 /// Gaps kept for the median before the sample is thinned (64 MiB of `u64`).
 const MAX_GAPS: usize = 1 << 23;
+
+/// Records with an out-of-range sub-second field listed by file and frame.
+pub const MAX_LISTED: usize = 20;
+
+/// One frame of one file.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FrameAt {
+    pub file: String,
+    pub frame: u64,
+}
 
 /// Statistics of one sequence of timestamps (ns since the epoch).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -21,8 +32,21 @@ pub struct StampStats {
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
     /// The largest power of ten (in ns, at most 10^9) that divides every
-    /// stamp: 1000 for microsecond stamps even in a nanosecond file.
+    /// stamp: 1000 for microsecond stamps even in a nanosecond file. `None`
+    /// when a file declares a power-of-two resolution (pcapng `if_tsresol`
+    /// 2^-n), whose stamps converted to ns have none: `declared_resolution`
+    /// says it.
     pub resolution_ns: Option<u64>,
+    /// The resolutions the files declare for these stamps (pcap µs or ns,
+    /// pcapng `if_tsresol`), each once: `10^-6 s (1 us)`, `2^-20 s (~954 ns)`.
+    pub declared_resolution: Vec<String>,
+    /// pcap records whose sub-second field is out of range (µs ≥ 10^6, ns
+    /// ≥ 10^9): their stamp carries it into the seconds (tshark flags such
+    /// a field as invalid and the frame steps in time).
+    pub fraction_out_of_range: u64,
+    /// The first [`MAX_LISTED`] of them: file and frame number in it (1 is
+    /// the file's first packet read: exact without `--from`/`--to`).
+    pub fraction_out_of_range_at: Vec<FrameAt>,
     /// The smallest gap > 0 between a packet and the one before it.
     pub min_nonzero_gap_ns: Option<u64>,
     /// Packets whose stamp is earlier than the one before, and the largest such step back.
@@ -41,6 +65,8 @@ pub struct StampStats {
     /// from an even sample of them.
     pub median_exact: bool,
     #[serde(skip)]
+    declared: Vec<TsResolution>,
+    #[serde(skip)]
     gaps: Vec<u64>,
     #[serde(skip)]
     stride: u64,
@@ -57,6 +83,10 @@ impl Default for StampStats {
             first_ns: None,
             last_ns: None,
             resolution_ns: None,
+            declared_resolution: Vec::new(),
+            fraction_out_of_range: 0,
+            fraction_out_of_range_at: Vec::new(),
+            declared: Vec::new(),
             min_nonzero_gap_ns: None,
             backwards: 0,
             max_step_back_ns: 0,
@@ -124,8 +154,29 @@ impl StampStats {
         self.gap_count += 1;
     }
 
+    /// Notes the resolution a file declares for the last stamp added.
+    pub fn declared(&mut self, r: TsResolution) {
+        if !self.declared.contains(&r) {
+            self.declared.push(r);
+        }
+    }
+
+    /// Notes that frame `frame` of `file` had an out-of-range sub-second field.
+    pub fn fraction_out_of_range(&mut self, file: &std::path::Path, frame: u64) {
+        self.fraction_out_of_range += 1;
+        if self.fraction_out_of_range_at.len() < MAX_LISTED {
+            self.fraction_out_of_range_at.push(FrameAt { file: file.display().to_string(), frame });
+        }
+    }
+
     /// Computes the median; call once after the last [`add`](Self::add).
     pub fn finish(&mut self) {
+        self.declared.sort_unstable();
+        self.declared_resolution = self.declared.iter().map(ToString::to_string).collect();
+        // A power of ten says nothing about stamps taken in 2^-n s.
+        if self.declared.iter().any(|r| matches!(r, TsResolution::Binary(_))) {
+            self.resolution_ns = None;
+        }
         if self.gaps.is_empty() {
             return;
         }
@@ -141,8 +192,19 @@ impl StampStats {
 /// stream 0 of a single capture file), with the query's report (damage, warnings).
 pub fn per_stream(p: Prepared) -> Result<(BTreeMap<usize, StampStats>, Report), QueryError> {
     let mut streams: BTreeMap<usize, StampStats> = BTreeMap::new();
+    // The file being read and its packets so far (frame numbers).
+    let mut at: (std::path::PathBuf, u64) = Default::default();
     let report = visit(p, |file, pk| {
-        streams.entry(file.stream).or_default().add(pk.ts_ns);
+        let s = streams.entry(file.stream).or_default();
+        s.add(pk.ts_ns);
+        s.declared(pk.resolution);
+        if at.0 != file.path {
+            at = (file.path.to_path_buf(), 0);
+        }
+        at.1 += 1;
+        if pk.fraction_out_of_range {
+            s.fraction_out_of_range(file.path, at.1);
+        }
         true
     })?;
     for s in streams.values_mut() {

@@ -83,6 +83,56 @@ pub struct Packet<'a> {
     /// little-endian file is stored exactly as it would be written.
     pub stored_header: &'a [u8],
     pub data: &'a [u8],
+    /// The resolution the file declares for this packet's stamp (pcap: the
+    /// magic's µs or ns; pcapng: its interface's `if_tsresol`).
+    pub resolution: TsResolution,
+    /// pcap: the record's sub-second field is out of range (µs ≥ 10^6 in a
+    /// microsecond file, ns ≥ 10^9 in a nanosecond one). `ts_ns` carries it
+    /// into the seconds; tshark shows it as invalid ("Fractional second ...
+    /// is invalid") and the frame as a step in time. Always false for pcapng.
+    pub fraction_out_of_range: bool,
+}
+
+/// The resolution a capture file declares for a stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TsResolution {
+    /// 10^-n s (pcap: 6 or 9; pcapng `if_tsresol` n, 6 when absent).
+    Decimal(u8),
+    /// 2^-n s (pcapng `if_tsresol` with its high bit set).
+    Binary(u8),
+}
+
+impl TsResolution {
+    /// One unit in nanoseconds (not a whole number for most powers of two).
+    pub fn unit_ns(self) -> f64 {
+        match self {
+            TsResolution::Decimal(n) => 1e9 / 10f64.powi(i32::from(n)),
+            TsResolution::Binary(n) => 1e9 / 2f64.powi(i32::from(n)),
+        }
+    }
+}
+
+/// `10^-6 s (1 us)`, `2^-20 s (~954 ns)`.
+impl fmt::Display for TsResolution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ns = self.unit_ns();
+        let (v, unit) = if ns >= 1e9 {
+            (ns / 1e9, "s")
+        } else if ns >= 1e6 {
+            (ns / 1e6, "ms")
+        } else if ns >= 1e3 {
+            (ns / 1e3, "us")
+        } else {
+            (ns, "ns")
+        };
+        let exact = (v - v.round()).abs() < 1e-9;
+        let v = if exact || v >= 10.0 { format!("{v:.0}") } else { format!("{v:.3}") };
+        let about = if exact { "" } else { "~" };
+        match self {
+            TsResolution::Decimal(n) => write!(f, "10^-{n} s ({about}{v} {unit})"),
+            TsResolution::Binary(n) => write!(f, "2^-{n} s ({about}{v} {unit})"),
+        }
+    }
 }
 
 /// Why a capture file cannot be read (further). Every variant names the
@@ -203,6 +253,8 @@ struct Found {
     /// Start in the buffer of the pcap record header (`data_start` for pcapng).
     header_start: usize,
     data_start: usize,
+    resolution: TsResolution,
+    fraction_out_of_range: bool,
 }
 
 /// A validated pcapng block sitting in the buffer.
@@ -340,6 +392,8 @@ impl<R: Read> Reader<R> {
             offset: found.offset,
             stored_header: self.buf.get(found.header_start..found.data_start).unwrap_or(&[]),
             data: self.buf.get(found.data_start..data_end).unwrap_or(&[]),
+            resolution: found.resolution,
+            fraction_out_of_range: found.fraction_out_of_range,
         }))
     }
 
@@ -438,6 +492,10 @@ impl<R: Read> Reader<R> {
         }
         let rh = RecordHeader::parse(&mut Octets::new(self.avail(), st.endian), st.precision)
             .ok_or_else(|| self.truncated("record header", st.header_len, have))?;
+        // The sub-second field (bytes 4..8), checked against its unit.
+        let units = if st.precision == Precision::Micro { 1_000_000 } else { 1_000_000_000 };
+        let frac = self.avail().get(4..8).and_then(|b| Octets::new(b, st.endian).get_u32());
+        let fraction_out_of_range = frac.is_some_and(|f| f >= units);
         let (caplen, origlen) = match st.lengths {
             LengthOrder::Normal => (rh.caplen, rh.origlen),
             LengthOrder::Maybe if rh.caplen <= rh.origlen => (rh.caplen, rh.origlen),
@@ -475,6 +533,8 @@ impl<R: Read> Reader<R> {
             offset,
             header_start,
             data_start,
+            resolution: TsResolution::Decimal(if st.precision == Precision::Micro { 6 } else { 9 }),
+            fraction_out_of_range,
         }))
     }
 
@@ -625,6 +685,8 @@ impl<R: Read> Reader<R> {
                         offset: blk.offset,
                         header_start: blk.body_start + EPB_BODY_LEN,
                         data_start: blk.body_start + EPB_BODY_LEN,
+                        resolution: iface.resolution(),
+                        fraction_out_of_range: false,
                     }));
                 }
                 BT_SPB => {
@@ -648,6 +710,8 @@ impl<R: Read> Reader<R> {
                         offset: blk.offset,
                         header_start: blk.body_start + SPB_BODY_LEN,
                         data_start: blk.body_start + SPB_BODY_LEN,
+                        resolution: iface.resolution(),
+                        fraction_out_of_range: false,
                     }));
                 }
                 BT_IDB => {
@@ -1204,6 +1268,14 @@ mod tests {
         assert_eq!(mk(1, Scale::Mul(NANOS_PER_SEC), 0).ts_ns(u64::MAX), u64::MAX);
         assert_eq!(mk(1_000_000, Scale::Mul(1000), i64::MIN).ts_ns(5), 0);
         assert_eq!(mk(1 << 63, Scale::Binary, 0).ts_ns(u64::MAX), 1_999_999_999);
+        // Declared resolutions, as `wirevault timestamps` shows them.
+        assert_eq!(mk(1 << 20, Scale::Binary, 0).resolution(), TsResolution::Binary(20));
+        assert_eq!(mk(1 << 20, Scale::Binary, 0).resolution().to_string(), "2^-20 s (~954 ns)");
+        assert_eq!(mk(1, Scale::Binary, 0).resolution().to_string(), "2^-0 s (1 s)");
+        assert_eq!(mk(1 << 30, Scale::Binary, 0).resolution().to_string(), "2^-30 s (~0.931 ns)");
+        assert_eq!(mk(1_000_000, Scale::Mul(1000), 0).resolution().to_string(), "10^-6 s (1 us)");
+        assert_eq!(mk(NANOS_PER_SEC, Scale::Nanos, 0).resolution(), TsResolution::Decimal(9));
+        assert_eq!(mk(10u64.pow(12), Scale::Div(1000), 0).resolution().to_string(), "10^-12 s (~0.001 ns)");
         assert_eq!(mk(10u64.pow(19), Scale::Div(10u64.pow(10)), 0).ts_ns(u64::MAX), 1_844_674_407);
     }
 }

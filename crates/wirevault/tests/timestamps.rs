@@ -261,3 +261,108 @@ fn timestamps_of_a_damaged_store_warn_and_exit_1() {
     assert!(n > 0 && n < 2000, "{n} packets read from the cut file");
     assert_eq!(v["inputs"][0]["damaged_files"], 1);
 }
+
+/// tcpdump's corpus has one microsecond and one nanosecond pcap file whose
+/// records 2 and 3 have a sub-second field out of range; tshark shows the
+/// same frames as odd: a fraction of more than 9 digits ("Fractional second
+/// ... is invalid") or a step back in time (the µs file's frame 3, 2^31 µs).
+/// They are counted and named by frame, in the JSON and the text; a clean
+/// file has none.
+#[test]
+fn out_of_range_sub_second_fields_are_flagged_by_frame() {
+    let t = "out_of_range_sub_second_fields_are_flagged_by_frame";
+    if !need_tools(t, &["tshark"]) {
+        return;
+    }
+    for name in ["timestamp_invalid_micro.pcap", "timestamp_invalid_nano.pcap"] {
+        let Some(f) = corpus_file(t, name) else { return };
+        let o = std::process::Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&f)
+            .args(["-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch", "-e", "frame.time_delta"])
+            .output()
+            .unwrap();
+        let tshark = String::from_utf8_lossy(&o.stdout).to_string();
+        // tshark's epoch column keeps the raw sub-second digits (more than
+        // 9: out of range), or the frame steps back.
+        let odd = |l: &str| {
+            let c: Vec<&str> = l.split('\t').collect();
+            c.get(1).and_then(|e| e.split_once('.')).is_some_and(|(_, f)| f.len() > 9)
+                || c.get(2).is_some_and(|d| d.starts_with('-'))
+        };
+        let want: Vec<u64> =
+            tshark.lines().filter(|l| odd(l)).map(|l| l.split('\t').next().unwrap().parse().unwrap()).collect();
+        assert_eq!(want, [2, 3], "tshark on {name}: {tshark}");
+        let out = stamps_json(&[f.to_str().unwrap()]);
+        let s = &out["inputs"][0]["streams"][0];
+        assert_eq!(s["fraction_out_of_range"], 2, "{name}: {s}");
+        let at: Vec<u64> =
+            s["fraction_out_of_range_at"].as_array().unwrap().iter().map(|a| a["frame"].as_u64().unwrap()).collect();
+        assert_eq!(at, want, "{name}");
+        assert_eq!(s["fraction_out_of_range_at"][0]["file"], f.to_str().unwrap());
+        let text = run_wirevault(&["timestamps", f.to_str().unwrap()]);
+        text.expect(0, name);
+        assert!(
+            text.stdout.contains("2 record(s) with a sub-second field out of range")
+                && text.stdout.contains(&format!("frames 2, 3 of {}", f.display())),
+            "{name}: {}",
+            text.stdout
+        );
+    }
+    let clean = corpus_file(t, "afs.pcap").unwrap();
+    assert_eq!(stamps_json(&[clean.to_str().unwrap()])["inputs"][0]["streams"][0]["fraction_out_of_range"], 0);
+}
+
+/// A pcapng interface with if_tsresol 2^-20 s: the resolution is that
+/// declaration, not a power of ten (its stamps in ns are divisible by none:
+/// it said 1 ns); a 10^-6 interface still shows the power of ten its stamps
+/// have.
+#[test]
+fn a_power_of_two_tsresol_is_reported_as_declared() {
+    let dir = TempDir::new("stamps-tsresol");
+    let block = |ty: u32, body: &[u8]| {
+        let len = (12 + body.len().next_multiple_of(4)) as u32;
+        let mut b = [ty.to_le_bytes(), len.to_le_bytes()].concat();
+        b.extend(body);
+        b.resize(len as usize - 4, 0);
+        b.extend(len.to_le_bytes());
+        b
+    };
+    let shb = block(0x0a0d_0d0a, &[&0x1a2b_3c4du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xff; 8]].concat());
+    let idb = |r: u8| {
+        block(
+            1,
+            &[&1u16.to_le_bytes()[..], &[0, 0], &65535u32.to_le_bytes(), &[9, 0, 1, 0, r, 0, 0, 0, 0, 0, 0, 0]]
+                .concat(),
+        )
+    };
+    let epb = |ts: u64| {
+        let data = make_frame(1, Kind::Udp, 60);
+        let n = (data.len() as u32).to_le_bytes();
+        block(
+            6,
+            &[&0u32.to_le_bytes()[..], &((ts >> 32) as u32).to_le_bytes(), &(ts as u32).to_le_bytes(), &n, &n, &data]
+                .concat(),
+        )
+    };
+    let base = 1_700_000_000u64;
+    let bin = dir.join("bin.pcapng");
+    let units = |s: u64, frac: u64| (s << 20) + frac;
+    std::fs::write(
+        &bin,
+        [shb.clone(), idb(0x80 | 20), epb(units(base, 1)), epb(units(base, 3)), epb(units(base + 1, 7))].concat(),
+    )
+    .unwrap();
+    let dec = dir.join("dec.pcapng");
+    std::fs::write(&dec, [shb, idb(6), epb(base * 1_000_000 + 5), epb(base * 1_000_000 + 9)].concat()).unwrap();
+    let out = stamps_json(&[bin.to_str().unwrap(), dec.to_str().unwrap()]);
+    let (b, d) = (&out["inputs"][0]["streams"][0], &out["inputs"][1]["streams"][0]);
+    assert_eq!(b["declared_resolution"], serde_json::json!(["2^-20 s (~954 ns)"]), "{b}");
+    assert_eq!(b["resolution_ns"], Value::Null, "{b}");
+    assert_eq!(b["packets"], 3);
+    assert_eq!(d["declared_resolution"], serde_json::json!(["10^-6 s (1 us)"]), "{d}");
+    assert_eq!(d["resolution_ns"], 1000, "{d}");
+    let text = run_wirevault(&["timestamps", bin.to_str().unwrap()]);
+    text.expect(0, "timestamps of a 2^-20 file");
+    assert!(text.stdout.contains("resolution 2^-20 s (~954 ns);"), "{}", text.stdout);
+}

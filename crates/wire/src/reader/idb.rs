@@ -31,6 +31,14 @@ pub(super) struct Interface {
 }
 
 impl Interface {
+    /// The declared resolution: `if_tsresol` as given (10^-n or 2^-n s).
+    pub(super) fn resolution(&self) -> super::TsResolution {
+        match self.scale {
+            Scale::Binary => super::TsResolution::Binary(self.tsresol.trailing_zeros() as u8),
+            _ => super::TsResolution::Decimal(self.tsresol.max(1).ilog10() as u8),
+        }
+    }
+
     /// libpcap's conversion (seconds = t / tsresol + tsoffset, fraction
     /// scaled), done in 128 bits so that no input overflows.
     pub(super) fn ts_ns(&self, t: u64) -> u64 {

@@ -131,6 +131,42 @@ fn ns(v: &Value) -> String {
     }
 }
 
+/// The resolution of a stream: the power of ten its stamps have, or, for
+/// stamps a file declares in powers of two, that declaration.
+fn resolution(st: &Value) -> String {
+    let declared = st["declared_resolution"]
+        .as_array()
+        .map_or(String::new(), |a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "));
+    match st["resolution_ns"].as_u64() {
+        Some(_) => ns(&st["resolution_ns"]),
+        None if !declared.is_empty() => declared,
+        None => "-".into(),
+    }
+}
+
+/// `frames 2, 3 of FILE; frame 7 of OTHER` (and how many more than listed).
+fn frames(at: &Value, total: u64) -> String {
+    let mut by_file: Vec<(String, Vec<String>)> = Vec::new();
+    let list = at.as_array().cloned().unwrap_or_default();
+    for a in &list {
+        let file = a["file"].as_str().unwrap_or("").to_string();
+        let frame = a["frame"].to_string();
+        match by_file.last_mut() {
+            Some((f, v)) if *f == file => v.push(frame),
+            _ => by_file.push((file, vec![frame])),
+        }
+    }
+    let mut s = by_file
+        .iter()
+        .map(|(f, v)| format!("frame{} {} of {f}", if v.len() == 1 { "" } else { "s" }, v.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    if total > list.len() as u64 {
+        s.push_str(&format!(" (and {} more)", total - list.len() as u64));
+    }
+    s
+}
+
 fn text(out: &Value) -> String {
     let mut s = String::new();
     match out["clock_source"].as_object() {
@@ -180,7 +216,7 @@ fn text(out: &Value) -> String {
                 "{who}: {} packets{}; resolution {}; smallest gap > 0 {}; {} backwards (largest step back {}); {} share the previous stamp (longest run {}); gap min {} median {}{} max {}\n",
                 st["packets"],
                 from.unwrap_or_default(),
-                ns(&st["resolution_ns"]),
+                resolution(&st),
                 ns(&st["min_nonzero_gap_ns"]),
                 st["backwards"],
                 ns(&st["max_step_back_ns"]),
@@ -191,6 +227,9 @@ fn text(out: &Value) -> String {
                 if st["median_exact"] == false { " (sampled)" } else { "" },
                 ns(&st["max_gap_ns"]),
             ));
+            if let Some(n) = st["fraction_out_of_range"].as_u64().filter(|n| *n > 0) {
+                s.push_str(&format!("{who}: {n} record(s) with a sub-second field out of range (µs ≥ 10^6 or ns ≥ 10^9; carried into the seconds, where tshark says \"Fractional second ... is invalid\"): {}\n", frames(&st["fraction_out_of_range_at"], n)));
+            }
         }
     }
     s
