@@ -594,7 +594,7 @@ pub fn audit(store: &Path, entries: &[Entry], locked: bool) -> Vec<String> {
         let n = entries.iter().filter(|e| crate::volume::split(&e.file).is_ok_and(|(k, _)| k == id)).count();
         match n {
             0 => w.push(why.to_string()),
-            n => w.push(format!("{why}; its {n} catalogued file(s) are left out until then")),
+            n => w.push(format!("{why}; its {n} catalogued file(s) are left out")),
         }
     }
     for e in entries.iter().filter(|e| !dir.unreadable_volume(&e.file)) {

@@ -181,7 +181,8 @@ fn check_linktypes(src: &std::path::Path, linktypes: &[u32], cfg: &wv_replay::Co
     }
     let theirs = linktypes.iter().map(|l| describe(*l)).collect::<Vec<_>>().join(", ");
     let what = match (linktypes, cfg.linktype) {
-        ([RAW | IPV4 | IPV6], ETHERNET) => "replay it on a raw-IP interface (a tun device: `ip tuntap add dev tun0 mode tun`), or give its packets Ethernet headers first (`tcprewrite --dlt=enet --enet-smac=MAC --enet-dmac=MAC`)".to_string(),
+        ([IPV4 | IPV6], _) => "its packets are raw IP: `editcap -T rawip FILE OUT` relabels them as link type 101, which replays on a raw-IP interface (a tun device: `ip tuntap add dev tun0 mode tun`); on Ethernet they need Ethernet headers first (`tcprewrite --dlt=enet --enet-smac=MAC --enet-dmac=MAC` on the relabelled file)".to_string(),
+        ([RAW], ETHERNET) => "replay it on a raw-IP interface (a tun device: `ip tuntap add dev tun0 mode tun`), or give its packets Ethernet headers first (`tcprewrite --dlt=enet --enet-smac=MAC --enet-dmac=MAC`)".to_string(),
         ([LINUX_SLL], ETHERNET) => "Linux cooked headers cannot be sent on any interface: give its packets Ethernet headers first (`tcprewrite --dlt=enet --enet-smac=MAC --enet-dmac=MAC`)".to_string(),
         _ => format!(
             "replay it on an interface of link type {theirs}, or rewrite its link-layer headers to {} first",
