@@ -73,6 +73,26 @@ impl WritePath {
     pub fn from_name(name: &str) -> Option<WritePath> {
         [WritePath::Copy, WritePath::ZeroCopy].into_iter().find(|s| s.name() == name)
     }
+
+    /// What the zero-copy writer puts at the start of the body of the
+    /// local-use block that fills each file's first page, so that `repair`
+    /// can tell from the file itself how it was written: `ZeroCopy`, or
+    /// `Copy` once the kernel refused writes from the ring (see
+    /// [`crate::recover::ValidPrefix::path`]). Readers skip the block.
+    pub fn mark(self) -> &'static [u8] {
+        match self {
+            WritePath::Copy => b"wirevault path: copy\n",
+            WritePath::ZeroCopy => b"wirevault path: zero-copy\n",
+        }
+    }
+
+    /// The longest [`WritePath::mark`].
+    pub const MARK_MAX: usize = 26;
+
+    /// The value whose mark `body` starts with.
+    pub fn from_mark(body: &[u8]) -> Option<WritePath> {
+        [WritePath::Copy, WritePath::ZeroCopy].into_iter().find(|s| body.starts_with(s.mark()))
+    }
 }
 
 /// The catalog's `path` value: a [`WritePath`]'s name.

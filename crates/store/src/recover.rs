@@ -1,6 +1,7 @@
 //! Finding the valid part of a capture file that was not closed cleanly
 //! (a write error, a crash): the longest prefix made of complete records.
 
+use crate::catalog::WritePath;
 use crate::Format;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
@@ -22,6 +23,14 @@ pub struct ValidPrefix {
     pub last_ns: Option<u64>,
     pub linktype: u32,
     pub snaplen: u32,
+    /// How the file was written, as far as the file says: every pcap file
+    /// and a pcapng file whose first block after the header is a record
+    /// came from the copy path; a zero-copy file says so in the local-use
+    /// block that fills its first page ([`WritePath::mark`]). `None` for a
+    /// zero-copy file written before that mark existed (its bytes are the
+    /// same whether the blocks went out from the ring or, after the kernel
+    /// refused that, from a copy) and for a file with no record.
+    pub path: Option<WritePath>,
 }
 
 /// Options a zero-copy EPB may carry (`epb_flags`: 8 bytes).
@@ -48,7 +57,16 @@ pub fn valid_prefix(path: &Path, format: Format, partial: bool) -> io::Result<Va
 pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<ValidPrefix> {
     let data_len = if partial { wv_sys::fs::data_end(&file)? } else { file.metadata()?.len() };
     let mut r = BufReader::with_capacity(1 << 20, file.take(data_len));
-    let mut v = ValidPrefix { len: 0, data_len, packets: 0, first_ns: None, last_ns: None, linktype: 0, snaplen: 0 };
+    let mut v = ValidPrefix {
+        len: 0,
+        data_len,
+        packets: 0,
+        first_ns: None,
+        last_ns: None,
+        linktype: 0,
+        snaplen: 0,
+        path: None,
+    };
     let mut data = vec![0u8; wv_wire::MAX_SNAPLEN as usize + 8 + MAX_EPB_OPTIONS];
     match format {
         Format::Pcap => {
@@ -63,6 +81,7 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
                 return Ok(v);
             }
             v.len = h.len() as u64;
+            v.path = Some(WritePath::Copy);
             v.linktype = fh.linktype();
             v.snaplen = fh.snaplen;
             // wirevault never stores a record longer than this, whatever the link type.
@@ -110,7 +129,17 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
                     if total < u64::from(pcapng::MIN_BLOCK_LEN) || !total.is_multiple_of(4) || total > MAX_SKIP_BLOCK {
                         break;
                     }
-                    let body = total - u64::from(pcapng::MIN_BLOCK_LEN);
+                    let mut body = total - u64::from(pcapng::MIN_BLOCK_LEN);
+                    if v.len == pcapng::PREAMBLE_LEN as u64 {
+                        // The block filling the first page: the zero-copy writer's mark.
+                        let mut m = [0u8; WritePath::MARK_MAX];
+                        let n = m.len().min(body as usize);
+                        if !read_full(&mut r, &mut m[..n])? {
+                            break;
+                        }
+                        v.path = WritePath::from_mark(&m[..n]);
+                        body -= n as u64;
+                    }
                     if io::copy(&mut (&mut r).take(body), &mut io::sink())? != body {
                         break;
                     }
@@ -145,6 +174,10 @@ pub fn valid_prefix_of(file: File, format: Format, partial: bool) -> io::Result<
                 let trailer = Octets::le(&data[rest - pcapng::BLOCK_TRAILER_LEN..rest]).peek_u32();
                 if trailer != Some(bh.total_len) {
                     break;
+                }
+                if v.len == pcapng::PREAMBLE_LEN as u64 {
+                    // A record right after the header: the copy path's layout.
+                    v.path = Some(WritePath::Copy);
                 }
                 v.record(epb.ts, total as u64);
             }
@@ -399,7 +432,7 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
                 packets: v.packets,
                 bytes: v.len,
                 timestamps: None,
-                path: None,
+                path: v.path,
             });
             changed = true;
         }
@@ -645,6 +678,21 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let v = valid_prefix(&path, Format::Pcapng, false).unwrap();
         assert_eq!((v.packets, v.len, v.first_ns, v.last_ns), (3, whole, Some(10), Some(30)));
+        assert_eq!(v.path, None, "a first-page block without a mark");
+        // The first page's block names the write path; a record right after the header is the copy path's.
+        let at = pcapng::PREAMBLE_LEN + 8;
+        for p in [WritePath::ZeroCopy, WritePath::Copy] {
+            let mut b = bytes.clone();
+            b[at..at + 100].fill(0);
+            b[at..at + p.mark().len()].copy_from_slice(p.mark());
+            std::fs::write(&path, &b).unwrap();
+            assert_eq!(valid_prefix(&path, Format::Pcapng, false).unwrap().path, Some(p));
+        }
+        assert!([WritePath::ZeroCopy, WritePath::Copy].iter().all(|p| p.mark().len() <= WritePath::MARK_MAX));
+        let mut b = pre.to_vec();
+        b.extend(epb(10, 61, &[]));
+        std::fs::write(&path, &b).unwrap();
+        assert_eq!(valid_prefix(&path, Format::Pcapng, false).unwrap().path, Some(WritePath::Copy));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

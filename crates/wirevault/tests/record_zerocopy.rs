@@ -280,6 +280,43 @@ fn zero_copy_kill_9_then_repair_keeps_every_written_packet() {
     assert_tshark_reads(&files);
 }
 
+/// The catalog's `path` comes back from the files themselves: with the catalog lost,
+/// `repair` catalogues zero-copy files as `zero-copy` (the mark in their first page), and
+/// pcapng files of the copy path (the same frames read back with `record --read`) as `copy`.
+#[test]
+fn repair_restores_the_catalog_path_from_the_files() {
+    if !ready("repair_restores_the_catalog_path_from_the_files") {
+        return;
+    }
+    let _g = heavy_lock();
+    let n = 3000;
+    let l = Live::new("zc-repair-path", n);
+    let r = l.start(&zc(&["--file-size", "1M"]));
+    let (o, _, _) = l.send_and_stop(r, &["--topspeed"], n as u64);
+    o.expect(0, "zero-copy recording");
+    let copy = l.tmp.join("copy");
+    let zc_files = paths(&check_store(&l.store()));
+    let mut args =
+        vec!["record".to_string(), "-o".into(), copy.display().to_string(), "--format".into(), "pcapng".into()];
+    for f in &zc_files {
+        args.extend(["-r".to_string(), f.display().to_string()]);
+    }
+    run_wirevault(&args.iter().map(String::as_str).collect::<Vec<_>>()).expect(0, "record --read");
+    for (store, want) in [(l.store(), "zero-copy"), (copy, "copy")] {
+        let before = check_store(&store);
+        assert!(!before.is_empty());
+        assert!(before.iter().all(|f| f.entry["path"] == want), "{want}: written so");
+        std::fs::remove_file(store.join("catalog.jsonl")).unwrap();
+        run_wirevault(&["repair", store.to_str().unwrap()]).expect(0, "repair");
+        let after = check_store(&store);
+        assert_eq!(after.len(), before.len(), "{want}: every file catalogued again");
+        for f in &after {
+            assert_eq!(f.entry["path"], want, "{}: catalog path after repair", f.path.display());
+        }
+        assert_same_frames(&l.sent, &stream_records(&after, 0), false, want);
+    }
+}
+
 #[test]
 fn zero_copy_refuses_what_it_cannot_do() {
     let tmp = TempDir::new("zc-refuse");

@@ -127,21 +127,29 @@ pub struct ZcWriter<I: FileIndexer> {
     bounce: Option<AlignedBuf>,
 }
 
+/// The first page of every zero-copy file: SHB, IDB and a local-use block up to the page's
+/// end, whose body starts with `path`'s mark ([`WritePath::mark`]; readers skip the block).
+fn header_page(zc: &ZcConfig, path: WritePath) -> io::Result<AlignedBuf> {
+    let mut header = AlignedBuf::new(DIRECT_ALIGN as usize, false)?;
+    let h = header.as_mut_slice();
+    let mut pre = [0u8; pcapng::PREAMBLE_LEN];
+    pcapng::emit_preamble(&mut pre, zc.snaplen, zc.linktype);
+    h[..pre.len()].copy_from_slice(&pre);
+    let (from, to) = (pre.len(), DIRECT_ALIGN as usize);
+    h[from..from + 4].copy_from_slice(&pcapng::BT_LOCAL_SKIP.to_le_bytes());
+    h[from + 4..from + 8].copy_from_slice(&((to - from) as u32).to_le_bytes());
+    let mark = path.mark();
+    h[from + 8..from + 8 + mark.len()].copy_from_slice(mark);
+    h[to - 4..to].copy_from_slice(&((to - from) as u32).to_le_bytes());
+    Ok(header)
+}
+
 impl<I: FileIndexer> ZcWriter<I> {
     /// Creates the stream directory and the index and sort threads.
     pub fn new(cfg: WriterConfig, zc: ZcConfig, catalog: Arc<Catalog>, shared: Arc<WriterShared>) -> io::Result<Self> {
         let place = Placement::new(&cfg)?;
         let helpers = start_helpers::<I>(&cfg, &catalog, &shared)?;
-        let mut header = AlignedBuf::new(DIRECT_ALIGN as usize, false)?;
-        let h = header.as_mut_slice();
-        let mut pre = [0u8; pcapng::PREAMBLE_LEN];
-        pcapng::emit_preamble(&mut pre, zc.snaplen, zc.linktype);
-        h[..pre.len()].copy_from_slice(&pre);
-        let (from, to) = (pre.len(), DIRECT_ALIGN as usize);
-        h[from..from + 4].copy_from_slice(&pcapng::BT_LOCAL_SKIP.to_le_bytes());
-        h[from + 4..from + 8].copy_from_slice(&((to - from) as u32).to_le_bytes());
-        h[to - 4..to].copy_from_slice(&((to - from) as u32).to_le_bytes());
-        let header = Arc::new(header);
+        let header = Arc::new(header_page(&zc, WritePath::ZeroCopy)?);
         Ok(ZcWriter {
             direct: cfg.direct,
             cfg,
@@ -272,7 +280,14 @@ impl<I: FileIndexer> ZcWriter<I> {
                 let r = c.file.write_all_at(&b.as_slice()[..len], off);
                 self.bounce = Some(b);
                 c.zero_copy = false;
-                r
+                // This file's first page (written: every write was drained above) and every
+                // later file's say so too, for `repair` (the header is the same otherwise).
+                r.and_then(|()| {
+                    let h = header_page(&self.zc, WritePath::Copy)?;
+                    c.file.write_all_at(h.as_slice(), 0)?;
+                    self.header = Arc::new(h);
+                    Ok(())
+                })
             }
             (Err(e), _) => Err(e),
             (_, None) => Err(why),
