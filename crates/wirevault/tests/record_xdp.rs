@@ -28,6 +28,11 @@ fn xdp_frames_are_stored_byte_for_byte_with_exact_counters() {
     assert!(!line.contains("xdpgeneric"), "generic XDP where veth has native: {line}");
     // VLAN and QinQ frames and 9000-byte jumbo frames (six UMEM chunks each, gathered) included.
     let o = exact_run(&l, r, "AF_XDP capture");
+    // The catalog's `path` names the write path, not the source: AF_XDP frames are copied
+    // into the arena and written by the copy writer, as AF_PACKET's (DESIGN.md).
+    for f in check_store(&l.store()) {
+        assert_eq!(f.entry["path"], "copy", "{}: catalog path", f.path.display());
+    }
     assert!(o.stderr.contains("copy mode"), "no note that veth runs AF_XDP in copy mode: {}", o.stderr);
     assert!(!o.stderr.contains("generic mode"), "generic XDP on veth: {}", o.stderr);
     // The BPF link went with the process: the host has its interface back.
