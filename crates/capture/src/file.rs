@@ -25,6 +25,88 @@ use wv_wire::reader::Reader;
 
 const BATCH: usize = 512;
 
+/// The most packet bytes, and packets, held back to be grouped by link type
+/// (see [`FileSource::group_link_types`]).
+const WINDOW_BYTES: usize = 32 << 20;
+const WINDOW_PACKETS: usize = 1 << 18;
+
+/// One packet held back in the [`Window`].
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    ts_ns: u64,
+    linktype: u32,
+    snaplen: u32,
+    origlen: u32,
+    start: usize,
+    len: usize,
+}
+
+/// Packets of a file whose link types interleave, held back so that they
+/// go out grouped by link type: a stream has one open file, which holds
+/// one link type (libpcap refuses a pcapng file whose interfaces have
+/// different link types), so packets handed over in input order would
+/// make one file per change of link type.
+#[derive(Default)]
+struct Window {
+    bytes: Vec<u8>,
+    held: Vec<Held>,
+    /// Where the next packet to hand over is in `held`, once sorted.
+    next: usize,
+    /// Being handed over (no packet is added until it is empty).
+    draining: bool,
+    /// The link type of the last packet handed over (the open file's).
+    last_linktype: Option<u32>,
+}
+
+impl Window {
+    fn full(&self) -> bool {
+        self.bytes.len() >= WINDOW_BYTES || self.held.len() >= WINDOW_PACKETS
+    }
+
+    fn hold(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, data: &[u8]) {
+        self.held.push(Held { ts_ns, linktype, snaplen, origlen, start: self.bytes.len(), len: data.len() });
+        self.bytes.extend_from_slice(data);
+    }
+
+    /// Orders the held packets for handing over: the open file's link type
+    /// first, then the others in the order they first appeared; each in
+    /// input order.
+    fn start_drain(&mut self) {
+        if self.draining || self.held.is_empty() {
+            return;
+        }
+        let mut order: Vec<u32> = self.last_linktype.into_iter().collect();
+        for h in &self.held {
+            if !order.contains(&h.linktype) {
+                order.push(h.linktype);
+            }
+        }
+        self.held.sort_by_key(|h| order.iter().position(|&l| l == h.linktype));
+        self.next = 0;
+        self.draining = true;
+    }
+
+    /// Hands held packets over while there is room (or, with `force`,
+    /// regardless: the ones without room count as dropped). True when every one is.
+    fn drain(&mut self, out: &mut Delivery<'_>, force: bool) -> bool {
+        while self.draining {
+            let Some(h) = self.held.get(self.next).copied() else {
+                self.held.clear();
+                self.bytes.clear();
+                self.draining = false;
+                break;
+            };
+            if !force && !out.has_room(h.len as u32) {
+                return false;
+            }
+            out.packet(h.ts_ns, h.linktype, h.snaplen, h.origlen, &[&self.bytes[h.start..h.start + h.len]]);
+            self.last_linktype = Some(h.linktype);
+            self.next += 1;
+        }
+        true
+    }
+}
+
 /// Reads a list of capture files one after the other.
 pub struct FileSource {
     paths: Vec<PathBuf>,
@@ -43,6 +125,15 @@ pub struct FileSource {
     /// Set while a file is opened: its header is read whole, however long
     /// the pipe takes; afterwards a pipe with nothing yet says so.
     patient: Arc<AtomicBool>,
+    /// Group the packets of a file whose link types interleave (see
+    /// [`FileSource::group_link_types`]).
+    group: bool,
+    /// The current file's first link type, and whether another followed it.
+    first_linktype: Option<u32>,
+    mixed: bool,
+    window: Window,
+    /// Polls after the stop that found no room for the held packets.
+    stalled: u32,
 }
 
 impl FileSource {
@@ -58,7 +149,27 @@ impl FileSource {
             stopped: false,
             stop: Arc::new(AtomicBool::new(false)),
             patient: Arc::new(AtomicBool::new(true)),
+            group: false,
+            first_linktype: None,
+            mixed: false,
+            window: Window::default(),
+            stalled: 0,
         }
+    }
+
+    /// Once a file's packets change link type, holds up to 32 MiB (or
+    /// 262,144 packets) of them back and hands them over grouped by link
+    /// type, each group in input order, the open file's link type first:
+    /// a stream writes one file at a time and a file holds one link type,
+    /// so interleaved link types then make a few files per window instead
+    /// of one per change. The window is handed over when it is full, at the
+    /// end of each file, while a pipe has nothing new, and at the stop.
+    /// For files of one link type nothing is held back or copied. Not for
+    /// `-c` (which packets are the first N is the input's order) nor for
+    /// `--dedup`/`--flow-cutoff` (they judge packets in time order).
+    pub fn group_link_types(mut self, on: bool) -> FileSource {
+        self.group = on;
+        self
     }
 
     /// Reads of a pipe end (as at its end) once `stop` is set, instead of
@@ -90,6 +201,8 @@ impl FileSource {
                 Ok((f, swapped)) => match Reader::new(f) {
                     Ok(r) => {
                         self.patient.store(false, Ordering::Relaxed);
+                        self.first_linktype = None;
+                        self.mixed = false;
                         self.cur = Some((p, r, swapped));
                         self.files_read += 1;
                         return true;
@@ -223,11 +336,28 @@ impl Source for FileSource {
         Ok(())
     }
 
+    /// Packets held back (grouped by link type) still go out after the stop.
+    fn drained_when_idle(&self) -> bool {
+        self.window.held.is_empty()
+    }
+
     fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError> {
+        // Packets held back are handed over first, the read ones too at the stop.
+        if self.stopped || self.cur.is_none() {
+            self.window.start_drain();
+        }
+        // After the stop, a writer that frees no room for 5 s (it failed) does not hold the
+        // recording up: what is held then counts as dropped (arena full).
+        let force = self.stopped && self.stalled >= 25_000;
+        if !self.window.drain(out, force) {
+            self.stalled += u32::from(self.stopped);
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            return Ok(Poll::Idle);
+        }
         if self.stopped || (self.cur.is_none() && !self.open_next()) {
             return Ok(Poll::End);
         }
-        let FileSource { cur, expression, filters, problems, stop, .. } = self;
+        let FileSource { cur, expression, filters, problems, stop, group, first_linktype, mixed, window, .. } = self;
         let (path, reader, swapped) = cur.as_mut().expect("opened above");
         let swapped = *swapped;
         for _ in 0..BATCH {
@@ -251,18 +381,34 @@ impl Source for FileSource {
                             None => false,
                         },
                     };
-                    if keep {
-                        out.packet(p.ts_ns, p.linktype, p.snaplen, p.origlen, &[p.data]);
-                    } else {
+                    if !keep {
                         out.filtered();
+                        continue;
+                    }
+                    if *group && !*mixed {
+                        *mixed = first_linktype.is_some_and(|l| l != p.linktype);
+                        first_linktype.get_or_insert(p.linktype);
+                    }
+                    if !*mixed {
+                        out.packet(p.ts_ns, p.linktype, p.snaplen, p.origlen, &[p.data]);
+                        window.last_linktype = Some(p.linktype);
+                        continue;
+                    }
+                    window.hold(p.ts_ns, p.linktype, p.snaplen, p.origlen, p.data);
+                    if window.full() {
+                        window.start_drain();
+                        return Ok(Poll::Packets);
                     }
                 }
                 Ok(None) => {
                     *cur = None;
                     return Ok(Poll::Packets);
                 }
-                // A pipe with nothing yet: the pump ticks, then asks again.
-                Err(e) if e.is_would_block() => return Ok(Poll::Idle),
+                // A pipe with nothing yet: what is held goes out, the pump ticks, then asks again.
+                Err(e) if e.is_would_block() => {
+                    window.start_drain();
+                    return Ok(Poll::Idle);
+                }
                 Err(e) => {
                     Self::problem(problems, stop, format!("{}: {e}", path.display()));
                     *cur = None;

@@ -453,7 +453,12 @@ fn open_sources(p: &Plan, stop: &Arc<AtomicBool>) -> anyhow::Result<Sources> {
             }
             file_source = Some(0);
             stamps = Stamps::File;
-            list.push(Box::new(FileSource::new(files.clone(), p.expression.clone()).stop_on(stop.clone())));
+            // Interleaved link types go out grouped (fewer files), unless the input's order
+            // decides what is stored: `-c`, `--dedup`, `--flow-cutoff`.
+            let group = p.count.is_none() && p.reduce.dedup_window_ns.is_none() && p.reduce.flow_cutoff.is_none();
+            list.push(Box::new(
+                FileSource::new(files.clone(), p.expression.clone()).stop_on(stop.clone()).group_link_types(group),
+            ));
         }
         SourcePlan::Synthetic(spec) => {
             let filt = match &p.expression {
