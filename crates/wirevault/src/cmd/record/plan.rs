@@ -241,9 +241,11 @@ pub fn volumes_space(dirs: &[&Path]) -> anyhow::Result<(u64, u64)> {
 /// `--config`), so a second store would be taken without a word.
 fn outputs_given(argv: &[String]) -> Vec<String> {
     use clap::CommandFactory;
-    let cmd = crate::Cli::command().ignore_errors(true).mut_subcommand("record", |s| {
-        s.args_override_self(false).mut_arg("store", |a| a.action(clap::ArgAction::Append))
-    });
+    // `-o` appended: it keeps every value (the other flags still override
+    // themselves, so a repeated `-q` does not stop the parse).
+    let cmd = crate::Cli::command()
+        .ignore_errors(true)
+        .mut_subcommand("record", |s| s.mut_arg("store", |a| a.action(clap::ArgAction::Append)));
     let Ok(m) = cmd.try_get_matches_from(argv) else { return Vec::new() };
     let Some(given) = m.subcommand_matches("record").and_then(|r| r.get_many::<std::path::PathBuf>("store")) else {
         return Vec::new();
@@ -725,6 +727,7 @@ mod tests {
         assert_eq!(outputs_given(&argv("wirevault record -o /a -o=/a")), ["/a"]);
         assert_eq!(outputs_given(&argv("wirevault record -o /a -- -o /b")), ["/a"]);
         assert_eq!(outputs_given(&argv("wirevault record -qo/b -o /a")), ["/b", "/a"]);
+        assert_eq!(outputs_given(&argv("wirevault record -i eth0 -o /a -q -q -c 1 -c 2 -o /b")), ["/a", "/b"]);
         assert_eq!(outputs_given(&argv("wirevault --log-level debug record -qo /b --output /a")), ["/b", "/a"]);
         // A value that looks like the flag is another option's value.
         assert_eq!(outputs_given(&argv("wirevault record -w -o -o /a")), ["/a"]);
