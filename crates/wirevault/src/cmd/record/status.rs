@@ -210,10 +210,13 @@ impl Snapshot {
     /// snapshot. The final snapshot, taken when both have finished, is
     /// exact and not clamped.
     pub fn published_only(mut self) -> Snapshot {
+        // In the writer's order: a packet is written, or fails, or finds
+        // the budget reached, in stream order, so what it wrote comes
+        // first and `written` never goes back from one snapshot to the next.
         let stored = self.counts.stored;
-        self.write_error = self.write_error.min(stored);
-        self.budget = self.budget.min(stored - self.write_error);
-        self.written = self.written.min(stored - self.write_error - self.budget);
+        self.written = self.written.min(stored);
+        self.write_error = self.write_error.min(stored - self.written);
+        self.budget = self.budget.min(stored - self.written - self.write_error);
         self
     }
 
@@ -539,7 +542,11 @@ mod tests {
         assert_eq!((s.received(), s.written), (10, 10));
         assert!(s.balanced());
         let s = snapshot(10, 7, 2, 3).published_only();
-        assert_eq!((s.written, s.write_error, s.budget), (5, 2, 3));
+        assert_eq!((s.written, s.write_error, s.budget), (7, 2, 1));
+        // The budget reached while the capture counters lag: what was
+        // written is not taken back.
+        let s = snapshot(10, 12, 0, 5).published_only();
+        assert_eq!((s.written, s.write_error, s.budget), (10, 0, 0));
         // Behind is as it is: the rest is pending.
         let s = snapshot(10, 4, 1, 0).published_only();
         assert_eq!((s.written, s.write_error, s.budget), (4, 1, 0));
