@@ -32,8 +32,9 @@ pub struct Delay {
     reference_packets: u64,
     reference_untracked: u64,
     delays: Vec<i64>,
-    /// The smallest delay so far (the path's own, without queueing).
-    least: Option<i64>,
+    /// The smallest delay so far (the path's own, without queueing), and
+    /// the index in `delays` of the pairing that gave it.
+    least: Option<(i64, usize)>,
     unmatched: u64,
 }
 
@@ -121,11 +122,21 @@ impl Delay {
             // Every sighting there is taken: this one or the one paired
             // last with the last sighting there was lost on the way.
             self.unmatched += 1;
-            if let (Some(least), Some(t)) = (self.least, k.checked_sub(1).and_then(at)) {
+            if let (Some((least, from)), Some(t)) = (self.least, k.checked_sub(1).and_then(at)) {
                 let (now, before) = (t as i64 - ts_ns as i64, self.delays[r.last]);
-                if now.abs_diff(least) < before.abs_diff(least) {
+                // Nearer the smallest delay; or, when that smallest is this
+                // very pairing's (the first frame paired was a lost
+                // original), the smaller of the two that is not negative.
+                let better = if from == r.last {
+                    (0..before).contains(&now)
+                } else {
+                    now.abs_diff(least) < before.abs_diff(least)
+                };
+                if better {
                     self.delays[r.last] = now;
-                    self.least = Some(least.min(now));
+                    if now < least || from == r.last {
+                        self.least = Some((now, r.last));
+                    }
                 }
             }
             return;
@@ -133,8 +144,10 @@ impl Delay {
         r.taken += 1;
         r.last = self.delays.len();
         let d = t as i64 - ts_ns as i64;
+        if self.least.is_none_or(|(l, _)| d < l) {
+            self.least = Some((d, self.delays.len()));
+        }
         self.delays.push(d);
-        self.least = Some(self.least.map_or(d, |l| l.min(d)));
     }
 
     pub fn finish(self) -> DelayReport {
@@ -180,6 +193,20 @@ mod tests {
         let r = d.finish();
         assert_eq!((r.matched, r.unmatched), (3, 1));
         assert_eq!((r.min_ns, r.max_ns), (100, 100), "{r:?}");
+    }
+
+    #[test]
+    fn a_lost_original_first_of_all_is_not_paired_either() {
+        let mut d = Delay::new(100);
+        let (x, y) = (b"the very first frame".as_slice(), b"the next one".as_slice());
+        let h = |b: &[u8]| frame_hash(b, b.len() as u64);
+        d.reference(1000, x.len() as u32, x);
+        d.reference(1110, y.len() as u32, y);
+        for (b, t) in [(x, 0), (x, 900), (y, 1010)] {
+            d.pair(h(b), t);
+        }
+        let r = d.finish();
+        assert_eq!((r.matched, r.unmatched, r.min_ns, r.max_ns), (2, 1, 100, 100), "{r:?}");
     }
 
     #[test]
