@@ -237,8 +237,14 @@ impl Prepared {
     }
 
     /// The link types of the files that may hold packets in the time range
-    /// (a single capture file: its first packet's), each once.
+    /// (a single pcap file: its link type; a single pcapng file: none, not
+    /// known before it is read), each once.
     pub fn linktypes(&self) -> Vec<u32> {
+        // A single pcapng file's interfaces may differ: its entry holds the
+        // first packet's link type only. Unknown, then.
+        if self.single && self.entries.iter().any(|e| e.format == Some(wv_wire::Format::Pcapng)) {
+            return Vec::new();
+        }
         let (from, to) = (self.query.from_ns.unwrap_or(0), self.query.to_ns.unwrap_or(u64::MAX));
         let mut v: Vec<u32> = self
             .entries
@@ -428,7 +434,7 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
         stream: 0,
         file: name.clone(),
         index: idx.exists().then(|| wv_store::layout::index_rel(&name)),
-        format: None,
+        format: Some(reader.format()),
         linktype,
         snaplen,
         first_ns: 0,

@@ -233,11 +233,24 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut fatal: Option<wv_replay::ReplayError> = None;
     let mut warnings: Vec<String> = Vec::new();
     let mut laps_done = 0u64;
-    // The first loop's packets are kept, when they are few enough, and the
-    // later loops send them from memory (tcpreplay's --preload-pcap, here
-    // without asking): a small selection looped many times is not prepared
-    // and read again on every loop.
-    let mut kept = (args.loops > 1).then(Kept::default);
+    // The first loop's packets are kept, when the sources are small enough,
+    // and the later loops send them from memory (tcpreplay's
+    // --preload-pcap, here without asking): a small selection looped many
+    // times is not prepared and read again on every loop. Decided before
+    // the first loop from what the sources can hold at most (a catalog's
+    // bytes in the range; a file's length), so a large selection is not
+    // copied only to be dropped.
+    let at_most: u64 = p
+        .sources
+        .iter()
+        .zip(&first)
+        .map(|(src, pr)| {
+            let bytes = pr.as_ref().and_then(wv_query::Prepared::bytes_upper_bound);
+            bytes.unwrap_or_else(|| std::fs::metadata(src).map_or(u64::MAX, |m| m.len()))
+        })
+        .fold(0u64, u64::saturating_add);
+    let mut kept = (args.loops > 1 && at_most <= Kept::AT_MOST as u64)
+        .then(|| Kept { bytes: Vec::with_capacity(at_most as usize), ..Kept::default() });
     let mut progress = Progress { bar: bar.as_ref(), drawn: std::time::Instant::now(), loops: args.loops };
     'outer: for lap in 0..args.loops {
         if lap > 0 {
@@ -365,7 +378,7 @@ struct Kept {
 }
 
 impl Kept {
-    /// The most kept: a larger selection is read again on every loop.
+    /// The most kept: larger sources are read again on every loop.
     const AT_MOST: usize = 256 << 20;
 
     /// Keeps a packet of the current source; false once the selection is
