@@ -851,13 +851,8 @@ fn outcome(
             "wirevault: note: the disk fell behind {spills} time(s): {spilled} bytes went through the page cache while the arena was more than half full (`--spill-above off` turns this off)"
         );
     }
-    let (rf, rb): (u64, u64) = writer_shared.iter().fold((0, 0), |(f, b), w| {
-        (f + w.retention_files.load(Ordering::Relaxed), b + w.retention_bytes.load(Ordering::Relaxed))
-    });
-    let own = writer_shared.iter().map(|w| w.retention_own_files.load(Ordering::Relaxed)).sum::<u64>();
-    let own_last = writer_shared.iter().map(|w| w.retention_own_last_ns.load(Ordering::Relaxed)).max().unwrap_or(0);
-    if rf > 0 {
-        say!("wirevault: {}", retention_said(rf, rb, (own, own_last), reading));
+    if snap.deleted.files > 0 {
+        say!("wirevault: {}", retention_said(snap.deleted, reading));
     }
     if !snap.balanced() {
         say!("wirevault: error: counters do not add up (a bug; please report it with the summary above)");
@@ -891,15 +886,16 @@ fn outcome(
     Ok(if snap.balanced() { exit::OK } else { exit::ERROR })
 }
 
-/// What the summary says of retention: `files` and `bytes` deleted, `own`
-/// of them (with the newest packet they held) written by this recording.
+/// What the summary says of retention: the files and bytes deleted, and
+/// those of them (with the newest packet they held) this recording wrote.
 /// Reading files, losing some of them is not what was asked: a warning.
-fn retention_said(files: u64, bytes: u64, (own, own_last_ns): (u64, u64), reading: bool) -> String {
+fn retention_said(d: wv_store::catalog::Deleted, reading: bool) -> String {
+    let (files, bytes, own) = (d.files, d.bytes, d.own_files);
     let all = format!("retention deleted the {files} oldest file(s), {bytes} bytes, to stay within --max-size");
     if own == 0 {
         return all;
     }
-    let until = wv_store::layout::utc_rfc3339(own_last_ns);
+    let until = wv_store::layout::utc_rfc3339(d.own_last_ns);
     if reading {
         format!(
             "warning: {all}; {own} of them were written by this run: the input is larger than the budget, and its packets up to {until} are no longer in the store; give a larger --max-size (or a store of its own) to keep all of it"

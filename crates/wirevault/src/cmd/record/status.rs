@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use wv_capture::{Counts, SharedCounts};
+use wv_store::catalog::Deleted;
 use wv_store::writer::WriterShared;
 
 /// `STORE/stats.json`: a fixed 4 KiB file rewritten in place (JSON padded
@@ -132,12 +133,34 @@ pub struct Snapshot {
     spilled_bytes: u64,
     file_bytes: u64,
     files: u64,
-    /// Files and bytes retention deleted.
-    deleted: (u64, u64),
+    /// What retention deleted: files and bytes, and of them the files this
+    /// recording wrote with the newest packet they held.
+    pub deleted: Deleted,
     /// Per stream: frames with a hardware stamp, with a software stamp.
     stamps: Vec<[u64; 2]>,
     /// The most writes one stream had in flight (zero-copy).
     in_flight_max: u64,
+}
+
+/// What retention deleted in one writer's stream.
+fn deleted_by(w: &WriterShared) -> Deleted {
+    Deleted {
+        files: w.retention_files.load(Ordering::Relaxed),
+        bytes: w.retention_bytes.load(Ordering::Relaxed),
+        own_files: w.retention_own_files.load(Ordering::Relaxed),
+        own_last_ns: w.retention_own_last_ns.load(Ordering::Relaxed),
+    }
+}
+
+/// What retention deleted in two streams together: the counts summed, the
+/// newest packet of the two.
+fn both_deleted(a: Deleted, b: Deleted) -> Deleted {
+    Deleted {
+        files: a.files + b.files,
+        bytes: a.bytes + b.bytes,
+        own_files: a.own_files + b.own_files,
+        own_last_ns: a.own_last_ns.max(b.own_last_ns),
+    }
 }
 
 /// What the recording cost before its first packet, and its timestamp source
@@ -192,10 +215,7 @@ impl Snapshot {
             spilled_bytes: sum(|w| w.spilled_bytes.load(Ordering::Relaxed)),
             file_bytes: sum(|w| w.file_bytes.load(Ordering::Relaxed)),
             files: sum(|w| w.files_closed.load(Ordering::Relaxed)),
-            deleted: (
-                sum(|w| w.retention_files.load(Ordering::Relaxed)),
-                sum(|w| w.retention_bytes.load(Ordering::Relaxed)),
-            ),
+            deleted: ws.iter().map(|w| deleted_by(w)).fold(Deleted::default(), both_deleted),
             stamps,
             in_flight_max: ws.iter().map(|w| w.writes_in_flight_max.load(Ordering::Relaxed)).max().unwrap_or(0),
         }
@@ -238,7 +258,7 @@ impl Snapshot {
             spilled_bytes: 0,
             file_bytes: 0,
             files: 0,
-            deleted: (0, 0),
+            deleted: Deleted::default(),
             stamps: Vec::with_capacity(parts.len()),
             in_flight_max: 0,
         };
@@ -252,7 +272,7 @@ impl Snapshot {
             t.spilled_bytes += p.spilled_bytes;
             t.file_bytes += p.file_bytes;
             t.files += p.files;
-            t.deleted = (t.deleted.0 + p.deleted.0, t.deleted.1 + p.deleted.1);
+            t.deleted = both_deleted(t.deleted, p.deleted);
             t.stamps.extend_from_slice(&p.stamps);
             t.in_flight_max = t.in_flight_max.max(p.in_flight_max);
         }
@@ -275,8 +295,8 @@ impl Snapshot {
             file_bytes: self.file_bytes,
             disk_bytes: self.disk_bytes,
             files_written: self.files,
-            files_deleted: self.deleted.0,
-            bytes_deleted: self.deleted.1,
+            files_deleted: self.deleted.files,
+            bytes_deleted: self.deleted.bytes,
             arena_fill: (self.arena_fill * 1000.0).round() / 1000.0,
             capture_cpu_s: (c.cpu_ns as f64 / 1e6).round() / 1e3,
             balanced: done.then(|| self.balanced()),
