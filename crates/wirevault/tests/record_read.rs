@@ -482,71 +482,6 @@ fn count_limit_on_files_reads_no_further() {
     assert_eq!((c.written, c.drops(), Some(c.received), c.filtered + 10), (10, 0, upto, c.received));
 }
 
-/// An IPv4/UDP packet from port `port` to itself, numbered `seq`.
-fn udp_packet(port: u16, seq: u32) -> Vec<u8> {
-    let mut udp = Vec::new();
-    for v in [port, port, 8 + 24, 0] {
-        udp.extend_from_slice(&v.to_be_bytes());
-    }
-    udp.extend_from_slice(&seq.to_be_bytes());
-    udp.extend_from_slice(&[b'x'; 20]);
-    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
-    ip[2..4].copy_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
-    ip[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
-    ip.extend(udp);
-    ip
-}
-
-/// A pcapng file with two interfaces, Ethernet (0) and raw IP (1), whose
-/// packets alternate: `n` each, Ethernet ones to UDP port 1000, raw ones
-/// to 2000. Returns the frames of each interface.
-fn write_two_link_types(path: &Path, n: u32) -> (Vec<Frame>, Vec<Frame>) {
-    let block = |out: &mut Vec<u8>, t: u32, body: &[u8]| {
-        let len = (12 + body.len().next_multiple_of(4)) as u32;
-        out.extend_from_slice(&t.to_le_bytes());
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(body);
-        out.resize(out.len().next_multiple_of(4), 0);
-        out.extend_from_slice(&len.to_le_bytes());
-    };
-    let mut out = Vec::new();
-    let mut shb = Vec::new();
-    shb.extend_from_slice(&0x1A2B_3C4Du32.to_le_bytes());
-    shb.extend_from_slice(&[1, 0, 0, 0]);
-    shb.extend_from_slice(&u64::MAX.to_le_bytes());
-    block(&mut out, 0x0A0D_0D0A, &shb);
-    for linktype in [1u16, 101] {
-        let mut idb = Vec::new();
-        idb.extend_from_slice(&linktype.to_le_bytes());
-        idb.extend_from_slice(&[0, 0]);
-        idb.extend_from_slice(&65535u32.to_le_bytes());
-        // if_tsresol = 9, end of options
-        idb.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
-        block(&mut out, 1, &idb);
-    }
-    let (mut eth, mut raw) = (Vec::new(), Vec::new());
-    for i in 0..2 * n {
-        let ifc = i % 2;
-        let mut data = udp_packet(1000 + 1000 * ifc as u16, i);
-        if ifc == 0 {
-            let mut e = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0];
-            e.append(&mut data);
-            data = e;
-        }
-        let ts = START_NS + u64::from(i) * 1000;
-        let mut epb = Vec::new();
-        for v in [ifc, (ts >> 32) as u32, ts as u32, data.len() as u32, data.len() as u32] {
-            epb.extend_from_slice(&v.to_le_bytes());
-        }
-        epb.extend_from_slice(&data);
-        block(&mut out, 6, &epb);
-        let f = Frame { ts_ns: ts, origlen: data.len() as u32, data };
-        if ifc == 0 { &mut eth } else { &mut raw }.push(f);
-    }
-    fs::write(path, out).unwrap();
-    (eth, raw)
-}
-
 /// A pcapng input whose interfaces have different link types, packets
 /// alternating: the store keeps one file per link type (not one per
 /// packet: each change of link type used to close the file), every file
@@ -562,7 +497,7 @@ fn interleaved_link_types_make_one_file_each_and_lose_nothing() {
     let tmp = TempDir::new("read-linktypes");
     let input = tmp.join("two.pcapng");
     let n = 300;
-    let (eth, raw) = write_two_link_types(&input, n);
+    let (eth, raw) = write_two_link_types(&input, n, START_NS);
     let store = tmp.join("store");
     record_read(&store, std::slice::from_ref(&input), &[], &[]).expect(0, "record two link types");
     let mut files = check_store(&store);

@@ -504,3 +504,32 @@ fn replay_of_another_link_type_is_refused_naming_both() {
         assert!(got.is_empty(), "{name}: {} frame(s) went out", got.len());
     }
 }
+
+/// One pcapng file whose interfaces differ in link type (Ethernet and raw
+/// IP, packets alternating) onto an Ethernet veth: it is not refused up
+/// front (its first packet's link type says nothing of the others); the
+/// Ethernet frames arrive, exactly and in order; the raw-IP packets are
+/// not sent, are counted as failed ("wrong link type"), and one sentence
+/// says so, naming both link types; the exit status is 1.
+#[test]
+fn replay_of_a_pcapng_mixing_link_types_sends_the_interfaces_own() {
+    if !ready("replay_of_a_pcapng_mixing_link_types_sends_the_interfaces_own") {
+        return;
+    }
+    let _g = heavy_lock();
+    let t = Setup::new("replay-mixed", 1);
+    let f = t.tmp.join("mixed.pcapng");
+    let (eth, raw) = write_two_link_types(&f, 50, START_NS);
+    let (o, sum, got) = t.replay(&["--topspeed", s(&f)]);
+    o.expect(1, "raw-IP packets not sent");
+    assert_eq!((sum["sent"].as_u64(), sum["failed"].as_u64()), (Some(50), Some(50)), "{}", o.stdout);
+    assert_eq!(sum["failures"]["wrong link type"].as_u64(), Some(50), "{}", o.stdout);
+    assert_same_frames(&eth, &got, false, "the Ethernet frames of the mixed file");
+    let said: Vec<&str> = o.stderr.lines().filter(|l| l.contains("101 (raw IP)")).collect();
+    let want =
+        format!("50 packet(s) of link type 101 (raw IP) were not sent: {} is of link type 1 (Ethernet)", t.pair.if_a);
+    assert!(said.len() == 1 && said[0].contains(&want), "one sentence: {}", o.stderr);
+    assert!(o.stderr.contains("50 failed (50 wrong link type)"), "summary: {}", o.stderr);
+    assert_eq!(raw.len(), 50);
+    assert_no_panic(&o.stderr, "mixed link types");
+}

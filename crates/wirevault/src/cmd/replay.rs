@@ -173,7 +173,8 @@ fn check_interface(ifname: &str, force: bool) -> anyhow::Result<wv_replay::Confi
 /// is refused before anything is sent, with both link types and what to do
 /// (until 2026-11-27 every packet was counted as failed, "wrong link type",
 /// naming neither). A source that mixes link types sends the packets of
-/// the interface's and counts the others as failed.
+/// the interface's and counts the others as failed, naming their link
+/// types once after the summary ([`not_sent_for_linktype`]).
 fn check_linktypes(src: &std::path::Path, linktypes: &[u32], cfg: &wv_replay::Config) -> anyhow::Result<()> {
     use wv_wire::linktype::{describe, ETHERNET, IPV4, IPV6, LINUX_SLL, RAW};
     if linktypes.is_empty() || linktypes.contains(&cfg.linktype) {
@@ -226,6 +227,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::cmd::catch_signals([libc::SIGINT, libc::SIGTERM, libc::SIGHUP], |_| Arc::clone(&stop))?;
+    let own_linktype = cfg.linktype;
+    // The link types of the packets not sent for theirs (a pcapng file or a
+    // store may mix them), in the order met: said once, after the summary.
+    let mut other_linktypes: Vec<u32> = Vec::new();
     let mut r = Replayer::new(tx, cfg, p.pacing);
     r.set_stop(Arc::clone(&stop));
     let bar = std::io::stderr().is_terminal().then(progress_bar);
@@ -294,6 +299,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                     full = true;
                     return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
                 }
+                if pk.linktype != own_linktype && !other_linktypes.contains(&pk.linktype) {
+                    other_linktypes.push(pk.linktype);
+                }
                 if let Err(e) = r.packet(pk.ts_ns, pk.linktype, pk.data) {
                     fatal = Some(e);
                     return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
@@ -354,6 +362,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         None => None,
     };
     report(&args, &summary, laps_done, stopped);
+    let wrong = summary.failures.get(&wv_replay::Cause::LinkType.name()).copied().unwrap_or(0);
+    if wrong > 0 {
+        say!("wirevault: {}", not_sent_for_linktype(wrong, &other_linktypes, &args.interface, own_linktype));
+    }
     if summary.sent + summary.failed == 0 && fatal.is_none() {
         say!("wirevault: the selection is empty: no packet of the sources is in the time range and passes the filter");
     }
@@ -366,6 +378,19 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         None => {}
     }
     Ok(if summary.failed > 0 { exit::ERROR } else { exit::OK })
+}
+
+/// The sentence for the `n` packets not sent because their link types
+/// (`theirs`) are not the interface's (`ours`), as a source that mixes link
+/// types has them (those of another link type only are refused up front,
+/// see [`check_linktypes`]).
+fn not_sent_for_linktype(n: u64, theirs: &[u32], ifname: &str, ours: u32) -> String {
+    use wv_wire::linktype::describe;
+    let theirs = theirs.iter().map(|l| describe(*l)).collect::<Vec<_>>().join(" and ");
+    let ours = describe(ours);
+    format!(
+        "{n} packet(s) of link type {theirs} were not sent: {ifname} is of link type {ours}, and only packets of that link type are sent; to send the others, replay the source on an interface of their link type, or rewrite their link-layer headers first"
+    )
 }
 
 /// The first loop's packets, kept in memory to send again.
