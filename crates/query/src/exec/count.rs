@@ -68,15 +68,32 @@ pub(super) fn count_files(
         }
     });
     let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
-    // Each thread knows only its own progress: a cancel says the whole count's.
-    if done.iter().flatten().any(|r| matches!(r, Err(QueryError::Cancelled { .. }))) {
-        let (opened, read) = (opened.into_inner(), read.into_inner());
-        return Err(QueryError::Cancelled { opened, files: files.len(), read });
-    }
-    for r in done.into_iter().flatten() {
-        report.absorb(r?);
+    let cancelled = QueryError::Cancelled { opened: opened.into_inner(), files: files.len(), read: read.into_inner() };
+    for r in merged(done, cancelled)? {
+        report.absorb(r);
     }
     Ok(())
+}
+
+/// The files' reports in file order, or what stopped the count: the first
+/// error in file order other than a cancel (an error is more important than
+/// a cancel, which would hide it: another thread's cancel can come first),
+/// else `cancelled` if any thread was cancelled (each thread knows only its
+/// own progress: `cancelled` says the whole count's).
+fn merged(done: Vec<Option<Result<Report, QueryError>>>, cancelled: QueryError) -> Result<Vec<Report>, QueryError> {
+    let mut reports = Vec::with_capacity(done.len());
+    let mut was_cancelled = false;
+    for r in done.into_iter().flatten() {
+        match r {
+            Ok(r) => reports.push(r),
+            Err(QueryError::Cancelled { .. }) => was_cancelled = true,
+            Err(e) => return Err(e),
+        }
+    }
+    if was_cancelled {
+        return Err(cancelled);
+    }
+    Ok(reports)
 }
 
 /// One file's count and report.
@@ -130,5 +147,45 @@ impl Report {
             self.note_damaged(path);
         }
         self.warnings.extend(warnings);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read error of file `name`.
+    fn io_error(name: &str) -> QueryError {
+        QueryError::Io { path: name.into(), source: io::Error::from_raw_os_error(libc::EIO) }
+    }
+
+    /// A cancel after `read` packets.
+    fn cancel(read: u64) -> QueryError {
+        QueryError::Cancelled { opened: 1, files: 4, read }
+    }
+
+    /// One thread cancelled while another hit an I/O error: the error is
+    /// the count's, whichever file came first (until 2026-11-27 the cancel
+    /// was, and the error was lost).
+    #[test]
+    fn an_io_error_wins_over_a_cancel() {
+        let done = vec![Some(Err(cancel(10))), Some(Ok(Report::default())), Some(Err(io_error("b.pcap"))), None];
+        let e = merged(done, cancel(99)).unwrap_err();
+        assert!(matches!(&e, QueryError::Io { path, .. } if path == Path::new("b.pcap")), "{e}");
+        // The first error in file order, whatever the cancels.
+        let done = vec![Some(Err(io_error("a.pcap"))), Some(Err(cancel(10))), Some(Err(io_error("c.pcap")))];
+        let e = merged(done, cancel(99)).unwrap_err();
+        assert!(matches!(&e, QueryError::Io { path, .. } if path == Path::new("a.pcap")), "{e}");
+    }
+
+    /// A cancel alone says how far the whole count got; without either,
+    /// the reports come back in file order.
+    #[test]
+    fn a_cancel_alone_says_the_whole_counts_progress() {
+        let done = vec![Some(Ok(Report::default())), Some(Err(cancel(10))), None];
+        assert!(matches!(merged(done, cancel(99)), Err(QueryError::Cancelled { read: 99, .. })));
+        let one = |n| Some(Ok(Report { matched: n, ..Report::default() }));
+        let r = merged(vec![one(1), None, one(2)], cancel(99)).unwrap();
+        assert_eq!(r.iter().map(|r| r.matched).collect::<Vec<_>>(), [1, 2]);
     }
 }
