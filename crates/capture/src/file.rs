@@ -46,8 +46,11 @@ struct Held {
 /// one link type (libpcap refuses a pcapng file whose interfaces have
 /// different link types), so packets handed over in input order would
 /// make one file per change of link type.
-#[derive(Default)]
 struct Window {
+    /// Handed over once it holds this many packet bytes, or this many
+    /// packets ([`WINDOW_BYTES`], [`WINDOW_PACKETS`]; smaller in tests).
+    max_bytes: usize,
+    max_packets: usize,
     bytes: Vec<u8>,
     held: Vec<Held>,
     /// Where the next packet to hand over is in `held`, once sorted.
@@ -59,8 +62,21 @@ struct Window {
 }
 
 impl Window {
+    /// An empty window of at most `max_bytes` packet bytes and `max_packets` packets.
+    fn new(max_bytes: usize, max_packets: usize) -> Window {
+        Window {
+            max_bytes,
+            max_packets,
+            bytes: Vec::new(),
+            held: Vec::new(),
+            next: 0,
+            draining: false,
+            last_linktype: None,
+        }
+    }
+
     fn full(&self) -> bool {
-        self.bytes.len() >= WINDOW_BYTES || self.held.len() >= WINDOW_PACKETS
+        self.bytes.len() >= self.max_bytes || self.held.len() >= self.max_packets
     }
 
     fn hold(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, data: &[u8]) {
@@ -152,7 +168,7 @@ impl FileSource {
             group: false,
             first_linktype: None,
             mixed: false,
-            window: Window::default(),
+            window: Window::new(WINDOW_BYTES, WINDOW_PACKETS),
             stalled: 0,
         }
     }
@@ -417,5 +433,220 @@ impl Source for FileSource {
             }
         }
         Ok(Poll::Packets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::{run, Limits};
+    use crate::{Counts, SharedCounts};
+    use crossbeam_queue::ArrayQueue;
+    use wv_store::stream::{Msg, StreamConfig, StreamProducer};
+    use wv_sys::byte_ring::Consumer;
+
+    /// A pcapng file with two interfaces, Ethernet (0) and raw IP (1), and
+    /// `n` packets of `len` bytes alternating between them, each filled
+    /// with its number. Returns (link type, bytes) of each, in input order.
+    fn two_link_types(path: &Path, n: u32, len: usize) -> Vec<(u32, Vec<u8>)> {
+        let block = |out: &mut Vec<u8>, t: u32, body: &[u8]| {
+            let total = (12 + body.len().next_multiple_of(4)) as u32;
+            out.extend_from_slice(&t.to_le_bytes());
+            out.extend_from_slice(&total.to_le_bytes());
+            out.extend_from_slice(body);
+            out.resize(out.len().next_multiple_of(4), 0);
+            out.extend_from_slice(&total.to_le_bytes());
+        };
+        let mut out = Vec::new();
+        let mut shb = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
+        shb.extend_from_slice(&[1, 0, 0, 0]);
+        shb.extend_from_slice(&u64::MAX.to_le_bytes());
+        block(&mut out, 0x0A0D_0D0A, &shb);
+        for linktype in [1u16, 101] {
+            let mut idb = linktype.to_le_bytes().to_vec();
+            idb.extend_from_slice(&[0, 0]);
+            idb.extend_from_slice(&65535u32.to_le_bytes());
+            block(&mut out, 1, &idb);
+        }
+        let mut sent = Vec::new();
+        for i in 0..n {
+            let data: Vec<u8> = i.to_le_bytes().into_iter().cycle().take(len).collect();
+            let ts_us = 1_700_000_000_000_000 + u64::from(i);
+            let mut epb = Vec::new();
+            for v in [i % 2, (ts_us >> 32) as u32, ts_us as u32, len as u32, len as u32] {
+                epb.extend_from_slice(&v.to_le_bytes());
+            }
+            epb.extend_from_slice(&data);
+            block(&mut out, 6, &epb);
+            sent.push((if i % 2 == 0 { 1 } else { 101 }, data));
+        }
+        std::fs::write(path, out).unwrap();
+        sent
+    }
+
+    /// The writer's stand-in: collects the bytes of each file of the
+    /// stream (as the writer would write them) until `Done`, releasing
+    /// the arena as it goes.
+    fn files_of(q: Arc<ArrayQueue<Msg>>, mut c: Consumer) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+        std::thread::spawn(move || {
+            let (mut files, mut cur, mut at) = (Vec::new(), Vec::new(), 0u64);
+            loop {
+                let Some(m) = q.pop() else {
+                    std::thread::yield_now();
+                    continue;
+                };
+                let end = match m {
+                    Msg::Open { pos, .. } => {
+                        at = pos;
+                        continue;
+                    }
+                    Msg::Commit { end, .. } | Msg::Close { end, .. } => end,
+                    Msg::Done => return files,
+                };
+                if end > at {
+                    let (a, b) = c.slices(at, end).expect("committed and not released");
+                    cur.extend_from_slice(a);
+                    cur.extend_from_slice(b);
+                    at = end;
+                    c.release(end);
+                }
+                if let Msg::Close { .. } = m {
+                    files.push(std::mem::take(&mut cur));
+                }
+            }
+        })
+    }
+
+    /// The files of a stream: each one's link type and packets.
+    type Files = Vec<(u32, Vec<Vec<u8>>)>;
+
+    /// Stops the recording (as SIGINT does) after the source's first poll,
+    /// noting how many packets its window held then.
+    struct StopAfterFirstPoll<'a> {
+        src: &'a mut FileSource,
+        stop: &'a AtomicBool,
+        held_at_stop: usize,
+    }
+
+    impl Source for StopAfterFirstPoll<'_> {
+        fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError> {
+            let p = self.src.poll(out);
+            if !self.stop.swap(true, Ordering::Relaxed) {
+                self.held_at_stop = self.src.window.held.len();
+            }
+            p
+        }
+
+        fn stop_intake(&mut self) -> Result<(), CaptureError> {
+            self.src.stop_intake()
+        }
+
+        fn drained_when_idle(&self) -> bool {
+            self.src.drained_when_idle()
+        }
+    }
+
+    /// Records `src` into a 2 MiB arena as pcap files (stopped after its
+    /// first poll with `stop_early`): the counts, the packets held in the
+    /// window at the stop, and per file its link type and packets.
+    fn record(src: &mut FileSource, stop_early: bool) -> (Counts, usize, Files) {
+        let (p, c) = wv_sys::byte_ring::byte_ring(wv_sys::mem::AlignedBuf::new(1, false).unwrap());
+        let cfg = StreamConfig {
+            format: wv_store::Format::Pcap,
+            file_size: 1 << 40,
+            file_time_ns: None,
+            block_size: 1 << 16,
+            flush_after_ns: u64::MAX,
+            clock_close_grace_ns: None,
+        };
+        let q = Arc::new(ArrayQueue::new(1 << 12));
+        let mut s = StreamProducer::new(p, q.clone(), cfg);
+        let writer = files_of(q, c);
+        let stop = AtomicBool::new(false);
+        let limits = Limits { max_packets: None, quota: None, snaplen: 65535 };
+        let shared = SharedCounts::default();
+        let reduce = crate::reduce::Reduce::new(None, None);
+        let (counts, held) = if stop_early {
+            let mut w = StopAfterFirstPoll { src, stop: &stop, held_at_stop: 0 };
+            (run(&mut w, &mut s, &stop, &shared, limits, reduce).unwrap(), w.held_at_stop)
+        } else {
+            (run(src, &mut s, &stop, &shared, limits, reduce).unwrap(), 0)
+        };
+        let files = writer.join().unwrap();
+        let files = files
+            .into_iter()
+            .map(|f| {
+                let mut r = Reader::new(std::io::Cursor::new(f)).unwrap();
+                let mut packets = Vec::new();
+                let mut linktype = 0;
+                while let Some(p) = r.next_packet().unwrap() {
+                    linktype = p.linktype;
+                    packets.push(p.data.to_vec());
+                }
+                (linktype, packets)
+            })
+            .collect();
+        (counts, held, files)
+    }
+
+    /// Every packet of `sent` is in `files` once, each link type's in input
+    /// order, and each file holds only its own link type's.
+    fn each_once_in_order(sent: &[(u32, Vec<u8>)], files: &Files) {
+        for lt in [1, 101] {
+            let want: Vec<&Vec<u8>> = sent.iter().filter(|(l, _)| *l == lt).map(|(_, d)| d).collect();
+            let got: Vec<&Vec<u8>> = files.iter().filter(|(l, _)| *l == lt).flat_map(|(_, p)| p).collect();
+            assert!(want == got, "link type {lt}: {} packets sent, {} stored, or out of order", want.len(), got.len());
+        }
+        for (lt, packets) in files {
+            let of_lt = |d: &Vec<u8>| sent.iter().any(|(l, s)| l == lt && s == d);
+            assert!(packets.iter().all(of_lt), "a file of link type {lt} holds another's packet");
+        }
+    }
+
+    /// A window that fills up goes out grouped (the open file's link type
+    /// first) and reading goes on: each window adds one file, and every
+    /// packet is stored once, in input order per link type. By packets and
+    /// by bytes; the full-size window groups the whole file into two.
+    #[test]
+    fn a_full_window_goes_out_grouped_and_reading_goes_on() {
+        let dir = wv_testkit::TempDir::new("file-window");
+        let f = dir.join("two.pcapng");
+        let sent = two_link_types(&f, 40, 100);
+        // The first packet goes out before the link types are seen to mix;
+        // the other 39 fill six windows of 6 and one of 3 at the end.
+        for (max_bytes, max_packets) in [(usize::MAX, 6), (600, usize::MAX), (550, usize::MAX)] {
+            let mut src = FileSource::new(vec![f.clone()], None).group_link_types(true);
+            src.window = Window::new(max_bytes, max_packets);
+            let (counts, _, files) = record(&mut src, false);
+            assert_eq!((counts.delivered, counts.stored), (40, 40), "window {max_bytes} B, {max_packets} packets");
+            each_once_in_order(&sent, &files);
+            let linktypes: Vec<u32> = files.iter().map(|(l, _)| *l).collect();
+            assert_eq!(linktypes, [1, 101].repeat(4), "window {max_bytes} B, {max_packets} packets");
+        }
+        let mut src = FileSource::new(vec![f.clone()], None).group_link_types(true);
+        let (counts, _, files) = record(&mut src, false);
+        assert_eq!(counts.stored, 40);
+        each_once_in_order(&sent, &files);
+        assert_eq!(files.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [1, 101]);
+    }
+
+    /// A stop (SIGINT) while packets are held in the window: every packet
+    /// read is stored, the held ones too, even when they need more room
+    /// than the arena has (the drain waits for the writer); what was not
+    /// read yet is said to be unread.
+    #[test]
+    fn a_stop_stores_every_held_packet() {
+        let dir = wv_testkit::TempDir::new("file-window-stop");
+        let f = dir.join("two.pcapng");
+        // 511 held packets of 6000 bytes: more than the 2 MiB arena.
+        let sent = two_link_types(&f, 2000, 6000);
+        let mut src = FileSource::new(vec![f.clone()], None).group_link_types(true);
+        let (counts, held, files) = record(&mut src, true);
+        assert!(held * 6000 > 2 << 20, "the window held {held} packets at the stop");
+        let read = BATCH;
+        assert_eq!((counts.delivered, counts.stored), (read as u64, read as u64), "{counts:?}");
+        each_once_in_order(&sent[..read], &files);
+        let unread = src.unread().expect("the rest is said to be unread");
+        assert!(unread.contains("read up to byte"), "{unread}");
     }
 }
