@@ -2,23 +2,38 @@
 //! fed by the XDP program of [`wv_sys::xdp`].
 //!
 //! Frames reach user space as they were on the wire (XDP runs before the kernel takes a VLAN
-//! tag out of the frame), so they are stored as they come. XDP frames carry no timestamp: each
-//! batch (one poll) is stamped with the wall clock (`CLOCK_REALTIME`) when it is read - not the
-//! NIC's stamp, and frames of one batch share it. After a small batch the worker sleeps a little
+//! tag out of the frame), so they are stored as they come. Each frame is stamped by the XDP
+//! program as the driver hands it over (`bpf_ktime_get_ns`, `CLOCK_MONOTONIC`, in the metadata
+//! in front of the frame), not when user space reads it; each poll turns those stamps into wall
+//! clock time with the offset between the two clocks read at that poll. It is a software
+//! stamp, not the NIC's. A frame without one (a driver without room for metadata) is stamped
+//! with the wall clock when its batch is read. After a small batch the worker sleeps a little
 //! (at most 1 ms, less for a small ring) so that the next poll reads many frames at once instead
-//! of one system call per few frames: a stamp is then up to that much later than the arrival. The capture filter runs here, in user space
-//! ([`crate::filter::Filter`], libpcap's program), and counts what it rejects as filtered.
+//! of one system call per few frames: the stamps keep each frame's own time. The capture
+//! filter runs here, in user space ([`crate::filter::Filter`], libpcap's program), and counts
+//! what it rejects as filtered.
 
 use crate::filter::Filter;
 use crate::worker::now_ns;
 use crate::{CaptureError, Delivery, KernelCounts, Poll, Source};
 use std::sync::Arc;
+use wv_sys::afpacket::tx::monotonic_ns;
 use wv_sys::xdp::{XdpProgram, XskSocket};
 
 /// How long one poll waits for frames.
 const POLL_MS: i32 = 50;
 /// A batch smaller than this is followed by a short sleep (see the module documentation).
 const COALESCE_BELOW: u32 = 256;
+/// How far apart two monotonic clock reads around a wall clock read may be for the pair to
+/// give the offset between the clocks (the reads take tens of nanoseconds when not preempted):
+/// the offset is then known within half of it.
+const CLOCKS_SLACK_NS: u64 = 2_000;
+/// A stamp earlier than the previous frame's by less than this is raised to it: the offset
+/// between the clocks, read anew at each poll, may move by up to [`CLOCKS_SLACK_NS`] between
+/// two polls (and by the clock's slew), which could put a batch's first frames before the
+/// previous batch's last when they came microseconds apart. A larger step back is the wall
+/// clock's own (set back by hand or by NTP) and is kept, as AF_PACKET's stamps keep it.
+const CLOCKS_JITTER_NS: u64 = 10 * CLOCKS_SLACK_NS;
 /// The highest rate the sleep is sized for: 10 GbE's 64-byte frames.
 const MAX_PPS: u64 = 15_000_000;
 
@@ -38,6 +53,10 @@ pub struct XdpSource {
     idle_after_stop: u32,
     /// The sleep after a small batch: a quarter of the ring's frames at [`MAX_PPS`], at most 1 ms.
     coalesce: std::time::Duration,
+    /// The last offset from `CLOCK_MONOTONIC` to the wall clock ([`XdpSource::clocks`]; 0: none yet).
+    to_wall: u64,
+    /// The last frame's stamp.
+    last_ts: u64,
 }
 
 impl XdpSource {
@@ -54,7 +73,29 @@ impl XdpSource {
             kernel: KernelCounts::default(),
             stopping: false,
             idle_after_stop: 0,
+            to_wall: 0,
+            last_ts: 0,
         }
+    }
+
+    /// The wall clock now, and the offset that turns a `CLOCK_MONOTONIC` stamp into it: the wall
+    /// clock is read between two monotonic reads and paired with their midpoint. A pair read
+    /// more than [`CLOCKS_SLACK_NS`] apart (the thread was preempted between the reads) is read
+    /// again, up to three times, else the last offset is kept: a preemption must not shift a
+    /// batch's stamps (by milliseconds on a loaded machine, found in a test whose stored stamps
+    /// went backwards).
+    fn clocks(&mut self) -> (u64, u64) {
+        let mut wall = 0;
+        for _ in 0..3 {
+            let m1 = monotonic_ns();
+            wall = now_ns();
+            let m2 = monotonic_ns();
+            if m2.saturating_sub(m1) <= CLOCKS_SLACK_NS || self.to_wall == 0 {
+                self.to_wall = wall.wrapping_sub(m1 + (m2.saturating_sub(m1)) / 2);
+                break;
+            }
+        }
+        (wall, self.to_wall)
     }
 }
 
@@ -67,8 +108,9 @@ impl Source for XdpSource {
             }
             return Ok(Poll::Idle);
         }
-        // One clock read per batch.
-        let ts = now_ns();
+        // Two clock reads per batch: the wall clock, and the offset that turns the program's
+        // monotonic stamps into it.
+        let (wall, to_wall) = self.clocks();
         let (sock, scratch) = (&self.sock, &mut self.scratch);
         let spill_multi = self.filter.is_some();
         let mut i = 0;
@@ -77,6 +119,11 @@ impl Source for XdpSource {
             // one the filter must see whole, is gathered in `scratch`.
             let mut parts: [&[u8]; 4] = [&[]; 4];
             let (mut k, mut wire, mut spilled) = (0, 0usize, false);
+            let mut ts = sock.take_stamp(i).map_or(wall, |mono| mono.wrapping_add(to_wall));
+            if ts < self.last_ts && self.last_ts - ts < CLOCKS_JITTER_NS {
+                ts = self.last_ts;
+            }
+            self.last_ts = ts;
             loop {
                 let d = sock.desc(i);
                 i += 1;

@@ -3,22 +3,33 @@
 //!
 //! # The program
 //!
-//! Five eBPF instructions, written here by hand (no compiler, no libbpf):
+//! Nineteen eBPF instructions, written here by hand (no compiler, no libbpf):
 //!
 //! ```text
-//! r2 = *(u32 *)(r1 + 16)        ; ctx->rx_queue_index
+//! r6 = r1                       ; the context, kept across the calls
+//! call bpf_ktime_get_ns         ; the frame's stamp (CLOCK_MONOTONIC), taken as the driver
+//! r7 = r0                       ;   hands the frame over, not when user space reads it
+//! r1 = r6
+//! r2 = -8
+//! call bpf_xdp_adjust_meta      ; 8 bytes of metadata in front of the frame
+//! if r0 != 0 goto redirect      ; refused (no room, or the driver has none): no stamp
+//! r2 = *(u32 *)(r6 + 8)         ; ctx->data_meta
+//! r3 = *(u32 *)(r6 + 0)         ; ctx->data
+//! r4 = r2
+//! r4 += 8
+//! if r4 > r3 goto redirect      ; the bounds check the verifier asks for
+//! *(u64 *)(r2 + 0) = r7         ; the stamp, just before the frame's first byte
+//! redirect:
+//! r2 = *(u32 *)(r6 + 16)        ; ctx->rx_queue_index
 //! r1 = map fd                   ; ld_imm64, BPF_PSEUDO_MAP_FD: the XSKMAP
 //! r3 = XDP_PASS                 ; flags: the action when the queue has no socket
 //! call bpf_redirect_map
 //! exit
 //! ```
 //!
-//! A frame on a queue with a socket in the map goes to that socket; any other frame goes on to
-//! the host's stack (`XDP_PASS`, the low bits of `bpf_redirect_map`'s flags), never dropped by
-//! the program. A frame redirected to a socket is *taken from the host*: AF_XDP is for a port
-//! that only mirrors traffic (SPAN, TAP). The program is loaded with `BPF_F_XDP_HAS_FRAGS`
-//! (frames larger than a page, jumbo frames on veth) and attached with a BPF link
-//! (`BPF_LINK_CREATE`), so it goes away with the process, whatever way the process ends.
+//! The kernel copies the metadata into the UMEM in front of the frame (copy mode) or leaves it
+//! there (zero-copy), so each frame has its own stamp ([`XskSocket::stamp`]), however many
+//! frames one read takes.
 //!
 //! # The sockets
 //!
@@ -91,10 +102,16 @@ const BPF_XDP: u32 = 37;
 const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+const BPF_FUNC_KTIME_GET_NS: i32 = 5;
+const BPF_FUNC_XDP_ADJUST_META: i32 = 54;
+/// Bytes of metadata the program puts in front of each frame: its stamp.
+const STAMP_LEN: usize = 8;
 const XDP_PASS: i32 = 2;
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-/// Offset of `rx_queue_index` in `struct xdp_md`.
+/// Offsets of `data`, `data_meta` and `rx_queue_index` in `struct xdp_md`.
+const XDP_MD_DATA: i16 = 0;
+const XDP_MD_DATA_META: i16 = 8;
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 
 /// `union bpf_attr`, as a zeroed block the commands' fields are written into (144 bytes on
@@ -146,14 +163,27 @@ const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
 }
 
 /// The program of the module documentation, for XSKMAP `map_fd`.
-fn program(map_fd: RawFd) -> [Insn; 6] {
+fn program(map_fd: RawFd) -> [Insn; 19] {
     [
-        insn(0x61, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),  // BPF_LDX | BPF_MEM | BPF_W
-        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), // BPF_LD | BPF_DW | BPF_IMM, first half
-        insn(0, 0, 0, 0, 0),                         // second half: the fd's upper 32 bits
-        insn(0xb7, 3, 0, 0, XDP_PASS),               // BPF_ALU64 | BPF_MOV | BPF_K
-        insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),  // BPF_JMP | BPF_CALL
-        insn(0x95, 0, 0, 0, 0),                      // BPF_JMP | BPF_EXIT
+        insn(0xbf, 6, 1, 0, 0),                        // BPF_ALU64 | BPF_MOV | BPF_X
+        insn(0x85, 0, 0, 0, BPF_FUNC_KTIME_GET_NS),    // BPF_JMP | BPF_CALL
+        insn(0xbf, 7, 0, 0, 0),                        // r7 = r0
+        insn(0xbf, 1, 6, 0, 0),                        // r1 = r6
+        insn(0xb7, 2, 0, 0, -(STAMP_LEN as i32)),      // BPF_ALU64 | BPF_MOV | BPF_K
+        insn(0x85, 0, 0, 0, BPF_FUNC_XDP_ADJUST_META), // BPF_JMP | BPF_CALL
+        insn(0x55, 0, 0, 6, 0),                        // BPF_JMP | BPF_JNE | BPF_K: to 13
+        insn(0x61, 2, 6, XDP_MD_DATA_META, 0),         // BPF_LDX | BPF_MEM | BPF_W
+        insn(0x61, 3, 6, XDP_MD_DATA, 0),              // BPF_LDX | BPF_MEM | BPF_W
+        insn(0xbf, 4, 2, 0, 0),                        // r4 = r2
+        insn(0x07, 4, 0, 0, STAMP_LEN as i32),         // BPF_ALU64 | BPF_ADD | BPF_K
+        insn(0x2d, 4, 3, 1, 0),                        // BPF_JMP | BPF_JGT | BPF_X: to 13
+        insn(0x7b, 2, 7, 0, 0),                        // BPF_STX | BPF_MEM | BPF_DW
+        insn(0x61, 2, 6, XDP_MD_RX_QUEUE_INDEX, 0),    // BPF_LDX | BPF_MEM | BPF_W
+        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),   // BPF_LD | BPF_DW | BPF_IMM, first half
+        insn(0, 0, 0, 0, 0),                           // second half: the fd's upper 32 bits
+        insn(0xb7, 3, 0, 0, XDP_PASS),                 // BPF_ALU64 | BPF_MOV | BPF_K
+        insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),    // BPF_JMP | BPF_CALL
+        insn(0x95, 0, 0, 0, 0),                        // BPF_JMP | BPF_EXIT
     ]
 }
 
@@ -574,6 +604,27 @@ impl XskSocket {
         Desc { data, more: d.options & libc::XDP_PKT_CONTD != 0 }
     }
 
+    /// The stamp the program put in front of descriptor `i`'s frame (`CLOCK_MONOTONIC`
+    /// nanoseconds, see the module documentation), or None when there is none (the driver had
+    /// no room for metadata; a frame's later descriptors never carry one). The place is cleared
+    /// as it is read, so that a chunk filled later without a stamp never shows this one.
+    pub fn take_stamp(&self, i: u32) -> Option<u64> {
+        let addr = self.raw_desc(i).addr as usize;
+        if addr % CHUNK < STAMP_LEN || addr > self.umem.len() {
+            return None;
+        }
+        // SAFETY: the 8 bytes lie inside the UMEM (checked) and inside the frame's own chunk,
+        // just before its first byte: no slice `desc` hands out covers them. The kernel wrote
+        // them before publishing the descriptor and does not touch the chunk again before we
+        // hand it back in `release`. The UMEM starts zeroed (an anonymous mapping).
+        unsafe {
+            let p = self.umem.as_ptr().add(addr - STAMP_LEN).cast::<u64>();
+            let v = p.read_unaligned();
+            p.write_unaligned(0);
+            (v != 0).then_some(v)
+        }
+    }
+
     /// Hands the `n` first peeked descriptors' chunks back to the kernel, and wakes the driver
     /// when it asks for it (`XDP_RING_NEED_WAKEUP` on the fill ring).
     pub fn release(&mut self, n: u32) {
@@ -655,11 +706,19 @@ mod tests {
         let p = program(7);
         // struct bpf_insn is 8 bytes: code, dst|src<<4, off, imm.
         assert_eq!(size_of::<Insn>(), 8);
-        assert_eq!((p[0].code, p[0].regs, p[0].off), (0x61, 0x12, 16));
-        assert_eq!((p[1].code, p[1].regs, p[1].imm), (0x18, 0x11, 7));
-        assert_eq!((p[3].regs, p[3].imm), (3, XDP_PASS));
-        assert_eq!((p[4].code, p[4].imm), (0x85, 51));
-        assert_eq!(p[5].code, 0x95);
+        assert_eq!((p[0].code, p[0].regs), (0xbf, 0x16));
+        assert_eq!((p[1].code, p[1].imm), (0x85, 5));
+        assert_eq!((p[4].regs, p[4].imm), (2, -8));
+        assert_eq!((p[5].code, p[5].imm), (0x85, 54));
+        // Both jumps land on the queue index's load.
+        assert_eq!(6 + 1 + p[6].off as usize, 13);
+        assert_eq!(11 + 1 + p[11].off as usize, 13);
+        assert_eq!((p[12].code, p[12].regs), (0x7b, 0x72));
+        assert_eq!((p[13].code, p[13].regs, p[13].off), (0x61, 0x62, 16));
+        assert_eq!((p[14].code, p[14].regs, p[14].imm), (0x18, 0x11, 7));
+        assert_eq!((p[16].regs, p[16].imm), (3, XDP_PASS));
+        assert_eq!((p[17].code, p[17].imm), (0x85, 51));
+        assert_eq!(p[18].code, 0x95);
     }
 
     #[test]
