@@ -53,8 +53,10 @@ pub struct XdpSource {
     idle_after_stop: u32,
     /// The sleep after a small batch: a quarter of the ring's frames at [`MAX_PPS`], at most 1 ms.
     coalesce: std::time::Duration,
-    /// The last offset from `CLOCK_MONOTONIC` to the wall clock ([`XdpSource::clocks`]; 0: none yet).
+    /// The offset from `CLOCK_MONOTONIC` to the wall clock ([`XdpSource::clocks`]), and the
+    /// monotonic time it was read at (0: none yet).
     to_wall: u64,
+    to_wall_at: u64,
     /// The last frame's stamp.
     last_ts: u64,
 }
@@ -74,26 +76,35 @@ impl XdpSource {
             stopping: false,
             idle_after_stop: 0,
             to_wall: 0,
+            to_wall_at: 0,
             last_ts: 0,
         }
     }
 
     /// The wall clock now, and the offset that turns a `CLOCK_MONOTONIC` stamp into it: the wall
-    /// clock is read between two monotonic reads and paired with their midpoint. A pair read
-    /// more than [`CLOCKS_SLACK_NS`] apart (the thread was preempted between the reads) is read
-    /// again, up to three times, else the last offset is kept: a preemption must not shift a
-    /// batch's stamps (by milliseconds on a loaded machine, found in a test whose stored stamps
-    /// went backwards).
+    /// clock is read between two monotonic reads and paired with their midpoint, the narrowest
+    /// of up to three such reads. It replaces the kept offset when it is at most
+    /// [`CLOCKS_SLACK_NS`] wide, else only when the kept one is more than a second old (or
+    /// there is none yet): a read across a preemption must not shift a batch's stamps (by
+    /// milliseconds on a loaded machine, found in a test whose stored stamps went backwards),
+    /// and a step of the wall clock must still reach the stamps where every read is wide (a
+    /// slow clock source).
     fn clocks(&mut self) -> (u64, u64) {
-        let mut wall = 0;
+        let (mut wall, mut offset, mut width, mut at) = (0, 0, u64::MAX, 0);
         for _ in 0..3 {
             let m1 = monotonic_ns();
-            wall = now_ns();
+            let w = now_ns();
             let m2 = monotonic_ns();
-            if m2.saturating_sub(m1) <= CLOCKS_SLACK_NS || self.to_wall == 0 {
-                self.to_wall = wall.wrapping_sub(m1 + (m2.saturating_sub(m1)) / 2);
+            let d = m2.saturating_sub(m1);
+            if d < width {
+                (wall, offset, width, at) = (w, w.wrapping_sub(m1 + d / 2), d, m2);
+            }
+            if d <= CLOCKS_SLACK_NS {
                 break;
             }
+        }
+        if width <= CLOCKS_SLACK_NS || self.to_wall_at == 0 || at.saturating_sub(self.to_wall_at) > 1_000_000_000 {
+            (self.to_wall, self.to_wall_at) = (offset, at);
         }
         (wall, self.to_wall)
     }
@@ -113,13 +124,18 @@ impl Source for XdpSource {
         let (wall, to_wall) = self.clocks();
         let (sock, scratch) = (&self.sock, &mut self.scratch);
         let spill_multi = self.filter.is_some();
+        let mut stamped = None;
         let mut i = 0;
         while i < n {
             // Up to four descriptors are handed over as parts; a longer frame, or a multi-part
             // one the filter must see whole, is gathered in `scratch`.
             let mut parts: [&[u8]; 4] = [&[]; 4];
             let (mut k, mut wire, mut spilled) = (0, 0usize, false);
-            let mut ts = sock.take_stamp(i).map_or(wall, |mono| mono.wrapping_add(to_wall));
+            // A frame without a stamp (a driver that had no room for metadata) takes the
+            // previous frame's when that one had its own, else the wall clock of this read.
+            let stamp = sock.take_stamp(i).map(|mono| mono.wrapping_add(to_wall));
+            let mut ts = stamp.or(stamped).unwrap_or(wall);
+            stamped = stamp;
             if ts < self.last_ts && self.last_ts - ts < CLOCKS_JITTER_NS {
                 ts = self.last_ts;
             }

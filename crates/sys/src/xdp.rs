@@ -27,9 +27,18 @@
 //! exit
 //! ```
 //!
-//! The kernel copies the metadata into the UMEM in front of the frame (copy mode) or leaves it
-//! there (zero-copy), so each frame has its own stamp ([`XskSocket::stamp`]), however many
-//! frames one read takes.
+//! A frame on a queue with a socket in the map goes to that socket; any other frame goes on to
+//! the host's stack (`XDP_PASS`, the low bits of `bpf_redirect_map`'s flags), never dropped by
+//! the program. A frame redirected to a socket is *taken from the host*: AF_XDP is for a port
+//! that only mirrors traffic (SPAN, TAP). The program is loaded with `BPF_F_XDP_HAS_FRAGS`
+//! (frames larger than a page, jumbo frames on veth) and attached with a BPF link
+//! (`BPF_LINK_CREATE`), so it goes away with the process, whatever way the process ends.
+//!
+//! The kernel copies the metadata into the UMEM in front of the frame (copy mode; the first
+//! chunk of a frame of several) or leaves it there (zero-copy), so each frame has its own stamp
+//! ([`XskSocket::take_stamp`]), however many frames one read takes. A frame that goes on to
+//! the host (a queue without a socket, or after the socket left the map at shutdown) carries
+//! the 8 bytes of metadata too; only another XDP or TC program on the interface could see them.
 //!
 //! # The sockets
 //!
