@@ -601,11 +601,18 @@ fn corpus_tcp_analysis_equals_tsharks_expert_info() {
     let filters = ["tcp.analysis.retransmission", "tcp.analysis.out_of_order", "tcp.analysis.duplicate_ack"];
     let keys = ["first_retransmissions", "first_out_of_order", "first_duplicate_acks"];
     let (mut compared, mut marked) = (0, 0);
+    let mut ours = Vec::new();
     for f in files {
         if f.file_name().is_some_and(|n| n == "bgp-as-path-oobr.pcap") {
             continue;
         }
-        let out = wirevault().args(["analyze", "--json", "--examples", "1000000"]).arg(&f).output().unwrap();
+        // One throughput interval: at the default 1 s, captures spanning weeks (kday*.pcap) gave
+        // 340 MB of JSON each, which took this test 10 s a file to parse.
+        let out = wirevault()
+            .args(["analyze", "--json", "--examples", "1000000", "--step", "100000000s"])
+            .arg(&f)
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_no_panic(&stderr, &f.display().to_string());
         let Ok(r) = serde_json::from_slice::<Value>(&out.stdout) else {
@@ -614,7 +621,30 @@ fn corpus_tcp_analysis_equals_tsharks_expert_info() {
         if n(&r["unsupported_linktype"]) > 0 || n(&r["tcp"]["segments"]) == 0 {
             continue;
         }
-        let want = tshark_frames(&f, &filters);
+        ours.push((f, r));
+    }
+    // tshark's start-up (~0.4 s a file, most of this test's time) on two threads: a live test
+    // on the other test thread mostly waits.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let theirs: Vec<(usize, Vec<Vec<u64>>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((f, _)) = ours.get(i) else { break done };
+                        done.push((i, tshark_frames(f, &filters)));
+                    }
+                })
+            })
+            .collect();
+        let mut all: Vec<_> = workers.into_iter().flat_map(|w| w.join().expect("a tshark thread")).collect();
+        all.sort_by_key(|(i, _)| *i);
+        all
+    });
+    assert_eq!(theirs.len(), ours.len(), "tshark ran on every file");
+    for ((f, r), (_, want)) in ours.iter().zip(&theirs) {
         for (i, k) in keys.iter().enumerate() {
             let got: Vec<u64> = r["tcp"][k].as_array().unwrap().iter().map(n).collect();
             assert_eq!(got, want[i], "{} {}", f.display(), filters[i]);
