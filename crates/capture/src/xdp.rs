@@ -6,8 +6,9 @@
 //! program as the driver hands it over (`bpf_ktime_get_ns`, `CLOCK_MONOTONIC`, in the metadata
 //! in front of the frame), not when user space reads it; each poll turns those stamps into wall
 //! clock time with the offset between the two clocks read at that poll. It is a software
-//! stamp, not the NIC's. A frame without one (a driver without room for metadata) is stamped
-//! with the wall clock when its batch is read. After a small batch the worker sleeps a little
+//! stamp, not the NIC's. A frame without one (a driver without room for metadata) takes the
+//! stamp of the frame before it in the same read when that one had its own, else the wall
+//! clock of the read. After a small batch the worker sleeps a little
 //! (at most 1 ms, less for a small ring) so that the next poll reads many frames at once instead
 //! of one system call per few frames: the stamps keep each frame's own time. The capture
 //! filter runs here, in user space ([`crate::filter::Filter`], libpcap's program), and counts
