@@ -449,38 +449,14 @@ mod tests {
     /// `n` packets of `len` bytes alternating between them, each filled
     /// with its number. Returns (link type, bytes) of each, in input order.
     fn two_link_types(path: &Path, n: u32, len: usize) -> Vec<(u32, Vec<u8>)> {
-        let block = |out: &mut Vec<u8>, t: u32, body: &[u8]| {
-            let total = (12 + body.len().next_multiple_of(4)) as u32;
-            out.extend_from_slice(&t.to_le_bytes());
-            out.extend_from_slice(&total.to_le_bytes());
-            out.extend_from_slice(body);
-            out.resize(out.len().next_multiple_of(4), 0);
-            out.extend_from_slice(&total.to_le_bytes());
-        };
-        let mut out = Vec::new();
-        let mut shb = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
-        shb.extend_from_slice(&[1, 0, 0, 0]);
-        shb.extend_from_slice(&u64::MAX.to_le_bytes());
-        block(&mut out, 0x0A0D_0D0A, &shb);
-        for linktype in [1u16, 101] {
-            let mut idb = linktype.to_le_bytes().to_vec();
-            idb.extend_from_slice(&[0, 0]);
-            idb.extend_from_slice(&65535u32.to_le_bytes());
-            block(&mut out, 1, &idb);
-        }
-        let mut sent = Vec::new();
-        for i in 0..n {
-            let data: Vec<u8> = i.to_le_bytes().into_iter().cycle().take(len).collect();
-            let ts_us = 1_700_000_000_000_000 + u64::from(i);
-            let mut epb = Vec::new();
-            for v in [i % 2, (ts_us >> 32) as u32, ts_us as u32, len as u32, len as u32] {
-                epb.extend_from_slice(&v.to_le_bytes());
-            }
-            epb.extend_from_slice(&data);
-            block(&mut out, 6, &epb);
-            sent.push((if i % 2 == 0 { 1 } else { 101 }, data));
-        }
-        std::fs::write(path, out).unwrap();
+        let sent: Vec<(u32, Vec<u8>)> = (0..n)
+            .map(|i| (if i % 2 == 0 { 1 } else { 101 }, i.to_le_bytes().into_iter().cycle().take(len).collect()))
+            .collect();
+        let packets: Vec<(u32, u64, &[u8])> = (0..n)
+            .zip(&sent)
+            .map(|(i, (_, data))| (i % 2, 1_700_000_000_000_000_000 + 1000 * u64::from(i), &data[..]))
+            .collect();
+        wv_testkit::write_pcapng_two_interfaces(path, &packets);
         sent
     }
 

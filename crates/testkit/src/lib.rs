@@ -108,3 +108,42 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Writes a pcapng file with two interfaces, Ethernet (0) and raw IP (1),
+/// both with nanosecond stamps (`if_tsresol` 9), holding `packets`: each
+/// (interface, time in ns, bytes), captured whole. Written by hand, not by
+/// the code under test.
+pub fn write_pcapng_two_interfaces(path: &Path, packets: &[(u32, u64, &[u8])]) {
+    let block = |out: &mut Vec<u8>, t: u32, body: &[u8]| {
+        let len = (12 + body.len().next_multiple_of(4)) as u32;
+        out.extend_from_slice(&t.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(body);
+        out.resize(out.len().next_multiple_of(4), 0);
+        out.extend_from_slice(&len.to_le_bytes());
+    };
+    let mut out = Vec::new();
+    let mut shb = Vec::new();
+    shb.extend_from_slice(&0x1A2B_3C4Du32.to_le_bytes());
+    shb.extend_from_slice(&[1, 0, 0, 0]);
+    shb.extend_from_slice(&u64::MAX.to_le_bytes());
+    block(&mut out, 0x0A0D_0D0A, &shb);
+    for linktype in [1u16, 101] {
+        let mut idb = Vec::new();
+        idb.extend_from_slice(&linktype.to_le_bytes());
+        idb.extend_from_slice(&[0, 0]);
+        idb.extend_from_slice(&65535u32.to_le_bytes());
+        // if_tsresol = 9, end of options
+        idb.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+        block(&mut out, 1, &idb);
+    }
+    for &(ifc, ts, data) in packets {
+        let mut epb = Vec::new();
+        for v in [ifc, (ts >> 32) as u32, ts as u32, data.len() as u32, data.len() as u32] {
+            epb.extend_from_slice(&v.to_le_bytes());
+        }
+        epb.extend_from_slice(data);
+        block(&mut out, 6, &epb);
+    }
+    std::fs::write(path, out).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}

@@ -470,50 +470,22 @@ pub fn udp_packet(port: u16, seq: u32) -> Vec<u8> {
 /// packets alternate: `n` each, Ethernet ones to UDP port 1000, raw ones
 /// to 2000, 1 µs apart from `start_ns`. Returns the frames of each interface.
 pub fn write_two_link_types(path: &Path, n: u32, start_ns: u64) -> (Vec<Frame>, Vec<Frame>) {
-    let block = |out: &mut Vec<u8>, t: u32, body: &[u8]| {
-        let len = (12 + body.len().next_multiple_of(4)) as u32;
-        out.extend_from_slice(&t.to_le_bytes());
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(body);
-        out.resize(out.len().next_multiple_of(4), 0);
-        out.extend_from_slice(&len.to_le_bytes());
-    };
-    let mut out = Vec::new();
-    let mut shb = Vec::new();
-    shb.extend_from_slice(&0x1A2B_3C4Du32.to_le_bytes());
-    shb.extend_from_slice(&[1, 0, 0, 0]);
-    shb.extend_from_slice(&u64::MAX.to_le_bytes());
-    block(&mut out, 0x0A0D_0D0A, &shb);
-    for linktype in [1u16, 101] {
-        let mut idb = Vec::new();
-        idb.extend_from_slice(&linktype.to_le_bytes());
-        idb.extend_from_slice(&[0, 0]);
-        idb.extend_from_slice(&65535u32.to_le_bytes());
-        // if_tsresol = 9, end of options
-        idb.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
-        block(&mut out, 1, &idb);
-    }
-    let (mut eth, mut raw) = (Vec::new(), Vec::new());
-    for i in 0..2 * n {
-        let ifc = i % 2;
-        let mut data = udp_packet(1000 + 1000 * ifc as u16, i);
-        if ifc == 0 {
-            let mut e = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0];
-            e.append(&mut data);
-            data = e;
-        }
-        let ts = start_ns + u64::from(i) * 1000;
-        let mut epb = Vec::new();
-        for v in [ifc, (ts >> 32) as u32, ts as u32, data.len() as u32, data.len() as u32] {
-            epb.extend_from_slice(&v.to_le_bytes());
-        }
-        epb.extend_from_slice(&data);
-        block(&mut out, 6, &epb);
-        let f = Frame { ts_ns: ts, origlen: data.len() as u32, data };
-        if ifc == 0 { &mut eth } else { &mut raw }.push(f);
-    }
-    fs::write(path, out).unwrap();
-    (eth, raw)
+    let frames: Vec<(u32, Frame)> = (0..2 * n)
+        .map(|i| {
+            let ifc = i % 2;
+            let mut data = udp_packet(1000 + 1000 * ifc as u16, i);
+            if ifc == 0 {
+                let mut e = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0];
+                e.append(&mut data);
+                data = e;
+            }
+            (ifc, Frame { ts_ns: start_ns + u64::from(i) * 1000, origlen: data.len() as u32, data })
+        })
+        .collect();
+    let packets: Vec<(u32, u64, &[u8])> = frames.iter().map(|(ifc, f)| (*ifc, f.ts_ns, &f.data[..])).collect();
+    wv_testkit::write_pcapng_two_interfaces(path, &packets);
+    let (eth, raw): (Vec<_>, Vec<_>) = frames.into_iter().partition(|(ifc, _)| *ifc == 0);
+    (eth.into_iter().map(|(_, f)| f).collect(), raw.into_iter().map(|(_, f)| f).collect())
 }
 
 // ---------------------------------------------------------------------------
