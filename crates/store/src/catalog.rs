@@ -214,6 +214,19 @@ pub struct Deleted {
     pub own_last_ns: u64,
 }
 
+impl Deleted {
+    /// What two deletions (of two streams, or one after the other) deleted
+    /// together: the counts summed, the newest packet of the two.
+    pub fn and(self, o: Deleted) -> Deleted {
+        Deleted {
+            files: self.files + o.files,
+            bytes: self.bytes + o.bytes,
+            own_files: self.own_files + o.own_files,
+            own_last_ns: self.own_last_ns.max(o.own_last_ns),
+        }
+    }
+}
+
 struct Inner {
     file: File,
     /// Bytes of disk reserved for the catalog file (appends below this need no new block).

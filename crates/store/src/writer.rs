@@ -136,6 +136,16 @@ impl WriterShared {
         self.retention_own_last_ns.fetch_max(d.own_last_ns, Ordering::Relaxed);
     }
 
+    /// What retention deleted in this stream so far (what [`WriterShared::deleted`] counted).
+    pub fn retention(&self) -> crate::catalog::Deleted {
+        crate::catalog::Deleted {
+            files: self.retention_files.load(Ordering::Relaxed),
+            bytes: self.retention_bytes.load(Ordering::Relaxed),
+            own_files: self.retention_own_files.load(Ordering::Relaxed),
+            own_last_ns: self.retention_own_last_ns.load(Ordering::Relaxed),
+        }
+    }
+
     fn warn(&self, msg: String) {
         self.warnings.lock().unwrap_or_else(|p| p.into_inner()).push(msg);
     }

@@ -142,27 +142,6 @@ pub struct Snapshot {
     in_flight_max: u64,
 }
 
-/// What retention deleted in one writer's stream.
-fn deleted_by(w: &WriterShared) -> Deleted {
-    Deleted {
-        files: w.retention_files.load(Ordering::Relaxed),
-        bytes: w.retention_bytes.load(Ordering::Relaxed),
-        own_files: w.retention_own_files.load(Ordering::Relaxed),
-        own_last_ns: w.retention_own_last_ns.load(Ordering::Relaxed),
-    }
-}
-
-/// What retention deleted in two streams together: the counts summed, the
-/// newest packet of the two.
-fn both_deleted(a: Deleted, b: Deleted) -> Deleted {
-    Deleted {
-        files: a.files + b.files,
-        bytes: a.bytes + b.bytes,
-        own_files: a.own_files + b.own_files,
-        own_last_ns: a.own_last_ns.max(b.own_last_ns),
-    }
-}
-
 /// What the recording cost before its first packet, and its timestamp source
 /// (in `stats.json` beside the per-packet counters, which exclude it).
 #[derive(Clone, Copy, Debug, Default)]
@@ -215,7 +194,7 @@ impl Snapshot {
             spilled_bytes: sum(|w| w.spilled_bytes.load(Ordering::Relaxed)),
             file_bytes: sum(|w| w.file_bytes.load(Ordering::Relaxed)),
             files: sum(|w| w.files_closed.load(Ordering::Relaxed)),
-            deleted: ws.iter().map(|w| deleted_by(w)).fold(Deleted::default(), both_deleted),
+            deleted: ws.iter().map(|w| w.retention()).fold(Deleted::default(), Deleted::and),
             stamps,
             in_flight_max: ws.iter().map(|w| w.writes_in_flight_max.load(Ordering::Relaxed)).max().unwrap_or(0),
         }
@@ -272,7 +251,7 @@ impl Snapshot {
             t.spilled_bytes += p.spilled_bytes;
             t.file_bytes += p.file_bytes;
             t.files += p.files;
-            t.deleted = both_deleted(t.deleted, p.deleted);
+            t.deleted = t.deleted.and(p.deleted);
             t.stamps.extend_from_slice(&p.stamps);
             t.in_flight_max = t.in_flight_max.max(p.in_flight_max);
         }
