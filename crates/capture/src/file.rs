@@ -150,7 +150,13 @@ pub struct FileSource {
     window: Window,
     /// Polls after the stop that found no room for the held packets.
     stalled: u32,
+    /// Such polls (200 µs apart) after which what is held is dropped.
+    stall_limit: u32,
 }
+
+/// Polls 200 µs apart without room after the stop (5 s) before the held
+/// packets count as dropped.
+const STALL_POLLS: u32 = 25_000;
 
 impl FileSource {
     pub fn new(paths: Vec<PathBuf>, expression: Option<String>) -> FileSource {
@@ -170,6 +176,7 @@ impl FileSource {
             mixed: false,
             window: Window::new(WINDOW_BYTES, WINDOW_PACKETS),
             stalled: 0,
+            stall_limit: STALL_POLLS,
         }
     }
 
@@ -364,7 +371,7 @@ impl Source for FileSource {
         }
         // After the stop, a writer that frees no room for 5 s (it failed) does not hold the
         // recording up: what is held then counts as dropped (arena full).
-        let force = self.stopped && self.stalled >= 25_000;
+        let force = self.stopped && self.stalled >= self.stall_limit;
         if !self.window.drain(out, force) {
             self.stalled += u32::from(self.stopped);
             std::thread::sleep(std::time::Duration::from_micros(200));
@@ -496,19 +503,38 @@ mod tests {
     /// The files of a stream: each one's link type and packets.
     type Files = Vec<(u32, Vec<Vec<u8>>)>;
 
-    /// Stops the recording (as SIGINT does) after the source's first poll,
-    /// noting how many packets its window held then.
-    struct StopAfterFirstPoll<'a> {
-        src: &'a mut FileSource,
-        stop: &'a AtomicBool,
-        held_at_stop: usize,
+    /// What the recording meets after the source's first poll.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Then {
+        /// Nothing: it reads to the end.
+        Nothing,
+        /// A stop (as SIGINT makes).
+        Stop,
+        /// That poll fails (as a socket error would).
+        Fail,
     }
 
-    impl Source for StopAfterFirstPoll<'_> {
+    /// The source with [`Then`] after its first poll, noting how many
+    /// packets its window held then.
+    struct AfterFirstPoll<'a> {
+        src: &'a mut FileSource,
+        stop: &'a AtomicBool,
+        then: Then,
+        polls: u32,
+        held_then: usize,
+    }
+
+    impl Source for AfterFirstPoll<'_> {
         fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError> {
             let p = self.src.poll(out);
-            if !self.stop.swap(true, Ordering::Relaxed) {
-                self.held_at_stop = self.src.window.held.len();
+            self.polls += 1;
+            if self.polls == 1 {
+                self.held_then = self.src.window.held.len();
+                match self.then {
+                    Then::Nothing => {}
+                    Then::Stop => self.stop.store(true, Ordering::Relaxed),
+                    Then::Fail => return Err(CaptureError::Other("the test's poll failure".into())),
+                }
             }
             p
         }
@@ -522,10 +548,8 @@ mod tests {
         }
     }
 
-    /// Records `src` into a 2 MiB arena as pcap files (stopped after its
-    /// first poll with `stop_early`): the counts, the packets held in the
-    /// window at the stop, and per file its link type and packets.
-    fn record(src: &mut FileSource, stop_early: bool) -> (Counts, usize, Files) {
+    /// A 2 MiB arena's stream writing pcap files into `q`.
+    fn stream() -> (StreamProducer, Arc<ArrayQueue<Msg>>, Consumer) {
         let (p, c) = wv_sys::byte_ring::byte_ring(wv_sys::mem::AlignedBuf::new(1, false).unwrap());
         let cfg = StreamConfig {
             format: wv_store::Format::Pcap,
@@ -536,18 +560,34 @@ mod tests {
             clock_close_grace_ns: None,
         };
         let q = Arc::new(ArrayQueue::new(1 << 12));
-        let mut s = StreamProducer::new(p, q.clone(), cfg);
-        let writer = files_of(q, c);
+        (StreamProducer::new(p, q.clone(), cfg), q, c)
+    }
+
+    /// Records `src` (with `then` after its first poll) through
+    /// [`crate::worker::run`] into `s`: what `run` returns, the counts it
+    /// published, and the packets the window held after the first poll.
+    fn run_source(
+        src: &mut FileSource,
+        s: &mut StreamProducer,
+        then: Then,
+    ) -> (Result<Counts, CaptureError>, Counts, usize) {
         let stop = AtomicBool::new(false);
         let limits = Limits { max_packets: None, quota: None, snaplen: 65535 };
         let shared = SharedCounts::default();
         let reduce = crate::reduce::Reduce::new(None, None);
-        let (counts, held) = if stop_early {
-            let mut w = StopAfterFirstPoll { src, stop: &stop, held_at_stop: 0 };
-            (run(&mut w, &mut s, &stop, &shared, limits, reduce).unwrap(), w.held_at_stop)
-        } else {
-            (run(src, &mut s, &stop, &shared, limits, reduce).unwrap(), 0)
-        };
+        let mut w = AfterFirstPoll { src, stop: &stop, then, polls: 0, held_then: 0 };
+        let r = run(&mut w, s, &stop, &shared, limits, reduce);
+        (r, shared.load().0, w.held_then)
+    }
+
+    /// Records `src` (with `then` after its first poll) into a 2 MiB arena
+    /// as pcap files: what `run` returned, the counts published, the
+    /// packets held in the window after the first poll, and per file its
+    /// link type and packets.
+    fn record(src: &mut FileSource, then: Then) -> (Result<Counts, CaptureError>, Counts, usize, Files) {
+        let (mut s, q, c) = stream();
+        let writer = files_of(q, c);
+        let (r, counts, held) = run_source(src, &mut s, then);
         let files = writer.join().unwrap();
         let files = files
             .into_iter()
@@ -562,7 +602,7 @@ mod tests {
                 (linktype, packets)
             })
             .collect();
-        (counts, held, files)
+        (r, counts, held, files)
     }
 
     /// Every packet of `sent` is in `files` once, each link type's in input
@@ -593,14 +633,16 @@ mod tests {
         for (max_bytes, max_packets) in [(usize::MAX, 6), (600, usize::MAX), (550, usize::MAX)] {
             let mut src = FileSource::new(vec![f.clone()], None).group_link_types(true);
             src.window = Window::new(max_bytes, max_packets);
-            let (counts, _, files) = record(&mut src, false);
+            let (r, counts, _, files) = record(&mut src, Then::Nothing);
+            assert!(r.is_ok(), "{r:?}");
             assert_eq!((counts.delivered, counts.stored), (40, 40), "window {max_bytes} B, {max_packets} packets");
             each_once_in_order(&sent, &files);
             let linktypes: Vec<u32> = files.iter().map(|(l, _)| *l).collect();
             assert_eq!(linktypes, [1, 101].repeat(4), "window {max_bytes} B, {max_packets} packets");
         }
         let mut src = FileSource::new(vec![f.clone()], None).group_link_types(true);
-        let (counts, _, files) = record(&mut src, false);
+        let (r, counts, _, files) = record(&mut src, Then::Nothing);
+        assert!(r.is_ok(), "{r:?}");
         assert_eq!(counts.stored, 40);
         each_once_in_order(&sent, &files);
         assert_eq!(files.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [1, 101]);
@@ -617,12 +659,52 @@ mod tests {
         // 511 held packets of 6000 bytes: more than the 2 MiB arena.
         let sent = two_link_types(&f, 2000, 6000);
         let mut src = FileSource::new(vec![f.clone()], None).group_link_types(true);
-        let (counts, held, files) = record(&mut src, true);
+        let (r, counts, held, files) = record(&mut src, Then::Stop);
+        assert!(r.is_ok(), "{r:?}");
         assert!(held * 6000 > 2 << 20, "the window held {held} packets at the stop");
         let read = BATCH;
         assert_eq!((counts.delivered, counts.stored), (read as u64, read as u64), "{counts:?}");
         each_once_in_order(&sent[..read], &files);
         let unread = src.unread().expect("the rest is said to be unread");
         assert!(unread.contains("read up to byte"), "{unread}");
+    }
+
+    /// A poll that fails while packets are held in the window (a socket
+    /// error on a live source): the recording ends with that error, and
+    /// every packet the source had taken in is still stored, held ones too.
+    #[test]
+    fn a_failed_poll_still_stores_every_held_packet() {
+        let dir = wv_testkit::TempDir::new("file-window-fail");
+        let f = dir.join("two.pcapng");
+        let sent = two_link_types(&f, 2000, 100);
+        let mut src = FileSource::new(vec![f.clone()], None).group_link_types(true);
+        let (r, counts, held, files) = record(&mut src, Then::Fail);
+        assert!(matches!(&r, Err(CaptureError::Other(m)) if m == "the test's poll failure"), "{r:?}");
+        assert!(held > 100, "the window held {held} packets when the poll failed");
+        let read = BATCH;
+        assert_eq!((counts.delivered, counts.stored), (read as u64, read as u64), "{counts:?}");
+        each_once_in_order(&sent[..read], &files);
+    }
+
+    /// A stop while packets are held and the writer frees no room (it
+    /// failed): after the stall limit the held packets that do not fit
+    /// count as dropped (arena full), and the counts add up.
+    #[test]
+    fn a_stop_with_a_stalled_writer_counts_what_is_held_as_dropped() {
+        let dir = wv_testkit::TempDir::new("file-window-stall");
+        let f = dir.join("two.pcapng");
+        two_link_types(&f, 2000, 6000);
+        let mut src = FileSource::new(vec![f.clone()], None).group_link_types(true);
+        src.stall_limit = 20;
+        // The writer's end of the arena is kept and never released.
+        let (mut s, _q, _c) = stream();
+        let (r, counts, held) = run_source(&mut src, &mut s, Then::Stop);
+        assert!(r.is_ok(), "{r:?}");
+        assert!(held * 6000 > 2 << 20, "the window held {held} packets at the stop");
+        let read = BATCH as u64;
+        assert_eq!(counts.delivered, read, "{counts:?}");
+        assert!(counts.stored > 0 && counts.dropped_arena_full > 0, "{counts:?}");
+        assert_eq!(counts.stored + counts.dropped_arena_full, read, "{counts:?}");
+        assert!(src.stalled >= 20, "stalled {} polls", src.stalled);
     }
 }

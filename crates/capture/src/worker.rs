@@ -431,12 +431,11 @@ pub fn run<S: Source + ?Sized>(
         reduce: &mut reduce,
     };
     let result = pump(src, &mut d, stop, shared, cpu0);
-    // Drain what the source already accepted, even after an error, so
-    // nothing it took in goes uncounted.
+    // Drain what the source already accepted, even after an error (a
+    // failed kernel counter read, a poll that failed once), so nothing it
+    // took in goes unstored or uncounted. A source that fails again ends
+    // the drain; the first error is the one reported.
     let drained = src.stop_intake().and_then(|()| {
-        if result.is_err() {
-            return Ok(());
-        }
         loop {
             match src.poll(&mut d)? {
                 Poll::Packets => continue,
