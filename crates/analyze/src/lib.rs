@@ -54,7 +54,8 @@ pub struct Config {
     /// Most flows (address pair, transport, port pair) in the flow table;
     /// also most RTP streams.
     pub max_flows: usize,
-    /// Most throughput intervals kept.
+    /// Most throughput intervals kept: past them the step doubles
+    /// (see [`qos::io`]).
     pub max_intervals: usize,
     /// Examples listed per duplicate / malformed kind.
     pub examples: usize,
@@ -70,7 +71,7 @@ impl Default for Config {
             mtu: 1500,
             step_ns: 1_000_000_000,
             max_flows: 1 << 20,
-            max_intervals: 1 << 22,
+            max_intervals: DEFAULT_MAX_INTERVALS,
             examples: 5,
             top: 10,
         }
@@ -246,7 +247,13 @@ pub enum ConfigError {
     DupFrames { max: usize },
     #[error("--max-flows must be at least 1")]
     ZeroFlows,
+    #[error("--max-intervals must be at least 1")]
+    ZeroIntervals,
 }
+
+/// Throughput intervals kept by default: a day at 1 s steps (27.7 hours),
+/// 1.6 MB of counters, about 15 MB of JSON.
+pub const DEFAULT_MAX_INTERVALS: usize = 100_000;
 
 /// Most frames the duplicate window may hold (memory: 48 bytes each).
 pub const MAX_DUP_FRAMES: usize = 1 << 24;
@@ -281,6 +288,9 @@ impl Analyzer {
         }
         if cfg.max_flows == 0 {
             return Err(ConfigError::ZeroFlows);
+        }
+        if cfg.max_intervals == 0 {
+            return Err(ConfigError::ZeroIntervals);
         }
         Ok(Analyzer {
             dups: dups::Dups::new(&cfg),
@@ -408,6 +418,51 @@ mod tests {
         }
         let r = a.finish();
         assert_eq!((r.first_ns, r.last_ns), (1_000, 9_000));
+    }
+
+    /// Throughput of frames at `ts` (ns) with `step_ns` and `max_intervals`.
+    fn throughput(ts: &[u64], step_ns: u64, max_intervals: usize) -> qos::io::IoReport {
+        let mut a = Analyzer::new(Config { step_ns, max_intervals, ..Config::default() }).unwrap();
+        for (i, &t) in ts.iter().enumerate() {
+            let len = 60 + (i % 7) as u32;
+            a.feed(&Frame { ts_ns: t, linktype: 1, wire_len: len, data: &vec![0; len as usize] });
+        }
+        a.finish().throughput
+    }
+
+    /// Past `max_intervals` the step doubles until the capture fits, and
+    /// the intervals are exactly those of the wider step given from the
+    /// start; frames out of time order too.
+    #[test]
+    fn throughput_widens_its_step_to_fit_and_counts_exactly() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut ts: Vec<u64> = (0..5000)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                1_700_000_000_000_000_000 + i * 3_000_000 + x % 9_000_000
+            })
+            .collect();
+        ts.swap(10, 4000);
+        let step = 1_000_000;
+        for max in [1usize, 2, 3, 7, 100, 1000] {
+            let r = throughput(&ts, step, max);
+            assert!(r.intervals.len() <= max, "{max}: {} intervals", r.intervals.len());
+            assert_eq!(r.requested_step_ns, step);
+            assert!(r.step_ns >= step && (r.step_ns / step).is_power_of_two(), "{max}: step {}", r.step_ns);
+            // The smallest doubling that fits.
+            let direct = throughput(&ts, r.step_ns, usize::MAX);
+            assert!(r.step_ns == step || throughput(&ts, r.step_ns / 2, usize::MAX).intervals.len() > max);
+            let rows = |r: &qos::io::IoReport| {
+                r.intervals.iter().map(|i| (i.start_ns, i.packets, i.bytes)).collect::<Vec<_>>()
+            };
+            assert_eq!(rows(&r), rows(&direct), "{max}");
+            assert_eq!(r.beyond.packets, 0);
+        }
+        let r = throughput(&ts, step, usize::MAX);
+        assert_eq!(r.step_ns, step);
+        assert!(r.intervals.len() > 1000);
     }
 
     #[test]

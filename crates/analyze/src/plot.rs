@@ -35,6 +35,29 @@ pub fn write_all(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     Ok(out)
 }
 
+/// Most points of the throughput line: about two per pixel of the chart.
+const MAX_POINTS: usize = 2000;
+
+/// The throughput line's points, (seconds since the first frame, mean
+/// Mbit/s, peak Mbit/s): one per interval, or one per run of `k` intervals
+/// when there are more than [`MAX_POINTS`] (the mean over the run's time
+/// and its highest interval, so that a burst still shows).
+fn throughput_points(t: &crate::qos::io::IoReport) -> (Vec<(f64, f64, f64)>, usize) {
+    let k = t.intervals.len().div_ceil(MAX_POINTS).max(1);
+    let step = t.step_ns as f64 / 1e9;
+    let points = t
+        .intervals
+        .chunks(k)
+        .enumerate()
+        .map(|(j, run)| {
+            let bytes: u64 = run.iter().map(|i| i.bytes).sum();
+            let peak = run.iter().map(|i| i.bits_per_second).fold(0.0, f64::max);
+            ((j * k) as f64 * step, bytes as f64 * 8.0 / (run.len() as f64 * step) / 1e6, peak / 1e6)
+        })
+        .collect();
+    (points, k)
+}
+
 fn throughput(r: &Report, path: &Path) -> Result<(), String> {
     let t = &r.throughput;
     let root = SVGBackend::new(path, (1000, 500)).into_drawing_area();
@@ -48,14 +71,32 @@ fn throughput(r: &Report, path: &Path) -> Result<(), String> {
         .y_label_area_size(70)
         .build_cartesian_2d(0f64..xmax, 0f64..ymax)
         .map_err(|e| e.to_string())?;
-    chart.configure_mesh().x_desc("time since first frame (s)").y_desc("Mbit/s").draw().map_err(|e| e.to_string())?;
-    let step = t.step_ns as f64 / 1e9;
+    let (points, k) = throughput_points(t);
+    let per = crate::report::duration_text(t.step_ns.saturating_mul(k as u64));
+    let x_desc = format!("time since first frame (s); mean per {per}");
+    chart.configure_mesh().x_desc(x_desc).y_desc("Mbit/s").draw().map_err(|e| e.to_string())?;
+    if k > 1 {
+        let each = crate::report::duration_text(t.step_ns);
+        chart
+            .draw_series(LineSeries::new(points.iter().map(|&(x, _, peak)| (x, peak)), RED.mix(0.5)))
+            .map_err(|e| e.to_string())?
+            .label(format!("peak {each} interval"))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.mix(0.5)));
+    }
     chart
-        .draw_series(LineSeries::new(
-            t.intervals.iter().enumerate().map(|(i, v)| (i as f64 * step, v.bits_per_second / 1e6)),
-            &BLUE,
-        ))
-        .map_err(|e| e.to_string())?;
+        .draw_series(LineSeries::new(points.iter().map(|&(x, mean, _)| (x, mean)), &BLUE))
+        .map_err(|e| e.to_string())?
+        .label(format!("mean per {per}"))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+    if k > 1 {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())?;
+    }
     root.present().map_err(|e| e.to_string())
 }
 

@@ -8,6 +8,24 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
+/// A duration in the largest unit that keeps it at 1 or more, without
+/// trailing zeros: `1 s`, `65.536 s`, `250 ms`, `1.5 us`, `800 ns`.
+pub fn duration_text(ns: u64) -> String {
+    let (div, unit) = match ns {
+        1_000_000_000.. => (1_000_000_000, "s"),
+        1_000_000.. => (1_000_000, "ms"),
+        1_000.. => (1_000, "us"),
+        _ => (1, "ns"),
+    };
+    let (whole, frac) = (ns / div, ns % div);
+    if frac == 0 {
+        return format!("{whole} {unit}");
+    }
+    let digits = div.ilog10() as usize;
+    let frac = format!("{frac:0digits$}");
+    format!("{whole}.{} {unit}", frac.trim_end_matches('0'))
+}
+
 fn rate(bits: f64) -> String {
     let units = [(1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")];
     for (d, u) in units {
@@ -134,8 +152,17 @@ pub fn table(r: &Report, top: usize) -> String {
     let t = &r.throughput;
     let _ = writeln!(
         o,
-        "\nThroughput per {}: {} intervals, peak {} and {:.0} pkt/s",
-        ms(t.step_ns),
+        "\nThroughput per {}{}: {} intervals, peak {} and {:.0} pkt/s",
+        duration_text(t.step_ns),
+        if t.step_ns == t.requested_step_ns {
+            String::new()
+        } else {
+            format!(
+                " (--step {} doubled to fit the capture into {} intervals, --max-intervals)",
+                duration_text(t.requested_step_ns),
+                t.max_intervals
+            )
+        },
         t.intervals.len(),
         rate(t.peak_bits_per_second),
         t.peak_packets_per_second
@@ -158,8 +185,8 @@ pub fn table(r: &Report, top: usize) -> String {
     if t.beyond.packets > 0 {
         let _ = writeln!(
             o,
-            "  {} packets ({} bytes) lie past the last interval kept ({} intervals at most): give a larger --step",
-            t.beyond.packets, t.beyond.bytes, t.max_intervals
+            "  {} packets ({} bytes) lie past the last interval (the step cannot double further): give a larger --step",
+            t.beyond.packets, t.beyond.bytes
         );
     }
     let tc = &r.tcp.counts;
@@ -233,4 +260,22 @@ pub fn table(r: &Report, top: usize) -> String {
 
 fn sms(ns: i64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durations_read_in_their_largest_unit() {
+        for (ns, want) in [
+            (1_000_000_000, "1 s"),
+            (65_536_000_000, "65.536 s"),
+            (2_000_000_001, "2.000000001 s"),
+            (250_000_000, "250 ms"),
+            (1_500, "1.5 us"),
+            (800, "800 ns"),
+            (0, "0 ns"),
+        ] {
+            assert_eq!(super::duration_text(ns), want);
+        }
+    }
 }

@@ -823,20 +823,51 @@ fn delay_against_a_second_point_and_plots() {
     }
 }
 
-/// Frames past the most intervals a throughput series keeps are counted
-/// and said in the text report too (the JSON's `beyond`), not left out.
+/// A capture spanning more steps than `--max-intervals` (100,000 by
+/// default): the step doubles until it fits, which standard error and the
+/// table say, and the intervals are exactly those of a run given the wider
+/// step; output stays bounded (at 1 ms this capture is 3.6 billion rows).
 #[test]
-fn throughput_past_the_last_interval_is_said() {
-    let dir = TempDir::new("analyze-beyond");
+fn throughput_of_a_long_capture_doubles_its_step_to_fit() {
+    let dir = TempDir::new("analyze-widen");
     let f = dir.join("span.pcap");
     let frame = |ts_ns: u64| Frame { ts_ns, origlen: 60, data: vec![0x02; 60] };
-    // Three frames over 1,000 hours: at 1 ms steps, far more than 2^22 intervals.
-    write_pcap(&f, 1, 65535, true, &[frame(1_000_000_000), frame(1_800_000_000_000_000), frame(3_600_000_000_000_000)]);
+    // Four frames over 1,000 hours.
+    let ts = [1_000_000_000, 1_000_500_000, 1_800_000_000_000_000, 3_600_000_000_000_000];
+    write_pcap(&f, 1, 65535, true, &ts.map(frame));
     let r = analyze_json(&f, &["--step", "1ms"]);
-    assert_eq!(n(&r["throughput"]["beyond"]["packets"]), 2, "{}", r["throughput"]);
-    let o = run_wirevault(&["analyze", f.to_str().unwrap(), "--step", "1ms"]);
+    let t = &r["throughput"];
+    // 1 ms doubled 16 times: 65.536 s, 54,932 intervals (15 times: 109,864).
+    assert_eq!((n(&t["requested_step_ns"]), n(&t["step_ns"])), (1_000_000, 65_536_000_000));
+    let rows = t["intervals"].as_array().unwrap();
+    assert_eq!(rows.len(), 54_932);
+    assert_eq!(rows.iter().map(|i| n(&i["packets"])).sum::<u64>(), 4);
+    assert_eq!((n(&rows[0]["packets"]), n(&t["beyond"]["packets"])), (2, 0));
+    let direct = analyze_json(&f, &["--step", "65536ms"]);
+    assert_eq!(n(&direct["throughput"]["step_ns"]), 65_536_000_000);
+    assert!(t["intervals"] == direct["throughput"]["intervals"], "the widened intervals differ from --step 65536ms's");
+    let fs = f.to_str().unwrap();
+    let o = run_wirevault(&["analyze", fs, "--step", "1ms"]);
     o.expect(0, "analyze");
-    assert!(o.stdout.contains("2 packets (120 bytes) lie past the last interval kept"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("Throughput per 65.536 s (--step 1 ms doubled to fit the capture into 100000 intervals"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stderr.contains("throughput is given per 65.536 s instead of --step 1ms"), "{}", o.stderr);
+    // A smaller cap, and one of 1: a single interval.
+    let r = analyze_json(&f, &["--step", "1ms", "--max-intervals", "10"]);
+    assert!(r["throughput"]["intervals"].as_array().unwrap().len() <= 10, "{}", r["throughput"]["step_ns"]);
+    let r = analyze_json(&f, &["--max-intervals", "1"]);
+    assert_eq!(n(&r["throughput"]["intervals"][0]["packets"]), 4);
+    let o = run_wirevault(&["analyze", fs, "--max-intervals", "0"]);
+    o.expect(2, "analyze --max-intervals 0");
+    assert!(o.stderr.contains("--max-intervals must be at least 1"), "{}", o.stderr);
+    // Within the cap: the step asked for, and nothing said.
+    let o = run_wirevault(&["analyze", fs, "--step", "1h"]);
+    o.expect(0, "analyze --step 1h");
+    assert!(o.stdout.contains("Throughput per 3600 s: 1000 intervals"), "{}", o.stdout);
+    assert!(!o.stderr.contains("throughput is given per"), "{}", o.stderr);
 }
 
 /// A damaged file: the report covers what can be read, with a warning;

@@ -3,8 +3,15 @@
 //! and packets/s derived. A frame earlier than one before it (files out of
 //! time order, merged captures) counts in the interval of the latest frame
 //! so far, as tshark counts it; a frame's time since the first is rounded to
-//! whole µs first, as tshark rounds it. At most `max_intervals` intervals
-//! are kept, later frames are counted as beyond.
+//! whole µs first, as tshark rounds it.
+//!
+//! At most `max_intervals` intervals are kept (memory and output stay
+//! bounded: a capture spanning three weeks is 1.8 million 1 s intervals,
+//! which tshark prints one by one). A frame past the last one doubles the
+//! step, as often as needed, merging the intervals pairwise: the counts are
+//! exactly those of a run with the wider step from the start (intervals
+//! start at whole multiples of the step from the first frame). The report
+//! gives both steps; the binary says when it widened.
 //!
 //! Unlike tshark: a last frame exactly on an interval's start (its time
 //! since the first a whole number of steps) gets a row of its own. tshark
@@ -15,6 +22,7 @@ use crate::{Config, Count, Seen};
 use serde::Serialize;
 
 pub struct IoStat {
+    requested_step_ns: u64,
     step_ns: u64,
     max: usize,
     first_ns: Option<u64>,
@@ -36,10 +44,15 @@ pub struct Interval {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct IoReport {
+    /// The step of the intervals: `requested_step_ns` doubled as often as
+    /// needed to fit the capture into `max_intervals`.
     pub step_ns: u64,
+    /// The step asked for (`--step`).
+    pub requested_step_ns: u64,
     pub first_ns: u64,
     pub intervals: Vec<Interval>,
-    /// Frames past the last interval kept (`max_intervals`).
+    /// Frames past the last interval kept: only where the step could not
+    /// double any more (a span of more than 2^63 ns).
     pub beyond: Count,
     /// The most intervals kept.
     pub max_intervals: usize,
@@ -50,6 +63,7 @@ pub struct IoReport {
 impl IoStat {
     pub fn new(cfg: &Config) -> IoStat {
         IoStat {
+            requested_step_ns: cfg.step_ns,
             step_ns: cfg.step_ns,
             max: cfg.max_intervals,
             first_ns: None,
@@ -66,17 +80,38 @@ impl IoStat {
         // it finds its interval: within 500 ns of an interval's end, a frame
         // counts in the next.
         let rel = self.latest_ns.saturating_sub(first).saturating_add(500) / 1000 * 1000;
-        let i = rel / self.step_ns;
-        let Ok(i) = usize::try_from(i) else {
-            return self.beyond.add(s.len);
-        };
-        if i >= self.max {
-            return self.beyond.add(s.len);
+        let mut i = rel / self.step_ns;
+        while i >= self.max as u64 {
+            if !self.widen() {
+                return self.beyond.add(s.len);
+            }
+            i = rel / self.step_ns;
         }
+        let i = i as usize;
         if i >= self.intervals.len() {
             self.intervals.resize(i + 1, Count::default());
         }
         self.intervals[i].add(s.len);
+    }
+
+    /// Doubles the step, merging the intervals pairwise; false when the
+    /// step cannot double.
+    fn widen(&mut self) -> bool {
+        let Some(step) = self.step_ns.checked_mul(2) else {
+            return false;
+        };
+        self.step_ns = step;
+        let n = self.intervals.len().div_ceil(2);
+        for j in 0..n {
+            let mut c = self.intervals[2 * j];
+            if let Some(odd) = self.intervals.get(2 * j + 1) {
+                c.packets += odd.packets;
+                c.bytes += odd.bytes;
+            }
+            self.intervals[j] = c;
+        }
+        self.intervals.truncate(n);
+        true
     }
 
     pub fn finish(self) -> IoReport {
@@ -95,6 +130,7 @@ impl IoStat {
             .collect();
         IoReport {
             step_ns: self.step_ns,
+            requested_step_ns: self.requested_step_ns,
             first_ns: self.first_ns.unwrap_or(0),
             peak_bits_per_second: intervals.iter().map(|i| i.bits_per_second).fold(0.0, f64::max),
             peak_packets_per_second: intervals.iter().map(|i| i.packets_per_second).fold(0.0, f64::max),

@@ -28,6 +28,10 @@ pub struct Args {
     /// Throughput interval: `1s`, `100ms`, `10us`, ...
     #[arg(long, value_name = "DURATION", default_value = DEFAULT_STEP)]
     pub step: String,
+    /// Most throughput intervals: a capture spanning more than N steps gets its step
+    /// doubled until it fits (said on standard error), so that output stays bounded.
+    #[arg(long, value_name = "N", default_value_t = wv_analyze::DEFAULT_MAX_INTERVALS)]
+    pub max_intervals: usize,
     /// A frame is a duplicate of an identical one at most this long before it.
     #[arg(long, value_name = "DURATION", default_value = DEFAULT_DUP_WINDOW)]
     pub dup_window: String,
@@ -87,9 +91,9 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         mtu: args.mtu,
         step_ns: duration("--step", &args.step)?,
         max_flows: args.max_flows,
+        max_intervals: args.max_intervals,
         examples: args.examples,
         top: args.top,
-        ..wv_analyze::Config::default()
     };
     if args.json && args.plot.as_deref().is_some_and(|p| p.as_os_str() == "-") {
         return Err(fail(exit::USAGE, "--plot takes a directory, not standard output"));
@@ -166,6 +170,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         an.feed(&wv_analyze::Frame { ts_ns, linktype, wire_len, data });
     })?;
     let report = an.finish();
+    let t = &report.throughput;
+    if t.step_ns != t.requested_step_ns {
+        say!(
+            "wirevault: throughput is given per {} instead of --step {}: at that step the capture spans more than \
+             {} intervals (--max-intervals)",
+            wv_analyze::report::duration_text(t.step_ns),
+            args.step,
+            args.max_intervals
+        );
+    }
     if let Some(dir) = &args.plot {
         std::fs::create_dir_all(dir)
             .map_err(|e| fail(exit::ERROR, format!("cannot create the --plot directory {}: {e}", dir.display())))?;
