@@ -3,6 +3,7 @@
 //! code lives in this crate, and every `unsafe` block says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod aeshash;
 pub mod afpacket;
 pub mod bpf;
 pub mod byte_ring;
