@@ -247,13 +247,17 @@ pub enum ConfigError {
     DupFrames { max: usize },
     #[error("--max-flows must be at least 1")]
     ZeroFlows,
-    #[error("--max-intervals must be at least 1")]
-    ZeroIntervals,
+    #[error("--max-intervals must be between 1 and {max}")]
+    Intervals { max: usize },
 }
 
 /// Throughput intervals kept by default: a day at 1 s steps (27.7 hours),
 /// 1.6 MB of counters, about 15 MB of JSON.
 pub const DEFAULT_MAX_INTERVALS: usize = 100_000;
+
+/// Most throughput intervals `--max-intervals` may ask for (memory: 16
+/// bytes each while counting, 256 MiB in all; the JSON about 2.5 GB).
+pub const MAX_INTERVALS: usize = 1 << 24;
 
 /// Most frames the duplicate window may hold (memory: 48 bytes each).
 pub const MAX_DUP_FRAMES: usize = 1 << 24;
@@ -289,8 +293,8 @@ impl Analyzer {
         if cfg.max_flows == 0 {
             return Err(ConfigError::ZeroFlows);
         }
-        if cfg.max_intervals == 0 {
-            return Err(ConfigError::ZeroIntervals);
+        if cfg.max_intervals == 0 || cfg.max_intervals > MAX_INTERVALS {
+            return Err(ConfigError::Intervals { max: MAX_INTERVALS });
         }
         Ok(Analyzer {
             dups: dups::Dups::new(&cfg),
@@ -452,15 +456,15 @@ mod tests {
             assert_eq!(r.requested_step_ns, step);
             assert!(r.step_ns >= step && (r.step_ns / step).is_power_of_two(), "{max}: step {}", r.step_ns);
             // The smallest doubling that fits.
-            let direct = throughput(&ts, r.step_ns, usize::MAX);
-            assert!(r.step_ns == step || throughput(&ts, r.step_ns / 2, usize::MAX).intervals.len() > max);
+            let direct = throughput(&ts, r.step_ns, MAX_INTERVALS);
+            assert!(r.step_ns == step || throughput(&ts, r.step_ns / 2, MAX_INTERVALS).intervals.len() > max);
             let rows = |r: &qos::io::IoReport| {
                 r.intervals.iter().map(|i| (i.start_ns, i.packets, i.bytes)).collect::<Vec<_>>()
             };
             assert_eq!(rows(&r), rows(&direct), "{max}");
             assert_eq!(r.beyond.packets, 0);
         }
-        let r = throughput(&ts, step, usize::MAX);
+        let r = throughput(&ts, step, MAX_INTERVALS);
         assert_eq!(r.step_ns, step);
         assert!(r.intervals.len() > 1000);
     }

@@ -860,9 +860,11 @@ fn throughput_of_a_long_capture_doubles_its_step_to_fit() {
     assert!(r["throughput"]["intervals"].as_array().unwrap().len() <= 10, "{}", r["throughput"]["step_ns"]);
     let r = analyze_json(&f, &["--max-intervals", "1"]);
     assert_eq!(n(&r["throughput"]["intervals"][0]["packets"]), 4);
-    let o = run_wirevault(&["analyze", fs, "--max-intervals", "0"]);
-    o.expect(2, "analyze --max-intervals 0");
-    assert!(o.stderr.contains("--max-intervals must be at least 1"), "{}", o.stderr);
+    for bad in ["0", "16777217"] {
+        let o = run_wirevault(&["analyze", fs, "--max-intervals", bad]);
+        o.expect(2, &format!("analyze --max-intervals {bad}"));
+        assert!(o.stderr.contains("--max-intervals must be between 1 and 16777216"), "{}", o.stderr);
+    }
     // Within the cap: the step asked for, and nothing said.
     let o = run_wirevault(&["analyze", fs, "--step", "1h"]);
     o.expect(0, "analyze --step 1h");

@@ -28,8 +28,9 @@ pub struct Args {
     /// Throughput interval: `1s`, `100ms`, `10us`, ...
     #[arg(long, value_name = "DURATION", default_value = DEFAULT_STEP)]
     pub step: String,
-    /// Most throughput intervals: a capture spanning more than N steps gets its step
-    /// doubled until it fits (said on standard error), so that output stays bounded.
+    /// Most throughput intervals (1 to 16,777,216): a capture spanning more than N steps
+    /// gets its step doubled until it fits (said on standard error), so that output stays
+    /// bounded.
     #[arg(long, value_name = "N", default_value_t = wv_analyze::DEFAULT_MAX_INTERVALS)]
     pub max_intervals: usize,
     /// A frame is a duplicate of an identical one at most this long before it.
