@@ -255,8 +255,9 @@ pub enum ConfigError {
 /// 1.6 MB of counters, about 15 MB of JSON.
 pub const DEFAULT_MAX_INTERVALS: usize = 100_000;
 
-/// Most throughput intervals `--max-intervals` may ask for (memory: 16
-/// bytes each while counting, 256 MiB in all; the JSON about 2.5 GB).
+/// Most throughput intervals `--max-intervals` may ask for: about 1 GiB
+/// of memory at the cap (16 bytes each while counting, up to twice that
+/// as the vector grows, then 40 bytes each in the report), 2.5 GB of JSON.
 pub const MAX_INTERVALS: usize = 1 << 24;
 
 /// Most frames the duplicate window may hold (memory: 48 bytes each).
@@ -467,6 +468,17 @@ mod tests {
         let r = throughput(&ts, step, MAX_INTERVALS);
         assert_eq!(r.step_ns, step);
         assert!(r.intervals.len() > 1000);
+    }
+
+    /// Only one interval allowed and a span no step fits into one: the
+    /// later frame is counted past it, not lost, and the step stops at 2^63.
+    #[test]
+    fn throughput_counts_what_no_step_fits_as_beyond() {
+        let r = throughput(&[0, u64::MAX - 1000], 1, 1);
+        assert_eq!((r.intervals.len(), r.intervals[0].packets, r.beyond.packets), (1, 1, 1));
+        assert_eq!(r.step_ns, 1 << 63);
+        let r = throughput(&[0, u64::MAX - 1000], 1, 2);
+        assert_eq!((r.intervals.iter().map(|i| i.packets).sum::<u64>(), r.beyond.packets), (2, 0));
     }
 
     #[test]

@@ -73,7 +73,11 @@ fn throughput(r: &Report, path: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let (points, k) = throughput_points(t);
     let per = crate::report::duration_text(t.step_ns.saturating_mul(k as u64));
-    let x_desc = format!("time since first frame (s); mean per {per}");
+    let x_desc = if k > 1 {
+        format!("time since first frame (s); mean per {per}")
+    } else {
+        "time since first frame (s)".to_string()
+    };
     chart.configure_mesh().x_desc(x_desc).y_desc("Mbit/s").draw().map_err(|e| e.to_string())?;
     if k > 1 {
         let each = crate::report::duration_text(t.step_ns);
@@ -86,7 +90,7 @@ fn throughput(r: &Report, path: &Path) -> Result<(), String> {
     chart
         .draw_series(LineSeries::new(points.iter().map(|&(x, mean, _)| (x, mean)), &BLUE))
         .map_err(|e| e.to_string())?
-        .label(format!("mean per {per}"))
+        .label(format!("{} {per}", if k > 1 { "mean per" } else { "per" }))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
     if k > 1 {
         chart
@@ -170,4 +174,54 @@ fn jitter(r: &Report, path: &Path) -> Result<(), String> {
         )
         .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::qos::io::{Interval, IoReport};
+    use crate::Count;
+
+    fn report(bytes: &[u64], step_ns: u64) -> IoReport {
+        let secs = step_ns as f64 / 1e9;
+        let intervals = bytes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| Interval {
+                start_ns: i as u64 * step_ns,
+                packets: 1,
+                bytes: b,
+                bits_per_second: b as f64 * 8.0 / secs,
+                packets_per_second: 1.0 / secs,
+            })
+            .collect();
+        IoReport {
+            step_ns,
+            requested_step_ns: step_ns,
+            first_ns: 0,
+            intervals,
+            beyond: Count::default(),
+            max_intervals: usize::MAX,
+            peak_bits_per_second: 0.0,
+            peak_packets_per_second: 0.0,
+        }
+    }
+
+    /// Up to 2,000 intervals, a point each; beyond, one per run of k: the
+    /// mean over the run's own time (the last run may be shorter) and the
+    /// run's highest interval.
+    #[test]
+    fn the_throughput_line_merges_runs_of_intervals_into_mean_and_peak() {
+        let (points, k) = super::throughput_points(&report(&[125_000; 2000], 1_000_000_000));
+        assert_eq!((points.len(), k), (2000, 1));
+        assert!(points.iter().all(|&(_, mean, peak)| mean == 1.0 && peak == 1.0), "{:?}", &points[..3]);
+        // 4,001 intervals of 1 s: runs of 3, the last of 2.
+        let bytes: Vec<u64> = (0..4001u64).map(|i| if i == 4000 { 250_000 } else { 125_000 * (i % 3) }).collect();
+        let (points, k) = super::throughput_points(&report(&bytes, 1_000_000_000));
+        assert_eq!((points.len(), k), (1334, 3));
+        // A run of 0, 1 and 2 Mbit/s: mean 1, peak 2; at 3 s per point.
+        assert_eq!(points[1], (3.0, 1.0, 2.0));
+        // The last run, two intervals (0 and 2 Mbit/s): mean over its own
+        // 2 s, 1 Mbit/s (over 3 s it would read 0.67).
+        assert_eq!(points[1333], (3999.0, 1.0, 2.0));
+    }
 }

@@ -185,7 +185,7 @@ pub fn table(r: &Report, top: usize) -> String {
     if t.beyond.packets > 0 {
         let _ = writeln!(
             o,
-            "  {} packets ({} bytes) lie past the last interval (the step cannot double further): give a larger --step",
+            "  {} packets ({} bytes) lie past the only interval (no step fits this span into one): give --max-intervals 2 or more",
             t.beyond.packets, t.beyond.bytes
         );
     }

@@ -1,15 +1,21 @@
 //! A keyed hash of byte strings made of AES rounds, for hash tables whose
 //! equal hashes are confirmed by comparing the bytes (the recorder's
-//! `--dedup` on the copy path): it only has to spread inputs over the
-//! table and be unpredictable without the key, so that no one can aim
-//! inputs at one bucket. It is no MAC and no checksum.
+//! `--dedup` on the copy path): it has to spread inputs over the table,
+//! and without the key crafting two inputs of one hash must take far more
+//! tries than a table's eviction is worth. It is no MAC and no checksum.
 //!
-//! Two lanes take 16 bytes each per AES round; where the length is no
-//! multiple of 32 the last 32 bytes are read again (the length is in the
-//! first lane, so overlapped reads cannot make two lengths collide by
-//! construction); three rounds join the lanes. At 64 bytes that is 4
-//! rounds and 3 to finish, against XXH3's four 64 × 64-bit multiplies,
-//! each with its secret's loads and folds: a third of the instructions.
+//! Two lanes take 16 bytes each, XORed in, then two AES rounds; where the
+//! length is no multiple of 32 the last 32 bytes are read again (the
+//! length is in the first lane, so overlapped reads cannot make two
+//! lengths collide by construction); three rounds join the lanes. Two
+//! rounds per block, not one: after one round a difference in one byte is
+//! a difference in one column that the lane's next block can cancel (a
+//! guess in about 127 succeeds: a review found 3 full collisions among 765
+//! crafted 64-byte frames, the unit test `crafted_differences_do_not_cancel`
+//! replays them); after two it is spread over all 16 bytes through five
+//! S-boxes. At 64 bytes: 8 rounds and 3 to finish. In the recorder's
+//! dedup, 6 instructions fewer than XXH3 per 64-byte frame and 60 fewer
+//! per 1514-byte one (its 192-byte sample; callgrind, bench/RESULTS.md).
 //!
 //! x86-64 CPUs with AES-NI only, checked at run time ([`Key::new`] gives
 //! None elsewhere; the caller keeps its other hash).
@@ -92,12 +98,12 @@ fn short(d: &[u8]) -> __m128i {
     unsafe { _mm_set_epi64x(hi as i64, lo as i64) }
 }
 
-/// One round: `block` into the lane.
+/// `block` into the lane: XORed in, then two rounds.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "aes")]
 #[inline]
-fn absorb(lane: __m128i, block: __m128i, key: __m128i) -> __m128i {
-    _mm_aesenc_si128(_mm_xor_si128(lane, block), key)
+fn absorb(lane: __m128i, block: __m128i, key: __m128i, key2: __m128i) -> __m128i {
+    _mm_aesenc_si128(_mm_aesenc_si128(_mm_xor_si128(lane, block), key), key2)
 }
 
 /// The lanes' start for `n` bytes.
@@ -126,25 +132,25 @@ fn hash(k: &Key, d: &[u8]) -> u64 {
     let n = d.len();
     let (mut a, mut b) = start(k, n);
     if n <= 16 {
-        a = absorb(a, short(d), k.k[1]);
+        a = absorb(a, short(d), k.k[1], k.k[2]);
     } else if n <= 32 {
-        a = absorb(a, load(d, 0), k.k[1]);
-        b = absorb(b, load(d, n - 16), k.k[0]);
+        a = absorb(a, load(d, 0), k.k[1], k.k[2]);
+        b = absorb(b, load(d, n - 16), k.k[0], k.k[2]);
     } else if n <= 64 {
         // Frames of 33 to 64 bytes (the minimum Ethernet frame is 60) without a loop.
-        a = absorb(a, load(d, 0), k.k[1]);
-        b = absorb(b, load(d, 16), k.k[0]);
-        a = absorb(a, load(d, n - 32), k.k[1]);
-        b = absorb(b, load(d, n - 16), k.k[0]);
+        a = absorb(a, load(d, 0), k.k[1], k.k[2]);
+        b = absorb(b, load(d, 16), k.k[0], k.k[2]);
+        a = absorb(a, load(d, n - 32), k.k[1], k.k[2]);
+        b = absorb(b, load(d, n - 16), k.k[0], k.k[2]);
     } else {
         let mut i = 0;
         while i + 32 < n {
-            a = absorb(a, load(d, i), k.k[1]);
-            b = absorb(b, load(d, i + 16), k.k[0]);
+            a = absorb(a, load(d, i), k.k[1], k.k[2]);
+            b = absorb(b, load(d, i + 16), k.k[0], k.k[2]);
             i += 32;
         }
-        a = absorb(a, load(d, n - 32), k.k[1]);
-        b = absorb(b, load(d, n - 16), k.k[0]);
+        a = absorb(a, load(d, n - 32), k.k[1], k.k[2]);
+        b = absorb(b, load(d, n - 16), k.k[0], k.k[2]);
     }
     finish(k, a, b)
 }
@@ -157,8 +163,8 @@ fn hash_joined<const A: usize, const B: usize>(k: &Key, x: &[u8; A], y: &[u8; B]
     let (mut a, mut b) = start(k, A + B);
     for part in [&x[..], &y[..]] {
         for i in (0..part.len()).step_by(32) {
-            a = absorb(a, load(part, i), k.k[1]);
-            b = absorb(b, load(part, i + 16), k.k[0]);
+            a = absorb(a, load(part, i), k.k[1], k.k[2]);
+            b = absorb(b, load(part, i + 16), k.k[0], k.k[2]);
         }
     }
     finish(k, a, b)
@@ -197,6 +203,35 @@ mod tests {
             let mut longer = zeros.clone();
             longer.push(0);
             assert_ne!(k.hash(&zeros), k.hash(&longer), "{n} zeros");
+        }
+    }
+
+    /// A one-byte difference in a lane's block, and in its next block the
+    /// difference one AES round would make of it (the column MixColumns
+    /// makes of an S-box output difference `g`: 2g, g, g, 3g), for every
+    /// `g`: with one round per block, about one guess in 127 cancelled out
+    /// and the two frames had one hash (3 of these 765 with a random key);
+    /// with two, none may.
+    #[test]
+    fn crafted_differences_do_not_cancel() {
+        fn xtime(b: u8) -> u8 {
+            (b << 1) ^ if b & 0x80 != 0 { 0x1b } else { 0 }
+        }
+        for seed in [5u8, 6, 7] {
+            let Some(k) = key(seed) else { return };
+            let f: Vec<u8> = (0..64).map(|i| (i * 31 + 3) as u8).collect();
+            let h = k.hash(&f);
+            for delta in [1u8, 2, 0x80] {
+                for g in 1..=255u8 {
+                    let mut e = f.clone();
+                    e[0] ^= delta;
+                    // Bytes 32.. are the first lane's next block at 64 bytes.
+                    for (i, m) in [xtime(g), g, g, xtime(g) ^ g].into_iter().enumerate() {
+                        e[32 + i] ^= m;
+                    }
+                    assert_ne!(k.hash(&e), h, "key {seed}, delta {delta:#x}, g {g:#x}");
+                }
+            }
         }
     }
 

@@ -51,8 +51,8 @@ pub struct IoReport {
     pub requested_step_ns: u64,
     pub first_ns: u64,
     pub intervals: Vec<Interval>,
-    /// Frames past the last interval kept: only where the step could not
-    /// double any more (a span of more than 2^63 ns).
+    /// Frames past the last interval kept: only with `max_intervals` 1 and
+    /// a span of 2^63 ns or more, which no step fits into one interval.
     pub beyond: Count,
     /// The most intervals kept.
     pub max_intervals: usize,

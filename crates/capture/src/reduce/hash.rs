@@ -81,11 +81,11 @@ impl PieceHash for Xxh3<'_> {
     }
 }
 
-/// The keyed hash [`Dedup::hash`] takes when stored copies are compared,
-/// and the frame's length: of all its bytes up to 192, else of its first
-/// 128 and last 64. A frame in one part is hashed in one call (XXH3's
-/// 129-240-byte path reading the two pieces where they lie, the value of
-/// the two joined); a frame in several parts hashes each
+/// The keyed hash [`Dedup::hash`] takes when stored copies are compared
+/// (with `hasher`: AES rounds or XXH3), and the frame's length: of all its
+/// bytes up to 192, else of its first 128 and last 64. A frame in one part
+/// is hashed in one call ([`PieceHash::head_tail`] reads the two pieces
+/// where they lie: the value of the two joined); a frame in several parts hashes each
 /// part's piece of those ranges and folds them, as [`frame_hash`] does
 /// (the same frame comes in the same parts from the same source; joining
 /// them took more than hashing them apart).
@@ -161,9 +161,9 @@ fn xxh3_head_tail(head: &[u8; SAMPLE_HEAD], tail: &[u8; SAMPLE_TAIL], secret: &[
 
 /// AES rounds ([`wv_sys::aeshash`]) where the CPU has them: for the copy
 /// path's dedup, whose equal hashes are confirmed byte for byte against
-/// the stored copy, so the hash only has to spread frames over the table
-/// and be unpredictable without the key. A third of XXH3's instructions
-/// at 64 bytes.
+/// the stored copy, so a collision costs a comparison (or a table entry
+/// pushed out: the rule fails open), never a wrong verdict. 60
+/// instructions fewer than XXH3 per 1514-byte frame, 6 per 64-byte one.
 impl PieceHash for wv_sys::aeshash::Key {
     #[inline(always)]
     fn one(&self, data: &[u8]) -> u64 {
