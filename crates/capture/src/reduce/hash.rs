@@ -33,10 +33,10 @@ pub(super) fn mix(h: u64, x: u64) -> u64 {
 /// from the same source) hashes each part and folds them, which saves
 /// joining them.
 #[inline]
-pub(super) fn frame_hash(parts: &[&[u8]], secret: &[u8]) -> u64 {
+pub(super) fn frame_hash(parts: &[&[u8]], hasher: &impl PieceHash) -> u64 {
     match parts {
-        [one] => xxh3(one, secret),
-        _ => parts.iter().fold(0u64, |h, p| h.rotate_left(23) ^ xxh3(p, secret)),
+        [one] => hasher.one(one),
+        _ => parts.iter().fold(0u64, |h, p| h.rotate_left(23) ^ hasher.one(p)),
     }
 }
 
@@ -104,7 +104,7 @@ pub(super) fn sample_hash(parts: &[&[u8]], hasher: &impl PieceHash) -> (u64, usi
     }
     let len: usize = parts.iter().map(|p| p.len()).sum();
     if len <= N {
-        return (parts.iter().fold(0u64, |h, p| h.rotate_left(23) ^ hasher.one(p)), len);
+        return (frame_hash(parts, hasher), len);
     }
     let (mut h, mut at) = (0u64, 0);
     for p in parts {
@@ -159,6 +159,12 @@ fn xxh3_head_tail(head: &[u8; SAMPLE_HEAD], tail: &[u8; SAMPLE_TAIL], secret: &[
     avalanche(acc)
 }
 
+/// The AES hash's keys from the process's secret; None when the CPU has
+/// no AES instructions.
+pub(super) fn aes_key(secret: &[u8; SECRET_LEN]) -> Option<wv_sys::aeshash::Key> {
+    secret[..48].try_into().ok().and_then(wv_sys::aeshash::Key::new)
+}
+
 /// AES rounds ([`wv_sys::aeshash`]) where the CPU has them: for the copy
 /// path's dedup, whose equal hashes are confirmed byte for byte against
 /// the stored copy, so a collision costs a comparison (or a table entry
@@ -210,7 +216,7 @@ mod tests {
     fn the_sample_hash_reads_the_first_and_last_bytes_only() {
         let secret = random_secret();
         sample_reads_the_first_and_last_bytes_only(&Xxh3(&secret));
-        match secret[..48].try_into().ok().and_then(wv_sys::aeshash::Key::new) {
+        match aes_key(&secret) {
             Some(k) => sample_reads_the_first_and_last_bytes_only(&k),
             None => eprintln!("no AES on this CPU: the AES hasher is not tested"),
         }

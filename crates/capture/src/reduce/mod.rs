@@ -12,7 +12,7 @@
 
 mod hash;
 
-use hash::{frame_hash, mix, random_secret, sample_hash, Xxh3, SECRET_LEN};
+use hash::{aes_key, frame_hash, mix, random_secret, sample_hash, Xxh3, SECRET_LEN};
 use xxhash_rust::xxh3::xxh3_64_with_secret;
 
 /// What to do with one packet.
@@ -440,7 +440,7 @@ impl Dedup {
     /// [`Reduce::stored`] the copies' places.
     pub fn compare_stored_copies(&mut self) {
         self.compare = true;
-        self.aes = self.secret[..48].try_into().ok().and_then(wv_sys::aeshash::Key::new);
+        self.aes = aes_key(&self.secret);
     }
 
     /// The keyed hash of a frame (its captured bytes, `parts` joined, and
@@ -454,7 +454,7 @@ impl Dedup {
             };
             return mix(h, u64::from(origlen) << 32 | caplen as u64);
         }
-        mix(frame_hash(parts, &self.secret[..]), u64::from(origlen))
+        mix(frame_hash(parts, &Xxh3(&self.secret)), u64::from(origlen))
     }
 
     /// Starts loading the bucket of a frame hash.
