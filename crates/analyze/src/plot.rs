@@ -72,27 +72,32 @@ fn throughput(r: &Report, path: &Path) -> Result<(), String> {
         .build_cartesian_2d(0f64..xmax, 0f64..ymax)
         .map_err(|e| e.to_string())?;
     let (points, k) = throughput_points(t);
-    let per = crate::report::duration_text(t.step_ns.saturating_mul(k as u64));
-    let x_desc = if k > 1 {
-        format!("time since first frame (s); mean per {per}")
-    } else {
-        "time since first frame (s)".to_string()
+    // Steps: each point's value holds over its run of intervals (a line
+    // through one point per interval drew nothing for a one-interval capture).
+    let width = k as f64 * t.step_ns as f64 / 1e9;
+    let steps = |value: fn(&(f64, f64, f64)) -> f64| {
+        points.iter().flat_map(move |p| [(p.0, value(p)), ((p.0 + width).min(xmax), value(p))])
+    };
+    // Runs of intervals merged into one point: the run's length and one interval's.
+    let merged = (k > 1).then(|| {
+        let text = crate::report::duration_text;
+        (text(t.step_ns.saturating_mul(k as u64)), text(t.step_ns))
+    });
+    let x_desc = match &merged {
+        Some((per, _)) => format!("time since first frame (s); mean per {per}"),
+        None => "time since first frame (s)".to_string(),
     };
     chart.configure_mesh().x_desc(x_desc).y_desc("Mbit/s").draw().map_err(|e| e.to_string())?;
-    if k > 1 {
-        let each = crate::report::duration_text(t.step_ns);
+    if let Some((_, each)) = &merged {
         chart
-            .draw_series(LineSeries::new(points.iter().map(|&(x, _, peak)| (x, peak)), RED.mix(0.5)))
+            .draw_series(LineSeries::new(steps(|p| p.2), RED.mix(0.5)))
             .map_err(|e| e.to_string())?
             .label(format!("peak {each} interval"))
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.mix(0.5)));
     }
-    chart
-        .draw_series(LineSeries::new(points.iter().map(|&(x, mean, _)| (x, mean)), &BLUE))
-        .map_err(|e| e.to_string())?
-        .label(format!("{} {per}", if k > 1 { "mean per" } else { "per" }))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-    if k > 1 {
+    let mean = chart.draw_series(LineSeries::new(steps(|p| p.1), &BLUE)).map_err(|e| e.to_string())?;
+    if let Some((per, _)) = &merged {
+        mean.label(format!("mean per {per}")).legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
