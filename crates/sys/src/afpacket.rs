@@ -851,6 +851,8 @@ mod tests {
                         let ts = u64::from(get(at + 12)) << 32 | u64::from(get(at + 16));
                         let cap = get(at + 20) as usize;
                         got.push((ts, out[at + 28..at + 28 + cap].to_vec(), get(at + 24)));
+                        let pad = &out[at + 28 + cap..at + 28 + cap.next_multiple_of(4)];
+                        assert!(pad.iter().all(|&x| x == 0), "padding of the EPB at {at}: {pad:?}");
                         last_len = len - (28 + cap.next_multiple_of(4) + 4);
                     }
                     BT_LOCAL_SKIP => last_len = 0,

@@ -255,7 +255,11 @@ impl Block<'_> {
                 put(b, epb + 16, r.ts_ns as u32);
                 put(b, epb + 20, caplen as u32);
                 put(b, epb + 24, orig);
-                b[d + caplen..d + pad4(caplen)].fill(0);
+                // The padding (0-3 bytes) as one 4-byte store of zeros, which the trailing length
+                // written next overlaps where the padding is shorter: a fill of a run-time length
+                // is a call to memset (5.7% of the capture thread's samples at 1514 B, 2026-11-28).
+                // In the block: d + caplen + 4 <= epb + total (placed).
+                put(b, d + caplen, 0);
                 put(b, epb + total - 4, total as u32);
                 out[kept] = ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
                 res.stored_bytes += caplen as u64;
