@@ -16,7 +16,11 @@
 # UDP source port counts up, 1024..65535, a flow table's worth of connections; 8 random payload
 # bytes per frame, so that the frames of the two trafgen threads differ too. Needed with --dedup,
 # which would drop trafgen's identical frames), PERF (a directory: perf samples of each tool's
-# threads while the traffic lasts go to PERF/perf-SCENARIO-SIZE-TOOL.data).
+# threads while the traffic lasts go to PERF/perf-SCENARIO-SIZE-TOOL.data), ROUNDS (default 1: each
+# tool runs ROUNDS times per size and scenario, the tools in turn, so that every round compares
+# them within the same minutes; a second table gives each tool's median CPU per stored packet and
+# the median of its per-round ratios to that round's best peer: one run's figure moves by 10-60%
+# on a shared machine).
 #
 # Contention with the recorder's reductions (issue 15: --dedup and --flow-cutoff keep >= 99.9%):
 #   sudo VARY=1 WV_ARGS="--dedup 1ms --flow-cutoff 100G" SCENARIOS=contention bench/live.sh
@@ -57,6 +61,8 @@ NICE=${NICE:--10} # generator and tools run at this nice level (shields them fro
 TOOL_PREFIX=${TOOL_PREFIX:-}  # e.g. "chrt -f 1": run every capture tool under this command
 WV_ARGS=${WV_ARGS:-}   # extra wirevault record options
 VARY=${VARY:-0}        # 1: frames differ from each other (see above)
+ROUNDS=${ROUNDS:-1}    # runs of each tool per size and scenario, in turn
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number of 1 or more, not '$ROUNDS'" >&2; exit 2; }
 WORK=$(realpath -m "${1:-$ROOT/bench-live.$$}")
 S=wvlive-s$$      # sender namespace
 R=wvlive-r$$      # receiver namespace
@@ -294,6 +300,7 @@ echo
 EXTRA_ENV=""
 [ "$VARY" = 1 ] && EXTRA_ENV+=" VARY=1"
 [ -n "$WV_ARGS" ] && EXTRA_ENV+=" WV_ARGS=\"$WV_ARGS\""
+[ "$ROUNDS" != 1 ] && EXTRA_ENV+=" ROUNDS=$ROUNDS"
 echo "Command: \`sudo N64=$N64 N1514=$N1514 SCENARIOS=\"$SCENARIOS\" SIZES=\"$SIZES\" TOOLS=\"$TOOLS\" BUF=$BUF NICE=$NICE$EXTRA_ENV bench/live.sh\`"
 echo
 echo "<!-- commands (\$OUT = per-run temp dir; every tool runs as 'ip netns exec RECV nice -n $NICE [taskset -c 1 in 1core] bench/lib/live_helper.py run ... -- TOOL', 1core pins trafgen to CPU 0, contention pins nothing):"
@@ -309,8 +316,11 @@ echo
 
 for sz in $SIZES; do
   for sc in $SCENARIOS; do
-    for tool in $TOOLS; do
-      run_one "$tool" "$sz" "$sc"
+    for ((round = 1; round <= ROUNDS; round++)); do
+      printf '#round\t%s\n' "$round" >>"$ROWS"
+      for tool in $TOOLS; do
+        run_one "$tool" "$sz" "$sc"
+      done
     done
   done
 done
@@ -319,15 +329,23 @@ done
 [ -z "${KEEP_LOGS:-}" ] || { mkdir -p "$KEEP_LOGS"; cp "$ROWS" "$KEEP_LOGS/rows.tsv"; }
 python3 - "$ROWS" <<'PY'
 import sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1], newline="\n") if l.strip()]
+rows, rounds, rnd = [], [], 1
+for l in open(sys.argv[1], newline="\n"):
+    if l.startswith("#round\t"):
+        rnd = int(l.split("\t")[1])
+    elif l.strip():
+        rows.append(l.rstrip("\n").split("\t"))
+        rounds.append(rnd)
 print("| scenario | tool | sent | arrived | stored | stored % | drops reported by tool | CPU s | CPU ns/stored pkt | ratio to best peer | startup CPU s | gen s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 notes = []
 groups = {}
-for r in rows:
-    groups.setdefault((r[0], r[1]), []).append(r)
-for (sz, sc), rs in groups.items():
+for r, k in zip(rows, rounds):
+    groups.setdefault((r[0], r[1], k), []).append(r)
+for (sz, sc, k), rs in groups.items():
     label = f"{sz} B, {'1 generator core' if sc == '1core' else 'contention'}"
+    if max(rounds) > 1:
+        label += f", round {k}"
     ns = {}
     for r in rs:
         if r[3].startswith("NA:"):
@@ -357,10 +375,41 @@ for (sz, sc), rs in groups.items():
 print()
 print("CPU s = the tool's user+system CPU from the end of its warm-up to its exit (all threads and children); "
       "startup CPU s = what it used before (socket, ring and buffer set-up); CPU ns/stored pkt = CPU s / stored; "
-      "ratio = ns/pkt over the best (lowest) non-wirevault tool of the same scenario; stored % = stored / arrived "
+      "ratio = ns/pkt over the best (lowest) non-wirevault tool of the same scenario (and round); stored % = stored / arrived "
       "(rx_packets delta of the capture veth); gen s = trafgen's run time.")
 if notes:
     print()
     for n in notes:
         print(f"* {n}")
+# Several rounds: per tool, the median of its runs, and the median of its per-round ratios to
+# that round's best peer (runs side by side share the machine's slow and fast minutes).
+if max(rounds, default=1) > 1:
+    from statistics import median
+    per = {}  # (sz, sc) -> round -> tool -> (ns, stored %)
+    for r, k in zip(rows, rounds):
+        if r[3].startswith("NA:") or int(r[5]) == 0:
+            continue
+        arr = int(r[4])
+        per.setdefault((r[0], r[1]), {}).setdefault(k, {})[r[2]] = (
+            float(r[7]) * 1e9 / int(r[5]), 100 * int(r[5]) / arr if arr else 0.0)
+    print()
+    print("| scenario | tool | runs | stored % (lowest) | CPU ns/stored pkt, each round | median | ratio to the round's best peer, each round | median ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (sz, sc), by_round in per.items():
+        label = f"{sz} B, {'1 generator core' if sc == '1core' else 'contention'}"
+        tools = list(dict.fromkeys(t for rs in by_round.values() for t in rs))
+        for t in tools:
+            ns, pct, ratios = [], [], []
+            for k in sorted(by_round):
+                rs = by_round[k]
+                if t not in rs:
+                    continue
+                ns.append(rs[t][0]); pct.append(rs[t][1])
+                peers = [v[0] for p, v in rs.items() if not p.startswith("wirevault")]
+                if peers:
+                    ratios.append(rs[t][0] / min(peers))
+            each = ", ".join(f"{v:,.0f}" for v in ns)
+            rat = ", ".join(f"{v:.2f}" for v in ratios)
+            med = f"{median(ratios):.2f}" if ratios else "-"
+            print(f"| {label} | {t} | {len(ns)} | {min(pct):.2f}% | {each} | {median(ns):,.0f} | {rat} | {med} |")
 PY
