@@ -116,7 +116,8 @@ impl StreamProducer {
         self.seq = seq;
     }
 
-    /// The thread to wake when a message is queued.
+    /// The thread to wake when a message is queued: the writer thread ([`crate::writer::run`]),
+    /// which otherwise looks at the queue only once a second when it has nothing in flight.
     pub fn set_writer(&mut self, t: Thread) {
         self.writer = Some(t);
     }
