@@ -339,7 +339,13 @@ fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
     // A filter the index cannot narrow and no packet matches.
     let q = "/api/v1/query?limit=10&filter=ether%5B40%3A4%5D%20%3D%200x12345678";
     let c = ask(q);
-    std::thread::sleep(Duration::from_millis(200));
+    // Leave once the query runs (it holds the one query slot), not after a fixed sleep: on a
+    // fast day the scan read half the files in the 200 ms this test used to wait.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http.get("/api/v1/status", &[]).json()["limits"]["queries_running"] != 1 {
+        assert!(Instant::now() < deadline, "the query never started:\n{}", served.log());
+        std::thread::sleep(Duration::from_millis(2));
+    }
     drop(c);
     let deadline = Instant::now() + Duration::from_secs(120);
     let ended = |log: &str| log.lines().any(|l| l.contains("api: query ") && l.contains("client went away"));
@@ -352,6 +358,7 @@ fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
     // little about each other. A cancel not seen would read every file.
     let log = served.log();
     let line = log.lines().find(|l| ended(l)).unwrap_or_default();
+    eprintln!("{line}");
     let (opened, files) = opened_of(line).unwrap_or_else(|| panic!("the query did not stop early: {line}"));
     assert!(files >= 40 && opened * 2 < files, "the scan went on after the client left: {line}");
     let deadline = Instant::now() + Duration::from_secs(5);
