@@ -404,7 +404,7 @@ pub struct Limits {
 
 /// How often a busy worker publishes its counters (status lines, `stats.json` and the API read
 /// them; their one-second rates are off by at most this much of a second).
-const PUBLISH_NS: u64 = 50_000_000;
+pub(crate) const PUBLISH_NS: u64 = 50_000_000;
 
 /// Wall clock in nanoseconds since the epoch.
 pub fn now_ns() -> u64 {

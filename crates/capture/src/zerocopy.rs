@@ -13,7 +13,7 @@
 //! as on the copy path (`shutdown`, `deduplicated`, `cut`).
 
 use crate::reduce::{Reduce, Verdict};
-use crate::worker::{now_ns, Limits};
+use crate::worker::{now_ns, Limits, PUBLISH_NS};
 use crate::{CaptureError, Counts, SharedCounts};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,7 +51,7 @@ pub fn run<I: FileIndexer>(
     let mut recs: Vec<ZcRecord> = Vec::with_capacity(1 << 14);
     let reinsert_vlan = linktype == wv_wire::linktype::ETHERNET;
     let (mut stopping, mut idle_after_stop, mut kernel_read_ns) = (false, 0u32, 0u64);
-    let mut blocks = 0u32;
+    let mut published_ns = 0u64;
     let result = loop {
         let spent = remaining == 0 || limits.quota.as_ref().is_some_and(|q| q.is_spent());
         if !stopping && (stop.load(Ordering::Relaxed) || spent) {
@@ -111,16 +111,18 @@ pub fn run<I: FileIndexer>(
         if idle && stopping {
             idle_after_stop += 1;
         }
-        blocks = blocks.wrapping_add(1);
-        if idle || blocks.is_multiple_of(16) {
-            let now = now_ns();
-            w.tick(bw, now);
-            if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
-                kernel_read_ns = now;
-                if let Err(e) = kernel(bw.ring(), counter.as_deref(), &mut c) {
-                    break Err(e);
-                }
+        // As the copy path's worker (`worker::pump`): the clock every turn, the counters when
+        // idle or every PUBLISH_NS.
+        let now = now_ns();
+        w.tick(bw, now);
+        if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
+            kernel_read_ns = now;
+            if let Err(e) = kernel(bw.ring(), counter.as_deref(), &mut c) {
+                break Err(e);
             }
+        }
+        if idle || now.saturating_sub(published_ns) >= PUBLISH_NS {
+            published_ns = now;
             c.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
             c.flows_evicted = reduce.cutoff.as_ref().map_or(0, |t| t.evicted);
             shared.publish(&c, 0.0);
