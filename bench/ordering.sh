@@ -55,7 +55,7 @@ rate=(--topspeed)
 t0=$(now)
 ip netns exec "$S" tcpreplay -q -i vethA "${rate[@]}" "$DIR/sent.pcap" >/dev/null 2>&1
 gen_s=$(since "$t0")
-# Let the last ring blocks retire (10 ms timeout), then stop.
+# Let the last ring blocks retire (40 ms timeout), then stop.
 sleep 0.5
 kill -TERM "$REC"
 wait "$REC" || true

@@ -23,6 +23,8 @@ pub struct AfPacketSource {
     kernel: KernelCounts,
     stopping: bool,
     idle_after_stop: u32,
+    /// When the intake stopped, or the last block after it came (see `drained_when_idle`).
+    quiet_since: Option<std::time::Instant>,
 }
 
 impl AfPacketSource {
@@ -35,6 +37,7 @@ impl AfPacketSource {
             kernel: KernelCounts::default(),
             stopping: false,
             idle_after_stop: 0,
+            quiet_since: None,
         }
     }
 }
@@ -48,6 +51,9 @@ impl Source for AfPacketSource {
             }
             return Ok(Poll::Idle);
         };
+        if self.stopping {
+            self.quiet_since = Some(std::time::Instant::now());
+        }
         if !out.batches() {
             // No reducer: frame by frame, straight from the ring (building a
             // batch costs more than it saves when no table is looked up).
@@ -88,6 +94,7 @@ impl Source for AfPacketSource {
 
     fn stop_intake(&mut self) -> Result<(), CaptureError> {
         self.stopping = true;
+        self.quiet_since = Some(std::time::Instant::now());
         self.ring.stop_intake()?;
         if let Some(c) = &self.counter {
             c.stop_intake()?;
@@ -96,9 +103,10 @@ impl Source for AfPacketSource {
     }
 
     fn drained_when_idle(&self) -> bool {
-        // The kernel retires a partly filled block after its timeout; two
-        // empty polls after the stop mean no block is left to come.
-        self.idle_after_stop >= 2
+        // The kernel retires a partly filled block after its timeout: two empty polls after
+        // the stop, and no block for longer than that timeout allows (`Ring::drain_quiet`: a
+        // signal can cut a poll short), mean no block is left to come.
+        self.idle_after_stop >= 2 && self.quiet_since.is_some_and(|t| t.elapsed() >= self.ring.drain_quiet())
     }
 
     fn kernel_counts(&mut self) -> Result<KernelCounts, CaptureError> {

@@ -402,8 +402,9 @@ pub struct Limits {
     pub snaplen: u32,
 }
 
-/// How often a busy worker publishes its counters (status lines, `stats.json` and the API read
-/// them; their one-second rates are off by at most this much of a second).
+/// How often a busy worker publishes its counters, at least (status lines, `stats.json` and the
+/// API read them): a publication comes at the first poll this long after the last one, so
+/// with sparse traffic (a block per 40 ms retire timeout) up to ~90 ms apart.
 pub(crate) const PUBLISH_NS: u64 = 50_000_000;
 
 /// Wall clock in nanoseconds since the epoch.

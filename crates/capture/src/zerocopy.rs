@@ -51,11 +51,14 @@ pub fn run<I: FileIndexer>(
     let mut recs: Vec<ZcRecord> = Vec::with_capacity(1 << 14);
     let reinsert_vlan = linktype == wv_wire::linktype::ETHERNET;
     let (mut stopping, mut idle_after_stop, mut kernel_read_ns) = (false, 0u32, 0u64);
+    // When the intake stopped, or the last block after it came.
+    let mut quiet_since = std::time::Instant::now();
     let mut published_ns = 0u64;
     let result = loop {
         let spent = remaining == 0 || limits.quota.as_ref().is_some_and(|q| q.is_spent());
         if !stopping && (stop.load(Ordering::Relaxed) || spent) {
             stopping = true;
+            quiet_since = std::time::Instant::now();
             if let Err(e) = bw.ring().stop_intake() {
                 break Err(e.into());
             }
@@ -69,6 +72,9 @@ pub fn run<I: FileIndexer>(
             Ok(Next::Idle) => true,
             Ok(Next::Completed) => false,
             Ok(Next::Block(id)) => {
+                if stopping {
+                    quiet_since = std::time::Instant::now();
+                }
                 let Some(mut block) = bw.block(id) else {
                     break Err(CaptureError::Other("a ring block taken is not held".into()));
                 };
@@ -127,9 +133,10 @@ pub fn run<I: FileIndexer>(
             c.flows_evicted = reduce.cutoff.as_ref().map_or(0, |t| t.evicted);
             shared.publish(&c, 0.0);
         }
-        // The kernel retires a partly filled block after its timeout; two
-        // empty polls after the stop mean no block is left to come.
-        if stopping && idle_after_stop >= 2 {
+        // The kernel retires a partly filled block after its timeout: two empty turns after the
+        // stop, and no block for longer than that timeout allows (`Ring::drain_quiet`; a turn
+        // waits only 10 ms while writes are in flight), mean no block is left to come.
+        if stopping && idle_after_stop >= 2 && quiet_since.elapsed() >= bw.ring().drain_quiet() {
             break Ok(());
         }
     };

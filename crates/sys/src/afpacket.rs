@@ -159,6 +159,7 @@ pub struct Ring {
     fd: OwnedFd,
     block_size: usize,
     block_count: usize,
+    retire_tov_ms: u32,
     /// Index of the block user space reads next.
     next: usize,
     ifname: String,
@@ -293,6 +294,7 @@ impl Ring {
             fd,
             block_size: cfg.block_size,
             block_count: cfg.block_count,
+            retire_tov_ms: cfg.retire_tov_ms,
             next: 0,
             ifname: ifname.to_owned(),
         })
@@ -387,6 +389,19 @@ impl Ring {
         Ok(Control {
             fd: self.fd.try_clone().map_err(|source| Error::Os { what: "duplicating the capture socket", source })?,
         })
+    }
+
+    /// How long a drain after [`Ring::stop_intake`] must have seen no block, counted from the
+    /// stop and from the last block it took, before it may conclude that none is left: the
+    /// kernel hands over the last partly filled block within one retire timeout of the stop;
+    /// twice that leaves room for a late timer. A drain that counts only empty waits ends too
+    /// early where its waits are shorter than the timeout (the zero-copy path waits 10 ms at a
+    /// time on its io_uring while writes are in flight, and a signal cuts a `poll` short).
+    /// With `retire_tov_ms` 0 the kernel derives the timeout from the link speed (8 ms when
+    /// unknown, seconds on slow links); then 1 s.
+    pub fn drain_quiet(&self) -> std::time::Duration {
+        let ms = if self.retire_tov_ms == 0 { 1000 } else { 2 * u64::from(self.retire_tov_ms) };
+        std::time::Duration::from_millis(ms)
     }
 
     /// The interface this ring captures on.
@@ -794,14 +809,20 @@ mod tests {
             (vec![(3952, 3952, None)], 65535, Some(8), 8192),
             (vec![(3956, 3956, None)], 65535, Some(4), 8192),
             (many.clone(), 200, None, 1 << 17),
+            // Cut to a length that is no multiple of 4: the cut records have padding.
+            (many.clone(), 201, None, 1 << 17),
             (many, 65535, None, 1 << 17),
             // Every trailer in the next frame's header (data + 84 a multiple of 16).
             ((0..200).map(|i| (28 + 16 * (i % 20), 2000, None)).collect(), 65535, None, 1 << 17),
         ] {
-            let mut mem = vec![0u64; size / 8];
+            // Not zeros: the padding the rewrite must zero, and the gaps it must cover, start
+            // as other bytes (the block descriptor and each frame's kernel header are zeroed
+            // below before their fields are set).
+            let mut mem = vec![0xa5a5_a5a5_a5a5_a5a5u64; size / 8];
             let ptr = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
             // SAFETY: test memory, `size` bytes, exclusively ours for the test.
             let b = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), size) };
+            b[..48].fill(0);
             let put = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
             put(b, BLOCK_NUM_PKTS, frames.len() as u32);
             put(b, BLOCK_FIRST_PKT, 48);
@@ -809,6 +830,7 @@ mod tests {
             let mut want = Vec::new();
             for (i, &(n, wire, vlan)) in frames.iter().enumerate() {
                 let next = (84 + n).next_multiple_of(16);
+                b[off..off + 84].fill(0);
                 put(b, off, if i + 1 < frames.len() { next as u32 } else { 0 });
                 put(b, off + 4, 7);
                 put(b, off + 8, i as u32);

@@ -227,7 +227,7 @@ fn live_rotation_by_time_closes_files_at_clock_aligned_boundaries() {
 
 /// Regression: with `--file-time`, the worker closed a window's file as soon
 /// as the wall clock passed the boundary, but TPACKET_V3 hands over a block
-/// up to its retire timeout (10 ms) later, so frames stamped just before the
+/// up to its retire timeout (then 10 ms, now 40) later, so frames stamped just before the
 /// boundary opened a second, tiny file for the same window. The clock now
 /// closes a file only a grace period (250 ms) after its boundary.
 #[test]

@@ -261,7 +261,7 @@ fn zero_copy_kill_9_then_repair_keeps_every_written_packet() {
     let mut r = l.start(&zc(&[]));
     replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], N);
     r.wait_received(N as u64);
-    // Every block was written before it was counted: the retire timer (10 ms) has handed over the last.
+    // Every block was written before it was counted: the retire timer (40 ms) has handed over the last.
     std::thread::sleep(std::time::Duration::from_millis(300));
     // SAFETY: our own child, not yet reaped.
     unsafe { libc::kill(r.pid() as libc::pid_t, libc::SIGKILL) };

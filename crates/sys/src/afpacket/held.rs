@@ -60,8 +60,10 @@ impl WriteDone {
     }
 }
 
-/// Longest wait for a write completion while blocks are held, in milliseconds: the ring's
-/// block retire timeout, the latency a quiet link already has.
+/// Longest wait for a write completion while blocks are held, in milliseconds: how late a
+/// block the kernel hands over meanwhile is taken, at most (a quarter of record's 40 ms block
+/// retire timeout, the latency a quiet link already has). A drain after a stop waits for
+/// `Ring::drain_quiet`, not for a number of these waits.
 const HELD_WAIT_MS: i32 = 10;
 
 struct Held {
