@@ -62,6 +62,7 @@ TOOL_PREFIX=${TOOL_PREFIX:-}  # e.g. "chrt -f 1": run every capture tool under t
 WV_ARGS=${WV_ARGS:-}   # extra wirevault record options
 VARY=${VARY:-0}        # 1: frames differ from each other (see above)
 ROUNDS=${ROUNDS:-1}    # runs of each tool per size and scenario, in turn
+ROUND_TAG=""
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number of 1 or more, not '$ROUNDS'" >&2; exit 2; }
 WORK=$(realpath -m "${1:-$ROOT/bench-live.$$}")
 S=wvlive-s$$      # sender namespace
@@ -150,7 +151,7 @@ NOTES="$WORK/notes.txt"
 run_one() { # tool size scenario
   local tool=$1 sz=$2 sc=$3 n
   n=$N64; [ "$sz" = 1514 ] && n=$N1514
-  local out="$WORK/run-$tool-$sz-$sc"
+  local out="$WORK/run-$tool-$sz-$sc$ROUND_TAG"
   rm -rf "$out"; mkdir -p "$out"
   local cmd pin=()
   mapfile -t cmd < <(tool_cmd "$tool" "$sc" "$out")
@@ -204,7 +205,7 @@ run_one() { # tool size scenario
     # Samples of the tool's threads while the traffic lasts, for a per-stage breakdown
     # (perf report -i FILE --no-children --sort sym).
     mkdir -p "$PERF"
-    perf_data=$PERF/perf-$sc-$sz-$tool.data
+    perf_data=$PERF/perf-$sc-$sz-$tool$ROUND_TAG.data
     perf record -q -F 4999 -g -p "$TOOL_PID" -o "$perf_data" >/dev/null 2>&1 &
     perf_pid=$!
     sleep 0.3
@@ -318,6 +319,8 @@ for sz in $SIZES; do
   for sc in $SCENARIOS; do
     for ((round = 1; round <= ROUNDS; round++)); do
       printf '#round\t%s\n' "$round" >>"$ROWS"
+      # Each round's logs and perf samples under names of their own.
+      ROUND_TAG=""; [ "$ROUNDS" = 1 ] || ROUND_TAG="-round$round"
       for tool in $TOOLS; do
         run_one "$tool" "$sz" "$sc"
       done
@@ -398,18 +401,24 @@ if max(rounds, default=1) > 1:
     for (sz, sc), by_round in per.items():
         label = f"{sz} B, {'1 generator core' if sc == '1core' else 'contention'}"
         tools = list(dict.fromkeys(t for rs in by_round.values() for t in rs))
+        # A round's ratio only where every peer of the scenario stored something in it: a
+        # failed peer would make a worse one that round's best.
+        all_peers = {t for t in tools if not t.startswith("wirevault")}
         for t in tools:
-            ns, pct, ratios = [], [], []
+            ns, pct, ratios, shown = [], [], [], []
             for k in sorted(by_round):
                 rs = by_round[k]
                 if t not in rs:
                     continue
                 ns.append(rs[t][0]); pct.append(rs[t][1])
-                peers = [v[0] for p, v in rs.items() if not p.startswith("wirevault")]
-                if peers:
+                peers = [v[0] for p, v in rs.items() if p in all_peers]
+                if all_peers and len(peers) == len(all_peers):
                     ratios.append(rs[t][0] / min(peers))
+                    shown.append(f"{ratios[-1]:.2f}")
+                else:
+                    shown.append("-")
             each = ", ".join(f"{v:,.0f}" for v in ns)
-            rat = ", ".join(f"{v:.2f}" for v in ratios)
+            rat = ", ".join(shown)
             med = f"{median(ratios):.2f}" if ratios else "-"
             print(f"| {label} | {t} | {len(ns)} | {min(pct):.2f}% | {each} | {median(ns):,.0f} | {rat} | {med} |")
 PY
