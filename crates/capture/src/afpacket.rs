@@ -8,7 +8,7 @@
 use crate::worker::BATCH;
 use crate::{CaptureError, Delivery, Frame, KernelCounts, Poll, Source};
 use std::sync::Arc;
-use wv_sys::afpacket::{FilteredCounter, Ring};
+use wv_sys::afpacket::{Drain, FilteredCounter, Ring};
 
 /// How long one poll waits for a block.
 const POLL_MS: i32 = 50;
@@ -21,24 +21,12 @@ pub struct AfPacketSource {
     /// The stream that owns the filtered-packet counter reads it; others have `None`.
     counter: Option<Arc<FilteredCounter>>,
     kernel: KernelCounts,
-    stopping: bool,
-    idle_after_stop: u32,
-    /// When the intake stopped, or the last block after it came (see `drained_when_idle`).
-    quiet_since: Option<std::time::Instant>,
+    drain: Drain,
 }
 
 impl AfPacketSource {
     pub fn new(ring: Ring, linktype: u32, snaplen: u32, counter: Option<Arc<FilteredCounter>>) -> AfPacketSource {
-        AfPacketSource {
-            ring,
-            linktype,
-            snaplen,
-            counter,
-            kernel: KernelCounts::default(),
-            stopping: false,
-            idle_after_stop: 0,
-            quiet_since: None,
-        }
+        AfPacketSource { ring, linktype, snaplen, counter, kernel: KernelCounts::default(), drain: Drain::default() }
     }
 }
 
@@ -46,14 +34,10 @@ impl Source for AfPacketSource {
     fn poll(&mut self, out: &mut Delivery<'_>) -> Result<Poll, CaptureError> {
         let linktype = self.linktype;
         let Some(block) = self.ring.next_block(POLL_MS)? else {
-            if self.stopping {
-                self.idle_after_stop += 1;
-            }
+            self.drain.empty_wait();
             return Ok(Poll::Idle);
         };
-        if self.stopping {
-            self.quiet_since = Some(std::time::Instant::now());
-        }
+        self.drain.block();
         if !out.batches() {
             // No reducer: frame by frame, straight from the ring (building a
             // batch costs more than it saves when no table is looked up).
@@ -93,8 +77,7 @@ impl Source for AfPacketSource {
     }
 
     fn stop_intake(&mut self) -> Result<(), CaptureError> {
-        self.stopping = true;
-        self.quiet_since = Some(std::time::Instant::now());
+        self.drain.stopped();
         self.ring.stop_intake()?;
         if let Some(c) = &self.counter {
             c.stop_intake()?;
@@ -103,10 +86,7 @@ impl Source for AfPacketSource {
     }
 
     fn drained_when_idle(&self) -> bool {
-        // The kernel retires a partly filled block after its timeout: two empty polls after
-        // the stop, and no block for longer than that timeout allows (`Ring::drain_quiet`: a
-        // signal can cut a poll short), mean no block is left to come.
-        self.idle_after_stop >= 2 && self.quiet_since.is_some_and(|t| t.elapsed() >= self.ring.drain_quiet())
+        self.drain.done(&self.ring)
     }
 
     fn kernel_counts(&mut self) -> Result<KernelCounts, CaptureError> {

@@ -405,7 +405,39 @@ pub struct Limits {
 /// How often a busy worker publishes its counters, at least (status lines, `stats.json` and the
 /// API read them): a publication comes at the first poll this long after the last one, so
 /// with sparse traffic (a block per 40 ms retire timeout) up to ~90 ms apart.
-pub(crate) const PUBLISH_NS: u64 = 50_000_000;
+const PUBLISH_NS: u64 = 50_000_000;
+
+/// When a capture loop (the copy path's [`pump`], the zero-copy `run`) reads the kernel's
+/// counters and publishes its own, from the wall clock it reads once per poll. By the clock,
+/// not by a count of polls: sparse traffic comes one retired block per poll (every 40 ms), and
+/// every 16th poll published the counters 0.64 s apart, so a one-second rate read 0.64 or 1.28
+/// of the true one (test `console_shows_the_live_rate...`).
+#[derive(Debug, Default)]
+pub(crate) struct Cadence {
+    kernel_read_ns: u64,
+    published_ns: u64,
+}
+
+impl Cadence {
+    /// True once a second: the kernel's counters (one getsockopt per socket).
+    pub(crate) fn kernel_due(&mut self, now: u64) -> bool {
+        let due = now.saturating_sub(self.kernel_read_ns) >= 1_000_000_000;
+        if due {
+            self.kernel_read_ns = now;
+        }
+        due
+    }
+
+    /// True when the counters (and the thread's CPU time, a system call) are to be published:
+    /// after every poll that found nothing, and every [`PUBLISH_NS`] when busy.
+    pub(crate) fn publish_due(&mut self, now: u64, idle: bool) -> bool {
+        let due = idle || now.saturating_sub(self.published_ns) >= PUBLISH_NS;
+        if due {
+            self.published_ns = now;
+        }
+        due
+    }
+}
 
 /// Wall clock in nanoseconds since the epoch.
 pub fn now_ns() -> u64 {
@@ -464,8 +496,7 @@ fn pump<S: Source + ?Sized>(
     shared: &SharedCounts,
     cpu0: u64,
 ) -> Result<(), CaptureError> {
-    let mut kernel_read_ns = 0u64;
-    let mut published_ns = 0u64;
+    let mut cadence = Cadence::default();
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -473,22 +504,14 @@ fn pump<S: Source + ?Sized>(
         let p = src.poll(d)?;
         let done = d.limit_reached();
         // One clock read per poll (a vDSO call; a poll is a ring block, or 256 generated or
-        // 512 read frames): time rotation and idle flushes. By the clock, not by a count of
-        // polls: sparse traffic comes one retired block per poll (every 40 ms), and every
-        // 16th poll published the counters 0.64 s apart, so a one-second rate read 0.64 or
-        // 1.28 of the true one (test `console_shows_the_live_rate...`).
+        // 512 read frames): time rotation, idle flushes and the counters' `Cadence`.
         let now = now_ns();
         d.out.stream.tick(now);
-        // Kernel counters once a second (one getsockopt per socket).
-        if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
-            kernel_read_ns = now;
+        if cadence.kernel_due(now) {
             let kc = src.kernel_counts()?;
             d.kernel(kc);
         }
-        // The counters (and this thread's CPU time, a system call) when idle, and every
-        // PUBLISH_NS when busy.
-        if p != Poll::Packets || now.saturating_sub(published_ns) >= PUBLISH_NS {
-            published_ns = now;
+        if cadence.publish_due(now, p != Poll::Packets) {
             d.publish(shared, cpu0);
         }
         if p == Poll::End || done {

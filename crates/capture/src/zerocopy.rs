@@ -13,13 +13,13 @@
 //! as on the copy path (`shutdown`, `deduplicated`, `cut`).
 
 use crate::reduce::{Reduce, Verdict};
-use crate::worker::{now_ns, Limits, PUBLISH_NS};
+use crate::worker::{now_ns, Cadence, Limits};
 use crate::{CaptureError, Counts, SharedCounts};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use wv_store::writer::zerocopy::ZcWriter;
 use wv_store::FileIndexer;
-use wv_sys::afpacket::{BlockWriter, FilteredCounter, Next, Ring, ZcRecord};
+use wv_sys::afpacket::{BlockWriter, Drain, FilteredCounter, Next, Ring, ZcRecord};
 
 /// How long one poll waits for a block.
 const POLL_MS: i32 = 50;
@@ -50,15 +50,11 @@ pub fn run<I: FileIndexer>(
     let mut remaining = limits.max_packets.unwrap_or(u64::MAX);
     let mut recs: Vec<ZcRecord> = Vec::with_capacity(1 << 14);
     let reinsert_vlan = linktype == wv_wire::linktype::ETHERNET;
-    let (mut stopping, mut idle_after_stop, mut kernel_read_ns) = (false, 0u32, 0u64);
-    // When the intake stopped, or the last block after it came.
-    let mut quiet_since = std::time::Instant::now();
-    let mut published_ns = 0u64;
+    let (mut drain, mut cadence) = (Drain::default(), Cadence::default());
     let result = loop {
         let spent = remaining == 0 || limits.quota.as_ref().is_some_and(|q| q.is_spent());
-        if !stopping && (stop.load(Ordering::Relaxed) || spent) {
-            stopping = true;
-            quiet_since = std::time::Instant::now();
+        if !drain.is_stopped() && (stop.load(Ordering::Relaxed) || spent) {
+            drain.stopped();
             if let Err(e) = bw.ring().stop_intake() {
                 break Err(e.into());
             }
@@ -72,9 +68,7 @@ pub fn run<I: FileIndexer>(
             Ok(Next::Idle) => true,
             Ok(Next::Completed) => false,
             Ok(Next::Block(id)) => {
-                if stopping {
-                    quiet_since = std::time::Instant::now();
-                }
+                drain.block();
                 let Some(mut block) = bw.block(id) else {
                     break Err(CaptureError::Other("a ring block taken is not held".into()));
                 };
@@ -114,29 +108,26 @@ pub fn run<I: FileIndexer>(
                 false
             }
         };
-        if idle && stopping {
-            idle_after_stop += 1;
+        if idle {
+            drain.empty_wait();
         }
-        // As the copy path's worker (`worker::pump`): the clock every turn, the counters when
-        // idle or every PUBLISH_NS.
+        // As the copy path's worker (`worker::pump`): the clock every turn, the counters by
+        // its `Cadence`.
         let now = now_ns();
         w.tick(bw, now);
-        if now.saturating_sub(kernel_read_ns) >= 1_000_000_000 {
-            kernel_read_ns = now;
+        if cadence.kernel_due(now) {
             if let Err(e) = kernel(bw.ring(), counter.as_deref(), &mut c) {
                 break Err(e);
             }
         }
-        if idle || now.saturating_sub(published_ns) >= PUBLISH_NS {
-            published_ns = now;
+        if cadence.publish_due(now, idle) {
             c.cpu_ns = wv_sys::cpu::thread_cpu_ns().saturating_sub(cpu0);
             c.flows_evicted = reduce.cutoff.as_ref().map_or(0, |t| t.evicted);
             shared.publish(&c, 0.0);
         }
-        // The kernel retires a partly filled block after its timeout: two empty turns after the
-        // stop, and no block for longer than that timeout allows (`Ring::drain_quiet`; a turn
-        // waits only 10 ms while writes are in flight), mean no block is left to come.
-        if stopping && idle_after_stop >= 2 && quiet_since.elapsed() >= bw.ring().drain_quiet() {
+        // Every block the kernel held at the stop has come (`Drain`: a turn waits only 10 ms
+        // while writes are in flight).
+        if drain.done(bw.ring()) {
             break Ok(());
         }
     };

@@ -95,6 +95,55 @@ pub struct RingConfig {
     pub filter: Option<Vec<libc::sock_filter>>,
 }
 
+/// When a drain after [`Ring::stop_intake`] has seen every block: two waits found none, and no
+/// block came for twice the retire timeout since the stop and since the last block taken. The
+/// kernel hands over the last partly filled block within one timeout of the stop; twice that
+/// leaves room for a late timer. A count of empty waits alone ends too early where a wait is
+/// shorter than the timeout: the zero-copy path waits 10 ms at a time on its io_uring while
+/// writes are in flight (with the 40 ms timer it once ended before the last block came), and a
+/// signal cuts a `poll` short. The copy and zero-copy paths both drain by it.
+#[derive(Debug, Default)]
+pub struct Drain {
+    /// When the intake stopped, or the last block after it came; None before the stop.
+    quiet_since: Option<std::time::Instant>,
+    empty_waits: u32,
+}
+
+impl Drain {
+    /// The intake stopped ([`Ring::stop_intake`]).
+    pub fn stopped(&mut self) {
+        self.quiet_since = Some(std::time::Instant::now());
+    }
+
+    /// True once [`Drain::stopped`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.quiet_since.is_some()
+    }
+
+    /// A block was taken.
+    pub fn block(&mut self) {
+        if self.is_stopped() {
+            self.quiet_since = Some(std::time::Instant::now());
+        }
+    }
+
+    /// A wait for a block ended without one.
+    pub fn empty_wait(&mut self) {
+        if self.is_stopped() {
+            self.empty_waits += 1;
+        }
+    }
+
+    /// True when no block of `ring` is left to come.
+    pub fn done(&self, ring: &Ring) -> bool {
+        self.done_after(ring.drain_quiet())
+    }
+
+    fn done_after(&self, quiet: std::time::Duration) -> bool {
+        self.empty_waits >= 2 && self.quiet_since.is_some_and(|t| t.elapsed() >= quiet)
+    }
+}
+
 /// Kernel counters of a ring since the previous [`Ring::take_stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -391,15 +440,10 @@ impl Ring {
         })
     }
 
-    /// How long a drain after [`Ring::stop_intake`] must have seen no block, counted from the
-    /// stop and from the last block it took, before it may conclude that none is left: the
-    /// kernel hands over the last partly filled block within one retire timeout of the stop;
-    /// twice that leaves room for a late timer. A drain that counts only empty waits ends too
-    /// early where its waits are shorter than the timeout (the zero-copy path waits 10 ms at a
-    /// time on its io_uring while writes are in flight, and a signal cuts a `poll` short).
-    /// With `retire_tov_ms` 0 the kernel derives the timeout from the link speed (8 ms when
-    /// unknown, seconds on slow links); then 1 s.
-    pub fn drain_quiet(&self) -> std::time::Duration {
+    /// How long a drain must have seen no block ([`Drain`]): twice the retire timeout, or 1 s
+    /// when the kernel derives the timeout from the link speed (`retire_tov_ms` 0: 8 ms when
+    /// the speed is unknown, seconds on slow links).
+    fn drain_quiet(&self) -> std::time::Duration {
         let ms = if self.retire_tov_ms == 0 { 1000 } else { 2 * u64::from(self.retire_tov_ms) };
         std::time::Duration::from_millis(ms)
     }
@@ -793,6 +837,29 @@ mod tests {
     /// `open_zero_copy` (frames 16-aligned, data at +84), rewritten into pcapng: every block
     /// that results has matching length fields, the EPBs hold the frames (a stripped VLAN tag
     /// put back, the snap length applied), and small gaps become EPB options.
+    #[test]
+    fn a_drain_needs_the_stop_two_empty_waits_and_the_quiet_time() {
+        use std::time::Duration;
+        let long = Duration::from_secs(3600);
+        let mut d = Drain::default();
+        for _ in 0..3 {
+            d.empty_wait();
+            d.block();
+        }
+        assert!(!d.is_stopped() && !d.done_after(Duration::ZERO), "empty waits before the stop do not count");
+        d.stopped();
+        d.empty_wait();
+        assert!(!d.done_after(Duration::ZERO), "one empty wait");
+        d.empty_wait();
+        assert!(d.done_after(Duration::ZERO));
+        assert!(!d.done_after(long), "two empty waits, but not quiet long enough");
+        // A block after the stop starts the quiet time again.
+        let before = d.quiet_since;
+        std::thread::sleep(Duration::from_millis(2));
+        d.block();
+        assert!(d.quiet_since > before);
+    }
+
     #[test]
     fn rewrite_pcapng_in_place() {
         use wv_wire::pcapng::{BT_EPB, BT_LOCAL_SKIP};

@@ -200,10 +200,10 @@ fn zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames() {
 /// too. Before 2026-11-28 the drain ended after two empty turns, each a 10 ms wait on the
 /// io_uring, possibly before the kernel's retire timer (40 ms) had handed over that block: its
 /// frames were neither stored nor counted. The drain now waits until no block has come for
-/// `Ring::drain_quiet` since the stop. The old drain lost the block only when the stop came
-/// within ~20 ms of the block's first frame, and the recorder acts on SIGTERM at its next
-/// 100 ms status tick: this test passed twice on the old code; it guards the path, it does
-/// not reproduce that race every time.
+/// twice the retire timeout since the stop (`afpacket::Drain`). The old drain lost the block
+/// only when the stop came within ~20 ms of the block's first frame, and the recorder acts on
+/// SIGTERM at its next 100 ms status tick: this test passed twice on the old code; it guards
+/// the path, it does not reproduce that race every time.
 #[test]
 fn zero_copy_stop_with_writes_in_flight_keeps_the_last_partial_block() {
     let test = "zero_copy_stop_with_writes_in_flight_keeps_the_last_partial_block";

@@ -63,7 +63,7 @@ impl WriteDone {
 /// Longest wait for a write completion while blocks are held, in milliseconds: how late a
 /// block the kernel hands over meanwhile is taken, at most (a quarter of record's 40 ms block
 /// retire timeout, the latency a quiet link already has). A drain after a stop waits for
-/// `Ring::drain_quiet`, not for a number of these waits.
+/// `afpacket::Drain`, not for a number of these waits.
 const HELD_WAIT_MS: i32 = 10;
 
 struct Held {

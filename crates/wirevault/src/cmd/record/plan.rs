@@ -63,7 +63,7 @@ pub struct Tuning {
     /// 4 MiB = 256 MiB for one worker, see [`defaults::ring_size`]).
     pub ring_blocks: usize,
     /// Milliseconds after which the kernel hands over a block that is not full (a stop's drain
-    /// waits twice that without a block, `Ring::drain_quiet`). 40, not 10: at ~1 Mpps of 64-byte frames a
+    /// waits twice that without a block, `afpacket::Drain`). 40, not 10: at ~1 Mpps of 64-byte frames a
     /// 4 MiB block then fills before its timer fires, which halved the disk writes (each a
     /// virtio notification, a VM exit here) and cut 6-8 ns per packet (DESIGN.md, "Live capture").
     pub ring_retire_ms: u32,
