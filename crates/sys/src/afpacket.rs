@@ -863,7 +863,7 @@ mod tests {
     #[test]
     fn rewrite_pcapng_in_place() {
         use wv_wire::pcapng::{BT_EPB, BT_LOCAL_SKIP};
-        // Many frames of many lengths: more than the rewrite reads at a time (REWRITE_CHUNK).
+        // Many frames of many lengths.
         let many: Vec<(usize, u32, Option<u16>)> = (0..300usize)
             .map(|i| {
                 let n = 14 + (i * 37) % 300;
@@ -965,5 +965,49 @@ mod tests {
             Error::InterfaceDown("eth1".into()).to_string(),
             "network interface eth1 is down; bring it up with `ip link set eth1 up`"
         );
+    }
+}
+
+/// The zero-copy rewrite's cost, for callgrind or perf (not a check: ignored by default). A
+/// 4 MiB block of 60-byte frames laid out as the kernel lays them out (data at 84 bytes, 144
+/// bytes apart), rewritten `ITERS` times (default 1) from a copy of the kernel's layout:
+/// `ITERS=3 valgrind --tool=callgrind TEST_BINARY --ignored rewrite_cost`, minus the same with
+/// `ITERS=1`, over twice the frame count, gives instructions per frame (bench/RESULTS.md).
+#[cfg(test)]
+mod cost {
+    use super::*;
+
+    #[test]
+    #[ignore]
+    fn rewrite_cost() {
+        let (size, n) = (4 << 20, 60usize);
+        let mut kernel = vec![0u8; size];
+        let put = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+        let stride = (84 + n).next_multiple_of(16);
+        let frames = (size - 48) / stride;
+        put(&mut kernel, BLOCK_NUM_PKTS, frames as u32);
+        put(&mut kernel, BLOCK_FIRST_PKT, 48);
+        for i in 0..frames {
+            let off = 48 + i * stride;
+            put(&mut kernel, off, if i + 1 < frames { stride as u32 } else { 0 });
+            put(&mut kernel, off + 4, 7);
+            put(&mut kernel, off + 8, i as u32);
+            put(&mut kernel, off + 12, n as u32);
+            put(&mut kernel, off + 16, n as u32);
+            put(&mut kernel, off + 20, libc::TP_STATUS_USER);
+            kernel[off + 24..off + 26].copy_from_slice(&84u16.to_ne_bytes());
+        }
+        let iters: usize = std::env::var("ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let mut mem = vec![0u64; size / 8];
+        let mut recs = Vec::with_capacity(1 << 16);
+        for _ in 0..iters {
+            let ptr = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
+            // SAFETY: test memory, `size` bytes, exclusively ours for the test.
+            let b = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), size) };
+            b.copy_from_slice(&kernel);
+            let mut block = Block { ptr, len: size, status: libc::TP_STATUS_USER, release: false, _ring: PhantomData };
+            let rw = std::hint::black_box(block.rewrite_pcapng(65535, true, &mut recs));
+            assert_eq!((recs.len(), rw.misplaced), (frames, 0));
+        }
     }
 }
