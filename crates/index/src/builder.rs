@@ -250,6 +250,14 @@ impl Builder {
         self.late_structure = false;
     }
 
+    /// Allocates and faults in the buffers the first packets' keys go to (each key class's
+    /// run, 4 MiB by default), so that a recorder pays for them at start-up: a new builder
+    /// otherwise faults them in on its first packets, on the writer's time.
+    pub fn warm(&mut self) {
+        self.ipv4.warm();
+        self.ports.warm();
+    }
+
     /// The link type this builder parses frames with.
     pub fn linktype(&self) -> u32 {
         self.linktype
@@ -390,6 +398,10 @@ impl wv_store::FileIndexer for Builder {
 
     fn reset(&mut self, linktype: u32) {
         Builder::reset(self, linktype);
+    }
+
+    fn warm(&mut self) {
+        Builder::warm(self);
     }
 }
 

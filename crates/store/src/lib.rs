@@ -41,6 +41,10 @@ pub trait FileIndexer: Send + Sized + 'static {
     /// allocations: the writer reuses finished indexers, so their memory is
     /// not returned to the kernel and faulted in again (zeroed) for every file.
     fn reset(&mut self, linktype: u32);
+    /// Faults in the memory a file's first packets would write, so that a new
+    /// stream pays for it at start-up rather than on its first packets (the
+    /// writer warms one indexer when it starts). Nothing by default.
+    fn warm(&mut self) {}
 }
 
 /// Work an indexer hands to the stream's sort thread (sorting a full run of

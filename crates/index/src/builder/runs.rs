@@ -102,6 +102,21 @@ impl Runs {
         self.run.push(pair);
     }
 
+    /// Allocates the run being filled (as `make_room` does at the first pair) and writes one
+    /// word per 4 KiB page of it, so that its pages are faulted in now ([`Builder::warm`]).
+    pub(super) fn warm(&mut self) {
+        if self.run.capacity() < self.run_pairs {
+            reserve_huge(&mut self.run, self.run_pairs);
+        }
+        let room = self.run.spare_capacity_mut();
+        for w in room.iter_mut().step_by(4096 / std::mem::size_of::<u64>()) {
+            w.write(0);
+        }
+        // The words are never read: this keeps the writes (and so the page faults) from being
+        // optimised away.
+        std::hint::black_box(room);
+    }
+
     #[cold]
     #[inline(never)]
     pub(super) fn make_room(&mut self, offload: &mut Option<Offload>) {

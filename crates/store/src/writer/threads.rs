@@ -135,12 +135,21 @@ pub(super) fn start_helpers<I: FileIndexer>(
     // Room for every builder there can be (the writer's, the queued one and
     // the one being encoded), so none is dropped and re-faulted later.
     let (recycle_tx, recycled) = std::sync::mpsc::sync_channel::<I>(3);
+    // Unbounded: each indexer has at most a few works out at once.
+    let (work_tx, work_rx) = std::sync::mpsc::channel();
+    if cfg.index {
+        // The first file's indexer, made and warmed now: faulting in its key buffers (8 MiB,
+        // 2-4 ms of this VM's fresh memory each) was 7.6% of the writer's samples in a
+        // 2-million-packet live run, all of it during the first packets (bench/RESULTS.md).
+        // The writer resets it for the first file's link type.
+        let mut ix = super::new_indexer::<I>(&recycled, &work_tx, wv_wire::linktype::ETHERNET);
+        ix.warm();
+        let _ = recycle_tx.try_send(ix);
+    }
     let (c2, s2) = (catalog.clone(), shared.clone());
     let index = std::thread::Builder::new()
         .name(format!("wv-index-{}", cfg.stream))
         .spawn(move || finisher(rx, recycle_tx, c2, s2))?;
-    // Unbounded: each indexer has at most a few works out at once.
-    let (work_tx, work_rx) = std::sync::mpsc::channel();
     let s3 = shared.clone();
     let sort =
         std::thread::Builder::new().name(format!("wv-sort-{}", cfg.stream)).spawn(move || sorter(work_rx, s3))?;
