@@ -40,7 +40,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("ipv6_too_many_ext_headers", "more IPv6 extension headers than allowed"),
     ("udp_length", "UDP length below 8 or beyond the IP payload"),
     ("tcp_data_offset", "TCP data offset below 20 bytes or beyond the segment"),
-    ("runt", "Ethernet frame shorter than 60 bytes (64 with FCS)"),
+    ("runt", "Ethernet frame shorter than 60 bytes (64 with FCS); normal for frames the capturing host sent (the NIC pads them after capture) and on loopback"),
     ("over_mtu", "network layer longer than the MTU"),
 ];
 

@@ -3,6 +3,13 @@
 use crate::conv::{ConvRow, Table};
 use crate::Report;
 use std::fmt::Write;
+use wv_wire::time::utc_rfc3339;
+
+/// One listed frame: its number, time (UTC, as `query --from` takes it), size, flow and detail.
+fn example(o: &mut String, indent: &str, e: &crate::Example) {
+    let (t, f) = (utc_rfc3339(e.time_ns), &e.flow);
+    let _ = writeln!(o, "{indent}frame {} at {t}, {} bytes, {f} ({})", e.frame, e.size, e.detail);
+}
 
 fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
@@ -92,15 +99,14 @@ pub fn table(r: &Report, top: usize) -> String {
         d.bytes
     );
     for e in &d.first {
-        let _ = writeln!(o, "  frame {} at {} ns, {} bytes, {} ({})", e.frame, e.time_ns, e.size, e.flow, e.detail);
+        example(&mut o, "  ", e);
     }
     let m = &r.malformed;
     let _ = writeln!(o, "\nMalformed or unexpected frames: {}", m.packets);
     for k in &m.kinds {
         let _ = writeln!(o, "  {:<32} {:>10}  {}", k.kind, k.packets, k.description);
         for e in &k.first {
-            let _ =
-                writeln!(o, "      frame {} at {} ns, {} bytes, {} ({})", e.frame, e.time_ns, e.size, e.flow, e.detail);
+            example(&mut o, "      ", e);
         }
     }
     let x = &r.mix;

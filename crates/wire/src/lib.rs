@@ -14,6 +14,7 @@ pub mod packet;
 pub mod pcap;
 pub mod pcapng;
 pub mod reader;
+pub mod time;
 pub mod views;
 
 pub mod linktype;
