@@ -930,11 +930,8 @@ mod tests {
             let out = block.bytes()[..rw.len].to_vec();
             drop(block);
             let get = |o: usize| u32::from_le_bytes(out[o..o + 4].try_into().unwrap());
-            let (mut at, mut got, mut last_len) = (0, Vec::new(), 0);
-            while at < out.len() {
-                let (t, len) = (get(at), get(at + 4) as usize);
-                assert!(len >= 12 && len % 4 == 0 && at + len <= out.len(), "block at {at}: length {len}");
-                assert_eq!(get(at + len - 4) as usize, len, "trailer of the block at {at}");
+            let (mut got, mut last_len) = (Vec::new(), 0);
+            for (at, t, len) in pcapng_blocks(&out) {
                 match t {
                     BT_EPB => {
                         let ts = u64::from(get(at + 12)) << 32 | u64::from(get(at + 16));
@@ -947,7 +944,6 @@ mod tests {
                     BT_LOCAL_SKIP => last_len = 0,
                     other => panic!("block type {other:#x} at {at}"),
                 }
-                at += len;
             }
             assert_eq!(got, want);
             assert_eq!(Some(last_len).filter(|&l| l > 0), last_gap, "options of the last EPB");
@@ -956,6 +952,78 @@ mod tests {
                 want.iter().map(|w| w.1.len()).collect::<Vec<_>>()
             );
         }
+    }
+
+    /// The (offset, type, length) of each pcapng block of a rewritten block's bytes, checking
+    /// that every length is a multiple of 4, inside the bytes and repeated in the trailer.
+    fn pcapng_blocks(out: &[u8]) -> Vec<(usize, u32, usize)> {
+        let get = |o: usize| u32::from_le_bytes(out[o..o + 4].try_into().unwrap());
+        let (mut at, mut blocks) = (0, Vec::new());
+        while at < out.len() {
+            let (t, len) = (get(at), get(at + 4) as usize);
+            assert!(len >= 12 && len % 4 == 0 && at + len <= out.len(), "block at {at}: length {len}");
+            assert_eq!(get(at + len - 4) as usize, len, "trailer of the block at {at}");
+            blocks.push((at, t, len));
+            at += len;
+        }
+        blocks
+    }
+
+    /// A frame that cannot become a record where it lies (its data not 4-byte aligned: a ring
+    /// opened without the reserve) is counted as misplaced and covered by the skip block
+    /// before the next record; the records around it are written as usual.
+    #[test]
+    fn rewrite_pcapng_covers_a_misplaced_frame() {
+        use wv_wire::pcapng::{BT_EPB, BT_LOCAL_SKIP};
+        let size = 8192;
+        let mut mem = vec![0xa5a5_a5a5_a5a5_a5a5u64; size / 8];
+        let ptr = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
+        // SAFETY: test memory, `size` bytes, exclusively ours for the test.
+        let b = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), size) };
+        b[..48].fill(0);
+        let put = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+        // (data offset in the frame, length): the second frame's data is 2 bytes off.
+        let frames = [(84u16, 60usize), (82, 70), (84, 100), (84, 61)];
+        put(b, BLOCK_NUM_PKTS, frames.len() as u32);
+        put(b, BLOCK_FIRST_PKT, 48);
+        let mut off = 48;
+        for (i, &(mac, n)) in frames.iter().enumerate() {
+            let next = (usize::from(mac) + n).next_multiple_of(16);
+            b[off..off + 84].fill(0);
+            put(b, off, if i + 1 < frames.len() { next as u32 } else { 0 });
+            put(b, off + 4, 9);
+            put(b, off + 8, i as u32);
+            put(b, off + 12, n as u32);
+            put(b, off + 16, n as u32);
+            put(b, off + 20, libc::TP_STATUS_USER);
+            b[off + 24..off + 26].copy_from_slice(&mac.to_ne_bytes());
+            let d = off + usize::from(mac);
+            b[d..d + n].iter_mut().enumerate().for_each(|(k, x)| *x = (k + i) as u8);
+            off += next;
+        }
+        let mut block = Block { ptr, len: size, status: libc::TP_STATUS_USER, release: true, _ring: PhantomData };
+        let mut recs = Vec::new();
+        let rw = block.rewrite_pcapng(65535, true, &mut recs);
+        assert_eq!((rw.misplaced, recs.len(), rw.stored_bytes), (1, 3, 60 + 100 + 61));
+        let out = block.bytes()[..rw.len].to_vec();
+        drop(block);
+        let get = |o: usize| u32::from_le_bytes(out[o..o + 4].try_into().unwrap());
+        let mut got = Vec::new();
+        for (at, t, _) in pcapng_blocks(&out) {
+            match t {
+                BT_EPB => {
+                    let cap = get(at + 20) as usize;
+                    got.push((get(at + 16), out[at + 28..at + 28 + cap].to_vec()));
+                }
+                BT_LOCAL_SKIP => {}
+                other => panic!("block type {other:#x} at {at}"),
+            }
+        }
+        let want: Vec<(u32, Vec<u8>)> = [(0usize, 60usize), (2, 100), (3, 61)]
+            .iter()
+            .map(|&(i, n)| (9_000_000_000u64 as u32 + i as u32, (0..n).map(|k| (k + i) as u8).collect()))
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

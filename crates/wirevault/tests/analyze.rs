@@ -713,12 +713,13 @@ fn live_traffic_statistics_equal_tsharks() {
         &pair.ns_a,
         "import socket\nc=socket.create_connection(('10.77.0.2', 5001))\nc.sendall(b'x'*3000000); c.shutdown(socket.SHUT_WR)\nprint(c.recv(100))",
     );
-    // The sender prints when it sent each packet: the jitter it really made (a
-    // loaded machine delays a busy-waiting sender) is the expectation.
+    // The sender prints when it sent each packet (the clock read just before and
+    // just after the send call): the jitter it really made (a loaded machine delays a
+    // busy-waiting sender) is the expectation.
     let rtp = VethPair::exec(&pair.ns_a, "python3")
         .args([
             "-c",
-            "import socket,struct,time,random\nrandom.seed(7)\nu=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('10.77.0.1', 40002))\nt0=time.time()\nfor i in range(200):\n    if 50<=i<55: continue\n    while time.time() < t0+0.02*i+random.random()*0.004: pass\n    u.sendto(struct.pack('!BBHII',0x80,0,1000+i,160*i,0xabcdef01)+b'\\xd5'*160, ('10.77.0.2', 40000))\n    print(i, time.time_ns(), flush=True)",
+            "import socket,struct,time,random\nrandom.seed(7)\nu=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('10.77.0.1', 40002))\nt0=time.time()\nfor i in range(200):\n    if 50<=i<55: continue\n    while time.time() < t0+0.02*i+random.random()*0.004: pass\n    a=time.time_ns()\n    u.sendto(struct.pack('!BBHII',0x80,0,1000+i,160*i,0xabcdef01)+b'\\xd5'*160, ('10.77.0.2', 40000))\n    print(i, a, time.time_ns(), flush=True)",
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -730,12 +731,16 @@ fn live_traffic_statistics_equal_tsharks() {
     for (name, mut c) in [("client", client), ("server", server)] {
         assert!(c.wait().unwrap().success(), "{name}");
     }
-    // RFC 3550 jitter of the send times against the RTP clock (8 kHz), in ms.
-    let mut expect_jitter: f64 = 0.0;
+    // RFC 3550 jitter of the send times (the middle of each send call) against the RTP
+    // clock (8 kHz), in ms; and the longest send call: a sender held up inside one (or
+    // between the send and its clock read) does not know when that packet left.
+    let (mut expect_jitter, mut longest_send): (f64, f64) = (0.0, 0.0);
     let (mut j, mut prev) = (0.0f64, None::<(f64, f64)>);
     for line in String::from_utf8_lossy(&sent.stdout).lines() {
         let mut w = line.split_whitespace().map(|x| x.parse::<f64>().unwrap());
-        let (i, t) = (w.next().unwrap(), w.next().unwrap() / 1e6);
+        let (i, before, after) = (w.next().unwrap(), w.next().unwrap() / 1e6, w.next().unwrap() / 1e6);
+        let t = (before + after) / 2.0;
+        longest_send = longest_send.max(after - before);
         let r = i * 160.0 / 8.0;
         if let Some((pt, pr)) = prev {
             j += (((t - pt) - (r - pr)).abs() - j) / 16.0;
@@ -769,10 +774,16 @@ fn live_traffic_statistics_equal_tsharks() {
         r["rtp"]["streams"].as_array().unwrap().iter().find(|s| n(&s["ssrc"]) == 0xabcd_ef01).expect("the RTP stream");
     assert_eq!((n(&s["packets"]), s["lost"].as_i64().unwrap()), (195, 5), "{s}");
     let jitter = s["max_jitter_ms"].as_f64().unwrap();
-    assert!(
-        jitter > 0.0 && (jitter - expect_jitter).abs() < 1.0,
-        "max jitter {jitter} ms, the sender's own {expect_jitter:.3} ms (within 1 ms): {s}"
-    );
+    assert!(jitter > 0.0, "max jitter {jitter} ms: {s}");
+    if longest_send < 1.0 {
+        assert!(
+            (jitter - expect_jitter).abs() < 1.0,
+            "max jitter {jitter} ms, the sender's own {expect_jitter:.3} ms (within 1 ms): {s}"
+        );
+    } else {
+        // The sender's times are not a reference then; tshark's figure (below) still is.
+        eprintln!("{test}: a send call took {longest_send:.3} ms: the sender's own jitter ({expect_jitter:.3} ms) is not compared");
+    }
     let out = run_ok(
         Command::new("tshark").args(["-n", "-q", "-o", "rtp.heuristic_rtp:TRUE", "-z", "rtp,streams", "-r"]).arg(&all),
     );

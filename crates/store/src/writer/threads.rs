@@ -138,10 +138,10 @@ pub(super) fn start_helpers<I: FileIndexer>(
     // Unbounded: each indexer has at most a few works out at once.
     let (work_tx, work_rx) = std::sync::mpsc::channel();
     if cfg.index {
-        // The first file's indexer, made and warmed now: faulting in its key buffers (8 MiB,
-        // 2-4 ms of this VM's fresh memory each) was 7.6% of the writer's samples in a
-        // 2-million-packet live run, all of it during the first packets (bench/RESULTS.md).
-        // The writer resets it for the first file's link type.
+        // The first file's indexer, made and warmed now: faulting in its two key runs (4 MiB
+        // each, up to ~8 ms each at this VM's ~2 s per GB of fresh memory) was 7.6% of the
+        // writer's samples in a 2-million-packet live run, all of it during the first packets
+        // (bench/RESULTS.md). The writer resets it for the first file's link type.
         let mut ix = super::new_indexer::<I>(&recycled, &work_tx, wv_wire::linktype::ETHERNET);
         ix.warm();
         let _ = recycle_tx.try_send(ix);
