@@ -125,6 +125,34 @@ pub struct ZcWriter<I: FileIndexer> {
     header: Arc<AlignedBuf>,
     /// Set once the kernel refused a write from the ring: blocks are copied here first.
     bounce: Option<AlignedBuf>,
+    /// Records of the block being written that were indexed while it was rewritten
+    /// ([`ZcWriter::index_ahead`]): its first ones, all in the current file.
+    ahead: usize,
+}
+
+/// Indexes a block's records into the current file while the block is rewritten
+/// ([`ZcWriter::index_ahead`]), as long as they belong to it.
+pub struct IndexAhead<'a, I> {
+    ix: &'a mut I,
+    /// The file offset the block will be written at.
+    off: u64,
+    boundary: u64,
+    n: &'a mut usize,
+    open: bool,
+}
+
+impl<I: FileIndexer> IndexAhead<'_, I> {
+    /// Indexes record `r` of block bytes `block`, unless a record at or past the file's time
+    /// boundary came before (that one and the rest go to `write_block`'s walk).
+    #[inline]
+    pub fn add(&mut self, block: &[u8], r: &ZcRecord) {
+        self.open &= r.ts_ns < self.boundary;
+        if self.open {
+            let d = r.data();
+            self.ix.add(r.ts_ns, self.off + u64::from(r.epb), &block[d..d + r.caplen as usize], r.origlen);
+            *self.n += 1;
+        }
+    }
 }
 
 /// The first page of every zero-copy file: SHB, IDB and a local-use block up to the page's
@@ -170,7 +198,33 @@ impl<I: FileIndexer> ZcWriter<I> {
             budget_stopped: false,
             header,
             bounce: None,
+            ahead: 0,
         })
+    }
+
+    /// Before a block is rewritten: an indexer for its records as the rewrite writes them, when
+    /// they will go to the current file from the first on (a file is open and written, and even
+    /// a whole ring block keeps it within `--file-size`; a time boundary inside the block stops
+    /// it there). The caller then passes every record of the block to [`ZcWriter::write_block`]
+    /// (no count limit or reduction leaves any out), which indexes only the rest; if the block
+    /// is not written after all, [`ZcWriter::index_ahead_unwritten`].
+    pub fn index_ahead(&mut self) -> Option<IndexAhead<'_, I>> {
+        self.ahead = 0;
+        let (stopped, file_size, block) = (self.stopped, self.cfg.file_size, self.zc.block_size as u64);
+        let c = self.cur.as_mut().filter(|c| c.real && !stopped && c.len + block <= file_size)?;
+        let ix = c.indexer.as_mut()?;
+        Some(IndexAhead { ix, off: c.len, boundary: c.boundary, n: &mut self.ahead, open: true })
+    }
+
+    /// The block whose records [`ZcWriter::index_ahead`] indexed is not written (cannot happen:
+    /// a rewrite that kept records always has a length): the file's index would list records
+    /// it does not hold, so the file is kept without one.
+    pub fn index_ahead_unwritten(&mut self) {
+        if std::mem::take(&mut self.ahead) > 0 {
+            if let Some(c) = self.cur.as_mut() {
+                c.indexer = None;
+            }
+        }
     }
 
     /// Writes the first `len` bytes of held block `id`, rewritten by `rewrite_pcapng` into
@@ -199,12 +253,16 @@ impl<I: FileIndexer> ZcWriter<I> {
                     block.set_skipped(r, k < i || k >= j);
                 }
             }
-            self.write_records(bw, id, &recs[i..j], len);
+            // Records indexed while the block was rewritten are the first ones, in this file.
+            let ahead = if i == 0 { std::mem::take(&mut self.ahead).min(j) } else { 0 };
+            self.write_records(bw, id, &recs[i..j], len, ahead);
             i = j;
         }
+        self.ahead = 0;
     }
 
-    fn write_records(&mut self, bw: &mut BlockWriter, id: BlockId, recs: &[ZcRecord], len: usize) {
+    /// Writes the block for `recs`, indexing those after the first `indexed`.
+    fn write_records(&mut self, bw: &mut BlockWriter, id: BlockId, recs: &[ZcRecord], len: usize, indexed: usize) {
         let stopped = self.stopped;
         let Some(c) = self.cur.as_mut() else { return };
         if !c.real || stopped {
@@ -216,8 +274,8 @@ impl<I: FileIndexer> ZcWriter<I> {
         // Index the records while the block is ours (no write of it in flight).
         let Some(block) = bw.block(id) else { return };
         let data = &block.bytes()[..len];
-        for r in recs {
-            if let Some(ix) = c.indexer.as_mut() {
+        for (k, r) in recs.iter().enumerate() {
+            if let (Some(ix), true) = (c.indexer.as_mut(), k >= indexed) {
                 let d = r.data();
                 ix.add(r.ts_ns, off + u64::from(r.epb), &data[d..d + r.caplen as usize], r.origlen);
             }

@@ -195,6 +195,20 @@ impl Block<'_> {
     /// 64-byte frame against 197 for this pass, with the header read from a fixed-size view:
     /// `afpacket::cost::rewrite_cost` under callgrind, 2026-11-28).
     pub fn rewrite_pcapng(&mut self, snaplen: u32, reinsert_vlan: bool, out: &mut Vec<ZcRecord>) -> Rewritten {
+        self.rewrite_pcapng_each(snaplen, reinsert_vlan, out, |_, _| {})
+    }
+
+    /// [`Block::rewrite_pcapng`], handing each record to `each` with the block's bytes right
+    /// after it is written, while its lines are in the cache (the zero-copy writer indexes it
+    /// there instead of walking the block again). A record's fields and bytes are final then;
+    /// only its length may still grow by the options that cover a 4- or 8-byte gap after it.
+    pub fn rewrite_pcapng_each(
+        &mut self,
+        snaplen: u32,
+        reinsert_vlan: bool,
+        out: &mut Vec<ZcRecord>,
+        mut each: impl FnMut(&[u8], &ZcRecord),
+    ) -> Rewritten {
         use wv_wire::pcapng::{pad4, BT_EPB, BT_LOCAL_SKIP, EPB_HEADER_LEN, MIN_BLOCK_LEN};
         out.clear();
         let base = self.ptr.as_ptr() as usize;
@@ -264,13 +278,10 @@ impl Block<'_> {
                     let tail = &mut b[d..d + padded + 4];
                     tail[caplen..caplen + 4].copy_from_slice(&[0; 4]);
                     tail[padded..padded + 4].copy_from_slice(&(total as u32).to_le_bytes());
-                    out.push(ZcRecord {
-                        epb: epb as u32,
-                        len: total as u32,
-                        caplen: caplen as u32,
-                        origlen: orig,
-                        ..r
-                    });
+                    let rec =
+                        ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
+                    each(b, &rec);
+                    out.push(rec);
                     res.stored_bytes += caplen as u64;
                     res.wire_bytes += u64::from(orig);
                     res.hw_stamps += u32::from(r.hw_stamp);
