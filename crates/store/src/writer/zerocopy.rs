@@ -217,8 +217,9 @@ impl<I: FileIndexer> ZcWriter<I> {
     }
 
     /// The block whose records [`ZcWriter::index_ahead`] indexed is not written (cannot happen:
-    /// a rewrite that kept records always has a length): the file's index would list records
-    /// it does not hold, so the file is kept without one.
+    /// the rewrite takes back records it handed over only if the block's last gap cannot be
+    /// covered, and a record always precedes it): the file's index would list records it does
+    /// not hold, so the file is kept without one.
     pub fn index_ahead_unwritten(&mut self) {
         if std::mem::take(&mut self.ahead) > 0 {
             if let Some(c) = self.cur.as_mut() {
