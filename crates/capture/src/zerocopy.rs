@@ -76,7 +76,7 @@ pub fn run<I: FileIndexer>(
                 // the writer indexes each record as the rewrite writes it, while its lines are
                 // in the cache, instead of walking the 4 MiB block again after it.
                 let all_stay = reduce.is_off() && limits.quota.is_none() && remaining >= u64::from(block.num_frames());
-                let rw = match w.index_ahead().filter(|_| all_stay) {
+                let rw = match if all_stay { w.index_ahead() } else { None } {
                     Some(mut ix) => {
                         block.rewrite_pcapng_each(limits.snaplen, reinsert_vlan, &mut recs, |b, r| ix.add(b, r))
                     }

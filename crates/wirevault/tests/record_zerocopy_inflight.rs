@@ -99,29 +99,49 @@ fn slow_store(test: &str) -> Option<(LoopFs, Throttle)> {
     None
 }
 
-fn start(l: &Live, store: &Path, t: &Throttle) -> Recorder {
-    let mut all = vec!["-i", l.pair.if_b, "-q"];
-    all.extend_from_slice(ARGS);
-    let mut r = Recorder::start(Some(&l.pair.ns_b), store, l.tmp.path(), &all);
-    t.enter(r.pid());
-    r.wait_ready();
-    r
+/// What every test here runs on: the heavy-test lock, a veth pair sending `FRAMES` frames and
+/// a store on the throttled file system. Fields drop in this order: the live pair, the
+/// throttle, the file system, the lock.
+struct Setup {
+    l: Live,
+    store: PathBuf,
+    throttle: Throttle,
+    _fs: LoopFs,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+/// The set-up of `test` (`name` names its temporary directory), or `None` when it is skipped.
+fn set_up(test: &str, name: &str) -> Option<Setup> {
+    if !ready(test) {
+        return None;
+    }
+    let lock = heavy_lock();
+    let (fs, throttle) = slow_store(test)?;
+    let store = fs.dir.join("store");
+    Some(Setup { l: Live::new(name, FRAMES), store, throttle, _fs: fs, _lock: lock })
+}
+
+impl Setup {
+    /// The recorder on the veth pair's far end, writing to the throttled store.
+    fn start(&self) -> Recorder {
+        let mut all = vec!["-i", self.l.pair.if_b, "-q"];
+        all.extend_from_slice(ARGS);
+        let mut r = Recorder::start(Some(&self.l.pair.ns_b), &self.store, self.l.tmp.path(), &all);
+        self.throttle.enter(r.pid());
+        r.wait_ready();
+        r
+    }
 }
 
 #[test]
 fn zero_copy_several_blocks_in_flight_store_every_frame_and_rotate() {
     let test = "zero_copy_several_blocks_in_flight_store_every_frame_and_rotate";
-    if !ready(test) {
-        return;
-    }
-    let _g = heavy_lock();
-    let Some((fs, throttle)) = slow_store(test) else { return };
-    let l = Live::new("zc-inflight", FRAMES);
-    let store = fs.dir.join("store");
+    let Some(s) = set_up(test, "zc-inflight") else { return };
+    let (l, store) = (&s.l, &s.store);
     // tcpdump beside it on the same interface, its buffer holding the whole burst.
     let beside = l.tmp.join("beside.pcap");
     let mut td = l.pair.tcpdump_beside(&beside, 262144);
-    let mut r = start(&l, &store, &throttle);
+    let mut r = s.start();
     replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], FRAMES);
     r.wait_received(FRAMES as u64);
     let o = r.terminate();
@@ -131,13 +151,13 @@ fn zero_copy_several_blocks_in_flight_store_every_frame_and_rotate() {
     unsafe { libc::kill(td.id() as libc::pid_t, libc::SIGTERM) };
     td.wait().expect("tcpdump ends");
 
-    let st = stats(&store);
+    let st = stats(store);
     let in_flight = st["writes_in_flight_max"].as_u64().unwrap_or(0);
     eprintln!("{test}: up to {in_flight} block writes in flight");
     assert!(in_flight >= 3, "at most {in_flight} block writes were in flight at once on a disk taking {WBPS} B/s");
-    let c = final_counters(&store);
+    let c = final_counters(store);
     assert_eq!((c.received, c.written, c.filtered, c.drops()), (FRAMES as u64, FRAMES as u64, 0, 0));
-    let files = check_store(&store);
+    let files = check_store(store);
     assert!(files.len() >= 3, "{} files of 42 MB with --file-size 8M", files.len());
     for f in &files {
         let b = f.entry["bytes"].as_u64().unwrap();
@@ -160,14 +180,9 @@ fn zero_copy_several_blocks_in_flight_store_every_frame_and_rotate() {
 #[test]
 fn zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames() {
     let test = "zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames";
-    if !ready(test) {
-        return;
-    }
-    let _g = heavy_lock();
-    let Some((fs, throttle)) = slow_store(test) else { return };
-    let l = Live::new("zc-inflight-kill", FRAMES);
-    let store = fs.dir.join("store");
-    let mut r = start(&l, &store, &throttle);
+    let Some(s) = set_up(test, "zc-inflight-kill") else { return };
+    let (l, store) = (&s.l, &s.store);
+    let mut r = s.start();
     replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], FRAMES);
     r.wait_received(FRAMES as u64);
     // SAFETY: our own child, not yet reaped.
@@ -180,7 +195,7 @@ fn zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames() {
         .count();
     assert!(parts >= 1, "kill -9 left no .part file");
     run_wirevault(&["repair", store.to_str().unwrap()]).expect(0, "repair");
-    let files = check_store(&store);
+    let files = check_store(store);
     let got = stream_records(&files, 0);
     assert!(!got.is_empty(), "repair kept no frame");
     eprintln!("{test}: {parts} .part files after kill -9; repair kept {} of {FRAMES} frames", got.len());
@@ -207,14 +222,9 @@ fn zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames() {
 #[test]
 fn zero_copy_stop_with_writes_in_flight_keeps_the_last_partial_block() {
     let test = "zero_copy_stop_with_writes_in_flight_keeps_the_last_partial_block";
-    if !ready(test) {
-        return;
-    }
-    let _g = heavy_lock();
-    let Some((fs, throttle)) = slow_store(test) else { return };
-    let l = Live::new("zc-inflight-stop", FRAMES);
-    let store = fs.dir.join("store");
-    let r = start(&l, &store, &throttle);
+    let Some(s) = set_up(test, "zc-inflight-stop") else { return };
+    let (l, store) = (&s.l, &s.store);
+    let r = s.start();
     replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], FRAMES);
     // A few more frames and the stop right behind them: they lie in a block the kernel has not
     // handed over yet, while the throttled disk keeps the burst's block writes in flight.
@@ -222,10 +232,10 @@ fn zero_copy_stop_with_writes_in_flight_keeps_the_last_partial_block() {
     replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed", "--limit", "5"], TAIL);
     let o = r.terminate();
     o.expect(0, "recorder stopped by SIGTERM");
-    let c = final_counters(&store);
+    let c = final_counters(store);
     let n = u64::from(FRAMES + TAIL);
     assert_eq!((c.received, c.written, c.drops()), (n, n, 0), "counters after a stop with writes in flight");
-    let files = check_store(&store);
+    let files = check_store(store);
     let got = stream_records(&files, 0);
     let want: Vec<_> = l.sent.iter().chain(&l.sent[..TAIL as usize]).cloned().collect();
     assert_same_frames(&want, &got, false, "zero-copy stopped with writes in flight");

@@ -148,11 +148,17 @@ impl<I: FileIndexer> IndexAhead<'_, I> {
     pub fn add(&mut self, block: &[u8], r: &ZcRecord) {
         self.open &= r.ts_ns < self.boundary;
         if self.open {
-            let d = r.data();
-            self.ix.add(r.ts_ns, self.off + u64::from(r.epb), &block[d..d + r.caplen as usize], r.origlen);
+            index_record(self.ix, self.off, block, r);
             *self.n += 1;
         }
     }
+}
+
+/// Indexes record `r` of a block that is written at file offset `off`.
+#[inline]
+fn index_record<I: FileIndexer>(ix: &mut I, off: u64, block: &[u8], r: &ZcRecord) {
+    let d = r.data();
+    ix.add(r.ts_ns, off + u64::from(r.epb), &block[d..d + r.caplen as usize], r.origlen);
 }
 
 /// The first page of every zero-copy file: SHB, IDB and a local-use block up to the page's
@@ -233,6 +239,8 @@ impl<I: FileIndexer> ZcWriter<I> {
     /// or counted as dropped by the writer). The write is queued; the caller seals the block
     /// afterwards and `bw` hands it back once the write completed.
     pub fn write_block(&mut self, bw: &mut BlockWriter, id: BlockId, recs: &[ZcRecord], len: usize) {
+        // Records indexed while the block was rewritten: the first ones, in the current file.
+        let mut ahead = std::mem::take(&mut self.ahead);
         let mut i = 0;
         while i < recs.len() {
             let ts = recs[i].ts_ns;
@@ -254,12 +262,9 @@ impl<I: FileIndexer> ZcWriter<I> {
                     block.set_skipped(r, k < i || k >= j);
                 }
             }
-            // Records indexed while the block was rewritten are the first ones, in this file.
-            let ahead = if i == 0 { std::mem::take(&mut self.ahead).min(j) } else { 0 };
-            self.write_records(bw, id, &recs[i..j], len, ahead);
+            self.write_records(bw, id, &recs[i..j], len, std::mem::take(&mut ahead).min(j - i));
             i = j;
         }
-        self.ahead = 0;
     }
 
     /// Writes the block for `recs`, indexing those after the first `indexed`.
@@ -275,11 +280,12 @@ impl<I: FileIndexer> ZcWriter<I> {
         // Index the records while the block is ours (no write of it in flight).
         let Some(block) = bw.block(id) else { return };
         let data = &block.bytes()[..len];
-        for (k, r) in recs.iter().enumerate() {
-            if let (Some(ix), true) = (c.indexer.as_mut(), k >= indexed) {
-                let d = r.data();
-                ix.add(r.ts_ns, off + u64::from(r.epb), &data[d..d + r.caplen as usize], r.origlen);
+        if let Some(ix) = c.indexer.as_mut() {
+            for r in &recs[indexed..] {
+                index_record(ix, off, data, r);
             }
+        }
+        for r in recs {
             c.min_ns = c.min_ns.min(r.ts_ns);
             c.max_ns = c.max_ns.max(r.ts_ns);
         }
