@@ -75,10 +75,13 @@ const PACE_HELD_DIV: usize = 4;
 const PACE_BLOCKS: u64 = 4;
 
 /// Shortest and longest paced sleep, in nanoseconds. The longest is how late a block handed
-/// over during the sleep is taken, at most: half of record's 40 ms block retire timeout; at
-/// 10 Gb/s that is 25 MB the ring holds meanwhile, and a faster link shortens the sleep.
+/// over during the sleep is taken, at most: record's 40 ms block retire timeout, the latency
+/// sparse traffic already has (at 10 Gb/s that is 50 MB the ring holds meanwhile, and a faster
+/// link shortens the sleep). It is longer than a block of 64-byte frames from one generator
+/// core takes to fill (~30 ms), so that such a block costs one wake-up, not two (one at the
+/// end of a shorter sleep, with nothing new, then one for the block).
 const PACE_MIN_NS: u64 = 1_000_000;
-const PACE_MAX_NS: u64 = 20_000_000;
+const PACE_MAX_NS: u64 = 40_000_000;
 
 /// The recent time between blocks, to pace the waits while blocks are held.
 ///
@@ -90,7 +93,7 @@ const PACE_MAX_NS: u64 = 20_000_000;
 /// [`PACE_BLOCKS`] blocks' time (at most [`PACE_MAX_NS`]), then takes every block ready, reaps
 /// every completion, and submits the turn's writes together (`uring::Writer::defer`: one
 /// notification of the disk for all of them). Measured with bench/live.sh, 1514-byte frames,
-/// `--zero-copy`, ten alternated runs each: about 0.8 wake-ups per block instead of 2.2, 88 ns of CPU
+/// `--zero-copy`, ten alternated runs each: about 0.8 wake-ups per block instead of 2.2 (context switches over the run), 88 ns of CPU
 /// per stored packet instead of 136 (medians; DESIGN.md, "Zero-copy block path").
 #[derive(Debug, Default)]
 struct Pace {
