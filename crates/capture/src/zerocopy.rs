@@ -136,8 +136,9 @@ pub fn run<I: FileIndexer>(
             c.flows_evicted = reduce.cutoff.as_ref().map_or(0, |t| t.evicted);
             shared.publish(&c, 0.0);
         }
-        // Every block the kernel held at the stop has come (`Drain`: a turn waits only 10 ms
-        // while writes are in flight).
+        // Every block the kernel held at the stop has come (`Drain`: by the time since the
+        // stop and the last block, as a turn may wait less than the retire timeout while
+        // writes are in flight).
         if drain.done(bw.ring()) {
             break Ok(());
         }

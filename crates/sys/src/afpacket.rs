@@ -99,9 +99,9 @@ pub struct RingConfig {
 /// block came for twice the retire timeout since the stop and since the last block taken. The
 /// kernel hands over the last partly filled block within one timeout of the stop; twice that
 /// leaves room for a late timer. A count of empty waits alone ends too early where a wait is
-/// shorter than the timeout: the zero-copy path waits 10 ms at a time on its io_uring while
-/// writes are in flight (with the 40 ms timer it once ended before the last block came), and a
-/// signal cuts a `poll` short. The copy and zero-copy paths both drain by it.
+/// shorter than the timeout: the zero-copy path waits 1-40 ms at a time while writes are in
+/// flight (with 10 ms waits and the 40 ms timer it once ended before the last block came), and
+/// a signal cuts a `poll` short. The copy and zero-copy paths both drain by it.
 #[derive(Debug, Default)]
 pub struct Drain {
     /// When the intake stopped, or the last block after it came; None before the stop.
