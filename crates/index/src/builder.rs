@@ -234,14 +234,22 @@ impl Builder {
     /// Memory a burst left behind is given back, so the builder follows the
     /// traffic down again: vectors holding more than four times what the
     /// last file used (and over 1 MiB) shrink to twice that, and encoded run
-    /// buffers beyond twice the last file's runs are freed.
+    /// buffers beyond twice the last file's runs are freed. A file without
+    /// packets (or a builder not used yet, as after [`Builder::warm`]) gives
+    /// nothing back.
     pub fn reset(&mut self, linktype: u32) {
-        // A builder that described no packet (just made or warmed) keeps what it holds.
+        // A builder that described no packet (just made or warmed, or an empty file) keeps
+        // the room it holds: trimming follows the traffic down only from a file with packets.
         if self.packets > 0 {
             trim(&mut self.dir);
             trim(&mut self.out);
             trim(&mut self.blocks);
             trim(&mut self.ipv6);
+        } else {
+            self.dir.clear();
+            self.out.clear();
+            self.blocks.clear();
+            self.ipv6.clear();
         }
         self.linktype = linktype;
         self.packets = 0;
@@ -555,8 +563,9 @@ mod tests {
         b.warm();
         b.reset(1);
         assert!(b.blocks.capacity() >= super::WARM_BLOCKS, "{}", b.blocks.capacity());
+        let ptr = b.blocks.as_ptr();
         let want = fill(&mut b, 200_000, u32::MAX);
-        assert!(b.blocks.capacity() >= super::WARM_BLOCKS, "no growth below WARM_BLOCKS");
+        assert_eq!(b.blocks.as_ptr(), ptr, "the warmed table, not a new one");
         b.reset(1);
         assert!(b.blocks.capacity() < super::WARM_BLOCKS, "a small file's table shrinks: {}", b.blocks.capacity());
         assert_eq!(fill(&mut b, 200_000, u32::MAX), want);

@@ -40,8 +40,6 @@ pub struct Writer {
     tail_busy: Option<u64>,
     /// Writes are queued without a submit until [`Writer::flush`] or a wait ([`Writer::defer`]).
     deferred: bool,
-    /// Writes queued and not yet submitted.
-    unsubmitted: usize,
     /// The ring registered by [`Writer::register_arena`]: its base address
     /// and length; fixed buffer `i` is its `i`-th [`REGISTER_CHUNK`].
     fixed_ring: Option<(usize, u64)>,
@@ -66,7 +64,6 @@ impl Writer {
             tail: Box::new(TailPage([0; DIRECT_ALIGN as usize])),
             tail_busy: None,
             deferred: false,
-            unsubmitted: 0,
             fixed_ring: None,
         })
     }
@@ -80,22 +77,28 @@ impl Writer {
         self.deferred = true;
     }
 
-    /// Submits the writes queued since the last submit (see [`Writer::defer`]).
+    /// Submits the writes queued and not yet submitted (see [`Writer::defer`]).
     pub fn flush(&mut self) {
-        if self.unsubmitted > 0 {
-            // An error of the ring itself shows again in `wait`; the writes stay queued.
-            if self.ring.submit().is_ok() {
-                self.unsubmitted = 0;
-            }
+        if self.queued() > 0 {
+            // An error of the ring itself shows again in `wait`; what the kernel did not take
+            // stays queued, and the next flush or wait submits it.
+            let _ = self.ring.submit();
         }
     }
 
-    /// Writes in flight (submitted, not yet reaped).
+    /// Writes queued and not yet submitted (the submission queue's entries the kernel has not
+    /// taken: none unless [`Writer::defer`]).
+    pub fn queued(&mut self) -> usize {
+        self.ring.submission().len()
+    }
+
+    /// Writes handed to the ring and not yet reaped: submitted, or queued (see
+    /// [`Writer::defer`]).
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
 
-    /// Queues and submits one write of `len` bytes from `ptr` to `fd` at `offset`.
+    /// Queues (and, unless [`Writer::defer`], submits) one write of `len` bytes from `ptr` to `fd` at `offset`.
     ///
     /// # Safety
     /// `ptr..ptr+len` must stay valid and unchanged until the completion with
@@ -182,20 +185,18 @@ impl Writer {
             }
             // Submission queue full: hand what is queued to the kernel first.
             self.ring.submit()?;
-            self.unsubmitted = 0;
         }
         // Queued: the kernel will run it (now, or with the next submit in
         // `wait` or `flush`), so it is in flight whatever this submit says; an
         // error of the ring itself shows again in `wait`.
         self.in_flight += 1;
-        self.unsubmitted += 1;
         if !self.deferred {
             self.flush();
         }
         Ok(())
     }
 
-    /// Queues and submits a write of `len` bytes of the arena, starting at
+    /// Queues (and, unless [`Writer::defer`], submits) a write of `len` bytes of the arena, starting at
     /// stream position `start` (which must not wrap around the ring end), to
     /// `file` at `offset`.
     ///
@@ -277,10 +278,7 @@ impl Writer {
         if min > 0 {
             loop {
                 match self.ring.submit_and_wait(min) {
-                    Ok(_) => {
-                        self.unsubmitted = 0;
-                        break;
-                    }
+                    Ok(_) => break,
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                     Err(e) => return Err(e),
                 }
@@ -421,13 +419,14 @@ mod tests {
             // SAFETY: buf outlives the waits below; f stays open.
             unsafe { w.write(f.as_raw_fd(), buf.as_ptr().add(i as usize * 4096), 4096, i * 4096, i).unwrap() };
         }
-        assert_eq!(w.in_flight(), 3);
+        assert_eq!((w.in_flight(), w.queued()), (3, 3));
         std::thread::sleep(std::time::Duration::from_millis(50));
         let mut done = Vec::new();
         w.wait(0, &mut done).unwrap();
         assert!(done.is_empty(), "a deferred write completed before the flush: {done:?}");
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
         w.flush();
+        assert_eq!(w.queued(), 0);
         let t0 = std::time::Instant::now();
         while done.len() < 3 && t0.elapsed() < std::time::Duration::from_secs(10) {
             std::thread::sleep(std::time::Duration::from_millis(1));

@@ -71,8 +71,15 @@ const HELD_WAIT_MS: i32 = 10;
 /// on it waits for the completions, to give blocks back sooner.
 const PACE_HELD_DIV: usize = 4;
 
-/// Blocks a paced sleep lasts for, at the recent rate (see [`Pace`]).
+/// Blocks a paced sleep lasts for, at the recent rate (see [`Pace`]). The moving average
+/// weighs the short gaps between blocks taken in one turn, so it reads low when turns take
+/// several blocks: about three blocks' time in practice.
 const PACE_BLOCKS: u64 = 4;
+
+/// Writes queued while blocks are taken without a sleep between them (catching up) are
+/// submitted once this many are queued: io_uring plugs from three on, so four go to the disk
+/// with one notification.
+const FLUSH_QUEUED: usize = 4;
 
 /// Shortest and longest paced sleep, in nanoseconds. The longest is how late a block handed
 /// over during the sleep is taken, at most: record's 40 ms block retire timeout, the latency
@@ -113,11 +120,19 @@ impl Pace {
         self.last_ns = now_ns;
     }
 
-    /// How long to sleep while blocks are held: about [`PACE_BLOCKS`] blocks' time, within
-    /// [`PACE_MIN_NS`] and `timeout_ms` (at most [`PACE_MAX_NS`]).
-    fn sleep_ns(&self, timeout_ms: i32) -> u64 {
-        let most = (timeout_ms.max(0) as u64 * 1_000_000).min(PACE_MAX_NS);
-        (self.gap_ns * PACE_BLOCKS).max(PACE_MIN_NS).min(most)
+    /// How long to sleep while blocks are held and `free` blocks of the ring are not: about
+    /// [`PACE_BLOCKS`] blocks' time, within [`PACE_MIN_NS`] and `timeout_ms` (at most
+    /// [`PACE_MAX_NS`]). A ring too small to take twice that many blocks meanwhile (`free`
+    /// under 2 x [`PACE_BLOCKS`]) sleeps at most half its free blocks' time and
+    /// [`HELD_WAIT_MS`], as the completions woke it before: the moving average lags a burst
+    /// after slow traffic, and a small ring would fill during a long sleep.
+    fn sleep_ns(&self, timeout_ms: i32, free: usize) -> u64 {
+        let mut most = (timeout_ms.max(0) as u64 * 1_000_000).min(PACE_MAX_NS);
+        let blocks = PACE_BLOCKS.min(free as u64 / 2);
+        if blocks < PACE_BLOCKS {
+            most = most.min(HELD_WAIT_MS as u64 * 1_000_000);
+        }
+        (self.gap_ns * blocks).max(PACE_MIN_NS).min(most)
     }
 }
 
@@ -254,7 +269,8 @@ impl BlockWriter {
             // Blocks held, the ring mostly free: sleep for a few blocks' time, not woken by the
             // completions (see `Pace`); what completed is reaped below or in the next turn.
             self.io.flush();
-            super::tx::sleep_until_ns(super::tx::monotonic_ns() + self.pace.sleep_ns(timeout_ms));
+            let free = self.ring.block_count - self.held.len();
+            super::tx::sleep_until_ns(super::tx::monotonic_ns() + self.pace.sleep_ns(timeout_ms, free));
             self.ring.ready_now()
         } else {
             // poll(2) on the socket would return at once while blocks are held (see
@@ -274,6 +290,12 @@ impl BlockWriter {
             let r = self.collect(0);
             return reaped(r, self.done.len());
         };
+        // Catching up (blocks ready one after the other, no sleep between): the writes queued
+        // go to the disk once a plug's worth is queued, or at once when the ring fills up, not
+        // only when the thread next sleeps.
+        if self.io.queued() >= FLUSH_QUEUED || self.held.len() * PACE_HELD_DIV >= self.ring.block_count {
+            self.io.flush();
+        }
         let id = BlockId { idx, serial: self.serial };
         self.serial += 1;
         self.pace.block(super::tx::monotonic_ns());
@@ -467,28 +489,37 @@ mod tests {
     #[test]
     fn pace_sleeps_for_a_few_blocks_within_bounds() {
         let mut p = Pace::default();
-        assert_eq!(p.sleep_ns(50), PACE_MIN_NS, "no block yet: the shortest sleep");
+        assert_eq!(p.sleep_ns(50, 64), PACE_MIN_NS, "no block yet: the shortest sleep");
         let mut t = 1_000_000_000;
         for _ in 0..200 {
             p.block(t);
             t += 2_000_000;
         }
-        let s = p.sleep_ns(50);
+        let s = p.sleep_ns(50, 64);
         assert!((7_500_000..=8_000_000).contains(&s), "2 ms between blocks: {s} ns");
-        assert_eq!(p.sleep_ns(5), 5_000_000, "the caller's timeout bounds it");
-        assert_eq!(p.sleep_ns(0), 0);
+        assert_eq!(p.sleep_ns(5, 64), 5_000_000, "the caller's timeout bounds it");
+        assert_eq!(p.sleep_ns(0, 64), 0);
         for _ in 0..200 {
             p.block(t);
             t += 50_000;
         }
-        assert_eq!(p.sleep_ns(50), PACE_MIN_NS, "50 us between blocks: the shortest sleep");
+        assert_eq!(p.sleep_ns(50, 64), PACE_MIN_NS, "50 us between blocks: the shortest sleep");
         p.block(t + 3_600_000_000_000);
-        assert!(p.sleep_ns(50) <= PACE_MAX_NS);
+        assert!(p.sleep_ns(50, 64) <= PACE_MAX_NS);
         for _ in 0..200 {
             p.block(t);
             t += 30_000_000;
         }
-        assert_eq!(p.sleep_ns(50), PACE_MAX_NS, "slow blocks: the longest sleep");
+        assert_eq!(p.sleep_ns(50, 64), PACE_MAX_NS, "slow blocks: the longest sleep");
+        // A small ring: half its free blocks' time, and HELD_WAIT_MS at most.
+        assert_eq!(p.sleep_ns(50, 7), HELD_WAIT_MS as u64 * 1_000_000);
+        for _ in 0..200 {
+            p.block(t);
+            t += 2_000_000;
+        }
+        let s = p.sleep_ns(50, 7);
+        assert!((5_600_000..=6_100_000).contains(&s), "3 blocks of 2 ms: {s} ns");
+        assert_eq!(p.sleep_ns(50, 1), PACE_MIN_NS, "no block to spare: the shortest sleep");
     }
     use std::net::UdpSocket;
 
