@@ -98,7 +98,8 @@ impl Writer {
         self.in_flight
     }
 
-    /// Queues (and, unless [`Writer::defer`], submits) one write of `len` bytes from `ptr` to `fd` at `offset`.
+    /// Queues (and, unless [`Writer::defer`], submits) one write of `len` bytes from `ptr` to `fd`
+    /// at `offset`.
     ///
     /// # Safety
     /// `ptr..ptr+len` must stay valid and unchanged until the completion with
@@ -299,6 +300,18 @@ impl Writer {
 mod tests {
     use super::*;
     use crate::fs::create_output;
+    use std::path::PathBuf;
+
+    /// A new directory `wv-TAG-PID` under the system's temporary one, and the path of an output
+    /// file `f` in it, opened as the writer opens its files (O_DIRECT where the file system
+    /// allows).
+    fn scratch(tag: &str) -> (PathBuf, PathBuf, File) {
+        let dir = std::env::temp_dir().join(format!("wv-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let (f, _direct) = create_output(&path, true).unwrap();
+        (dir, path, f)
+    }
 
     /// The last partial page goes to the file zero-padded, not with the
     /// bytes an older lap of the ring left after the data; and a second tail
@@ -316,10 +329,7 @@ mod tests {
         }
         assert!(p.has_room(100) && p.write(&[0xcd; 100]));
         p.publish();
-        let dir = std::env::temp_dir().join(format!("wv-tail-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f");
-        let (f, _direct) = create_output(&path, true).unwrap();
+        let (dir, path, f) = scratch("tail");
         let mut w = Writer::new(4).unwrap();
         w.write_tail(&f, &c, cap, cap + 100, 0, 7).unwrap();
         assert!(w.write_tail(&f, &c, cap, cap + 100, 0, 8).is_err(), "busy until reaped");
@@ -345,9 +355,7 @@ mod tests {
         let mut w = Writer::new(4).unwrap();
         w.register_arena(c.buffer()).unwrap();
         assert!(w.ring_registered());
-        let dir = std::env::temp_dir().join(format!("wv-fixed-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (f, _direct) = create_output(&dir.join("f"), true).unwrap();
+        let (dir, _, f) = scratch("fixed");
         let mut done = Vec::new();
         for lap in 0..3u8 {
             let page = vec![lap + 1; DIRECT_ALIGN as usize];
@@ -376,10 +384,7 @@ mod tests {
 
     #[test]
     fn direct_write_round_trip() {
-        let dir = std::env::temp_dir().join(format!("wv-uring-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f");
-        let (f, _direct) = create_output(&path, true).unwrap();
+        let (dir, path, f) = scratch("uring");
         let buf = AlignedBuf::new(1, false).unwrap();
         // SAFETY: buf is 2 MiB and only used here.
         unsafe { std::ptr::write_bytes(buf.as_ptr(), 0x5a, 8192) };
@@ -406,10 +411,7 @@ mod tests {
     /// completes before, all three complete after, and they count as in flight meanwhile.
     #[test]
     fn deferred_writes_wait_for_the_flush() {
-        let dir = std::env::temp_dir().join(format!("wv-uring-defer-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f");
-        let (f, _direct) = create_output(&path, true).unwrap();
+        let (dir, path, f) = scratch("uring-defer");
         let buf = AlignedBuf::new(1, false).unwrap();
         // SAFETY: buf is 2 MiB and only used here.
         unsafe { std::ptr::write_bytes(buf.as_ptr(), 0x6b, 3 * 4096) };

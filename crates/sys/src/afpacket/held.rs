@@ -100,8 +100,9 @@ const PACE_MAX_NS: u64 = 40_000_000;
 /// [`PACE_BLOCKS`] blocks' time (at most [`PACE_MAX_NS`]), then takes every block ready, reaps
 /// every completion, and submits the turn's writes together (`uring::Writer::defer`: one
 /// notification of the disk for all of them). Measured with bench/live.sh, 1514-byte frames,
-/// `--zero-copy`, ten alternated runs each: about 0.8 wake-ups per block instead of 2.2 (context switches over the run), 88 ns of CPU
-/// per stored packet instead of 136 (medians; DESIGN.md, "Zero-copy block path").
+/// `--zero-copy`, ten alternated runs each: about 0.8 wake-ups per block instead of 2.2
+/// (context switches over the run), 88 ns of CPU per stored packet instead of 136 (medians;
+/// DESIGN.md, "Zero-copy block path").
 #[derive(Debug, Default)]
 struct Pace {
     /// When the last block was taken (0: none yet).
@@ -233,7 +234,7 @@ impl BlockWriter {
         self.fixed
     }
 
-    /// Writes in flight.
+    /// Writes in flight: submitted, or queued for the next submit (see `take`).
     pub fn in_flight(&self) -> usize {
         self.io.in_flight()
     }
@@ -265,7 +266,7 @@ impl BlockWriter {
             self.ring.next_ready(timeout_ms)?
         } else if let Some(r) = self.ring.ready_now() {
             Some(r)
-        } else if self.held.len() * PACE_HELD_DIV < self.ring.block_count {
+        } else if self.mostly_free() {
             // Blocks held, the ring mostly free: sleep for a few blocks' time, not woken by the
             // completions (see `Pace`); what completed is reaped below or in the next turn.
             self.io.flush();
@@ -293,7 +294,7 @@ impl BlockWriter {
         // Catching up (blocks ready one after the other, no sleep between): the writes queued
         // go to the disk once a plug's worth is queued, or at once when the ring fills up, not
         // only when the thread next sleeps.
-        if self.io.queued() >= FLUSH_QUEUED || self.held.len() * PACE_HELD_DIV >= self.ring.block_count {
+        if self.io.queued() >= FLUSH_QUEUED || !self.mostly_free() {
             self.io.flush();
         }
         let id = BlockId { idx, serial: self.serial };
@@ -301,6 +302,12 @@ impl BlockWriter {
         self.pace.block(super::tx::monotonic_ns());
         self.held.push_back(Held { id, writes: 0, sealed: false });
         Ok(Next::Block(id))
+    }
+
+    /// Fewer than a quarter of the ring's blocks are held: `take` paces its sleeps (see [`Pace`])
+    /// and leaves the writes queued until it sleeps.
+    fn mostly_free(&self) -> bool {
+        self.held.len() * PACE_HELD_DIV < self.ring.block_count
     }
 
     /// The bytes of held block `id`, to rewrite and read. Waits first for the block's writes in
@@ -483,6 +490,7 @@ impl Drop for BlockWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::UdpSocket;
 
     /// The paced sleep follows the time between blocks (about PACE_BLOCKS of them), within its
     /// bounds and the caller's timeout; a long idle gap counts as PACE_MAX_NS only.
@@ -521,7 +529,6 @@ mod tests {
         assert!((5_600_000..=6_100_000).contains(&s), "3 blocks of 2 ms: {s} ns");
         assert_eq!(p.sleep_ns(50, 1), PACE_MIN_NS, "no block to spare: the shortest sleep");
     }
-    use std::net::UdpSocket;
 
     /// On loopback (needs root): the ring's blocks are registered as fixed buffers, a block
     /// written from the ring reaches the file byte for byte, and the block goes back to the
