@@ -205,6 +205,13 @@ pub trait Judge {
 
     /// As [`Reduce::stored`]: the frame judged `Ok(p)` was stored at `at`.
     fn stored(&mut self, p: Self::Pending, ts_ns: u64, at: u64);
+
+    /// Asks again for the table buckets [`Judge::prepare`] asked for, a
+    /// frame or two before the frame is judged: between the two, the copies
+    /// of long frames pass more bytes through the core's first-level cache
+    /// than it holds, and may have pushed the buckets out of it.
+    #[inline(always)]
+    fn touch(&self, _p: &Self::Prepared) {}
 }
 
 impl Judge for Dedup {
@@ -236,6 +243,11 @@ impl Judge for Dedup {
     #[inline(always)]
     fn stored(&mut self, p: Pending, ts_ns: u64, at: u64) {
         self.remember(p, ts_ns, at);
+    }
+
+    #[inline(always)]
+    fn touch(&self, hash: &u64) {
+        self.prefetch(*hash);
     }
 }
 
@@ -270,6 +282,13 @@ impl Judge for Cutoff {
 
     #[inline(always)]
     fn stored(&mut self, (): (), _ts_ns: u64, _at: u64) {}
+
+    #[inline(always)]
+    fn touch(&self, head: &FlowHead) {
+        if head.is_some() {
+            self.prefetch(head.key);
+        }
+    }
 }
 
 /// Both reducers of a pair, the first judging first.
@@ -300,6 +319,12 @@ impl<A: Judge, B: Judge> Judge for (A, B) {
         self.0.stored(p.0, ts_ns, at);
         self.1.stored(p.1, ts_ns, at);
     }
+
+    #[inline(always)]
+    fn touch(&self, p: &Self::Prepared) {
+        self.0.touch(&p.0);
+        self.1.touch(&p.1);
+    }
 }
 
 /// A reducer borrowed (the worker borrows them from its [`Reduce`]).
@@ -326,6 +351,11 @@ impl<J: Judge> Judge for &mut J {
     #[inline(always)]
     fn stored(&mut self, p: Self::Pending, ts_ns: u64, at: u64) {
         (**self).stored(p, ts_ns, at);
+    }
+
+    #[inline(always)]
+    fn touch(&self, p: &Self::Prepared) {
+        (**self).touch(p);
     }
 }
 
