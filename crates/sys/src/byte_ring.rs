@@ -81,7 +81,8 @@ unsafe fn copy_small(src: &[u8], dst: *mut u8) {
 const LINE: u64 = 64;
 /// The furthest [`Producer::prefetch_ahead`] asks ahead (less than the
 /// smallest ring, 2 MiB, by a line at least).
-pub const PREFETCH_MAX: u64 = 64 << 10;
+const PREFETCH_MAX: u64 = 64 << 10;
+const _: () = assert!(PREFETCH_MAX + LINE <= crate::mem::HUGE_PAGE as u64);
 
 /// [`Producer::prefetch_ahead`] asks for lines this many bytes at a time.
 const PREFETCH_STEP: u64 = 512;
@@ -89,6 +90,8 @@ const PREFETCH_STEP: u64 = 512;
 /// Splits an aligned buffer into the two ends of a byte ring.
 pub fn byte_ring(buf: AlignedBuf) -> (Producer, Consumer) {
     let cap = buf.len() as u64;
+    // AlignedBuf rounds to whole 2 MiB pages; prefetch_ahead relies on it.
+    assert!(cap.is_multiple_of(LINE) && cap >= PREFETCH_MAX + LINE, "ring of {cap} bytes");
     let base = buf.as_ptr();
     let shared = Arc::new(Shared { buf, released: AtomicU64::new(0), committed: AtomicU64::new(0) });
     (
@@ -196,18 +199,23 @@ impl Producer {
         true
     }
 
-    /// Asks, with the intent to write (PREFETCHW), for every arena line up
-    /// to `ahead` bytes (at most [`PREFETCH_MAX`]) past the head that no
-    /// earlier call asked for: each line once, about `ahead` bytes before
-    /// the records reach it, [`PREFETCH_STEP`] bytes of lines or more at a
-    /// time. The arena's lines were last written a lap ago and, read by the
-    /// disk since, are in no cache in a writable state; a store into one
-    /// that was not asked for waits for it (a 1514-byte record's header
-    /// stalled so while one line 512 bytes ahead was asked for per record:
-    /// RESULTS.md, 2026-11-28).
+    /// Asks for every arena line up to `ahead` bytes (at most
+    /// [`PREFETCH_MAX`], and not past what the consumer still holds) past
+    /// the head that no earlier call asked for: each line once a lap, about
+    /// `ahead` bytes before the records reach it, [`PREFETCH_STEP`] bytes of
+    /// lines or more at a time (`ahead` below that asks only for lines the
+    /// head has reached; lines a head's jump skips are not asked for). The arena's lines
+    /// were last written a lap ago and, read by the disk since, are in no
+    /// cache; a store into one that was not asked for waits for it (a
+    /// 1514-byte record's header stalled so while one line 512 bytes ahead
+    /// was asked for per record, with PREFETCHW). Into the second-level
+    /// cache ([`crate::mem::prefetch_l2`]): PREFETCHW, into the first,
+    /// measured 4-10 ns more per 1514-byte or IMIX packet, its requests
+    /// competing with the copy's loads and the reducers' bucket prefetches
+    /// for the first level's miss buffers (RESULTS.md, 2026-11-28).
     #[inline(always)]
     pub fn prefetch_ahead(&mut self, ahead: u64) {
-        let to = self.head + ahead.min(PREFETCH_MAX);
+        let to = (self.head + ahead.min(PREFETCH_MAX)).min(self.limit);
         if to < self.prefetched + PREFETCH_STEP {
             return;
         }
@@ -221,9 +229,10 @@ impl Producer {
             if at >= self.cap {
                 at -= self.cap;
             }
+            debug_assert_eq!(at, p % self.cap);
             // SAFETY: at < cap (p - head_line < PREFETCH_MAX + LINE <= cap, so
             // one subtraction wraps it): inside the ring's memory.
-            crate::mem::prefetch_write(unsafe { self.base.add(at as usize) });
+            crate::mem::prefetch_l2(unsafe { self.base.add(at as usize) });
             p += LINE;
         }
         self.prefetched = p;
@@ -402,10 +411,18 @@ mod tests {
         assert!(p.write(&[1; 500]));
         p.prefetch_ahead(4096);
         assert_eq!(p.prefetched, (600 + 4096u64).next_multiple_of(LINE));
-        // Across the ring's end, and never more than PREFETCH_MAX ahead.
-        c.release(p.head());
+        // A head that jumps past what was asked for starts again from its line.
+        p.pad_to(8192);
+        p.prefetch_ahead(4096);
+        assert_eq!(p.prefetched, 8192 + 4096);
+        // Not past what the consumer still holds (nothing released: the ring's end).
         let gap = cap - 1000 - p.head();
         assert!(p.has_room(gap) && p.write(&vec![0; gap as usize]));
+        p.prefetch_ahead(4096);
+        assert_eq!(p.prefetched, cap);
+        // Released: across the ring's end, never more than PREFETCH_MAX ahead.
+        c.release(p.head());
+        assert!(p.has_room(cap));
         p.prefetch_ahead(u64::MAX);
         assert_eq!(p.prefetched, (cap - 1000 + PREFETCH_MAX).next_multiple_of(LINE));
     }
@@ -431,7 +448,8 @@ mod tests {
                 let frame: Vec<u8> = (0..len).map(|i| k.wrapping_add((i as u8).wrapping_mul(13))).collect();
                 k = k.wrapping_add(1);
                 let at = p.head();
-                // A hint at any distance, past the ring's end too, changes nothing.
+                // A hint at any distance (capped, wrapping at the ring's end)
+                // changes nothing; the loop's debug assertion checks each line's place.
                 for dist in [0, 64, before_end as u64, 4096, cap, u64::MAX] {
                     p.prefetch_ahead(dist);
                 }

@@ -136,6 +136,22 @@ pub fn prefetch(ptr: *const u8) {
     let _ = ptr;
 }
 
+/// [`prefetch`] into the second-level cache only (PREFETCHT1): for lines
+/// needed a few microseconds later, whose request should not hold one of
+/// the first-level cache's few miss buffers meanwhile. A line no other core
+/// holds comes in exclusive even so: a store into it takes no second trip.
+#[inline(always)]
+pub fn prefetch_l2(ptr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT1 never faults and reads no memory into a register;
+    // SSE is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(ptr.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}
+
 /// [`prefetch`] with the intent to write the line (PREFETCHW): the line
 /// comes in exclusive, so the write that follows needs no second round trip
 /// to the core that wrote it last. Where the CPU lacks PREFETCHW it is a
