@@ -203,16 +203,17 @@ impl Producer {
     /// [`PREFETCH_MAX`], and not past what the consumer still holds) past
     /// the head that no earlier call asked for: each line once a lap, about
     /// `ahead` bytes before the records reach it, [`PREFETCH_STEP`] bytes of
-    /// lines or more at a time (`ahead` below that asks only for lines the
-    /// head has reached; lines a head's jump skips are not asked for). The arena's lines
-    /// were last written a lap ago and, read by the disk since, are in no
-    /// cache; a store into one that was not asked for waits for it (a
-    /// 1514-byte record's header stalled so while one line 512 bytes ahead
-    /// was asked for per record, with PREFETCHW). Into the second-level
-    /// cache ([`crate::mem::prefetch_l2`]): PREFETCHW, into the first,
-    /// measured 4-10 ns more per 1514-byte or IMIX packet, its requests
-    /// competing with the copy's loads and the reducers' bucket prefetches
-    /// for the first level's miss buffers (RESULTS.md, 2026-11-28).
+    /// lines or more at a time (an `ahead` below that asks only for lines
+    /// the head has reached; lines a jump of the head skips are not asked
+    /// for). The arena's lines were last written a lap ago and, read by the
+    /// disk since, are in no cache; a store into one that was not asked for
+    /// waits for it (a 1514-byte record's header stalled so while one line
+    /// 512 bytes ahead was asked for per record, with PREFETCHW). Into the
+    /// second-level cache ([`crate::mem::prefetch_l2`]): PREFETCHW, into
+    /// the first, measured 4-10 ns more per 1514-byte or IMIX packet, its
+    /// requests competing with the copy's loads and the reducers' bucket
+    /// prefetches for the first level's miss buffers (RESULTS.md,
+    /// 2026-11-28).
     #[inline(always)]
     pub fn prefetch_ahead(&mut self, ahead: u64) {
         let to = (self.head + ahead.min(PREFETCH_MAX)).min(self.limit);

@@ -419,7 +419,11 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
             f |= DUPLICATE_ACK;
         }
     }
-    if f & DUPLICATE_ACK == 0 {
+    // The count of duplicate ACKs starts again when the acknowledged number
+    // changes, not at every other segment: a window update between two runs
+    // of the same ACK keeps it (tshark since 1.x; a fast retransmission after
+    // "dup, dup, window update" is one for tshark).
+    if ack != fwd.lastack {
         fwd.dupacknum = 0;
     }
     // ACKed unseen segment.
@@ -518,6 +522,29 @@ mod tests {
         analyze(&mut c, 0, 10_000, seg(5000));
         analyze(&mut c, 0, 20_000, seg(5200));
         assert_eq!(analyze(&mut c, 0, 21_000, seg(5100)), flag::OUT_OF_ORDER);
+    }
+
+    /// Two duplicate ACKs, a window update with the same ACK, then the
+    /// segment they ask for: a fast retransmission for tshark, whose count
+    /// of duplicates starts again only when the acknowledged number changes
+    /// (seen live: tshark 4.0 against a count reset by the window update).
+    #[test]
+    fn a_window_update_keeps_the_count_of_duplicate_acks() {
+        let (a, b) = ((Ip::V4([10, 0, 0, 1]), 1000), (Ip::V4([10, 0, 0, 2]), 80));
+        let mut c = Connection::new(a, b, 0);
+        let data = |seq| Segment { seq, ack: 5001, seglen: 100, flags: ACK, win: 1000, wscale: None };
+        let ack = |ack, win| Segment { seq: 5001, ack, seglen: 0, flags: ACK, win, wscale: None };
+        for (i, seq) in [1001, 1101, 1201].into_iter().enumerate() {
+            analyze(&mut c, 0, 1_000 * (i as u64 + 1), data(seq));
+        }
+        assert_eq!(analyze(&mut c, 1, 4_000, ack(1101, 1000)) & flag::DUPLICATE_ACK, 0);
+        assert_eq!(analyze(&mut c, 1, 4_100, ack(1101, 1000)), flag::DUPLICATE_ACK);
+        assert_eq!(analyze(&mut c, 1, 4_200, ack(1101, 1000)), flag::DUPLICATE_ACK);
+        assert_eq!(analyze(&mut c, 1, 4_300, ack(1101, 2000)), flag::WINDOW_UPDATE);
+        assert_eq!(analyze(&mut c, 0, 4_400, data(1101)), flag::FAST_RETRANSMISSION);
+        // A new acknowledged number starts the count again.
+        analyze(&mut c, 1, 4_500, ack(1301, 2000));
+        assert_eq!(c.half[1].dupacknum, 0);
     }
 
     #[test]
