@@ -27,7 +27,7 @@ fn csum(h: &[u8]) -> u16 {
 /// (as a real sender's do), except the copies made on purpose.
 static IP_ID: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(1);
 
-fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, payload: &[u8]) -> Vec<u8> {
     let id = IP_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_be_bytes();
     let mut h = vec![0x45, 0, 0, 0, id[0], id[1], 0x40, 0, 64, proto, 0, 0];
     h[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
@@ -82,7 +82,7 @@ fn ether(l2: &[u8], rest: &[u8]) -> Vec<u8> {
     f
 }
 
-fn eth_ip(ip: &[u8]) -> Vec<u8> {
+pub(crate) fn eth_ip(ip: &[u8]) -> Vec<u8> {
     ether(&[0x08, 0x00], ip)
 }
 
@@ -270,12 +270,12 @@ const MALFORMED: &[(&str, u64)] = &[
     ("over_mtu", 1),
 ];
 
-fn analyze_json(path: &Path, extra: &[&str]) -> Value {
+pub(crate) fn analyze_json(path: &Path, extra: &[&str]) -> Value {
     let out = run_ok(wirevault().arg("analyze").arg("--json").args(extra).arg(path));
     serde_json::from_slice(&out.stdout).expect("analyze --json prints JSON")
 }
 
-fn n(v: &Value) -> u64 {
+pub(crate) fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
@@ -562,7 +562,7 @@ fn conv_section(text: &str, title: &str) -> Vec<(String, [Option<u64>; 4])> {
 }
 
 /// The frames tshark marks with each of `filters`, in one run.
-fn tshark_frames(file: &Path, filters: &[&str]) -> Vec<Vec<u64>> {
+pub(crate) fn tshark_frames(file: &Path, filters: &[&str]) -> Vec<Vec<u64>> {
     let mut cmd = Command::new("tshark");
     cmd.args(["-n", "-r"]).arg(file).args(["-Y", &filters.join(" or "), "-T", "fields", "-e", "frame.number"]);
     for f in filters {

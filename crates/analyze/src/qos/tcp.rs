@@ -13,10 +13,11 @@
 //! * `duplicate_ack`: a bare ACK repeating the previous segment's window,
 //!   sequence and acknowledgement numbers.
 //!
-//! Sequence numbers are relative to each direction's first (a SYN's own
-//! number, else one less than the first seen, or than the first ACK of it
-//! from the other side when that comes first), as tshark's default relative
-//! sequence numbers; its "not yet seen" zero tests keep their meaning.
+//! Sequence and acknowledgement numbers and windows are compared as they
+//! are on the wire, as tshark 4.0 does: it analyses a segment before it makes
+//! the numbers relative and before it scales the window, so its "not yet
+//! seen" zero tests are on the absolute numbers and a duplicate ACK repeats
+//! the window field, not the scaled window.
 //! Handshake RTT is tshark's `tcp.analysis.initial_rtt`: from the last SYN
 //! to the first ACK without SYN after it.
 //!
@@ -57,6 +58,10 @@ pub mod flag {
     pub const SPURIOUS_RETRANSMISSION: u32 = 0x4000;
 }
 
+/// tshark's "neutralized" count of duplicate ACKs: its -1 in an unsigned
+/// field, so that it also counts as two or more for a fast retransmission.
+const NEUTRALIZED: u32 = u32::MAX;
+
 /// tshark's `TCP_MAX_UNACKED_SEGMENTS`.
 const MAX_UNACKED: usize = 1000;
 /// Out-of-order threshold when the handshake RTT is unknown (3 ms).
@@ -83,12 +88,12 @@ struct Half {
     maxseqtobeacked: u32,
     lastack: u32,
     lastack_ns: u64,
-    /// The last window (scaled); `None` before the first segment.
-    window: Option<u32>,
+    /// The last window field; `None` before the first segment.
+    window: Option<u16>,
+    /// Duplicate ACKs in a row; [`NEUTRALIZED`] after an ACK of an unseen
+    /// segment from the other side.
     dupacknum: u32,
     lastsegmentflags: u32,
-    /// Window scale shift: -1 unknown (unscaled), else the shift.
-    win_scale: i8,
     /// Ends of segments not yet acknowledged.
     unacked: Vec<u32>,
 }
@@ -103,8 +108,7 @@ struct Connection {
 
 impl Connection {
     fn new(src: (Ip, u16), dst: (Ip, u16), ts: u64) -> Connection {
-        let h = Half { win_scale: -1, ..Half::default() };
-        Connection { conv: Conv::new(src, dst, ts), half: [h.clone(), h], mru_syn_ns: None, first_rtt_ns: None }
+        Connection { conv: Conv::new(src, dst, ts), half: Default::default(), mru_syn_ns: None, first_rtt_ns: None }
     }
 }
 
@@ -169,7 +173,6 @@ pub struct Segment {
     seglen: u32,
     flags: u16,
     win: u16,
-    wscale: Option<u8>,
 }
 
 /// The TCP segment of a frame when tshark would analyse it: whole header
@@ -196,29 +199,7 @@ pub fn segment(s: &Seen<'_>) -> Option<Segment> {
         seglen: u32::try_from(seglen).ok()?,
         flags: t.flags() & 0x0fff,
         win: t.window_len(),
-        wscale: wscale(t.options()),
     })
-}
-
-/// The window scale option's shift, if present.
-fn wscale(mut o: &[u8]) -> Option<u8> {
-    while let Some(&kind) = o.first() {
-        match kind {
-            0 => return None,
-            1 => o = &o[1..],
-            _ => {
-                let len = usize::from(*o.get(1)?);
-                if len < 2 || len > o.len() {
-                    return None;
-                }
-                if kind == 3 && len == 3 {
-                    return Some(o[2].min(14));
-                }
-                o = &o[len..];
-            }
-        }
-    }
-    None
 }
 
 impl TcpAnalysis {
@@ -248,13 +229,22 @@ impl TcpAnalysis {
         let cap = self.cap;
         let c = &mut self.conns[i];
         let mut dir = usize::from(src != c.conv.a);
-        // A new SYN with another initial sequence number: the ports are reused.
-        if seg.flags & (SYN | ACK) == SYN && c.half[dir].base.is_some_and(|b| b != seg.seq) {
-            let old = std::mem::replace(c, Connection::new(src, dst, ts));
-            if self.closed.len() < cap {
-                self.closed.push(old);
+        match (seg.flags & (SYN | ACK), c.half[dir].base) {
+            // A new SYN with another initial sequence number: the ports are reused.
+            (SYN, Some(b)) if b != seg.seq => {
+                let old = std::mem::replace(c, Connection::new(src, dst, ts));
+                if self.closed.len() < cap {
+                    self.closed.push(old);
+                }
+                dir = 0;
             }
-            dir = 0;
+            // The same SYN again: the highest sequence number goes back to the
+            // highest acknowledgeable one (tshark, for a RST sent with the
+            // sequence number it was acknowledged with, its issue 17616).
+            (SYN, Some(_)) => c.half[dir].nextseq = c.half[dir].maxseqtobeacked,
+            // A SYN-ACK with another sequence number: it is that side's base.
+            (f, Some(b)) if f == SYN | ACK && b != seg.seq => c.half[dir].base = Some(seg.seq),
+            _ => {}
         }
         c.conv.add(src, p.len, ts);
         let f = analyze(c, dir, ts, seg);
@@ -293,7 +283,9 @@ impl TcpAnalysis {
         let mut rtts = Vec::new();
         let mut rows = Vec::new();
         for c in self.closed.into_iter().chain(self.conns) {
-            if let Some(r) = c.first_rtt_ns {
+            if let Some(d) = c.first_rtt_ns {
+                // An ACK stamped before its SYN (tshark prints a negative RTT): 0.
+                let r = if (d as i64) < 0 { 0 } else { d };
                 rtts.push(r);
                 rows.push(RttRow { client: end_text(c.conv.a), server: end_text(c.conv.b), rtt_ns: r });
             }
@@ -326,42 +318,18 @@ fn end_text((ip, port): (Ip, u16)) -> String {
 fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
     use flag::*;
     let (fwd_i, rev_i) = (dir, 1 - dir);
-    // Window scaling: each SYN announces its shift; both must, or neither scales.
-    if s.flags & SYN != 0 {
-        c.half[fwd_i].win_scale = s.wscale.map_or(-1, |w| w as i8);
-        if s.flags & ACK != 0 && (c.half[fwd_i].win_scale < 0 || c.half[rev_i].win_scale < 0) {
-            c.half[fwd_i].win_scale = -1;
-            c.half[rev_i].win_scale = -1;
-        }
+    // Each side's base (its first sequence number, or one less when that segment is not a SYN, or
+    // one less than the first ACK of it) is tshark's, kept only to tell a reused port pair; the
+    // analysis compares the numbers on the wire, as tshark does before it makes them relative.
+    c.half[fwd_i].base.get_or_insert(if s.flags & SYN != 0 { s.seq } else { s.seq.wrapping_sub(1) });
+    if s.flags & ACK != 0 {
+        c.half[rev_i].base.get_or_insert(s.ack.wrapping_sub(1));
     }
-    // Relative sequence numbers.
-    let fb = *c.half[fwd_i].base.get_or_insert(if s.flags & SYN != 0 { s.seq } else { s.seq.wrapping_sub(1) });
-    let seq = s.seq.wrapping_sub(fb);
-    // An ACK before anything from the other side sets that side's base, as
-    // tshark does: the acknowledged byte is relative 1.
-    let ack = if s.flags & ACK != 0 {
-        s.ack.wrapping_sub(*c.half[rev_i].base.get_or_insert(s.ack.wrapping_sub(1)))
-    } else {
-        s.ack
-    };
-    let window = if s.flags & SYN == 0 && c.half[fwd_i].win_scale >= 0 {
-        u32::from(s.win) << c.half[fwd_i].win_scale
-    } else {
-        u32::from(s.win)
-    };
+    let (seq, ack, window) = (s.seq, s.ack, s.win);
     let seglen = s.seglen;
     let flags = s.flags;
     let synfin = flags & (SYN | FIN) != 0;
     let plain = flags & (SYN | FIN | RST) == 0;
-
-    // The handshake RTT (tshark: ts_mru_syn, ts_first_rtt).
-    if flags & (SYN | ACK) == SYN {
-        c.mru_syn_ns = Some(ts);
-    } else if flags & (SYN | ACK) == ACK && c.first_rtt_ns.is_none() {
-        if let Some(syn) = c.mru_syn_ns {
-            c.first_rtt_ns = Some(ts.saturating_sub(syn));
-        }
-    }
 
     let mut f = 0u32;
     let [a, b] = &mut c.half;
@@ -391,6 +359,7 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
         }
         // Keep-alive ACK.
         if seglen == 0
+            && window != 0
             && Some(window) == fwd.window
             && seq == fwd.nextseq
             && ack == fwd.lastack
@@ -415,7 +384,7 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
         // Duplicate ACK.
         if seglen == 0 && window != 0 && Some(window) == fwd.window && seq == fwd.nextseq && ack == fwd.lastack && plain
         {
-            fwd.dupacknum += 1;
+            fwd.dupacknum = if fwd.dupacknum == NEUTRALIZED { 1 } else { fwd.dupacknum + 1 };
             f |= DUPLICATE_ACK;
         }
     }
@@ -428,8 +397,17 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
     }
     // ACKed unseen segment.
     if rev.maxseqtobeacked != 0 && gt(ack, rev.maxseqtobeacked) && flags & ACK != 0 {
-        f |= ACK_LOST_PACKET;
-        rev.maxseqtobeacked = rev.nextseq;
+        if lt(rev.maxseqtobeacked, rev.nextseq) {
+            rev.maxseqtobeacked = rev.nextseq;
+            f |= ACK_LOST_PACKET;
+        } else {
+            // The other side stalls with bare ACKs: said once, and its count of
+            // duplicate ACKs is neutralized (the next one counts as the first).
+            if rev.dupacknum == 0 {
+                f |= ACK_LOST_PACKET;
+            }
+            rev.dupacknum = NEUTRALIZED;
+        }
     }
     // Spurious retransmission, fast retransmission, out of order,
     // retransmission, in tshark's order (its default `fastrt_supersedes_ooo`).
@@ -456,7 +434,7 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
                 break 'kind;
             }
             let since = ts.wrapping_sub(fwd.nextseq_ns);
-            let ooo = c.first_rtt_ns.filter(|&r| r > 0).unwrap_or(OOO_DEFAULT_NS);
+            let ooo = c.first_rtt_ns.unwrap_or(OOO_DEFAULT_NS);
             if since < ooo && fwd.nextseq != seq.wrapping_add(seglen).wrapping_add(u32::from(synfin)) {
                 f |= OUT_OF_ORDER;
                 break 'kind;
@@ -483,6 +461,16 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
     fwd.lastack = ack;
     fwd.lastack_ns = ts;
     fwd.lastsegmentflags = f;
+    // The handshake RTT, after the analysis as in tshark (ts_mru_syn, ts_first_rtt): from the
+    // last SYN to the first ACK without SYN; a zero time (or stamp) counts as none yet. Kept as
+    // tshark's unsigned out-of-order threshold: an ACK stamped before its SYN makes it huge.
+    if flags & (SYN | ACK) == SYN {
+        c.mru_syn_ns = Some(ts);
+    } else if flags & (SYN | ACK) == ACK && c.first_rtt_ns.is_none() {
+        if let Some(syn) = c.mru_syn_ns.filter(|&t| t != 0) {
+            c.first_rtt_ns = Some(ts.wrapping_sub(syn)).filter(|&d| d != 0);
+        }
+    }
     // Segments of the other direction this acknowledges.
     if flags & ACK != 0 {
         rev.unacked.retain(|&end| gt(end, ack));
@@ -513,7 +501,7 @@ mod tests {
     fn a_segment_stamped_before_the_highest_is_a_retransmission() {
         let (a, b) = ((Ip::V4([10, 0, 0, 1]), 1000), (Ip::V4([10, 0, 0, 2]), 80));
         let mut c = Connection::new(a, b, 0);
-        let seg = |seq| Segment { seq, ack: 0, seglen: 100, flags: 0, win: 1000, wscale: None };
+        let seg = |seq| Segment { seq, ack: 0, seglen: 100, flags: 0, win: 1000 };
         assert_eq!(analyze(&mut c, 0, 10_000, seg(5000)), 0);
         assert_eq!(analyze(&mut c, 0, 20_000, seg(5200)) & flag::LOST_PACKET, flag::LOST_PACKET);
         assert_eq!(analyze(&mut c, 0, 19_000, seg(5100)), flag::RETRANSMISSION);
@@ -532,8 +520,8 @@ mod tests {
     fn a_window_update_keeps_the_count_of_duplicate_acks() {
         let (a, b) = ((Ip::V4([10, 0, 0, 1]), 1000), (Ip::V4([10, 0, 0, 2]), 80));
         let mut c = Connection::new(a, b, 0);
-        let data = |seq| Segment { seq, ack: 5001, seglen: 100, flags: ACK, win: 1000, wscale: None };
-        let ack = |ack, win| Segment { seq: 5001, ack, seglen: 0, flags: ACK, win, wscale: None };
+        let data = |seq| Segment { seq, ack: 5001, seglen: 100, flags: ACK, win: 1000 };
+        let ack = |ack, win| Segment { seq: 5001, ack, seglen: 0, flags: ACK, win };
         for (i, seq) in [1001, 1101, 1201].into_iter().enumerate() {
             analyze(&mut c, 0, 1_000 * (i as u64 + 1), data(seq));
         }
@@ -545,15 +533,6 @@ mod tests {
         // A new acknowledged number starts the count again.
         analyze(&mut c, 1, 4_500, ack(1301, 2000));
         assert_eq!(c.half[1].dupacknum, 0);
-    }
-
-    #[test]
-    fn window_scale_option() {
-        assert_eq!(wscale(&[2, 4, 5, 0xb4, 1, 3, 3, 7]), Some(7));
-        assert_eq!(wscale(&[1, 1, 8, 10, 0, 0, 0, 0, 0, 0, 0, 0]), None);
-        assert_eq!(wscale(&[3, 3]), None);
-        assert_eq!(wscale(&[5, 0]), None);
-        assert_eq!(wscale(&[3, 3, 20]), Some(14));
     }
 
     #[test]
