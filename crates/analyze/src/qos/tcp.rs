@@ -1,17 +1,19 @@
-//! TCP sequence analysis, following Wireshark's `tcp_analyze_sequence_number`
+//! TCP sequence analysis, following tshark 4.0's `tcp_analyze_sequence_number`
 //! (epan/dissectors/packet-tcp.c) rule for rule, so that the counts equal
 //! tshark's expert info on the same packets:
 //!
 //! * `retransmission` counts every segment tshark marks
 //!   `tcp.analysis.retransmission`, which includes its subtypes fast
-//!   retransmission (after 2 or more duplicate ACKs, within 20 ms of the
-//!   last) and spurious retransmission (data already acknowledged, tested
-//!   first, whatever the highest sequence number seen);
+//!   retransmission (after 2 or more duplicate ACKs from the other side,
+//!   within 20 ms of that side's last segment) and spurious retransmission
+//!   (data already acknowledged, tested first, whatever the highest sequence
+//!   number seen);
 //! * `out_of_order`: a segment below the highest sequence number, sent
 //!   within the handshake RTT (3 ms when unknown) of the segment that set it,
 //!   that does not end where the highest one did;
-//! * `duplicate_ack`: a bare ACK repeating the previous segment's window,
-//!   sequence and acknowledgement numbers.
+//! * `duplicate_ack`: a bare ACK with a window other than 0 that repeats
+//!   the previous segment's window and acknowledgement number, at the
+//!   highest sequence number seen.
 //!
 //! Sequence and acknowledgement numbers and windows are compared as they
 //! are on the wire, as tshark 4.0 does: it analyses a segment before it makes
@@ -26,8 +28,12 @@
 //! ([`crate::flows`]) finds a segment's connection: a TCP flow holds the
 //! index of its current one. Memory: one connection per TCP flow (at most
 //! `max_flows`), at most `max_flows` replaced ones kept for the tables; each
-//! keeps at most 1000 unacknowledged segment ends per direction, as tshark
-//! does (`TCP_MAX_UNACKED_SEGMENTS`).
+//! keeps at most 10,000 unacknowledged segment ends per direction, as tshark
+//! 4.0 does (`TCP_MAX_UNACKED_SEGMENTS`), and all together at most
+//! [`MAX_HELD`] (64 MiB), a bound tshark does not have: past it a list stops
+//! growing, which matters only if its count would have reached 10,000 when a
+//! SYN or FIN comes (the count decides whether that adds one to the next
+//! sequence number).
 
 use crate::conv::{conv_table, Conv, ConvRow, Ip, Table};
 use crate::flows::Placed;
@@ -62,21 +68,27 @@ pub mod flag {
 /// field, so that it also counts as two or more for a fast retransmission.
 const NEUTRALIZED: u32 = u32::MAX;
 
-/// tshark's `TCP_MAX_UNACKED_SEGMENTS`.
-const MAX_UNACKED: usize = 1000;
+/// tshark 4.0's `TCP_MAX_UNACKED_SEGMENTS` (epan/dissectors/packet-tcp.h).
+const MAX_UNACKED: usize = 10_000;
+/// Unacknowledged segment ends held by all connections together (4 bytes
+/// each): a capture of a million connections whose segments are never
+/// acknowledged must not take tens of gigabytes.
+const MAX_HELD: usize = 1 << 24;
 /// Out-of-order threshold when the handshake RTT is unknown (3 ms).
 const OOO_DEFAULT_NS: u64 = 3_000_000;
 /// A retransmission this soon after a duplicate ACK is "fast" (20 ms).
 const FAST_RETRANS_NS: u64 = 20_000_000;
 
+// tshark's LT_SEQ, GT_SEQ and LE_SEQ as written: two numbers exactly 2^31 apart are each
+// "greater" than the other, and also "less or equal".
 fn lt(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
 }
 fn gt(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) > 0
+    (b.wrapping_sub(a) as i32) < 0
 }
 fn le(a: u32, b: u32) -> bool {
-    !gt(a, b)
+    (a.wrapping_sub(b) as i32) <= 0
 }
 
 /// One direction of a connection (tshark's `tcp_flow_t` and its sequence info).
@@ -160,6 +172,8 @@ pub struct TcpAnalysis {
     /// Connections replaced by a reuse of their ports, for the tables.
     closed: Vec<Connection>,
     cap: usize,
+    /// Unacknowledged segment ends held by all connections (at most [`MAX_HELD`]).
+    held: usize,
     counts: TcpCounts,
     examples: usize,
     first: [Vec<u64>; 3],
@@ -208,6 +222,7 @@ impl TcpAnalysis {
             conns: Vec::new(),
             closed: Vec::new(),
             cap: cfg.max_flows,
+            held: 0,
             counts: TcpCounts::default(),
             examples: cfg.examples,
             first: Default::default(),
@@ -232,7 +247,11 @@ impl TcpAnalysis {
         match (seg.flags & (SYN | ACK), c.half[dir].base) {
             // A new SYN with another initial sequence number: the ports are reused.
             (SYN, Some(b)) if b != seg.seq => {
-                let old = std::mem::replace(c, Connection::new(src, dst, ts));
+                let mut old = std::mem::replace(c, Connection::new(src, dst, ts));
+                for h in &mut old.half {
+                    self.held -= h.unacked.len();
+                    h.unacked = Vec::new();
+                }
                 if self.closed.len() < cap {
                     self.closed.push(old);
                 }
@@ -247,7 +266,7 @@ impl TcpAnalysis {
             _ => {}
         }
         c.conv.add(src, p.len, ts);
-        let f = analyze(c, dir, ts, seg);
+        let f = analyze(c, dir, ts, seg, &mut self.held);
         self.counts.segments += 1;
         let c = &mut self.counts;
         if f & (flag::RETRANSMISSION | flag::FAST_RETRANSMISSION | flag::SPURIOUS_RETRANSMISSION) != 0 {
@@ -315,7 +334,8 @@ fn end_text((ip, port): (Ip, u16)) -> String {
 
 /// tshark's `tcp_analyze_sequence_number` for one segment sent in
 /// direction `dir`; returns its analysis flags.
-fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
+/// `held`: the unacknowledged segment ends all connections hold.
+fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment, held: &mut usize) -> u32 {
     use flag::*;
     let (fwd_i, rev_i) = (dir, 1 - dir);
     // Each side's base (its first sequence number, or one less when that segment is not a SYN, or
@@ -374,7 +394,7 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
             && window == 0
             && Some(window) == fwd.window
             && seq == fwd.nextseq
-            && (ack == fwd.lastack || ack == fwd.lastack.wrapping_add(1))
+            && ack == fwd.lastack
             && rev.lastsegmentflags & ZERO_WINDOW_PROBE != 0
             && plain
         {
@@ -447,7 +467,10 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
         if synfin {
             nextseq = nextseq.wrapping_add(1);
         }
-        fwd.unacked.push(nextseq);
+        if *held < MAX_HELD {
+            fwd.unacked.push(nextseq);
+            *held += 1;
+        }
     }
     // The highest sequence number seen (any segment, a bare ACK included).
     if (fwd.nextseq == 0 || gt(nextseq, fwd.nextseq)) && f & ZERO_WINDOW_PROBE == 0 {
@@ -471,10 +494,11 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment) -> u32 {
             c.first_rtt_ns = Some(ts.wrapping_sub(syn)).filter(|&d| d != 0);
         }
     }
-    // Segments of the other direction this acknowledges.
-    if flags & ACK != 0 {
-        rev.unacked.retain(|&end| gt(end, ack));
-    }
+    // Segments of the other direction this acknowledges: by the acknowledgement number field
+    // whatever the flags, as tshark does (a SYN's zero field drops about half of them).
+    let before = rev.unacked.len();
+    rev.unacked.retain(|&end| gt(end, ack));
+    *held -= before - rev.unacked.len();
     f
 }
 
@@ -500,16 +524,16 @@ mod tests {
     #[test]
     fn a_segment_stamped_before_the_highest_is_a_retransmission() {
         let (a, b) = ((Ip::V4([10, 0, 0, 1]), 1000), (Ip::V4([10, 0, 0, 2]), 80));
-        let mut c = Connection::new(a, b, 0);
+        let (mut c, mut held) = (Connection::new(a, b, 0), 0);
         let seg = |seq| Segment { seq, ack: 0, seglen: 100, flags: 0, win: 1000 };
-        assert_eq!(analyze(&mut c, 0, 10_000, seg(5000)), 0);
-        assert_eq!(analyze(&mut c, 0, 20_000, seg(5200)) & flag::LOST_PACKET, flag::LOST_PACKET);
-        assert_eq!(analyze(&mut c, 0, 19_000, seg(5100)), flag::RETRANSMISSION);
+        assert_eq!(analyze(&mut c, 0, 10_000, seg(5000), &mut held), 0);
+        assert_eq!(analyze(&mut c, 0, 20_000, seg(5200), &mut held) & flag::LOST_PACKET, flag::LOST_PACKET);
+        assert_eq!(analyze(&mut c, 0, 19_000, seg(5100), &mut held), flag::RETRANSMISSION);
         // Stamped after it, within the out-of-order window: out of order.
         let mut c = Connection::new(a, b, 0);
-        analyze(&mut c, 0, 10_000, seg(5000));
-        analyze(&mut c, 0, 20_000, seg(5200));
-        assert_eq!(analyze(&mut c, 0, 21_000, seg(5100)), flag::OUT_OF_ORDER);
+        analyze(&mut c, 0, 10_000, seg(5000), &mut held);
+        analyze(&mut c, 0, 20_000, seg(5200), &mut held);
+        assert_eq!(analyze(&mut c, 0, 21_000, seg(5100), &mut held), flag::OUT_OF_ORDER);
     }
 
     /// Two duplicate ACKs, a window update with the same ACK, then the
@@ -519,19 +543,19 @@ mod tests {
     #[test]
     fn a_window_update_keeps_the_count_of_duplicate_acks() {
         let (a, b) = ((Ip::V4([10, 0, 0, 1]), 1000), (Ip::V4([10, 0, 0, 2]), 80));
-        let mut c = Connection::new(a, b, 0);
+        let (mut c, mut held) = (Connection::new(a, b, 0), 0);
         let data = |seq| Segment { seq, ack: 5001, seglen: 100, flags: ACK, win: 1000 };
         let ack = |ack, win| Segment { seq: 5001, ack, seglen: 0, flags: ACK, win };
         for (i, seq) in [1001, 1101, 1201].into_iter().enumerate() {
-            analyze(&mut c, 0, 1_000 * (i as u64 + 1), data(seq));
+            analyze(&mut c, 0, 1_000 * (i as u64 + 1), data(seq), &mut held);
         }
-        assert_eq!(analyze(&mut c, 1, 4_000, ack(1101, 1000)) & flag::DUPLICATE_ACK, 0);
-        assert_eq!(analyze(&mut c, 1, 4_100, ack(1101, 1000)), flag::DUPLICATE_ACK);
-        assert_eq!(analyze(&mut c, 1, 4_200, ack(1101, 1000)), flag::DUPLICATE_ACK);
-        assert_eq!(analyze(&mut c, 1, 4_300, ack(1101, 2000)), flag::WINDOW_UPDATE);
-        assert_eq!(analyze(&mut c, 0, 4_400, data(1101)), flag::FAST_RETRANSMISSION);
+        assert_eq!(analyze(&mut c, 1, 4_000, ack(1101, 1000), &mut held) & flag::DUPLICATE_ACK, 0);
+        assert_eq!(analyze(&mut c, 1, 4_100, ack(1101, 1000), &mut held), flag::DUPLICATE_ACK);
+        assert_eq!(analyze(&mut c, 1, 4_200, ack(1101, 1000), &mut held), flag::DUPLICATE_ACK);
+        assert_eq!(analyze(&mut c, 1, 4_300, ack(1101, 2000), &mut held), flag::WINDOW_UPDATE);
+        assert_eq!(analyze(&mut c, 0, 4_400, data(1101), &mut held), flag::FAST_RETRANSMISSION);
         // A new acknowledged number starts the count again.
-        analyze(&mut c, 1, 4_500, ack(1301, 2000));
+        analyze(&mut c, 1, 4_500, ack(1301, 2000), &mut held);
         assert_eq!(c.half[1].dupacknum, 0);
     }
 
@@ -540,5 +564,8 @@ mod tests {
         assert!(lt(u32::MAX, 1));
         assert!(gt(1, u32::MAX));
         assert!(le(5, 5));
+        // tshark's macros exactly 2^31 apart: each is greater than the other, and less or equal.
+        let (x, y) = (7u32, 7u32.wrapping_add(1 << 31));
+        assert!(gt(x, y) && gt(y, x) && le(x, y) && le(y, x) && lt(x, y) && lt(y, x));
     }
 }
