@@ -4,8 +4,9 @@
 //! A frame whose IP header tshark's IP tap would read (see
 //! [`crate::conv::ip_pair`]) belongs to one flow of its address pair:
 //!
-//! * a TCP flow (the port pair) when tshark would analyse its segment,
-//!   holding the index of its TCP connection ([`crate::qos::tcp`]);
+//! * a TCP flow (the port pair) when tshark would read its segment's numbers
+//!   (whether or not it then shows their analysis), holding the index of its
+//!   TCP connection ([`crate::qos::tcp`]);
 //! * a UDP flow (the port pair) when tshark would count it in `conv,udp`,
 //!   holding its RTP streams ([`crate::qos::rtp`]): the UDP conversation is
 //!   the flow's own counters;
@@ -228,9 +229,10 @@ impl FlowTable {
         }
         if self.flows.len() >= self.cap {
             match p.transport {
-                Transport::Tcp => self.untracked_tcp.add(len),
+                // tshark's `conv,tcp` counts only the segments it shows.
+                Transport::Tcp if p.segment.is_some_and(|s| s.shown()) => self.untracked_tcp.add(len),
                 Transport::Udp => self.untracked_udp.add(len),
-                Transport::Other => self.untracked_other.add(len),
+                _ => self.untracked_other.add(len),
             }
             return None;
         }

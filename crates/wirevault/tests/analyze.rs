@@ -437,7 +437,7 @@ fn full_flow_table_counts_later_flows_as_untracked() {
 }
 
 /// tshark's `-z io,stat,1`, `-z conv,tcp|udp|ip` and `-z endpoints,ip` against our report.
-fn compare_with_tshark(file: &Path, r: &Value) {
+pub(crate) fn compare_with_tshark(file: &Path, r: &Value) {
     let out = run_ok(
         Command::new("tshark")
             .args([

@@ -39,7 +39,7 @@ use crate::conv::{conv_table, Conv, ConvRow, Ip, Table};
 use crate::flows::Placed;
 use crate::{Config, Count, Percentiles, Seen};
 use serde::Serialize;
-use wv_wire::dissect::{LayerKind, ProblemKind};
+use wv_wire::dissect::LayerKind;
 use wv_wire::views::tcp;
 
 const FIN: u16 = tcp::flags::FIN;
@@ -112,15 +112,33 @@ struct Half {
 
 #[derive(Debug, Clone)]
 struct Connection {
-    conv: Conv,
+    /// The ends, the first segment's source first: `half[0]` is its direction.
+    ends: [(Ip, u16); 2],
+    /// The conversation's counters, from its first shown segment (tshark's
+    /// `conv,tcp` sees only those).
+    conv: Option<Conv>,
     half: [Half; 2],
     mru_syn_ns: Option<u64>,
     first_rtt_ns: Option<u64>,
 }
 
 impl Connection {
-    fn new(src: (Ip, u16), dst: (Ip, u16), ts: u64) -> Connection {
-        Connection { conv: Conv::new(src, dst, ts), half: Default::default(), mru_syn_ns: None, first_rtt_ns: None }
+    fn new(src: (Ip, u16), dst: (Ip, u16)) -> Connection {
+        Connection { ends: [src, dst], conv: None, half: Default::default(), mru_syn_ns: None, first_rtt_ns: None }
+    }
+
+    /// The handshake RTT, after the segment's analysis as in tshark (ts_mru_syn, ts_first_rtt):
+    /// from the last SYN to the first ACK without SYN; a zero time (or stamp) counts as none yet.
+    /// Kept as tshark's unsigned out-of-order threshold: an ACK stamped before its SYN makes it
+    /// huge.
+    fn handshake(&mut self, flags: u16, ts: u64) {
+        if flags & (SYN | ACK) == SYN {
+            self.mru_syn_ns = Some(ts);
+        } else if flags & (SYN | ACK) == ACK && self.first_rtt_ns.is_none() {
+            if let Some(syn) = self.mru_syn_ns.filter(|&t| t != 0) {
+                self.first_rtt_ns = Some(ts.wrapping_sub(syn)).filter(|&d| d != 0);
+            }
+        }
     }
 }
 
@@ -184,35 +202,55 @@ pub struct TcpAnalysis {
 pub struct Segment {
     seq: u32,
     ack: u32,
-    seglen: u32,
+    /// The data's length; `None` when the IP length leaves less than the
+    /// header ("short segment"): tshark does not analyse it.
+    seglen: Option<u32>,
     flags: u16,
     win: u16,
+    /// A data offset of at least 5: tshark goes on past the header length
+    /// to the handshake RTT.
+    sane: bool,
+    /// tshark shows the analysis (and counts the segment in `conv,tcp`):
+    /// analysed, sane, and the options whole in the capture.
+    shown: bool,
 }
 
-/// The TCP segment of a frame when tshark would analyse it: whole header
-/// captured, sane data offset, not a fragment.
+impl Segment {
+    /// Whether tshark shows this segment's analysis.
+    pub fn shown(&self) -> bool {
+        self.shown
+    }
+}
+
+/// The TCP segment of a frame as far as tshark reads it: the first 16 bytes
+/// of the header captured (its numbers, flags and window) and not an IP
+/// fragment. tshark analyses a segment whose IP length covers its header,
+/// before it looks at the header's length, then stops at a data offset
+/// below 5 or at options the snapshot length cut: those segments change the
+/// state but are not shown (tshark 4.0's `dissect_tcp`).
 pub fn segment(s: &Seen<'_>) -> Option<Segment> {
     let l = s.d.layer(LayerKind::Tcp)?;
     if s.d.first_fragment || s.d.flow.later_fragment {
         return None;
     }
-    if s.d
-        .problems()
-        .iter()
-        .any(|p| matches!(p.kind, ProblemKind::TcpDataOffset(_) | ProblemKind::Truncated(LayerKind::Tcp)))
-    {
-        return None;
-    }
     let at = l.offset as usize;
-    let t = tcp::Packet::new_checked(s.f.data.get(at..)?).ok()?;
     let end = (s.d.l4_end as usize).min(s.len as usize);
-    let seglen = end.checked_sub(at + t.header_len())?;
+    let captured = s.f.data.get(at..(s.d.l4_end as usize).min(s.f.data.len()))?;
+    use tcp::field::{ACK_NUM, FLAGS, SEQ_NUM, WIN_SIZE};
+    let h = captured.get(..WIN_SIZE.end)?;
+    let be32 =
+        |r: core::ops::Range<usize>| u32::from_be_bytes([h[r.start], h[r.start + 1], h[r.start + 2], h[r.start + 3]]);
+    let hlen = 4 * usize::from(h[FLAGS.start] >> 4);
+    let seglen = end.checked_sub(at + hlen).and_then(|n| u32::try_from(n).ok());
+    let sane = hlen >= tcp::MIN_HEADER_LEN;
     Some(Segment {
-        seq: t.seq_number(),
-        ack: t.ack_number(),
-        seglen: u32::try_from(seglen).ok()?,
-        flags: t.flags() & 0x0fff,
-        win: t.window_len(),
+        seq: be32(SEQ_NUM),
+        ack: be32(ACK_NUM),
+        seglen,
+        flags: u16::from_be_bytes([h[FLAGS.start], h[FLAGS.start + 1]]) & 0x0fff,
+        win: u16::from_be_bytes([h[WIN_SIZE.start], h[WIN_SIZE.start + 1]]),
+        sane,
+        shown: seglen.is_some() && sane && captured.len() >= hlen,
     })
 }
 
@@ -235,7 +273,7 @@ impl TcpAnalysis {
         let (src, dst, ts) = (p.src, p.dst, p.ts);
         let i = match *slot {
             0 => {
-                self.conns.push(Connection::new(src, dst, ts));
+                self.conns.push(Connection::new(src, dst));
                 *slot = u32::try_from(self.conns.len()).unwrap_or(u32::MAX);
                 self.conns.len() - 1
             }
@@ -243,11 +281,11 @@ impl TcpAnalysis {
         };
         let cap = self.cap;
         let c = &mut self.conns[i];
-        let mut dir = usize::from(src != c.conv.a);
+        let mut dir = usize::from(src != c.ends[0]);
         match (seg.flags & (SYN | ACK), c.half[dir].base) {
             // A new SYN with another initial sequence number: the ports are reused.
             (SYN, Some(b)) if b != seg.seq => {
-                let mut old = std::mem::replace(c, Connection::new(src, dst, ts));
+                let mut old = std::mem::replace(c, Connection::new(src, dst));
                 for h in &mut old.half {
                     self.held -= h.unacked.len();
                     h.unacked = Vec::new();
@@ -265,8 +303,16 @@ impl TcpAnalysis {
             (f, Some(b)) if f == SYN | ACK && b != seg.seq => c.half[dir].base = Some(seg.seq),
             _ => {}
         }
-        c.conv.add(src, p.len, ts);
-        let f = analyze(c, dir, ts, seg, &mut self.held);
+        if seg.shown {
+            c.conv.get_or_insert_with(|| Conv::new(src, dst, ts)).add(src, p.len, ts);
+        }
+        let f = seg.seglen.map_or(0, |n| analyze(c, dir, ts, seg, n, &mut self.held));
+        if seg.sane {
+            c.handshake(seg.flags, ts);
+        }
+        if !seg.shown {
+            return;
+        }
         self.counts.segments += 1;
         let c = &mut self.counts;
         if f & (flag::RETRANSMISSION | flag::FAST_RETRANSMISSION | flag::SPURIOUS_RETRANSMISSION) != 0 {
@@ -306,9 +352,9 @@ impl TcpAnalysis {
                 // An ACK stamped before its SYN (tshark prints a negative RTT): 0.
                 let r = if (d as i64) < 0 { 0 } else { d };
                 rtts.push(r);
-                rows.push(RttRow { client: end_text(c.conv.a), server: end_text(c.conv.b), rtt_ns: r });
+                rows.push(RttRow { client: end_text(c.ends[0]), server: end_text(c.ends[1]), rtt_ns: r });
             }
-            all.push(c.conv);
+            all.extend(c.conv);
         }
         rows.sort_by_key(|r| std::cmp::Reverse(r.rtt_ns));
         rows.truncate(top);
@@ -334,8 +380,9 @@ fn end_text((ip, port): (Ip, u16)) -> String {
 
 /// tshark's `tcp_analyze_sequence_number` for one segment sent in
 /// direction `dir`; returns its analysis flags.
-/// `held`: the unacknowledged segment ends all connections hold.
-fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment, held: &mut usize) -> u32 {
+/// `seglen`: the segment's data length; `held`: the unacknowledged segment
+/// ends all connections hold.
+fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment, seglen: u32, held: &mut usize) -> u32 {
     use flag::*;
     let (fwd_i, rev_i) = (dir, 1 - dir);
     // Each side's base (its first sequence number, or one less when that segment is not a SYN, or
@@ -346,7 +393,6 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment, held: &mut usize
         c.half[rev_i].base.get_or_insert(s.ack.wrapping_sub(1));
     }
     let (seq, ack, window) = (s.seq, s.ack, s.win);
-    let seglen = s.seglen;
     let flags = s.flags;
     let synfin = flags & (SYN | FIN) != 0;
     let plain = flags & (SYN | FIN | RST) == 0;
@@ -484,16 +530,6 @@ fn analyze(c: &mut Connection, dir: usize, ts: u64, s: Segment, held: &mut usize
     fwd.lastack = ack;
     fwd.lastack_ns = ts;
     fwd.lastsegmentflags = f;
-    // The handshake RTT, after the analysis as in tshark (ts_mru_syn, ts_first_rtt): from the
-    // last SYN to the first ACK without SYN; a zero time (or stamp) counts as none yet. Kept as
-    // tshark's unsigned out-of-order threshold: an ACK stamped before its SYN makes it huge.
-    if flags & (SYN | ACK) == SYN {
-        c.mru_syn_ns = Some(ts);
-    } else if flags & (SYN | ACK) == ACK && c.first_rtt_ns.is_none() {
-        if let Some(syn) = c.mru_syn_ns.filter(|&t| t != 0) {
-            c.first_rtt_ns = Some(ts.wrapping_sub(syn)).filter(|&d| d != 0);
-        }
-    }
     // Segments of the other direction this acknowledges: by the acknowledgement number field
     // whatever the flags, as tshark does (a SYN's zero field drops about half of them).
     let before = rev.unacked.len();
@@ -517,6 +553,11 @@ pub fn total(r: &TcpReport) -> Count {
 mod tests {
     use super::*;
 
+    /// [`analyze`] of a segment with its data length.
+    fn an(c: &mut Connection, dir: usize, ts: u64, s: Segment, held: &mut usize) -> u32 {
+        analyze(c, dir, ts, s, s.seglen.unwrap(), held)
+    }
+
     /// A segment below the highest sequence number but stamped before the
     /// segment that set it is a retransmission for tshark (its unsigned time
     /// difference is huge), not out of order (seen live: frames of two
@@ -524,16 +565,16 @@ mod tests {
     #[test]
     fn a_segment_stamped_before_the_highest_is_a_retransmission() {
         let (a, b) = ((Ip::V4([10, 0, 0, 1]), 1000), (Ip::V4([10, 0, 0, 2]), 80));
-        let (mut c, mut held) = (Connection::new(a, b, 0), 0);
-        let seg = |seq| Segment { seq, ack: 0, seglen: 100, flags: 0, win: 1000 };
-        assert_eq!(analyze(&mut c, 0, 10_000, seg(5000), &mut held), 0);
-        assert_eq!(analyze(&mut c, 0, 20_000, seg(5200), &mut held) & flag::LOST_PACKET, flag::LOST_PACKET);
-        assert_eq!(analyze(&mut c, 0, 19_000, seg(5100), &mut held), flag::RETRANSMISSION);
+        let (mut c, mut held) = (Connection::new(a, b), 0);
+        let seg = |seq| Segment { seq, ack: 0, seglen: Some(100), flags: 0, win: 1000, sane: true, shown: true };
+        assert_eq!(an(&mut c, 0, 10_000, seg(5000), &mut held), 0);
+        assert_eq!(an(&mut c, 0, 20_000, seg(5200), &mut held) & flag::LOST_PACKET, flag::LOST_PACKET);
+        assert_eq!(an(&mut c, 0, 19_000, seg(5100), &mut held), flag::RETRANSMISSION);
         // Stamped after it, within the out-of-order window: out of order.
-        let mut c = Connection::new(a, b, 0);
-        analyze(&mut c, 0, 10_000, seg(5000), &mut held);
-        analyze(&mut c, 0, 20_000, seg(5200), &mut held);
-        assert_eq!(analyze(&mut c, 0, 21_000, seg(5100), &mut held), flag::OUT_OF_ORDER);
+        let mut c = Connection::new(a, b);
+        an(&mut c, 0, 10_000, seg(5000), &mut held);
+        an(&mut c, 0, 20_000, seg(5200), &mut held);
+        assert_eq!(an(&mut c, 0, 21_000, seg(5100), &mut held), flag::OUT_OF_ORDER);
     }
 
     /// Two duplicate ACKs, a window update with the same ACK, then the
@@ -543,19 +584,19 @@ mod tests {
     #[test]
     fn a_window_update_keeps_the_count_of_duplicate_acks() {
         let (a, b) = ((Ip::V4([10, 0, 0, 1]), 1000), (Ip::V4([10, 0, 0, 2]), 80));
-        let (mut c, mut held) = (Connection::new(a, b, 0), 0);
-        let data = |seq| Segment { seq, ack: 5001, seglen: 100, flags: ACK, win: 1000 };
-        let ack = |ack, win| Segment { seq: 5001, ack, seglen: 0, flags: ACK, win };
+        let (mut c, mut held) = (Connection::new(a, b), 0);
+        let data = |seq| Segment { seq, ack: 5001, seglen: Some(100), flags: ACK, win: 1000, sane: true, shown: true };
+        let ack = |ack, win| Segment { seq: 5001, ack, seglen: Some(0), flags: ACK, win, sane: true, shown: true };
         for (i, seq) in [1001, 1101, 1201].into_iter().enumerate() {
-            analyze(&mut c, 0, 1_000 * (i as u64 + 1), data(seq), &mut held);
+            an(&mut c, 0, 1_000 * (i as u64 + 1), data(seq), &mut held);
         }
-        assert_eq!(analyze(&mut c, 1, 4_000, ack(1101, 1000), &mut held) & flag::DUPLICATE_ACK, 0);
-        assert_eq!(analyze(&mut c, 1, 4_100, ack(1101, 1000), &mut held), flag::DUPLICATE_ACK);
-        assert_eq!(analyze(&mut c, 1, 4_200, ack(1101, 1000), &mut held), flag::DUPLICATE_ACK);
-        assert_eq!(analyze(&mut c, 1, 4_300, ack(1101, 2000), &mut held), flag::WINDOW_UPDATE);
-        assert_eq!(analyze(&mut c, 0, 4_400, data(1101), &mut held), flag::FAST_RETRANSMISSION);
+        assert_eq!(an(&mut c, 1, 4_000, ack(1101, 1000), &mut held) & flag::DUPLICATE_ACK, 0);
+        assert_eq!(an(&mut c, 1, 4_100, ack(1101, 1000), &mut held), flag::DUPLICATE_ACK);
+        assert_eq!(an(&mut c, 1, 4_200, ack(1101, 1000), &mut held), flag::DUPLICATE_ACK);
+        assert_eq!(an(&mut c, 1, 4_300, ack(1101, 2000), &mut held), flag::WINDOW_UPDATE);
+        assert_eq!(an(&mut c, 0, 4_400, data(1101), &mut held), flag::FAST_RETRANSMISSION);
         // A new acknowledged number starts the count again.
-        analyze(&mut c, 1, 4_500, ack(1301, 2000), &mut held);
+        an(&mut c, 1, 4_500, ack(1301, 2000), &mut held);
         assert_eq!(c.half[1].dupacknum, 0);
     }
 
