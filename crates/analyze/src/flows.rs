@@ -161,7 +161,8 @@ pub struct FlowTable {
     slots: Vec<u64>,
     hasher: FastState,
     cap: usize,
-    /// Frames of flows that found the table full, by transport.
+    /// Frames of flows that found the table full, by transport (TCP: the segments tshark shows;
+    /// the others count as other).
     pub untracked_tcp: Count,
     pub untracked_udp: Count,
     pub untracked_other: Count,

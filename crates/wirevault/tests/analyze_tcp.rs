@@ -76,7 +76,7 @@ fn segment(
 /// Where the TCP header starts in [`segment`]'s frames (Ethernet, IPv4 without options).
 const TCP_AT: usize = 14 + 20;
 
-/// One frame in 33 damaged as tshark still reads it: its header cut by the
+/// One frame in 33 damaged, in one of three ways, as tshark still reads it: its header cut by the
 /// snapshot length after the window (tshark analyses it but shows nothing),
 /// a data offset below 5 (the same), or an IP length that leaves less than
 /// the TCP header ("short segment": not analysed, but a SYN's time counts).

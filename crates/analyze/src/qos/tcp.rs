@@ -152,7 +152,7 @@ pub struct RttRow {
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TcpCounts {
-    /// Segments analysed.
+    /// Segments whose analysis tshark shows (analysed, with a sane and whole header).
     pub segments: u64,
     /// All of tshark's `tcp.analysis.retransmission` (fast and spurious included).
     pub retransmissions: u64,
