@@ -127,11 +127,7 @@ impl Drop for AlignedBuf {
 #[inline(always)]
 pub fn prefetch(ptr: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 never faults and reads no memory into a register;
-    // SSE is part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
-    }
+    prefetch_hint::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = ptr;
 }
@@ -143,13 +139,20 @@ pub fn prefetch(ptr: *const u8) {
 #[inline(always)]
 pub fn prefetch_l2(ptr: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT1 never faults and reads no memory into a register;
-    // SSE is part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(ptr.cast());
-    }
+    prefetch_hint::<{ std::arch::x86_64::_MM_HINT_T1 }>(ptr);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = ptr;
+}
+
+/// PREFETCHT0/T1/T2/NTA by `HINT` (`_MM_HINT_*`).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_hint<const HINT: i32>(ptr: *const u8) {
+    // SAFETY: the PREFETCHh instructions never fault and read no memory into a
+    // register; SSE is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<HINT>(ptr.cast());
+    }
 }
 
 /// [`prefetch`] with the intent to write the line (PREFETCHW): the line

@@ -57,14 +57,31 @@ fn udp(sp: u16, dp: u16, payload: &[u8]) -> Vec<u8> {
 }
 
 fn tcp(sp: u16, dp: u16, seq: u32, ack: u32, flags: u8, win: u16, payload: &[u8]) -> Vec<u8> {
+    tcp_with_options(sp, dp, seq, ack, flags, win, &[], payload)
+}
+
+/// A TCP segment with `opts` (whole 32-bit words) after the fixed header.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tcp_with_options(
+    sp: u16,
+    dp: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    win: u16,
+    opts: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    assert!(opts.len().is_multiple_of(4) && opts.len() <= 40, "options of {} bytes", opts.len());
     let mut t = Vec::new();
     t.extend_from_slice(&sp.to_be_bytes());
     t.extend_from_slice(&dp.to_be_bytes());
     t.extend_from_slice(&seq.to_be_bytes());
     t.extend_from_slice(&ack.to_be_bytes());
-    t.extend_from_slice(&[0x50, flags]);
+    t.extend_from_slice(&[((20 + opts.len()) as u8 / 4) << 4, flags]);
     t.extend_from_slice(&win.to_be_bytes());
     t.extend_from_slice(&[0, 0, 0, 0]);
+    t.extend_from_slice(opts);
     t.extend_from_slice(payload);
     t
 }

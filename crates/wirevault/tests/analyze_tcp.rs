@@ -8,7 +8,7 @@
 //! (tcpdump's corpus and the live test meet only a few of these paths; a
 //! random conversation found each rule that had drifted from tshark 4.0.)
 
-use crate::analyze::{analyze_json, compare_with_tshark, eth_ip, ipv4, n, tshark_frames};
+use crate::analyze::{analyze_json, compare_with_tshark, eth_ip, ipv4, n, tcp_with_options, tshark_frames};
 use crate::util::*;
 use std::path::Path;
 
@@ -42,7 +42,9 @@ const RST: u8 = 0x04;
 const P: u8 = 0x08;
 const A: u8 = 0x10;
 
-/// A TCP segment with `opts` (padded to whole words) after the header.
+/// A TCP segment in Ethernet and IPv4; a SYN carries an MSS and a window
+/// scale (tshark 4.0 compares the windows as sent, so the scale must change
+/// nothing).
 #[allow(clippy::too_many_arguments)]
 fn segment(
     src: [u8; 4],
@@ -54,23 +56,8 @@ fn segment(
     win: u16,
     data: &[u8],
 ) -> Vec<u8> {
-    let mut opts = Vec::new();
-    if flags & S != 0 {
-        // MSS and a window scale: tshark 4.0 compares the windows as sent, so the scale
-        // must change nothing.
-        opts.extend_from_slice(&[2, 4, 0x05, 0xb4, 3, 3, 7, 1]);
-    }
-    let mut t = Vec::with_capacity(20 + opts.len() + data.len());
-    t.extend_from_slice(&ports.0.to_be_bytes());
-    t.extend_from_slice(&ports.1.to_be_bytes());
-    t.extend_from_slice(&seq.to_be_bytes());
-    t.extend_from_slice(&ack.to_be_bytes());
-    t.extend_from_slice(&[((20 + opts.len()) as u8 / 4) << 4, flags]);
-    t.extend_from_slice(&win.to_be_bytes());
-    t.extend_from_slice(&[0, 0, 0, 0]);
-    t.extend_from_slice(&opts);
-    t.extend_from_slice(data);
-    eth_ip(&ipv4(src, dst, 6, &t))
+    let opts: &[u8] = if flags & S != 0 { &[2, 4, 0x05, 0xb4, 3, 3, 7, 1] } else { &[] };
+    eth_ip(&ipv4(src, dst, 6, &tcp_with_options(ports.0, ports.1, seq, ack, flags, win, opts, data)))
 }
 
 /// Where the TCP header starts in [`segment`]'s frames (Ethernet, IPv4 without options).
