@@ -12,8 +12,9 @@
 
 mod hash;
 
-use hash::{aes_key, frame_hash, mix, random_secret, sample_hash, Xxh3, SECRET_LEN};
-use xxhash_rust::xxh3::xxh3_64_with_secret;
+use hash::{
+    aes_key, flow_hash_v4, flow_hash_v6, frame_hash, mix, random_secret, sample_hash, FlowKeys, Xxh3, SECRET_LEN,
+};
 
 /// What to do with one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,7 +410,9 @@ impl<T: Copy + Default> Buckets<T> {
     /// Starts loading the bucket of a hash.
     #[inline]
     fn prefetch(&self, hash: u64) {
-        wv_sys::mem::prefetch((&raw const self.b[self.of(hash)]).cast());
+        // A bucket's address without a bounds check (`of` is below the
+        // length, and a prefetch of any address is harmless).
+        wv_sys::mem::prefetch(self.b.as_ptr().wrapping_add(self.of(hash)).cast());
     }
 }
 
@@ -616,7 +619,7 @@ pub struct Cutoff {
     buckets: Buckets<FlowBucket>,
     limit: u64,
     idle_ns: u64,
-    secret: Box<[u8; SECRET_LEN]>,
+    keys: FlowKeys,
     /// Connections still active that lost their entry to a new one.
     pub evicted: u64,
 }
@@ -627,7 +630,13 @@ impl Cutoff {
     pub const DEFAULT_ENTRIES: usize = 1 << 20;
 
     pub fn new(limit: u64, idle_ns: u64, entries: usize) -> Cutoff {
-        Cutoff { buckets: Buckets::new(entries, FLOW_WAYS), limit, idle_ns, secret: random_secret(), evicted: 0 }
+        Cutoff {
+            buckets: Buckets::new(entries, FLOW_WAYS),
+            limit,
+            idle_ns,
+            keys: FlowKeys::new(&random_secret()),
+            evicted: 0,
+        }
     }
 
     /// Starts loading the bucket of a connection.
@@ -647,7 +656,7 @@ impl Cutoff {
     pub fn head(&self, linktype: u32, parts: &[&[u8]]) -> FlowHead {
         let first = parts.first().copied().unwrap_or(&[]);
         if linktype == wv_wire::linktype::ETHERNET {
-            if let Some(h) = fast_head(first, &self.secret[..]) {
+            if let Some(h) = fast_head(first, &self.keys) {
                 return h;
             }
         }
@@ -666,7 +675,7 @@ impl Cutoff {
                 &head[..n]
             }
         };
-        slow_head(linktype, frame, &self.secret[..])
+        slow_head(linktype, frame, &self.keys)
     }
 
     /// True when the frame is stored: its connection's bytes before it are
@@ -727,7 +736,7 @@ impl Cutoff {
 
 /// The connection of a frame by the index's key extraction.
 #[inline]
-fn slow_head(linktype: u32, frame: &[u8], secret: &[u8]) -> FlowHead {
+fn slow_head(linktype: u32, frame: &[u8], keys: &FlowKeys) -> FlowHead {
     use wv_wire::packet::Addr;
     let k = wv_wire::packet::parse(linktype, frame);
     let Some((sport, dport)) = k.ports else {
@@ -739,7 +748,7 @@ fn slow_head(linktype: u32, frame: &[u8], secret: &[u8]) -> FlowHead {
         _ => return FlowHead::NONE,
     };
     let proto = k.protos().last().copied().unwrap_or(0);
-    flow_head(k.vlans(), proto, v6, (src, sport), (dst, dport), k.tcp_flags.unwrap_or(0), secret)
+    flow_head(k.vlans(), proto, v6, (src, sport), (dst, dport), k.tcp_flags.unwrap_or(0), keys)
 }
 
 /// The connection of an Ethernet frame read at fixed offsets, when its
@@ -747,7 +756,7 @@ fn slow_head(linktype: u32, frame: &[u8], secret: &[u8]) -> FlowHead {
 /// give it ([`FlowHead::NONE`] included), None to ask [`slow_head`]. The same leniency as the index's
 /// parse (IPv4 header length from the IHL nibble, unchecked).
 #[inline(always)]
-fn fast_head(b: &[u8], secret: &[u8]) -> Option<FlowHead> {
+fn fast_head(b: &[u8], keys: &FlowKeys) -> Option<FlowHead> {
     use wv_wire::packet::{ethertype, ipproto, MAX_VLANS};
     use wv_wire::views::{get16, get_arr, ipv4, ipv6, tcp, udp, vlan};
     let be16 = |at: usize| get16(b, at);
@@ -765,7 +774,13 @@ fn fast_head(b: &[u8], secret: &[u8]) -> Option<FlowHead> {
         et = be16(off)?;
     }
     let l3 = off + 2;
-    let (proto, l4, v6, src, dst) = match et {
+    // The ports and TCP flags of a transport header at `l4`.
+    let ports = |l4: usize, proto: u8| {
+        let ports: [u8; 4] = get_arr(b, l4 + udp::field::SRC_PORT.start)?;
+        let flags = if proto == ipproto::TCP { be16(l4 + tcp::field::FLAGS.start)? & 0x01ff } else { 0 };
+        Some((u16::from_be_bytes([ports[0], ports[1]]), u16::from_be_bytes([ports[2], ports[3]]), flags))
+    };
+    let (proto, l4, src, dst) = match et {
         ethertype::IPV4 => {
             let h: [u8; 20] = get_arr(b, l3)?;
             let proto = h[ipv4::field::PROTOCOL];
@@ -774,8 +789,10 @@ fn fast_head(b: &[u8], secret: &[u8]) -> Option<FlowHead> {
                 return Some(FlowHead::NONE);
             }
             let l4 = l3 + 4 * (h[ipv4::field::VER_IHL] & 0x0f) as usize;
-            let addr = |at: usize| u128::from(u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]));
-            (proto, l4, false, addr(ipv4::field::SRC_ADDR.start), addr(ipv4::field::DST_ADDR.start))
+            let addr = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+            let (sport, dport, flags) = ports(l4, proto)?;
+            let (src, dst) = (addr(ipv4::field::SRC_ADDR.start), addr(ipv4::field::DST_ADDR.start));
+            return Some(flow_head_v4(&vlans[..n], proto, (src, sport), (dst, dport), flags, keys));
         }
         ethertype::IPV6 => {
             let h: [u8; ipv6::HEADER_LEN] = get_arr(b, l3)?;
@@ -784,20 +801,19 @@ fn fast_head(b: &[u8], secret: &[u8]) -> Option<FlowHead> {
                 return None;
             }
             let addr = |at: usize| u128::from_be_bytes(get_arr(&h, at).unwrap_or_default());
-            (proto, l3 + ipv6::HEADER_LEN, true, addr(ipv6::field::SRC_ADDR.start), addr(ipv6::field::DST_ADDR.start))
+            (proto, l3 + ipv6::HEADER_LEN, addr(ipv6::field::SRC_ADDR.start), addr(ipv6::field::DST_ADDR.start))
         }
         // ARP and the rest: no ports.
         _ => return Some(FlowHead::NONE),
     };
-    let sport = be16(l4 + udp::field::SRC_PORT.start)?;
-    let dport = be16(l4 + udp::field::DST_PORT.start)?;
-    let flags = if proto == ipproto::TCP { be16(l4 + tcp::field::FLAGS.start)? & 0x01ff } else { 0 };
-    Some(flow_head(&vlans[..n], proto, v6, (src, sport), (dst, dport), flags, secret))
+    let (sport, dport, flags) = ports(l4, proto)?;
+    Some(flow_head(&vlans[..n], proto, true, (src, sport), (dst, dport), flags, keys))
 }
 
 /// The connection's keyed hash, the same for both directions, and whether
 /// the frame comes from the higher endpoint (by address, then port; an IPv4
-/// address is given as a number below 2^32).
+/// address is given as a number below 2^32, and hashes as
+/// [`flow_head_v4`]).
 #[inline(always)]
 fn flow_head(
     vlans: &[u16],
@@ -806,29 +822,48 @@ fn flow_head(
     src: (u128, u16),
     dst: (u128, u16),
     flags: u16,
-    secret: &[u8],
+    keys: &FlowKeys,
 ) -> FlowHead {
+    if !v6 {
+        return flow_head_v4(vlans, proto, (src.0 as u32, src.1), (dst.0 as u32, dst.1), flags, keys);
+    }
     let from_high = src > dst;
     let ((lo, lp), (hi, hp)) = if from_high { (dst, src) } else { (src, dst) };
-    // VLAN ids (12 bits each, at most 4) and their number, the transport
-    // protocol, the ports and the family, then the addresses: fixed-size
-    // words, which hash without a byte-by-byte layout.
+    let h = flow_hash_v6(keys, flow_word(vlans, proto), ports_word(lp, hp, true), lo, hi);
+    flow_key(h, from_high, flags)
+}
+
+/// [`flow_head`] of an IPv4 connection: endpoints compared and hashed as
+/// 48-bit words (address, port) instead of 144-bit ones.
+#[inline(always)]
+fn flow_head_v4(vlans: &[u16], proto: u8, src: (u32, u16), dst: (u32, u16), flags: u16, keys: &FlowKeys) -> FlowHead {
+    let (s, d) = (u64::from(src.0) << 16 | u64::from(src.1), u64::from(dst.0) << 16 | u64::from(dst.1));
+    let from_high = s > d;
+    let (lo, hi) = if from_high { (d, s) } else { (s, d) };
+    let addrs = (lo >> 16) << 32 | hi >> 16;
+    let h = flow_hash_v4(keys, flow_word(vlans, proto), ports_word(lo as u16, hi as u16, false), addrs);
+    flow_key(h, from_high, flags)
+}
+
+/// VLAN ids (12 bits each, at most 4) and their number, and the transport
+/// protocol, as one word of a connection's hash.
+#[inline(always)]
+fn flow_word(vlans: &[u16], proto: u8) -> u64 {
     let tags = vlans.iter().fold(0u64, |t, &v| t << 12 | u64::from(v & 0x0fff));
-    let w0 = tags | (vlans.len() as u64) << 48 | u64::from(proto) << 56;
-    let w1 = u64::from(lp) << 16 | u64::from(hp) | u64::from(v6) << 32;
-    let mut buf = [0u8; 48];
-    buf[..8].copy_from_slice(&w0.to_le_bytes());
-    buf[8..16].copy_from_slice(&w1.to_le_bytes());
-    let h = if v6 {
-        buf[16..32].copy_from_slice(&lo.to_le_bytes());
-        buf[32..48].copy_from_slice(&hi.to_le_bytes());
-        xxh3_64_with_secret(&buf, secret)
-    } else {
-        buf[16..24].copy_from_slice(&((lo as u64) << 32 | hi as u64).to_le_bytes());
-        xxh3_64_with_secret(&buf[..24], secret)
-    };
-    // The low bits hold the connection's state in the table; never 0 (an
-    // empty way has key 0).
+    tags | (vlans.len() as u64) << 48 | u64::from(proto) << 56
+}
+
+/// The ports of the lower and the higher endpoint and the family, as one
+/// word of a connection's hash.
+#[inline(always)]
+fn ports_word(lp: u16, hp: u16, v6: bool) -> u64 {
+    u64::from(lp) << 16 | u64::from(hp) | u64::from(v6) << 32
+}
+
+/// A connection's table key from its hash: the low bits hold the
+/// connection's state in the table; never 0 (an empty way has key 0).
+#[inline(always)]
+fn flow_key(h: u64, from_high: bool, flags: u16) -> FlowHead {
     FlowHead::new((h & !STATE_BITS) | 8, from_high, flags)
 }
 
@@ -991,11 +1026,11 @@ mod tests {
     /// leaves to the parse (VLAN stacks, IPv6, fragments, truncations).
     #[test]
     fn fast_head_agrees_with_the_parse() {
-        let secret = random_secret();
+        let keys = FlowKeys::new(&random_secret());
         let fast_answers = std::cell::Cell::new(0);
         let same = |f: &[u8]| {
-            let slow = slow_head(wv_wire::linktype::ETHERNET, f, &secret[..]);
-            if let Some(fast) = fast_head(f, &secret[..]) {
+            let slow = slow_head(wv_wire::linktype::ETHERNET, f, &keys);
+            if let Some(fast) = fast_head(f, &keys) {
                 assert_eq!(fast, slow, "{f:02x?}");
                 fast_answers.set(fast_answers.get() + 1);
             }
@@ -1045,10 +1080,47 @@ mod tests {
         let with_flow = frames.iter().filter(|f| same(f).is_some()).count();
         assert!(with_flow > 20, "the cases must include connections: {with_flow}");
         assert!(fast_answers.get() > 200, "the fixed offsets must answer many: {}", fast_answers.get());
-        // Both directions of a connection are one connection.
+        // Both directions of a connection are one connection, IPv4 and IPv6.
         let (ab, ba) = (same(&tcp(A, B, ACK, 60)), same(&tcp(B, A, ACK, 60)));
         assert!(ab.is_some() && ab.key == ba.key);
         assert_ne!(ab.is_from_high(), ba.is_from_high());
+        let v6 = |a: u128, b: u128, ports: (u16, u16)| flow_head(&[], 6, true, (a, ports.0), (b, ports.1), 0, &keys);
+        let (ab, ba) = (v6(1 << 100, 7, (1, 2)), v6(7, 1 << 100, (2, 1)));
+        assert!(ab.is_some() && ab.key == ba.key);
+        assert_ne!(ab.is_from_high(), ba.is_from_high());
+    }
+
+    /// Connections that differ in any one part (an address, a port, which
+    /// end has which port, the protocol, the family, a VLAN id) have
+    /// different keys, and many connections spread evenly over buckets.
+    #[test]
+    fn flow_keys_tell_connections_apart_and_spread() {
+        let keys = FlowKeys::new(&random_secret());
+        let v4 =
+            |vlans: &[u16], proto: u8, a: (u32, u16), b: (u32, u16)| flow_head_v4(vlans, proto, a, b, 0, &keys).key;
+        let base = v4(&[], 6, (0x0a00_0001, 40000), (0x0a00_0002, 80));
+        for other in [
+            v4(&[], 6, (0x0a00_0003, 40000), (0x0a00_0002, 80)),
+            v4(&[], 6, (0x0a00_0001, 40001), (0x0a00_0002, 80)),
+            v4(&[], 6, (0x0a00_0001, 80), (0x0a00_0002, 40000)),
+            v4(&[], 17, (0x0a00_0001, 40000), (0x0a00_0002, 80)),
+            v4(&[5], 6, (0x0a00_0001, 40000), (0x0a00_0002, 80)),
+            flow_head(&[], 6, true, (0x0a00_0001, 40000), (0x0a00_0002, 80), 0, &keys).key,
+        ] {
+            assert_ne!(base, other);
+        }
+        // 2^18 connections (one host to many, ports counting up, as a scan
+        // or the benchmark's flows): no two keys equal, and no bucket of
+        // 4096 holds more than twice its share.
+        let mut seen = std::collections::HashSet::new();
+        let mut load = vec![0u32; 4096];
+        for i in 0..1u32 << 18 {
+            let k = v4(&[], 17, (0xc0a8_0001, i as u16), (0x0a00_0000 | i >> 16, 53));
+            assert!(seen.insert(k), "connection {i}: key {k:x} seen before");
+            load[((k >> 32) & 4095) as usize] += 1;
+        }
+        let max = load.iter().max().copied().unwrap_or(0);
+        assert!(max < 2 * (1 << 18) / 4096, "fullest bucket {max} of an average {}", (1 << 18) / 4096);
     }
 
     #[test]
