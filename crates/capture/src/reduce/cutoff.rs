@@ -241,13 +241,18 @@ fn slow_head(linktype: u32, frame: &[u8], keys: &FlowKeys) -> FlowHead {
     let Some((sport, dport)) = k.ports else {
         return FlowHead::NONE;
     };
-    let (src, dst, v6) = match (k.src, k.dst) {
-        (Addr::V4(s), Addr::V4(d)) => (u32::from_be_bytes(s).into(), u32::from_be_bytes(d).into(), false),
-        (Addr::V6(s), Addr::V6(d)) => (u128::from_be_bytes(s), u128::from_be_bytes(d), true),
-        _ => return FlowHead::NONE,
-    };
-    let proto = k.protos().last().copied().unwrap_or(0);
-    flow_head(k.vlans(), proto, v6, (src, sport), (dst, dport), k.tcp_flags.unwrap_or(0), keys)
+    let (proto, flags) = (k.protos().last().copied().unwrap_or(0), k.tcp_flags.unwrap_or(0));
+    match (k.src, k.dst) {
+        (Addr::V4(s), Addr::V4(d)) => {
+            let (s, d) = (u32::from_be_bytes(s), u32::from_be_bytes(d));
+            flow_head_v4(k.vlans(), proto, (s, sport), (d, dport), flags, keys)
+        }
+        (Addr::V6(s), Addr::V6(d)) => {
+            let (s, d) = (u128::from_be_bytes(s), u128::from_be_bytes(d));
+            flow_head_v6(k.vlans(), proto, (s, sport), (d, dport), flags, keys)
+        }
+        _ => FlowHead::NONE,
+    }
 }
 
 /// The connection of an Ethernet frame read at fixed offsets, when its
@@ -279,7 +284,7 @@ fn fast_head(b: &[u8], keys: &FlowKeys) -> Option<FlowHead> {
         let flags = if proto == ipproto::TCP { be16(l4 + tcp::field::FLAGS.start)? & 0x01ff } else { 0 };
         Some((u16::from_be_bytes([ports[0], ports[1]]), u16::from_be_bytes([ports[2], ports[3]]), flags))
     };
-    let (proto, l4, src, dst) = match et {
+    match et {
         ethertype::IPV4 => {
             let h: [u8; 20] = get_arr(b, l3)?;
             let proto = h[ipv4::field::PROTOCOL];
@@ -291,7 +296,7 @@ fn fast_head(b: &[u8], keys: &FlowKeys) -> Option<FlowHead> {
             let addr = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
             let (sport, dport, flags) = ports(l4, proto)?;
             let (src, dst) = (addr(ipv4::field::SRC_ADDR.start), addr(ipv4::field::DST_ADDR.start));
-            return Some(flow_head_v4(&vlans[..n], proto, (src, sport), (dst, dport), flags, keys));
+            Some(flow_head_v4(&vlans[..n], proto, (src, sport), (dst, dport), flags, keys))
         }
         ethertype::IPV6 => {
             let h: [u8; ipv6::HEADER_LEN] = get_arr(b, l3)?;
@@ -300,40 +305,27 @@ fn fast_head(b: &[u8], keys: &FlowKeys) -> Option<FlowHead> {
                 return None;
             }
             let addr = |at: usize| u128::from_be_bytes(get_arr(&h, at).unwrap_or_default());
-            (proto, l3 + ipv6::HEADER_LEN, addr(ipv6::field::SRC_ADDR.start), addr(ipv6::field::DST_ADDR.start))
+            let (sport, dport, flags) = ports(l3 + ipv6::HEADER_LEN, proto)?;
+            let (src, dst) = (addr(ipv6::field::SRC_ADDR.start), addr(ipv6::field::DST_ADDR.start));
+            Some(flow_head_v6(&vlans[..n], proto, (src, sport), (dst, dport), flags, keys))
         }
         // ARP and the rest: no ports.
-        _ => return Some(FlowHead::NONE),
-    };
-    let (sport, dport, flags) = ports(l4, proto)?;
-    Some(flow_head(&vlans[..n], proto, true, (src, sport), (dst, dport), flags, keys))
+        _ => Some(FlowHead::NONE),
+    }
 }
 
-/// The connection's keyed hash, the same for both directions, and whether
-/// the frame comes from the higher endpoint (by address, then port; an IPv4
-/// address is given as a number below 2^32, and hashes as
-/// [`flow_head_v4`]).
+/// An IPv6 connection's keyed hash, the same for both directions, and
+/// whether the frame comes from the higher endpoint (by address, then port).
 #[inline(always)]
-fn flow_head(
-    vlans: &[u16],
-    proto: u8,
-    v6: bool,
-    src: (u128, u16),
-    dst: (u128, u16),
-    flags: u16,
-    keys: &FlowKeys,
-) -> FlowHead {
-    if !v6 {
-        return flow_head_v4(vlans, proto, (src.0 as u32, src.1), (dst.0 as u32, dst.1), flags, keys);
-    }
+fn flow_head_v6(vlans: &[u16], proto: u8, src: (u128, u16), dst: (u128, u16), flags: u16, keys: &FlowKeys) -> FlowHead {
     let from_high = src > dst;
     let ((lo, lp), (hi, hp)) = if from_high { (dst, src) } else { (src, dst) };
     let h = flow_hash_v6(keys, flow_word(vlans, proto), ports_word(lp, hp, true), lo, hi);
     flow_key(h, from_high, flags)
 }
 
-/// [`flow_head`] of an IPv4 connection: endpoints compared and hashed as
-/// 48-bit words (address, port) instead of 144-bit ones.
+/// [`flow_head_v6`] of an IPv4 connection: endpoints compared and hashed
+/// as 48-bit words (address, port).
 #[inline(always)]
 fn flow_head_v4(vlans: &[u16], proto: u8, src: (u32, u16), dst: (u32, u16), flags: u16, keys: &FlowKeys) -> FlowHead {
     let (s, d) = (u64::from(src.0) << 16 | u64::from(src.1), u64::from(dst.0) << 16 | u64::from(dst.1));
@@ -545,7 +537,7 @@ mod tests {
         let (ab, ba) = (same(&tcp(A, B, ACK, 60)), same(&tcp(B, A, ACK, 60)));
         assert!(ab.is_some() && ab.key == ba.key);
         assert_ne!(ab.is_from_high(), ba.is_from_high());
-        let v6 = |a: u128, b: u128, ports: (u16, u16)| flow_head(&[], 6, true, (a, ports.0), (b, ports.1), 0, &keys);
+        let v6 = |a: u128, b: u128, ports: (u16, u16)| flow_head_v6(&[], 6, (a, ports.0), (b, ports.1), 0, &keys);
         let (ab, ba) = (v6(1 << 100, 7, (1, 2)), v6(7, 1 << 100, (2, 1)));
         assert!(ab.is_some() && ab.key == ba.key);
         assert_ne!(ab.is_from_high(), ba.is_from_high());
@@ -566,7 +558,7 @@ mod tests {
             v4(&[], 6, (0x0a00_0001, 80), (0x0a00_0002, 40000)),
             v4(&[], 17, (0x0a00_0001, 40000), (0x0a00_0002, 80)),
             v4(&[5], 6, (0x0a00_0001, 40000), (0x0a00_0002, 80)),
-            flow_head(&[], 6, true, (0x0a00_0001, 40000), (0x0a00_0002, 80), 0, &keys).key,
+            flow_head_v6(&[], 6, (0x0a00_0001, 40000), (0x0a00_0002, 80), 0, &keys).key,
         ] {
             assert_ne!(base, other);
         }

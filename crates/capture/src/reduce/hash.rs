@@ -58,7 +58,7 @@ fn xxh3(data: &[u8], secret: &[u8]) -> u64 {
 }
 
 /// A keyed hash of byte strings for [`sample_hash`]: XXH3 ([`Xxh3`]) or
-/// AES rounds ([`aes::Key`]).
+/// AES rounds ([`wv_sys::aeshash::Key`]).
 pub(super) trait PieceHash {
     /// The hash of `data`.
     fn one(&self, data: &[u8]) -> u64;
@@ -81,7 +81,7 @@ impl PieceHash for Xxh3<'_> {
     }
 }
 
-/// The keyed hash [`Dedup::hash`] takes when stored copies are compared
+/// The keyed hash [`Dedup::hash`](super::Dedup::hash) takes when stored copies are compared
 /// (with `hasher`: AES rounds or XXH3), and the frame's length: of all its
 /// bytes up to 192, else of its first 128 and last 64. A frame in one part
 /// is hashed in one call ([`PieceHash::head_tail`] reads the two pieces
@@ -181,7 +181,7 @@ fn fold(a: u64, b: u64) -> u64 {
     p as u64 ^ (p >> 64) as u64
 }
 
-/// The keyed hash of an IPv4 connection's words ([`super::flow_head`]):
+/// The keyed hash of an IPv4 connection's words (the cutoff's `flow_head_v4`):
 /// two multiplications, where XXH3 of the same 24 bytes took three and a
 /// dispatch on the length (with IPv4 endpoints compared as 48-bit words,
 /// 24 instructions fewer per packet for the cutoff, ~2 ns; callgrind and
