@@ -15,22 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-/// A small xorshift generator: the test needs no crate for randomness.
-struct Rng(u64);
-
-impl Rng {
-    fn from_env() -> Rng {
-        let seed = std::env::var("WV_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| now_ns() | 1);
-        eprintln!("hostile_live: WV_SEED={seed}");
-        Rng(seed)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
+/// The test's random delays, from `WV_SEED` when given (to replay a run), else the clock.
+fn rng_from_env() -> Rng {
+    let seed = std::env::var("WV_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| now_ns() | 1);
+    eprintln!("hostile_live: WV_SEED={seed}");
+    Rng(seed)
 }
 
 /// Every closed, cataloged capture file of a store and its bytes.
@@ -94,7 +83,7 @@ fn signals_at_random_moments_of_a_live_recording_lose_nothing() {
         return;
     }
     let _g = heavy_lock();
-    let mut rng = Rng::from_env();
+    let mut rng = rng_from_env();
     let tmp = TempDir::new("hostile-signals");
     let sentinel = Sentinel::plant(tmp.path());
     let pair = VethPair::new();
