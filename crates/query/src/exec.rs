@@ -484,7 +484,7 @@ pub use outside::{check_output, check_outside};
 pub use visit::{visit, VisitFile};
 
 /// Runs a prepared query into `sink`. With [`Sink::PcapThreaded`] a second
-/// thread writes (see [`Chunks`]); its error, if any, is the one reported.
+/// thread writes (see `Chunks`); its error, if any, is the one reported.
 pub fn run(p: Prepared, sink: Sink<'_>) -> Result<Report, QueryError> {
     let dest = match sink {
         Sink::Count => return run_into(p, None),

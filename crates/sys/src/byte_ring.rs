@@ -200,9 +200,9 @@ impl Producer {
     }
 
     /// Asks for every arena line up to `ahead` bytes (at most
-    /// [`PREFETCH_MAX`], and not past what the consumer still holds) past
+    /// `PREFETCH_MAX`, and not past what the consumer still holds) past
     /// the head that no earlier call asked for: each line once a lap, about
-    /// `ahead` bytes before the records reach it, [`PREFETCH_STEP`] bytes of
+    /// `ahead` bytes before the records reach it, `PREFETCH_STEP` bytes of
     /// lines or more at a time (an `ahead` below that asks only for lines
     /// the head has reached; lines a jump of the head skips are not asked
     /// for). The arena's lines were last written a lap ago and, read by the

@@ -134,37 +134,44 @@ pub struct Rewritten {
 
 const SKIP_ALIGN: usize = 4096;
 
-/// How many frames ahead [`Ahead`] asks for lines. Measured with bench/live.sh: in the zero-copy
+/// How many frames ahead [`ahead`] asks for lines. Measured with bench/live.sh: in the zero-copy
 /// rewrite, four frames ahead left half its time on the header loads; sixteen cut the path's CPU
 /// per 1514-byte packet by about a fifth (thirty-two did no better), and asking from frames 64
 /// bytes apart (not 256) saved about a sixth at 64-byte frames (160 bytes apart).
 const PREFETCH_FRAMES: usize = 16;
 
-/// Asks for the lines of the frame [`PREFETCH_FRAMES`] ahead, guessing where it is from the
-/// distance between the last two frames: the kernel wrote the ring's lines on the sender's core,
-/// and a walk from header to header is a chain of dependent loads that the hardware prefetcher
-/// does not follow once frames are a few lines apart. Floods and bulk transfers keep one frame
-/// length, so the guess is usually right; a wrong one costs a wasted line, never a fault.
-#[derive(Debug, Default)]
-struct Ahead {
-    prev: usize,
+/// Asks for the lines of the frame [`PREFETCH_FRAMES`] ahead of `r` (a frame just read, its
+/// data at `r.epb`), guessing where it is from `stride`, the distance from the frame before: the
+/// kernel wrote the ring's lines on the sender's core, and a walk from header to header is a
+/// chain of dependent loads that the hardware prefetcher does not follow once frames are a few
+/// lines apart. Floods and bulk transfers keep one frame length, so the guess is usually right;
+/// a wrong one costs a wasted line, never a fault. Asks, with the intent to write them, for the
+/// line of the kernel header before the data, the data's first line and its last.
+#[inline(always)]
+fn ahead(b: &[u8], r: &ZcRecord, stride: usize) {
+    if (64..1 << 16).contains(&stride) {
+        let a = b.as_ptr().wrapping_add(r.epb as usize + PREFETCH_FRAMES * stride);
+        let lines = [a.wrapping_sub(wv_wire::pcapng::EPB_HEADER_LEN + 64), a, a.wrapping_add(r.caplen as usize)];
+        lines.into_iter().for_each(crate::mem::prefetch_write);
+    }
 }
 
-impl Ahead {
-    /// Called with each frame's data in walk order: asks, with the intent to write them, for
-    /// the line of the kernel header before the data, the data's first line and its last, of
-    /// the frame that many ahead.
-    #[inline(always)]
-    fn frame(&mut self, data: &[u8]) {
-        let at = data.as_ptr() as usize;
-        let stride = at.wrapping_sub(self.prev);
-        self.prev = at;
-        if (64..1 << 16).contains(&stride) {
-            let a = data.as_ptr().wrapping_add(PREFETCH_FRAMES * stride);
-            let lines = [a.wrapping_sub(wv_wire::pcapng::EPB_HEADER_LEN + 64), a, a.wrapping_add(data.len())];
-            lines.into_iter().for_each(crate::mem::prefetch_write);
-        }
-    }
+/// The next frame of a walk at `at` (offset, frames left) of block `b` whose first byte is at
+/// `base`, as a record not yet written: `epb` holds the data's offset, `len` 0.
+#[inline(always)]
+fn next_record(b: &[u8], at: &mut (usize, u32), base: usize) -> Option<ZcRecord> {
+    let mut walk = Frames { block: b, off: at.0, left: at.1 };
+    let read = walk.next().map(|f| ZcRecord {
+        epb: (f.data.as_ptr() as usize - base) as u32,
+        len: 0,
+        ts_ns: f.ts_ns,
+        caplen: f.data.len() as u32,
+        origlen: f.wire_len,
+        hw_stamp: f.hw_stamp,
+        vlan: f.vlan,
+    });
+    *at = (walk.off, walk.left);
+    read
 }
 
 impl Block<'_> {
@@ -192,8 +199,10 @@ impl Block<'_> {
     /// the next header is read, while its lines are in the cache (a whole block's headers
     /// first, then its records, made every line of a 4 MiB block of small frames come from
     /// memory twice; 64 headers at a time, then their records, cost 285 instructions per
-    /// 64-byte frame against 197 for this pass, with the header read from a fixed-size view:
-    /// `afpacket::cost::rewrite_cost` under callgrind, 2026-11-28).
+    /// 64-byte frame against 197 for this pass, with the header read from a fixed-size view, and
+    /// 184 with the frame read and the one being written held as two plain records instead of
+    /// an `Option` swapped each turn: `afpacket::cost::rewrite_cost` under callgrind,
+    /// 2026-11-28).
     pub fn rewrite_pcapng(&mut self, snaplen: u32, reinsert_vlan: bool, out: &mut Vec<ZcRecord>) -> Rewritten {
         self.rewrite_pcapng_each(snaplen, reinsert_vlan, out, |_, _| {})
     }
@@ -218,80 +227,69 @@ impl Block<'_> {
         let put = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
         let mut res = Rewritten::default();
         let mut cursor = 0usize;
-        let mut ahead = Ahead::default();
-        // The frame read but not yet written: its record is written once the next frame's
-        // header has been read (or there is none).
-        let mut pending: Option<ZcRecord> = None;
+        // `r`, the frame read but not yet written: its record is written once the next
+        // frame's header has been read (or there is none).
+        let Some(mut r) = next_record(b, &mut walk_at, base) else {
+            return res;
+        };
         loop {
-            let mut walk = Frames { block: &*b, off: walk_at.0, left: walk_at.1 };
-            let read = walk.next().map(|f| {
-                ahead.frame(f.data);
-                ZcRecord {
-                    epb: (f.data.as_ptr() as usize - base) as u32,
-                    len: 0,
-                    ts_ns: f.ts_ns,
-                    caplen: f.data.len() as u32,
-                    origlen: f.wire_len,
-                    hw_stamp: f.hw_stamp,
-                    vlan: f.vlan,
-                }
-            });
-            walk_at = (walk.off, walk.left);
-            if let Some(r) = std::mem::replace(&mut pending, read) {
-                let (mut d, mut n, mut orig) = (r.epb as usize, r.caplen as usize, r.origlen);
-                if let (Some(v), true) = (r.vlan, reinsert_vlan && n >= 12 && d >= 4) {
-                    b.copy_within(d..d + 12, d - 4);
-                    b[d + 8..d + 10].copy_from_slice(&v.tpid.to_be_bytes());
-                    b[d + 10..d + 12].copy_from_slice(&v.tci.to_be_bytes());
-                    d -= 4;
-                    n += 4;
-                    orig += 4;
-                }
-                let caplen = n.min(snaplen as usize);
-                let padded = pad4(caplen);
-                let total = EPB_HEADER_LEN + padded + 4;
-                let placed = d.is_multiple_of(4) && d >= cursor + EPB_HEADER_LEN && d + padded + 4 <= b.len();
-                let epb = d.wrapping_sub(EPB_HEADER_LEN);
-                // The gap before the record: most often a skip block (a kernel header, or more),
-                // written here; 4 or 8 bytes go into the record before it (`cover`).
-                let covered = placed
-                    && if epb - cursor >= MIN_BLOCK_LEN as usize {
-                        put(b, cursor, BT_LOCAL_SKIP);
-                        put(b, cursor + 4, (epb - cursor) as u32);
-                        put(b, epb - 4, (epb - cursor) as u32);
-                        true
-                    } else {
-                        cover(b, cursor, epb, out)
-                    };
-                if covered {
-                    // The header as seven words into one 28-byte view, then the data's padding
-                    // (0-3 bytes) as one 4-byte store of zeros, which the trailing length
-                    // written next overlaps where the padding is shorter (a fill of a run-time
-                    // length is a call to memset: 5.7% of the capture thread's samples at
-                    // 1514 B, 2026-11-28).
-                    let words = [BT_EPB, total as u32, 0, (r.ts_ns >> 32) as u32, r.ts_ns as u32, caplen as u32, orig];
-                    let head: &mut [u8; EPB_HEADER_LEN] = (&mut b[epb..d]).try_into().expect("28 bytes");
-                    for (w, v) in head.chunks_exact_mut(4).zip(words) {
-                        w.copy_from_slice(&v.to_le_bytes());
-                    }
-                    // In the block: d + padded + 4 <= b.len() (placed), caplen + 4 <= padded + 4.
-                    let tail = &mut b[d..d + padded + 4];
-                    tail[caplen..caplen + 4].copy_from_slice(&[0; 4]);
-                    tail[padded..padded + 4].copy_from_slice(&(total as u32).to_le_bytes());
-                    let rec =
-                        ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
-                    each(b, &rec);
-                    out.push(rec);
-                    res.stored_bytes += caplen as u64;
-                    res.wire_bytes += u64::from(orig);
-                    res.hw_stamps += u32::from(r.hw_stamp);
-                    cursor = epb + total;
-                } else {
-                    res.misplaced += 1;
-                }
+            let read = next_record(b, &mut walk_at, base);
+            if let Some(next) = &read {
+                ahead(b, next, next.epb.wrapping_sub(r.epb) as usize);
             }
-            if pending.is_none() {
-                break;
+            let (mut d, mut n, mut orig) = (r.epb as usize, r.caplen as usize, r.origlen);
+            if let (Some(v), true) = (r.vlan, reinsert_vlan && n >= 12 && d >= 4) {
+                b.copy_within(d..d + 12, d - 4);
+                b[d + 8..d + 10].copy_from_slice(&v.tpid.to_be_bytes());
+                b[d + 10..d + 12].copy_from_slice(&v.tci.to_be_bytes());
+                d -= 4;
+                n += 4;
+                orig += 4;
+            }
+            let caplen = n.min(snaplen as usize);
+            let padded = pad4(caplen);
+            let total = EPB_HEADER_LEN + padded + 4;
+            let placed = d.is_multiple_of(4) && d >= cursor + EPB_HEADER_LEN && d + padded + 4 <= b.len();
+            let epb = d.wrapping_sub(EPB_HEADER_LEN);
+            // The gap before the record: most often a skip block (a kernel header, or more),
+            // written here; 4 or 8 bytes go into the record before it (`cover`).
+            let covered = placed
+                && if epb - cursor >= MIN_BLOCK_LEN as usize {
+                    put(b, cursor, BT_LOCAL_SKIP);
+                    put(b, cursor + 4, (epb - cursor) as u32);
+                    put(b, epb - 4, (epb - cursor) as u32);
+                    true
+                } else {
+                    cover(b, cursor, epb, out)
+                };
+            if covered {
+                // The header as seven words into one 28-byte view, then the data's padding
+                // (0-3 bytes) as one 4-byte store of zeros, which the trailing length
+                // written next overlaps where the padding is shorter (a fill of a run-time
+                // length is a call to memset: 5.7% of the capture thread's samples at
+                // 1514 B, 2026-11-28).
+                let words = [BT_EPB, total as u32, 0, (r.ts_ns >> 32) as u32, r.ts_ns as u32, caplen as u32, orig];
+                let head: &mut [u8; EPB_HEADER_LEN] = (&mut b[epb..d]).try_into().expect("28 bytes");
+                for (w, v) in head.chunks_exact_mut(4).zip(words) {
+                    w.copy_from_slice(&v.to_le_bytes());
+                }
+                // In the block: d + padded + 4 <= b.len() (placed), caplen + 4 <= padded + 4.
+                let tail = &mut b[d..d + padded + 4];
+                tail[caplen..caplen + 4].copy_from_slice(&[0; 4]);
+                tail[padded..padded + 4].copy_from_slice(&(total as u32).to_le_bytes());
+                let rec = ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
+                each(b, &rec);
+                out.push(rec);
+                res.stored_bytes += caplen as u64;
+                res.wire_bytes += u64::from(orig);
+                res.hw_stamps += u32::from(r.hw_stamp);
+                cursor = epb + total;
+            } else {
+                res.misplaced += 1;
+            }
+            match read {
+                Some(n) => r = n,
+                None => break,
             }
         }
         if out.is_empty() {

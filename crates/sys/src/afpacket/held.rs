@@ -245,7 +245,7 @@ impl BlockWriter {
     }
 
     /// Waits (at most `timeout_ms`) for the next block the kernel hands over and holds it.
-    /// While blocks are held it sleeps for a few blocks' time ([`Pace`]), first submitting the
+    /// While blocks are held it sleeps for a few blocks' time (`Pace`), first submitting the
     /// writes queued since it last slept; from a quarter of the ring held on it returns early
     /// when writes completed; when every block of the ring is held it only waits for a write to
     /// complete.

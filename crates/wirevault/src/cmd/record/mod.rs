@@ -4,7 +4,7 @@
 //! parses them; [`plan`] checks every flag and turns them into a validated
 //! [`plan::Plan`] (closed choices as enums, sizes as numbers, the defaults
 //! and fixed tunings in [`plan::defaults`]) before anything is created;
-//! [`run`] builds the real objects from the plan: sources, the store
+//! [`run`](mod@run) builds the real objects from the plan: sources, the store
 //! ([`store`]), one capture worker and one writer per stream, and reports
 //! through [`status`] (status line, `stats.json`, summary). The writer is
 //! generic over its indexer: `run` starts it with `wv_index::Builder`.
