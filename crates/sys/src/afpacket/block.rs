@@ -102,10 +102,18 @@ pub struct ZcRecord {
     pub caplen: u32,
     /// Length on the wire (with a re-inserted VLAN tag).
     pub origlen: u32,
-    /// The stamp is the NIC's.
-    pub hw_stamp: bool,
-    /// The VLAN tag the kernel had stripped (put back by the rewrite).
-    pub vlan: Option<Vlan>,
+}
+
+/// A frame [`Block::rewrite_pcapng`] has read and not yet turned into a record.
+#[derive(Debug, Clone, Copy)]
+struct Read {
+    /// Offset of the frame's data in the block.
+    at: u32,
+    caplen: u32,
+    origlen: u32,
+    ts_ns: u64,
+    hw_stamp: bool,
+    vlan: Option<Vlan>,
 }
 
 impl ZcRecord {
@@ -140,30 +148,28 @@ const SKIP_ALIGN: usize = 4096;
 /// bytes apart (not 256) saved about a sixth at 64-byte frames (160 bytes apart).
 const PREFETCH_FRAMES: usize = 16;
 
-/// Asks for the lines of the frame [`PREFETCH_FRAMES`] ahead of `r` (a frame just read, its
-/// data at `r.epb`), guessing where it is from `stride`, the distance from the frame before: the
+/// Asks for the lines of the frame [`PREFETCH_FRAMES`] ahead of `r` (a frame just read),
+/// guessing where it is from `stride`, the distance from the frame before: the
 /// kernel wrote the ring's lines on the sender's core, and a walk from header to header is a
 /// chain of dependent loads that the hardware prefetcher does not follow once frames are a few
 /// lines apart. Floods and bulk transfers keep one frame length, so the guess is usually right;
 /// a wrong one costs a wasted line, never a fault. Asks, with the intent to write them, for the
 /// line of the kernel header before the data, the data's first line and its last.
 #[inline(always)]
-fn ahead(b: &[u8], r: &ZcRecord, stride: usize) {
+fn ahead(b: &[u8], r: &Read, stride: usize) {
     if (64..1 << 16).contains(&stride) {
-        let a = b.as_ptr().wrapping_add(r.epb as usize + PREFETCH_FRAMES * stride);
+        let a = b.as_ptr().wrapping_add(r.at as usize + PREFETCH_FRAMES * stride);
         let lines = [a.wrapping_sub(wv_wire::pcapng::EPB_HEADER_LEN + 64), a, a.wrapping_add(r.caplen as usize)];
         lines.into_iter().for_each(crate::mem::prefetch_write);
     }
 }
 
-/// The next frame of a walk at `at` (offset, frames left) of block `b` whose first byte is at
-/// `base`, as a record not yet written: `epb` holds the data's offset, `len` 0.
+/// The next frame of a walk at `at` (offset, frames left) of block `b`.
 #[inline(always)]
-fn next_record(b: &[u8], at: &mut (usize, u32), base: usize) -> Option<ZcRecord> {
+fn next_read(b: &[u8], at: &mut (usize, u32)) -> Option<Read> {
     let mut walk = Frames { block: b, off: at.0, left: at.1 };
-    let read = walk.next().map(|f| ZcRecord {
-        epb: (f.data.as_ptr() as usize - base) as u32,
-        len: 0,
+    let read = walk.next().map(|f| Read {
+        at: (f.data.as_ptr() as usize - b.as_ptr() as usize) as u32,
         ts_ns: f.ts_ns,
         caplen: f.data.len() as u32,
         origlen: f.wire_len,
@@ -199,10 +205,11 @@ impl Block<'_> {
     /// the next header is read, while its lines are in the cache (a whole block's headers
     /// first, then its records, made every line of a 4 MiB block of small frames come from
     /// memory twice; 64 headers at a time, then their records, cost 285 instructions per
-    /// 64-byte frame against 197 for this pass, with the header read from a fixed-size view, and
-    /// 184 with the frame read and the one being written held as two plain records instead of
-    /// an `Option` swapped each turn: `afpacket::cost::rewrite_cost` under callgrind,
-    /// 2026-11-28).
+    /// 64-byte frame against 197 for this pass, with the header read from a fixed-size view;
+    /// 184 with the frame read and the one being written held as two plain values instead of
+    /// an `Option` swapped each turn, 176 with records that no longer carry what only the
+    /// rewrite needs (the VLAN tag, the stamp's source): `afpacket::cost::rewrite_cost` under
+    /// callgrind, 2026-11-28).
     pub fn rewrite_pcapng(&mut self, snaplen: u32, reinsert_vlan: bool, out: &mut Vec<ZcRecord>) -> Rewritten {
         self.rewrite_pcapng_each(snaplen, reinsert_vlan, out, |_, _| {})
     }
@@ -220,7 +227,6 @@ impl Block<'_> {
     ) -> Rewritten {
         use wv_wire::pcapng::{pad4, BT_EPB, BT_LOCAL_SKIP, EPB_HEADER_LEN, MIN_BLOCK_LEN};
         out.clear();
-        let base = self.ptr.as_ptr() as usize;
         let first = self.frames();
         let mut walk_at = (first.off, first.left);
         let b = self.bytes_mut();
@@ -229,15 +235,15 @@ impl Block<'_> {
         let mut cursor = 0usize;
         // `r`, the frame read but not yet written: its record is written once the next
         // frame's header has been read (or there is none).
-        let Some(mut r) = next_record(b, &mut walk_at, base) else {
+        let Some(mut r) = next_read(b, &mut walk_at) else {
             return res;
         };
         loop {
-            let read = next_record(b, &mut walk_at, base);
+            let read = next_read(b, &mut walk_at);
             if let Some(next) = &read {
-                ahead(b, next, next.epb.wrapping_sub(r.epb) as usize);
+                ahead(b, next, next.at.wrapping_sub(r.at) as usize);
             }
-            let (mut d, mut n, mut orig) = (r.epb as usize, r.caplen as usize, r.origlen);
+            let (mut d, mut n, mut orig) = (r.at as usize, r.caplen as usize, r.origlen);
             if let (Some(v), true) = (r.vlan, reinsert_vlan && n >= 12 && d >= 4) {
                 b.copy_within(d..d + 12, d - 4);
                 b[d + 8..d + 10].copy_from_slice(&v.tpid.to_be_bytes());
@@ -277,7 +283,13 @@ impl Block<'_> {
                 let tail = &mut b[d..d + padded + 4];
                 tail[caplen..caplen + 4].copy_from_slice(&[0; 4]);
                 tail[padded..padded + 4].copy_from_slice(&(total as u32).to_le_bytes());
-                let rec = ZcRecord { epb: epb as u32, len: total as u32, caplen: caplen as u32, origlen: orig, ..r };
+                let rec = ZcRecord {
+                    epb: epb as u32,
+                    len: total as u32,
+                    ts_ns: r.ts_ns,
+                    caplen: caplen as u32,
+                    origlen: orig,
+                };
                 each(b, &rec);
                 out.push(rec);
                 res.stored_bytes += caplen as u64;
