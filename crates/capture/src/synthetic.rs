@@ -218,6 +218,17 @@ impl Synthetic {
         size
     }
 
+    /// Writes packets `first..first + m` into slots `0..m` (headers first,
+    /// before any is handed over: see `poll`); returns their lengths.
+    #[inline(always)]
+    fn write_batch(&mut self, first: u64, m: usize) -> [usize; DELIVERY_BATCH] {
+        let mut lens = [0usize; DELIVERY_BATCH];
+        for (j, len) in lens[..m].iter_mut().enumerate() {
+            *len = self.write(j, first + j as u64);
+        }
+        lens
+    }
+
     /// The frame of `len` bytes in slot `j`.
     #[inline]
     fn frame(&self, j: usize, len: usize) -> &[u8] {
@@ -275,10 +286,7 @@ impl Source for Synthetic {
             let mut i = 0;
             while i < n {
                 let m = (n - i).min(DELIVERY_BATCH as u64) as usize;
-                let mut lens = [0usize; DELIVERY_BATCH];
-                for (j, len) in lens[..m].iter_mut().enumerate() {
-                    *len = self.write(j, self.seq + i + j as u64);
-                }
+                let lens = self.write_batch(self.seq + i, m);
                 for (j, &len) in lens[..m].iter().enumerate() {
                     out.packet(
                         now + i + j as u64,
@@ -298,10 +306,7 @@ impl Source for Synthetic {
         let mut i = 0;
         while i < n {
             let m = (n - i).min(DELIVERY_BATCH as u64) as usize;
-            let mut lens = [0usize; DELIVERY_BATCH];
-            for (j, len) in lens[..m].iter_mut().enumerate() {
-                *len = self.write(j, self.seq + i + j as u64);
-            }
+            let lens = self.write_batch(self.seq + i, m);
             let mut batch = [Frame::EMPTY; DELIVERY_BATCH];
             let mut k = 0;
             for (j, &len) in lens[..m].iter().enumerate() {

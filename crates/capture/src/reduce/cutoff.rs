@@ -366,9 +366,7 @@ impl Judge for Cutoff {
     #[inline(always)]
     fn prepare(&self, linktype: u32, _origlen: u32, parts: &[&[u8]]) -> FlowHead {
         let h = self.head(linktype, parts);
-        if h.is_some() {
-            self.prefetch(h.key);
-        }
+        self.touch(&h);
         h
     }
 
