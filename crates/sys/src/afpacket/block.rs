@@ -104,12 +104,12 @@ pub struct ZcRecord {
     pub origlen: u32,
 }
 
-/// A frame [`Block::rewrite_pcapng`] has read and not yet turned into a record.
+/// A frame's kernel header, checked (see [`header_at`]).
 #[derive(Debug, Clone, Copy)]
-struct Read {
+struct Header {
     /// Offset of the frame's data in the block.
-    at: u32,
-    caplen: u32,
+    at: usize,
+    caplen: usize,
     origlen: u32,
     ts_ns: u64,
     hw_stamp: bool,
@@ -148,36 +148,62 @@ const SKIP_ALIGN: usize = 4096;
 /// bytes apart (not 256) saved about a sixth at 64-byte frames (160 bytes apart).
 const PREFETCH_FRAMES: usize = 16;
 
-/// Asks for the lines of the frame [`PREFETCH_FRAMES`] ahead of `r` (a frame just read),
-/// guessing where it is from `stride`, the distance from the frame before: the
+/// Asks for the lines of the frame [`PREFETCH_FRAMES`] ahead of `h` (a frame just read),
+/// guessing where it is from `stride`, the distance to the next frame: the
 /// kernel wrote the ring's lines on the sender's core, and a walk from header to header is a
 /// chain of dependent loads that the hardware prefetcher does not follow once frames are a few
 /// lines apart. Floods and bulk transfers keep one frame length, so the guess is usually right;
 /// a wrong one costs a wasted line, never a fault. Asks, with the intent to write them, for the
 /// line of the kernel header before the data, the data's first line and its last.
 #[inline(always)]
-fn ahead(b: &[u8], r: &Read, stride: usize) {
+fn ahead(b: &[u8], h: &Header, stride: usize) {
     if (64..1 << 16).contains(&stride) {
-        let a = b.as_ptr().wrapping_add(r.at as usize + PREFETCH_FRAMES * stride);
-        let lines = [a.wrapping_sub(wv_wire::pcapng::EPB_HEADER_LEN + 64), a, a.wrapping_add(r.caplen as usize)];
+        let a = b.as_ptr().wrapping_add(h.at + PREFETCH_FRAMES * stride);
+        let lines = [a.wrapping_sub(wv_wire::pcapng::EPB_HEADER_LEN + 64), a, a.wrapping_add(h.caplen)];
         lines.into_iter().for_each(crate::mem::prefetch_write);
     }
 }
 
-/// The next frame of a walk at `at` (offset, frames left) of block `b`.
+/// The kernel's header (`tpacket3_hdr`) at `off` of block `b`, and its `tp_next_offset` as it
+/// is in memory now; none unless the header and its frame lie inside the block. The header is
+/// read field by field at its offsets from a fixed-size view (the one bounds check is that the
+/// header lies inside the block; the offsets are constants, so the reads need none).
 #[inline(always)]
-fn next_read(b: &[u8], at: &mut (usize, u32)) -> Option<Read> {
-    let mut walk = Frames { block: b, off: at.0, left: at.1 };
-    let read = walk.next().map(|f| Read {
-        at: (f.data.as_ptr() as usize - b.as_ptr() as usize) as u32,
-        ts_ns: f.ts_ns,
-        caplen: f.data.len() as u32,
-        origlen: f.wire_len,
-        hw_stamp: f.hw_stamp,
-        vlan: f.vlan,
+fn header_at(b: &[u8], off: usize) -> Option<(Header, u32)> {
+    if off < BLOCK_HDR_LEN {
+        return None;
+    }
+    let h: &[u8; PKT_HDR_LEN] = b.get(off..)?.first_chunk()?;
+    use libc::{tpacket3_hdr as T, tpacket_hdr_variant1 as V};
+    let u32_at = |o: usize| u32::from_ne_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+    let u16_at = |o: usize| u16::from_ne_bytes([h[o], h[o + 1]]);
+    let next = u32_at(offset_of!(T, tp_next_offset));
+    let sec = u32_at(offset_of!(T, tp_sec));
+    let nsec = u32_at(offset_of!(T, tp_nsec));
+    let snaplen = u32_at(offset_of!(T, tp_snaplen)) as usize;
+    let wire_len = u32_at(offset_of!(T, tp_len));
+    let status = u32_at(offset_of!(T, tp_status));
+    let mac = u16_at(offset_of!(T, tp_mac)) as usize;
+    let hv1 = offset_of!(T, hv1);
+    let tci = u32_at(hv1 + offset_of!(V, tp_vlan_tci));
+    let tpid = u16_at(hv1 + offset_of!(V, tp_vlan_tpid));
+    let start = off.checked_add(mac)?;
+    if start.checked_add(snaplen)? > b.len() {
+        return None;
+    }
+    let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(Vlan {
+        tpid: if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 },
+        tci: tci as u16,
     });
-    *at = (walk.off, walk.left);
-    read
+    let hw_stamp = status & libc::TP_STATUS_TS_RAW_HARDWARE != 0;
+    let ts_ns = u64::from(sec) * 1_000_000_000 + u64::from(nsec);
+    Some((Header { at: start, caplen: snaplen, origlen: wire_len, ts_ns, hw_stamp, vlan }, next))
+}
+
+/// The word at `at` of `b` (a `tp_next_offset`), if it lies inside.
+#[inline(always)]
+fn word_at(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..)?.first_chunk().map(|w| u32::from_ne_bytes(*w))
 }
 
 impl Block<'_> {
@@ -200,16 +226,20 @@ impl Block<'_> {
     /// addresses (`reinsert_vlan`, Ethernet: the 12 address bytes move 4 bytes forward), then the
     /// record is cut at `snaplen`. The records go into `out` (cleared first), in block order.
     ///
-    /// An EPB's trailer may land in the next frame's kernel header, so a record is written only
-    /// once the next frame's header has been read: one pass, each record written right after
-    /// the next header is read, while its lines are in the cache (a whole block's headers
-    /// first, then its records, made every line of a 4 MiB block of small frames come from
-    /// memory twice; 64 headers at a time, then their records, cost 285 instructions per
-    /// 64-byte frame against 197 for this pass, with the header read from a fixed-size view;
-    /// 184 with the frame read and the one being written held as two plain values instead of
-    /// an `Option` swapped each turn, 176 with records that no longer carry what only the
-    /// rewrite needs (the VLAN tag, the stamp's source): `afpacket::cost::rewrite_cost` under
-    /// callgrind, 2026-11-28).
+    /// One pass, each record written right after its frame's header is read, while its lines
+    /// are in the cache (a whole block's headers first, then its records, made every line of a
+    /// 4 MiB block of small frames come from memory twice; 64 headers at a time, then their
+    /// records, cost 285 instructions per 64-byte frame against 197 for a pass). An EPB's
+    /// padding and trailer may cover the first word of the next frame's kernel header, its
+    /// `tp_next_offset`, which is therefore read before the record is written and carried to
+    /// the next turn. They cannot reach further: the kernel starts each frame at the frame
+    /// before's end rounded up to 8 bytes (`TOTAL_PKT_LEN_INCL_ALIGN`), and the trailer starts
+    /// at the data's end rounded up to 4. Had a kernel packed frames tighter (without
+    /// overlapping them), the trailer would reach the next header's `tp_sec` at most: a wrong
+    /// second in that frame's stamp, never a frame lost or a record that does not parse.
+    /// (Instructions per 64-byte frame, `afpacket::cost::rewrite_cost` under callgrind,
+    /// 2026-11-28: the whole next header read first and both frames' fields kept, 176; the
+    /// next frame's first word only, 155.)
     pub fn rewrite_pcapng(&mut self, snaplen: u32, reinsert_vlan: bool, out: &mut Vec<ZcRecord>) -> Rewritten {
         self.rewrite_pcapng_each(snaplen, reinsert_vlan, out, |_, _| {})
     }
@@ -228,23 +258,24 @@ impl Block<'_> {
         use wv_wire::pcapng::{pad4, BT_EPB, BT_LOCAL_SKIP, EPB_HEADER_LEN, MIN_BLOCK_LEN};
         out.clear();
         let first = self.frames();
-        let mut walk_at = (first.off, first.left);
+        let (mut off, mut left) = (first.off, first.left);
         let b = self.bytes_mut();
         let put = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
         let mut res = Rewritten::default();
         let mut cursor = 0usize;
-        // `r`, the frame read but not yet written: its record is written once the next
-        // frame's header has been read (or there is none).
-        let Some(mut r) = next_read(b, &mut walk_at) else {
-            return res;
-        };
-        loop {
-            let read = next_read(b, &mut walk_at);
-            if let Some(next) = &read {
-                ahead(b, next, next.at.wrapping_sub(r.at) as usize);
+        // The `tp_next_offset` of the frame at `off`, read before the record before it was
+        // written (see above).
+        let mut next = if left > 0 { word_at(b, off) } else { None };
+        while let Some(stride) = next {
+            let Some((h, _)) = header_at(b, off) else { break };
+            left -= 1;
+            let next_off = if left > 0 && stride != 0 { off.saturating_add(stride as usize) } else { usize::MAX };
+            next = word_at(b, next_off);
+            if next.is_some() {
+                ahead(b, &h, stride as usize);
             }
-            let (mut d, mut n, mut orig) = (r.at as usize, r.caplen as usize, r.origlen);
-            if let (Some(v), true) = (r.vlan, reinsert_vlan && n >= 12 && d >= 4) {
+            let (mut d, mut n, mut orig) = (h.at, h.caplen, h.origlen);
+            if let (Some(v), true) = (h.vlan, reinsert_vlan && n >= 12 && d >= 4) {
                 b.copy_within(d..d + 12, d - 4);
                 b[d + 8..d + 10].copy_from_slice(&v.tpid.to_be_bytes());
                 b[d + 10..d + 12].copy_from_slice(&v.tci.to_be_bytes());
@@ -274,7 +305,7 @@ impl Block<'_> {
                 // written next overlaps where the padding is shorter (a fill of a run-time
                 // length is a call to memset: 5.7% of the capture thread's samples at
                 // 1514 B, 2026-11-28).
-                let words = [BT_EPB, total as u32, 0, (r.ts_ns >> 32) as u32, r.ts_ns as u32, caplen as u32, orig];
+                let words = [BT_EPB, total as u32, 0, (h.ts_ns >> 32) as u32, h.ts_ns as u32, caplen as u32, orig];
                 let head: &mut [u8; EPB_HEADER_LEN] = (&mut b[epb..d]).try_into().expect("28 bytes");
                 for (w, v) in head.chunks_exact_mut(4).zip(words) {
                     w.copy_from_slice(&v.to_le_bytes());
@@ -286,7 +317,7 @@ impl Block<'_> {
                 let rec = ZcRecord {
                     epb: epb as u32,
                     len: total as u32,
-                    ts_ns: r.ts_ns,
+                    ts_ns: h.ts_ns,
                     caplen: caplen as u32,
                     origlen: orig,
                 };
@@ -294,15 +325,12 @@ impl Block<'_> {
                 out.push(rec);
                 res.stored_bytes += caplen as u64;
                 res.wire_bytes += u64::from(orig);
-                res.hw_stamps += u32::from(r.hw_stamp);
+                res.hw_stamps += u32::from(h.hw_stamp);
                 cursor = epb + total;
             } else {
                 res.misplaced += 1;
             }
-            match read {
-                Some(n) => r = n,
-                None => break,
-            }
+            off = next_off;
         }
         if out.is_empty() {
             return res;
@@ -398,39 +426,12 @@ impl<'b> Iterator for Frames<'b> {
 impl<'b> Frames<'b> {
     fn parse(&mut self) -> Option<Frame<'b>> {
         let off = self.off;
-        if off < BLOCK_HDR_LEN {
-            return None;
-        }
-        // The kernel's tpacket3_hdr, in the machine's byte order, read field by field at its
-        // offsets from a fixed-size view (the one bounds check is that the header lies inside
-        // the block; the offsets are constants, so the reads need none).
-        let h: &[u8; PKT_HDR_LEN] = self.block.get(off..)?.first_chunk()?;
-        use libc::{tpacket3_hdr as T, tpacket_hdr_variant1 as V};
-        let u32_at = |o: usize| u32::from_ne_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-        let u16_at = |o: usize| u16::from_ne_bytes([h[o], h[o + 1]]);
-        let next = u32_at(offset_of!(T, tp_next_offset)) as usize;
-        let sec = u32_at(offset_of!(T, tp_sec));
-        let nsec = u32_at(offset_of!(T, tp_nsec));
-        let snaplen = u32_at(offset_of!(T, tp_snaplen)) as usize;
-        let wire_len = u32_at(offset_of!(T, tp_len));
-        let status = u32_at(offset_of!(T, tp_status));
-        let mac = u16_at(offset_of!(T, tp_mac)) as usize;
-        let hv1 = offset_of!(T, hv1);
-        let tci = u32_at(hv1 + offset_of!(V, tp_vlan_tci));
-        let tpid = u16_at(hv1 + offset_of!(V, tp_vlan_tpid));
-
-        let start = off.checked_add(mac)?;
-        let data = self.block.get(start..start.checked_add(snaplen)?)?;
-        let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(Vlan {
-            tpid: if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 },
-            tci: tci as u16,
-        });
-
+        let (h, next) = header_at(self.block, off)?;
         self.left -= 1;
         // The last packet has tp_next_offset 0; a 0 before it would loop on one packet.
-        self.off = if self.left > 0 && next != 0 { off.checked_add(next)? } else { usize::MAX };
-        let hw_stamp = status & libc::TP_STATUS_TS_RAW_HARDWARE != 0;
-        Some(Frame { ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec), hw_stamp, wire_len, data, vlan })
+        self.off = if self.left > 0 && next != 0 { off.checked_add(next as usize)? } else { usize::MAX };
+        let data = &self.block[h.at..h.at + h.caplen];
+        Some(Frame { ts_ns: h.ts_ns, hw_stamp: h.hw_stamp, wire_len: h.origlen, data, vlan: h.vlan })
     }
 }
 
