@@ -136,7 +136,7 @@ impl WriterShared {
         self.retention_own_last_ns.fetch_max(d.own_last_ns, Ordering::Relaxed);
     }
 
-    /// What retention deleted in this stream so far (what [`WriterShared::deleted`] counted).
+    /// What retention deleted in this stream so far (what `WriterShared::deleted` counted).
     pub fn retention(&self) -> crate::catalog::Deleted {
         crate::catalog::Deleted {
             files: self.retention_files.load(Ordering::Relaxed),

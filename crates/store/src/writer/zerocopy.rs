@@ -1,5 +1,5 @@
 //! The zero-copy writer (`record --zero-copy`): the kernel's TPACKET_V3 ring
-//! blocks, rewritten in place into pcapng ([`Block::rewrite_pcapng`]), go
+//! blocks, rewritten in place into pcapng ([`Block::rewrite_pcapng`](wv_sys::afpacket::Block::rewrite_pcapng)), go
 //! to disk as they are, straight from the ring's memory.
 //!
 //! It runs on the capture thread: each block's write (one O_DIRECT write
@@ -27,7 +27,7 @@
 //! (counted; the rest are `dropped_write_error`) and kept without an index.
 //! With several volumes (`record --volume`) the failed file's volume is taken
 //! out of rotation instead, and the next block opens a file on another one
-//! ([`super::placement::Placement`]).
+//! (`placement::Placement`).
 
 use super::placement::Placement;
 use super::threads::{join_helpers, start_helpers, Finish};
@@ -136,9 +136,11 @@ pub struct IndexAhead<'a, I> {
     ix: &'a mut I,
     /// The file offset the block will be written at.
     off: u64,
+    /// The file's time boundary; 0 once a record reached it (none after is indexed here).
     boundary: u64,
-    n: &'a mut usize,
-    open: bool,
+    /// Records indexed so far, handed to the writer (`out`) when this is dropped.
+    n: usize,
+    out: &'a mut usize,
 }
 
 impl<I: FileIndexer> IndexAhead<'_, I> {
@@ -146,11 +148,18 @@ impl<I: FileIndexer> IndexAhead<'_, I> {
     /// boundary came before (that one and the rest go to `write_block`'s walk).
     #[inline]
     pub fn add(&mut self, block: &[u8], r: &ZcRecord) {
-        self.open &= r.ts_ns < self.boundary;
-        if self.open {
+        if r.ts_ns < self.boundary {
             index_record(self.ix, self.off, block, r);
-            *self.n += 1;
+            self.n += 1;
+        } else {
+            self.boundary = 0;
         }
+    }
+}
+
+impl<I> Drop for IndexAhead<'_, I> {
+    fn drop(&mut self) {
+        *self.out = self.n;
     }
 }
 
@@ -219,7 +228,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         let (stopped, file_size, block) = (self.stopped, self.cfg.file_size, self.zc.block_size as u64);
         let c = self.cur.as_mut().filter(|c| c.real && !stopped && c.len + block <= file_size)?;
         let ix = c.indexer.as_mut()?;
-        Some(IndexAhead { ix, off: c.len, boundary: c.boundary, n: &mut self.ahead, open: true })
+        Some(IndexAhead { ix, off: c.len, boundary: c.boundary, n: 0, out: &mut self.ahead })
     }
 
     /// The block whose records [`ZcWriter::index_ahead`] indexed is not written (cannot happen:
@@ -241,6 +250,9 @@ impl<I: FileIndexer> ZcWriter<I> {
     pub fn write_block(&mut self, bw: &mut BlockWriter, id: BlockId, recs: &[ZcRecord], len: usize) {
         // Records indexed while the block was rewritten: the first ones, in the current file.
         let mut ahead = std::mem::take(&mut self.ahead);
+        // The records' time range, in one pass (a boundary inside the block is looked for only
+        // when the last stamp reaches it).
+        let span = recs.iter().fold((u64::MAX, 0), |(lo, hi), r| (lo.min(r.ts_ns), hi.max(r.ts_ns)));
         let mut i = 0;
         while i < recs.len() {
             let ts = recs[i].ts_ns;
@@ -253,7 +265,11 @@ impl<I: FileIndexer> ZcWriter<I> {
                 self.open_file(bw, ts);
             }
             let boundary = self.cur.as_ref().map_or(u64::MAX, |f| f.boundary);
-            let j = recs[i..].iter().position(|r| r.ts_ns >= boundary).map_or(recs.len(), |k| i + k);
+            let j = if span.1 < boundary {
+                recs.len()
+            } else {
+                recs[i..].iter().position(|r| r.ts_ns >= boundary).map_or(recs.len(), |k| i + k)
+            };
             if i > 0 || j < recs.len() {
                 // A time boundary inside the block: the records of the other file become skip
                 // blocks (waiting first for the block's write to the previous file).
@@ -262,13 +278,23 @@ impl<I: FileIndexer> ZcWriter<I> {
                     block.set_skipped(r, k < i || k >= j);
                 }
             }
-            self.write_records(bw, id, &recs[i..j], len, std::mem::take(&mut ahead).min(j - i));
+            let whole = (i == 0 && j == recs.len()).then_some(span);
+            self.write_records(bw, id, &recs[i..j], len, std::mem::take(&mut ahead).min(j - i), whole);
             i = j;
         }
     }
 
-    /// Writes the block for `recs`, indexing those after the first `indexed`.
-    fn write_records(&mut self, bw: &mut BlockWriter, id: BlockId, recs: &[ZcRecord], len: usize, indexed: usize) {
+    /// Writes the block for `recs`, indexing those after the first `indexed`; `span`: their
+    /// first and last stamps, when known.
+    fn write_records(
+        &mut self,
+        bw: &mut BlockWriter,
+        id: BlockId,
+        recs: &[ZcRecord],
+        len: usize,
+        indexed: usize,
+        span: Option<(u64, u64)>,
+    ) {
         let stopped = self.stopped;
         let Some(c) = self.cur.as_mut() else { return };
         if !c.real || stopped {
@@ -285,10 +311,10 @@ impl<I: FileIndexer> ZcWriter<I> {
                 index_record(ix, off, data, r);
             }
         }
-        for r in recs {
-            c.min_ns = c.min_ns.min(r.ts_ns);
-            c.max_ns = c.max_ns.max(r.ts_ns);
-        }
+        let (lo, hi) =
+            span.unwrap_or_else(|| recs.iter().fold((u64::MAX, 0), |(lo, hi), r| (lo.min(r.ts_ns), hi.max(r.ts_ns))));
+        c.min_ns = c.min_ns.min(lo);
+        c.max_ns = c.max_ns.max(hi);
         c.packets += recs.len() as u64;
         c.stored += recs.len() as u64;
         c.len += len as u64;
