@@ -83,37 +83,47 @@ struct Posting {
 impl Posting {
     #[inline]
     fn add(&mut self, block: u32) {
-        let b1 = block + 1;
-        if self.last != b1 {
-            put_varint(&mut self.bytes, u64::from(b1 - self.last));
-            self.last = b1;
+        if self.last != block + 1 {
+            self.append(block);
         }
+    }
+
+    /// The list's first packet in `block`: once per block, out of the per-packet path.
+    #[cold]
+    #[inline(never)]
+    fn append(&mut self, block: u32) {
+        let b1 = block + 1;
+        put_varint(&mut self.bytes, u64::from(b1 - self.last));
+        self.last = b1;
     }
 }
 
 /// Keys already recorded for the current block: a small direct-mapped
 /// table (L1-resident) that drops most repeats of a key within a block
 /// before they reach the pair list. A collision only costs a duplicate
-/// pair, removed when its run is encoded.
-struct Seen<K: Copy + PartialEq + Default, const N: usize> {
-    slots: Box<[(K, u32); N]>,
+/// pair, removed when its run is encoded. Each slot holds a key and its
+/// block as one word (`key << 32 | block + 1`; 0 is no key), compared
+/// and written at once.
+struct Seen<const N: usize> {
+    slots: Box<[u64; N]>,
 }
 
-impl<K: Copy + PartialEq + Default, const N: usize> Seen<K, N> {
+impl<const N: usize> Seen<N> {
     fn new() -> Self {
-        Seen { slots: Box::new([(K::default(), 0); N]) }
+        Seen { slots: Box::new([0; N]) }
     }
     fn clear(&mut self) {
-        self.slots.fill((K::default(), 0));
+        self.slots.fill(0);
     }
     /// True when (key, block) is new; records it.
     #[inline]
-    fn insert(&mut self, slot: usize, key: K, block: u32) -> bool {
+    fn insert(&mut self, slot: usize, key: u32, block: u32) -> bool {
         let e = &mut self.slots[slot & (N - 1)];
-        if *e == (key, block + 1) {
+        let v = u64::from(key) << 32 | (u64::from(block) + 1);
+        if *e == v {
             return false;
         }
-        *e = (key, block + 1);
+        *e = v;
         true
     }
 }
@@ -149,8 +159,8 @@ pub struct Builder {
     /// Few keys: posting lists built directly.
     protos: Vec<Posting>,
     vlans: Vec<Posting>,
-    seen_v4: Seen<u32, 1024>,
-    seen_port: Seen<u16, 1024>,
+    seen_v4: Seen<1024>,
+    seen_port: Seen<1024>,
     /// Where full runs are sorted (none: on the thread that adds).
     offload: Option<Offload>,
     /// The section being laid out (a class's directory, kept whole) and
@@ -267,7 +277,7 @@ impl Builder {
     }
 
     /// Allocates and faults in the buffers the first packets' keys go to (each key class's
-    /// run, 4 MiB by default) and the block table for [`WARM_BLOCKS`] blocks, so that a
+    /// run, 4 MiB by default) and the block table for `WARM_BLOCKS` blocks, so that a
     /// recorder pays for them at start-up: a new builder otherwise faults them in on its first
     /// packets, on the writer's time (the block table, growing by doubling, was 4% of the
     /// zero-copy capture thread's samples at 64-byte frames, 2026-11-28: a fault per 4 KiB of
@@ -320,6 +330,14 @@ impl Builder {
         if !self.keys_complete || self.add_eth_ipv4(block, frame) {
             return;
         }
+        self.add_parsed(block, frame);
+    }
+
+    /// [`Builder::add`] of every frame but untagged IPv4 on Ethernet: keys from
+    /// [`packet::parse`]. Out of line, so that the common frame's path keeps to
+    /// few registers and a small frame.
+    #[inline(never)]
+    fn add_parsed(&mut self, block: u32, frame: &[u8]) {
         let k = packet::parse(self.linktype, frame);
         for &v in k.vlans() {
             posting_at(&mut self.vlans, v as usize, 4096).add(block);
@@ -329,7 +347,7 @@ impl Builder {
         }
         if let Some((s, d)) = k.ports {
             for p in [s, d] {
-                if self.seen_port.insert(p as usize, p, block) {
+                if self.seen_port.insert(p as usize, u32::from(p), block) {
                     self.ports.push(u64::from(p) << 32 | u64::from(block), &mut self.offload);
                 }
             }
@@ -380,7 +398,7 @@ impl Builder {
             // TCP, UDP and SCTP keep their ports where UDP does.
             if let Some(p) = f.get(l4 + udp::field::SRC_PORT.start..l4 + udp::field::DST_PORT.end) {
                 for p in [u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])] {
-                    if self.seen_port.insert(p as usize, p, block) {
+                    if self.seen_port.insert(p as usize, u32::from(p), block) {
                         self.ports.push(u64::from(p) << 32 | u64::from(block), &mut self.offload);
                     }
                 }
@@ -437,9 +455,15 @@ impl wv_store::FileIndexer for Builder {
 #[inline]
 fn posting_at(v: &mut Vec<Posting>, i: usize, size: usize) -> &mut Posting {
     if v.is_empty() {
-        v.resize(size, Posting::default());
+        postings_new(v, size);
     }
     &mut v[i]
+}
+
+#[cold]
+#[inline(never)]
+fn postings_new(v: &mut Vec<Posting>, size: usize) {
+    v.resize(size, Posting::default());
 }
 
 #[cfg(test)]
@@ -569,6 +593,27 @@ mod tests {
         b.reset(1);
         assert!(b.blocks.capacity() < super::WARM_BLOCKS, "a small file's table shrinks: {}", b.blocks.capacity());
         assert_eq!(fill(&mut b, 200_000, u32::MAX), want);
+    }
+
+    /// What [`FileIndexer::add`](wv_store::FileIndexer::add) costs per 60-byte UDP frame, the
+    /// recorder's hot call: run under callgrind (`valgrind --tool=callgrind
+    /// --toggle-collect='*builder*add_each*' TEST_BINARY --ignored add_cost`) and divide by the
+    /// frames. `KEYS` distinct flows (default 1: one flow, as bench/live.sh's generator sends).
+    #[test]
+    #[ignore]
+    fn add_cost() {
+        let keys: u32 = std::env::var("KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let frames: Vec<Vec<u8>> = (0..30_000u32).map(|i| frame(i.wrapping_mul(2_654_435_761) % keys)).collect();
+        let mut b = Builder::new(1);
+        add_each(&mut b, &frames);
+        assert_eq!(b.packets, 30_000);
+    }
+
+    #[inline(never)]
+    fn add_each(b: &mut Builder, frames: &[Vec<u8>]) {
+        for (i, f) in frames.iter().enumerate() {
+            wv_store::FileIndexer::add(b, i as u64, i as u64 * 96, std::hint::black_box(f), 60);
+        }
     }
 
     /// The radix sort equals a full sort of the u64s for pairs appended in
