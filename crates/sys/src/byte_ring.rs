@@ -221,22 +221,35 @@ impl Producer {
             return;
         }
         let head_line = self.head & !(LINE - 1);
-        let mut p = self.prefetched.max(head_line);
+        let p = self.prefetched.max(head_line);
         // The head's line in the ring (the capacity is a multiple of LINE,
         // so the head and its offset lie as far into their lines).
         let off_line = self.off - (self.head - head_line);
-        while p < to {
-            let mut at = off_line + (p - head_line);
-            if at >= self.cap {
-                at -= self.cap;
-            }
-            debug_assert_eq!(at, p % self.cap);
-            // SAFETY: at < cap (p - head_line < PREFETCH_MAX + LINE <= cap, so
-            // one subtraction wraps it): inside the ring's memory.
-            crate::mem::prefetch_l2(unsafe { self.base.add(at as usize) });
-            p += LINE;
+        // The lines from p up to `to`, as at most two runs of the ring's memory (before and
+        // after its end), each a plain walk of addresses.
+        let mut at = off_line + (p - head_line);
+        if at >= self.cap {
+            at -= self.cap;
         }
-        self.prefetched = p;
+        debug_assert_eq!(at, p % self.cap);
+        let lines = (to - p).div_ceil(LINE);
+        let first = lines.min((self.cap - at) / LINE);
+        // SAFETY: at < cap (p - head_line < PREFETCH_MAX + LINE <= cap, so one subtraction
+        // wraps it) and the cap is a multiple of LINE: the first run's lines lie in the ring,
+        // the second's start at its base and are fewer than PREFETCH_MAX / LINE.
+        unsafe {
+            let mut a = self.base.add(at as usize);
+            for _ in 0..first {
+                crate::mem::prefetch_l2(a);
+                a = a.add(LINE as usize);
+            }
+            let mut a = self.base;
+            for _ in first..lines {
+                crate::mem::prefetch_l2(a);
+                a = a.add(LINE as usize);
+            }
+        }
+        self.prefetched = p + lines * LINE;
     }
 
     /// Moves `head` (and its ring offset) `n` bytes on; `n` is at most the capacity.
