@@ -602,7 +602,7 @@ mod tests {
     #[test]
     #[ignore]
     fn add_cost() {
-        let keys: u32 = std::env::var("KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let keys: u32 = std::env::var("KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
         let frames: Vec<Vec<u8>> = (0..30_000u32).map(|i| frame(i.wrapping_mul(2_654_435_761) % keys)).collect();
         let mut b = Builder::new(1);
         add_each(&mut b, &frames);

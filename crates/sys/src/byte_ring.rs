@@ -235,8 +235,9 @@ impl Producer {
         let lines = (to - p).div_ceil(LINE);
         let first = lines.min((self.cap - at) / LINE);
         // SAFETY: at < cap (p - head_line < PREFETCH_MAX + LINE <= cap, so one subtraction
-        // wraps it) and the cap is a multiple of LINE: the first run's lines lie in the ring,
-        // the second's start at its base and are fewer than PREFETCH_MAX / LINE.
+        // wraps it) and the cap is a multiple of LINE: the first run's lines lie in the ring
+        // (its pointer ends at most one past the ring's end), the second's start at its base
+        // and are at most PREFETCH_MAX / LINE (< cap / LINE).
         unsafe {
             let mut a = self.base.add(at as usize);
             for _ in 0..first {

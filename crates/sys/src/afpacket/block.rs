@@ -236,7 +236,11 @@ impl Block<'_> {
     /// before's end rounded up to 8 bytes (`TOTAL_PKT_LEN_INCL_ALIGN`), and the trailer starts
     /// at the data's end rounded up to 4. Had a kernel packed frames tighter (without
     /// overlapping them), the trailer would reach the next header's `tp_sec` at most: a wrong
-    /// second in that frame's stamp, never a frame lost or a record that does not parse.
+    /// second in that frame's stamp, never a frame lost or a record that does not parse. A block
+    /// whose frames overlap (a `tp_next_offset` shorter than the frame: never from the kernel)
+    /// may have a header's later fields covered before they are read: the walk visits the same
+    /// frames, each checked to lie in the block, but such a frame's length, stamp or placement
+    /// may be wrong.
     /// (Instructions per 64-byte frame, `afpacket::cost::rewrite_cost` under callgrind,
     /// 2026-11-28: the whole next header read first and both frames' fields kept, 176; the
     /// next frame's first word only, 155.)
