@@ -163,6 +163,11 @@ impl<I> Drop for IndexAhead<'_, I> {
     }
 }
 
+/// The first and last stamps of `recs` ((u64::MAX, 0) if none), in one pass.
+fn time_span(recs: &[ZcRecord]) -> (u64, u64) {
+    recs.iter().fold((u64::MAX, 0), |(lo, hi), r| (lo.min(r.ts_ns), hi.max(r.ts_ns)))
+}
+
 /// Indexes record `r` of a block that is written at file offset `off`.
 #[inline]
 fn index_record<I: FileIndexer>(ix: &mut I, off: u64, block: &[u8], r: &ZcRecord) {
@@ -252,7 +257,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         let mut ahead = std::mem::take(&mut self.ahead);
         // The records' time range, in one pass (a boundary inside the block is looked for only
         // when the last stamp reaches it).
-        let span = recs.iter().fold((u64::MAX, 0), |(lo, hi), r| (lo.min(r.ts_ns), hi.max(r.ts_ns)));
+        let span = time_span(recs);
         let mut i = 0;
         while i < recs.len() {
             let ts = recs[i].ts_ns;
@@ -311,8 +316,7 @@ impl<I: FileIndexer> ZcWriter<I> {
                 index_record(ix, off, data, r);
             }
         }
-        let (lo, hi) =
-            span.unwrap_or_else(|| recs.iter().fold((u64::MAX, 0), |(lo, hi), r| (lo.min(r.ts_ns), hi.max(r.ts_ns))));
+        let (lo, hi) = span.unwrap_or_else(|| time_span(recs));
         c.min_ns = c.min_ns.min(lo);
         c.max_ns = c.max_ns.max(hi);
         c.packets += recs.len() as u64;

@@ -200,12 +200,6 @@ fn header_at(b: &[u8], off: usize) -> Option<(Header, u32)> {
     Some((Header { at: start, caplen: snaplen, origlen: wire_len, ts_ns, hw_stamp, vlan }, next))
 }
 
-/// The word at `at` of `b` (a `tp_next_offset`), if it lies inside.
-#[inline(always)]
-fn word_at(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..)?.first_chunk().map(|w| u32::from_ne_bytes(*w))
-}
-
 impl Block<'_> {
     /// The block's bytes, writable: the block is ours until dropped.
     fn bytes_mut(&mut self) -> &mut [u8] {
@@ -269,12 +263,14 @@ impl Block<'_> {
         let mut cursor = 0usize;
         // The `tp_next_offset` of the frame at `off`, read before the record before it was
         // written (see above).
-        let mut next = if left > 0 { word_at(b, off) } else { None };
+        let mut next = if left > 0 { read_u32(b, off) } else { None };
         while let Some(stride) = next {
             let Some((h, _)) = header_at(b, off) else { break };
             left -= 1;
+            // The walk's rule (`Frames::parse`), written out here: as a shared function it
+            // cost 8 instructions a frame.
             let next_off = if left > 0 && stride != 0 { off.saturating_add(stride as usize) } else { usize::MAX };
-            next = word_at(b, next_off);
+            next = read_u32(b, next_off);
             if next.is_some() {
                 ahead(b, &h, stride as usize);
             }
@@ -439,7 +435,9 @@ impl<'b> Frames<'b> {
     }
 }
 
-/// A field of the block header (`tpacket_block_desc`), in the machine's byte order.
+/// The word at `off` of `b` in the machine's byte order (a field of the block header,
+/// `tpacket_block_desc`, or a frame's `tp_next_offset`), if it lies inside.
+#[inline(always)]
 fn read_u32(b: &[u8], off: usize) -> Option<u32> {
-    Octets::new(b, Endian::NATIVE).at(off)?.get_u32()
+    b.get(off..)?.first_chunk().map(|w| u32::from_ne_bytes(*w))
 }
