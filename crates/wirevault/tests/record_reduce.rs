@@ -306,7 +306,17 @@ fn live_tcp_transfer_is_cut_where_the_rule_says() {
         return;
     }
     let _g = heavy_lock();
-    let tmp = TempDir::new("cutoff-live");
+    live_cutoff_run("cutoff-live", &[]);
+}
+
+/// Three TCP transfers (200 KB, 5 KB, 60 KB) over a veth to a recorder with
+/// `--flow-cutoff 20000` and `extra`, tcpdump beside it as the oracle: the
+/// store holds exactly the frames the rule keeps of tcpdump's capture, the
+/// counters add up, and `query` (all, and a filter) returns them from the
+/// reduced store's index. Returns the temp dir (it holds the store) and the
+/// checked files.
+pub(crate) fn live_cutoff_run(name: &str, extra: &[&str]) -> (TempDir, Vec<StoredFile>) {
+    let tmp = TempDir::new(name);
     let pair = VethPair::new();
     for (ns, dev, addr) in [(&pair.ns_a, pair.if_a, "10.77.0.1/24"), (&pair.ns_b, pair.if_b, "10.77.0.2/24")] {
         run_ok(Command::new("ip").args(["-n", ns, "addr", "add", addr, "dev", dev]));
@@ -328,7 +338,7 @@ fn live_tcp_transfer_is_cut_where_the_rule_says() {
         Some(&pair.ns_b),
         &store,
         tmp.path(),
-        &["-i", pair.if_b, "--buffer", "64M", "-q", "--flow-cutoff", "20000"],
+        &[&["-i", pair.if_b, "--buffer", "64M", "-q", "--flow-cutoff", "20000"], extra].concat(),
     );
     r.wait_ready();
     // tcpdump is ready when it says it listens.
@@ -371,6 +381,30 @@ fn live_tcp_transfer_is_cut_where_the_rule_says() {
     assert_eq!(c.received, frames.len() as u64, "the recorder and tcpdump saw the same frames");
     assert_eq!(c.cut, (frames.len() - want.len()) as u64, "cut");
     assert!(c.cut > 0, "the 200 KB and 60 KB transfers pass the cutoff");
-    let got = stream_records(&check_store(&store), 0);
+    let files = check_store(&store);
+    let got = stream_records(&files, 0);
     assert_same_frames(&want, &got, false, "live --flow-cutoff against the rule on tcpdump's capture");
+    // The query layer and the index on what was kept: all of it, then the 5 KB transfer's
+    // connection by its port (the second the client opened).
+    let out = tmp.join("query.pcap");
+    run_wirevault(&["query", store.to_str().unwrap(), "-w", out.to_str().unwrap()]).expect(0, "query -w");
+    assert_same_frames(&want, &read_capture(&out).1, false, "query over the cut store");
+    // (source port, destination port, TCP flags) of an untagged IPv4/TCP frame (no IP options).
+    let tcp = |f: &Frame| {
+        let d = &f.data;
+        (d.len() > 47 && d[12..14] == [0x08, 0x00] && d[14] == 0x45 && d[23] == 6)
+            .then(|| (u16::from_be_bytes([d[34], d[35]]), u16::from_be_bytes([d[36], d[37]]), d[47]))
+    };
+    let client_ports: Vec<u16> =
+        want.iter().filter_map(tcp).filter(|&(_, _, fl)| fl & 0x12 == 0x02).map(|(s, _, _)| s).collect();
+    assert_eq!(client_ports.len(), 3, "three connections opened");
+    let second = client_ports[1];
+    let one: Vec<Frame> =
+        want.iter().filter(|f| tcp(f).is_some_and(|(s, d, _)| s == second || d == second)).cloned().collect();
+    let filtered = tmp.join("query-port.pcap");
+    let expr = format!("tcp port {second}");
+    run_wirevault(&["query", store.to_str().unwrap(), "-w", filtered.to_str().unwrap(), &expr]).expect(0, "query port");
+    assert!(!one.is_empty());
+    assert_same_frames(&one, &read_capture(&filtered).1, false, "query tcp port of the 5 KB transfer");
+    (tmp, files)
 }

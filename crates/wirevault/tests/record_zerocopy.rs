@@ -251,6 +251,24 @@ fn zero_copy_dedup_stores_each_frame_once() {
     assert_tshark_reads(&files);
 }
 
+/// `--flow-cutoff` on the zero-copy path: a connection's frames past the cutoff become
+/// skip blocks; what is kept, the counters and `query` are those of the copy path's test.
+#[test]
+fn zero_copy_flow_cutoff_keeps_the_first_bytes_of_each_connection() {
+    if !(ready("zero_copy_flow_cutoff_keeps_the_first_bytes_of_each_connection")
+        && need_tools("zero_copy_flow_cutoff_keeps_the_first_bytes_of_each_connection", &["python3"]))
+    {
+        return;
+    }
+    let _g = heavy_lock();
+    let (_tmp, files) = crate::record_reduce::live_cutoff_run("zc-cutoff", ZC);
+    for f in &files {
+        assert_eq!(f.entry["path"], "zero-copy", "{}", f.path.display());
+    }
+    assert_peers_read(&paths(&files), usize::MAX);
+    assert_tshark_reads(&files);
+}
+
 /// Retention on the zero-copy path: the store stays under --max-size (its
 /// reserve counts the ring block a zero-copy file may run past --file-size),
 /// the oldest files go first, and what is left is the newest frames, whole.
