@@ -31,14 +31,8 @@ if [ "$TS_MAX" -gt 0 ] && [ "$TS_MAX" -lt "$N" ]; then
   TS_OPT=(-c "$TS_MAX")
 fi
 
-# analyze: time and peak RSS (getrusage of the child).
-read -r wv_s wv_rss < <(python3 - "$BIN" "$STORE" <<'PY'
-import resource, subprocess, sys, time
-t = time.time()
-subprocess.run([sys.argv[1], "analyze", "--json", sys.argv[2]], stdout=subprocess.DEVNULL, check=True)
-print(f"{time.time() - t:.3f}", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-PY
-)
+# analyze: time and peak RSS.
+read -r wv_s wv_rss < <(time_rss /dev/null "$BIN" analyze --json "$STORE")
 wv_pps=$(calc "$N / $wv_s" .0f)
 
 echo "## analyze vs tshark ($(stamp), $(revision), $N packets, IMIX, 65536 flows)"

@@ -26,18 +26,6 @@ TSHARK_GB=${TSHARK_GB:-1}
 RECORD_BYTES=374
 WORK=$(work_dir "$DIR")
 
-# Runs a command with its output into OUT; prints its seconds and its peak RSS in KiB
-# (getrusage of the child).
-measure() { # OUT CMD...
-  python3 - "$@" <<'PY'
-import resource, subprocess, sys, time
-t = time.time()
-with open(sys.argv[1], "wb") as out:
-    subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.DEVNULL, check=True)
-print(f"{time.time() - t:.1f}", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-PY
-}
-
 drop_cache() {
   sync
   if [ "$(id -u)" = 0 ]; then echo 3 >/proc/sys/vm/drop_caches; fi
@@ -57,7 +45,7 @@ for gb in $SIZES_GB; do
   size=$(calc "$bytes / 1e9" .1f)
   ratio=$(calc "$bytes / ($ram_kib * 1024)" .2f)
   drop_cache
-  read -r s rss < <(measure "$WORK/report.json" "$BIN" analyze --json "$store")
+  read -r s rss < <(time_rss "$WORK/report.json" "$BIN" analyze --json "$store")
   read -r frames kept untracked < <(python3 - "$WORK/report.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -71,7 +59,7 @@ PY
   if [ "$TSHARK_GB" != 0 ] && python3 -c "import sys; sys.exit(0 if $gb <= $TSHARK_GB else 1)" && have tshark; then
     "$BIN" query "$store" -w "$WORK/all.pcap"
     drop_cache
-    read -r s rss < <(measure /dev/null tshark -n -q -r "$WORK/all.pcap" -z conv,ip)
+    read -r s rss < <(time_rss /dev/null tshark -n -q -r "$WORK/all.pcap" -z conv,ip)
     table_row "tshark -q -z conv,ip" "$size" "$ratio" "$n" "$s" "$(calc "$n / $s" ,.0f)" \
       "$(calc "$rss / 1024" ,.0f)" "all" "0"
     rm -f "$WORK/all.pcap"

@@ -21,6 +21,8 @@
 #   best_of N CMD...          the least of N time_cmd runs
 #   calc EXPR [FORMAT]        evaluates a Python arithmetic expression, formatted (e.g. .2f)
 #   rss_kib PID               resident memory of PID in KiB (empty if it is gone)
+#   time_rss OUT CMD...       runs CMD (standard output into OUT, failure exits), prints its
+#                             seconds and its peak resident memory in KiB (getrusage)
 #   stamp                     UTC time for table titles
 #   revision                  short git revision of the tree (or ?)
 #   table_header COL...       a Markdown table's header and separator lines
@@ -109,6 +111,16 @@ best_of() {
 calc() { python3 -c "print(format($1, '${2:-}'))"; }
 
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || true; }
+
+time_rss() {
+  python3 - "$@" <<'PY'
+import resource, subprocess, sys, time
+t = time.time()
+with open(sys.argv[1], "wb") as out:
+    subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.DEVNULL, check=True)
+print(f"{time.time() - t:.3f}", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+PY
+}
 
 stamp() { date -u +%Y-%m-%dT%H:%MZ; }
 

@@ -396,7 +396,7 @@ pub(crate) fn live_cutoff_run(name: &str, extra: &[&str]) -> (TempDir, Vec<Store
             .then(|| (u16::from_be_bytes([d[34], d[35]]), u16::from_be_bytes([d[36], d[37]]), d[47]))
     };
     let client_ports: Vec<u16> =
-        want.iter().filter_map(tcp).filter(|&(_, _, fl)| fl & 0x12 == 0x02).map(|(s, _, _)| s).collect();
+        want.iter().filter_map(tcp).filter(|&(_, _, fl)| fl & (SYN | ACK) == SYN).map(|(s, _, _)| s).collect();
     assert_eq!(client_ports.len(), 3, "three connections opened");
     let second = client_ports[1];
     let one: Vec<Frame> =
