@@ -8,8 +8,9 @@
 //!   (whether or not it then shows their analysis), holding the index of its
 //!   TCP connection ([`crate::qos::tcp`]);
 //! * a UDP flow (the port pair) when tshark would count it in `conv,udp`,
-//!   holding its RTP streams ([`crate::qos::rtp`]): the UDP conversation is
-//!   the flow's own counters;
+//!   holding its RTP streams ([`crate::qos::rtp`]) and its two directions'
+//!   plain streams ([`crate::qos::udp`]): the UDP conversation is the
+//!   flow's own counters;
 //! * one "other" flow per address pair for everything else (ICMP, other
 //!   protocols, fragments, TCP or UDP headers tshark would not read).
 //!
@@ -89,7 +90,7 @@ pub struct Flow {
     /// is A: the source of the pair's first frame).
     pub first_no: u64,
     /// 1 + the index of the flow's state in its module (the TCP connection,
-    /// the first RTP stream); 0 for none yet.
+    /// the UDP flow's streams); 0 for none yet.
     pub state: u32,
     pub transport: Transport,
 }

@@ -15,7 +15,8 @@
 //!   `-z conv,*` and `-z endpoints,ip`, derived from the flow table;
 //! * [`qos`]: throughput per interval (`-z io,stat`), TCP sequence analysis
 //!   (retransmissions, out-of-order, duplicate ACKs, handshake RTT, as
-//!   tshark's expert info), RTP streams (`-z rtp,streams`);
+//!   tshark's expert info), RTP streams (`-z rtp,streams`), and the
+//!   inter-arrival jitter of UDP streams that are not RTP;
 //! * [`delay`]: one-way delay of the same packets seen at two points.
 //!
 //! Memory is bounded by [`Config`]: the flow table holds at most
@@ -234,6 +235,8 @@ pub struct Report {
     pub throughput: qos::io::IoReport,
     pub tcp: qos::tcp::TcpReport,
     pub rtp: qos::rtp::RtpReport,
+    /// UDP streams that are not RTP: inter-arrival delta and jitter.
+    pub udp_streams: qos::udp::UdpStreamsReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay: Option<delay::DelayReport>,
 }
@@ -280,6 +283,7 @@ pub struct Analyzer {
     io: qos::io::IoStat,
     tcp: qos::tcp::TcpAnalysis,
     rtp: qos::rtp::Rtp,
+    udp: qos::udp::UdpStreams,
     delay: Option<delay::Delay>,
 }
 
@@ -307,6 +311,7 @@ impl Analyzer {
             io: qos::io::IoStat::new(&cfg),
             tcp: qos::tcp::TcpAnalysis::new(&cfg),
             rtp: qos::rtp::Rtp::new(&cfg),
+            udp: qos::udp::UdpStreams::default(),
             delay: None,
             cfg,
             frames: 0,
@@ -366,12 +371,19 @@ impl Analyzer {
         }
     }
 
-    /// A frame's work on its flow: counters, TCP analysis, RTP streams.
+    /// A frame's work on its flow: counters, TCP analysis, RTP and plain UDP streams.
     fn flow_work(&mut self, p: &flows::Placed) {
+        let udp = p.transport == flows::Transport::Udp;
         match (self.flows.count(p), p.segment, p.rtp) {
             (Some(flow), Some(seg), _) => self.tcp.feed(p, seg, &mut flow.state),
-            (Some(flow), None, Some(h)) => self.rtp.feed(p, h, &mut flow.state),
+            (Some(flow), None, Some(h)) if udp => self.rtp.feed(p, h, &mut self.udp.flow(&mut flow.state).rtp),
+            (Some(flow), None, None) if udp => {
+                let from_a = p.src == flow.conv.a;
+                self.udp.flow(&mut flow.state);
+                self.udp.feed(p, flow.state, from_a);
+            }
             (None, None, Some(_)) => self.rtp.untracked(),
+            (None, None, None) if udp => self.udp.untracked(),
             _ => {}
         }
     }
@@ -395,6 +407,7 @@ impl Analyzer {
             throughput: self.io.finish(),
             tcp: self.tcp.finish(self.cfg.top, untracked_tcp),
             rtp: self.rtp.finish(),
+            udp_streams: self.udp.finish(),
             delay: self.delay.map(delay::Delay::finish),
         }
     }

@@ -247,6 +247,28 @@ pub fn table(r: &Report, top: usize) -> String {
             );
         }
     }
+    let u = &r.udp_streams;
+    if !u.streams.is_empty() {
+        let _ =
+            writeln!(o, "\nUDP streams, not RTP: {} (inter-arrival jitter against the mean delta)", u.streams.len());
+        for s in u.streams.iter().take(top) {
+            let j = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+            let _ = writeln!(
+                o,
+                "  {}:{} > {}:{}: {} pkts, delta min/mean/max {:.3}/{:.3}/{:.3} ms, jitter mean/max {}/{} ms",
+                s.src,
+                s.src_port,
+                s.dst,
+                s.dst_port,
+                s.packets,
+                s.min_delta_ms,
+                s.mean_delta_ms,
+                s.max_delta_ms,
+                j(s.mean_jitter_ms),
+                j(s.max_jitter_ms)
+            );
+        }
+    }
     if let Some(d) = &r.delay {
         let _ = writeln!(
             o,

@@ -674,7 +674,7 @@ fn corpus_tcp_analysis_equals_tsharks_expert_info() {
 }
 
 /// Runs a python3 program in a namespace, in the background.
-fn py(ns: &str, code: &str) -> std::process::Child {
+pub(crate) fn py(ns: &str, code: &str) -> std::process::Child {
     VethPair::exec(ns, "python3").args(["-c", code]).spawn().expect("python3 starts")
 }
 
@@ -801,19 +801,25 @@ fn live_traffic_statistics_equal_tsharks() {
         // The sender's times are not a reference then; tshark's figure (below) still is.
         eprintln!("{test}: a send call took {longest_send:.3} ms: the sender's own jitter ({expect_jitter:.3} ms) is not compared");
     }
-    let out = run_ok(
-        Command::new("tshark").args(["-n", "-q", "-o", "rtp.heuristic_rtp:TRUE", "-z", "rtp,streams", "-r"]).arg(&all),
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let row =
-        text.lines().find(|l| l.to_lowercase().contains("0xabcdef01")).unwrap_or_else(|| panic!("no stream in {text}"));
-    let cols: Vec<&str> = row.split_whitespace().collect();
-    assert!(cols.contains(&"195") && cols.contains(&"5"), "tshark: {row}");
-    // Max jitter: the sixth number after the lost percentage; tshark prints 3 decimals.
-    let pct = cols.iter().position(|c| c.starts_with('(')).expect("lost percentage");
-    let tshark_jitter: f64 = cols[pct + 6].parse().unwrap();
+    let (cols, tshark_jitter) = tshark_rtp_stream(&all, 0xabcd_ef01);
+    assert!(cols.contains(&"195".to_string()) && cols.contains(&"5".to_string()), "tshark: {cols:?}");
     assert!((jitter - tshark_jitter).abs() < 0.0015, "max jitter {jitter} ms, tshark {tshark_jitter} ms");
     compare_with_tshark(&all, &r);
+}
+
+/// The columns of `tshark -z rtp,streams`'s row for `ssrc`, and its max jitter (ms).
+pub(crate) fn tshark_rtp_stream(file: &Path, ssrc: u32) -> (Vec<String>, f64) {
+    let out = run_ok(
+        Command::new("tshark").args(["-n", "-q", "-o", "rtp.heuristic_rtp:TRUE", "-z", "rtp,streams", "-r"]).arg(file),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let id = format!("0x{ssrc:08x}");
+    let row = text.lines().find(|l| l.to_lowercase().contains(&id)).unwrap_or_else(|| panic!("no {id} in {text}"));
+    let cols: Vec<String> = row.split_whitespace().map(String::from).collect();
+    // Max jitter: the sixth number after the lost percentage; tshark prints 3 decimals.
+    let pct = cols.iter().position(|c| c.starts_with('(')).expect("lost percentage");
+    let jitter = cols[pct + 6].parse().unwrap();
+    (cols, jitter)
 }
 
 /// `--against`: the built capture against a copy of itself seen 5 ms later,

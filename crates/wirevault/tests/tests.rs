@@ -5,6 +5,7 @@
 mod util;
 
 mod analyze;
+mod analyze_impaired;
 mod analyze_tcp;
 mod cli_conventions;
 mod console;

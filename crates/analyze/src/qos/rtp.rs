@@ -11,7 +11,8 @@
 //! A UDP flow that merely looks like RTP is counted as one: tshark only
 //! tries the heuristic on ports no other dissector claims, this module on
 //! every port. The flow table ([`crate::flows`]) finds a packet's streams:
-//! a UDP flow holds the first of its streams, each the next. Memory: at
+//! a UDP flow's state ([`crate::qos::udp::UdpFlow`]) holds the first of
+//! its streams, each the next. Memory: at
 //! most `max_flows` streams; packets of further streams (or of flows that
 //! found the flow table full) are counted as untracked.
 

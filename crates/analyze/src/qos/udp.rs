@@ -1,0 +1,229 @@
+//! UDP streams that are not RTP: each direction of a UDP flow whose
+//! packets carry no RTP header, with its inter-arrival delta (min, mean,
+//! max) and inter-arrival jitter.
+//!
+//! Without a media clock there is no sender time to measure against, so
+//! the jitter is RFC 3550's estimator (A.8: `J += (|D| - J) / 16`) with the
+//! sender's spacing taken as the stream's mean inter-arrival time so far:
+//! `D` is a packet's delta less the mean of the deltas before it. For a
+//! sender at a constant rate the mean is its period, and `D` is the
+//! difference of two packets' transit times, as RFC 3550's: delays
+//! spread uniformly over `J` ms give a jitter near `J/3` on RTP and plain
+//! streams alike. A stream's first two packets give no jitter (there is no
+//! mean before the second delta); the mean and maximum are over the
+//! packets after. Tools that report jitter of plain UDP (iperf) read a send
+//! time from the payload; this works on any stream.
+//!
+//! Memory: a UDP flow of the flow table holds an index here (12 bytes
+//! each: its first RTP stream and its two plain directions); a flow table
+//! of at most `max_flows` flows bounds both. Packets of flows that found
+//! the flow table full are counted as untracked.
+
+use crate::conv::Ip;
+use crate::flows::Placed;
+use serde::Serialize;
+
+/// The UDP state of one flow.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UdpFlow {
+    /// 1 + the index of the flow's first RTP stream ([`crate::qos::rtp`]), 0 for none.
+    pub rtp: u32,
+    /// 1 + the index of each direction's plain stream (side A's source first), 0 for none.
+    plain: [u32; 2],
+}
+
+#[derive(Debug, Clone)]
+struct Plain {
+    src: (Ip, u16),
+    dst: (Ip, u16),
+    packets: u64,
+    first_ns: u64,
+    last_ns: u64,
+    min_delta_ns: i64,
+    max_delta_ns: i64,
+    jitter_ns: f64,
+    max_jitter_ns: f64,
+    sum_jitter_ns: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UdpStreamRow {
+    pub src: String,
+    pub src_port: u16,
+    pub dst: String,
+    pub dst_port: u16,
+    pub packets: u64,
+    /// Inter-arrival delta over the stream (0 for a single packet).
+    pub min_delta_ms: f64,
+    pub mean_delta_ms: f64,
+    pub max_delta_ms: f64,
+    /// `None` for a stream of fewer than 3 packets.
+    pub mean_jitter_ms: Option<f64>,
+    pub max_jitter_ms: Option<f64>,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UdpStreamsReport {
+    /// By packets, descending (then by first packet).
+    pub streams: Vec<UdpStreamRow>,
+    /// Packets of UDP flows that found the flow table full.
+    pub untracked_packets: u64,
+}
+
+#[derive(Default)]
+pub struct UdpStreams {
+    flows: Vec<UdpFlow>,
+    plain: Vec<Plain>,
+    untracked_packets: u64,
+}
+
+impl UdpStreams {
+    /// The UDP state of a flow whose `slot` (its `state`) is 1 + its index
+    /// here, 0 before its first packet (given one then).
+    pub fn flow(&mut self, slot: &mut u32) -> &mut UdpFlow {
+        if *slot == 0 {
+            self.flows.push(UdpFlow::default());
+            // The flow table holds at most u32::MAX - 1 flows.
+            *slot = u32::try_from(self.flows.len()).unwrap_or(u32::MAX);
+        }
+        &mut self.flows[*slot as usize - 1]
+    }
+
+    /// A plain packet of a flow that found the flow table full.
+    pub fn untracked(&mut self) {
+        self.untracked_packets += 1;
+    }
+
+    /// A packet without an RTP header of the UDP flow whose index here is
+    /// `slot` (see [`UdpStreams::flow`]); `from_a`: sent by the flow's side A.
+    pub fn feed(&mut self, p: &Placed, slot: u32, from_a: bool) {
+        let ts = p.ts;
+        let at = &mut self.flows[slot as usize - 1].plain[usize::from(!from_a)];
+        if *at == 0 {
+            self.plain.push(Plain {
+                src: p.src,
+                dst: p.dst,
+                packets: 1,
+                first_ns: ts,
+                last_ns: ts,
+                min_delta_ns: 0,
+                max_delta_ns: 0,
+                jitter_ns: 0.0,
+                max_jitter_ns: 0.0,
+                sum_jitter_ns: 0.0,
+            });
+            *at = u32::try_from(self.plain.len()).unwrap_or(u32::MAX);
+            return;
+        }
+        let s = &mut self.plain[*at as usize - 1];
+        // Signed: frames out of time order give negative deltas.
+        let delta = ts as i64 - s.last_ns as i64;
+        let deltas_before = s.packets - 1;
+        if deltas_before == 0 {
+            (s.min_delta_ns, s.max_delta_ns) = (delta, delta);
+        } else {
+            s.min_delta_ns = s.min_delta_ns.min(delta);
+            s.max_delta_ns = s.max_delta_ns.max(delta);
+            let mean = (s.last_ns as i64 - s.first_ns as i64) as f64 / deltas_before as f64;
+            s.jitter_ns += ((delta as f64 - mean).abs() - s.jitter_ns) / 16.0;
+            s.max_jitter_ns = s.max_jitter_ns.max(s.jitter_ns);
+            s.sum_jitter_ns += s.jitter_ns;
+        }
+        s.packets += 1;
+        s.last_ns = ts;
+    }
+
+    pub fn finish(self) -> UdpStreamsReport {
+        let mut plain = self.plain;
+        plain.sort_by(|x, y| y.packets.cmp(&x.packets).then(x.first_ns.cmp(&y.first_ns)));
+        let ms = |ns: f64| ns / 1e6;
+        let streams = plain
+            .into_iter()
+            .map(|s| {
+                let jittered = s.packets.saturating_sub(2);
+                let deltas = s.packets - 1;
+                UdpStreamRow {
+                    src: s.src.0.text(),
+                    src_port: s.src.1,
+                    dst: s.dst.0.text(),
+                    dst_port: s.dst.1,
+                    packets: s.packets,
+                    min_delta_ms: ms(s.min_delta_ns as f64),
+                    mean_delta_ms: if deltas > 0 {
+                        ms((s.last_ns as i64 - s.first_ns as i64) as f64 / deltas as f64)
+                    } else {
+                        0.0
+                    },
+                    max_delta_ms: ms(s.max_delta_ns as f64),
+                    mean_jitter_ms: (jittered > 0).then(|| ms(s.sum_jitter_ns / jittered as f64)),
+                    max_jitter_ms: (jittered > 0).then(|| ms(s.max_jitter_ns)),
+                    first_ns: s.first_ns,
+                    last_ns: s.last_ns,
+                }
+            })
+            .collect();
+        UdpStreamsReport { streams, untracked_packets: self.untracked_packets }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Analyzer, Config, Frame};
+
+    /// An Ethernet/IPv4/UDP frame from 10.0.0.1:5000 to 10.0.0.2:6000 (or back).
+    fn frame(back: bool) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8 + 20];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let (s, d) = if back { ([10, 0, 0, 2], [10, 0, 0, 1]) } else { ([10, 0, 0, 1], [10, 0, 0, 2]) };
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&48u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&s);
+        ip[16..20].copy_from_slice(&d);
+        let mut sum: u32 = ip.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        let sum = !(sum as u16);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        let (sp, dp) = if back { (6000u16, 5000u16) } else { (5000, 6000) };
+        f[34..36].copy_from_slice(&sp.to_be_bytes());
+        f[36..38].copy_from_slice(&dp.to_be_bytes());
+        f[38..40].copy_from_slice(&28u16.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn jitter_is_rfc3550s_against_the_mean_delta() {
+        let mut a = Analyzer::new(Config::default()).unwrap();
+        let (out, back) = (frame(false), frame(true));
+        // A 20 ms stream whose third and fifth packets are 2 ms late; one
+        // packet the other way.
+        let delays_ms = [0u64, 0, 2, 0, 2, 0];
+        for (i, d) in delays_ms.iter().enumerate() {
+            let ts_ns = (i as u64 * 20 + d) * 1_000_000;
+            a.feed(&Frame { ts_ns, linktype: 1, wire_len: 62, data: &out });
+        }
+        a.feed(&Frame { ts_ns: 7_000_000, linktype: 1, wire_len: 62, data: &back });
+        let r = a.finish().udp_streams;
+        assert_eq!(r.streams.len(), 2);
+        let (s, b) = (&r.streams[0], &r.streams[1]);
+        assert_eq!((s.src.as_str(), s.src_port, s.packets), ("10.0.0.1", 5000, 6));
+        assert_eq!((b.src.as_str(), b.packets, b.mean_jitter_ms), ("10.0.0.2", 1, None));
+        assert_eq!((s.min_delta_ms, s.max_delta_ms, s.mean_delta_ms), (18.0, 22.0, 20.0));
+        // Deltas 20, 22, 18, 22, 18; the means before the last four: 20, 21, 20, 20.5.
+        let mut j = 0.0f64;
+        let mut js = Vec::new();
+        for (delta, mean) in [(22.0f64, 20.0), (18.0, 21.0), (22.0, 20.0), (18.0, 20.5)] {
+            j += ((delta - mean).abs() - j) / 16.0;
+            js.push(j);
+        }
+        let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+        assert!(close(s.max_jitter_ms.unwrap(), js.iter().copied().fold(0.0, f64::max)), "{s:?}");
+        assert!(close(s.mean_jitter_ms.unwrap(), js.iter().sum::<f64>() / 4.0), "{s:?}");
+    }
+}
