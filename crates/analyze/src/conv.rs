@@ -170,7 +170,7 @@ pub struct ConvReport {
 pub fn conv_table(mut convs: Vec<Conv>, ports: bool, untracked: Count) -> Table<ConvRow> {
     convs.sort_unstable_by(|x, y| {
         let (a, b) = (x.total(), y.total());
-        b.packets.cmp(&a.packets).then(b.bytes.cmp(&a.bytes)).then(x.first_ns.cmp(&y.first_ns))
+        b.packets.cmp(&a.packets).then(b.bytes.cmp(&a.bytes)).then(x.first_ns.cmp(&y.first_ns)).then(x.a.cmp(&y.a))
     });
     let rows: Vec<ConvRow> = convs.iter().map(|c| c.row(ports)).collect();
     Table { count: rows.len(), untracked, rows }
@@ -236,12 +236,15 @@ pub fn report(flows: FlowTable) -> ConvReport {
             v6.push(c);
         }
     }
-    let mut endpoints: Vec<EndpointRow> =
-        eps.into_iter().map(|(a, (tx, rx))| EndpointRow { address: a.text(), tx, rx }).collect();
-    endpoints.sort_unstable_by(|x, y| {
-        let (a, b) = (x.tx.packets + x.rx.packets, y.tx.packets + y.rx.packets);
-        b.cmp(&a).then((y.tx.bytes + y.rx.bytes).cmp(&(x.tx.bytes + x.rx.bytes)))
+    // By packets, then bytes, descending, then by address: the same rows in the same
+    // order on every run (the map's order is seeded per run).
+    let mut eps: Vec<(Ip, (Count, Count))> = eps.into_iter().collect();
+    eps.sort_unstable_by(|(xa, (xt, xr)), (ya, (yt, yr))| {
+        let (a, b) = (xt.packets + xr.packets, yt.packets + yr.packets);
+        b.cmp(&a).then((yt.bytes + yr.bytes).cmp(&(xt.bytes + xr.bytes))).then(xa.cmp(ya))
     });
+    let endpoints: Vec<EndpointRow> =
+        eps.into_iter().map(|(a, (tx, rx))| EndpointRow { address: a.text(), tx, rx }).collect();
     ConvReport {
         ipv4: conv_table(v4, false, untracked),
         ipv6: conv_table(v6, false, Count::default()),

@@ -9,8 +9,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-const T0: u64 = 1_700_000_000_000_000_000;
-const MS: u64 = 1_000_000;
+pub(crate) const T0: u64 = 1_700_000_000_000_000_000;
+pub(crate) const MS: u64 = 1_000_000;
 
 fn csum(h: &[u8]) -> u16 {
     let mut s = 0u32;
@@ -46,7 +46,7 @@ fn fix_csum(ip: &mut [u8]) {
     ip[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
-fn udp(sp: u16, dp: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn udp(sp: u16, dp: u16, payload: &[u8]) -> Vec<u8> {
     let mut u = Vec::new();
     u.extend_from_slice(&sp.to_be_bytes());
     u.extend_from_slice(&dp.to_be_bytes());
@@ -87,7 +87,7 @@ pub(crate) fn tcp_with_options(
 }
 
 /// An Ethernet frame: MACs, then `l2` (type fields, tags, labels), then `rest`, padded to 60 bytes.
-fn ether(l2: &[u8], rest: &[u8]) -> Vec<u8> {
+pub(crate) fn ether(l2: &[u8], rest: &[u8]) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(&DST_MAC);
     f.extend_from_slice(&SRC_MAC);
@@ -134,7 +134,7 @@ fn rtp_arrival(seq: u16) -> u64 {
 }
 const RTP_LOST: [u16; 3] = [110, 120, 121];
 
-fn build() -> Vec<Frame> {
+pub(crate) fn build() -> Vec<Frame> {
     let mut b = Built { frames: Vec::new() };
     let (c, s) = ([10, 1, 0, 1], [10, 1, 0, 2]);
     let to_s = |seq: u32, ack: u32, fl: u8, win: u16, len: usize| {

@@ -104,6 +104,25 @@ fn dedup_from_a_file_drops_copies_within_the_window_exactly() {
     assert_eq!((c.received, c.written, c.deduplicated, c.cut), (all.len() as u64, want.len() as u64, dups, 0));
     assert_same_frames(&want, &got, true, "stored after --dedup");
     tcpdump_reads(&tmp, want.len());
+    // The query layer and the index on what was kept: all of it; then a time range and
+    // a filter, against tcpdump's reading of the expected frames with the same filter.
+    let store = tmp.join("store");
+    let s = store.to_str().unwrap();
+    let out = tmp.join("query.pcap");
+    run_wirevault(&["query", s, "-w", out.to_str().unwrap()]).expect(0, "query -w");
+    assert_same_frames(&want, &read_capture(&out).1, true, "query over the deduplicated store");
+    let (from, to) = (want[want.len() / 4].ts_ns, want[3 * want.len() / 4].ts_ns);
+    let part: Vec<Frame> = want.iter().filter(|f| f.ts_ns >= from && f.ts_ns < to).cloned().collect();
+    let part_file = tmp.join("part.pcap");
+    write_pcap(&part_file, 1, 65535, true, &part);
+    let (_, oracle) = tcpdump_frames(&part_file, &["udp"], tmp.path());
+    assert!(!oracle.is_empty() && oracle.len() < part.len(), "the filter selects some frames of the range");
+    let sel = tmp.join("query-udp.pcap");
+    let (f, t) = (time_arg(from), time_arg(to));
+    run_wirevault(&["query", s, "--from", &f, "--to", &t, "-w", sel.to_str().unwrap(), "udp"]).expect(0, "query udp");
+    let oracle: Vec<Frame> =
+        oracle.iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data.clone() }).collect();
+    assert_same_frames(&oracle, &read_capture(&sel).1, true, "query --from --to udp over the deduplicated store");
 
     // Without --dedup every copy is stored.
     let tmp2 = TempDir::new("dedup-off");

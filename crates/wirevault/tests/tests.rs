@@ -6,6 +6,7 @@ mod util;
 
 mod analyze;
 mod analyze_impaired;
+mod analyze_select;
 mod analyze_tcp;
 mod cli_conventions;
 mod console;
