@@ -519,10 +519,10 @@ pub(crate) fn compare_with_tshark(file: &Path, r: &Value) {
         for ((k, g), (wk, w)) in got.iter().zip(&want) {
             assert_eq!(k, wk, "{title}");
             for i in 0..4 {
-                // tshark prints "10 kB" from 10,000 bytes on: only exact byte counts compare.
-                if let Some(w) = w[i] {
-                    assert_eq!(g[i], w, "{title} {k}: {g:?} vs {w:?}");
-                }
+                // tshark prints "10 kB" from 10,000 bytes on (integer division by 1000 per
+                // SI prefix): a byte count compares as printed, a frame count exactly.
+                let (count, power) = w[i];
+                assert_eq!(g[i] / power, count, "{title} {k} column {i}: {g:?} vs tshark's {w:?}");
             }
         }
     }
@@ -562,16 +562,26 @@ fn section<'a>(text: &'a str, title: &str) -> Vec<&'a str> {
 }
 
 /// ("A B", [frames <-, bytes <-, frames ->, bytes ->]) of each row of a tshark
-/// conversation table, sorted; bytes `None` when tshark rounded them to a unit.
-fn conv_section(text: &str, title: &str) -> Vec<(String, [Option<u64>; 4])> {
-    let mut v: Vec<(String, [Option<u64>; 4])> = section(text, title)
+/// conversation table, sorted; each as (number printed, what it counts in: 1, or
+/// 1000 for kB, 1000000 for MB, ...).
+fn conv_section(text: &str, title: &str) -> Vec<(String, [(u64, u64); 4])> {
+    let mut v: Vec<(String, [(u64, u64); 4])> = section(text, title)
         .iter()
         .filter(|l| l.contains("<->"))
         .map(|l| {
             let c: Vec<&str> = l.split_whitespace().filter(|w| *w != "<->").collect();
-            let num = |i: usize| c[i].parse::<u64>().ok();
-            let bytes = |i: usize| if c[i + 1] == "bytes" { num(i) } else { None };
-            (format!("{} {}", c[0], c[1]), [num(2), bytes(3), num(5), bytes(6)])
+            let num = |i: usize| c[i].parse::<u64>().unwrap_or_else(|_| panic!("{title}: not a number in {l}"));
+            let bytes = |i: usize| {
+                let power = match c[i + 1] {
+                    "bytes" => 1,
+                    "kB" => 1_000,
+                    "MB" => 1_000_000,
+                    "GB" => 1_000_000_000,
+                    u => panic!("{title}: unit {u} in {l}"),
+                };
+                (num(i), power)
+            };
+            (format!("{} {}", c[0], c[1]), [(num(2), 1), bytes(3), (num(5), 1), bytes(6)])
         })
         .collect();
     v.sort();
