@@ -271,6 +271,11 @@ impl FlowTable {
         self.slots = slots;
     }
 
+    /// The flows so far, in the order they were first seen.
+    pub fn flows(&self) -> &[Flow] {
+        &self.flows
+    }
+
     /// The flows, in the order they were first seen.
     pub fn into_flows(self) -> Vec<Flow> {
         self.flows

@@ -394,6 +394,7 @@ impl Analyzer {
             self.flow_work(&p);
         }
         let untracked_tcp = self.flows.untracked_tcp;
+        let udp_streams = self.udp.finish(self.flows.flows());
         Report {
             frames: self.frames,
             bytes: self.bytes,
@@ -407,7 +408,7 @@ impl Analyzer {
             throughput: self.io.finish(),
             tcp: self.tcp.finish(self.cfg.top, untracked_tcp),
             rtp: self.rtp.finish(),
-            udp_streams: self.udp.finish(),
+            udp_streams,
             delay: self.delay.map(delay::Delay::finish),
         }
     }

@@ -256,9 +256,9 @@ pub fn table(r: &Report, top: usize) -> String {
             let _ = writeln!(
                 o,
                 "  {}:{} > {}:{}: {} pkts, delta min/mean/max {:.3}/{:.3}/{:.3} ms, jitter mean/max {}/{} ms",
-                s.src,
+                s.src.text(),
                 s.src_port,
-                s.dst,
+                s.dst.text(),
                 s.dst_port,
                 s.packets,
                 s.min_delta_ms,

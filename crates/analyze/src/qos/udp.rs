@@ -15,12 +15,13 @@
 //! time from the payload; this works on any stream.
 //!
 //! Memory: a UDP flow of the flow table holds an index here (12 bytes
-//! each: its first RTP stream and its two plain directions); a flow table
-//! of at most `max_flows` flows bounds both. Packets of flows that found
+//! each: its first RTP stream and its two plain directions), and each
+//! direction with a plain packet 64 bytes of figures (its addresses are
+//! its flow's); a flow table of at most `max_flows` flows bounds both. Packets of flows that found
 //! the flow table full are counted as untracked.
 
 use crate::conv::Ip;
-use crate::flows::Placed;
+use crate::flows::{Flow, Placed, Transport};
 use serde::Serialize;
 
 /// The UDP state of one flow.
@@ -32,10 +33,9 @@ pub struct UdpFlow {
     plain: [u32; 2],
 }
 
+/// One direction's figures (64 bytes; its addresses are its flow's).
 #[derive(Debug, Clone)]
 struct Plain {
-    src: (Ip, u16),
-    dst: (Ip, u16),
     packets: u64,
     first_ns: u64,
     last_ns: u64,
@@ -48,9 +48,11 @@ struct Plain {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct UdpStreamRow {
-    pub src: String,
+    #[serde(serialize_with = "ip_text")]
+    pub src: Ip,
     pub src_port: u16,
-    pub dst: String,
+    #[serde(serialize_with = "ip_text")]
+    pub dst: Ip,
     pub dst_port: u16,
     pub packets: u64,
     /// Inter-arrival delta over the stream (0 for a single packet).
@@ -62,6 +64,11 @@ pub struct UdpStreamRow {
     pub max_jitter_ms: Option<f64>,
     pub first_ns: u64,
     pub last_ns: u64,
+}
+
+/// Addresses as text only when written: a row holds the address itself.
+fn ip_text<S: serde::Serializer>(ip: &Ip, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&ip.text())
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -103,8 +110,6 @@ impl UdpStreams {
         let at = &mut self.flows[slot as usize - 1].plain[usize::from(!from_a)];
         if *at == 0 {
             self.plain.push(Plain {
-                src: p.src,
-                dst: p.dst,
                 packets: 1,
                 first_ns: ts,
                 last_ns: ts,
@@ -135,20 +140,24 @@ impl UdpStreams {
         s.last_ns = ts;
     }
 
-    pub fn finish(self) -> UdpStreamsReport {
-        let mut plain = self.plain;
-        plain.sort_by(|x, y| y.packets.cmp(&x.packets).then(x.first_ns.cmp(&y.first_ns)));
+    /// The report; `flows` is the flow table's, whose UDP flows' `state`
+    /// indexes here (their addresses are the streams').
+    pub fn finish(self, flows: &[Flow]) -> UdpStreamsReport {
         let ms = |ns: f64| ns / 1e6;
-        let streams = plain
-            .into_iter()
-            .map(|s| {
+        let mut streams = Vec::with_capacity(self.plain.len());
+        for f in flows.iter().filter(|f| f.transport == Transport::Udp && f.state != 0) {
+            let u = &self.flows[f.state as usize - 1];
+            for (dir, (src, dst)) in [(f.conv.a, f.conv.b), (f.conv.b, f.conv.a)].into_iter().enumerate() {
+                let Some(s) = u.plain[dir].checked_sub(1).map(|i| &self.plain[i as usize]) else {
+                    continue;
+                };
                 let jittered = s.packets.saturating_sub(2);
                 let deltas = s.packets - 1;
-                UdpStreamRow {
-                    src: s.src.0.text(),
-                    src_port: s.src.1,
-                    dst: s.dst.0.text(),
-                    dst_port: s.dst.1,
+                streams.push(UdpStreamRow {
+                    src: src.0,
+                    src_port: src.1,
+                    dst: dst.0,
+                    dst_port: dst.1,
                     packets: s.packets,
                     min_delta_ms: ms(s.min_delta_ns as f64),
                     mean_delta_ms: if deltas > 0 {
@@ -161,9 +170,15 @@ impl UdpStreams {
                     max_jitter_ms: (jittered > 0).then(|| ms(s.max_jitter_ns)),
                     first_ns: s.first_ns,
                     last_ns: s.last_ns,
-                }
-            })
-            .collect();
+                });
+            }
+        }
+        streams.sort_by(|x, y| {
+            y.packets
+                .cmp(&x.packets)
+                .then(x.first_ns.cmp(&y.first_ns))
+                .then((x.src, x.src_port).cmp(&(y.src, y.src_port)))
+        });
         UdpStreamsReport { streams, untracked_packets: self.untracked_packets }
     }
 }
@@ -212,8 +227,8 @@ mod tests {
         let r = a.finish().udp_streams;
         assert_eq!(r.streams.len(), 2);
         let (s, b) = (&r.streams[0], &r.streams[1]);
-        assert_eq!((s.src.as_str(), s.src_port, s.packets), ("10.0.0.1", 5000, 6));
-        assert_eq!((b.src.as_str(), b.packets, b.mean_jitter_ms), ("10.0.0.2", 1, None));
+        assert_eq!((s.src.text(), s.src_port, s.packets), ("10.0.0.1".to_string(), 5000, 6));
+        assert_eq!((b.src.text(), b.packets, b.mean_jitter_ms), ("10.0.0.2".to_string(), 1, None));
         assert_eq!((s.min_delta_ms, s.max_delta_ms, s.mean_delta_ms), (18.0, 22.0, 20.0));
         // Deltas 20, 22, 18, 22, 18; the means before the last four: 20, 21, 20, 20.5.
         let mut j = 0.0f64;
