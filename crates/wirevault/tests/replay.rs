@@ -4,7 +4,7 @@
 //! be, byte for byte and in order, what `wirevault query` selects for the
 //! same arguments; counts under `--loop`, `--pps`, `--rate` and `--limit`
 //! are exact; at recorded timing the gaps are those of the recording within
-//! a generous bound (the measured p50/p99 error is printed). Refusals (missing,
+//! generous bounds on the median and p99 error (both printed). Refusals (missing,
 //! down or default-route interface, bad rates) are one sentence, no panic,
 //! and happen before anything is sent.
 //!
@@ -316,6 +316,10 @@ fn replay_at_recorded_timing_keeps_the_gaps() {
     // within 1 ms, and the whole run is not shorter than the recording
     // (a replay that ignored the timing would take a few ms).
     assert!(q(0.5) < 1_000_000, "median gap error {} ns", q(0.5));
+    // The tail: 40-210 us at p99 on this machine when quiet; 2 ms leaves room for a loaded
+    // one, and is still below most gaps (a replay that ignored the timing errs by whole gaps,
+    // 0.2-3 ms, at p99 about 3 ms).
+    assert!(q(0.99) < 2_000_000, "p99 gap error {} ns", q(0.99));
     let span_want = frames[frames.len() - 1].ts_ns - frames[0].ts_ns;
     let span_got = got[got.len() - 1].ts_ns - got[0].ts_ns;
     assert!(span_got + 2_000_000 >= span_want, "replayed in {span_got} ns, recorded {span_want} ns");
