@@ -280,9 +280,6 @@ pub struct Analyzer {
     flows: flows::FlowTable,
     /// The last frame's flow work, done after the next frame's dissection.
     pending: Option<flows::Placed>,
-    /// The last plain UDP packet's stream work (its flow's UDP slot, whether side A
-    /// sent it, its time), done at the next one's while its state loads.
-    pending_plain: Option<(u32, bool, u64)>,
     io: qos::io::IoStat,
     tcp: qos::tcp::TcpAnalysis,
     rtp: qos::rtp::Rtp,
@@ -311,7 +308,6 @@ impl Analyzer {
             // Flows hold u32 indexes into the TCP and RTP state.
             flows: flows::FlowTable::new(cfg.max_flows.min(u32::MAX as usize - 1)),
             pending: None,
-            pending_plain: None,
             io: qos::io::IoStat::new(&cfg),
             tcp: qos::tcp::TcpAnalysis::new(&cfg),
             rtp: qos::rtp::Rtp::new(&cfg),
@@ -384,10 +380,7 @@ impl Analyzer {
             (Some(flow), None, None) if udp => {
                 let from_a = p.src == flow.conv.a;
                 self.udp.flow(&mut flow.state);
-                self.udp.prefetch(flow.state);
-                if let Some((slot, a, ts)) = self.pending_plain.replace((flow.state, from_a, p.ts)) {
-                    self.udp.feed(slot, a, ts);
-                }
+                self.udp.feed(flow.state, from_a, p.ts);
             }
             (None, None, Some(_)) => self.rtp.untracked(),
             (None, None, None) if udp => self.udp.untracked(),
@@ -401,9 +394,6 @@ impl Analyzer {
             self.flow_work(&p);
         }
         let untracked_tcp = self.flows.untracked_tcp;
-        if let Some((slot, a, ts)) = self.pending_plain.take() {
-            self.udp.feed(slot, a, ts);
-        }
         let udp_streams = self.udp.finish(self.flows.flows());
         Report {
             frames: self.frames,

@@ -225,7 +225,6 @@ pub fn table(r: &Report, top: usize) -> String {
     if !r.rtp.streams.is_empty() {
         let _ = writeln!(o, "\nRTP streams: {}", r.rtp.streams.len());
         for s in r.rtp.streams.iter().take(top) {
-            let j = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
             let _ = writeln!(
                 o,
                 "  {}:{} > {}:{} ssrc 0x{:08x} pt {}: {} pkts, lost {} ({:.1}%), delta min/mean/max {:.3}/{:.3}/{:.3} ms, jitter min/mean/max {}/{}/{} ms",
@@ -252,7 +251,6 @@ pub fn table(r: &Report, top: usize) -> String {
         let _ =
             writeln!(o, "\nUDP streams, not RTP: {} (inter-arrival jitter against the mean delta)", u.streams.len());
         for s in u.streams.iter().take(top) {
-            let j = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
             let _ = writeln!(
                 o,
                 "  {}:{} > {}:{}: {} pkts, delta min/mean/max {:.3}/{:.3}/{:.3} ms, jitter mean/max {}/{} ms",
@@ -284,6 +282,11 @@ pub fn table(r: &Report, top: usize) -> String {
         );
     }
     o
+}
+
+/// A jitter figure in ms to three decimals, `n/a` when there is none.
+fn j(v: Option<f64>) -> String {
+    v.map_or("n/a".to_string(), |v| format!("{v:.3}"))
 }
 
 fn sms(ns: i64) -> String {

@@ -7,10 +7,9 @@
 //! within the tolerances stated below, and equal what it did exactly where
 //! a count allows it (loss, duplicates, unmatched frames).
 
-use crate::analyze::{compare_with_tshark, n, py, tshark_frames, tshark_rtp_stream};
+use crate::analyze::{analyze_json, assert_tcp_marks_equal_tsharks, compare_with_tshark, n, py, tshark_rtp_stream};
 use crate::util::*;
-use serde_json::Value;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 const DELAY_MS: f64 = 10.0;
 const JITTER_MS: f64 = 6.0;
@@ -30,10 +29,6 @@ struct Fwd {
     port: u16,
     /// When it was due to leave.
     due: i64,
-}
-
-fn ip(args: &[&str]) {
-    run_ok(Command::new("ip").args(args));
 }
 
 /// Checksums, segmentation and coalescing in software: the forwarder copies
@@ -194,8 +189,7 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
 
     let all_b = tmp.join("b.pcap");
     run_ok(wirevault().arg("query").arg(&store_b).arg("-w").arg(&all_b));
-    let r = run_ok(wirevault().args(["analyze", "--json", "--examples", "1000000"]).arg(&store_b));
-    let r: Value = serde_json::from_slice(&r.stdout).unwrap();
+    let r = analyze_json(&store_b, &["--examples", "1000000"]);
 
     // Duplication: each copy leaves right behind its original, within the 1 ms window
     // unless the forwarder was held up between the two sends.
@@ -283,12 +277,7 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
 
     // TCP: retransmissions, out of order segments (the jitter reorders back-to-back
     // segments) and duplicate ACKs frame by frame as tshark marks them.
-    let filters = ["tcp.analysis.retransmission", "tcp.analysis.out_of_order", "tcp.analysis.duplicate_ack"];
-    let want = tshark_frames(&all_b, &filters);
-    for (i, k) in ["first_retransmissions", "first_out_of_order", "first_duplicate_acks"].iter().enumerate() {
-        let got: Vec<u64> = r["tcp"][k].as_array().unwrap().iter().map(n).collect();
-        assert_eq!(got, want[i], "{}", filters[i]);
-    }
+    assert_tcp_marks_equal_tsharks(&all_b, &r);
     let tcp = |f: &Fwd| f.proto == "tcp";
     let reordered = {
         let mut sent: Vec<(i64, usize)> =
@@ -315,10 +304,7 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
 
     // One-way delay A to B, from the two stores: every frame A sent matches one B
     // received but the lost ones; percentiles as the forwarder's own, and as told.
-    let d = run_ok(
-        wirevault().args(["analyze", "--json", "--against"]).arg(&store_b).arg(&store_a).args(["src", "host", A]),
-    );
-    let d: Value = serde_json::from_slice(&d.stdout).unwrap();
+    let d = analyze_json(&store_a, &["--against", store_b.to_str().unwrap(), "src", "host", A]);
     let d = &d["delay"];
     assert_eq!(n(&d["unmatched"]) as i64, lost, "{d}");
     assert_eq!(n(&d["matched"]) as usize, frames.len() - lost as usize, "{d}");

@@ -4,15 +4,9 @@
 //! does; the malformed kinds the built capture does not hold (a deep MPLS
 //! stack, IPv6 lengths, a long extension chain) are counted.
 
-use crate::analyze::{build, eth_ip, ether, n, udp, MS, T0};
+use crate::analyze::{analyze_json, build, eth_ip, ether, n, udp, MS, T0};
 use crate::util::*;
-use serde_json::Value;
 use std::process::Command;
-
-fn analyze(args: &[&str]) -> Value {
-    let out = run_ok(wirevault().arg("analyze").arg("--json").args(args));
-    serde_json::from_slice(&out.stdout).expect("analyze --json prints JSON")
-}
 
 /// The built capture recorded into a store: analyze with `--from`, `--to`
 /// and a filter reports exactly what it reports of `query`'s output for
@@ -27,13 +21,13 @@ fn analyze_of_a_store_selects_what_query_selects() {
     run_wirevault(&["record", "-q", "--buffer", "64M", "-o", store.to_str().unwrap(), "--read", src.to_str().unwrap()])
         .expect(0, "record --read");
     let s = store.to_str().unwrap();
-    let whole = analyze(&[s]);
+    let whole = analyze_json(&store, &[]);
     let (from, to) = (time_arg(T0 + 35 * MS), time_arg(T0 + 1500 * MS));
     for expr in [&[][..], &["tcp", "or", "udp", "port", "9999"][..], &["not", "udp", "port", "30002"][..]] {
         let sel = tmp.join("sel.pcap");
         run_ok(wirevault().args(["query", s, "--from", &from, "--to", &to, "-w"]).arg(&sel).args(expr));
-        let via_query = analyze(&[sel.to_str().unwrap()]);
-        let direct = analyze(&[&[s, "--from", &from, "--to", &to][..], expr].concat());
+        let via_query = analyze_json(&sel, &[]);
+        let direct = analyze_json(&store, &[&["--from", &from, "--to", &to][..], expr].concat());
         let frames = n(&direct["frames"]);
         assert!(frames > 0 && frames < n(&whole["frames"]), "{expr:?}: {frames} of {}", whole["frames"]);
         assert!(direct == via_query, "{expr:?}: analyze of the store differs from analyze of query's output");
@@ -75,7 +69,7 @@ fn dup_frames_bounds_the_window_by_count_as_editcap_does() {
     write_pcap(&f, 1, 65535, true, &frames);
     let mut seen = Vec::new();
     for dup_frames in [1u64, 2, 3, 5, 8, 1024] {
-        let r = analyze(&["--dup-window", "1s", "--dup-frames", &dup_frames.to_string(), f.to_str().unwrap()]);
+        let r = analyze_json(&f, &["--dup-window", "1s", "--dup-frames", &dup_frames.to_string()]);
         let ours = n(&r["duplicates"]["packets"]);
         let out = run_ok(
             Command::new("editcap").args(["-D", &(dup_frames + 1).to_string()]).arg(&f).arg(tmp.join("out.pcap")),
@@ -144,7 +138,7 @@ fn deep_mpls_and_ipv6_length_and_chain_errors_are_counted() {
         .collect();
     let f = tmp.join("malformed.pcap");
     write_pcap(&f, 1, 65535, true, &built);
-    let r = analyze(&["--examples", "10", f.to_str().unwrap()]);
+    let r = analyze_json(&f, &["--examples", "10"]);
     let mut got: Vec<(String, u64, Vec<u64>)> = r["malformed"]["kinds"]
         .as_array()
         .unwrap()

@@ -33,7 +33,7 @@ fn record_read(store: &Path, files: &[PathBuf], opts: &[&str], filter: &[&str]) 
 }
 
 fn recs_as_frames(recs: &[Rec]) -> Vec<Frame> {
-    recs.iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data.clone() }).collect()
+    recs.iter().map(Rec::frame).collect()
 }
 
 fn paths(files: &[StoredFile]) -> Vec<PathBuf> {

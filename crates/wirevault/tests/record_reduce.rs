@@ -120,8 +120,7 @@ fn dedup_from_a_file_drops_copies_within_the_window_exactly() {
     let sel = tmp.join("query-udp.pcap");
     let (f, t) = (time_arg(from), time_arg(to));
     run_wirevault(&["query", s, "--from", &f, "--to", &t, "-w", sel.to_str().unwrap(), "udp"]).expect(0, "query udp");
-    let oracle: Vec<Frame> =
-        oracle.iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data.clone() }).collect();
+    let oracle: Vec<Frame> = oracle.iter().map(Rec::frame).collect();
     assert_same_frames(&oracle, &read_capture(&sel).1, true, "query --from --to udp over the deduplicated store");
 
     // Without --dedup every copy is stored.
@@ -392,8 +391,7 @@ pub(crate) fn live_cutoff_run(name: &str, extra: &[&str]) -> (TempDir, Vec<Store
         "tcpdump lost frames, no oracle: {td_err}"
     );
     let (_, seen) = read_capture(&peer);
-    let frames: Vec<Frame> =
-        seen.iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data.clone() }).collect();
+    let frames: Vec<Frame> = seen.iter().map(Rec::frame).collect();
     let keep = expected_cut(&frames, 20000);
     let want: Vec<Frame> = frames.iter().zip(&keep).filter(|(_, k)| **k).map(|(f, _)| f.clone()).collect();
     let c = final_counters(&store);

@@ -158,8 +158,7 @@ impl Setup {
 }
 
 fn same_bytes(want: &[Rec], got: &[Rec], what: &str) {
-    let w: Vec<Frame> =
-        want.iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data.clone() }).collect();
+    let w: Vec<Frame> = want.iter().map(Rec::frame).collect();
     assert_same_frames(&w, got, false, what);
 }
 

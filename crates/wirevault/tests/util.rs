@@ -179,7 +179,8 @@ pub struct VethPair {
     pub if_b: &'static str,
 }
 
-fn ip(args: &[&str]) {
+/// `ip ARGS...`, which must succeed.
+pub fn ip(args: &[&str]) {
     run_ok(Command::new("ip").args(args));
 }
 
@@ -500,6 +501,13 @@ pub struct Rec {
     pub linktype: u32,
     pub snaplen: u32,
     pub data: Vec<u8>,
+}
+
+impl Rec {
+    /// The record as a frame to expect or write again (time, original length, bytes).
+    pub fn frame(&self) -> Frame {
+        Frame { ts_ns: self.ts_ns, origlen: self.origlen, data: self.data.clone() }
+    }
 }
 
 /// Every record of a capture file, read with the project's reader; panics

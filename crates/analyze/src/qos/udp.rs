@@ -17,13 +17,12 @@
 //! Memory: a UDP flow of the flow table holds an index here, to 64 bytes
 //! (one cache line: its first RTP stream and side A's plain figures), and
 //! 56 bytes more when side B sends plain packets (addresses are the
-//! flow's); a flow table of at most `max_flows` flows bounds both. Packets of flows that found
-//! the flow table full are counted as untracked.
+//! flow's); a flow table of at most `max_flows` flows bounds both. Packets
+//! of flows that found the flow table full are counted as untracked.
 
 use crate::conv::Ip;
 use crate::flows::{Flow, Transport};
 use serde::Serialize;
-use wv_sys::mem::prefetch;
 
 /// The UDP state of one flow: one cache line, holding side A's plain
 /// direction (the one a flow always has, unless it is RTP only) so that its
@@ -61,21 +60,27 @@ impl Plain {
         }
         // Signed: frames out of time order give negative deltas.
         let delta = ts as i64 - self.last_ns as i64;
-        let deltas_before = self.packets - 1;
-        if deltas_before == 0 {
+        if self.packets == 1 {
             (self.min_delta_ns, self.max_delta_ns) = (delta, delta);
         } else {
             self.min_delta_ns = self.min_delta_ns.min(delta);
             self.max_delta_ns = self.max_delta_ns.max(delta);
-            let mean = (self.last_ns as i64 - self.first_ns as i64) as f64 / deltas_before as f64;
             let j = f64::from(self.jitter_ns);
-            let j = j + ((delta as f64 - mean).abs() - j) / 16.0;
+            let j = j + ((delta as f64 - self.mean_delta_ns()).abs() - j) / 16.0;
             self.jitter_ns = j as f32;
             self.max_jitter_ns = self.max_jitter_ns.max(self.jitter_ns);
             self.sum_jitter_ns += j;
         }
         self.packets += 1;
         self.last_ns = ts;
+    }
+
+    /// The mean of the deltas so far (0 before the second packet).
+    fn mean_delta_ns(&self) -> f64 {
+        match self.packets {
+            0 | 1 => 0.0,
+            n => (self.last_ns as i64 - self.first_ns as i64) as f64 / (n - 1) as f64,
+        }
     }
 }
 
@@ -136,15 +141,6 @@ impl UdpStreams {
         self.untracked_packets += 1;
     }
 
-    /// Starts loading the state of the UDP flow whose index here is `slot`:
-    /// the analyzer feeds a plain packet a frame later (see [`UdpStreams::feed`]),
-    /// so that this cache miss overlaps the next frame's work.
-    pub fn prefetch(&self, slot: u32) {
-        if let Some(u) = self.flows.get(slot as usize - 1) {
-            prefetch((u as *const UdpFlow).cast());
-        }
-    }
-
     /// A packet (time `ts`) without an RTP header of the UDP flow whose index
     /// here is `slot` (see [`UdpStreams::flow`]); `from_a`: sent by the flow's side A.
     pub fn feed(&mut self, slot: u32, from_a: bool, ts: u64) {
@@ -172,7 +168,6 @@ impl UdpStreams {
                     continue;
                 };
                 let jittered = s.packets.saturating_sub(2);
-                let deltas = s.packets - 1;
                 streams.push(UdpStreamRow {
                     src: src.0,
                     src_port: src.1,
@@ -180,11 +175,7 @@ impl UdpStreams {
                     dst_port: dst.1,
                     packets: s.packets,
                     min_delta_ms: ms(s.min_delta_ns as f64),
-                    mean_delta_ms: if deltas > 0 {
-                        ms((s.last_ns as i64 - s.first_ns as i64) as f64 / deltas as f64)
-                    } else {
-                        0.0
-                    },
+                    mean_delta_ms: ms(s.mean_delta_ns()),
                     max_delta_ms: ms(s.max_delta_ns as f64),
                     mean_jitter_ms: (jittered > 0).then(|| ms(s.sum_jitter_ns / jittered as f64)),
                     max_jitter_ms: (jittered > 0).then(|| ms(f64::from(s.max_jitter_ns))),
