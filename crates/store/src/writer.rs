@@ -78,6 +78,10 @@ pub struct WriterConfig {
     /// never, the command line's default; e.g. 0.5 for a volume known to fall
     /// behind for long).
     pub spill: Option<f64>,
+    /// Set once the arena is faulted in, when it was not at the start (a large arena faulted
+    /// in by a background thread): the writer then registers it as its fixed buffers, which
+    /// would have faulted it all in at once. `None`: the arena was whole from the start.
+    pub arena_faulted: Option<Arc<AtomicBool>>,
 }
 
 /// What a writer reports while it runs (read by the status line and summary).
@@ -219,16 +223,20 @@ struct Writer<I> {
     budget_stopped: bool,
     /// Writes go through the page cache (the arena passed `cfg.spill`).
     spilling: bool,
+    /// [`WriterConfig::arena_faulted`] until the arena is registered.
+    arena_faulted: Option<Arc<AtomicBool>>,
 }
 
 /// The writer's io_uring for `arena` with `depth` writes in flight, the
 /// arena registered as its fixed buffers where the kernel allows (then each
 /// write skips pinning 4 MiB of pages; `uring::Writer::register_arena`),
 /// and whether it did. Made before the recorder drops its privileges: an
-/// unprivileged user's locked-memory limit refuses a large arena.
-pub fn arena_writer(arena: &wv_sys::mem::AlignedBuf, depth: u32) -> io::Result<(uring::Writer, bool)> {
+/// unprivileged user's locked-memory limit refuses a large arena. Without
+/// `register` (an arena not faulted in yet: registering pins, and so faults
+/// in, every page) the writer registers it later ([`WriterConfig::arena_faulted`]).
+pub fn arena_writer(arena: &wv_sys::mem::AlignedBuf, depth: u32, register: bool) -> io::Result<(uring::Writer, bool)> {
     let mut io = uring::Writer::new(depth.max(2))?;
-    let fixed = io.register_arena(arena).is_ok();
+    let fixed = register && io.register_arena(arena).is_ok();
     Ok((io, fixed))
 }
 
@@ -246,6 +254,7 @@ pub fn run<I: FileIndexer>(
     let place = placement::Placement::new(&cfg)?;
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     let mut w = Writer {
+        arena_faulted: cfg.arena_faulted.clone(),
         finish_tx: Some(h.finish_tx),
         recycled: h.recycled,
         work_tx: h.work_tx,
@@ -514,6 +523,14 @@ impl<I: FileIndexer> Writer<I> {
     fn write_at(&mut self, pos: u64, len: u64, release_to: u64, tail_end: Option<u64>) {
         while self.io.in_flight() >= self.cfg.depth as usize {
             self.reap(1);
+        }
+        if self.arena_faulted.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
+            self.arena_faulted = None;
+            if let Err(e) = self.io.register_arena(self.ring.buffer()) {
+                self.shared.warn(format!(
+                    "the kernel refused to register the arena with io_uring once it was faulted in ({e}); each write pins its pages instead (slower on fast disks)"
+                ));
+            }
         }
         let Some(c) = self.cur.as_mut() else { return };
         let off = pos - c.start;

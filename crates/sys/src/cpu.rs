@@ -156,6 +156,15 @@ pub fn lower_current_thread(nice: i32, io_level: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Puts the calling thread at the lowest priority there is (`SCHED_IDLE`): it runs only
+/// when a CPU has nothing else to do. For background work that must never take a core
+/// from capture. Best effort: false where the kernel refuses.
+pub fn idle_priority_current_thread() -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: changes the calling thread's scheduling policy only (pid 0: the caller).
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 
 use std::io;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// How an [`AlignedBuf`] is backed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,66 +19,117 @@ pub enum Backing {
 
 /// An anonymous, page-aligned, pre-faulted mapping, unmapped on drop.
 pub struct AlignedBuf {
+    map: Arc<Mapping>,
+    backing: Backing,
+}
+
+/// The mapping itself: unmapped when the last of the [`AlignedBuf`] and its
+/// [`Unfaulted`] rest is dropped.
+struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
-    backing: Backing,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; access to its
 // contents is governed by whoever holds the pointer (see `byte_ring`).
-unsafe impl Send for AlignedBuf {}
-// SAFETY: as above; `&AlignedBuf` only exposes the pointer and length.
-unsafe impl Sync for AlignedBuf {}
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&Mapping` only exposes the pointer and length.
+unsafe impl Sync for Mapping {}
 
 /// Size of a huge page on x86_64 Linux.
 pub const HUGE_PAGE: usize = 2 << 20;
+
+/// The part of an [`AlignedBuf`] that [`AlignedBuf::new_partly`] left to be
+/// faulted in later, by [`Unfaulted::step`] (on a thread of its own, ahead
+/// of the buffer's users: a write to a page not faulted in yet faults it
+/// itself, which is correct but slow). It keeps the mapping alive.
+pub struct Unfaulted {
+    map: Arc<Mapping>,
+    /// Faulted in below this offset.
+    at: usize,
+}
+
+impl Unfaulted {
+    /// Bytes still to fault in.
+    pub fn left(&self) -> usize {
+        self.map.len - self.at
+    }
+
+    /// Faults in (writable, zero-filled where not present) up to `step` more bytes, in order;
+    /// returns how many (0: done). Pages already present, such as ones the buffer's user wrote
+    /// meanwhile, keep their contents: `MADV_POPULATE_WRITE` only fills holes.
+    pub fn step(&mut self, step: usize) -> io::Result<usize> {
+        let n = step.next_multiple_of(HUGE_PAGE).min(self.left());
+        if n > 0 {
+            // SAFETY: [at, at + n) lies inside the mapping, which `self.map` keeps mapped;
+            // MADV_POPULATE_WRITE changes no byte of a present page and fills holes with zeros,
+            // as the buffer's first write into them would.
+            if unsafe { libc::madvise(self.map.ptr.as_ptr().add(self.at).cast(), n, libc::MADV_POPULATE_WRITE) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            self.at += n;
+        }
+        Ok(n)
+    }
+}
 
 impl AlignedBuf {
     /// Maps `len` bytes (rounded up to 2 MiB). Tries reserved hugepages first
     /// when `try_huge` is set, then falls back to ordinary pages.
     pub fn new(len: usize, try_huge: bool) -> io::Result<AlignedBuf> {
+        Ok(Self::new_partly(len, try_huge, usize::MAX)?.0)
+    }
+
+    /// As [`AlignedBuf::new`], but faults in only the first `first` bytes (whole 2 MiB pages)
+    /// of ordinary pages, and returns the rest for [`Unfaulted::step`] (`None`: all of it is
+    /// faulted in, as always with reserved hugepages, and on kernels before 5.14).
+    pub fn new_partly(len: usize, try_huge: bool, first: usize) -> io::Result<(AlignedBuf, Option<Unfaulted>)> {
         let len = len.div_ceil(HUGE_PAGE).max(1) * HUGE_PAGE;
         let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
         if try_huge {
             if let Some(ptr) = map(len, base | libc::MAP_HUGETLB) {
-                return Ok(AlignedBuf { ptr, len, backing: Backing::HugeTlb });
+                return Ok((AlignedBuf { map: Arc::new(Mapping { ptr, len }), backing: Backing::HugeTlb }, None));
             }
         }
         // Ordinary pages: ask for transparent huge pages *before* the memory
         // is touched (MAP_POPULATE would fault it all in as 4 KiB pages
         // first), then fault it in: one fault and one TLB entry per 2 MiB.
         let ptr = map(len, base & !libc::MAP_POPULATE).ok_or_else(io::Error::last_os_error)?;
+        let map = Arc::new(Mapping { ptr, len });
+        let first = first.clamp(1, len).next_multiple_of(HUGE_PAGE);
         // SAFETY: ptr..ptr+len is the mapping just created; madvise only
         // changes the kernel's paging policy for it and faults it in (zeros).
         // Failure of either is harmless: pages then fault in on first use.
         unsafe {
             libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
-            if libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_POPULATE_WRITE) != 0 {
+            if libc::madvise(ptr.as_ptr().cast(), first, libc::MADV_POPULATE_WRITE) != 0 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINVAL) {
                     // Out of memory (a cgroup limit, say): a clear error, not the OOM killer.
-                    libc::munmap(ptr.as_ptr().cast(), len);
                     return Err(e);
                 }
-                // Kernels before 5.14: touch every page instead.
+                // Kernels before 5.14: touch every page instead, all of them now (a later
+                // touch could not tell a hole from a page the buffer's user wrote).
                 for off in (0..len).step_by(4096) {
                     ptr.as_ptr().add(off).write_volatile(0);
                 }
+                return Ok((AlignedBuf { map, backing: Backing::Transparent }, None));
             }
         }
-        Ok(AlignedBuf { ptr, len, backing: Backing::Transparent })
+        let rest = (first < len).then(|| Unfaulted { map: map.clone(), at: first });
+        Ok((AlignedBuf { map, backing: Backing::Transparent }, rest))
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
+        self.map.ptr.as_ptr()
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.len == 0
     }
 
     pub fn backing(&self) -> Backing {
@@ -88,7 +140,7 @@ impl AlignedBuf {
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr..ptr+len is this value's mapping, alive as long as it; no `&mut` slice of
         // it made through this value can coexist with `&self`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len()) }
     }
 
     /// The buffer's bytes, writable (a small aligned buffer owned by one user, such as the
@@ -96,7 +148,7 @@ impl AlignedBuf {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr..ptr+len is this value's mapping, alive as long as it; `&mut self` makes
         // this the only slice of it made through this value.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.len()) }
     }
 }
 
@@ -110,7 +162,7 @@ fn map(len: usize, flags: i32) -> Option<NonNull<u8>> {
     }
 }
 
-impl Drop for AlignedBuf {
+impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: ptr/len describe exactly the mapping created in `new`, and
         // no borrow of it can outlive `self`.
@@ -193,6 +245,29 @@ pub fn advise_huge(ptr: *const u8, bytes: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rest_faults_in_later_keeping_what_was_written() {
+        let (b, rest) = AlignedBuf::new_partly(9 << 20, false, 1).unwrap();
+        assert_eq!(b.len(), 10 << 20);
+        let mut rest = rest.expect("8 MiB left to fault in");
+        assert_eq!(rest.left(), 8 << 20);
+        // SAFETY: inside the mapping; nothing else uses it.
+        unsafe {
+            b.as_ptr().add(5 << 20).write(0xab);
+            b.as_ptr().add(9 << 20).write(0xcd);
+        }
+        let mut total = 0;
+        while let n @ 1.. = rest.step(3 << 20).unwrap() {
+            total += n;
+        }
+        assert_eq!((total, rest.left()), (8 << 20, 0));
+        drop(b);
+        // The rest keeps the mapping: the bytes written before are there, the others zero.
+        // SAFETY: `rest` keeps the mapping alive; nothing writes it any more.
+        let s = unsafe { std::slice::from_raw_parts(rest.map.ptr.as_ptr(), rest.map.len) };
+        assert_eq!((s[5 << 20], s[9 << 20], s[3 << 20], s[(9 << 20) + 1]), (0xab, 0xcd, 0, 0));
+    }
 
     #[test]
     fn maps_aligned_zeroed_memory() {

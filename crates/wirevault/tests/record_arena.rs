@@ -11,9 +11,7 @@ use std::path::Path;
 
 /// The default of a machine with `ram` bytes (crates/wirevault/src/cmd/record/plan.rs).
 fn expected_default(ram: u64) -> u64 {
-    let small = (1u64 << 30).min(ram / 8);
-    let large = (ram / 16).min(4 << 30);
-    small.max(large).max(64 << 20)
+    (ram / 8).clamp(64 << 20, 4 << 30)
 }
 
 fn mem_total() -> u64 {
@@ -112,6 +110,38 @@ fn arena_default_follows_memory_and_a_disk_bench_result() {
     assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
     assert!(o.stderr.contains("disk-bench.json") && o.stderr.contains("--buffer"), "{}", o.stderr);
     assert_eq!(catalog(&store).len(), files, "nothing recorded");
+}
+
+/// An arena larger than the part faulted in before capture (512 MiB) gets the rest faulted in
+/// by a thread of its own while capture runs: stats.json shows it reach the whole arena and
+/// its CPU apart from start-up's; every frame recorded meanwhile (before, during and after) is
+/// in the files, and the writer registers the arena without a word.
+#[test]
+fn arena_rest_is_faulted_in_while_capture_runs() {
+    let _g = heavy_lock();
+    let tmp = TempDir::new("arena-rest");
+    let store = tmp.join("store");
+    let args =
+        ["-q", "--no-tune-warnings", "--buffer", "1G", "--synthetic", "size=1514,rate=2000pps", "--duration", "90s"];
+    let mut r = Recorder::start(None, &store, tmp.path(), &args);
+    // Before capture: the first 512 MiB; then the rest.
+    r.wait_counter("arena_faulted_bytes", 512 << 20);
+    assert_eq!(stats(&store)["arena_bytes"].as_u64(), Some(1 << 30));
+    r.wait_counter("arena_faulted_bytes", 1 << 30);
+    let before = stats(&store)["received"].as_u64().unwrap();
+    r.wait_received(before + 2000);
+    let o = r.terminate();
+    o.expect(0, "record, interrupted");
+    assert!(!o.stderr.contains("warning") && !o.stderr.contains("refused"), "{}", o.stderr);
+    let st = stats(&store);
+    assert_eq!(st["arena_faulted_bytes"].as_u64(), Some(1 << 30), "{st}");
+    let (pre, bg) = (st["arena_prefault_cpu_s"].as_f64().unwrap(), st["arena_background_cpu_s"].as_f64().unwrap());
+    assert!(bg > 0.0 && st["startup_cpu_s"].as_f64().unwrap() >= pre, "{st}");
+    let received = st["received"].as_u64().unwrap();
+    assert!(received > before && st["written"].as_u64() == Some(received), "{st}");
+    let files = check_store(&store);
+    let got: usize = files.iter().map(|f| f.records.len()).sum();
+    assert_eq!(got as u64, received, "frames in the files");
 }
 
 /// `--spill-above 0` sends every full-page write through the page cache

@@ -11,6 +11,7 @@
 
 mod args;
 mod plan;
+mod prefault;
 mod reload;
 mod run;
 mod status;

@@ -36,13 +36,23 @@ pub mod defaults {
         buffer_for_memory(wv_sys::cpu::total_memory())
     }
 
-    /// The arena a machine with `ram` bytes gets by default: 1/8 of it up to
-    /// 1 GiB (as before), beyond 16 GiB 1/16 of it up to 4 GiB; at least
-    /// 64 MiB. Buffered writers park a burst in the page cache, up to
-    /// vm.dirty_ratio (20%) of memory; the arena is pinned and pre-faulted,
-    /// so it takes a smaller share, and the cap bounds the start-up cost
-    /// (stats.json `arena_prefault_cpu_s`, about 0.4-2 s of CPU per GiB).
+    /// The arena a machine with `ram` bytes gets by default: 1/8 of it, at
+    /// least 64 MiB, at most 4 GiB. Buffered writers (tcpdump, netsniff-ng)
+    /// park a burst in the page cache, up to vm.dirty_ratio (20%) of memory;
+    /// the arena is pinned, so it takes a smaller share. Only its first
+    /// [`Tuning::arena_first`] bytes are faulted in before capture starts,
+    /// the rest by a thread at idle priority once it runs (`prefault`): the
+    /// start-up cost no longer grows with it (stats.json
+    /// `arena_prefault_cpu_s` counts both, about 1-3 s of CPU per GiB here).
     pub fn buffer_for_memory(ram: u64) -> u64 {
+        (ram / 8).clamp(64 << 20, 4 << 30)
+    }
+
+    /// The zero-copy path's buffer (its ring, with [`ring_size`]) on a machine with `ram`
+    /// bytes, when no `--buffer` or disk-bench result sets it: 1/8 of it up to 1 GiB, beyond
+    /// 16 GiB 1/16 of it up to 4 GiB (the copy path's arena before it was faulted in behind
+    /// capture). The kernel zeroes the whole ring when it is made, all of it start-up cost.
+    pub fn zero_copy_buffer_for_memory(ram: u64) -> u64 {
         let small = (1u64 << 30).min(ram / 8);
         let large = (ram / 16).min(4 << 30);
         small.max(large).max(64 << 20)
@@ -67,6 +77,10 @@ pub struct Tuning {
     /// 4 MiB block then fills before its timer fires, which halved the disk writes (each a
     /// virtio notification, a VM exit here) and cut 6-8 ns per packet (DESIGN.md, "Live capture").
     pub ring_retire_ms: u32,
+    /// Bytes of each arena faulted in before capture starts; the rest is faulted in by a thread
+    /// of its own once capture runs (`prefault`: the start-up cost of a large arena, ~1-3 s of
+    /// CPU per GiB on this VM, no longer delays the start).
+    pub arena_first: u64,
     /// io_uring queue depth of a writer (writes in flight).
     pub write_depth: u32,
     /// Ring blocks whose writes may be in flight at once on the zero-copy path (DESIGN.md,
@@ -91,6 +105,7 @@ impl Default for Tuning {
             ring_block_size: 4 << 20,
             ring_blocks: 64,
             ring_retire_ms: 40,
+            arena_first: 512 << 20,
             write_depth: 8,
             zc_inflight: 16,
             prealloc_step: 64 << 20,
@@ -404,7 +419,17 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         // Zero-copy: the ring is the only buffer, as large as the copy path's arena and ring
         // together (the same memory; with the arena's size alone it held half as much and
         // dropped frames under contention where the copy path did not: bench/RESULTS.md).
-        None if a.zero_copy => (per + defaults::ring_size(a.workers)).clamp(8 << 20, 4 << 30),
+        // From memory it is smaller than the copy path's arena (see zero_copy_buffer_for_memory).
+        None if a.zero_copy => {
+            let per = match buffer_from {
+                "memory" => {
+                    let b = defaults::zero_copy_buffer_for_memory(wv_sys::cpu::total_memory());
+                    (b / a.workers as u64) / block_size * block_size
+                }
+                _ => per,
+            };
+            (per + defaults::ring_size(a.workers)).clamp(8 << 20, 4 << 30)
+        }
         None => defaults::ring_size(a.workers),
         Some(r) => {
             let v = parse_size(r).ok_or_else(|| usage(format!("--ring-size \"{r}\" is not a size like 64M or 1G")))?;
@@ -717,7 +742,7 @@ fn reserve(file_size: u64, streams: usize) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::defaults::buffer_for_memory;
+    use super::defaults::{buffer_for_memory, zero_copy_buffer_for_memory};
     use super::outputs_given;
 
     #[test]
@@ -740,16 +765,17 @@ mod tests {
     #[test]
     fn default_buffer_grows_with_memory_up_to_4g() {
         const G: u64 = 1 << 30;
-        for (ram, want) in [
-            (256 << 20, 64 << 20),
-            (4 * G, 512 << 20),
-            (8 * G, G),
-            (16 * G, G),
-            (24 * G, 1536 << 20),
-            (64 * G, 4 * G),
-            (512 * G, 4 * G),
+        for (ram, want, zc) in [
+            (256 << 20, 64 << 20, 64 << 20),
+            (4 * G, 512 << 20, 512 << 20),
+            (8 * G, G, G),
+            (16 * G, 2 * G, G),
+            (24 * G, 3 * G, 1536 << 20),
+            (64 * G, 4 * G, 4 * G),
+            (512 * G, 4 * G, 4 * G),
         ] {
             assert_eq!(buffer_for_memory(ram), want, "{ram}");
+            assert_eq!(zero_copy_buffer_for_memory(ram), zc, "{ram}");
         }
     }
 }

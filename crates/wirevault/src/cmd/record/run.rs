@@ -129,12 +129,16 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let nstreams = sources.streams(&p);
     let cpu_before_arenas = wv_sys::cpu::process_cpu_ns();
     // Zero-copy: the ring is the buffer, there is no arena.
-    let arenas = if p.zero_copy {
+    let mut arenas = if p.zero_copy {
         Vec::new()
     } else {
         (0..nstreams).map(|_| alloc_arena(&p)).collect::<anyhow::Result<Vec<Arena>>>()?
     };
     let arena_cpu_ns = wv_sys::cpu::process_cpu_ns().saturating_sub(cpu_before_arenas);
+    // The rest of each arena is faulted in once capture runs (`prefault`).
+    let rests: Vec<_> = arenas.iter_mut().filter_map(|a| a.rest.take().zip(a.whole.clone())).collect();
+    let arena_faulted = arenas.iter().map(|a| a.buf.len() as u64).sum::<u64>()
+        - rests.iter().map(|(r, _)| r.left() as u64).sum::<u64>();
     let huge_fallback = arenas.iter().any(|a| !a.hugetlb);
     let unregistered = arenas.iter().any(|a| !a.fixed);
     let mut zc_rings = Vec::new();
@@ -172,6 +176,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         cpu_s: wv_sys::cpu::process_cpu_ns() as f64 / 1e9,
         arena_prefault_cpu_s: arena_cpu_ns as f64 / 1e9,
         arena_bytes: if p.zero_copy { 0 } else { p.stream.arena_per_worker * nstreams as u64 },
+        arena_faulted,
+        arena_background: None,
         arena_from: p.buffer_from,
         timestamps: sources.stamps.name(),
     };
@@ -188,6 +194,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         let parts = Parts { src, is_file, arena, stamps: sources.stamps };
         streams.push(start_stream(&p, id, nstreams, parts, (&catalog, &budget, &rotation), (&stop, &quota))?);
     }
+    let prefault = super::prefault::Prefault::start(rests);
+    let startup = Startup { arena_background: Some(prefault.progress.clone()), ..startup };
     if unregistered {
         say!("wirevault: note: the kernel refused to register the arena with io_uring; each write pins its pages instead (slower on fast disks)");
     }
@@ -268,6 +276,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         n.send("STOPPING=1");
     }
 
+    if let Some(e) = prefault.stop() {
+        say!("wirevault: warning: {e}");
+    }
     // Join and account: capture threads first, then writers.
     let mut capture_errors = Vec::new();
     let mut writer_threads = Vec::new();
@@ -635,9 +646,13 @@ fn open_xsks(
         .collect())
 }
 
-/// One stream's arena, allocated and faulted in.
+/// One stream's arena, allocated and its first part faulted in.
 struct Arena {
     buf: AlignedBuf,
+    /// The rest, for the background thread ([`super::prefault`]), and the flag that tells the
+    /// writer it is whole.
+    rest: Option<wv_sys::mem::Unfaulted>,
+    whole: Option<Arc<AtomicBool>>,
     /// In reserved hugepages.
     hugetlb: bool,
     /// The writer's io_uring, made while the privileges last, with the arena
@@ -648,12 +663,13 @@ struct Arena {
 
 fn alloc_arena(p: &Plan) -> anyhow::Result<Arena> {
     let arena = p.stream.arena_per_worker;
-    let buf = AlignedBuf::new(arena as usize, true)
+    let (buf, rest) = AlignedBuf::new_partly(arena as usize, true, p.tuning.arena_first as usize)
         .map_err(|e| fail(exit::ERROR, format!("cannot allocate a {arena} byte arena ({e}); lower --buffer")))?;
     let hugetlb = buf.backing() == Backing::HugeTlb;
-    let (io, fixed) = writer::arena_writer(&buf, p.tuning.write_depth)
+    let (io, fixed) = writer::arena_writer(&buf, p.tuning.write_depth, rest.is_none())
         .map_err(|e| fail(exit::ERROR, format!("cannot set up the writer's io_uring: {e}")))?;
-    Ok(Arena { buf, hugetlb, io, fixed })
+    let whole = rest.as_ref().map(|_| Arc::new(AtomicBool::new(false)));
+    Ok(Arena { buf, fixed: fixed || rest.is_some(), rest, whole, hugetlb, io })
 }
 
 /// One running stream: its two threads and what they publish.
@@ -700,7 +716,8 @@ fn start_stream(
     let (prod, cons) = wv_sys::byte_ring::byte_ring(arena.buf);
     let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
     let writer_shared = Arc::new(WriterShared::default());
-    let wcfg = writer_config(p, id, budget, stamps, rotation.clone());
+    let mut wcfg = writer_config(p, id, budget, stamps, rotation.clone());
+    wcfg.arena_faulted = arena.whole;
     let (q2, c2, s2) = (queue.clone(), catalog.clone(), writer_shared.clone());
     let cpu = |n: usize| p.cpus.as_ref().map(|c| c[n % c.len()]);
     let writer = spawn_pinned(format!("wv-writer-{id}"), cpu(nstreams + id), move || {
@@ -806,6 +823,7 @@ fn writer_config(
         timestamps: Some(stamps),
         volumes,
         spill: p.spill,
+        arena_faulted: None,
     }
 }
 

@@ -144,13 +144,17 @@ pub struct Snapshot {
 
 /// What the recording cost before its first packet, and its timestamp source
 /// (in `stats.json` beside the per-packet counters, which exclude it).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Startup {
     /// CPU time of the whole process until the capture threads started (s).
     pub cpu_s: f64,
     /// Of it, the arenas' allocation and pre-faulting (CPU s), and their bytes.
     pub arena_prefault_cpu_s: f64,
     pub arena_bytes: u64,
+    /// Bytes of the arenas faulted in before capture started; the rest is the background
+    /// thread's (`prefault`), whose progress and CPU are added as it goes.
+    pub arena_faulted: u64,
+    pub arena_background: Option<Arc<super::prefault::Progress>>,
     /// Where the arena size came from (`Plan::buffer_from`).
     pub arena_from: &'static str,
     /// The catalog's name of the timestamp source.
@@ -317,6 +321,10 @@ impl Snapshot {
 
     fn json(&self, state: &str, elapsed: f64, rates: Rates, start: &Startup) -> String {
         let c = &self.counts;
+        let (bg_bytes, bg_cpu) = start
+            .arena_background
+            .as_ref()
+            .map_or((0, 0.0), |b| (b.bytes.load(Ordering::Relaxed), b.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9));
         let dropped: serde_json::Map<String, serde_json::Value> =
             DROP_CAUSES.iter().zip(self.drops()).map(|(d, n)| (d.json.to_string(), n.into())).collect();
         serde_json::json!({
@@ -334,6 +342,10 @@ impl Snapshot {
             "startup_cpu_s": (start.cpu_s * 1e3).round() / 1e3,
             "arena_prefault_cpu_s": (start.arena_prefault_cpu_s * 1e3).round() / 1e3,
             "arena_bytes": start.arena_bytes,
+            // The rest of the arenas, faulted in after capture started by a thread of its own:
+            // how far it came (all of `arena_bytes` once done) and its CPU.
+            "arena_faulted_bytes": start.arena_faulted + bg_bytes,
+            "arena_background_cpu_s": (bg_cpu * 1e3).round() / 1e3,
             "arena_from": start.arena_from,
             "timestamps": {
                 "source": start.timestamps,
