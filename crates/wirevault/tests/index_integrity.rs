@@ -300,8 +300,8 @@ fn a_signal_during_index_leaves_no_partial_index() {
     // Big enough that indexing takes a while: 4 files of 150k small frames.
     let frames: Vec<Frame> = (0..150_000u32)
         .map(|i| {
-            let data = make_frame(i, kind_of(i), 60);
-            Frame { ts_ns: 1_700_000_000_000_000_000 + u64::from(i) * 1000, origlen: 60, data }
+            let data = make_frame(i, kind_of(i), min_frame_len(kind_of(i)).max(60));
+            Frame { ts_ns: 1_700_000_000_000_000_000 + u64::from(i) * 1000, origlen: data.len() as u32, data }
         })
         .collect();
     for i in 0..4 {

@@ -393,6 +393,7 @@ fn seq_of(r: &Rec) -> Option<usize> {
         0x8100 => 18,
         0x88a8 => 22,
         0x88b5 => 14,
+        0x86dd => 14 + 40 + 8,
         _ => return None,
     };
     let s = u32::from_be_bytes(d.get(off..off + 4)?.try_into().ok()?) as usize;

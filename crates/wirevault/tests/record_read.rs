@@ -476,8 +476,9 @@ fn count_limit_on_files_reads_no_further() {
     let store = tmp.join("udp");
     record_read(&store, &[f], &["-c", "10"], &["udp"]).expect(0, "-c 10 udp");
     let c = final_counters(&store);
-    // Received: the frames up to the tenth UDP one, filtered or not.
-    let tenth = frames.iter().enumerate().filter(|(_, f)| f.data[12..14] == [8, 0] && f.data[23] == 17).nth(9);
+    // Received: the frames up to the tenth UDP one (IPv4 or IPv6), filtered or not.
+    let udp = |d: &[u8]| d[12..14] == [8, 0] && d[23] == 17 || d[12..14] == [0x86, 0xdd] && d[20] == 17;
+    let tenth = frames.iter().enumerate().filter(|(_, f)| udp(&f.data)).nth(9);
     let upto = tenth.map(|(i, _)| i as u64 + 1);
     assert_eq!((c.written, c.drops(), Some(c.received), c.filtered + 10), (10, 0, upto, c.received));
 }
@@ -536,4 +537,35 @@ fn interleaved_link_types_make_one_file_each_and_lose_nothing() {
         let by_tshark = String::from_utf8_lossy(&o.stdout).lines().count();
         assert_eq!(got.len(), by_tshark, "query udp port {port} against tshark on interface {iface}");
     }
+}
+
+/// The test sequence's own frames are what they claim: tshark, checking every IPv4 and UDP
+/// checksum (IPv6's mandatory one included), finds none bad and no malformed IPv6 frame (the
+/// DNS payloads are noise on purpose), and every IPv6 frame (jumbo ones among them) carries a
+/// good UDP checksum.
+#[test]
+fn test_frames_are_valid_as_tshark_checks_them() {
+    if !need_tools("test_frames_are_valid_as_tshark_checks_them", &["tshark"]) {
+        return;
+    }
+    let tmp = TempDir::new("test-frames-valid");
+    let file = tmp.join("frames.pcap");
+    write_pcap(&file, 1, 65535, true, &test_frames(N, START_NS));
+    let o = run_ok(Command::new("tshark").arg("-r").arg(&file).args([
+        "-o",
+        "ip.check_checksum:TRUE",
+        "-o",
+        "udp.check_checksum:TRUE",
+        "-Y",
+        "ip.checksum.status == \"Bad\" || udp.checksum.status == \"Bad\" || ipv6 && _ws.malformed",
+    ]));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "", "frames tshark finds bad");
+    let want = (0..N).filter(|&i| kind_of(i) == Kind::Ipv6Udp).count();
+    let count = |filter: &str| {
+        let o =
+            run_ok(Command::new("tshark").arg("-r").arg(&file).args(["-o", "udp.check_checksum:TRUE", "-Y", filter]));
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    assert_eq!(count("ipv6 && udp.checksum.status == \"Good\""), want, "IPv6 frames with a good UDP checksum");
+    assert!(count("ipv6 && frame.len >= 9000") > 0, "no jumbo IPv6 frame in the sequence");
 }

@@ -306,10 +306,31 @@ pub enum Kind {
     QinQ,
     /// Untagged non-IP frame (local experimental EtherType 0x88b5).
     Raw,
+    /// IPv6/UDP (checksummed) on a port that is not 53; up to jumbo sizes.
+    Ipv6Udp,
 }
 
 pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+/// The one's-complement sum of `b` as 16-bit big-endian words, added to `sum` (not folded).
+fn sum16(mut sum: u32, b: &[u8]) -> u32 {
+    for w in b.chunks(2) {
+        sum += u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u32;
+    }
+    sum
+}
+
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// The IPv6 addresses of [`Kind::Ipv6Udp`] frames: fd00::1 to fd00::2.
+const V6_SRC: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const V6_DST: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
 fn ipv4_header(total_len: usize, proto: u8, seq: u32) -> [u8; 20] {
     let mut h = [0u8; 20];
@@ -321,14 +342,8 @@ fn ipv4_header(total_len: usize, proto: u8, seq: u32) -> [u8; 20] {
     h[9] = proto;
     h[12..16].copy_from_slice(&[10, 0, 0, 1]);
     h[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    let mut sum = 0u32;
-    for w in h.chunks(2) {
-        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let sum = fold(sum16(0, &h));
+    h[10..12].copy_from_slice(&sum.to_be_bytes());
     h
 }
 
@@ -376,6 +391,19 @@ pub fn make_frame(seq: u32, kind: Kind, size: usize) -> Vec<u8> {
             f.extend_from_slice(&0x88b5u16.to_be_bytes());
         }
         Kind::Raw => f.extend_from_slice(&0x88b5u16.to_be_bytes()),
+        Kind::Ipv6Udp => {
+            f.extend_from_slice(&0x86ddu16.to_be_bytes());
+            let payload = (size - 14 - 40) as u16;
+            f.extend_from_slice(&(0x6000_0000 | (seq & 0xf_ffff)).to_be_bytes()); // flow label
+            f.extend_from_slice(&payload.to_be_bytes());
+            f.extend_from_slice(&[17, 64]);
+            f.extend_from_slice(&V6_SRC);
+            f.extend_from_slice(&V6_DST);
+            f.extend_from_slice(&40002u16.to_be_bytes());
+            f.extend_from_slice(&(5360 + (seq % 3) as u16).to_be_bytes());
+            f.extend_from_slice(&payload.to_be_bytes());
+            f.extend_from_slice(&[0, 0]); // the checksum, once the payload is in
+        }
     }
     assert!(f.len() + 4 <= size, "frame {seq} of {size} bytes too small for {kind:?}");
     f.extend_from_slice(&seq.to_be_bytes());
@@ -384,7 +412,26 @@ pub fn make_frame(seq: u32, kind: Kind, size: usize) -> Vec<u8> {
         x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
         f.push((x >> 24) as u8);
     }
+    if kind == Kind::Ipv6Udp {
+        // Pseudo-header (addresses, UDP length, next header) and the datagram.
+        let len = (f.len() - 54) as u32;
+        let sum = sum16(sum16(0, &f[22..54]) + (len >> 16) + (len & 0xffff) + 17, &f[54..]);
+        let c = match fold(sum) {
+            0 => 0xffff,
+            c => c,
+        };
+        f[60..62].copy_from_slice(&c.to_be_bytes());
+    }
     f
+}
+
+/// The shortest frame of `kind` [`make_frame`] builds (60, or its headers and sequence number).
+pub fn min_frame_len(kind: Kind) -> usize {
+    match kind {
+        Kind::Dns | Kind::Udp | Kind::TcpDns => 14 + 20 + 20 + 4,
+        Kind::Ipv6Udp => 14 + 40 + 8 + 4,
+        _ => 60,
+    }
 }
 
 /// The kind of frame number `seq` in [`test_frames`].
@@ -395,6 +442,7 @@ pub fn kind_of(seq: u32) -> Kind {
         2 => Kind::TcpDns,
         3 | 9 => Kind::Vlan,
         6 => Kind::QinQ,
+        7 => Kind::Ipv6Udp,
         _ => Kind::Raw,
     }
 }
@@ -415,11 +463,7 @@ pub fn test_frames(n: u32, start_ns: u64) -> Vec<Frame> {
                 _ if seq % 4 == 0 => 60 + (seq as usize * 7) % 200,
                 _ => 60 + (seq as usize * 4463) % (9000 - 60 + 1),
             };
-            let min = match kind {
-                Kind::Dns | Kind::Udp | Kind::TcpDns => 14 + 20 + 20 + 4,
-                _ => 60,
-            };
-            let data = make_frame(seq, kind, size.max(min));
+            let data = make_frame(seq, kind, size.max(min_frame_len(kind)));
             Frame { ts_ns: start_ns + seq as u64 * 1_000_000, origlen: data.len() as u32, data }
         })
         .collect()
