@@ -214,9 +214,9 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
     assert!((max_jitter - tshark_max_jitter).abs() < 0.0015, "max jitter {max_jitter}, tshark {tshark_max_jitter}");
 
     // Jitter, RTP and plain UDP: uniform delays over J ms give RFC 3550 jitter J/3 on
-    // average. Against the forwarder's own send times within 20 us (the recorder at
-    // B stamps each frame microseconds later; a gain of 1/8 instead of 1/16 moves the
-    // plain stream's mean by 50 us), and against J/3 within 0.6 ms (30%), unless the
+    // average. Against the forwarder's own send times within 20 us plus how much their lag
+    // to B's stamps varies (a gain of 1/8 instead of 1/16 moves the plain stream's mean by
+    // 50 us), and against J/3 within 0.6 ms (30%), unless the
     // forwarder was held up sending. Over ten runs RTP's mean was 1.69-2.15 ms (below
     // J/3: the running jitter starts at 0 and a copy right behind its original adds a
     // difference of 0), the plain stream's 2.12-2.28 ms (above: a lost packet or a
@@ -239,34 +239,62 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
         .expect("the plain UDP stream");
     let udp = |f: &Fwd| f.proto == "udp" && f.port == 40010;
     assert_eq!(n(&plain["packets"]) as i64, 300 - count(&udp, "lost") + count(&udp, "dup"), "{plain}");
-    for (what, got, period, filter) in [
-        ("RTP", s["mean_jitter_ms"].as_f64().unwrap(), 20.0, &rtp as &dyn Fn(&Fwd) -> bool),
-        ("plain UDP", plain["mean_jitter_ms"].as_f64().unwrap(), 10.0, &udp),
+    // B's stamps of each stream's packets by the sender's number (RTP: its sequence number
+    // from 1000; plain UDP: the first word of the payload), copies after their original.
+    let mut stamps_b: std::collections::HashMap<(u16, u32), Vec<u64>> = Default::default();
+    for rec in read_capture(&all_b).1 {
+        let d = &rec.data;
+        if d.len() < 14 + 20 + 8 + 4 || d[12..14] != [8, 0] || d[23] != 17 {
+            continue;
+        }
+        let (port, pl) = (u16::from_be_bytes([d[36], d[37]]), &d[42..]);
+        let i = match port {
+            40000 => u32::from(u16::from_be_bytes([pl[2], pl[3]])).wrapping_sub(1000),
+            40010 => u32::from_be_bytes([pl[0], pl[1], pl[2], pl[3]]),
+            _ => continue,
+        };
+        stamps_b.entry((port, i)).or_default().push(rec.ts_ns);
+    }
+    for (what, got, period, port, filter) in [
+        ("RTP", s["mean_jitter_ms"].as_f64().unwrap(), 20.0, 40000, &rtp as &dyn Fn(&Fwd) -> bool),
+        ("plain UDP", plain["mean_jitter_ms"].as_f64().unwrap(), 10.0, 40010, &udp),
     ] {
         // The forwarder's send times of the frames that got through and of their copies,
-        // against the sender's schedule.
-        let mut points = Vec::new();
-        let mut i = 0.0;
-        for f in frames.iter().filter(|f| filter(f)) {
+        // against the sender's schedule; and how much later B stamped each.
+        let (mut points, mut after) = (Vec::new(), Vec::new());
+        for (i, f) in frames.iter().filter(|f| filter(f)).enumerate() {
+            let b = stamps_b.get(&(port, i as u32)).map_or(&[][..], |v| &v[..]);
             if f.out > 0 {
-                points.push((f.out as f64 / 1e6, i * period));
+                points.push((f.out as f64 / 1e6, i as f64 * period));
+                after.push(b.first().map(|&t| t as f64 / 1e6 - f.out as f64 / 1e6));
                 if f.verdict == "dup" {
                     // The copy when it really left: a loaded forwarder can send it ms later.
-                    points.push((f.copy as f64 / 1e6, i * period));
+                    points.push((f.copy as f64 / 1e6, i as f64 * period));
+                    after.push(b.get(1).map(|&t| t as f64 / 1e6 - f.copy as f64 / 1e6));
                 }
             }
-            i += 1.0;
         }
+        // The log's own uncertainty: the forwarder notes the time before its send returns,
+        // and B stamps the frame a little later, more so on a loaded machine. Each jitter
+        // step is off by the change of that lag from one packet to the next, so the mean
+        // jitter by at most its mean change (a few us when quiet; it once reached 27 us in
+        // a full test run, where the 20 us alone failed).
+        let lag: Vec<f64> = after.iter().map(|a| a.expect("B stored every frame the forwarder sent")).collect();
+        let spread = lag.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>() / (lag.len() - 1) as f64;
         let own = if what == "RTP" {
             rfc3550_mean(&points)
         } else {
             mean_delta_jitter(&points.iter().map(|p| p.0).collect::<Vec<_>>())
         };
         eprintln!(
-            "{test}: {what} mean jitter {got:.3} ms, forwarder's {own:.3} ms, told J/3 {:.3} ms",
+            "{test}: {what} mean jitter {got:.3} ms, forwarder's {own:.3} ms (its lag to B's stamps changes by {:.1} us a packet), told J/3 {:.3} ms",
+            spread * 1e3,
             JITTER_MS / 3.0
         );
-        assert!((got - own).abs() < 0.02, "{what} mean jitter {got} ms, the forwarder's send times give {own} ms");
+        assert!(
+            (got - own).abs() < 0.02 + spread,
+            "{what} mean jitter {got} ms, the forwarder's send times give {own} ms (their lag to B's stamps changes by {spread} ms a packet)"
+        );
         if on_time {
             assert!(
                 (got - JITTER_MS / 3.0).abs() < 0.5,

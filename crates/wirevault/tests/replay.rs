@@ -317,8 +317,12 @@ fn replay_at_recorded_timing_keeps_the_gaps() {
     assert!(q(0.5) < 1_000_000, "median gap error {} ns", q(0.5));
     // The tail: 40-210 us at p99 on this machine when quiet; 2 ms leaves room for a loaded
     // one, and is still below most gaps (a replay that ignored the timing errs by whole gaps,
-    // 0.2-3 ms, at p99 about 3 ms).
-    assert!(q(0.99) < 2_000_000, "p99 gap error {} ns", q(0.99));
+    // 0.2-3 ms, at p99 about 3 ms). Plus twice what replay itself reports as its p99
+    // lateness: a gap is off by both its ends' lateness when the machine did not give replay
+    // the CPU at the time (it once measured 3.2 ms with the corpus tests running beside it);
+    // a replay that ignored the timing is not late, and still fails.
+    let late99 = sum["lateness_ns"]["p99"].as_u64().expect("replay's p99 lateness");
+    assert!(q(0.99) < 2_000_000 + 2 * late99, "p99 gap error {} ns (replay's own p99 lateness {late99} ns)", q(0.99));
     let span_want = frames[frames.len() - 1].ts_ns - frames[0].ts_ns;
     let span_got = got[got.len() - 1].ts_ns - got[0].ts_ns;
     assert!(span_got + 2_000_000 >= span_want, "replayed in {span_got} ns, recorded {span_want} ns");
