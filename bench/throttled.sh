@@ -18,8 +18,11 @@
 # Environment: N (frames, default 2000000), WBPS (write limit in bytes/s, default 200000000),
 # IMG (image size, default 12G, sparse), TOOLS (default "wirevault tcpdump netsniff-ng"),
 # WV_BUFFER (wirevault --buffer; default: its own default), NICE (default 0). The tool
-# "wirevault-spill" is wirevault with --spill-above WV_SPILL (default 50; writes go through the page cache while
-# the arena is more than half full; wirevault's default is the arena alone).
+# "wirevault-spill" is wirevault with --spill-above WV_SPILL (default 50; writes go through the
+# page cache while the arena is more than half full; wirevault's default is the arena alone);
+# "wirevault-zc" is the zero-copy path (--format pcapng --zero-copy: the kernel's ring is the
+# buffer). wirevault faults in most of its arena after capture starts, at idle priority: the
+# burst is sent once stats.json says it is whole, and that CPU is in the start-up column.
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 DIR=$(work_dir "${1:-./bench-throttled}")
@@ -156,7 +159,11 @@ run_one() {
     local w su pf bg ab af sp
     read -r w su pf bg ab af sp < <(stats "$MNT/store/stats.json" written startup_cpu_s arena_prefault_cpu_s arena_background_cpu_s=0 arena_bytes dropped.arena_full spilled_bytes)
     [ "$w" = "$stored" ] || extra="stats.json written $w but the files hold $stored; "
-    extra="${extra}arena $((ab >> 20)) MiB: ${pf}s CPU faulting it in before capture (of ${su}s start-up), ${bg}s after (idle priority, before the burst); arena-full drops $af, spilled $((sp >> 20)) MiB"
+    if [ "$ab" = 0 ]; then
+      extra="${extra}no arena: the kernel's ring (set up in the ${su}s of start-up) is the buffer"
+    else
+      extra="${extra}arena $((ab >> 20)) MiB: ${pf}s CPU faulting it in before capture (of ${su}s start-up), ${bg}s after (idle priority, before the burst); arena-full drops $af, spilled $((sp >> 20)) MiB"
+    fi
   fi
   umount "$MNT"
   local cpu

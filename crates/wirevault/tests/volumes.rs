@@ -265,7 +265,18 @@ fn live_two_volumes(test: &str, extra: &[&str]) {
     let stored: u64 = count.iter().map(|&c| u64::from(c)).sum();
     assert_eq!(stored, c.written, "frames in the files vs written");
     assert!(count.iter().all(|&k| k <= 3), "a frame stored more often than sent");
+    // Stream 0's own account: everything it received is written, in its files.
+    let st = stats(&store);
+    let s0 = &st["streams"][0];
     assert!(stream0 > 0, "stream 0 stored nothing");
+    assert_eq!(s0["written"], s0["received"], "stream 0 on the healthy volume: {st}");
+    assert_eq!((s0["written"].as_u64(), s0["write_error"].as_u64()), (Some(stream0), Some(0)), "{st}");
+    let per: (u64, u64) = st["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .fold((0, 0), |(r, w), s| (r + s["received"].as_u64().unwrap(), w + s["written"].as_u64().unwrap()));
+    assert_eq!(per, (c.received, c.written), "the streams add up to the totals: {st}");
     assert!(assert_query_equals_tcpdump(&store, tmp.path(), "ip") > 0);
 }
 

@@ -138,6 +138,9 @@ pub struct Snapshot {
     pub deleted: Deleted,
     /// Per stream: frames with a hardware stamp, with a software stamp.
     stamps: Vec<[u64; 2]>,
+    /// Per stream: received, written, lost to a write error (one stream's own account, as a
+    /// volume that fails takes only its writers' files).
+    streams: Vec<[u64; 3]>,
     /// The most writes one stream had in flight (zero-copy).
     in_flight_max: u64,
 }
@@ -161,6 +164,11 @@ pub struct Startup {
     pub timestamps: &'static str,
 }
 
+/// Packets the source saw: delivered to the capture thread, or filtered or dropped before.
+fn received(c: &Counts) -> u64 {
+    c.delivered + c.filtered_kernel + c.dropped_kernel + c.dropped_fill_ring
+}
+
 impl Snapshot {
     /// The counters once every writer has ended: the arenas hold nothing
     /// more (the fill the capture threads last published was before the
@@ -182,9 +190,15 @@ impl Snapshot {
         let mut counts = Counts::default();
         let mut fill: f64 = 0.0;
         let mut stamps = Vec::with_capacity(sc.len());
-        for s in sc {
+        let mut streams = Vec::with_capacity(sc.len());
+        for (s, w) in sc.iter().zip(ws) {
             let (c, f) = s.load();
             stamps.push([c.ts_hardware, c.ts_software]);
+            streams.push([
+                received(&c),
+                w.written_packets.load(Ordering::Acquire),
+                w.dropped_write_error.load(Ordering::Acquire),
+            ]);
             counts += c;
             fill = fill.max(f);
         }
@@ -200,6 +214,7 @@ impl Snapshot {
             files: sum(|w| w.files_closed.load(Ordering::Relaxed)),
             deleted: ws.iter().map(|w| w.retention()).fold(Deleted::default(), Deleted::and),
             stamps,
+            streams,
             in_flight_max: ws.iter().map(|w| w.writes_in_flight_max.load(Ordering::Relaxed)).max().unwrap_or(0),
         }
     }
@@ -220,6 +235,10 @@ impl Snapshot {
         self.written = self.written.min(stored);
         self.write_error = self.write_error.min(stored - self.written);
         self.budget = self.budget.min(stored - self.written - self.write_error);
+        let own = [self.received(), self.written, self.write_error];
+        if let [e] = &mut self.streams[..] {
+            *e = own;
+        }
         self
     }
 
@@ -243,6 +262,7 @@ impl Snapshot {
             files: 0,
             deleted: Deleted::default(),
             stamps: Vec::with_capacity(parts.len()),
+            streams: Vec::with_capacity(parts.len()),
             in_flight_max: 0,
         };
         for p in parts {
@@ -257,6 +277,7 @@ impl Snapshot {
             t.files += p.files;
             t.deleted = t.deleted.and(p.deleted);
             t.stamps.extend_from_slice(&p.stamps);
+            t.streams.extend_from_slice(&p.streams);
             t.in_flight_max = t.in_flight_max.max(p.in_flight_max);
         }
         t
@@ -287,7 +308,7 @@ impl Snapshot {
     }
 
     fn received(&self) -> u64 {
-        self.counts.delivered + self.counts.filtered_kernel + self.counts.dropped_kernel + self.counts.dropped_fill_ring
+        received(&self.counts)
     }
 
     fn filtered(&self) -> u64 {
@@ -354,6 +375,8 @@ impl Snapshot {
                 "streams": self.stamps.iter().map(|[h, s]| serde_json::json!({"hardware": h, "software": s})).collect::<Vec<_>>(),
             },
             "dropped": dropped,
+            // Each stream's own account (stream i: capture worker i and its writer).
+            "streams": self.streams.iter().map(|[r, w, e]| serde_json::json!({"received": r, "written": w, "write_error": e})).collect::<Vec<_>>(),
             "stored_in_arena": c.stored,
             "wire_bytes": c.wire_bytes,
             "files": self.files,
