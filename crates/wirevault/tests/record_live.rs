@@ -172,9 +172,15 @@ fn live_rotation_by_size_loses_and_duplicates_nothing() {
         return;
     }
     let _g = heavy_lock();
-    let l = Live::new("live-rot-size", N);
+    size_rotation_run("live-rot-size", &[]);
+}
+
+/// Sends the standard sequence at top speed to a recorder with `--file-size 1M` and `args`:
+/// every file within the limit, enough of them, no frame lost or duplicated across them.
+pub(crate) fn size_rotation_run(name: &str, args: &[&str]) {
+    let l = Live::new(name, N);
     let limit: u64 = 1 << 20;
-    let r = l.start(&["--file-size", "1M"]);
+    let r = l.start(&[&["--file-size", "1M"], args].concat());
     let (_, t0, t1) = l.send_and_stop(r, &["--topspeed"], N as u64);
 
     let c = final_counters(&l.store());
@@ -193,12 +199,12 @@ fn live_rotation_by_size_loses_and_duplicates_nothing() {
 }
 
 /// Sends 1000 frames at 800/s (1.25 s) to a recorder with `--file-time
-/// WINDOW`; returns the checked store's files, after asserting that no file
+/// WINDOW` and `args`; returns the checked store's files, after asserting that no file
 /// spans a window boundary and that no frame is lost or duplicated across
 /// the boundaries.
-fn time_rotation_run(name: &str, file_time: &str, window: u64) -> Vec<StoredFile> {
+pub(crate) fn time_rotation_run(name: &str, file_time: &str, window: u64, args: &[&str]) -> Vec<StoredFile> {
     let l = Live::new(name, 1000);
-    let r = l.start(&["--file-time", file_time]);
+    let r = l.start(&[&["--file-time", file_time], args].concat());
     let (_, t0, t1) = l.send_and_stop(r, &["--pps", "800"], 1000);
     let c = final_counters(&l.store());
     assert_eq!((c.written, c.drops()), (1000, 0));
@@ -222,7 +228,7 @@ fn live_rotation_by_time_closes_files_at_clock_aligned_boundaries() {
         return;
     }
     let _g = heavy_lock();
-    time_rotation_run("live-rot-time", "200ms", 200_000_000);
+    time_rotation_run("live-rot-time", "200ms", 200_000_000, &[]);
 }
 
 /// Regression: with `--file-time`, the worker closed a window's file as soon
@@ -238,7 +244,7 @@ fn time_rotation_never_opens_a_second_file_for_a_closed_window() {
     let _g = heavy_lock();
     let window = 20_000_000;
     for run in 0..4 {
-        let files = time_rotation_run("live-rot-time-once", "20ms", window);
+        let files = time_rotation_run("live-rot-time-once", "20ms", window, &[]);
         let mut prev = None;
         for f in &files {
             let w = f.entry["first_ns"].as_u64().unwrap() / window;

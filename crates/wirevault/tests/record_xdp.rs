@@ -4,7 +4,10 @@
 //! byte for byte, in order, with exact counters, in files tcpdump and capinfos read. Needs root,
 //! tcpreplay, tcpdump and capinfos; skips without them (fails in CI).
 
-use crate::record_live::{exact_run, filtered_run, ready, sigterm_under_load, snaplen_run, two_workers_run, Live, N};
+use crate::record_live::{
+    exact_run, filtered_run, ready, sigterm_under_load, size_rotation_run, snaplen_run, time_rotation_run,
+    two_workers_run, Live, N,
+};
 use crate::util::*;
 use std::process::Command;
 
@@ -43,6 +46,19 @@ fn xdp_frames_are_stored_byte_for_byte_with_exact_counters() {
     // The BPF link went with the process: the host has its interface back.
     let line = link_line(&l.pair.ns_b, l.pair.if_b);
     assert!(!line.contains("xdp"), "the XDP program outlived the recorder: {line}");
+}
+
+/// Rotation by size and by time, as on AF_PACKET: no frame lost or duplicated across files, no
+/// file past `--file-size` or across a `--file-time` boundary (AF_XDP frames are stamped one by
+/// one by the XDP program, so the window of each is its own).
+#[test]
+fn xdp_rotates_by_size_and_time_losing_nothing() {
+    if !ready("xdp_rotates_by_size_and_time_losing_nothing") {
+        return;
+    }
+    let _g = heavy_lock();
+    size_rotation_run("xdp-rot-size", &["--source", "xdp"]);
+    time_rotation_run("xdp-rot-time", "200ms", 200_000_000, &["--source", "xdp"]);
 }
 
 #[test]
