@@ -1,5 +1,5 @@
 //! Charts as SVG files (plotters): throughput over time, the frame size
-//! histogram, and the jitter of each RTP stream.
+//! histogram, and the jitter of each RTP stream and plain UDP stream.
 
 use crate::Report;
 use plotters::prelude::*;
@@ -16,8 +16,8 @@ fn err(path: &Path) -> impl Fn(String) -> PlotError + '_ {
     move |message| PlotError { path: path.to_path_buf(), message }
 }
 
-/// Writes `throughput.svg`, `sizes.svg` and (with RTP streams) `jitter.svg`
-/// into `dir`; returns the files written.
+/// Writes `throughput.svg`, `sizes.svg` and (with RTP streams, or UDP streams
+/// long enough for a jitter) `jitter.svg` into `dir`; returns the files written.
 pub fn write_all(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     let mut out = Vec::new();
     let p = dir.join("throughput.svg");
@@ -27,7 +27,7 @@ pub fn write_all(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     let p = dir.join("sizes.svg");
     sizes(r, &p).map_err(err(&p))?;
     out.push(p);
-    if !r.rtp.streams.is_empty() {
+    if !jitter_bars(r).is_empty() {
         let p = dir.join("jitter.svg");
         jitter(r, &p).map_err(err(&p))?;
         out.push(p);
@@ -149,34 +149,79 @@ fn sizes(r: &Report, path: &Path) -> Result<(), String> {
     root.present().map_err(|e| e.to_string())
 }
 
+/// Most streams `jitter.svg` draws: about 20 pixels a bar.
+const MAX_JITTER_BARS: usize = 48;
+
+/// One stream's bar in `jitter.svg`.
+struct JitterBar {
+    rtp: bool,
+    mean_ms: f64,
+    max_ms: f64,
+}
+
+/// The streams with a jitter, RTP streams first, then plain UDP streams, each in report
+/// order (by packets).
+fn jitter_bars(r: &Report) -> Vec<JitterBar> {
+    let rtp = r.rtp.streams.iter().map(|x| (true, x.mean_jitter_ms, x.max_jitter_ms));
+    let udp = r.udp_streams.streams.iter().map(|x| (false, x.mean_jitter_ms, x.max_jitter_ms));
+    rtp.chain(udp)
+        .filter_map(|(rtp, mean, max)| Some(JitterBar { rtp, mean_ms: mean?, max_ms: max.unwrap_or(0.0) }))
+        .collect()
+}
+
 fn jitter(r: &Report, path: &Path) -> Result<(), String> {
-    let s = &r.rtp.streams;
+    let all = jitter_bars(r);
+    let s = &all[..all.len().min(MAX_JITTER_BARS)];
     let root = SVGBackend::new(path, (1000, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let ymax = s.iter().filter_map(|x| x.max_jitter_ms).fold(0.0, f64::max).max(0.001) * 1.1;
+    let ymax = s.iter().map(|x| x.max_ms).fold(0.0, f64::max).max(0.001) * 1.15;
+    let first = if all.len() > s.len() { format!(", the first {} of {}", s.len(), all.len()) } else { String::new() };
     let mut chart = ChartBuilder::on(&root)
-        .caption("RTP jitter per stream (mean and max, ms)", ("sans-serif", 22))
+        .caption(format!("Jitter per stream, mean and max (ms){first}"), ("sans-serif", 22))
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d((0..s.len()).into_segmented(), 0f64..ymax)
         .map_err(|e| e.to_string())?;
-    chart.configure_mesh().x_desc("stream (report order)").y_desc("ms").draw().map_err(|e| e.to_string())?;
     chart
-        .draw_series(
-            Histogram::vertical(&chart)
-                .style(RED.mix(0.5).filled())
-                .margin(6)
-                .data(s.iter().enumerate().map(|(i, x)| (i, x.max_jitter_ms.unwrap_or(0.0)))),
-        )
+        .configure_mesh()
+        .x_desc("stream (RTP, then plain UDP; report order)")
+        .y_desc("ms")
+        .draw()
         .map_err(|e| e.to_string())?;
+    // RTP: RFC 3550 against its timestamps; plain UDP: against the stream's mean delta.
+    for (rtp, max_color, mean_color, name) in [(true, RED, BLUE, "RTP"), (false, MAGENTA, RGBColor(0, 140, 60), "UDP")]
+    {
+        if !s.iter().any(|x| x.rtp == rtp) {
+            continue;
+        }
+        let mine = || s.iter().enumerate().filter(move |(_, x)| x.rtp == rtp);
+        chart
+            .draw_series(
+                Histogram::vertical(&chart)
+                    .style(max_color.mix(0.4).filled())
+                    .margin(6)
+                    .data(mine().map(|(i, x)| (i, x.max_ms))),
+            )
+            .map_err(|e| e.to_string())?
+            .label(format!("{name} max"))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], max_color.mix(0.4).filled()));
+        chart
+            .draw_series(
+                Histogram::vertical(&chart)
+                    .style(mean_color.filled())
+                    .margin(14)
+                    .data(mine().map(|(i, x)| (i, x.mean_ms))),
+            )
+            .map_err(|e| e.to_string())?
+            .label(format!("{name} mean"))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], mean_color.filled()));
+    }
     chart
-        .draw_series(
-            Histogram::vertical(&chart)
-                .style(BLUE.filled())
-                .margin(14)
-                .data(s.iter().enumerate().map(|(i, x)| (i, x.mean_jitter_ms.unwrap_or(0.0)))),
-        )
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
         .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())
 }

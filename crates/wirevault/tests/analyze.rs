@@ -887,6 +887,14 @@ fn delay_against_a_second_point_and_plots() {
         let text = std::fs::read_to_string(plots.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(text.contains("<svg") && text.trim_end().ends_with("</svg>"), "{f} is not an SVG document");
     }
+    // The jitter chart has the RTP stream and the plain UDP streams long enough for a jitter,
+    // each kind in its own colours, named in the legend.
+    let jitter = std::fs::read_to_string(plots.join("jitter.svg")).unwrap();
+    let plain = r["udp_streams"]["streams"].as_array().unwrap().iter().filter(|s| s["mean_jitter_ms"].is_f64()).count();
+    assert!(plain > 0, "no plain UDP stream with a jitter: {}", r["udp_streams"]);
+    for label in ["RTP mean", "RTP max", "UDP mean", "UDP max"] {
+        assert!(jitter.contains(label), "jitter.svg has no \"{label}\"");
+    }
 }
 
 /// A capture spanning more steps than `--max-intervals` (100,000 by
