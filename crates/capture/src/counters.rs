@@ -43,10 +43,13 @@ pub struct Counts {
     pub ts_software: u64,
     /// Packets an AF_XDP socket dropped because its fill ring had no free chunk.
     pub dropped_fill_ring: u64,
+    /// Packets an AF_XDP socket dropped for another reason than a full RX ring or an empty
+    /// fill ring.
+    pub dropped_xsk_other: u64,
 }
 
 /// Number of fields of [`Counts`].
-const FIELDS: usize = 17;
+const FIELDS: usize = 18;
 
 impl Counts {
     /// Every field, in one fixed order: the one list of the fields that
@@ -70,6 +73,7 @@ impl Counts {
             &mut self.ts_hardware,
             &mut self.ts_software,
             &mut self.dropped_fill_ring,
+            &mut self.dropped_xsk_other,
         ]
     }
 
@@ -140,6 +144,7 @@ mod tests {
             ts_hardware: k + 14,
             ts_software: k + 15,
             dropped_fill_ring: k + 16,
+            dropped_xsk_other: k + 17,
         }
     }
 

@@ -41,6 +41,9 @@ pub struct KernelCounts {
     pub dropped: u64,
     /// Packets an AF_XDP socket dropped because its fill ring had no free chunk.
     pub dropped_fill_ring: u64,
+    /// Packets an AF_XDP socket dropped for another reason than a full RX ring (that is
+    /// `dropped`) or an empty fill ring (a frame too large for its chunks, say).
+    pub dropped_xsk_other: u64,
     /// Frames that reached user space with the NIC's hardware stamp.
     pub stamped_hardware: u64,
     /// Frames that reached user space with a software stamp.

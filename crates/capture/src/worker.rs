@@ -212,6 +212,7 @@ impl Delivery<'_> {
         c.filtered_kernel = kc.filtered;
         c.dropped_kernel = kc.dropped;
         c.dropped_fill_ring = kc.dropped_fill_ring;
+        c.dropped_xsk_other = kc.dropped_xsk_other;
         c.ts_hardware = kc.stamped_hardware;
         c.ts_software = kc.stamped_software;
     }

@@ -195,10 +195,12 @@ impl Source for XdpSource {
     fn kernel_counts(&mut self) -> Result<KernelCounts, CaptureError> {
         let s = self.sock.stats()?;
         // Each dropped frame counts once, in rx_ring_full or in rx_dropped; of the latter, those
-        // the fill ring had no chunk for are the fill-ring cause (at most one per frame).
+        // the fill ring had no chunk for are the fill-ring cause (at most one per frame), the
+        // rest another cause of their own. A full RX ring is `kernel`, as AF_PACKET's full ring.
         let fill = s.rx_fill_ring_empty.min(s.rx_dropped);
-        self.kernel.dropped = s.rx_ring_full + (s.rx_dropped - fill);
+        self.kernel.dropped = s.rx_ring_full;
         self.kernel.dropped_fill_ring = fill;
+        self.kernel.dropped_xsk_other = s.rx_dropped - fill;
         Ok(self.kernel)
     }
 }

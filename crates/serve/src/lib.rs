@@ -110,7 +110,7 @@ pub struct Counters {
     pub deduplicated: u64,
     pub cut: u64,
     pub flows_evicted: u64,
-    /// Drops by cause, in the recorder's order (kernel, arena_full, write_error, budget, shutdown, timestamp_range, fill_ring);
+    /// Drops by cause, in the recorder's order (kernel, arena_full, write_error, budget, shutdown, timestamp_range, fill_ring, xsk_other);
     /// a JSON object, as in `stats.json`.
     #[serde(serialize_with = "as_object")]
     pub dropped: Vec<(String, u64)>,

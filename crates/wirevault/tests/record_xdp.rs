@@ -161,7 +161,7 @@ fn xdp_needs_one_worker_per_receive_queue() {
 }
 
 /// Under load with a small UMEM (--ring-size 8M: 2048 chunks), stopped by SIGTERM mid-stream:
-/// the counters balance (every drop counted by cause: kernel, fill_ring), every stored frame is
+/// the counters balance (every drop counted by cause: kernel, fill_ring, xsk_other), every stored frame is
 /// a sent frame, intact and in order, and the files are valid.
 #[test]
 fn xdp_sigterm_under_load_balances_and_leaves_valid_files() {

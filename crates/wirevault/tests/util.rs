@@ -747,11 +747,19 @@ pub struct Counters {
     pub timestamp_range: u64,
     /// `--source xdp`: the AF_XDP fill ring had no chunk (0 when the key is missing).
     pub fill_ring: u64,
+    /// `--source xdp`: the socket dropped it for another reason (0 when the key is missing).
+    pub xsk_other: u64,
 }
 
 impl Counters {
     pub fn drops(&self) -> u64 {
-        self.kernel + self.arena_full + self.write_error + self.shutdown + self.timestamp_range + self.fill_ring
+        self.kernel
+            + self.arena_full
+            + self.write_error
+            + self.shutdown
+            + self.timestamp_range
+            + self.fill_ring
+            + self.xsk_other
     }
 }
 
@@ -771,6 +779,7 @@ pub fn final_counters(store: &Path) -> Counters {
         shutdown: u(d, "shutdown"),
         timestamp_range: u(d, "timestamp_range"),
         fill_ring: d["fill_ring"].as_u64().unwrap_or(0),
+        xsk_other: d["xsk_other"].as_u64().unwrap_or(0),
     };
     assert_eq!(
         c.received,

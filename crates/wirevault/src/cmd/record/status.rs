@@ -107,7 +107,7 @@ struct DropCause {
 
 /// Every cause of drops, in the order the reports list them; the values
 /// come from [`Snapshot::drops`] in the same order.
-const DROP_CAUSES: [DropCause; 7] = [
+const DROP_CAUSES: [DropCause; 8] = [
     DropCause { json: "kernel", line: Some("kernel"), summary: "kernel" },
     DropCause { json: "arena_full", line: Some("arena"), summary: "arena full" },
     DropCause { json: "write_error", line: Some("write"), summary: "write error" },
@@ -118,6 +118,9 @@ const DROP_CAUSES: [DropCause; 7] = [
     DropCause { json: "timestamp_range", line: None, summary: "time past pcap's range" },
     // `--source xdp`: the AF_XDP socket's fill ring had no free chunk for the frame.
     DropCause { json: "fill_ring", line: None, summary: "fill ring empty" },
+    // `--source xdp`: dropped by the AF_XDP socket for another reason (a frame too large for
+    // its chunks, say); a full RX ring is `kernel`.
+    DropCause { json: "xsk_other", line: None, summary: "AF_XDP other" },
 ];
 
 /// All counters at one moment.
@@ -166,7 +169,7 @@ pub struct Startup {
 
 /// Packets the source saw: delivered to the capture thread, or filtered or dropped before.
 fn received(c: &Counts) -> u64 {
-    c.delivered + c.filtered_kernel + c.dropped_kernel + c.dropped_fill_ring
+    c.delivered + c.filtered_kernel + c.dropped_kernel + c.dropped_fill_ring + c.dropped_xsk_other
 }
 
 impl Snapshot {
@@ -326,6 +329,7 @@ impl Snapshot {
             c.dropped_shutdown,
             c.dropped_timestamp_range,
             c.dropped_fill_ring,
+            c.dropped_xsk_other,
         ]
     }
 
