@@ -396,6 +396,7 @@ fn seq_of(r: &Rec) -> Option<usize> {
     let d = &r.data;
     let off = match u16::from_be_bytes([d[12], d[13]]) {
         0x0800 => 14 + 20 + if d[23] == 6 { 20 } else { 8 },
+        0x8100 if d[16..18] == [0x86, 0xdd] => 18 + 40 + 8,
         0x8100 => 18,
         0x88a8 => 22,
         0x88b5 => 14,

@@ -568,4 +568,5 @@ fn test_frames_are_valid_as_tshark_checks_them() {
     };
     assert_eq!(count("ipv6 && udp.checksum.status == \"Good\""), want, "IPv6 frames with a good UDP checksum");
     assert!(count("ipv6 && frame.len >= 9000") > 0, "no jumbo IPv6 frame in the sequence");
+    assert!(count("vlan && ipv6 && frame.len >= 9000") > 0, "no tagged jumbo IPv6 frame in the sequence");
 }

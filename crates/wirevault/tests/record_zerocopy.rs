@@ -1,10 +1,10 @@
 //! The zero-copy block path (`record --format pcapng --zero-copy`) end to
 //! end: the live scenarios of `record_live` on the path that writes the
 //! kernel's ring blocks in place. Frames (sizes 60 to 9018, IPv4, VLAN,
-//! QinQ, IPv6 up to 9000-byte jumbo frames) must come back byte for byte as they were
-//! sent, as libpcap reads them (`tcpdump -r`), and as `wirevault query`
-//! returns them; tshark, capinfos and tcpdump read every file without a
-//! word; a kill -9 and `wirevault repair` keep every packet written. Needs
+//! QinQ, IPv6 up to 9000-byte jumbo frames, tagged or not) must come back
+//! byte for byte as they were sent, as libpcap reads them (`tcpdump -r`),
+//! and as `wirevault query` returns them; tshark, capinfos and tcpdump read
+//! every file without a word; a kill -9 and `wirevault repair` keep every packet written. Needs
 //! root, tcpreplay, tcpdump, capinfos and tshark; skips without them
 //! (fails in CI).
 

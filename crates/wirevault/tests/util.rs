@@ -306,7 +306,8 @@ pub enum Kind {
     QinQ,
     /// Untagged non-IP frame (local experimental EtherType 0x88b5).
     Raw,
-    /// IPv6/UDP (checksummed) on a port that is not 53; up to jumbo sizes.
+    /// IPv6/UDP (checksummed) on a port that is not 53; up to jumbo sizes; every other one
+    /// (`seq % 20 == 17`) 802.1Q-tagged.
     Ipv6Udp,
 }
 
@@ -392,8 +393,12 @@ pub fn make_frame(seq: u32, kind: Kind, size: usize) -> Vec<u8> {
         }
         Kind::Raw => f.extend_from_slice(&0x88b5u16.to_be_bytes()),
         Kind::Ipv6Udp => {
+            if seq % 20 == 17 {
+                f.extend_from_slice(&0x8100u16.to_be_bytes());
+                f.extend_from_slice(&((1 + seq % 4094) as u16).to_be_bytes());
+            }
             f.extend_from_slice(&0x86ddu16.to_be_bytes());
-            let payload = (size - 14 - 40) as u16;
+            let payload = (size - f.len() - 40) as u16;
             f.extend_from_slice(&(0x6000_0000 | (seq & 0xf_ffff)).to_be_bytes()); // flow label
             f.extend_from_slice(&payload.to_be_bytes());
             f.extend_from_slice(&[17, 64]);
@@ -414,13 +419,14 @@ pub fn make_frame(seq: u32, kind: Kind, size: usize) -> Vec<u8> {
     }
     if kind == Kind::Ipv6Udp {
         // Pseudo-header (addresses, UDP length, next header) and the datagram.
-        let len = (f.len() - 54) as u32;
-        let sum = sum16(sum16(0, &f[22..54]) + (len >> 16) + (len & 0xffff) + 17, &f[54..]);
+        let ip = if f[12..14] == [0x81, 0] { 18 } else { 14 };
+        let len = (f.len() - ip - 40) as u32;
+        let sum = sum16(sum16(0, &f[ip + 8..ip + 40]) + (len >> 16) + (len & 0xffff) + 17, &f[ip + 40..]);
         let c = match fold(sum) {
             0 => 0xffff,
             c => c,
         };
-        f[60..62].copy_from_slice(&c.to_be_bytes());
+        f[ip + 46..ip + 48].copy_from_slice(&c.to_be_bytes());
     }
     f
 }
@@ -429,7 +435,7 @@ pub fn make_frame(seq: u32, kind: Kind, size: usize) -> Vec<u8> {
 pub fn min_frame_len(kind: Kind) -> usize {
     match kind {
         Kind::Dns | Kind::Udp | Kind::TcpDns => 14 + 20 + 20 + 4,
-        Kind::Ipv6Udp => 14 + 40 + 8 + 4,
+        Kind::Ipv6Udp => 14 + 4 + 40 + 8 + 4,
         _ => 60,
     }
 }
