@@ -667,28 +667,9 @@ fn corpus_tcp_analysis_equals_tsharks_expert_info() {
         }
         ours.push((f, r));
     }
-    // tshark's start-up (~0.4 s a file, most of this test's time) on two threads: a live test
-    // on the other test thread mostly waits.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let theirs: Vec<(usize, Vec<Vec<u64>>)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((f, _)) = ours.get(i) else { break done };
-                        done.push((i, tshark_frames(f, &filters)));
-                    }
-                })
-            })
-            .collect();
-        let mut all: Vec<_> = workers.into_iter().flat_map(|w| w.join().expect("a tshark thread")).collect();
-        all.sort_by_key(|(i, _)| *i);
-        all
-    });
+    let theirs = on_two_threads(&ours, |(f, _)| tshark_frames(f, &filters));
     assert_eq!(theirs.len(), ours.len(), "tshark ran on every file");
-    for ((f, r), (_, want)) in ours.iter().zip(&theirs) {
+    for ((f, r), want) in ours.iter().zip(&theirs) {
         for (i, k) in keys.iter().enumerate() {
             let got: Vec<u64> = r["tcp"][k].as_array().unwrap().iter().map(n).collect();
             assert_eq!(got, want[i], "{} {}", f.display(), filters[i]);
@@ -732,15 +713,9 @@ fn live_traffic_statistics_equal_tsharks() {
     let tmp = TempDir::new("analyze-live");
     let pair = VethPair::new();
     let (a, b) = ("10.77.0.1", "10.77.0.2");
-    for (ns, dev, addr, mac, peer, peer_mac) in [
-        (&pair.ns_a, pair.if_a, a, "02:00:00:00:77:01", b, "02:00:00:00:77:02"),
-        (&pair.ns_b, pair.if_b, b, "02:00:00:00:77:02", a, "02:00:00:00:77:01"),
-    ] {
-        run_ok(Command::new("ip").args(["-n", ns, "link", "set", "dev", dev, "address", mac]));
-        run_ok(Command::new("ip").args(["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]));
-        run_ok(Command::new("ip").args(["-n", ns, "neigh", "replace", peer, "lladdr", peer_mac, "dev", dev]));
-        run_ok(Command::new("ip").args(["-n", ns, "link", "set", "lo", "up"]));
-    }
+    let (mac_a, mac_b) = ("02:00:00:00:77:01", "02:00:00:00:77:02");
+    host(&pair.ns_a, pair.if_a, (a, mac_a), (b, mac_b));
+    host(&pair.ns_b, pair.if_b, (b, mac_b), (a, mac_a));
     let lossy = have("nft")
         && VethPair::exec(&pair.ns_b, "nft")
             .args(["-f", "-"])
@@ -1193,6 +1168,30 @@ const CONV_DIFFERENT: &[(&str, &str)] = &[
     ("timestamp_invalid_micro.pcap", "microsecond fields of a million or more, which tshark reads differently"),
 ];
 
+/// `f` over every item on two threads, the results in the items' order. For tshark's
+/// start-up (~0.4 s a run, most of the corpus tests' time): a live test on the other test
+/// thread mostly waits.
+fn on_two_threads<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut all: Vec<(usize, R)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break done };
+                        done.push((i, f(item)));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().expect("a worker thread")).collect()
+    });
+    all.sort_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, r)| r).collect()
+}
+
 /// tcpdump's corpus: io,stat, the TCP, UDP and IPv4 conversations and the IPv4
 /// endpoints equal tshark's, file by file, on every file analyze reads whose
 /// frames hold no tunnel or fragment (see [`TUNNELS_OR_FRAGMENTS`]) and that
@@ -1222,35 +1221,22 @@ fn corpus_conversations_and_endpoints_equal_tsharks() {
             ours.push((f, r));
         }
     }
-    // One tshark run a file (its start-up is most of this test's time), on two threads.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let failed = std::sync::Mutex::new(Vec::new());
-    let (compared, tunnels) = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                s.spawn(|| {
-                    let (mut compared, mut tunnels) = (0, 0);
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((f, r)) = ours.get(i) else { break (compared, tunnels) };
-                        let text = tshark_stats(f, r, Some(TUNNELS_OR_FRAGMENTS));
-                        if !text.lines().find(|l| !l.trim().is_empty()).is_some_and(|l| l.starts_with("===")) {
-                            tunnels += 1; // a packet line came first
-                            continue;
-                        }
-                        if let Err(e) = std::panic::catch_unwind(|| compare_tshark_stats(&text, r)) {
-                            let why = e.downcast_ref::<String>().cloned().unwrap_or_default();
-                            let why: String = why.chars().take(400).collect();
-                            failed.lock().unwrap().push(format!("{}: {why}", f.display()));
-                        }
-                        compared += 1;
-                    }
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().expect("a tshark thread")).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    // Each file: None when it holds tunnels or fragments (a packet line came first), else
+    // what differs from tshark (nothing: None inside).
+    let outcomes = on_two_threads(&ours, |(f, r)| {
+        let text = tshark_stats(f, r, Some(TUNNELS_OR_FRAGMENTS));
+        if !text.lines().find(|l| !l.trim().is_empty()).is_some_and(|l| l.starts_with("===")) {
+            return None;
+        }
+        let differs = std::panic::catch_unwind(|| compare_tshark_stats(&text, r)).err().map(|e| {
+            let why = e.downcast_ref::<String>().cloned().unwrap_or_default();
+            format!("{}: {}", f.display(), why.chars().take(400).collect::<String>())
+        });
+        Some(differs)
     });
-    let failed = failed.into_inner().unwrap();
+    let tunnels = outcomes.iter().filter(|o| o.is_none()).count();
+    let compared = outcomes.len() - tunnels;
+    let failed: Vec<String> = outcomes.into_iter().flatten().flatten().collect();
     eprintln!("corpus: {compared} files compared, {tunnels} hold tunnels or fragments");
     assert!(failed.is_empty(), "{} files differ from tshark:\n{}", failed.len(), failed.join("\n"));
     assert!(compared >= 400, "only {compared} corpus files compared");

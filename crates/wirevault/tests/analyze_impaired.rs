@@ -9,6 +9,7 @@
 
 use crate::analyze::{analyze_json, assert_tcp_marks_equal_tsharks, compare_with_tshark, n, py, tshark_rtp_stream};
 use crate::util::*;
+use std::collections::HashMap;
 use std::process::Stdio;
 
 const DELAY_MS: f64 = 10.0;
@@ -62,6 +63,28 @@ fn mean_delta_jitter(arrivals: &[f64]) -> f64 {
     sum / (arrivals.len() - 2) as f64
 }
 
+/// The stamps a store holds of the test's UDP streams, by (port, the sender's number: RTP's
+/// sequence number from 1000, plain UDP's first payload word), a copy after its original.
+fn stamps_by_number(store: &std::path::Path, tmp: &std::path::Path) -> HashMap<(u16, u32), Vec<u64>> {
+    let file = tmp.join(format!("{}.pcap", store.file_name().unwrap().to_string_lossy()));
+    run_ok(wirevault().arg("query").arg(store).arg("-w").arg(&file));
+    let mut by = HashMap::<(u16, u32), Vec<u64>>::new();
+    for rec in read_capture(&file).1 {
+        let d = &rec.data;
+        if d.len() < 14 + 20 + 8 + 4 || d[12..14] != [8, 0] || d[23] != 17 {
+            continue;
+        }
+        let (port, pl) = (u16::from_be_bytes([d[36], d[37]]), &d[42..]);
+        let i = match port {
+            40000 => u32::from(u16::from_be_bytes([pl[2], pl[3]])).wrapping_sub(1000),
+            40010 => u32::from_be_bytes([pl[0], pl[1], pl[2], pl[3]]),
+            _ => continue,
+        };
+        by.entry((port, i)).or_default().push(rec.ts_ns);
+    }
+    by
+}
+
 fn percentile(v: &mut [i64], p: f64) -> i64 {
     v.sort_unstable();
     v[((v.len() - 1) as f64 * p).round() as usize]
@@ -87,16 +110,11 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
     let (ns_a, ns_m, ns_b) = (&near.ns_a, &near.ns_b, &far.ns_b);
     ip(&["-n", &far.ns_a, "link", "set", "dev", far.if_a, "netns", ns_m]);
     ip(&["-n", ns_m, "link", "set", "dev", far.if_a, "up"]);
-    for (ns, dev, addr, mac, peer, peer_mac) in [
-        (ns_a, near.if_a, A, "02:00:00:00:78:01", B, "02:00:00:00:78:02"),
-        (ns_b, far.if_b, B, "02:00:00:00:78:02", A, "02:00:00:00:78:01"),
-    ] {
-        ip(&["-n", ns, "link", "set", "dev", dev, "address", mac]);
-        ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
-        ip(&["-n", ns, "neigh", "replace", peer, "lladdr", peer_mac, "dev", dev]);
-        ip(&["-n", ns, "link", "set", "lo", "up"]);
-        offloads_off(ns, dev);
-    }
+    let (mac_a, mac_b) = ("02:00:00:00:78:01", "02:00:00:00:78:02");
+    host(ns_a, near.if_a, (A, mac_a), (B, mac_b));
+    host(ns_b, far.if_b, (B, mac_b), (A, mac_a));
+    offloads_off(ns_a, near.if_a);
+    offloads_off(ns_b, far.if_b);
     offloads_off(ns_m, near.if_b);
     offloads_off(ns_m, far.if_a);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/impair.py");
@@ -239,22 +257,13 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
         .expect("the plain UDP stream");
     let udp = |f: &Fwd| f.proto == "udp" && f.port == 40010;
     assert_eq!(n(&plain["packets"]) as i64, 300 - count(&udp, "lost") + count(&udp, "dup"), "{plain}");
-    // B's stamps of each stream's packets by the sender's number (RTP: its sequence number
-    // from 1000; plain UDP: the first word of the payload), copies after their original.
-    let mut stamps_b: std::collections::HashMap<(u16, u32), Vec<u64>> = Default::default();
-    for rec in read_capture(&all_b).1 {
-        let d = &rec.data;
-        if d.len() < 14 + 20 + 8 + 4 || d[12..14] != [8, 0] || d[23] != 17 {
-            continue;
-        }
-        let (port, pl) = (u16::from_be_bytes([d[36], d[37]]), &d[42..]);
-        let i = match port {
-            40000 => u32::from(u16::from_be_bytes([pl[2], pl[3]])).wrapping_sub(1000),
-            40010 => u32::from_be_bytes([pl[0], pl[1], pl[2], pl[3]]),
-            _ => continue,
-        };
-        stamps_b.entry((port, i)).or_default().push(rec.ts_ns);
-    }
+    // Each store's stamps of the UDP streams' packets, to tell how far the forwarder's log
+    // is from what the recorders saw: the forwarder notes its receive stamp and the time
+    // before its send returns; A stamped the frame a little before the first, B a little after
+    // the second, more so on a loaded machine.
+    let (stamps_a, stamps_b) = (stamps_by_number(&store_a, tmp.path()), stamps_by_number(&store_b, tmp.path()));
+    // Per matched frame, (A's lag behind the forwarder's receive stamp) + (B's behind its send).
+    let mut both_lags = Vec::new();
     for (what, got, period, port, filter) in [
         ("RTP", s["mean_jitter_ms"].as_f64().unwrap(), 20.0, 40000, &rtp as &dyn Fn(&Fwd) -> bool),
         ("plain UDP", plain["mean_jitter_ms"].as_f64().unwrap(), 10.0, 40010, &udp),
@@ -267,6 +276,9 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
             if f.out > 0 {
                 points.push((f.out as f64 / 1e6, i as f64 * period));
                 after.push(b.first().map(|&t| t as f64 / 1e6 - f.out as f64 / 1e6));
+                if let (Some(&ta), Some(&tb)) = (stamps_a.get(&(port, i as u32)).and_then(|v| v.first()), b.first()) {
+                    both_lags.push(((f.recv - ta as i64) + (tb as i64 - f.out)).abs());
+                }
                 if f.verdict == "dup" {
                     // The copy when it really left: a loaded forwarder can send it ms later.
                     points.push((f.copy as f64 / 1e6, i as f64 * period));
@@ -338,11 +350,19 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
     assert_eq!(n(&d["unmatched"]) as i64, lost, "{d}");
     assert_eq!(n(&d["matched"]) as usize, frames.len() - lost as usize, "{d}");
     let ms = |k: &str| d[k].as_i64().unwrap() as f64 / 1e6;
-    eprintln!("{test}: delay {d}");
+    // A percentile of the stores' delays is off the forwarder's by at most what separates
+    // their stamps from its log (see above): within 0.3 ms plus the most that was on the
+    // frames matched (tens of us when quiet; a loaded full run once missed 0.3 ms by 0.11).
+    let lag = percentile(&mut both_lags, 1.0) as f64 / 1e6;
+    eprintln!("{test}: delay {d}; stamps off the forwarder's log by up to {lag:.3} ms");
     assert!(ms("min_ns") >= DELAY_MS, "{d}");
     for (k, own) in [("p50_ns", d50), ("p99_ns", d99)] {
         let own = own as f64 / 1e6;
-        assert!((ms(k) - own).abs() < 0.3, "delay {k} {} ms, the forwarder's {own} ms", ms(k));
+        assert!(
+            (ms(k) - own).abs() < 0.3 + lag,
+            "delay {k} {} ms, the forwarder's {own} ms (stamps off its log by up to {lag} ms)",
+            ms(k)
+        );
     }
     // Told: 10 ms + U[0, 6 ms): a median of 13 ms, a p99 of 15.94 ms.
     if on_time {

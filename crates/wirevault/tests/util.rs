@@ -184,6 +184,15 @@ pub fn ip(args: &[&str]) {
     run_ok(Command::new("ip").args(args));
 }
 
+/// Makes `dev` in namespace `ns` a host: its MAC `mac`, address `addr`/24, its one peer
+/// `peer` known at `peer_mac` (no ARP on the wire), and loopback up.
+pub fn host(ns: &str, dev: &str, (addr, mac): (&str, &str), (peer, peer_mac): (&str, &str)) {
+    ip(&["-n", ns, "link", "set", "dev", dev, "address", mac]);
+    ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
+    ip(&["-n", ns, "neigh", "replace", peer, "lladdr", peer_mac, "dev", dev]);
+    ip(&["-n", ns, "link", "set", "lo", "up"]);
+}
+
 impl VethPair {
     pub fn new() -> VethPair {
         VethPair::with_queues(1)

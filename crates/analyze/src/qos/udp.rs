@@ -198,25 +198,16 @@ impl UdpStreams {
 #[cfg(test)]
 mod tests {
     use crate::{Analyzer, Config, Frame};
+    use wv_wire::views::ipv4::Repr;
+    use wv_wire::views::IpProtocol;
 
     /// An Ethernet/IPv4/UDP frame from 10.0.0.1:5000 to 10.0.0.2:6000 (or back).
     fn frame(back: bool) -> Vec<u8> {
         let mut f = vec![0u8; 14 + 20 + 8 + 20];
         f[12..14].copy_from_slice(&[0x08, 0x00]);
-        let (s, d) = if back { ([10, 0, 0, 2], [10, 0, 0, 1]) } else { ([10, 0, 0, 1], [10, 0, 0, 2]) };
-        let ip = &mut f[14..34];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&48u16.to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&s);
-        ip[16..20].copy_from_slice(&d);
-        let mut sum: u32 = ip.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        let sum = !(sum as u16);
-        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        let (src, dst) = if back { ([10, 0, 0, 2], [10, 0, 0, 1]) } else { ([10, 0, 0, 1], [10, 0, 0, 2]) };
+        let ip = Repr { src, dst, protocol: IpProtocol::Udp, payload_len: 28, ttl: 64, ident: 0, dont_frag: false };
+        ip.emit(&mut f[14..34]).unwrap();
         let (sp, dp) = if back { (6000u16, 5000u16) } else { (5000, 6000) };
         f[34..36].copy_from_slice(&sp.to_be_bytes());
         f[36..38].copy_from_slice(&dp.to_be_bytes());
