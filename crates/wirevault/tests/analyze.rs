@@ -1153,11 +1153,6 @@ const TUNNELS_OR_FRAGMENTS: &str = "count(ip.src) >= 2 or count(ipv6.src) >= 2 o
 
 /// Corpus files whose conversations tshark counts differently for a reason named here.
 const CONV_DIFFERENT: &[(&str, &str)] = &[
-    ("macsec-integonly.pcap", "MACsec payloads are not walked (tshark reads integrity-only ones)"),
-    ("macsec-short-longer.pcap", "MACsec payloads are not walked"),
-    ("macsec-short-shorter.pcap", "MACsec payloads are not walked"),
-    ("macsec-short-valid.pcap", "MACsec payloads are not walked"),
-    ("icmp-rfc8335-missing-bytes.pcap", "its frame is under a MACsec tag, whose payload is not walked"),
     ("bgp_vpn_rt-oobr.pcap", "fuzzed frame times from 1970 to 2106, out of order: io,stat's intervals differ"),
     ("pim_header_asan-2.pcap", "fuzzed frame times from 1970 to 2049, out of order: io,stat's intervals differ"),
     ("nsh.pcap", "NSH (EtherType 0x894F) is not walked"),

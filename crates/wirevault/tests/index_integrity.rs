@@ -100,13 +100,14 @@ fn every_byte_flip_of_an_index_keeps_counts_exact() {
     let idx = only_idx(&dir);
     let good = fs::read(&idx).unwrap();
     // A time range in the middle (block table), a port (port postings), an
-    // address and a protocol (their postings and directories).
+    // address and a protocol (their postings and directories), an IPv6 address.
     let from = format!("{}", (start + 700_000_000) as f64 / 1e9);
     let to = format!("{}", (start + 2_100_000_000) as f64 / 1e9);
     let queries: Vec<(Vec<&str>, &str, u64)> = vec![
         (vec![], "udp port 53", tcpdump_count(&cap, "udp port 53")),
         (vec![], "host 10.0.0.2 and tcp", tcpdump_count(&cap, "host 10.0.0.2 and tcp")),
         (vec!["--from", &from, "--to", &to], "ip proto 17", 0),
+        (vec![], "ip6 host fd00::2 and udp", tcpdump_count(&cap, "ip6 host fd00::2 and udp")),
     ];
     // The time-bounded count, from a scan of the file alone (no index beside it).
     let lone = tmp.join("lone.pcap");
@@ -145,6 +146,7 @@ fn every_byte_flip_of_an_index_keeps_counts_exact() {
         }
     }
     fs::write(&idx, &good).unwrap();
+    eprintln!("{} index bytes flipped: {notes} notes, {by_binary} queries through the binary", good.len());
     assert!(notes > good.len(), "damaged indexes were set aside with a note ({notes} notes)");
     assert!(by_binary > 400, "only {by_binary} queries through the binary");
 }
