@@ -51,7 +51,7 @@ pub fn kind_of(k: ProblemKind) -> (&'static str, String) {
     match k {
         P::Truncated(L::Vlan) => ("vlan_truncated_tag", String::new()),
         P::Truncated(L::Mpls) => ("mpls_truncated", String::new()),
-        P::Truncated(l @ (L::Ethernet | L::Llc | L::LinuxSll)) => ("truncated_l2", format!("{l:?}")),
+        P::Truncated(l @ (L::Ethernet | L::Llc | L::LinuxSll | L::Macsec)) => ("truncated_l2", format!("{l:?}")),
         P::Truncated(l @ (L::Arp | L::Ipv4 | L::Ipv6 | L::Ipv6Ext(_))) => ("truncated_l3", format!("{l:?}")),
         P::Truncated(l @ (L::Tcp | L::Udp | L::Icmp | L::Icmpv6)) => ("truncated_l4", format!("{l:?}")),
         P::TagStackTooDeep => ("vlan_too_many_tags", String::new()),
@@ -166,6 +166,11 @@ impl Malformed {
 fn network_offset(s: &Seen<'_>) -> Option<u32> {
     s.d.layers()
         .iter()
-        .find(|l| !matches!(l.kind, LayerKind::Ethernet | LayerKind::LinuxSll | LayerKind::Vlan | LayerKind::Mpls))
+        .find(|l| {
+            !matches!(
+                l.kind,
+                LayerKind::Ethernet | LayerKind::LinuxSll | LayerKind::Vlan | LayerKind::Mpls | LayerKind::Macsec
+            )
+        })
         .map(|l| l.offset)
 }

@@ -37,6 +37,17 @@ pub const MAX_LABELS: usize = 16;
 pub const MAX_EXT_HEADERS: usize = 8;
 /// Room for every layer: link, tags, labels, IP, extension headers, L4.
 pub const MAX_LAYERS: usize = 1 + MAX_TAGS + MAX_LABELS + 1 + MAX_EXT_HEADERS + 1;
+/// MACsec's EtherType (IEEE 802.1AE).
+const MACSEC: u16 = 0x88e5;
+/// A SecTAG after its EtherType: TCI/AN, short length, packet number.
+const MACSEC_TAG_LEN: usize = 6;
+/// The secure channel identifier, present when the TCI's SC bit is set.
+const MACSEC_SCI_LEN: usize = 8;
+/// TCI bits: SCI present, encrypted (E), changed text (C).
+const MACSEC_SC: u8 = 0x20;
+const MACSEC_E: u8 = 0x08;
+const MACSEC_C: u8 = 0x04;
+
 /// Problems kept per frame; more are only counted ([`Dissection::problems_lost`]).
 pub const MAX_PROBLEMS: usize = 8;
 
@@ -51,6 +62,9 @@ pub enum LayerKind {
     Vlan,
     /// One MPLS label stack entry.
     Mpls,
+    /// An 802.1AE MACsec SecTAG (EtherType 0x88E5); its offset is that of its EtherType. Its
+    /// payload is walked when it is integrity-only (not encrypted), as tshark does.
+    Macsec,
     Arp,
     Ipv4,
     Ipv6,
@@ -329,8 +343,37 @@ impl<'a> Walk<'a> {
             EtherType::Ipv6 => self.ipv6(at),
             EtherType::Arp | EtherType::Rarp => self.arp(at),
             EtherType::MplsUnicast | EtherType::MplsMulticast => self.mpls(at),
+            _ if et == MACSEC => self.macsec(at - 2),
             _ => {}
         }
+    }
+
+    /// The MACsec SecTAG whose EtherType is at `type_at`: TCI/AN, short length and packet
+    /// number, and the secure channel identifier when the TCI's SC bit says so. An
+    /// integrity-only frame (neither E nor C set) carries the rest in the clear: its EtherType
+    /// (tags may follow) and payload, then the ICV (a trailer here). An encrypted one is not
+    /// walked further.
+    fn macsec(&mut self, type_at: usize) {
+        // One SecTAG a frame (MACsec is hop by hop): a second is not walked, which also bounds
+        // the walk of a crafted frame of nested tags.
+        if self.d.layer(LayerKind::Macsec).is_some() {
+            return;
+        }
+        self.layer(LayerKind::Macsec, type_at);
+        let tci_at = type_at + 2;
+        let Some(&tci) = self.data.get(tci_at) else {
+            return self.missing(LayerKind::Macsec, type_at, tci_at + MACSEC_TAG_LEN, usize::MAX);
+        };
+        let tag = MACSEC_TAG_LEN + if tci & MACSEC_SC != 0 { MACSEC_SCI_LEN } else { 0 };
+        if self.data.len() < tci_at + tag + 2 {
+            return self.missing(LayerKind::Macsec, type_at, tci_at + tag + 2, usize::MAX);
+        }
+        if tci & (MACSEC_E | MACSEC_C) != 0 {
+            return;
+        }
+        let inner_at = tci_at + tag;
+        let et = u16::from_be_bytes([self.data[inner_at], self.data[inner_at + 1]]);
+        self.after_type(et, inner_at);
     }
 
     /// Raw IP at `at`, by its version nibble (`v4`/`v6`: which are allowed).
@@ -717,6 +760,46 @@ mod tests {
         m[18..21].copy_from_slice(&[0x00, 0x00, 0x11]);
         let d = dissect(1, &m, m.len() as u32);
         assert_eq!(kinds(&d), [ProblemKind::MplsReservedLabel(3), ProblemKind::MplsReservedLabel(1)]);
+    }
+
+    #[test]
+    fn macsec_integrity_only_is_walked_encrypted_is_not() {
+        let f = eth_tcp();
+        // SecTAG: TCI with SC (an 8-byte SCI follows), SL 0, PN 1; then the frame's EtherType
+        // and IPv4/TCP; then a 16-byte ICV.
+        let mut m = f[..12].to_vec();
+        m.extend_from_slice(&[0x88, 0xe5, 0x20, 0x00, 0, 0, 0, 1]);
+        m.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0, 1]);
+        m.extend_from_slice(&f[12..]);
+        m.extend_from_slice(&[0xee; 16]);
+        let d = dissect(1, &m, m.len() as u32);
+        assert_eq!(d.layer(LayerKind::Macsec).unwrap().offset, 12);
+        assert_eq!(d.layer(LayerKind::Ipv4).unwrap().offset, 12 + 16 + 2);
+        assert_eq!(d.flow.ports, Some((51000, 80)));
+        assert!(!d.is_malformed(), "{:?}", d.problems());
+        // Without an SCI.
+        let mut n = f[..12].to_vec();
+        n.extend_from_slice(&[0x88, 0xe5, 0x00, 0x00, 0, 0, 0, 1]);
+        n.extend_from_slice(&f[12..]);
+        let d = dissect(1, &n, n.len() as u32);
+        assert_eq!(d.layer(LayerKind::Ipv4).unwrap().offset, 12 + 8 + 2);
+        // Encrypted (E and C): the payload is not read.
+        m[14] |= 0x0c;
+        let d = dissect(1, &m, m.len() as u32);
+        assert!(d.layer(LayerKind::Macsec).is_some() && d.layer(LayerKind::Ipv4).is_none());
+        assert_eq!(d.flow.ports, None);
+        // Cut inside the SecTAG.
+        let d = dissect(1, &m[..18], 60);
+        assert!(d.cut && d.layer(LayerKind::Ipv4).is_none());
+        // A SecTAG inside one is not walked (nor are thousands of them).
+        let mut nested = f[..12].to_vec();
+        for _ in 0..4000 {
+            nested.extend_from_slice(&[0x88, 0xe5, 0x00, 0x00, 0, 0, 0, 1]);
+        }
+        nested.extend_from_slice(&f[12..]);
+        let d = dissect(1, &nested, nested.len() as u32);
+        assert_eq!(d.layers().iter().filter(|l| l.kind == LayerKind::Macsec).count(), 1);
+        assert!(d.layer(LayerKind::Ipv4).is_none());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! What is compared, and why the rest is not:
 //! * Addresses: the first IP layer in tshark's `frame.protocols`, when the
 //!   layers before it are ones the dissector walks (eth, ethertype, vlan,
-//!   mpls, raw, ip, ipv6). tshark also walks what the dissector does not
+//!   mpls, macsec when integrity-only, raw, ip, ipv6). tshark also walks what the dissector does not
 //!   enter by design (PPPoE, LLC/SNAP, MPLS pseudowires, ...): those frames
 //!   have no comparable L3.
 //! * Ports: when tshark's first `tcp`/`udp` comes right after that first IP
@@ -23,7 +23,7 @@
 //!   `_ws.malformed` is also raised for things the dissector does not
 //!   check (TCP/IP options, upper layers), so it is only counted, not compared.
 //!   tshark's flags count only for the IP layer compared above: behind a
-//!   layer the dissector does not walk (MACsec, PPPoE, ...) it never sees
+//!   layer the dissector does not walk (encrypted MACsec, PPPoE, ...) it never sees
 //!   that IP header; and when the first IP layer is `ip` with a bogus
 //!   version, tshark decodes the rest as IPv6 (by the version nibble, under
 //!   EtherType 0x0800) and judges that IPv6 header, while the dissector
@@ -130,7 +130,7 @@ fn tshark(path: &Path) -> Vec<Vec<String>> {
 }
 
 /// Layers of `frame.protocols` the dissector walks before L3.
-const WALKED_L2: &[&str] = &["eth", "ethertype", "vlan", "mpls", "raw", "ieee8021ad"];
+const WALKED_L2: &[&str] = &["eth", "ethertype", "vlan", "mpls", "raw", "ieee8021ad", "macsec"];
 
 /// The comparable facts of one frame, as tshark and as the dissector see them.
 #[derive(Debug, PartialEq, Eq, Default)]
