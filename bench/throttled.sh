@@ -21,7 +21,7 @@
 # "wirevault-spill" is wirevault with --spill-above WV_SPILL (default 50; writes go through the
 # page cache while the arena is more than half full; wirevault's default is the arena alone);
 # "wirevault-zc" is the zero-copy path (--format pcapng --zero-copy: the kernel's ring is the
-# buffer). wirevault faults in most of its arena after capture starts, at idle priority: the
+# buffer). wirevault faults in most of its arena after capture starts, at background priority: the
 # burst is sent once stats.json says it is whole, and that CPU is in the start-up column.
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
@@ -124,7 +124,7 @@ run_one() {
     wirevault*) marker=("$MNT/store/stats.json" 'state') ;;
   esac
   ip netns exec "$R" python3 "$HELPER" ready "$TOOL_PID" 60 "${marker[@]}" >/dev/null
-  # wirevault faults in the rest of its arena after capture starts, at idle priority: the
+  # wirevault faults in the rest of its arena after capture starts, at background priority: the
   # burst comes once it is whole (a recorder is started before the traffic it must keep), and
   # that CPU counts as start-up.
   case $tool in
@@ -162,7 +162,7 @@ run_one() {
     if [ "$ab" = 0 ]; then
       extra="${extra}no arena: the kernel's ring (set up in the ${su}s of start-up) is the buffer"
     else
-      extra="${extra}arena $((ab >> 20)) MiB: ${pf}s CPU faulting it in before capture (of ${su}s start-up), ${bg}s after (idle priority, before the burst); arena-full drops $af, spilled $((sp >> 20)) MiB"
+      extra="${extra}arena $((ab >> 20)) MiB: ${pf}s CPU faulting it in before capture (of ${su}s start-up), ${bg}s after (in the background, before the burst); arena-full drops $af, spilled $((sp >> 20)) MiB"
     fi
   fi
   umount "$MNT"

@@ -117,6 +117,9 @@ pub struct WriterShared {
     pub failed: AtomicBool,
     /// The most writes that were in flight at once (the zero-copy path: ring blocks).
     pub writes_in_flight_max: AtomicU64,
+    /// The arena is registered with io_uring as fixed buffers (from the start, or once it
+    /// was faulted in).
+    pub arena_registered: AtomicBool,
     /// The error that stopped the stream, and whether it was "disk full".
     pub error: Mutex<Option<(String, bool)>>,
     /// Non-fatal problems (index could not be written, ...), reported once each.
@@ -253,6 +256,7 @@ pub fn run<I: FileIndexer>(
 ) -> io::Result<()> {
     let place = placement::Placement::new(&cfg)?;
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
+    shared.arena_registered.store(io.ring_registered(), Ordering::Relaxed);
     let mut w = Writer {
         arena_faulted: cfg.arena_faulted.clone(),
         finish_tx: Some(h.finish_tx),
@@ -526,10 +530,12 @@ impl<I: FileIndexer> Writer<I> {
         }
         if self.arena_faulted.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
             self.arena_faulted = None;
-            if let Err(e) = self.io.register_arena(self.ring.buffer()) {
-                self.shared.warn(format!(
+            // (Pins the whole arena: a few ms a GiB, once.)
+            match self.io.register_arena(self.ring.buffer()) {
+                Ok(()) => self.shared.arena_registered.store(true, Ordering::Relaxed),
+                Err(e) => self.shared.warn(format!(
                     "the kernel refused to register the arena with io_uring once it was faulted in ({e}); each write pins its pages instead (slower on fast disks)"
-                ));
+                )),
             }
         }
         let Some(c) = self.cur.as_mut() else { return };

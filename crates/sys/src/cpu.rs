@@ -156,18 +156,55 @@ pub fn lower_current_thread(nice: i32, io_level: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Puts the calling thread at the lowest priority there is (`SCHED_IDLE`): it runs only
-/// when a CPU has nothing else to do. For background work that must never take a core
-/// from capture. Best effort: false where the kernel refuses.
-pub fn idle_priority_current_thread() -> bool {
+/// Puts the calling thread at background priority: `SCHED_BATCH` at nice 19, the smallest
+/// share of a busy CPU a normal thread gets. Not `SCHED_IDLE`: a thread that may hold the
+/// memory map's lock (faulting memory in) must not wait for a CPU indefinitely, or every
+/// thread that needs that lock waits with it. Best effort: false where the kernel refuses.
+pub fn background_priority_current_thread() -> bool {
     let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: changes the calling thread's scheduling policy only (pid 0: the caller).
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
+    // SAFETY: sched_setscheduler and setpriority change the calling thread's scheduling
+    // (pid/tid 0 and gettid(): the caller) and touch no memory of ours but `param`.
+    unsafe {
+        let batch = libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0;
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        batch && libc::setpriority(libc::PRIO_PROCESS, tid, 19) == 0
+    }
+}
+
+/// The memory this process may use: the machine's, or less where its cgroup (v2
+/// `memory.max`, v1 `memory.limit_in_bytes`) says so. For defaults sized from memory.
+pub fn usable_memory() -> u64 {
+    let total = total_memory();
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut limit = u64::MAX;
+    for line in cgroup.lines() {
+        // "0::/path" (v2) or "N:memory:/path" (v1).
+        let mut f = line.splitn(3, ':');
+        let (_, ctrl, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
+        let file = match ctrl {
+            "" => format!("/sys/fs/cgroup{path}/memory.max"),
+            c if c.split(',').any(|c| c == "memory") => format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"),
+            _ => continue,
+        };
+        if let Some(v) = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+            limit = limit.min(v);
+        }
+    }
+    if total == 0 {
+        return 0;
+    }
+    total.min(limit)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usable_memory_is_at_most_the_machines() {
+        let (usable, total) = (usable_memory(), total_memory());
+        assert!(usable > 0 && usable <= total, "{usable} of {total}");
+    }
 
     #[test]
     fn timer_slack_is_set_for_the_calling_thread_only() {

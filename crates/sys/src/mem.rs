@@ -17,7 +17,8 @@ pub enum Backing {
     Transparent,
 }
 
-/// An anonymous, page-aligned, pre-faulted mapping, unmapped on drop.
+/// An anonymous, page-aligned mapping, faulted in (wholly by [`AlignedBuf::new`], its first
+/// part by [`AlignedBuf::new_partly`]), unmapped once it and its [`Unfaulted`] rest are dropped.
 pub struct AlignedBuf {
     map: Arc<Mapping>,
     backing: Backing,
@@ -55,8 +56,8 @@ impl Unfaulted {
         self.map.len - self.at
     }
 
-    /// Faults in (writable, zero-filled where not present) up to `step` more bytes, in order;
-    /// returns how many (0: done). Pages already present, such as ones the buffer's user wrote
+    /// Faults in (writable, zero-filled where not present) the next `step` bytes rounded up
+    /// to whole 2 MiB pages, in order; returns how many (0: done). Pages already present, such as ones the buffer's user wrote
     /// meanwhile, keep their contents: `MADV_POPULATE_WRITE` only fills holes.
     pub fn step(&mut self, step: usize) -> io::Result<usize> {
         let n = step.next_multiple_of(HUGE_PAGE).min(self.left());

@@ -35,15 +35,16 @@ pub const MAX_LABELS: usize = 16;
 /// Most IPv6 extension headers walked (RFC 8200 recommends each at most
 /// once, Destination Options at most twice: 6 kinds, 7 headers).
 pub const MAX_EXT_HEADERS: usize = 8;
-/// Room for every layer: link, tags, labels, IP, extension headers, L4.
-pub const MAX_LAYERS: usize = 1 + MAX_TAGS + MAX_LABELS + 1 + MAX_EXT_HEADERS + 1;
+/// Room for every layer: link, tags, MACsec, labels, IP, extension headers, L4.
+pub const MAX_LAYERS: usize = 1 + MAX_TAGS + 1 + MAX_LABELS + 1 + MAX_EXT_HEADERS + 1;
 /// MACsec's EtherType (IEEE 802.1AE).
 const MACSEC: u16 = 0x88e5;
 /// A SecTAG after its EtherType: TCI/AN, short length, packet number.
 const MACSEC_TAG_LEN: usize = 6;
 /// The secure channel identifier, present when the TCI's SC bit is set.
 const MACSEC_SCI_LEN: usize = 8;
-/// TCI bits: SCI present, encrypted (E), changed text (C).
+/// TCI bits: version (must be 0), SCI present, encrypted (E), changed text (C).
+const MACSEC_V: u8 = 0x80;
 const MACSEC_SC: u8 = 0x20;
 const MACSEC_E: u8 = 0x08;
 const MACSEC_C: u8 = 0x04;
@@ -365,11 +366,15 @@ impl<'a> Walk<'a> {
             return self.missing(LayerKind::Macsec, type_at, tci_at + MACSEC_TAG_LEN, usize::MAX);
         };
         let tag = MACSEC_TAG_LEN + if tci & MACSEC_SC != 0 { MACSEC_SCI_LEN } else { 0 };
+        if self.data.len() < tci_at + tag {
+            return self.missing(LayerKind::Macsec, type_at, tci_at + tag, usize::MAX);
+        }
+        // Encrypted or changed, or a version tshark does not read as MACsec: not walked.
+        if tci & (MACSEC_V | MACSEC_E | MACSEC_C) != 0 {
+            return;
+        }
         if self.data.len() < tci_at + tag + 2 {
             return self.missing(LayerKind::Macsec, type_at, tci_at + tag + 2, usize::MAX);
-        }
-        if tci & (MACSEC_E | MACSEC_C) != 0 {
-            return;
         }
         let inner_at = tci_at + tag;
         let et = u16::from_be_bytes([self.data[inner_at], self.data[inner_at + 1]]);

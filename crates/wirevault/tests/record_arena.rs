@@ -135,6 +135,7 @@ fn arena_rest_is_faulted_in_while_capture_runs() {
     assert!(!o.stderr.contains("warning") && !o.stderr.contains("refused"), "{}", o.stderr);
     let st = stats(&store);
     assert_eq!(st["arena_faulted_bytes"].as_u64(), Some(1 << 30), "{st}");
+    assert_eq!(st["arena_registered"], true, "registered with io_uring once whole: {st}");
     let (pre, bg) = (st["arena_prefault_cpu_s"].as_f64().unwrap(), st["arena_background_cpu_s"].as_f64().unwrap());
     assert!(bg > 0.0 && st["startup_cpu_s"].as_f64().unwrap() >= pre, "{st}");
     let received = st["received"].as_u64().unwrap();

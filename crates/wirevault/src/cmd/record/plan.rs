@@ -33,17 +33,17 @@ pub mod defaults {
     /// `--buffer` when not given and the store has no disk-bench result:
     /// see [`buffer_for_memory`].
     pub fn buffer() -> u64 {
-        buffer_for_memory(wv_sys::cpu::total_memory())
+        buffer_for_memory(wv_sys::cpu::usable_memory())
     }
 
-    /// The arena a machine with `ram` bytes gets by default: 1/8 of it, at
-    /// least 64 MiB, at most 4 GiB. Buffered writers (tcpdump, netsniff-ng)
-    /// park a burst in the page cache, up to vm.dirty_ratio (20%) of memory;
-    /// the arena is pinned, so it takes a smaller share. Only its first
-    /// [`Tuning::arena_first`] bytes are faulted in before capture starts,
-    /// the rest by a thread at idle priority once it runs (`prefault`): the
-    /// start-up cost no longer grows with it (stats.json
-    /// `arena_prefault_cpu_s` counts both, about 1-3 s of CPU per GiB here).
+    /// The arena a machine with `ram` bytes (what the process's cgroup allows, if less) gets
+    /// by default: 1/8 of it, at least 64 MiB, at most 4 GiB. Buffered writers (tcpdump,
+    /// netsniff-ng) park a burst in the page cache, up to vm.dirty_ratio (20%) of memory;
+    /// the arena stays resident (and pinned, once registered with io_uring), so it takes a
+    /// smaller share. Only its first [`Tuning::arena_first`] bytes are faulted in before
+    /// capture starts, the rest by a background thread once it runs (`prefault`): the
+    /// start-up cost no longer grows with it (stats.json `arena_prefault_cpu_s` and
+    /// `arena_background_cpu_s`, about 1-3 s of CPU per GiB here).
     pub fn buffer_for_memory(ram: u64) -> u64 {
         (ram / 8).clamp(64 << 20, 4 << 30)
     }
@@ -423,7 +423,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         None if a.zero_copy => {
             let per = match buffer_from {
                 "memory" => {
-                    let b = defaults::zero_copy_buffer_for_memory(wv_sys::cpu::total_memory());
+                    let b = defaults::zero_copy_buffer_for_memory(wv_sys::cpu::usable_memory());
                     (b / a.workers as u64) / block_size * block_size
                 }
                 _ => per,

@@ -247,6 +247,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         for note in rotation.as_ref().map(|r| r.take_notes()).unwrap_or_default() {
             say!("wirevault: warning: {note}");
         }
+        if let Some(e) = prefault.progress.take_error() {
+            say!("wirevault: warning: {e}");
+        }
         // Done when the writers are too: while they write out what the
         // arenas hold (a slow disk: seconds), the status, stats.json and the
         // API go on, and a SIGHUP is still read.

@@ -146,6 +146,8 @@ pub struct Snapshot {
     streams: Vec<[u64; 3]>,
     /// The most writes one stream had in flight (zero-copy).
     in_flight_max: u64,
+    /// Every stream's arena is registered with io_uring.
+    arena_registered: bool,
 }
 
 /// What the recording cost before its first packet, and its timestamp source
@@ -219,6 +221,7 @@ impl Snapshot {
             stamps,
             streams,
             in_flight_max: ws.iter().map(|w| w.writes_in_flight_max.load(Ordering::Relaxed)).max().unwrap_or(0),
+            arena_registered: ws.iter().all(|w| w.arena_registered.load(Ordering::Relaxed)),
         }
     }
 
@@ -267,6 +270,7 @@ impl Snapshot {
             stamps: Vec::with_capacity(parts.len()),
             streams: Vec::with_capacity(parts.len()),
             in_flight_max: 0,
+            arena_registered: true,
         };
         for p in parts {
             t.counts += p.counts;
@@ -282,6 +286,7 @@ impl Snapshot {
             t.stamps.extend_from_slice(&p.stamps);
             t.streams.extend_from_slice(&p.streams);
             t.in_flight_max = t.in_flight_max.max(p.in_flight_max);
+            t.arena_registered &= p.arena_registered;
         }
         t
     }
@@ -369,7 +374,10 @@ impl Snapshot {
             "arena_bytes": start.arena_bytes,
             // The rest of the arenas, faulted in after capture started by a thread of its own:
             // how far it came (all of `arena_bytes` once done) and its CPU.
-            "arena_faulted_bytes": start.arena_faulted + bg_bytes,
+            // (The mapping is whole 2 MiB pages: it can be a little more than `arena_bytes`.)
+            "arena_faulted_bytes": (start.arena_faulted + bg_bytes).min(start.arena_bytes),
+            // Every stream's arena is registered with io_uring (its writes skip pinning pages).
+            "arena_registered": start.arena_bytes > 0 && self.arena_registered,
             "arena_background_cpu_s": (bg_cpu * 1e3).round() / 1e3,
             "arena_from": start.arena_from,
             "timestamps": {
