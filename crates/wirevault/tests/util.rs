@@ -21,6 +21,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use wv_wire::views::ones_sum;
 
 /// The binary under test.
 pub fn bin() -> &'static str {
@@ -323,37 +324,22 @@ pub enum Kind {
 pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 
-/// The one's-complement sum of `b` as 16-bit big-endian words, added to `sum` (not folded).
-fn sum16(mut sum: u32, b: &[u8]) -> u32 {
-    for w in b.chunks(2) {
-        sum += u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u32;
-    }
-    sum
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// The IPv6 addresses of [`Kind::Ipv6Udp`] frames: fd00::1 to fd00::2.
 const V6_SRC: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 const V6_DST: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
 fn ipv4_header(total_len: usize, proto: u8, seq: u32) -> [u8; 20] {
     let mut h = [0u8; 20];
-    h[0] = 0x45;
-    h[2..4].copy_from_slice(&(total_len as u16).to_be_bytes());
-    h[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
-    h[6] = 0x40; // DF
-    h[8] = 64;
-    h[9] = proto;
-    h[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    h[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    let sum = fold(sum16(0, &h));
-    h[10..12].copy_from_slice(&sum.to_be_bytes());
+    let repr = wv_wire::views::ipv4::Repr {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        protocol: proto.into(),
+        payload_len: (total_len - 20) as u16,
+        ttl: 64,
+        ident: seq as u16,
+        dont_frag: true,
+    };
+    repr.emit(&mut h).expect("20 bytes");
     h
 }
 
@@ -430,8 +416,8 @@ pub fn make_frame(seq: u32, kind: Kind, size: usize) -> Vec<u8> {
         // Pseudo-header (addresses, UDP length, next header) and the datagram.
         let ip = if f[12..14] == [0x81, 0] { 18 } else { 14 };
         let len = (f.len() - ip - 40) as u32;
-        let sum = sum16(sum16(0, &f[ip + 8..ip + 40]) + (len >> 16) + (len & 0xffff) + 17, &f[ip + 40..]);
-        let c = match fold(sum) {
+        let pseudo = u32::from(ones_sum(0, &f[ip + 8..ip + 40])) + (len >> 16) + (len & 0xffff) + 17;
+        let c = match !ones_sum(pseudo, &f[ip + 40..]) {
             0 => 0xffff,
             c => c,
         };
