@@ -27,9 +27,10 @@ pub fn write_all(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     let p = dir.join("sizes.svg");
     sizes(r, &p).map_err(err(&p))?;
     out.push(p);
-    if !jitter_bars(r).is_empty() {
+    let bars = jitter_bars(r);
+    if !bars.is_empty() {
         let p = dir.join("jitter.svg");
-        jitter(r, &p).map_err(err(&p))?;
+        jitter(&bars, &p).map_err(err(&p))?;
         out.push(p);
     }
     Ok(out)
@@ -169,8 +170,7 @@ fn jitter_bars(r: &Report) -> Vec<JitterBar> {
         .collect()
 }
 
-fn jitter(r: &Report, path: &Path) -> Result<(), String> {
-    let all = jitter_bars(r);
+fn jitter(all: &[JitterBar], path: &Path) -> Result<(), String> {
     let s = &all[..all.len().min(MAX_JITTER_BARS)];
     let root = SVGBackend::new(path, (1000, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
