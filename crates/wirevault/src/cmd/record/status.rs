@@ -187,23 +187,24 @@ impl Snapshot {
         // The writers' counters first: the capture counters read after them
         // are the later of the two (see `published_only`).
         let sum = |f: fn(&WriterShared) -> u64| ws.iter().map(|w| f(w)).sum::<u64>();
+        // Each writer's (written, write errors), read once: for the totals and its stream's row.
+        let own: Vec<[u64; 2]> = ws
+            .iter()
+            .map(|w| [w.written_packets.load(Ordering::Acquire), w.dropped_write_error.load(Ordering::Acquire)])
+            .collect();
         let (written, write_error, budget) = (
-            sum(|w| w.written_packets.load(Ordering::Acquire)),
-            sum(|w| w.dropped_write_error.load(Ordering::Acquire)),
+            own.iter().map(|o| o[0]).sum(),
+            own.iter().map(|o| o[1]).sum(),
             sum(|w| w.dropped_budget.load(Ordering::Acquire)),
         );
         let mut counts = Counts::default();
         let mut fill: f64 = 0.0;
         let mut stamps = Vec::with_capacity(sc.len());
         let mut streams = Vec::with_capacity(sc.len());
-        for (s, w) in sc.iter().zip(ws) {
+        for (s, [w, e]) in sc.iter().zip(&own) {
             let (c, f) = s.load();
             stamps.push([c.ts_hardware, c.ts_software]);
-            streams.push([
-                received(&c),
-                w.written_packets.load(Ordering::Acquire),
-                w.dropped_write_error.load(Ordering::Acquire),
-            ]);
+            streams.push([received(&c), *w, *e]);
             counts += c;
             fill = fill.max(f);
         }
