@@ -63,13 +63,11 @@ fn mean_delta_jitter(arrivals: &[f64]) -> f64 {
     sum / (arrivals.len() - 2) as f64
 }
 
-/// The stamps a store holds of the test's UDP streams, by (port, the sender's number: RTP's
-/// sequence number from 1000, plain UDP's first payload word), a copy after its original.
-fn stamps_by_number(store: &std::path::Path, tmp: &std::path::Path) -> HashMap<(u16, u32), Vec<u64>> {
-    let file = tmp.join(format!("{}.pcap", store.file_name().unwrap().to_string_lossy()));
-    run_ok(wirevault().arg("query").arg(store).arg("-w").arg(&file));
+/// The stamps a capture file holds of the test's UDP streams, by (port, the sender's number:
+/// RTP's sequence number from 1000, plain UDP's first payload word), a copy after its original.
+fn stamps_by_number(file: &std::path::Path) -> HashMap<(u16, u32), Vec<u64>> {
     let mut by = HashMap::<(u16, u32), Vec<u64>>::new();
-    for rec in read_capture(&file).1 {
+    for rec in read_capture(file).1 {
         let d = &rec.data;
         if d.len() < 14 + 20 + 8 + 4 || d[12..14] != [8, 0] || d[23] != 17 {
             continue;
@@ -261,7 +259,9 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
     // is from what the recorders saw: the forwarder notes its receive stamp and the time
     // before its send returns; A stamped the frame a little before the first, B a little after
     // the second, more so on a loaded machine.
-    let (stamps_a, stamps_b) = (stamps_by_number(&store_a, tmp.path()), stamps_by_number(&store_b, tmp.path()));
+    let all_a = tmp.join("a.pcap");
+    run_ok(wirevault().arg("query").arg(&store_a).arg("-w").arg(&all_a));
+    let (stamps_a, stamps_b) = (stamps_by_number(&all_a), stamps_by_number(&all_b));
     // Per matched frame, (A's lag behind the forwarder's receive stamp) + (B's behind its send).
     let mut both_lags = Vec::new();
     for (what, got, period, port, filter) in [
@@ -362,7 +362,7 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
     // their stamps from its log (see above): within 0.3 ms plus the most that was on the
     // frames matched (tens of us when quiet; a loaded full run once missed 0.3 ms by 0.11).
     assert!(both_lags.len() > 100, "only {} UDP frames matched in both stores", both_lags.len());
-    let lag = percentile(&mut both_lags, 1.0) as f64 / 1e6;
+    let lag = *both_lags.iter().max().unwrap() as f64 / 1e6;
     // Capped as the jitter's slack is (0.05-0.3 ms quiet; a loaded CI run had 4 ms, the
     // forwarder 4.3 ms late at p99).
     assert!(!on_time || lag < 2.0, "the stores' stamps are up to {lag} ms off the forwarder's log");
