@@ -72,7 +72,7 @@ fn inputs(a: &Args) -> anyhow::Result<Inputs> {
                 .filter(|&v| v > 0)
                 .ok_or_else(|| usage(format!("--buffer \"{b}\" is not a size above 0 like 512M or 1G")))?,
         )?,
-        None => super::record::default_buffer(),
+        None => super::record::default_buffer(false),
     };
     let budget = match (&a.max_size, &a.store) {
         (Some(m), Some(s)) => Some(budget_bytes(m, s)?),

@@ -31,9 +31,15 @@ pub mod defaults {
     }
 
     /// `--buffer` when not given and the store has no disk-bench result:
-    /// see [`buffer_for_memory`].
-    pub fn buffer() -> u64 {
-        buffer_for_memory(wv_sys::cpu::usable_memory())
+    /// see [`buffer_for_memory`], and for the zero-copy path
+    /// [`zero_copy_buffer_for_memory`].
+    pub fn buffer(zero_copy: bool) -> u64 {
+        let ram = wv_sys::cpu::usable_memory();
+        if zero_copy {
+            zero_copy_buffer_for_memory(ram)
+        } else {
+            buffer_for_memory(ram)
+        }
     }
 
     /// The arena a machine with `ram` bytes (what the process's cgroup allows, if less) gets
@@ -395,11 +401,11 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             Some(Err(why)) => {
                 notes.push(why);
                 buffer_from = "memory";
-                defaults::buffer()
+                defaults::buffer(a.zero_copy)
             }
             None => {
                 buffer_from = "memory";
-                defaults::buffer()
+                defaults::buffer(a.zero_copy)
             }
         },
     };
@@ -419,17 +425,8 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         // Zero-copy: the ring is the only buffer, as large as the copy path's arena and ring
         // together (the same memory; with the arena's size alone it held half as much and
         // dropped frames under contention where the copy path did not: bench/RESULTS.md).
-        // From memory it is smaller than the copy path's arena (see zero_copy_buffer_for_memory).
-        None if a.zero_copy => {
-            let per = match buffer_from {
-                "memory" => {
-                    let b = defaults::zero_copy_buffer_for_memory(wv_sys::cpu::usable_memory());
-                    (b / a.workers as u64) / block_size * block_size
-                }
-                _ => per,
-            };
-            (per + defaults::ring_size(a.workers)).clamp(8 << 20, 4 << 30)
-        }
+        // (From memory, --buffer's default is smaller on this path: zero_copy_buffer_for_memory.)
+        None if a.zero_copy => (per + defaults::ring_size(a.workers)).clamp(8 << 20, 4 << 30),
         None => defaults::ring_size(a.workers),
         Some(r) => {
             let v = parse_size(r).ok_or_else(|| usage(format!("--ring-size \"{r}\" is not a size like 64M or 1G")))?;
