@@ -12,7 +12,8 @@
 //!
 //! Defaults: N = 4,000,000 packets per run, the best of ROUNDS = 3, FLOWS =
 //! 1024, sizes 64 and 1514. `ONLY=dedup` (or `plain`, `cutoff`, `both`)
-//! runs that configuration alone and prints its figure (to profile it).
+//! runs that configuration alone and prints its figure (to profile it);
+//! `FLOW_TABLE=N` sizes the cutoff's table as `record --flow-table N` does.
 
 use crossbeam_queue::ArrayQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,7 +58,7 @@ fn one(spec: &str, dedup: bool, cutoff: bool) -> f64 {
     let mut src = wv_capture::synthetic::Synthetic::new(spec, None);
     let reduce = Reduce::new(
         dedup.then(|| Dedup::new(1_000_000, Dedup::DEFAULT_ENTRIES)),
-        cutoff.then(|| Cutoff::new(1 << 40, u64::MAX, Cutoff::DEFAULT_ENTRIES)),
+        cutoff.then(|| Cutoff::new(1 << 40, u64::MAX, flow_table())),
     );
     let stop = AtomicBool::new(false);
     let limits = Limits { max_packets: None, quota: None, snaplen: 65535 };
@@ -66,6 +67,11 @@ fn one(spec: &str, dedup: bool, cutoff: bool) -> f64 {
     drain.join().expect("drain thread");
     assert_eq!(counts.stored, counts.delivered, "every frame stored: {counts:?}");
     counts.cpu_ns as f64 / counts.stored as f64
+}
+
+/// The cutoff's table entries: `FLOW_TABLE` (as `record --flow-table`), else the default.
+fn flow_table() -> usize {
+    std::env::var("FLOW_TABLE").ok().and_then(|v| v.parse().ok()).unwrap_or(Cutoff::DEFAULT_ENTRIES)
 }
 
 fn main() {

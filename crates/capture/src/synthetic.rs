@@ -146,8 +146,11 @@ pub const DURATION_UNITS: &str = "ns, us, ms, s, m, h or d";
 /// The generator.
 pub struct Synthetic {
     spec: Spec,
-    /// Per size in `spec.sizes` order, per flow: the 42 header bytes.
-    headers: Vec<Vec<[u8; HDR]>>,
+    /// Per size in `spec.sizes` order: flow 0's 42 header bytes and the
+    /// ones' complement sum of its IPv4 header without the addresses and
+    /// the checksum; a flow's addresses, ports and checksum are written
+    /// over them per frame ([`Synthetic::write`]).
+    templates: Vec<([u8; HDR], u32)>,
     /// [`DELIVERY_BATCH`] slots of `slot` bytes, each a frame of the largest
     /// size: header and sequence number rewritten per frame, payload fixed.
     slots: Vec<u8>,
@@ -160,18 +163,51 @@ pub struct Synthetic {
 
 impl Synthetic {
     pub fn new(spec: Spec, filter: Option<Filter>) -> Synthetic {
-        let headers = spec.sizes.iter().map(|&size| (0..spec.flows).map(|f| header(f, size)).collect()).collect();
+        let templates = spec.sizes.iter().map(|&size| template(size)).collect();
         let slot = spec.sizes.iter().max().map_or(HDR + 8, |&m| m as usize).next_multiple_of(64);
         let payload: Vec<u8> = (0..slot - HDR - 8).map(|i| (i * 7 + 3) as u8).collect();
         let mut slots = vec![0u8; DELIVERY_BATCH * slot];
         for s in slots.chunks_exact_mut(slot) {
             s[HDR + 8..].copy_from_slice(&payload);
         }
-        Synthetic { spec, headers, slots, slot, filter, seq: 0, start: None, stopped: false }
+        Synthetic { spec, templates, slots, slot, filter, seq: 0, start: None, stopped: false }
     }
 }
 
-/// Ethernet + IPv4 + UDP header of flow `f` for a frame of `size` bytes.
+/// The IPv4 addresses and UDP ports of flow `f`.
+#[inline(always)]
+fn flow_fields(f: u32) -> ([u8; 4], [u8; 4], u16, u16) {
+    let src = [10, (f >> 16) as u8, (f >> 8) as u8, f as u8];
+    let dst = [10, 200, (f >> 8) as u8 ^ 0x5a, f as u8 ^ 0xa5];
+    (src, dst, 1024 + (f % 60000) as u16, 5000 + (f % 16) as u16)
+}
+
+/// The ones' complement sum of big-endian 16-bit words, not folded.
+#[inline(always)]
+fn word_sum(b: &[u8]) -> u32 {
+    b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum()
+}
+
+/// The complement of a ones' complement sum folded to 16 bits.
+#[inline(always)]
+fn checksum(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Flow 0's header for `size` and the sum of its IPv4 header's words
+/// without the addresses and the checksum.
+fn template(size: u32) -> ([u8; HDR], u32) {
+    let mut h = header(0, size);
+    h[24..26].fill(0);
+    h[26..34].fill(0);
+    (h, word_sum(&h[14..34]))
+}
+
+/// Ethernet + IPv4 + UDP header of flow `f` for a frame of `size` bytes
+/// (what [`Synthetic::write`] writes, built the plain way).
 fn header(f: u32, size: u32) -> [u8; HDR] {
     let mut h = [0u8; HDR];
     h[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
@@ -183,16 +219,14 @@ fn header(f: u32, size: u32) -> [u8; HDR] {
     ip[6] = 0x40; // DF
     ip[8] = 64;
     ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, (f >> 16) as u8, (f >> 8) as u8, f as u8]);
-    ip[16..20].copy_from_slice(&[10, 200, (f >> 8) as u8 ^ 0x5a, f as u8 ^ 0xa5]);
-    let mut sum: u32 = ip.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let (src, dst, sport, dport) = flow_fields(f);
+    ip[12..16].copy_from_slice(&src);
+    ip[16..20].copy_from_slice(&dst);
+    let c = checksum(word_sum(ip));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
     let udp = &mut h[34..42];
-    udp[0..2].copy_from_slice(&(1024 + (f % 60000) as u16).to_be_bytes());
-    udp[2..4].copy_from_slice(&(5000 + (f % 16) as u16).to_be_bytes());
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&dport.to_be_bytes());
     udp[4..6].copy_from_slice(&((size - 34) as u16).to_be_bytes());
     h
 }
@@ -212,8 +246,19 @@ impl Synthetic {
         let size = self.spec.sizes[si] as usize;
         // Spread consecutive packets over flows with a multiplicative hash.
         let flow = ((seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) * u64::from(self.spec.flows)) >> 24;
+        // The flow's fields are computed, not read from a table of every
+        // flow's header: at 65,536 flows such a table (2.7 MiB a size) no
+        // longer fits the core's caches, and each frame's header was a
+        // random miss that a capture ring, written in order, does not have.
+        let (src, dst, sport, dport) = flow_fields(flow as u32);
+        let (template, sum) = &self.templates[si];
         let s = &mut self.slots[j * self.slot..];
-        s[..HDR].copy_from_slice(&self.headers[si][flow as usize]);
+        s[..HDR].copy_from_slice(template);
+        s[24..26].copy_from_slice(&checksum(sum + word_sum(&src) + word_sum(&dst)).to_be_bytes());
+        s[26..30].copy_from_slice(&src);
+        s[30..34].copy_from_slice(&dst);
+        s[34..36].copy_from_slice(&sport.to_be_bytes());
+        s[36..38].copy_from_slice(&dport.to_be_bytes());
         s[HDR..HDR + 8].copy_from_slice(&seq.to_be_bytes());
         size
     }
@@ -363,6 +408,21 @@ mod tests {
         assert_eq!(parse_duration("99999999999999999999999d"), None);
         assert!(parse_spec("duration=99999999999999999999999d").unwrap_err().contains("duration"));
         assert_eq!(parse_duration("1d"), Some(Duration::from_secs(86_400)));
+    }
+
+    #[test]
+    fn frames_carry_each_flows_header() {
+        let spec = parse_spec("size=imix,flows=70000").unwrap();
+        let mut g = Synthetic::new(spec.clone(), None);
+        for seq in (0..200_000u64).step_by(7) {
+            let len = g.write(3, seq);
+            let n = spec.sizes.len() as u64;
+            let size = spec.sizes[(seq % n) as usize];
+            let flow = ((seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) * 70000) >> 24;
+            assert_eq!(len, size as usize);
+            assert_eq!(g.frame(3, len)[..HDR], header(flow as u32, size), "seq {seq}");
+            assert_eq!(g.frame(3, len)[HDR..HDR + 8], seq.to_be_bytes());
+        }
     }
 
     #[test]
