@@ -1,6 +1,7 @@
 //! The analysers' L2->L4 dissector on arbitrary frames: no panic, bounded
 //! output, and the same layers for a frame whether or not the capture cut it
-//! (a cut never adds problems beyond what the prefix shows).
+//! (a cut never adds problems beyond what the prefix shows); the tunnels
+//! in it walked as the analysers walk them, each payload further in.
 #![no_main]
 
 #[path = "common.rs"]
@@ -20,6 +21,14 @@ fuzz_target!(|data: &[u8]| {
         assert!(d.layers().len() <= MAX_LAYERS && d.problems().len() <= MAX_PROBLEMS);
         assert!(d.layers().windows(2).all(|w| w[0].offset <= w[1].offset), "{:?}", d.layers());
         let _ = (d.flow.vlans(), d.flow.labels(), d.is_malformed(), format!("{d:?}"));
+    }
+    // Tunnels, one inside another: each payload starts further into the frame.
+    let mut d = dissect(lt, frame, frame.len() as u32);
+    let mut inner = frame;
+    while let Some(t) = wv_wire::tunnel::inner(&d, inner) {
+        assert!(t.at > 0 && t.at <= t.end && t.at <= inner.len(), "{t:?} in {} bytes", inner.len());
+        inner = &inner[t.at..t.end.min(inner.len())];
+        d = wv_wire::dissect::dissect_encap(t.encap, inner, inner.len() as u32);
     }
     // Every prefix, marked as cut by the capture, never reports truncation.
     for cut in [14usize, 18, 22, 34, 38, 54, 58, 74] {

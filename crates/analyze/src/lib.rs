@@ -228,6 +228,10 @@ pub struct Report {
     /// Frames of a link type the dissector does not walk (counted in the
     /// totals and throughput only).
     pub unsupported_linktype: u64,
+    /// Frames that carry a tunnel analyze entered (GRE, ERSPAN, VXLAN, ...:
+    /// see [`wv_wire::tunnel`]); their inner flows count in the
+    /// conversations, endpoints and TCP, RTP and UDP analyses.
+    pub tunnelled: u64,
     pub duplicates: dups::DupReport,
     pub malformed: malformed::MalformedReport,
     pub mix: mix::MixReport,
@@ -266,6 +270,9 @@ pub const MAX_INTERVALS: usize = 1 << 24;
 /// Most frames the duplicate window may hold (memory: 48 bytes each).
 pub const MAX_DUP_FRAMES: usize = 1 << 24;
 
+/// Most tunnels entered inside one another in a frame.
+pub const MAX_TUNNELS: usize = 4;
+
 /// The one-pass analysis.
 pub struct Analyzer {
     cfg: Config,
@@ -274,6 +281,7 @@ pub struct Analyzer {
     first_ns: Option<u64>,
     last_ns: u64,
     unsupported: u64,
+    tunnelled: u64,
     dups: dups::Dups,
     malformed: malformed::Malformed,
     mix: mix::Mix,
@@ -319,6 +327,7 @@ impl Analyzer {
             first_ns: None,
             last_ns: 0,
             unsupported: 0,
+            tunnelled: 0,
         })
     }
 
@@ -369,6 +378,37 @@ impl Analyzer {
         if let Some(prev) = std::mem::replace(&mut self.pending, p) {
             self.flow_work(&prev);
         }
+        if let Some(t) = wv_wire::tunnel::inner(&d, f.data) {
+            self.tunnels(f, t, len);
+        }
+    }
+
+    /// The flows a frame's tunnels carry (each IP, TCP or UDP layer inside is
+    /// one more conversation, as in tshark), after the frame's own flow work
+    /// (done now, not after the next frame's dissection: their flows may be
+    /// the same). At most [`MAX_TUNNELS`] deep.
+    fn tunnels(&mut self, f: &Frame<'_>, mut t: wv_wire::tunnel::Inner, len: u32) {
+        if let Some(own) = self.pending.take() {
+            self.flow_work(&own);
+        }
+        self.tunnelled += 1;
+        let mut data = f.data;
+        let mut depth = 0;
+        loop {
+            let inner = data.get(t.at..t.end.min(data.len())).unwrap_or(&[]);
+            let wire = u32::try_from(t.end.saturating_sub(t.at)).unwrap_or(u32::MAX);
+            let d = wv_wire::dissect::dissect_encap(t.encap, inner, wire);
+            let frame = Frame { data: inner, wire_len: wire, ..*f };
+            let s = Seen { no: self.frames, f: &frame, d: &d, len };
+            if let Some(p) = flows::Placed::of(&s, &self.flows) {
+                self.flow_work(&p);
+            }
+            depth += 1;
+            match wv_wire::tunnel::inner(&d, inner) {
+                Some(next) if depth < MAX_TUNNELS => (data, t) = (inner, next),
+                _ => break,
+            }
+        }
     }
 
     /// A frame's work on its flow: counters, TCP analysis, RTP and plain UDP streams.
@@ -401,6 +441,7 @@ impl Analyzer {
             first_ns: self.first_ns.unwrap_or(0),
             last_ns: self.last_ns,
             unsupported_linktype: self.unsupported,
+            tunnelled: self.tunnelled,
             duplicates: self.dups.finish(),
             malformed: self.malformed.finish(),
             mix: self.mix.finish(),

@@ -89,6 +89,13 @@ pub fn table(r: &Report, top: usize) -> String {
             r.unsupported_linktype
         );
     }
+    if r.tunnelled > 0 {
+        let _ = writeln!(
+            o,
+            "  {} frames carry a tunnel (GRE, ERSPAN, VXLAN, Geneve, IP in IP, ...): their inner flows are counted too",
+            r.tunnelled
+        );
+    }
     let d = &r.duplicates;
     let _ = writeln!(
         o,

@@ -8,8 +8,9 @@
 //! IPv6 extension headers, each reported as a problem when exceeded.
 //!
 //! It stops at the first transport header (TCP, UDP, ICMP, ICMPv6) or at
-//! the first layer it does not decode (tunnels such as GRE, IP-in-IP,
-//! VXLAN or an MPLS pseudowire are not entered: the flow is the outer one).
+//! the first layer it does not decode: a tunnel (GRE, IP-in-IP, VXLAN, ...)
+//! is not entered here, the flow is the outer one. [`crate::tunnel::inner`]
+//! finds the frame a tunnel carries, and [`dissect_encap`] walks it.
 //!
 //! Capture cuts are not malformations: given the frame's length on the
 //! wire, a header that continues past the captured bytes but not past the
@@ -187,6 +188,10 @@ pub struct Dissection {
     /// The transport header is in the first fragment of several: its
     /// lengths describe the whole datagram, not this frame.
     pub first_fragment: bool,
+    /// Where the IP payload starts (the transport header, whatever the
+    /// protocol); 0 when no IP payload was reached (a later fragment, a
+    /// malformed or cut IP header).
+    pub payload_at: u32,
 }
 
 impl Dissection {
@@ -212,29 +217,45 @@ const EMPTY_PROBLEM: Problem = Problem { kind: ProblemKind::TagStackTooDeep, off
 /// Dissects `data`, the captured bytes of a frame of `linktype` whose
 /// length on the wire was `wire_len` (pass `data.len()` when unknown).
 pub fn dissect(linktype: u32, data: &[u8], wire_len: u32) -> Dissection {
-    let mut w = Walk {
-        data,
-        wire: (wire_len as usize).max(data.len()),
-        d: Dissection {
-            linktype_supported: true,
-            layers: [EMPTY_LAYER; MAX_LAYERS],
-            n_layers: 0,
-            flow: Flow::default(),
-            problems: [EMPTY_PROBLEM; MAX_PROBLEMS],
-            n_problems: 0,
-            problems_lost: 0,
-            cut: false,
-            l4_end: 0,
-            first_fragment: false,
-        },
+    let encap = match linktype & 0x03ff_ffff {
+        linktype::ETHERNET => Encap::Ethernet,
+        linktype::LINUX_SLL => Encap::LinuxSll,
+        linktype::RAW => Encap::Ip,
+        linktype::IPV4 => Encap::Ipv4,
+        linktype::IPV6 => Encap::Ipv6,
+        _ => {
+            let mut w = Walk::new(data, wire_len);
+            w.d.linktype_supported = false;
+            return w.d;
+        }
     };
-    match linktype & 0x03ff_ffff {
-        linktype::ETHERNET => w.ethernet(),
-        linktype::LINUX_SLL => w.sll(),
-        linktype::RAW => w.raw_ip(0, true, true),
-        linktype::IPV4 => w.raw_ip(0, true, false),
-        linktype::IPV6 => w.raw_ip(0, false, true),
-        _ => w.d.linktype_supported = false,
+    dissect_encap(encap, data, wire_len)
+}
+
+/// What a frame (or a tunnel's payload) starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encap {
+    Ethernet,
+    LinuxSll,
+    /// IPv4 or IPv6, by the version nibble.
+    Ip,
+    Ipv4,
+    Ipv6,
+    /// An MPLS label stack (IP by the version nibble after it).
+    Mpls,
+}
+
+/// Dissects `data` (of `wire_len` bytes on the wire) that starts with `encap`:
+/// [`dissect`] for a link type, or a tunnel's payload ([`crate::tunnel::inner`]).
+pub fn dissect_encap(encap: Encap, data: &[u8], wire_len: u32) -> Dissection {
+    let mut w = Walk::new(data, wire_len);
+    match encap {
+        Encap::Ethernet => w.ethernet(),
+        Encap::LinuxSll => w.sll(),
+        Encap::Ip => w.raw_ip(0, true, true),
+        Encap::Ipv4 => w.raw_ip(0, true, false),
+        Encap::Ipv6 => w.raw_ip(0, false, true),
+        Encap::Mpls => w.network(EtherType::MplsUnicast.into(), 0),
     }
     w.d
 }
@@ -244,6 +265,28 @@ struct Walk<'a> {
     /// Length of the frame on the wire (at least the captured length).
     wire: usize,
     d: Dissection,
+}
+
+impl<'a> Walk<'a> {
+    fn new(data: &'a [u8], wire_len: u32) -> Walk<'a> {
+        Walk {
+            data,
+            wire: (wire_len as usize).max(data.len()),
+            d: Dissection {
+                linktype_supported: true,
+                layers: [EMPTY_LAYER; MAX_LAYERS],
+                n_layers: 0,
+                flow: Flow::default(),
+                problems: [EMPTY_PROBLEM; MAX_PROBLEMS],
+                n_problems: 0,
+                problems_lost: 0,
+                cut: false,
+                l4_end: 0,
+                first_fragment: false,
+                payload_at: 0,
+            },
+        }
+    }
 }
 
 fn off32(x: usize) -> u32 {
@@ -590,6 +633,7 @@ impl<'a> Walk<'a> {
     fn transport(&mut self, proto: u8, at: usize, end: usize, v6: bool, fragment: bool) {
         let end_judged = if fragment { usize::MAX } else { end };
         self.d.l4_end = off32(end);
+        self.d.payload_at = off32(at);
         self.d.first_fragment = fragment;
         let b = self.slice(at, end);
         let len = end.saturating_sub(at);

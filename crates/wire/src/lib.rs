@@ -15,6 +15,7 @@ pub mod pcap;
 pub mod pcapng;
 pub mod reader;
 pub mod time;
+pub mod tunnel;
 pub mod views;
 
 pub mod linktype;

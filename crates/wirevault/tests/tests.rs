@@ -8,6 +8,7 @@ mod analyze;
 mod analyze_impaired;
 mod analyze_select;
 mod analyze_tcp;
+mod analyze_tunnels;
 mod cli_conventions;
 mod console;
 mod disk_bench;

@@ -1,0 +1,304 @@
+//! Tunnels: the frame or packet a dissected frame carries as its payload,
+//! found where tshark finds one, so that the analysers count the inner
+//! conversations as tshark does (each IP layer of a frame is one, each TCP
+//! or UDP layer too).
+//!
+//! Entered: IP in IP (IPv4 or IPv6 in IPv4 or IPv6, protocols 4 and 41);
+//! GRE version 0 without source routes carrying IPv4, IPv6, Ethernet
+//! (0x6558: transparent bridging, NVGRE), MPLS or ERSPAN (types I, II and
+//! III: mirrored Ethernet frames); a PIM register's packet; and over UDP,
+//! VXLAN (4789), Geneve (6081, Ethernet or IP) and MPLS (6635), on the
+//! IANA port, unless the other port is lower and a well-known one (below
+//! 1024: tshark tries the lower port's dissector first, and most
+//! well-known ports have one).
+//!
+//! Not entered: IP fragments (the payload is not whole; tshark reassembles
+//! them first), GRE with routing or of version 1 (PPTP), ERSPAN type III of
+//! another frame type than Ethernet, and everything else (ICMP errors'
+//! quoted headers, sFlow samples, ...), which tshark decodes but does not
+//! treat as the traffic of the link.
+
+use crate::dissect::{Dissection, Encap, ProblemKind};
+use crate::views::{get16, ipproto};
+
+/// A tunnel's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    IpInIp,
+    Gre,
+    Erspan,
+    PimRegister,
+    Vxlan,
+    Geneve,
+    MplsInUdp,
+}
+
+/// The payload of a tunnel: it starts with `encap` at `at` and ends at `end`
+/// (offsets in the outer frame; `end` is on the wire, by the outer length
+/// fields: the captured bytes may end before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inner {
+    pub kind: Kind,
+    pub encap: Encap,
+    pub at: usize,
+    pub end: usize,
+}
+
+const GRE_C: u16 = 0x8000;
+const GRE_R: u16 = 0x4000;
+const GRE_K: u16 = 0x2000;
+const GRE_S: u16 = 0x1000;
+const GRE_VERSION: u16 = 0x0007;
+/// GRE protocol types.
+const TEB: u16 = 0x6558;
+const ERSPAN_II: u16 = 0x88be;
+const ERSPAN_III: u16 = 0x22eb;
+/// PIM's protocol number, and its version 2 Register message's first byte.
+const PIM: u8 = 103;
+const PIM_V2_REGISTER: u8 = 0x21;
+/// UDP ports (IANA).
+const VXLAN_PORT: u16 = 4789;
+const GENEVE_PORT: u16 = 6081;
+const MPLS_UDP_PORT: u16 = 6635;
+
+/// The tunnel payload `d` (the dissection of `data`) carries, if any. Its
+/// start is past the header it was found behind, within the captured bytes
+/// and not past its end.
+pub fn inner(d: &Dissection, data: &[u8]) -> Option<Inner> {
+    find(d, data).filter(|t| t.at >= d.payload_at as usize && t.at <= t.end && t.at <= data.len())
+}
+
+fn find(d: &Dissection, data: &[u8]) -> Option<Inner> {
+    let at = d.payload_at as usize;
+    if at == 0 || d.first_fragment || d.flow.later_fragment {
+        return None;
+    }
+    let end = d.l4_end as usize;
+    let at_end = |kind, encap, at| Some(Inner { kind, encap, at, end });
+    match d.flow.protocol? {
+        ipproto::IPIP => at_end(Kind::IpInIp, Encap::Ipv4, at),
+        ipproto::IPV6 => at_end(Kind::IpInIp, Encap::Ipv6, at),
+        ipproto::GRE => gre(data, at).map(|(kind, encap, off)| Inner { kind, encap, at: off, end }),
+        PIM if data.get(at) == Some(&PIM_V2_REGISTER) && at + 8 <= data.len() => {
+            at_end(Kind::PimRegister, Encap::Ip, at + 8)
+        }
+        ipproto::UDP => udp(d, data, at, end),
+        _ => None,
+    }
+}
+
+/// The payload of the GRE header at `at`.
+fn gre(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
+    let flags = get16(data, at)?;
+    let proto = get16(data, at + 2)?;
+    if flags & (GRE_R | GRE_VERSION) != 0 {
+        return None;
+    }
+    let seq = flags & GRE_S != 0;
+    let off = at + 4 + [GRE_C, GRE_K, GRE_S].iter().filter(|&&f| flags & f != 0).count() * 4;
+    let encap = match proto {
+        0x0800 => Encap::Ipv4,
+        0x86dd => Encap::Ipv6,
+        TEB => Encap::Ethernet,
+        0x8847 | 0x8848 => Encap::Mpls,
+        // Type I has no sequence number and no ERSPAN header; type II's
+        // header (version 1) is 8 bytes, type III's (version 2) 12.
+        ERSPAN_II if !seq => return Some((Kind::Erspan, Encap::Ethernet, off)),
+        ERSPAN_II => {
+            return match data.get(off)? >> 4 {
+                1 if off + 8 <= data.len() => Some((Kind::Erspan, Encap::Ethernet, off + 8)),
+                2 => erspan_iii(data, off),
+                _ => None,
+            }
+        }
+        ERSPAN_III => return erspan_iii(data, off),
+        _ => return None,
+    };
+    (off <= data.len()).then_some((Kind::Gre, encap, off))
+}
+
+/// The frame behind the ERSPAN type III header at `at`: 12 bytes, and an
+/// 8-byte platform-specific subheader when its O bit is set; its frame
+/// type (FT) 0 is Ethernet.
+fn erspan_iii(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
+    let hdr = data.get(at..at + 12)?;
+    if (hdr[10] >> 2) & 0x1f != 0 {
+        return None;
+    }
+    let off = at + 12 + if hdr[11] & 1 != 0 { 8 } else { 0 };
+    (off <= data.len()).then_some((Kind::Erspan, Encap::Ethernet, off))
+}
+
+fn is_tunnel_port(p: u16) -> bool {
+    matches!(p, VXLAN_PORT | GENEVE_PORT | MPLS_UDP_PORT)
+}
+
+/// The payload of a UDP tunnel whose UDP header is at `at`, by the lower port.
+fn udp(d: &Dissection, data: &[u8], at: usize, end: usize) -> Option<Inner> {
+    let (sp, dp) = d.flow.ports?;
+    if d.problems().iter().any(|p| matches!(p.kind, ProblemKind::UdpLength(_) | ProblemKind::Truncated(_))) {
+        return None;
+    }
+    // The UDP length bounds the payload (it was judged to fit the IP payload;
+    // 0 is a jumbogram's, over IPv6: the IP payload's end holds).
+    let end = match get16(data, at + 4) {
+        Some(l) if usize::from(l) >= 8 => (at + usize::from(l)).min(end),
+        _ => end,
+    };
+    let body = at + 8;
+    // tshark tries the lower port's dissector first: a well-known port
+    // below the tunnel's (its dissector is most likely registered) wins.
+    let (lo, hi) = (sp.min(dp), sp.max(dp));
+    let port = if lo < 1024 || is_tunnel_port(lo) { lo } else { hi };
+    let (kind, encap, off) = match port {
+        VXLAN_PORT => (Kind::Vxlan, Encap::Ethernet, body + 8),
+        GENEVE_PORT => {
+            let first = *data.get(body)?;
+            if first >> 6 != 0 {
+                return None;
+            }
+            let encap = match get16(data, body + 2)? {
+                TEB => Encap::Ethernet,
+                0x0800 => Encap::Ipv4,
+                0x86dd => Encap::Ipv6,
+                _ => return None,
+            };
+            (Kind::Geneve, encap, body + 8 + 4 * usize::from(first & 0x3f))
+        }
+        MPLS_UDP_PORT => (Kind::MplsInUdp, Encap::Mpls, body),
+        _ => return None,
+    };
+    (off <= data.len().min(end)).then_some(Inner { kind, encap, at: off, end })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dissect::{dissect, dissect_encap, LayerKind};
+    use crate::packet::Addr;
+
+    /// An IPv4 header (checksum filled in) of protocol `proto` around `payload`.
+    fn ipv4(proto: u8, src: [u8; 4], dst: [u8; 4], payload: &[u8]) -> Vec<u8> {
+        let mut h = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0];
+        h[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+        h.extend_from_slice(&src);
+        h.extend_from_slice(&dst);
+        let c = !crate::views::ones_sum(0, &h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        h.extend_from_slice(payload);
+        h
+    }
+
+    fn ether(et: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        f.extend_from_slice(&et.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    fn udp(sp: u16, dp: u16, payload: &[u8]) -> Vec<u8> {
+        let mut u = Vec::new();
+        for v in [sp, dp, (8 + payload.len()) as u16, 0] {
+            u.extend_from_slice(&v.to_be_bytes());
+        }
+        u.extend_from_slice(payload);
+        u
+    }
+
+    const A: [u8; 4] = [192, 0, 2, 1];
+    const B: [u8; 4] = [192, 0, 2, 2];
+    const C: [u8; 4] = [10, 1, 1, 1];
+    const D: [u8; 4] = [10, 1, 1, 2];
+
+    /// The innermost flow of `f` (an Ethernet frame), and the tunnels crossed.
+    fn walk(f: &[u8]) -> (Vec<Kind>, Dissection) {
+        let mut d = dissect(1, f, f.len() as u32);
+        let mut data = f;
+        let mut kinds = Vec::new();
+        while let Some(t) = inner(&d, data) {
+            kinds.push(t.kind);
+            data = &data[t.at..t.end.min(data.len())];
+            d = dissect_encap(t.encap, data, data.len() as u32);
+        }
+        (kinds, d)
+    }
+
+    fn inner_udp() -> Vec<u8> {
+        ipv4(17, C, D, &udp(1000, 2000, b"hello"))
+    }
+
+    #[test]
+    fn ip_in_ip_and_gre_carry_ip() {
+        let f = ether(0x0800, &ipv4(4, A, B, &inner_udp()));
+        let (kinds, d) = walk(&f);
+        assert_eq!(kinds, [Kind::IpInIp]);
+        assert_eq!((d.flow.src, d.flow.ports), (Addr::V4(C), Some((1000, 2000))));
+        // GRE with a key and a sequence number.
+        let mut gre = vec![0x30, 0, 0x08, 0, 0, 0, 0, 7, 0, 0, 0, 1];
+        gre.extend_from_slice(&inner_udp());
+        let (kinds, d) = walk(&ether(0x0800, &ipv4(47, A, B, &gre)));
+        assert_eq!(kinds, [Kind::Gre]);
+        assert_eq!(d.flow.dst, Addr::V4(D));
+        // With routing (RFC 1701's source routes): not entered.
+        gre[0] |= 0x40;
+        assert_eq!(walk(&ether(0x0800, &ipv4(47, A, B, &gre))).0, []);
+    }
+
+    #[test]
+    fn erspan_vxlan_and_geneve_carry_ethernet() {
+        let eth = ether(0x0800, &inner_udp());
+        // ERSPAN type II: GRE with a sequence number, an 8-byte header of version 1.
+        let mut gre = vec![0x10, 0, 0x88, 0xbe, 0, 0, 0, 1, 0x10, 0, 0, 0, 0, 0, 0, 0];
+        gre.extend_from_slice(&eth);
+        let (kinds, d) = walk(&ether(0x0800, &ipv4(47, A, B, &gre)));
+        assert_eq!(kinds, [Kind::Erspan]);
+        assert_eq!(d.layers()[0].kind, LayerKind::Ethernet);
+        assert_eq!(d.flow.ports, Some((1000, 2000)));
+        // Type III with the platform subheader (O bit), frame type 0.
+        let mut gre = vec![0x10, 0, 0x22, 0xeb, 0, 0, 0, 1, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        gre.extend_from_slice(&[0; 8]);
+        gre.extend_from_slice(&eth);
+        assert_eq!(walk(&ether(0x0800, &ipv4(47, A, B, &gre))).1.flow.src, Addr::V4(C));
+        // VXLAN in VXLAN: both entered.
+        let vx = |p: &[u8]| ipv4(17, A, B, &udp(50000, 4789, &[[8, 0, 0, 0, 0, 0, 1, 0].as_slice(), p].concat()));
+        let twice = ether(0x0800, &vx(&ether(0x0800, &vx(&eth))));
+        let (kinds, d) = walk(&twice);
+        assert_eq!(kinds, [Kind::Vxlan, Kind::Vxlan]);
+        assert_eq!(d.flow.ports, Some((1000, 2000)));
+        // Not when the other port is a lower, well-known one.
+        let other =
+            ether(0x0800, &ipv4(17, A, B, &udp(53, 4789, &[[8, 0, 0, 0, 0, 0, 1, 0].as_slice(), &eth].concat())));
+        assert_eq!(walk(&other).0, []);
+        // Geneve with 4 bytes of options, carrying IPv4.
+        let gen = [[0x01, 0, 0x08, 0x00, 0, 0, 1, 0, 0, 0, 0, 0].as_slice(), &inner_udp()].concat();
+        let (kinds, d) = walk(&ether(0x0800, &ipv4(17, A, B, &udp(40000, 6081, &gen))));
+        assert_eq!(kinds, [Kind::Geneve]);
+        assert_eq!(d.flow.src, Addr::V4(C));
+    }
+
+    #[test]
+    fn fragments_and_cut_headers_are_not_entered() {
+        let mut ip = ipv4(4, A, B, &inner_udp());
+        ip[6] |= 0x20; // more fragments
+        let c = !crate::views::ones_sum(0, &[&ip[..10], &[0, 0], &ip[12..20]].concat());
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(walk(&ether(0x0800, &ip)).0, []);
+        // A GRE header the capture cut.
+        let f = ether(0x0800, &ipv4(47, A, B, &[0x00, 0x00, 0x08, 0x00]));
+        let d = dissect(1, &f[..f.len() - 2], f.len() as u32);
+        assert_eq!(inner(&d, &f[..f.len() - 2]), None);
+    }
+
+    #[test]
+    fn each_tunnel_starts_further_into_the_frame() {
+        // A crafted stack of 200 IP-in-IP headers: each payload starts 20 bytes further in,
+        // so a walk ends (the analysers also stop at a depth).
+        let mut p = inner_udp();
+        for _ in 0..200 {
+            p = ipv4(4, A, B, &p);
+        }
+        let (kinds, d) = walk(&ether(0x0800, &p));
+        assert_eq!(kinds.len(), 200);
+        assert_eq!(d.flow.ports, Some((1000, 2000)));
+    }
+}
