@@ -35,6 +35,7 @@ pub mod malformed;
 pub mod mix;
 pub mod plot;
 pub mod qos;
+pub mod reasm;
 pub mod report;
 
 use serde::Serialize;
@@ -232,6 +233,11 @@ pub struct Report {
     /// see [`wv_wire::tunnel`]); their inner flows count in the
     /// conversations, endpoints and TCP, RTP and UDP analyses.
     pub tunnelled: u64,
+    /// IP datagrams reassembled from their fragments (see [`reasm`]): each
+    /// counts as a TCP or UDP packet at the frame that completed it.
+    pub reassembled: u64,
+    /// Fragments not reassembled because [`MAX_DATAGRAMS`] datagrams were in progress.
+    pub fragments_untracked: u64,
     pub duplicates: dups::DupReport,
     pub malformed: malformed::MalformedReport,
     pub mix: mix::MixReport,
@@ -270,6 +276,9 @@ pub const MAX_INTERVALS: usize = 1 << 24;
 /// Most frames the duplicate window may hold (memory: 48 bytes each).
 pub const MAX_DUP_FRAMES: usize = 1 << 24;
 
+/// Most IP datagrams whose fragments are held at once (a few hundred bytes each).
+pub const MAX_DATAGRAMS: usize = 16_384;
+
 /// Most tunnels entered inside one another in a frame.
 pub const MAX_TUNNELS: usize = 4;
 
@@ -282,6 +291,8 @@ pub struct Analyzer {
     last_ns: u64,
     unsupported: u64,
     tunnelled: u64,
+    reasm: reasm::Reassembly,
+    reassembled: u64,
     dups: dups::Dups,
     malformed: malformed::Malformed,
     mix: mix::Mix,
@@ -328,6 +339,8 @@ impl Analyzer {
             last_ns: 0,
             unsupported: 0,
             tunnelled: 0,
+            reasm: reasm::Reassembly::new(MAX_DATAGRAMS),
+            reassembled: 0,
         })
     }
 
@@ -371,7 +384,22 @@ impl Analyzer {
         self.mix.feed(&s);
         // The flow work of this frame follows the next one's dissection,
         // its flow table slot loading meanwhile.
-        let p = flows::Placed::of(&s, &self.flows);
+        // A frame that completes an IP datagram is placed as the datagram
+        // (its TCP or UDP header), the other fragments as IP only.
+        let p = match self.reasm.feed(&d, f.data) {
+            reasm::Fed::Complete(g) => {
+                self.reassembled += 1;
+                let dd = wv_wire::dissect::dissect_encap(g.encap, &g.data, g.wire_len);
+                let frame = Frame { data: &g.data, wire_len: g.wire_len, ..*f };
+                flows::Placed::of(&Seen { no: self.frames, f: &frame, d: &dd, len }, &self.flows)
+            }
+            reasm::Fed::FirstAsIs => {
+                let mut whole = d;
+                whole.first_fragment = false;
+                flows::Placed::of(&Seen { d: &whole, ..s }, &self.flows)
+            }
+            reasm::Fed::Nothing => flows::Placed::of(&s, &self.flows),
+        };
         if let Some(p) = &p {
             self.flows.prefetch(p);
         }
@@ -442,6 +470,8 @@ impl Analyzer {
             last_ns: self.last_ns,
             unsupported_linktype: self.unsupported,
             tunnelled: self.tunnelled,
+            reassembled: self.reassembled,
+            fragments_untracked: self.reasm.untracked,
             duplicates: self.dups.finish(),
             malformed: self.malformed.finish(),
             mix: self.mix.finish(),

@@ -96,6 +96,18 @@ pub fn table(r: &Report, top: usize) -> String {
             r.tunnelled
         );
     }
+    if r.reassembled > 0 || r.fragments_untracked > 0 {
+        let _ = writeln!(
+            o,
+            "  {} IP datagrams reassembled from fragments (each a TCP or UDP packet at its last fragment){}",
+            r.reassembled,
+            if r.fragments_untracked > 0 {
+                format!("; {} fragments not reassembled (too many datagrams in progress)", r.fragments_untracked)
+            } else {
+                String::new()
+            }
+        );
+    }
     let d = &r.duplicates;
     let _ = writeln!(
         o,

@@ -1,8 +1,10 @@
-//! `wirevault analyze` enters tunnels as tshark does: a built capture of a TCP
-//! connection mirrored over ERSPAN, UDP in VXLAN, in IP in IP and in GRE
-//! (IPv6 inside), and a frame to VXLAN's port from a lower well-known port
-//! (not entered). Every count is exact, and the conversations, endpoints,
-//! io,stat and TCP marks equal tshark's.
+//! `wirevault analyze` reads what lies past the first IP header as tshark
+//! does: tunnels (a built capture of a TCP connection mirrored over ERSPAN,
+//! UDP in VXLAN, in IP in IP and in GRE with IPv6 inside, and a frame to
+//! VXLAN's port from a lower well-known port, not entered) and IP fragments
+//! (reassembled: TCP and UDP count at the frame that completes a datagram).
+//! Every count is exact, and the conversations, endpoints, io,stat and TCP
+//! marks equal tshark's.
 
 use crate::analyze::{analyze_json, assert_tcp_marks_equal_tsharks, compare_with_tshark, eth_ip, ipv4, n, udp};
 use crate::analyze::{MS, T0};
@@ -127,6 +129,125 @@ fn tunnels_are_entered_as_tshark_enters_them() {
     assert_eq!(conv["ipv6"]["rows"].as_array().unwrap().len(), 1);
     assert_eq!(n(&conv["udp"]["count"]), 5 + 1 + 1 + 1 + 1, "VXLAN's 5 outer and its inner, DNS, IP in IP, GRE");
     if need_tools("tunnels_are_entered_as_tshark_enters_them", &["tshark"]) {
+        compare_with_tshark(&file, &r);
+        assert_tcp_marks_equal_tsharks(&file, &r);
+    }
+}
+
+/// An IPv4 fragment: `part` at byte `offset` of datagram `id`, more to come or not.
+fn v4_fragment(src: [u8; 4], dst: [u8; 4], proto: u8, id: u16, offset: usize, more: bool, part: &[u8]) -> Vec<u8> {
+    let mut ip = ipv4(src, dst, proto, part);
+    ip[4..6].copy_from_slice(&id.to_be_bytes());
+    let flags = (offset / 8) as u16 | if more { 0x2000 } else { 0 };
+    ip[6..8].copy_from_slice(&flags.to_be_bytes());
+    ip[10..12].copy_from_slice(&[0, 0]);
+    let mut sum: u32 = ip[..20].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    eth_ip(&ip)
+}
+
+/// `datagram` (an IP payload) cut into IPv4 fragments of `size` bytes.
+fn v4_fragments(src: [u8; 4], dst: [u8; 4], proto: u8, id: u16, datagram: &[u8], size: usize) -> Vec<Vec<u8>> {
+    datagram
+        .chunks(size)
+        .enumerate()
+        .map(|(i, part)| v4_fragment(src, dst, proto, id, i * size, (i + 1) * size < datagram.len(), part))
+        .collect()
+}
+
+/// `datagram` (a UDP datagram) cut into IPv6 fragments of `size` bytes.
+fn v6_fragments(id: u32, datagram: &[u8], size: usize) -> Vec<Vec<u8>> {
+    datagram
+        .chunks(size)
+        .enumerate()
+        .map(|(i, part)| {
+            let more = (i + 1) * size < datagram.len();
+            let mut ip = vec![0x60, 0, 0, 0];
+            ip.extend_from_slice(&((8 + part.len()) as u16).to_be_bytes());
+            ip.extend_from_slice(&[44, 64]);
+            for a in [1u8, 2] {
+                ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, a]);
+            }
+            ip.extend_from_slice(&[17, 0]);
+            ip.extend_from_slice(&(((i * size / 8) as u16) << 3 | u16::from(more)).to_be_bytes());
+            ip.extend_from_slice(&id.to_be_bytes());
+            ip.extend_from_slice(part);
+            let mut f = DST_MAC.to_vec();
+            f.extend_from_slice(&SRC_MAC);
+            f.extend_from_slice(&[0x86, 0xdd]);
+            f.extend_from_slice(&ip);
+            f
+        })
+        .collect()
+}
+
+#[test]
+fn fragments_are_reassembled_as_tshark_reassembles_them() {
+    let dir = TempDir::new("analyze-fragments");
+    let file = dir.join("fragments.pcap");
+    let host = |n: u8| [10, 0, 0, n];
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut push = |data: Vec<u8>, origlen: Option<usize>| {
+        let t = T0 + frames.len() as u64 * MS;
+        frames.push(Frame { ts_ns: t, origlen: origlen.unwrap_or(data.len()) as u32, data });
+    };
+    // A UDP datagram in three fragments, in order: one UDP packet, at the third.
+    for f in v4_fragments(host(1), host(2), 17, 100, &udp(1111, 2222, &[b'x'; 3000]), 1200) {
+        push(f, None);
+    }
+    // Its first and last fragment only: never a UDP packet.
+    let two = v4_fragments(host(3), host(4), 17, 200, &udp(3333, 4444, &[b'y'; 3000]), 1200);
+    push(two[0].clone(), None);
+    push(two[2].clone(), None);
+    // Three fragments, last first: complete at the first fragment, sent last.
+    for f in v4_fragments(host(5), host(6), 17, 300, &udp(5555, 6666, &[b'z'; 2000]), 1000).into_iter().rev() {
+        push(f, None);
+    }
+    // A TCP segment in three fragments: one TCP packet of 2,000 bytes.
+    let mut seg = crate::analyze::tcp_with_options(7777, 80, 1, 1, 0x18, 1000, &[], &[b'w'; 2000]);
+    seg[16..18].copy_from_slice(&[0, 0]);
+    for f in v4_fragments(host(7), host(8), 6, 400, &seg, 1000) {
+        push(f, None);
+    }
+    // A TCP first fragment the capture cut (96 of 1,034 bytes): tshark cannot add it to a
+    // datagram, so it reads its TCP header as it is.
+    let cut = v4_fragments(host(9), host(10), 6, 500, &seg, 1000).swap_remove(0);
+    push(cut[..96].to_vec(), Some(cut.len()));
+    // An IPv6 UDP datagram in two fragments.
+    for f in v6_fragments(0xabcd, &udp(9000, 9001, &[b'v'; 1500]), 1024) {
+        push(f, None);
+    }
+    // Not a fragment: the same UDP flow as the first datagram.
+    push(eth_ip(&ipv4(host(1), host(2), 17, &udp(1111, 2222, &[b'q'; 10]))), None);
+    write_pcap(&file, 1, 65535, true, &frames);
+
+    let r = analyze_json(&file, &["--examples", "100"]);
+    assert_eq!(n(&r["frames"]), 15);
+    assert_eq!(n(&r["reassembled"]), 4, "three IPv4 datagrams and one IPv6");
+    let conv = &r["conversations"];
+    let rows = |t: &str| -> Vec<(String, u64, u64)> {
+        let v = if t == "tcp" { &r["tcp"]["conversations"]["rows"] } else { &conv[t]["rows"] };
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let p = n(&c["a_to_b"]["packets"]) + n(&c["b_to_a"]["packets"]);
+                let b = n(&c["a_to_b"]["bytes"]) + n(&c["b_to_a"]["bytes"]);
+                (format!("{}:{}", c["a"].as_str().unwrap(), c["port_a"]), p, b)
+            })
+            .collect()
+    };
+    let udp_rows = rows("udp");
+    let last_of = |frame_len: usize| frame_len as u64;
+    assert!(udp_rows.contains(&("10.0.0.1:1111".into(), 2, last_of(14 + 20 + 608) + 60)), "{udp_rows:?}");
+    assert!(udp_rows.contains(&("10.0.0.5:5555".into(), 1, last_of(14 + 20 + 1000))), "{udp_rows:?}");
+    assert!(!udp_rows.iter().any(|r| r.0.starts_with("10.0.0.3:")), "never completed: {udp_rows:?}");
+    assert_eq!(udp_rows.len(), 3, "{udp_rows:?}");
+    assert_eq!(n(&r["tcp"]["segments"]), 2, "the reassembled segment and the cut first fragment");
+    if need_tools("fragments_are_reassembled_as_tshark_reassembles_them", &["tshark"]) {
         compare_with_tshark(&file, &r);
         assert_tcp_marks_equal_tsharks(&file, &r);
     }

@@ -1,0 +1,251 @@
+//! IP reassembly, as far as the statistics need it: tshark reassembles IPv4
+//! and IPv6 fragments (`ip.defragment` and `ipv6.defragment`, on by
+//! default) and dissects the datagram's TCP or UDP header once, at the frame
+//! that completes it, with that frame's length; until then each fragment
+//! counts in its IP conversation only, and a datagram never completed is
+//! never a TCP or UDP packet.
+//!
+//! The datagram is not rebuilt: a fragment at offset 0 leaves its IP header
+//! and the first [`HEAD`] bytes of its payload (every transport header and
+//! RTP's fit), the others only the byte ranges they cover. The frame that
+//! completes the cover gets a [`Datagram`]: that header, its length fields
+//! set to the whole datagram, and those first bytes, which the analysers
+//! dissect as a packet whose capture stopped there.
+//!
+//! A first fragment tshark cannot add (the capture cut its payload) it
+//! dissects as it is, as TCP or UDP ([`Fed::FirstAsIs`]).
+//!
+//! Memory: at most `cap` datagrams in progress (a fragment of a new one that
+//! finds the table full is counted in [`Reassembly::untracked`] and stays a
+//! fragment) and [`MAX_RANGES`] separate ranges each (past them the datagram
+//! is given up). A fragment whose bytes the capture cut is not added (tshark
+//! cannot add it either), so its datagram never completes.
+
+use crate::conv::Ip;
+use std::collections::HashMap;
+use wv_wire::dissect::{Dissection, Encap, LayerKind};
+use wv_wire::views::ipproto;
+
+/// Payload bytes kept of a datagram's first fragment.
+pub const HEAD: usize = 128;
+/// Separate byte ranges a datagram may be in before it is given up.
+pub const MAX_RANGES: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    src: Ip,
+    dst: Ip,
+    id: u32,
+    proto: u8,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// The first fragment's IP header (offset 0, no more-fragments flag)
+    /// and up to [`HEAD`] bytes of its payload; empty until it is seen.
+    head: Vec<u8>,
+    /// Length of the IP header in `head`.
+    head_hl: usize,
+    /// Byte ranges of the payload seen, sorted, merged.
+    ranges: Vec<(u32, u32)>,
+    /// The payload's length, once the last fragment is seen.
+    total: Option<u32>,
+}
+
+/// What a frame is to the reassembly.
+pub enum Fed {
+    /// Not a fragment, or one held (its IP header counts, no transport).
+    Nothing,
+    /// The frame completes this datagram: its TCP or UDP header counts here.
+    Complete(Datagram),
+    /// A first fragment not added (the capture cut it), which tshark
+    /// dissects as it is: its TCP or UDP header counts.
+    FirstAsIs,
+}
+
+/// A reassembled datagram: its header and first bytes, dissected.
+pub struct Datagram {
+    pub data: Vec<u8>,
+    /// The whole datagram's length (header included).
+    pub wire_len: u32,
+    pub encap: Encap,
+}
+
+/// One fragment as read from a frame's dissection.
+struct Fragment {
+    key: Key,
+    v6: bool,
+    /// Where the IP header starts and ends in the frame (IPv6: the fixed header only).
+    ip_at: usize,
+    ip_hl: usize,
+    /// The fragment's payload: offset in the datagram, where it starts in the frame, length.
+    offset: u32,
+    at: usize,
+    len: usize,
+    more: bool,
+}
+
+pub struct Reassembly {
+    table: HashMap<Key, Pending>,
+    cap: usize,
+    /// Fragments of datagrams that found the table full.
+    pub untracked: u64,
+}
+
+impl Reassembly {
+    pub fn new(cap: usize) -> Reassembly {
+        Reassembly { table: HashMap::new(), cap, untracked: 0 }
+    }
+
+    /// Adds the frame's fragment, if it is one.
+    pub fn feed(&mut self, d: &Dissection, data: &[u8]) -> Fed {
+        if !(d.first_fragment || d.flow.later_fragment) {
+            return Fed::Nothing;
+        }
+        let Some(f) = fragment(d, data) else {
+            return Fed::Nothing;
+        };
+        // tshark adds a fragment whose payload is all captured and not
+        // empty; a first fragment it does not add, it dissects as it is.
+        if f.len == 0 || f.at + f.len > data.len() {
+            return if f.offset == 0 { Fed::FirstAsIs } else { Fed::Nothing };
+        }
+        self.add(&f, data).map_or(Fed::Nothing, Fed::Complete)
+    }
+
+    /// Adds a fragment; the datagram when it completes one.
+    fn add(&mut self, f: &Fragment, data: &[u8]) -> Option<Datagram> {
+        if !self.table.contains_key(&f.key) && self.table.len() >= self.cap {
+            self.untracked += 1;
+            return None;
+        }
+        let p = self.table.entry(f.key).or_default();
+        let end = f.offset.checked_add(u32::try_from(f.len).ok()?)?;
+        if !add_range(&mut p.ranges, (f.offset, end)) {
+            return None;
+        }
+        if !f.more {
+            p.total = Some(end);
+        }
+        if f.offset == 0 && p.head.is_empty() {
+            p.head_hl = if f.v6 { 40 } else { f.ip_hl };
+            p.head.extend_from_slice(&data[f.ip_at..f.ip_at + p.head_hl]);
+            p.head.extend_from_slice(&data[f.at..f.at + f.len.min(HEAD)]);
+            if f.v6 {
+                // The fixed header's next header becomes the fragment header's.
+                p.head[6] = f.key.proto;
+            }
+        }
+        let total = p.total?;
+        if p.head.is_empty() || p.ranges != [(0, total)] {
+            return None;
+        }
+        let p = self.table.remove(&f.key)?;
+        Some(datagram(p, f.v6, total))
+    }
+}
+
+/// The datagram of a complete entry: length fields of the whole (0 where
+/// they do not fit 16 bits: "the rest of the packet", as for TSO).
+fn datagram(mut p: Pending, v6: bool, total: u32) -> Datagram {
+    let wire_len = p.head_hl as u32 + total;
+    if v6 {
+        let plen = u16::try_from(total).unwrap_or(0);
+        p.head[4..6].copy_from_slice(&plen.to_be_bytes());
+    } else {
+        let tl = u16::try_from(wire_len).unwrap_or(0);
+        p.head[2..4].copy_from_slice(&tl.to_be_bytes());
+        p.head[6..8].copy_from_slice(&[0, 0]);
+        p.head[10..12].copy_from_slice(&[0, 0]);
+        let c = !wv_wire::views::ones_sum(0, &p.head[..p.head_hl]);
+        p.head[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    Datagram { data: p.head, wire_len, encap: if v6 { Encap::Ipv6 } else { Encap::Ipv4 } }
+}
+
+/// Adds `r` to the sorted, merged `ranges`; false when there would be too many.
+fn add_range(ranges: &mut Vec<(u32, u32)>, r: (u32, u32)) -> bool {
+    if r.0 >= r.1 {
+        return true;
+    }
+    let i = ranges.partition_point(|x| x.1 < r.0);
+    let mut j = i;
+    let (mut lo, mut hi) = r;
+    while j < ranges.len() && ranges[j].0 <= hi {
+        lo = lo.min(ranges[j].0);
+        hi = hi.max(ranges[j].1);
+        j += 1;
+    }
+    if i == j && ranges.len() >= MAX_RANGES {
+        return false;
+    }
+    ranges.splice(i..j, [(lo, hi)]);
+    true
+}
+
+/// The fragment a frame's first IP header (and IPv6 fragment header) describes.
+fn fragment(d: &Dissection, data: &[u8]) -> Option<Fragment> {
+    let ip = d.layers().iter().find(|l| matches!(l.kind, LayerKind::Ipv4 | LayerKind::Ipv6))?;
+    let at = ip.offset as usize;
+    let (src, dst) = (Ip::of(&d.flow.src)?, Ip::of(&d.flow.dst)?);
+    let be16 = |o: usize| data.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    if ip.kind == LayerKind::Ipv4 {
+        let hl = 4 * usize::from(data.get(at)? & 0x0f);
+        let total = usize::from(be16(at + 2)?);
+        let frag = be16(at + 6)?;
+        let id = be16(at + 4)?;
+        let proto = *data.get(at + 9)?;
+        if total < hl {
+            return None;
+        }
+        return Some(Fragment {
+            key: Key { src, dst, id: u32::from(id), proto },
+            v6: false,
+            ip_at: at,
+            ip_hl: hl,
+            offset: u32::from(frag & 0x1fff) * 8,
+            at: at + hl,
+            len: total - hl,
+            more: frag & 0x2000 != 0,
+        });
+    }
+    let fh = d.layers().iter().find(|l| l.kind == LayerKind::Ipv6Ext(ipproto::FRAGMENT))?.offset as usize;
+    let plen = usize::from(be16(at + 4)?);
+    let end = at + 40 + plen;
+    let h = data.get(fh..fh + 8)?;
+    let off_flags = u16::from_be_bytes([h[2], h[3]]);
+    Some(Fragment {
+        key: Key { src, dst, id: u32::from_be_bytes([h[4], h[5], h[6], h[7]]), proto: h[0] },
+        v6: true,
+        ip_at: at,
+        ip_hl: 40,
+        offset: u32::from(off_flags >> 3) * 8,
+        at: fh + 8,
+        len: end.checked_sub(fh + 8)?,
+        more: off_flags & 1 != 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_and_are_bounded() {
+        let mut r = Vec::new();
+        assert!(add_range(&mut r, (100, 200)));
+        assert!(add_range(&mut r, (0, 50)));
+        assert!(add_range(&mut r, (300, 400)));
+        assert_eq!(r, [(0, 50), (100, 200), (300, 400)]);
+        assert!(add_range(&mut r, (50, 100)), "adjacent ranges join");
+        assert_eq!(r, [(0, 200), (300, 400)]);
+        assert!(add_range(&mut r, (150, 350)), "overlaps join");
+        assert_eq!(r, [(0, 400)]);
+        let mut many = Vec::new();
+        for i in 0..MAX_RANGES as u32 {
+            assert!(add_range(&mut many, (i * 10, i * 10 + 5)));
+        }
+        assert!(!add_range(&mut many, (10_000, 10_005)), "one range too many");
+        assert!(add_range(&mut many, (5, 10)), "joining two never adds one");
+    }
+}
