@@ -5,8 +5,8 @@
 //!
 //! Entered: IP in IP (IPv4 or IPv6 in IPv4 or IPv6, protocols 4 and 41);
 //! GRE version 0 without source routes carrying IPv4, IPv6, Ethernet
-//! (0x6558: transparent bridging, NVGRE), MPLS or ERSPAN (types I, II and
-//! III: mirrored Ethernet frames); a PIM register's packet; and over UDP,
+//! (0x6558: transparent bridging, NVGRE), MPLS, WCCP's redirected IPv4 or
+//! ERSPAN (types I, II and III: mirrored Ethernet frames); a PIM register's packet; and over UDP,
 //! VXLAN (4789), Geneve (6081, Ethernet or IP) and MPLS (6635), on the
 //! IANA port, unless the other port is lower and a well-known one (below
 //! 1024: tshark tries the lower port's dissector first, and most
@@ -53,6 +53,7 @@ const GRE_VERSION: u16 = 0x0007;
 const TEB: u16 = 0x6558;
 const ERSPAN_II: u16 = 0x88be;
 const ERSPAN_III: u16 = 0x22eb;
+const WCCP: u16 = 0x883e;
 /// PIM's protocol number, and its version 2 Register message's first byte.
 const PIM: u8 = 103;
 const PIM_V2_REGISTER: u8 = 0x21;
@@ -112,6 +113,12 @@ fn gre(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
             }
         }
         ERSPAN_III => return erspan_iii(data, off),
+        // WCCP's redirection: IPv4, behind a 4-byte redirect header (version 2)
+        // unless the first byte reads as IPv4's (version 1), as tshark decides.
+        WCCP => {
+            let at = if data.get(off)? >> 4 == 4 { off } else { off + 4 };
+            return (at <= data.len()).then_some((Kind::Gre, Encap::Ipv4, at));
+        }
         _ => return None,
     };
     (off <= data.len()).then_some((Kind::Gre, encap, off))
@@ -239,6 +246,12 @@ mod tests {
         let (kinds, d) = walk(&ether(0x0800, &ipv4(47, A, B, &gre)));
         assert_eq!(kinds, [Kind::Gre]);
         assert_eq!(d.flow.dst, Addr::V4(D));
+        // WCCP: IPv4 directly (version 1) or behind a 4-byte redirect header (version 2).
+        for redirect in [&[][..], &[0x05, 0x59, 0x00, 0x48]] {
+            let g = [&[0x00, 0x00, 0x88, 0x3e][..], redirect, &inner_udp()].concat();
+            let (kinds, d) = walk(&ether(0x0800, &ipv4(47, A, B, &g)));
+            assert_eq!((kinds, d.flow.src), (vec![Kind::Gre], Addr::V4(C)));
+        }
         // With routing (RFC 1701's source routes): not entered.
         gre[0] |= 0x40;
         assert_eq!(walk(&ether(0x0800, &ipv4(47, A, B, &gre))).0, []);
