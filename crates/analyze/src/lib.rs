@@ -386,7 +386,7 @@ impl Analyzer {
         // its flow table slot loading meanwhile.
         // A frame that completes an IP datagram is placed as the datagram
         // (its TCP or UDP header), the other fragments as IP only.
-        let p = match self.reasm.feed(&d, f.data) {
+        let p = match self.reasm.feed(&d, f.data, f.ts_ns) {
             reasm::Fed::Complete(g) => {
                 self.reassembled += 1;
                 let dd = wv_wire::dissect::dissect_encap(g.encap, &g.data, g.wire_len);

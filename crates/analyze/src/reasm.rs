@@ -16,8 +16,9 @@
 //! dissects as it is, as TCP or UDP ([`Fed::FirstAsIs`]).
 //!
 //! Memory: at most `cap` datagrams in progress (a fragment of a new one that
-//! finds the table full is counted in [`Reassembly::untracked`] and stays a
-//! fragment) and [`MAX_RANGES`] separate ranges each (past them the datagram
+//! finds the table full takes the place of those not added to for
+//! [`STALE_NS`], or if there are none is counted in [`Reassembly::untracked`]
+//! and stays a fragment) and [`MAX_RANGES`] separate ranges each (past them the datagram
 //! is given up). A fragment whose bytes the capture cut is not added (tshark
 //! cannot add it either), so its datagram never completes.
 
@@ -30,6 +31,10 @@ use wv_wire::views::ipproto;
 pub const HEAD: usize = 128;
 /// Separate byte ranges a datagram may be in before it is given up.
 pub const MAX_RANGES: usize = 64;
+/// A datagram in progress whose last fragment came longer ago than this
+/// (capture time) gives its place to a new one when the table is full (as
+/// Linux's `ipfrag_time`, 30 s; tshark waits for ever, with no bound).
+pub const STALE_NS: u64 = 30_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Key {
@@ -50,6 +55,8 @@ struct Pending {
     ranges: Vec<(u32, u32)>,
     /// The payload's length, once the last fragment is seen.
     total: Option<u32>,
+    /// When its latest fragment was seen.
+    last_ns: u64,
 }
 
 /// What a frame is to the reassembly.
@@ -88,17 +95,19 @@ struct Fragment {
 pub struct Reassembly {
     table: HashMap<Key, Pending>,
     cap: usize,
+    /// When stale datagrams were last looked for (at most once a second of capture time).
+    swept_ns: Option<u64>,
     /// Fragments of datagrams that found the table full.
     pub untracked: u64,
 }
 
 impl Reassembly {
     pub fn new(cap: usize) -> Reassembly {
-        Reassembly { table: HashMap::new(), cap, untracked: 0 }
+        Reassembly { table: HashMap::new(), cap, swept_ns: None, untracked: 0 }
     }
 
-    /// Adds the frame's fragment, if it is one.
-    pub fn feed(&mut self, d: &Dissection, data: &[u8]) -> Fed {
+    /// Adds the frame's fragment, if it is one (the frame seen at `ts_ns`).
+    pub fn feed(&mut self, d: &Dissection, data: &[u8], ts_ns: u64) -> Fed {
         if !(d.first_fragment || d.flow.later_fragment) {
             return Fed::Nothing;
         }
@@ -110,16 +119,31 @@ impl Reassembly {
         if f.len == 0 || f.at + f.len > data.len() {
             return if f.offset == 0 { Fed::FirstAsIs } else { Fed::Nothing };
         }
-        self.add(&f, data).map_or(Fed::Nothing, Fed::Complete)
+        self.add(&f, data, ts_ns).map_or(Fed::Nothing, Fed::Complete)
+    }
+
+    /// Drops the datagrams whose latest fragment is [`STALE_NS`] older than
+    /// `now`, at most once a second of capture time (a full table of fresh
+    /// ones is not walked per fragment).
+    fn sweep(&mut self, now: u64) {
+        if self.swept_ns.is_some_and(|t| now.abs_diff(t) < 1_000_000_000) {
+            return;
+        }
+        self.swept_ns = Some(now);
+        self.table.retain(|_, p| now.saturating_sub(p.last_ns) < STALE_NS);
     }
 
     /// Adds a fragment; the datagram when it completes one.
-    fn add(&mut self, f: &Fragment, data: &[u8]) -> Option<Datagram> {
+    fn add(&mut self, f: &Fragment, data: &[u8], ts_ns: u64) -> Option<Datagram> {
         if !self.table.contains_key(&f.key) && self.table.len() >= self.cap {
-            self.untracked += 1;
-            return None;
+            self.sweep(ts_ns);
+            if self.table.len() >= self.cap {
+                self.untracked += 1;
+                return None;
+            }
         }
         let p = self.table.entry(f.key).or_default();
+        p.last_ns = p.last_ns.max(ts_ns);
         let end = f.offset.checked_add(u32::try_from(f.len).ok()?)?;
         if !add_range(&mut p.ranges, (f.offset, end)) {
             return None;
@@ -229,6 +253,53 @@ fn fragment(d: &Dissection, data: &[u8]) -> Option<Fragment> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use wv_wire::dissect::dissect;
+
+    /// An Ethernet frame of an IPv4 UDP fragment of datagram `id` (40 payload bytes).
+    fn fragment_frame(id: u16, offset_words: u16, more: bool) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        let mut ip = vec![0x45, 0, 0, 60, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        ip[4..6].copy_from_slice(&id.to_be_bytes());
+        ip[6..8].copy_from_slice(&(offset_words | if more { 0x2000 } else { 0 }).to_be_bytes());
+        let c = !wv_wire::views::ones_sum(0, &ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        let mut payload = vec![0u8; 40];
+        payload[..8].copy_from_slice(&[0x04, 0x57, 0x08, 0xae, 0, 80, 0, 0]);
+        f.extend_from_slice(&payload);
+        f
+    }
+
+    fn feed(r: &mut Reassembly, f: &[u8], ts: u64) -> Option<u32> {
+        match r.feed(&dissect(1, f, f.len() as u32), f, ts) {
+            Fed::Complete(g) => Some(g.wire_len),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_full_table_gives_stale_datagrams_place() {
+        let mut r = Reassembly::new(2);
+        // Two datagrams' first halves fill the table.
+        assert_eq!(feed(&mut r, &fragment_frame(1, 0, true), 0), None);
+        assert_eq!(feed(&mut r, &fragment_frame(2, 0, true), 1), None);
+        // A third, 10 s later: nothing stale yet, not tracked.
+        assert_eq!(feed(&mut r, &fragment_frame(3, 0, true), 10_000_000_000), None);
+        assert_eq!(r.untracked, 1);
+        // Datagram 2 completes (20 s); datagram 5 takes its place (21 s).
+        assert_eq!(feed(&mut r, &fragment_frame(2, 5, false), 20_000_000_000), Some(20 + 80));
+        assert_eq!(feed(&mut r, &fragment_frame(5, 0, true), 21_000_000_000), None);
+        // 35 s in, the table is full: datagram 1 (0 s) is stale and gives its place, 5 is not.
+        assert_eq!(feed(&mut r, &fragment_frame(4, 0, true), 35_000_000_000), None);
+        assert_eq!(feed(&mut r, &fragment_frame(4, 5, false), 35_000_000_001), Some(100));
+        assert_eq!(r.untracked, 1);
+        // Datagram 1's second half: its first is gone, and the table is full of fresh ones.
+        assert_eq!(feed(&mut r, &fragment_frame(6, 0, true), 35_500_000_000), None);
+        assert_eq!(feed(&mut r, &fragment_frame(1, 5, false), 36_000_000_000), None);
+        assert_eq!(r.untracked, 2);
+        assert_eq!(feed(&mut r, &fragment_frame(5, 5, false), 37_000_000_000), Some(100), "5 was kept");
+    }
 
     #[test]
     fn ranges_merge_and_are_bounded() {
