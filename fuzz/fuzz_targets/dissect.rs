@@ -31,8 +31,9 @@ fuzz_target!(|data: &[u8]| {
         d = wv_wire::dissect::dissect_encap(t.encap, inner, inner.len() as u32);
     }
     // Every prefix, marked as cut by the capture, reports no truncation past the cut
-    // that the whole frame does not (a header longer than the frame on the wire is
-    // truncated however much of it was captured).
+    // where the whole frame reports nothing wrong (a header longer than the frame on the
+    // wire is truncated however much of it was captured; the whole frame may name the
+    // same header's fault otherwise, e.g. its version).
     let whole = dissect(lt, frame, frame.len() as u32);
     for cut in [14usize, 18, 22, 34, 38, 54, 58, 74] {
         if cut < frame.len() {
@@ -41,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(
                     !matches!(p.kind, wv_wire::dissect::ProblemKind::Truncated(_))
                         || (p.offset as usize) < cut
-                        || whole.problems().contains(p),
+                        || whole.problems().iter().any(|w| w.offset == p.offset),
                     "{p:?} at cut {cut}"
                 );
             }

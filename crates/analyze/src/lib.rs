@@ -422,12 +422,16 @@ impl Analyzer {
         self.tunnelled += 1;
         let mut data = f.data;
         let mut depth = 0;
+        // Where `data` starts in the frame.
+        let mut base = 0usize;
         loop {
             let inner = data.get(t.at..t.end.min(data.len())).unwrap_or(&[]);
+            base += t.at;
             let wire = u32::try_from(t.end.saturating_sub(t.at)).unwrap_or(u32::MAX);
             let d = wv_wire::dissect::dissect_encap(t.encap, inner, wire);
             let frame = Frame { data: inner, wire_len: wire, ..*f };
             let s = Seen { no: self.frames, f: &frame, d: &d, len };
+            self.malformed.feed_inner(&s, u32::try_from(base).unwrap_or(u32::MAX));
             if let Some(p) = flows::Placed::of(&s, &self.flows) {
                 self.flow_work(&p);
             }

@@ -5,6 +5,12 @@
 //! judged here: Ethernet frames shorter than the 60-byte minimum (without
 //! FCS) and frames whose network layer is longer than the MTU.
 //!
+//! The frames a tunnel carries ([`wv_wire::tunnel`]) are judged too, by the
+//! dissector's problems (a mirrored frame's bad VLAN stack or checksum is
+//! the finding an ERSPAN or VXLAN feed is recorded for); their offsets are
+//! given in the outer frame. The runt and MTU checks read the outer frame.
+//! A frame counts once per kind, whichever of its layers the kind is in.
+//!
 //! A capture cut (snap length) is not a malformation. Frames sent by the
 //! capturing host itself are captured before the NIC pads them, so on a
 //! host's own traffic short frames are expected.
@@ -95,11 +101,14 @@ pub struct Malformed {
     max_examples: usize,
     packets: u64,
     kinds: BTreeMap<usize, (Count, Vec<Example>)>,
+    /// The kinds noted of the last frame fed (bit per [`KINDS`] entry), which
+    /// its tunnels' frames add to ([`Malformed::feed_inner`]).
+    seen: u32,
 }
 
 impl Malformed {
     pub fn new(cfg: &Config) -> Malformed {
-        Malformed { mtu: cfg.mtu, max_examples: cfg.examples, packets: 0, kinds: BTreeMap::new() }
+        Malformed { mtu: cfg.mtu, max_examples: cfg.examples, packets: 0, kinds: BTreeMap::new(), seen: 0 }
     }
 
     fn note(&mut self, s: &Seen<'_>, name: &str, detail: String, seen: &mut u32) {
@@ -116,17 +125,36 @@ impl Malformed {
         }
     }
 
-    pub fn feed(&mut self, s: &Seen<'_>) {
-        let mut seen = 0u32;
+    /// The dissector's problems of `s`, whose offsets are `base` bytes into the frame.
+    fn problems(&mut self, s: &Seen<'_>, base: u32, seen: &mut u32) {
         for p in s.d.problems() {
             let (name, detail) = kind_of(p.kind);
+            let at = u64::from(base) + u64::from(p.offset);
+            let inner = if base > 0 { " (inside a tunnel)" } else { "" };
             let detail = if detail.is_empty() {
-                format!("at offset {}", p.offset)
+                format!("at offset {at}{inner}")
             } else {
-                format!("{detail} at offset {}", p.offset)
+                format!("{detail} at offset {at}{inner}")
             };
-            self.note(s, name, detail, &mut seen);
+            self.note(s, name, detail, seen);
         }
+    }
+
+    /// The frame a tunnel in the frame last fed carries: `s` is its
+    /// dissection (with the frame's number, time and length), starting
+    /// `base` bytes into the frame.
+    pub fn feed_inner(&mut self, s: &Seen<'_>, base: u32) {
+        let mut seen = self.seen;
+        self.problems(s, base, &mut seen);
+        if self.seen == 0 && seen != 0 {
+            self.packets += 1;
+        }
+        self.seen = seen;
+    }
+
+    pub fn feed(&mut self, s: &Seen<'_>) {
+        let mut seen = 0u32;
+        self.problems(s, 0, &mut seen);
         let lt = s.f.linktype & 0x03ff_ffff;
         if lt == linktype::ETHERNET && s.len < ETHERNET_MIN {
             self.note(s, "runt", format!("{} bytes", s.len), &mut seen);
@@ -140,6 +168,7 @@ impl Malformed {
         if seen != 0 {
             self.packets += 1;
         }
+        self.seen = seen;
     }
 
     pub fn finish(self) -> MalformedReport {

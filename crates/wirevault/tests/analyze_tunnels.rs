@@ -88,6 +88,10 @@ fn tunnels_are_entered_as_tshark_enters_them() {
         let f = eth_ip(&ipv4(CLIENT, [10, 0, 0, 3], 17, &udp(5000, 6000, &[i; 40])));
         at(100 + u64::from(i), vxlan(50_000 + u16::from(i), &f));
     }
+    // A mirrored frame whose IPv4 checksum is wrong, in VXLAN: a malformed frame.
+    let mut bad = eth_ip(&ipv4(CLIENT, [10, 0, 0, 3], 17, &udp(5000, 6000, &[9; 40])));
+    bad[24] ^= 0xff;
+    at(150, vxlan(50_005, &bad));
     // Three in IP in IP, two in GRE with a key carrying IPv6.
     for i in 0..3u8 {
         at(
@@ -110,8 +114,16 @@ fn tunnels_are_entered_as_tshark_enters_them() {
     write_pcap(&file, 1, 65535, true, &frames);
 
     let r = analyze_json(&file, &["--examples", "100"]);
-    assert_eq!(n(&r["frames"]), 19);
-    assert_eq!(n(&r["tunnelled"]), 18, "all but the frame from port 53");
+    assert_eq!(n(&r["frames"]), 20);
+    assert_eq!(n(&r["tunnelled"]), 19, "all but the frame from port 53");
+    let kinds = r["malformed"]["kinds"].as_array().unwrap();
+    let bad: Vec<_> = kinds.iter().filter(|k| k["kind"] != "runt").collect();
+    assert_eq!(bad.len(), 1, "{kinds:?}");
+    assert_eq!((bad[0]["kind"].as_str(), n(&bad[0]["packets"])), (Some("ipv4_checksum"), 1));
+    let example = &bad[0]["first"][0];
+    assert_eq!(n(&example["frame"]), 13);
+    assert_eq!(example["detail"], "at offset 64 (inside a tunnel)", "{example}");
+    assert_eq!(example["flow"], "10.0.0.1:5000 > 10.0.0.3:6000 udp", "the mirrored frame's flow");
     assert_eq!(n(&r["tcp"]["segments"]), 7);
     assert_eq!(n(&r["tcp"]["retransmissions"]), 1);
     assert_eq!(n(&r["tcp"]["handshake_rtt"]["count"]), 1);
@@ -123,11 +135,11 @@ fn tunnels_are_entered_as_tshark_enters_them() {
             .find(|c| (c["a"] == a && c["b"] == b) || (c["a"] == b && c["b"] == a))
             .map(|c| n(&c["a_to_b"]["packets"]) + n(&c["b_to_a"]["packets"]))
     };
-    assert_eq!(pair("192.0.2.1", "192.0.2.2"), Some(19), "every frame's outer header");
+    assert_eq!(pair("192.0.2.1", "192.0.2.2"), Some(20), "every frame's outer header");
     assert_eq!(pair("10.0.0.1", "10.0.0.2"), Some(7 + 3), "the mirrored connection and IP in IP");
-    assert_eq!(pair("10.0.0.1", "10.0.0.3"), Some(5), "VXLAN's inner datagrams");
+    assert_eq!(pair("10.0.0.1", "10.0.0.3"), Some(6), "VXLAN's inner datagrams");
     assert_eq!(conv["ipv6"]["rows"].as_array().unwrap().len(), 1);
-    assert_eq!(n(&conv["udp"]["count"]), 5 + 1 + 1 + 1 + 1, "VXLAN's 5 outer and its inner, DNS, IP in IP, GRE");
+    assert_eq!(n(&conv["udp"]["count"]), 6 + 1 + 1 + 1 + 1, "VXLAN's 6 outer and its inner, DNS, IP in IP, GRE");
     if need_tools("tunnels_are_entered_as_tshark_enters_them", &["tshark"]) {
         compare_with_tshark(&file, &r);
         assert_tcp_marks_equal_tsharks(&file, &r);

@@ -79,14 +79,10 @@ fn query_is_exact_across_the_overlap_of_fanout_streams() {
         assert!(from < to, "range {from}..{to}");
         for (i, filter) in filters.iter().enumerate() {
             let filter = *filter;
+            let (f, t) = (time_arg(from), time_arg(to));
+            let args: Vec<&str> = ["--from", &f, "--to", &t].into_iter().chain(filter.iter().copied()).collect();
             let out = tmp.join("query.pcap");
-            let mut q = vec!["query".to_string(), store.to_str().unwrap().into(), "-w".into()];
-            q.push(out.to_str().unwrap().into());
-            q.extend(["--from".into(), time_arg(from), "--to".into(), time_arg(to)]);
-            q.extend(filter.iter().map(|s| s.to_string()));
-            let q: Vec<&str> = q.iter().map(String::as_str).collect();
-            run_wirevault(&q).expect(0, &format!("{q:?}"));
-            let got = read_capture(&out).1;
+            let got = query_frames(&store, &out, &args);
             let want: Vec<Rec> = tcpdump_frames(&merged, filter, tmp.path())
                 .1
                 .into_iter()

@@ -515,18 +515,7 @@ fn interleaved_link_types_make_one_file_each_and_lose_nothing() {
     count.expect(0, "query --count");
     assert_eq!(count.stdout.trim(), (2 * n).to_string());
     for (port, iface, want) in [(1000, 0, &eth), (2000, 1, &raw)] {
-        let out = tmp.join(format!("q{port}.pcap"));
-        run_wirevault(&[
-            "query",
-            store.to_str().unwrap(),
-            "-w",
-            out.to_str().unwrap(),
-            "udp",
-            "port",
-            &port.to_string(),
-        ])
-        .expect(0, "query");
-        let (_, got) = read_capture(&out);
+        let got = query_frames(&store, &tmp.join(format!("q{port}.pcap")), &["udp", "port", &port.to_string()]);
         assert_same_frames(want, &got, true, &format!("query udp port {port}"));
         let o = run_ok(
             Command::new("tshark")

@@ -107,21 +107,18 @@ fn dedup_from_a_file_drops_copies_within_the_window_exactly() {
     // The query layer and the index on what was kept: all of it; then a time range and
     // a filter, against tcpdump's reading of the expected frames with the same filter.
     let store = tmp.join("store");
-    let s = store.to_str().unwrap();
-    let out = tmp.join("query.pcap");
-    run_wirevault(&["query", s, "-w", out.to_str().unwrap()]).expect(0, "query -w");
-    assert_same_frames(&want, &read_capture(&out).1, true, "query over the deduplicated store");
+    let queried = query_frames(&store, &tmp.join("query.pcap"), &[]);
+    assert_same_frames(&want, &queried, true, "query over the deduplicated store");
     let (from, to) = (want[want.len() / 4].ts_ns, want[3 * want.len() / 4].ts_ns);
     let part: Vec<Frame> = want.iter().filter(|f| f.ts_ns >= from && f.ts_ns < to).cloned().collect();
     let part_file = tmp.join("part.pcap");
     write_pcap(&part_file, 1, 65535, true, &part);
     let (_, oracle) = tcpdump_frames(&part_file, &["udp"], tmp.path());
     assert!(!oracle.is_empty() && oracle.len() < part.len(), "the filter selects some frames of the range");
-    let sel = tmp.join("query-udp.pcap");
     let (f, t) = (time_arg(from), time_arg(to));
-    run_wirevault(&["query", s, "--from", &f, "--to", &t, "-w", sel.to_str().unwrap(), "udp"]).expect(0, "query udp");
+    let sel = query_frames(&store, &tmp.join("query-udp.pcap"), &["--from", &f, "--to", &t, "udp"]);
     let oracle: Vec<Frame> = oracle.iter().map(Rec::frame).collect();
-    assert_same_frames(&oracle, &read_capture(&sel).1, true, "query --from --to udp over the deduplicated store");
+    assert_same_frames(&oracle, &sel, true, "query --from --to udp over the deduplicated store");
 
     // Without --dedup every copy is stored.
     let tmp2 = TempDir::new("dedup-off");
@@ -403,9 +400,8 @@ pub(crate) fn live_cutoff_run(name: &str, extra: &[&str]) -> (TempDir, Vec<Store
     assert_same_frames(&want, &got, false, "live --flow-cutoff against the rule on tcpdump's capture");
     // The query layer and the index on what was kept: all of it, then the 5 KB transfer's
     // connection by its port (the second the client opened).
-    let out = tmp.join("query.pcap");
-    run_wirevault(&["query", store.to_str().unwrap(), "-w", out.to_str().unwrap()]).expect(0, "query -w");
-    assert_same_frames(&want, &read_capture(&out).1, false, "query over the cut store");
+    let all = query_frames(&store, &tmp.join("query.pcap"), &[]);
+    assert_same_frames(&want, &all, false, "query over the cut store");
     // (source port, destination port, TCP flags) of an untagged IPv4/TCP frame (no IP options).
     let tcp = |f: &Frame| {
         let d = &f.data;
@@ -418,10 +414,8 @@ pub(crate) fn live_cutoff_run(name: &str, extra: &[&str]) -> (TempDir, Vec<Store
     let second = client_ports[1];
     let one: Vec<Frame> =
         want.iter().filter(|f| tcp(f).is_some_and(|(s, d, _)| s == second || d == second)).cloned().collect();
-    let filtered = tmp.join("query-port.pcap");
-    let expr = format!("tcp port {second}");
-    run_wirevault(&["query", store.to_str().unwrap(), "-w", filtered.to_str().unwrap(), &expr]).expect(0, "query port");
+    let filtered = query_frames(&store, &tmp.join("query-port.pcap"), &[&format!("tcp port {second}")]);
     assert!(!one.is_empty());
-    assert_same_frames(&one, &read_capture(&filtered).1, false, "query tcp port of the 5 KB transfer");
+    assert_same_frames(&one, &filtered, false, "query tcp port of the 5 KB transfer");
     (tmp, files)
 }

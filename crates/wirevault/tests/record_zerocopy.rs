@@ -118,15 +118,9 @@ fn zero_copy_stores_live_frames_byte_for_byte() {
     assert_index_rebuilds_the_same(&files, l.tmp.path());
 
     // The query layer reads the files (skip blocks skipped): the same frames as libpcap.
-    let out = l.tmp.join("query.pcap");
-    let q = run_wirevault(&["query", l.store().to_str().unwrap(), "-w", out.to_str().unwrap()]);
-    q.expect(0, "query -w");
-    let (_, queried) = read_capture(&out);
+    let queried = query_frames(&l.store(), &l.tmp.join("query.pcap"), &[]);
     assert_same_frames(&l.sent, &queried, false, "query over the zero-copy store");
-    let filtered = l.tmp.join("query-udp.pcap");
-    let q = run_wirevault(&["query", l.store().to_str().unwrap(), "-w", filtered.to_str().unwrap(), "udp port 53"]);
-    q.expect(0, "query -w udp port 53");
-    let (_, by_query) = read_capture(&filtered);
+    let by_query = query_frames(&l.store(), &l.tmp.join("query-udp.pcap"), &["udp port 53"]);
     let mut by_tcpdump = Vec::new();
     for f in &files {
         by_tcpdump.extend(tcpdump_frames(&f.path, &["udp port 53"], l.tmp.path()).1);

@@ -134,10 +134,7 @@ impl Setup {
 
     /// What `wirevault query SRC ARGS` selects.
     fn query(&self, src: &Path, args: &[&str]) -> Vec<Rec> {
-        let out = self.tmp.join(format!("query-{}.pcap", std::process::id()));
-        let o = wirevault().arg("query").arg(src).arg("-w").arg(&out).args(args).output().expect("run query");
-        Outcome::from_output(o).expect(0, "query");
-        read_capture(&out).1
+        query_frames(src, &self.tmp.join(format!("query-{}.pcap", std::process::id())), args)
     }
 
     /// Runs `wirevault replay -i veth-a ARGS --json` in namespace A while

@@ -947,6 +947,14 @@ pub fn run_wirevault(args: &[&str]) -> Outcome {
     Outcome::from_output(wirevault().args(args).stdin(Stdio::null()).output().expect("run wirevault"))
 }
 
+/// What `wirevault query SRC -w OUT ARGS...` selects (it must exit 0): the frames it wrote.
+pub fn query_frames(src: &Path, out: &Path, args: &[&str]) -> Vec<Rec> {
+    let mut a = vec!["query", src.to_str().expect("a UTF-8 path"), "-w", out.to_str().expect("a UTF-8 path")];
+    a.extend_from_slice(args);
+    run_wirevault(&a).expect(0, &format!("{a:?}"));
+    read_capture(out).1
+}
+
 /// A `wirevault record` running in the background (optionally inside a
 /// network namespace), with its output going to files. Dropping it kills
 /// the process if it is still running.
