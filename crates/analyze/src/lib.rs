@@ -384,22 +384,7 @@ impl Analyzer {
         self.mix.feed(&s);
         // The flow work of this frame follows the next one's dissection,
         // its flow table slot loading meanwhile.
-        // A frame that completes an IP datagram is placed as the datagram
-        // (its TCP or UDP header), the other fragments as IP only.
-        let p = match self.reasm.feed(&d, f.data, f.ts_ns) {
-            reasm::Fed::Complete(g) => {
-                self.reassembled += 1;
-                let dd = wv_wire::dissect::dissect_encap(g.encap, &g.data, g.wire_len);
-                let frame = Frame { data: &g.data, wire_len: g.wire_len, ..*f };
-                flows::Placed::of(&Seen { no: self.frames, f: &frame, d: &dd, len }, &self.flows)
-            }
-            reasm::Fed::FirstAsIs => {
-                let mut whole = d;
-                whole.first_fragment = false;
-                flows::Placed::of(&Seen { d: &whole, ..s }, &self.flows)
-            }
-            reasm::Fed::Nothing => flows::Placed::of(&s, &self.flows),
-        };
+        let p = self.place(&s);
         if let Some(p) = &p {
             self.flows.prefetch(p);
         }
@@ -408,6 +393,26 @@ impl Analyzer {
         }
         if let Some(t) = wv_wire::tunnel::inner(&d, f.data) {
             self.tunnels(f, t, len);
+        }
+    }
+
+    /// A packet's place in the flow table, once the reassembly has seen it:
+    /// a packet that completes an IP datagram is placed as the datagram (its
+    /// TCP or UDP header), the other fragments as IP only.
+    fn place(&mut self, s: &Seen<'_>) -> Option<flows::Placed> {
+        match self.reasm.feed(s.d, s.f.data, s.f.ts_ns) {
+            reasm::Fed::Complete(g) => {
+                self.reassembled += 1;
+                let d = wv_wire::dissect::dissect_encap(g.encap, &g.data, g.wire_len);
+                let frame = Frame { data: &g.data, wire_len: g.wire_len, ..*s.f };
+                flows::Placed::of(&Seen { f: &frame, d: &d, ..*s }, &self.flows)
+            }
+            reasm::Fed::FirstAsIs => {
+                let mut whole = *s.d;
+                whole.first_fragment = false;
+                flows::Placed::of(&Seen { d: &whole, ..*s }, &self.flows)
+            }
+            reasm::Fed::Nothing => flows::Placed::of(s, &self.flows),
         }
     }
 
@@ -432,7 +437,7 @@ impl Analyzer {
             let frame = Frame { data: inner, wire_len: wire, ..*f };
             let s = Seen { no: self.frames, f: &frame, d: &d, len };
             self.malformed.feed_inner(&s, u32::try_from(base).unwrap_or(u32::MAX));
-            if let Some(p) = flows::Placed::of(&s, &self.flows) {
+            if let Some(p) = self.place(&s) {
                 self.flow_work(&p);
             }
             depth += 1;
