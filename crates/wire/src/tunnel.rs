@@ -5,8 +5,8 @@
 //!
 //! Entered: IP in IP (IPv4 or IPv6 in IPv4 or IPv6, protocols 4 and 41);
 //! GRE version 0 without source routes carrying IPv4, IPv6, Ethernet
-//! (0x6558: transparent bridging, NVGRE), MPLS, WCCP's redirected IPv4 or
-//! ERSPAN (types I, II and III: mirrored Ethernet frames); a PIM register's packet; and over UDP,
+//! (0x6558: transparent bridging, NVGRE), MPLS, WCCP's redirected IPv4,
+//! IP behind Cisco's metadata header (0x8909) or ERSPAN (types I, II and III: mirrored Ethernet frames); a PIM register's packet; and over UDP,
 //! VXLAN (4789), Geneve (6081, Ethernet or IP) and MPLS (6635), on the
 //! IANA port, unless the other port is lower and a well-known one (below
 //! 1024: tshark tries the lower port's dissector first, and most
@@ -54,6 +54,9 @@ const TEB: u16 = 0x6558;
 const ERSPAN_II: u16 = 0x88be;
 const ERSPAN_III: u16 = 0x22eb;
 const WCCP: u16 = 0x883e;
+/// Cisco's metadata header (an SGT): the EtherType of what follows, version,
+/// length, options and SGT, 8 bytes.
+const CISCO_METADATA: u16 = 0x8909;
 /// PIM's protocol number, and its version 2 Register message's first byte.
 const PIM: u8 = 103;
 const PIM_V2_REGISTER: u8 = 0x21;
@@ -113,6 +116,14 @@ fn gre(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
             }
         }
         ERSPAN_III => return erspan_iii(data, off),
+        CISCO_METADATA => {
+            let encap = match get16(data, off)? {
+                0x0800 => Encap::Ipv4,
+                0x86dd => Encap::Ipv6,
+                _ => return None,
+            };
+            return (off + 8 <= data.len()).then_some((Kind::Gre, encap, off + 8));
+        }
         // WCCP's redirection: IPv4, behind a 4-byte redirect header (version 2)
         // unless the first byte reads as IPv4's (version 1), as tshark decides.
         WCCP => {
@@ -246,6 +257,10 @@ mod tests {
         let (kinds, d) = walk(&ether(0x0800, &ipv4(47, A, B, &gre)));
         assert_eq!(kinds, [Kind::Gre]);
         assert_eq!(d.flow.dst, Addr::V4(D));
+        // Cisco's metadata header: its EtherType, then 6 bytes.
+        let g = [&[0x20, 0x00, 0x89, 0x09, 0, 0, 0, 0x28, 0x08, 0x00, 1, 1, 0, 1, 0, 0][..], &inner_udp()].concat();
+        let (kinds, d) = walk(&ether(0x0800, &ipv4(47, A, B, &g)));
+        assert_eq!((kinds, d.flow.src), (vec![Kind::Gre], Addr::V4(C)));
         // WCCP: IPv4 directly (version 1) or behind a 4-byte redirect header (version 2).
         for redirect in [&[][..], &[0x05, 0x59, 0x00, 0x48]] {
             let g = [&[0x00, 0x00, 0x88, 0x3e][..], redirect, &inner_udp()].concat();
