@@ -25,7 +25,7 @@
 use crate::conv::Ip;
 use std::collections::HashMap;
 use wv_wire::dissect::{Dissection, Encap, LayerKind};
-use wv_wire::views::ipproto;
+use wv_wire::views::{ipproto, ipv4, ipv6};
 
 /// Payload bytes kept of a datagram's first fragment.
 pub const HEAD: usize = 128;
@@ -82,7 +82,7 @@ pub struct Datagram {
 struct Fragment {
     key: Key,
     v6: bool,
-    /// Where the IP header starts and ends in the frame (IPv6: the fixed header only).
+    /// Where the IP header starts in the frame, and its length (IPv6: the fixed header only).
     ip_at: usize,
     ip_hl: usize,
     /// The fragment's payload: offset in the datagram, where it starts in the frame, length.
@@ -152,7 +152,7 @@ impl Reassembly {
             p.total = Some(end);
         }
         if f.offset == 0 && p.head.is_empty() {
-            p.head_hl = if f.v6 { 40 } else { f.ip_hl };
+            p.head_hl = f.ip_hl;
             p.head.extend_from_slice(&data[f.ip_at..f.ip_at + p.head_hl]);
             p.head.extend_from_slice(&data[f.at..f.at + f.len.min(HEAD)]);
             if f.v6 {
@@ -177,12 +177,12 @@ fn datagram(mut p: Pending, v6: bool, total: u32) -> Datagram {
         let plen = u16::try_from(total).unwrap_or(0);
         p.head[4..6].copy_from_slice(&plen.to_be_bytes());
     } else {
-        let tl = u16::try_from(wire_len).unwrap_or(0);
-        p.head[2..4].copy_from_slice(&tl.to_be_bytes());
+        // Not fragmented: no flags, offset 0.
         p.head[6..8].copy_from_slice(&[0, 0]);
-        p.head[10..12].copy_from_slice(&[0, 0]);
-        let c = !wv_wire::views::ones_sum(0, &p.head[..p.head_hl]);
-        p.head[10..12].copy_from_slice(&c.to_be_bytes());
+        if let Ok(mut h) = ipv4::Packet::new_checked(&mut p.head[..]) {
+            h.set_total_len(u16::try_from(wire_len).unwrap_or(0));
+            h.fill_checksum();
+        }
     }
     Datagram { data: p.head, wire_len, encap: if v6 { Encap::Ipv6 } else { Encap::Ipv4 } }
 }
@@ -212,41 +212,35 @@ fn fragment(d: &Dissection, data: &[u8]) -> Option<Fragment> {
     let ip = d.layers().iter().find(|l| matches!(l.kind, LayerKind::Ipv4 | LayerKind::Ipv6))?;
     let at = ip.offset as usize;
     let (src, dst) = (Ip::of(&d.flow.src)?, Ip::of(&d.flow.dst)?);
-    let be16 = |o: usize| data.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
     if ip.kind == LayerKind::Ipv4 {
-        let hl = 4 * usize::from(data.get(at)? & 0x0f);
-        let total = usize::from(be16(at + 2)?);
-        let frag = be16(at + 6)?;
-        let id = be16(at + 4)?;
-        let proto = *data.get(at + 9)?;
-        if total < hl {
-            return None;
-        }
+        let p = ipv4::Packet::new_checked(data.get(at..)?).ok()?;
+        let (hl, total) = (p.header_len(), usize::from(p.total_len()));
         return Some(Fragment {
-            key: Key { src, dst, id: u32::from(id), proto },
+            key: Key { src, dst, id: u32::from(p.ident()), proto: p.next_header().into() },
             v6: false,
             ip_at: at,
             ip_hl: hl,
-            offset: u32::from(frag & 0x1fff) * 8,
+            offset: u32::from(p.frag_offset()),
             at: at + hl,
-            len: total - hl,
-            more: frag & 0x2000 != 0,
+            len: total.checked_sub(hl)?,
+            more: p.more_frags(),
         });
     }
+    let p = ipv6::Packet::new_checked(data.get(at..)?).ok()?;
+    let end = at + ipv6::HEADER_LEN + usize::from(p.payload_len());
     let fh = d.layers().iter().find(|l| l.kind == LayerKind::Ipv6Ext(ipproto::FRAGMENT))?.offset as usize;
-    let plen = usize::from(be16(at + 4)?);
-    let end = at + 40 + plen;
-    let h = data.get(fh..fh + 8)?;
-    let off_flags = u16::from_be_bytes([h[2], h[3]]);
+    let h = ipv6::ExtHeader::new_checked(data.get(fh..)?, ipproto::FRAGMENT).ok()?;
+    // The identification: the fragment header's last 4 bytes (`data` starts at its third).
+    let id = u32::from_be_bytes(wv_wire::views::get_arr(h.data(), 2)?);
     Some(Fragment {
-        key: Key { src, dst, id: u32::from_be_bytes([h[4], h[5], h[6], h[7]]), proto: h[0] },
+        key: Key { src, dst, id, proto: h.next_header().into() },
         v6: true,
         ip_at: at,
-        ip_hl: 40,
-        offset: u32::from(off_flags >> 3) * 8,
-        at: fh + 8,
-        len: end.checked_sub(fh + 8)?,
-        more: off_flags & 1 != 0,
+        ip_hl: ipv6::HEADER_LEN,
+        offset: u32::from(h.frag_offset()),
+        at: fh + h.header_len(),
+        len: end.checked_sub(fh + h.header_len())?,
+        more: h.more_frags(),
     })
 }
 

@@ -20,6 +20,7 @@ use crate::filter::Filter;
 use crate::worker::BATCH as DELIVERY_BATCH;
 use crate::{CaptureError, Delivery, Frame, Poll, Source};
 use std::time::{Duration, Instant};
+use wv_wire::views::ones_sum;
 
 /// The classic simple IMIX, as captured lengths (no FCS).
 pub const IMIX: [u32; 12] = [60, 60, 60, 60, 60, 60, 60, 590, 590, 590, 590, 1514];
@@ -150,7 +151,7 @@ pub struct Synthetic {
     /// ones' complement sum of its IPv4 header without the addresses and
     /// the checksum; a flow's addresses, ports and checksum are written
     /// over them per frame ([`Synthetic::write`]).
-    templates: Vec<([u8; HDR], u32)>,
+    templates: Vec<([u8; HDR], u16)>,
     /// [`DELIVERY_BATCH`] slots of `slot` bytes, each a frame of the largest
     /// size: header and sequence number rewritten per frame, payload fixed.
     slots: Vec<u8>,
@@ -182,28 +183,13 @@ fn flow_fields(f: u32) -> ([u8; 4], [u8; 4], u16, u16) {
     (src, dst, 1024 + (f % 60000) as u16, 5000 + (f % 16) as u16)
 }
 
-/// The ones' complement sum of big-endian 16-bit words, not folded.
-#[inline(always)]
-fn word_sum(b: &[u8]) -> u32 {
-    b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum()
-}
-
-/// The complement of a ones' complement sum folded to 16 bits.
-#[inline(always)]
-fn checksum(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// Flow 0's header for `size` and the sum of its IPv4 header's words
-/// without the addresses and the checksum.
-fn template(size: u32) -> ([u8; HDR], u32) {
+/// Flow 0's header for `size` and the ones' complement sum of its IPv4
+/// header without the addresses and the checksum.
+fn template(size: u32) -> ([u8; HDR], u16) {
     let mut h = header(0, size);
     h[24..26].fill(0);
     h[26..34].fill(0);
-    (h, word_sum(&h[14..34]))
+    (h, ones_sum(0, &h[14..34]))
 }
 
 /// Ethernet + IPv4 + UDP header of flow `f` for a frame of `size` bytes
@@ -222,7 +208,7 @@ fn header(f: u32, size: u32) -> [u8; HDR] {
     let (src, dst, sport, dport) = flow_fields(f);
     ip[12..16].copy_from_slice(&src);
     ip[16..20].copy_from_slice(&dst);
-    let c = checksum(word_sum(ip));
+    let c = !ones_sum(0, ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     let udp = &mut h[34..42];
     udp[0..2].copy_from_slice(&sport.to_be_bytes());
@@ -254,9 +240,10 @@ impl Synthetic {
         let (template, sum) = &self.templates[si];
         let s = &mut self.slots[j * self.slot..];
         s[..HDR].copy_from_slice(template);
-        s[24..26].copy_from_slice(&checksum(sum + word_sum(&src) + word_sum(&dst)).to_be_bytes());
         s[26..30].copy_from_slice(&src);
         s[30..34].copy_from_slice(&dst);
+        let c = !ones_sum(u32::from(*sum), &s[26..34]);
+        s[24..26].copy_from_slice(&c.to_be_bytes());
         s[34..36].copy_from_slice(&sport.to_be_bytes());
         s[36..38].copy_from_slice(&dport.to_be_bytes());
         s[HDR..HDR + 8].copy_from_slice(&seq.to_be_bytes());

@@ -267,7 +267,12 @@ struct Walk<'a> {
     d: Dissection,
 }
 
+fn off32(x: usize) -> u32 {
+    u32::try_from(x).unwrap_or(u32::MAX)
+}
+
 impl<'a> Walk<'a> {
+    /// A walk of `data`, `wire_len` bytes on the wire, that has found nothing yet.
     fn new(data: &'a [u8], wire_len: u32) -> Walk<'a> {
         Walk {
             data,
@@ -287,13 +292,7 @@ impl<'a> Walk<'a> {
             },
         }
     }
-}
 
-fn off32(x: usize) -> u32 {
-    u32::try_from(x).unwrap_or(u32::MAX)
-}
-
-impl<'a> Walk<'a> {
     fn layer(&mut self, kind: LayerKind, at: usize) {
         let n = usize::from(self.d.n_layers);
         if n < MAX_LAYERS {
@@ -416,11 +415,10 @@ impl<'a> Walk<'a> {
         if tci & (MACSEC_V | MACSEC_E | MACSEC_C) != 0 {
             return;
         }
-        if self.data.len() < tci_at + tag + 2 {
-            return self.missing(LayerKind::Macsec, type_at, tci_at + tag + 2, usize::MAX);
-        }
         let inner_at = tci_at + tag;
-        let et = u16::from_be_bytes([self.data[inner_at], self.data[inner_at + 1]]);
+        let Some(et) = views::get16(self.data, inner_at) else {
+            return self.missing(LayerKind::Macsec, type_at, inner_at + 2, usize::MAX);
+        };
         self.after_type(et, inner_at);
     }
 

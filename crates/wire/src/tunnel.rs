@@ -19,7 +19,7 @@
 //! treat as the traffic of the link.
 
 use crate::dissect::{Dissection, Encap, ProblemKind};
-use crate::views::{get16, ipproto};
+use crate::views::{ethertype, get16, ipproto};
 
 /// A tunnel's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,9 +67,19 @@ const MPLS_UDP_PORT: u16 = 6635;
 
 /// The tunnel payload `d` (the dissection of `data`) carries, if any. Its
 /// start is past the header it was found behind, within the captured bytes
-/// and not past its end.
+/// and not past its end (this check serves every kind: the headers it was
+/// found behind are the captured bytes before it).
 pub fn inner(d: &Dissection, data: &[u8]) -> Option<Inner> {
     find(d, data).filter(|t| t.at >= d.payload_at as usize && t.at <= t.end && t.at <= data.len())
+}
+
+/// IPv4 or IPv6 by an EtherType (what GRE, Geneve and Cisco's metadata name).
+fn ip_encap(et: u16) -> Option<Encap> {
+    match et {
+        ethertype::IPV4 => Some(Encap::Ipv4),
+        ethertype::IPV6 => Some(Encap::Ipv6),
+        _ => None,
+    }
 }
 
 fn find(d: &Dissection, data: &[u8]) -> Option<Inner> {
@@ -83,9 +93,7 @@ fn find(d: &Dissection, data: &[u8]) -> Option<Inner> {
         ipproto::IPIP => at_end(Kind::IpInIp, Encap::Ipv4, at),
         ipproto::IPV6 => at_end(Kind::IpInIp, Encap::Ipv6, at),
         ipproto::GRE => gre(data, at).map(|(kind, encap, off)| Inner { kind, encap, at: off, end }),
-        PIM if data.get(at) == Some(&PIM_V2_REGISTER) && at + 8 <= data.len() => {
-            at_end(Kind::PimRegister, Encap::Ip, at + 8)
-        }
+        PIM if data.get(at) == Some(&PIM_V2_REGISTER) => at_end(Kind::PimRegister, Encap::Ip, at + 8),
         ipproto::UDP => udp(d, data, at, end),
         _ => None,
     }
@@ -100,39 +108,24 @@ fn gre(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
     }
     let seq = flags & GRE_S != 0;
     let off = at + 4 + [GRE_C, GRE_K, GRE_S].iter().filter(|&&f| flags & f != 0).count() * 4;
-    let encap = match proto {
-        0x0800 => Encap::Ipv4,
-        0x86dd => Encap::Ipv6,
-        TEB => Encap::Ethernet,
-        0x8847 | 0x8848 => Encap::Mpls,
+    match proto {
+        TEB => Some((Kind::Gre, Encap::Ethernet, off)),
+        ethertype::MPLS | ethertype::MPLS_MULTICAST => Some((Kind::Gre, Encap::Mpls, off)),
         // Type I has no sequence number and no ERSPAN header; type II's
         // header (version 1) is 8 bytes, type III's (version 2) 12.
-        ERSPAN_II if !seq => return Some((Kind::Erspan, Encap::Ethernet, off)),
-        ERSPAN_II => {
-            return match data.get(off)? >> 4 {
-                1 if off + 8 <= data.len() => Some((Kind::Erspan, Encap::Ethernet, off + 8)),
-                2 => erspan_iii(data, off),
-                _ => None,
-            }
-        }
-        ERSPAN_III => return erspan_iii(data, off),
-        CISCO_METADATA => {
-            let encap = match get16(data, off)? {
-                0x0800 => Encap::Ipv4,
-                0x86dd => Encap::Ipv6,
-                _ => return None,
-            };
-            return (off + 8 <= data.len()).then_some((Kind::Gre, encap, off + 8));
-        }
+        ERSPAN_II if !seq => Some((Kind::Erspan, Encap::Ethernet, off)),
+        ERSPAN_II => match data.get(off)? >> 4 {
+            1 => Some((Kind::Erspan, Encap::Ethernet, off + 8)),
+            2 => erspan_iii(data, off),
+            _ => None,
+        },
+        ERSPAN_III => erspan_iii(data, off),
+        CISCO_METADATA => Some((Kind::Gre, ip_encap(get16(data, off)?)?, off + 8)),
         // WCCP's redirection: IPv4, behind a 4-byte redirect header (version 2)
         // unless the first byte reads as IPv4's (version 1), as tshark decides.
-        WCCP => {
-            let at = if data.get(off)? >> 4 == 4 { off } else { off + 4 };
-            return (at <= data.len()).then_some((Kind::Gre, Encap::Ipv4, at));
-        }
-        _ => return None,
-    };
-    (off <= data.len()).then_some((Kind::Gre, encap, off))
+        WCCP => Some((Kind::Gre, Encap::Ipv4, if data.get(off)? >> 4 == 4 { off } else { off + 4 })),
+        _ => Some((Kind::Gre, ip_encap(proto)?, off)),
+    }
 }
 
 /// The frame behind the ERSPAN type III header at `at`: 12 bytes, and an
@@ -143,8 +136,7 @@ fn erspan_iii(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
     if (hdr[10] >> 2) & 0x1f != 0 {
         return None;
     }
-    let off = at + 12 + if hdr[11] & 1 != 0 { 8 } else { 0 };
-    (off <= data.len()).then_some((Kind::Erspan, Encap::Ethernet, off))
+    Some((Kind::Erspan, Encap::Ethernet, at + 12 + if hdr[11] & 1 != 0 { 8 } else { 0 }))
 }
 
 fn is_tunnel_port(p: u16) -> bool {
@@ -177,16 +169,14 @@ fn udp(d: &Dissection, data: &[u8], at: usize, end: usize) -> Option<Inner> {
             }
             let encap = match get16(data, body + 2)? {
                 TEB => Encap::Ethernet,
-                0x0800 => Encap::Ipv4,
-                0x86dd => Encap::Ipv6,
-                _ => return None,
+                et => ip_encap(et)?,
             };
             (Kind::Geneve, encap, body + 8 + 4 * usize::from(first & 0x3f))
         }
         MPLS_UDP_PORT => (Kind::MplsInUdp, Encap::Mpls, body),
         _ => return None,
     };
-    (off <= data.len().min(end)).then_some(Inner { kind, encap, at: off, end })
+    Some(Inner { kind, encap, at: off, end })
 }
 
 #[cfg(test)]
@@ -197,12 +187,17 @@ mod tests {
 
     /// An IPv4 header (checksum filled in) of protocol `proto` around `payload`.
     fn ipv4(proto: u8, src: [u8; 4], dst: [u8; 4], payload: &[u8]) -> Vec<u8> {
-        let mut h = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0];
-        h[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
-        h.extend_from_slice(&src);
-        h.extend_from_slice(&dst);
-        let c = !crate::views::ones_sum(0, &h);
-        h[10..12].copy_from_slice(&c.to_be_bytes());
+        let r = crate::views::ipv4::Repr {
+            src,
+            dst,
+            protocol: proto.into(),
+            payload_len: payload.len() as u16,
+            ttl: 64,
+            ident: 0,
+            dont_frag: true,
+        };
+        let mut h = vec![0; 20];
+        r.emit(&mut h).expect("20 bytes");
         h.extend_from_slice(payload);
         h
     }

@@ -39,7 +39,7 @@ pub(crate) fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, payload: &[u8]) -> Vec
     h
 }
 
-fn fix_csum(ip: &mut [u8]) {
+pub(crate) fn fix_csum(ip: &mut [u8]) {
     ip[10..12].copy_from_slice(&[0, 0]);
     let hl = (4 * (ip[0] & 0x0f) as usize).min(ip.len());
     let c = csum(&ip[..hl]);
@@ -56,7 +56,7 @@ pub(crate) fn udp(sp: u16, dp: u16, payload: &[u8]) -> Vec<u8> {
     u
 }
 
-fn tcp(sp: u16, dp: u16, seq: u32, ack: u32, flags: u8, win: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn tcp(sp: u16, dp: u16, seq: u32, ack: u32, flags: u8, win: u16, payload: &[u8]) -> Vec<u8> {
     tcp_with_options(sp, dp, seq, ack, flags, win, &[], payload)
 }
 

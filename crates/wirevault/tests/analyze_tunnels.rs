@@ -6,7 +6,8 @@
 //! Every count is exact, and the conversations, endpoints, io,stat and TCP
 //! marks equal tshark's.
 
-use crate::analyze::{analyze_json, assert_tcp_marks_equal_tsharks, compare_with_tshark, eth_ip, ipv4, n, udp};
+use crate::analyze::{analyze_json, assert_tcp_marks_equal_tsharks, compare_with_tshark, eth_ip, ether, fix_csum};
+use crate::analyze::{ipv4, n, tcp, udp};
 use crate::analyze::{MS, T0};
 use crate::util::*;
 
@@ -15,18 +16,8 @@ const COLLECTOR: [u8; 4] = [192, 0, 2, 2];
 const CLIENT: [u8; 4] = [10, 0, 0, 1];
 const SERVER: [u8; 4] = [10, 0, 0, 2];
 
-/// A TCP segment (data offset 5, window 1000, checksum not filled: tshark does not check it).
-fn tcp(sp: u16, dp: u16, seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
-    let mut t = Vec::new();
-    for v in [sp, dp] {
-        t.extend_from_slice(&v.to_be_bytes());
-    }
-    t.extend_from_slice(&seq.to_be_bytes());
-    t.extend_from_slice(&ack.to_be_bytes());
-    t.extend_from_slice(&[0x50, flags, 0x03, 0xe8, 0, 0, 0, 0]);
-    t.extend_from_slice(payload);
-    t
-}
+/// TCP segments' window (their checksums are not filled: tshark does not check them).
+const WIN: u16 = 1000;
 
 /// `frame` mirrored over ERSPAN type II (GRE with a sequence number `seq`).
 fn erspan(seq: u32, frame: &[u8]) -> Vec<u8> {
@@ -45,16 +36,15 @@ fn vxlan(sport: u16, frame: &[u8]) -> Vec<u8> {
     eth_ip(&ipv4(SENSOR, COLLECTOR, 17, &udp(sport, 4789, &v)))
 }
 
-/// An IPv6 UDP packet.
-fn ipv6_udp(src: u8, dst: u8, sp: u16, dp: u16, payload: &[u8]) -> Vec<u8> {
-    let u = udp(sp, dp, payload);
+/// An IPv6 packet from 2001:db8::1 to 2001:db8::2, its next header `next`.
+fn ipv6(next: u8, payload: &[u8]) -> Vec<u8> {
     let mut ip = vec![0x60, 0, 0, 0];
-    ip.extend_from_slice(&(u.len() as u16).to_be_bytes());
-    ip.extend_from_slice(&[17, 64]);
-    for a in [src, dst] {
+    ip.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    ip.extend_from_slice(&[next, 64]);
+    for a in [1u8, 2] {
         ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, a]);
     }
-    ip.extend_from_slice(&u);
+    ip.extend_from_slice(payload);
     ip
 }
 
@@ -72,13 +62,13 @@ fn tunnels_are_entered_as_tshark_enters_them() {
         eth_ip(&ipv4(a, b, 6, &seg))
     };
     let conn = [
-        inner(true, tcp(c, s, 1000, 0, 0x02, &[])),
-        inner(false, tcp(s, c, 5000, 1001, 0x12, &[])),
-        inner(true, tcp(c, s, 1001, 5001, 0x10, &[])),
-        inner(true, tcp(c, s, 1001, 5001, 0x18, &[b'a'; 100])),
-        inner(true, tcp(c, s, 1101, 5001, 0x18, &[b'b'; 100])),
-        inner(true, tcp(c, s, 1101, 5001, 0x18, &[b'b'; 100])),
-        inner(false, tcp(s, c, 5001, 1201, 0x10, &[])),
+        inner(true, tcp(c, s, 1000, 0, 0x02, WIN, &[])),
+        inner(false, tcp(s, c, 5000, 1001, 0x12, WIN, &[])),
+        inner(true, tcp(c, s, 1001, 5001, 0x10, WIN, &[])),
+        inner(true, tcp(c, s, 1001, 5001, 0x18, WIN, &[b'a'; 100])),
+        inner(true, tcp(c, s, 1101, 5001, 0x18, WIN, &[b'b'; 100])),
+        inner(true, tcp(c, s, 1101, 5001, 0x18, WIN, &[b'b'; 100])),
+        inner(false, tcp(s, c, 5001, 1201, 0x10, WIN, &[])),
     ];
     for (i, f) in conn.iter().enumerate() {
         at(i as u64 * 10, erspan(i as u32, f));
@@ -101,7 +91,7 @@ fn tunnels_are_entered_as_tshark_enters_them() {
     }
     for i in 0..2u8 {
         let mut g = vec![0x20, 0x00, 0x86, 0xdd, 0, 0, 0, 9];
-        g.extend_from_slice(&ipv6_udp(1, 2, 9000, 9001, &[i; 30]));
+        g.extend_from_slice(&ipv6(17, &udp(9000, 9001, &[i; 30])));
         at(300 + u64::from(i), eth_ip(&ipv4(SENSOR, COLLECTOR, 47, &g)));
     }
     // To VXLAN's port from DNS's: tshark reads DNS, analyze enters nothing.
@@ -152,12 +142,7 @@ fn v4_fragment(src: [u8; 4], dst: [u8; 4], proto: u8, id: u16, offset: usize, mo
     ip[4..6].copy_from_slice(&id.to_be_bytes());
     let flags = (offset / 8) as u16 | if more { 0x2000 } else { 0 };
     ip[6..8].copy_from_slice(&flags.to_be_bytes());
-    ip[10..12].copy_from_slice(&[0, 0]);
-    let mut sum: u32 = ip[..20].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    fix_csum(&mut ip);
     eth_ip(&ip)
 }
 
@@ -177,21 +162,12 @@ fn v6_fragments(id: u32, datagram: &[u8], size: usize) -> Vec<Vec<u8>> {
         .enumerate()
         .map(|(i, part)| {
             let more = (i + 1) * size < datagram.len();
-            let mut ip = vec![0x60, 0, 0, 0];
-            ip.extend_from_slice(&((8 + part.len()) as u16).to_be_bytes());
-            ip.extend_from_slice(&[44, 64]);
-            for a in [1u8, 2] {
-                ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, a]);
-            }
-            ip.extend_from_slice(&[17, 0]);
-            ip.extend_from_slice(&(((i * size / 8) as u16) << 3 | u16::from(more)).to_be_bytes());
-            ip.extend_from_slice(&id.to_be_bytes());
-            ip.extend_from_slice(part);
-            let mut f = DST_MAC.to_vec();
-            f.extend_from_slice(&SRC_MAC);
-            f.extend_from_slice(&[0x86, 0xdd]);
-            f.extend_from_slice(&ip);
-            f
+            // The fragment header: next header UDP, offset and M flag, identification.
+            let mut fh = vec![17, 0];
+            fh.extend_from_slice(&(((i * size / 8) as u16) << 3 | u16::from(more)).to_be_bytes());
+            fh.extend_from_slice(&id.to_be_bytes());
+            fh.extend_from_slice(part);
+            ether(&[0x86, 0xdd], &ipv6(44, &fh))
         })
         .collect()
 }
@@ -219,8 +195,7 @@ fn fragments_are_reassembled_as_tshark_reassembles_them() {
         push(f, None);
     }
     // A TCP segment in three fragments: one TCP packet of 2,000 bytes.
-    let mut seg = crate::analyze::tcp_with_options(7777, 80, 1, 1, 0x18, 1000, &[], &[b'w'; 2000]);
-    seg[16..18].copy_from_slice(&[0, 0]);
+    let seg = tcp(7777, 80, 1, 1, 0x18, WIN, &[b'w'; 2000]);
     for f in v4_fragments(host(7), host(8), 6, 400, &seg, 1000) {
         push(f, None);
     }
