@@ -286,6 +286,12 @@ fn impaired_link_figures_match_the_impairment_and_tshark() {
                 }
             }
         }
+        // In the order the frames left (the order B stored them, which analyze reads): a copy
+        // sent late can leave after the next original, and the sender's order would then count
+        // a step back and a long step in the reference that analyze never saw.
+        let mut by_departure: Vec<_> = points.into_iter().zip(after).collect();
+        by_departure.sort_by(|x, y| x.0 .0.total_cmp(&y.0 .0));
+        let (points, after): (Vec<_>, Vec<_>) = by_departure.into_iter().unzip();
         // The log's own uncertainty: the forwarder notes the time before its send returns,
         // and B stamps the frame a little later, more so on a loaded machine. Each jitter
         // step is off by the change of that lag from one packet to the next, so the mean
