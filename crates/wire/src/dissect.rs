@@ -192,6 +192,11 @@ pub struct Dissection {
     /// protocol); 0 when no IP payload was reached (a later fragment, a
     /// malformed or cut IP header).
     pub payload_at: u32,
+    /// Where the network layer named by `flow.ethertype` starts; 0 when there
+    /// is none.
+    pub network_at: u32,
+    /// The frame's length on the wire (at least its captured length).
+    pub wire_len: u32,
 }
 
 impl Dissection {
@@ -243,6 +248,10 @@ pub enum Encap {
     Ipv6,
     /// An MPLS label stack (IP by the version nibble after it).
     Mpls,
+    /// What an EtherType that is not in the data names (a tunnel header's
+    /// protocol field: Geneve's, Cisco's metadata's): VLAN tags and the
+    /// network layer, as after an Ethernet header.
+    EtherType(u16),
 }
 
 /// Dissects `data` (of `wire_len` bytes on the wire) that starts with `encap`:
@@ -256,6 +265,7 @@ pub fn dissect_encap(encap: Encap, data: &[u8], wire_len: u32) -> Dissection {
         Encap::Ipv4 => w.raw_ip(0, true, false),
         Encap::Ipv6 => w.raw_ip(0, false, true),
         Encap::Mpls => w.network(EtherType::MplsUnicast.into(), 0),
+        Encap::EtherType(et) => w.after_type(et, 0),
     }
     w.d
 }
@@ -289,6 +299,8 @@ impl<'a> Walk<'a> {
                 l4_end: 0,
                 first_fragment: false,
                 payload_at: 0,
+                network_at: 0,
+                wire_len: wire_len.max(off32(data.len())),
             },
         }
     }
@@ -337,7 +349,7 @@ impl<'a> Walk<'a> {
         if et < ethernet::MIN_ETHERTYPE {
             return self.layer(LayerKind::Llc, ethernet::HEADER_LEN);
         }
-        self.after_type(et, ethernet::field::ETHERTYPE.start);
+        self.after_type(et, ethernet::field::ETHERTYPE.end);
     }
 
     fn sll(&mut self) {
@@ -346,13 +358,17 @@ impl<'a> Walk<'a> {
             return self.missing(LayerKind::LinuxSll, 0, sll::HEADER_LEN, usize::MAX);
         };
         let et = h.protocol_raw();
-        self.after_type(et, sll::field::PROTOCOL.start);
+        self.after_type(et, sll::field::PROTOCOL.end);
     }
 
-    /// Walks the tags announced by the type field `et` at `type_at`, then the network layer.
-    fn after_type(&mut self, mut et: u16, mut type_at: usize) {
+    /// Walks the tags announced by the type field `et`, then the network
+    /// layer; what the field announces starts at `at` (the field itself is
+    /// just before it, or not in the data: a tunnel header named it).
+    fn after_type(&mut self, mut et: u16, mut at: usize) {
         let mut prev_c_tag = false;
         while vlan::is_tpid(et) {
+            // A tag's offset is its TPID's (at the start of the data when a tunnel named it).
+            let type_at = at.saturating_sub(2);
             if usize::from(self.d.flow.n_vlans) == MAX_TAGS {
                 return self.problem(ProblemKind::TagStackTooDeep, type_at);
             }
@@ -361,17 +377,16 @@ impl<'a> Walk<'a> {
             }
             prev_c_tag = et == u16::from(EtherType::Vlan);
             self.layer(LayerKind::Vlan, type_at);
-            let tci_at = type_at + 2;
-            let Ok(t) = vlan::Tag::new_checked(self.slice(tci_at, usize::MAX)) else {
-                return self.missing(LayerKind::Vlan, type_at, tci_at + vlan::HEADER_LEN, usize::MAX);
+            let Ok(t) = vlan::Tag::new_checked(self.slice(at, usize::MAX)) else {
+                return self.missing(LayerKind::Vlan, type_at, at + vlan::HEADER_LEN, usize::MAX);
             };
             let n = usize::from(self.d.flow.n_vlans);
             self.d.flow.vlans[n] = t.vid();
             self.d.flow.n_vlans += 1;
             et = t.ethertype_raw();
-            type_at = tci_at + vlan::field::ETHERTYPE.start;
+            at += vlan::field::ETHERTYPE.end;
         }
-        self.network(et, type_at + 2);
+        self.network(et, at);
     }
 
     fn network(&mut self, et: u16, at: usize) {
@@ -381,12 +396,14 @@ impl<'a> Walk<'a> {
             return self.layer(LayerKind::Llc, at);
         }
         self.d.flow.ethertype = et;
+        self.d.network_at = off32(at);
         match EtherType::from(et) {
             EtherType::Ipv4 => self.ipv4(at),
             EtherType::Ipv6 => self.ipv6(at),
             EtherType::Arp | EtherType::Rarp => self.arp(at),
             EtherType::MplsUnicast | EtherType::MplsMulticast => self.mpls(at),
-            _ if et == MACSEC => self.macsec(at - 2),
+            // A SecTAG's walk reads its EtherType: not one a tunnel header named.
+            _ if et == MACSEC && at >= 2 => self.macsec(at - 2),
             _ => {}
         }
     }
@@ -419,7 +436,7 @@ impl<'a> Walk<'a> {
         let Some(et) = views::get16(self.data, inner_at) else {
             return self.missing(LayerKind::Macsec, type_at, inner_at + 2, usize::MAX);
         };
-        self.after_type(et, inner_at);
+        self.after_type(et, inner_at + 2);
     }
 
     /// Raw IP at `at`, by its version nibble (`v4`/`v6`: which are allowed).
@@ -430,10 +447,12 @@ impl<'a> Walk<'a> {
         match b >> 4 {
             4 if v4 => {
                 self.d.flow.ethertype = EtherType::Ipv4.into();
+                self.d.network_at = off32(at);
                 self.ipv4(at)
             }
             6 if v6 => {
                 self.d.flow.ethertype = EtherType::Ipv6.into();
+                self.d.network_at = off32(at);
                 self.ipv6(at)
             }
             v => self.problem(ProblemKind::IpVersion(v), at),

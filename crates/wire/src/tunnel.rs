@@ -6,11 +6,16 @@
 //! Entered: IP in IP (IPv4 or IPv6 in IPv4 or IPv6, protocols 4 and 41);
 //! GRE version 0 without source routes carrying IPv4, IPv6, Ethernet
 //! (0x6558: transparent bridging, NVGRE), MPLS, WCCP's redirected IPv4,
-//! IP behind Cisco's metadata header (0x8909) or ERSPAN (types I, II and III: mirrored Ethernet frames); a PIM register's packet; and over UDP,
-//! VXLAN (4789), Geneve (6081, Ethernet or IP) and MPLS (6635), on the
+//! what Cisco's metadata header (0x8909) names, NSH, or ERSPAN (types I, II
+//! and III: mirrored Ethernet frames); a PIM register's packet; over UDP,
+//! VXLAN (4789), VXLAN-GPE (4790), Geneve (6081) and MPLS (6635), on the
 //! IANA port, unless the other port is lower and a well-known one (below
 //! 1024: tshark tries the lower port's dissector first, and most
-//! well-known ports have one).
+//! well-known ports have one); and the Network Service Header (NSH, RFC
+//! 8300: EtherType 0x894F, or VXLAN-GPE's next protocol), as tshark sizes
+//! it. Geneve and Cisco's metadata name their payload by EtherType: any
+//! the dissector walks (IP, ARP, MPLS, VLAN tags) is entered, Ethernet
+//! (0x6558) and NSH too.
 //!
 //! Not entered: IP fragments (the payload is not whole; tshark reassembles
 //! them first), GRE with routing or of version 1 (PPTP), ERSPAN type III of
@@ -31,6 +36,10 @@ pub enum Kind {
     Vxlan,
     Geneve,
     MplsInUdp,
+    VxlanGpe,
+    /// A Network Service Header on its own (over Ethernet); behind another
+    /// tunnel it is part of that tunnel's header.
+    Nsh,
 }
 
 /// The payload of a tunnel: it starts with `encap` at `at` and ends at `end`
@@ -57,6 +66,8 @@ const WCCP: u16 = 0x883e;
 /// Cisco's metadata header (an SGT): the EtherType of what follows, version,
 /// length, options and SGT, 8 bytes.
 const CISCO_METADATA: u16 = 0x8909;
+/// The Network Service Header's EtherType (RFC 8300).
+const NSH: u16 = 0x894f;
 /// PIM's protocol number, and its version 2 Register message's first byte.
 const PIM: u8 = 103;
 const PIM_V2_REGISTER: u8 = 0x21;
@@ -64,6 +75,7 @@ const PIM_V2_REGISTER: u8 = 0x21;
 const VXLAN_PORT: u16 = 4789;
 const GENEVE_PORT: u16 = 6081;
 const MPLS_UDP_PORT: u16 = 6635;
+const VXLAN_GPE_PORT: u16 = 4790;
 
 /// The tunnel payload `d` (the dissection of `data`) carries, if any. Its
 /// start is past the header it was found behind, within the captured bytes
@@ -73,7 +85,7 @@ pub fn inner(d: &Dissection, data: &[u8]) -> Option<Inner> {
     find(d, data).filter(|t| t.at >= d.payload_at as usize && t.at <= t.end && t.at <= data.len())
 }
 
-/// IPv4 or IPv6 by an EtherType (what GRE, Geneve and Cisco's metadata name).
+/// IPv4 or IPv6 by a GRE protocol type (an EtherType).
 fn ip_encap(et: u16) -> Option<Encap> {
     match et {
         ethertype::IPV4 => Some(Encap::Ipv4),
@@ -82,7 +94,68 @@ fn ip_encap(et: u16) -> Option<Encap> {
     }
 }
 
+/// What an EtherType in a tunnel header names, at `at`: what the dissector
+/// walks after an EtherType (tshark hands Geneve's and Cisco's metadata's
+/// protocol to its EtherType table), Ethernet, or NSH's payload.
+fn by_ethertype(data: &[u8], et: u16, at: usize) -> Option<(Encap, usize)> {
+    match et {
+        TEB => Some((Encap::Ethernet, at)),
+        NSH => nsh(data, at),
+        ethertype::IPV4
+        | ethertype::IPV6
+        | ethertype::ARP
+        | ethertype::RARP
+        | ethertype::MPLS
+        | ethertype::MPLS_MULTICAST
+        | ethertype::VLAN
+        | ethertype::QINQ
+        | ethertype::VLAN_9100 => Some((Encap::EtherType(et), at)),
+        _ => None,
+    }
+}
+
+/// What VXLAN-GPE's or NSH's next protocol `p` names, at `at`.
+fn by_next_protocol(data: &[u8], p: u8, at: usize) -> Option<(Encap, usize)> {
+    match p {
+        1 => Some((Encap::Ipv4, at)),
+        2 => Some((Encap::Ipv6, at)),
+        3 => Some((Encap::Ethernet, at)),
+        4 => nsh(data, at),
+        5 => Some((Encap::Mpls, at)),
+        _ => None,
+    }
+}
+
+/// The payload of the NSH at `at` (of the innermost, when NSH carries NSH),
+/// as tshark finds it: 4 times the length field's words from the header's
+/// start, but 24 bytes for MD type 1, at least 8 for MD type 2 and at
+/// least 4 for the others; none when nothing of it was captured.
+fn nsh(data: &[u8], mut at: usize) -> Option<(Encap, usize)> {
+    // A loop, not a recursion: each header is at least 4 bytes further in.
+    loop {
+        let h = data.get(at..at + 4)?;
+        let words = 4 * usize::from(h[1] & 0x3f);
+        let len = match h[2] {
+            1 => 24,
+            2 => words.max(8),
+            _ => words.max(4),
+        };
+        let next = at + len;
+        if next >= data.len() {
+            return None;
+        }
+        match h[3] {
+            4 => at = next,
+            p => return by_next_protocol(data, p, next),
+        }
+    }
+}
+
 fn find(d: &Dissection, data: &[u8]) -> Option<Inner> {
+    if d.flow.ethertype == NSH && d.network_at != 0 {
+        let (encap, at) = nsh(data, d.network_at as usize)?;
+        return Some(Inner { kind: Kind::Nsh, encap, at, end: d.wire_len as usize });
+    }
     let at = d.payload_at as usize;
     if at == 0 || d.first_fragment || d.flow.later_fragment {
         return None;
@@ -120,7 +193,8 @@ fn gre(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
             _ => None,
         },
         ERSPAN_III => erspan_iii(data, off),
-        CISCO_METADATA => Some((Kind::Gre, ip_encap(get16(data, off)?)?, off + 8)),
+        CISCO_METADATA => by_ethertype(data, get16(data, off)?, off + 8).map(|(e, at)| (Kind::Gre, e, at)),
+        NSH => nsh(data, off).map(|(e, at)| (Kind::Gre, e, at)),
         // WCCP's redirection: IPv4, behind a 4-byte redirect header (version 2)
         // unless the first byte reads as IPv4's (version 1), as tshark decides.
         WCCP => Some((Kind::Gre, Encap::Ipv4, if data.get(off)? >> 4 == 4 { off } else { off + 4 })),
@@ -140,7 +214,7 @@ fn erspan_iii(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
 }
 
 fn is_tunnel_port(p: u16) -> bool {
-    matches!(p, VXLAN_PORT | GENEVE_PORT | MPLS_UDP_PORT)
+    matches!(p, VXLAN_PORT | VXLAN_GPE_PORT | GENEVE_PORT | MPLS_UDP_PORT)
 }
 
 /// The payload of a UDP tunnel whose UDP header is at `at`, by the lower port.
@@ -167,13 +241,15 @@ fn udp(d: &Dissection, data: &[u8], at: usize, end: usize) -> Option<Inner> {
             if first >> 6 != 0 {
                 return None;
             }
-            let encap = match get16(data, body + 2)? {
-                TEB => Encap::Ethernet,
-                et => ip_encap(et)?,
-            };
-            (Kind::Geneve, encap, body + 8 + 4 * usize::from(first & 0x3f))
+            let (encap, at) = by_ethertype(data, get16(data, body + 2)?, body + 8 + 4 * usize::from(first & 0x3f))?;
+            (Kind::Geneve, encap, at)
         }
         MPLS_UDP_PORT => (Kind::MplsInUdp, Encap::Mpls, body),
+        // The next protocol whatever the P flag and version say, as tshark reads it.
+        VXLAN_GPE_PORT => {
+            let (encap, at) = by_next_protocol(data, *data.get(body + 3)?, body + 8)?;
+            (Kind::VxlanGpe, encap, at)
+        }
         _ => return None,
     };
     Some(Inner { kind, encap, at: off, end })
@@ -297,6 +373,79 @@ mod tests {
         let (kinds, d) = walk(&ether(0x0800, &ipv4(17, A, B, &udp(40000, 6081, &gen))));
         assert_eq!(kinds, [Kind::Geneve]);
         assert_eq!(d.flow.src, Addr::V4(C));
+    }
+
+    /// An NSH of MD type 2 and `words` 4-byte words, then `payload` of next protocol `next`.
+    fn nsh(next: u8, words: u8, payload: &[u8]) -> Vec<u8> {
+        let mut h = vec![0, words, 2, next, 0, 0, 1, 255];
+        h.resize(4 * usize::from(words).max(2), 0);
+        h.extend_from_slice(payload);
+        h
+    }
+
+    #[test]
+    fn service_headers_and_named_ethertypes_are_entered() {
+        let gpe = |next: u8, p: &[u8]| {
+            ether(0x0800, &ipv4(17, A, B, &udp(50000, 4790, &[[0x0c, 0, 0, next, 0, 0, 1, 0].as_slice(), p].concat())))
+        };
+        let eth = ether(0x0800, &inner_udp());
+        let mpls = [[0, 0x64, 0x11, 64].as_slice(), &inner_udp()].concat();
+        for (f, want) in [
+            (gpe(1, &inner_udp()), vec![Kind::VxlanGpe]),
+            (gpe(3, &eth), vec![Kind::VxlanGpe]),
+            (gpe(5, &mpls), vec![Kind::VxlanGpe]),
+            // NSH in VXLAN-GPE is part of its header; NSH in NSH too.
+            (gpe(4, &nsh(1, 4, &inner_udp())), vec![Kind::VxlanGpe]),
+            (gpe(4, &nsh(4, 2, &nsh(3, 2, &eth))), vec![Kind::VxlanGpe]),
+            // NSH over Ethernet, behind a VLAN tag too; MD type 1 is 24 bytes whatever its length says.
+            (ether(0x894f, &nsh(1, 2, &inner_udp())), vec![Kind::Nsh]),
+            (ether(0x8100, &[[0, 7, 0x89, 0x4f].as_slice(), &nsh(1, 2, &inner_udp())].concat()), vec![Kind::Nsh]),
+            (ether(0x894f, &[[0, 2, 1, 1].as_slice(), &[0; 20], &inner_udp()].concat()), vec![Kind::Nsh]),
+            // GRE carrying NSH; Geneve carrying MPLS and a VLAN tag; Cisco's metadata carrying Ethernet.
+            (
+                ether(0x0800, &ipv4(47, A, B, &[[0, 0, 0x89, 0x4f].as_slice(), &nsh(1, 2, &inner_udp())].concat())),
+                vec![Kind::Gre],
+            ),
+            (
+                ether(
+                    0x0800,
+                    &ipv4(17, A, B, &udp(40000, 6081, &[[0, 0, 0x88, 0x47, 0, 0, 1, 0].as_slice(), &mpls].concat())),
+                ),
+                vec![Kind::Geneve],
+            ),
+            (
+                ether(
+                    0x0800,
+                    &ipv4(
+                        17,
+                        A,
+                        B,
+                        &udp(40000, 6081, &[[0, 0, 0x81, 0, 0, 0, 1, 0, 0, 5, 8, 0].as_slice(), &inner_udp()].concat()),
+                    ),
+                ),
+                vec![Kind::Geneve],
+            ),
+            (
+                ether(
+                    0x0800,
+                    &ipv4(47, A, B, &[[0, 0, 0x89, 0x09, 0x65, 0x58, 1, 1, 0, 1, 0, 0].as_slice(), &eth].concat()),
+                ),
+                vec![Kind::Gre],
+            ),
+        ] {
+            let (kinds, d) = walk(&f);
+            assert_eq!(kinds, want, "{f:02x?}");
+            assert_eq!((d.flow.src, d.flow.ports), (Addr::V4(C), Some((1000, 2000))), "{f:02x?}");
+        }
+        // Not entered: an unknown next protocol, an NSH that ends where the capture does,
+        // and an EtherType the dissector does not walk.
+        assert_eq!(walk(&gpe(9, &inner_udp())).0, []);
+        assert_eq!(walk(&ether(0x894f, &nsh(1, 2, &[]))).0, []);
+        let g = ether(
+            0x0800,
+            &ipv4(17, A, B, &udp(40000, 6081, &[[0, 0, 0x12, 0x34, 0, 0, 1, 0].as_slice(), &eth].concat())),
+        );
+        assert_eq!(walk(&g).0, []);
     }
 
     #[test]

@@ -245,3 +245,87 @@ fn fragments_are_reassembled_as_tshark_reassembles_them() {
         assert_tcp_marks_equal_tsharks(&file, &r);
     }
 }
+
+/// A Network Service Header (MD type 2, no context headers) before `payload`
+/// of next protocol `next` (1 IPv4, 2 IPv6, 3 Ethernet, 4 NSH, 5 MPLS).
+fn nsh(next: u8, payload: &[u8]) -> Vec<u8> {
+    [&[0x0f, 0xc2, 0x02, next, 0, 0, 7, 255][..], payload].concat()
+}
+
+/// `payload` in VXLAN-GPE (VNI 42) of next protocol `next`, from UDP port `sport`.
+fn vxlan_gpe(sport: u16, next: u8, payload: &[u8]) -> Vec<u8> {
+    let gpe = [&[0x0c, 0, 0, next, 0, 0, 42, 0][..], payload].concat();
+    eth_ip(&ipv4(SENSOR, COLLECTOR, 17, &udp(sport, 4790, &gpe)))
+}
+
+#[test]
+fn service_chains_and_named_payloads_are_entered_as_tshark_enters_them() {
+    let test = "service_chains_and_named_payloads_are_entered_as_tshark_enters_them";
+    let dir = TempDir::new("analyze-nsh");
+    let file = dir.join("nsh.pcap");
+    let mut frames = Vec::new();
+    let mut at = |t: u64, data: Vec<u8>| frames.push(Frame { ts_ns: T0 + t * MS, origlen: data.len() as u32, data });
+    // A TCP connection through a service chain: NSH in VXLAN-GPE, one segment retransmitted.
+    let (c, s) = (40_001, 443);
+    let seg = |from_client: bool, t: Vec<u8>| {
+        let (a, b) = if from_client { (CLIENT, SERVER) } else { (SERVER, CLIENT) };
+        nsh(1, &ipv4(a, b, 6, &t))
+    };
+    let conn = [
+        seg(true, tcp(c, s, 1000, 0, 0x02, WIN, &[])),
+        seg(false, tcp(s, c, 5000, 1001, 0x12, WIN, &[])),
+        seg(true, tcp(c, s, 1001, 5001, 0x18, WIN, &[b'a'; 100])),
+        seg(true, tcp(c, s, 1001, 5001, 0x18, WIN, &[b'a'; 100])),
+        seg(false, tcp(s, c, 5001, 1101, 0x10, WIN, &[])),
+    ];
+    for (i, p) in conn.iter().enumerate() {
+        at(i as u64 * 10, vxlan_gpe(50_000, 4, p));
+    }
+    let dgram = |n: u8| ipv4(CLIENT, [10, 0, 0, 3], 17, &udp(5000, 6000, &[n; 30]));
+    // VXLAN-GPE carrying IPv4, IPv6, Ethernet and MPLS.
+    at(100, vxlan_gpe(50_001, 1, &dgram(1)));
+    at(101, vxlan_gpe(50_001, 2, &ipv6(17, &udp(9000, 9001, &[2; 30]))));
+    at(102, vxlan_gpe(50_001, 3, &eth_ip(&dgram(3))));
+    at(103, vxlan_gpe(50_001, 5, &[&[0, 0x64, 0x11, 64][..], &dgram(4)].concat()));
+    // NSH over Ethernet, and in GRE.
+    at(200, ether(&[0x89, 0x4f], &nsh(1, &dgram(5))));
+    at(201, eth_ip(&ipv4(SENSOR, COLLECTOR, 47, &[&[0, 0, 0x89, 0x4f][..], &nsh(1, &dgram(6))].concat())));
+    // Geneve carrying MPLS; Cisco's metadata in GRE carrying Ethernet.
+    let mpls = [&[0, 0x64, 0x11, 64][..], &dgram(7)].concat();
+    at(
+        300,
+        eth_ip(&ipv4(
+            SENSOR,
+            COLLECTOR,
+            17,
+            &udp(40_000, 6081, &[&[0, 0, 0x88, 0x47, 0, 0, 1, 0][..], &mpls].concat()),
+        )),
+    );
+    let cmd = [&[0, 0, 0x89, 0x09, 0x65, 0x58, 1, 1, 0, 1, 0, 0][..], &eth_ip(&dgram(8))].concat();
+    at(301, eth_ip(&ipv4(SENSOR, COLLECTOR, 47, &cmd)));
+    // Not entered: an unknown next protocol, and from DNS's port (tshark reads DNS).
+    at(400, vxlan_gpe(50_002, 9, &dgram(9)));
+    at(401, vxlan_gpe(53, 1, &dgram(10)));
+    write_pcap(&file, 1, 65535, true, &frames);
+
+    let r = analyze_json(&file, &["--examples", "100"]);
+    assert_eq!(n(&r["frames"]), 15);
+    assert_eq!(n(&r["tunnelled"]), 13, "all but the unknown next protocol and the frame from port 53");
+    assert_eq!(n(&r["malformed"]["packets"]), 0, "{}", r["malformed"]);
+    assert_eq!(n(&r["tcp"]["segments"]), 5);
+    assert_eq!(n(&r["tcp"]["retransmissions"]), 1);
+    let ipv4_rows = r["conversations"]["ipv4"]["rows"].as_array().unwrap();
+    let pair = |a: &str, b: &str| {
+        ipv4_rows
+            .iter()
+            .find(|c| (c["a"] == a && c["b"] == b) || (c["a"] == b && c["b"] == a))
+            .map(|c| n(&c["a_to_b"]["packets"]) + n(&c["b_to_a"]["packets"]))
+    };
+    assert_eq!(pair("10.0.0.1", "10.0.0.2"), Some(5), "the chained connection");
+    assert_eq!(pair("10.0.0.1", "10.0.0.3"), Some(7), "the IPv4 datagrams 1 and 3 to 8");
+    assert_eq!(r["conversations"]["ipv6"]["rows"].as_array().unwrap().len(), 1);
+    if need_tools(test, &["tshark"]) {
+        compare_with_tshark(&file, &r);
+        assert_tcp_marks_equal_tsharks(&file, &r);
+    }
+}
