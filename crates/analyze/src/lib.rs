@@ -443,7 +443,10 @@ impl Analyzer {
             depth += 1;
             match wv_wire::tunnel::inner(&d, inner) {
                 Some(next) if depth < MAX_TUNNELS => (data, t) = (inner, next),
-                _ => break,
+                _ => {
+                    self.mix.feed_inner(&d, len);
+                    break;
+                }
             }
         }
     }

@@ -1,26 +1,27 @@
 //! Traffic mix: packets and bytes per EtherType, IP protocol, VLAN id and
 //! MPLS label, and the frame size histogram (the buckets of tshark's
 //! `-z plen,tree`). Top talkers and top flows come from [`crate::conv`].
+//! The frames' own headers count in the mix; the packets tunnels carry
+//! (the innermost of each frame that carries one) count in the same tables
+//! of their own, `inner`: a sensor fed by ERSPAN or VXLAN sees the mix of
+//! the traffic mirrored to it, not only GRE or UDP to its collector.
 //!
 //! Memory: EtherTypes, protocols and VLAN ids are bounded by their ranges;
-//! MPLS labels (2^20 values) by `max_flows`, beyond which they are counted
-//! as untracked.
+//! MPLS labels (2^20 values) by `max_flows` in each of the two, beyond which
+//! they are counted as untracked.
 
 use crate::hash::FastMap;
 use crate::{Config, Count, Seen};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use wv_wire::dissect::{Dissection, Flow};
 
 /// Lower bounds of the size buckets (tshark's packet length tree).
 pub const SIZE_BUCKETS: [u32; 10] = [0, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120];
 
 pub struct Mix {
-    ethertypes: BTreeMap<u16, Count>,
-    protocols: BTreeMap<u8, Count>,
-    vlans: BTreeMap<u16, Count>,
-    labels: FastMap<u32, Count>,
-    labels_untracked: Count,
-    max_labels: usize,
+    outer: Layers,
+    inner: Layers,
     sizes: [Count; SIZE_BUCKETS.len()],
     min_size: u32,
     max_size: u32,
@@ -43,13 +44,33 @@ pub struct SizeBucket {
     pub bytes: u64,
 }
 
+/// EtherTypes, IP protocols, VLAN ids and MPLS labels of a set of packets.
+struct Layers {
+    ethertypes: BTreeMap<u16, Count>,
+    protocols: BTreeMap<u8, Count>,
+    vlans: BTreeMap<u16, Count>,
+    labels: FastMap<u32, Count>,
+    labels_untracked: Count,
+    max_labels: usize,
+}
+
 #[derive(Debug, Clone, Serialize)]
-pub struct MixReport {
+pub struct LayersReport {
     pub ethertypes: Vec<Row<u16>>,
     pub ip_protocols: Vec<Row<u8>>,
     pub vlans: Vec<Row<u16>>,
     pub mpls_labels: Vec<Row<u32>>,
     pub mpls_labels_untracked: Count,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MixReport {
+    /// The frames' own headers (the outer ones of a tunnelled frame).
+    #[serde(flatten)]
+    pub outer: LayersReport,
+    /// The innermost packet of each frame that carries a tunnel, counted
+    /// with the frame's length (empty when no frame carries one).
+    pub inner: LayersReport,
     pub sizes: Vec<SizeBucket>,
     pub min_size: u32,
     pub max_size: u32,
@@ -105,15 +126,60 @@ fn rows<K: Copy + Serialize>(m: impl IntoIterator<Item = (K, Count)>, name: impl
     v
 }
 
-impl Mix {
-    pub fn new(cfg: &Config) -> Mix {
-        Mix {
+impl Layers {
+    fn new(max_labels: usize) -> Layers {
+        Layers {
             ethertypes: BTreeMap::new(),
             protocols: BTreeMap::new(),
             vlans: BTreeMap::new(),
             labels: FastMap::default(),
             labels_untracked: Count::default(),
-            max_labels: cfg.max_flows,
+            max_labels,
+        }
+    }
+
+    /// A packet's EtherType, protocol, VLANs and labels, counted with `len`.
+    fn feed(&mut self, f: &Flow, len: u32) {
+        self.ethertypes.entry(f.ethertype).or_default().add(len);
+        if let Some(p) = f.protocol {
+            self.protocols.entry(p).or_default().add(len);
+        }
+        // A frame counts once per VLAN id and label in its stack.
+        for (i, v) in f.vlans().iter().enumerate() {
+            if !f.vlans()[..i].contains(v) {
+                self.vlans.entry(*v).or_default().add(len);
+            }
+        }
+        for (i, l) in f.labels().iter().enumerate() {
+            if f.labels()[..i].contains(l) {
+                continue;
+            }
+            if let Some(c) = self.labels.get_mut(l) {
+                c.add(len);
+            } else if self.labels.len() < self.max_labels {
+                self.labels.entry(*l).or_default().add(len);
+            } else {
+                self.labels_untracked.add(len);
+            }
+        }
+    }
+
+    fn finish(self) -> LayersReport {
+        LayersReport {
+            ethertypes: rows(self.ethertypes, |t| ethertype_name(t).to_string()),
+            ip_protocols: rows(self.protocols, |p| protocol_name(p).to_string()),
+            vlans: rows(self.vlans, |_| String::new()),
+            mpls_labels: rows(self.labels, |_| String::new()),
+            mpls_labels_untracked: self.labels_untracked,
+        }
+    }
+}
+
+impl Mix {
+    pub fn new(cfg: &Config) -> Mix {
+        Mix {
+            outer: Layers::new(cfg.max_flows),
+            inner: Layers::new(cfg.max_flows),
             sizes: [Count::default(); SIZE_BUCKETS.len()],
             min_size: u32::MAX,
             max_size: 0,
@@ -130,29 +196,12 @@ impl Mix {
 
     /// A dissected frame's protocols, VLANs and labels.
     pub fn feed(&mut self, s: &Seen<'_>) {
-        let f = &s.d.flow;
-        self.ethertypes.entry(f.ethertype).or_default().add(s.len);
-        if let Some(p) = f.protocol {
-            self.protocols.entry(p).or_default().add(s.len);
-        }
-        // A frame counts once per VLAN id and label in its stack.
-        for (i, v) in f.vlans().iter().enumerate() {
-            if !f.vlans()[..i].contains(v) {
-                self.vlans.entry(*v).or_default().add(s.len);
-            }
-        }
-        for (i, l) in f.labels().iter().enumerate() {
-            if f.labels()[..i].contains(l) {
-                continue;
-            }
-            if let Some(c) = self.labels.get_mut(l) {
-                c.add(s.len);
-            } else if self.labels.len() < self.max_labels {
-                self.labels.entry(*l).or_default().add(s.len);
-            } else {
-                self.labels_untracked.add(s.len);
-            }
-        }
+        self.outer.feed(&s.d.flow, s.len);
+    }
+
+    /// The innermost packet `d` a frame of length `len` carries in tunnels.
+    pub fn feed_inner(&mut self, d: &Dissection, len: u32) {
+        self.inner.feed(&d.flow, len);
     }
 
     pub fn finish(self) -> MixReport {
@@ -167,11 +216,8 @@ impl Mix {
             })
             .collect();
         MixReport {
-            ethertypes: rows(self.ethertypes, |t| ethertype_name(t).to_string()),
-            ip_protocols: rows(self.protocols, |p| protocol_name(p).to_string()),
-            vlans: rows(self.vlans, |_| String::new()),
-            mpls_labels: rows(self.labels, |_| String::new()),
-            mpls_labels_untracked: self.labels_untracked,
+            outer: self.outer.finish(),
+            inner: self.inner.finish(),
             sizes,
             min_size: if self.max_size == 0 && self.min_size == u32::MAX { 0 } else { self.min_size },
             max_size: self.max_size,

@@ -43,6 +43,32 @@ fn rate(bits: f64) -> String {
     format!("{bits:.0} bit/s")
 }
 
+/// EtherTypes, IP protocols, VLANs and MPLS labels, each line indented by `pad`.
+fn layers(o: &mut String, pad: &str, x: &crate::mix::LayersReport, top: usize) {
+    let _ = writeln!(o, "{pad}EtherTypes:");
+    for e in x.ethertypes.iter().take(top) {
+        let _ = writeln!(o, "{pad}  0x{:04x} {:<28} {:>10} pkts {:>14} bytes", e.key, e.name, e.packets, e.bytes);
+    }
+    if !x.ip_protocols.is_empty() {
+        let _ = writeln!(o, "{pad}IP protocols:");
+        for e in x.ip_protocols.iter().take(top) {
+            let _ = writeln!(o, "{pad}  {:>6} {:<28} {:>10} pkts {:>14} bytes", e.key, e.name, e.packets, e.bytes);
+        }
+    }
+    if !x.vlans.is_empty() {
+        let _ = writeln!(o, "{pad}VLANs:");
+        for e in x.vlans.iter().take(top) {
+            let _ = writeln!(o, "{pad}  {:>6} {:>10} pkts {:>14} bytes", e.key, e.packets, e.bytes);
+        }
+    }
+    if !x.mpls_labels.is_empty() {
+        let _ = writeln!(o, "{pad}MPLS labels:");
+        for e in x.mpls_labels.iter().take(top) {
+            let _ = writeln!(o, "{pad}  {:>7} {:>10} pkts {:>14} bytes", e.key, e.packets, e.bytes);
+        }
+    }
+}
+
 fn conv_rows(out: &mut String, title: &str, t: &Table<ConvRow>, top: usize) {
     if t.count == 0 {
         return;
@@ -129,28 +155,8 @@ pub fn table(r: &Report, top: usize) -> String {
         }
     }
     let x = &r.mix;
-    let _ = writeln!(o, "\nEtherTypes:");
-    for e in x.ethertypes.iter().take(top) {
-        let _ = writeln!(o, "  0x{:04x} {:<28} {:>10} pkts {:>14} bytes", e.key, e.name, e.packets, e.bytes);
-    }
-    if !x.ip_protocols.is_empty() {
-        let _ = writeln!(o, "IP protocols:");
-        for e in x.ip_protocols.iter().take(top) {
-            let _ = writeln!(o, "  {:>6} {:<28} {:>10} pkts {:>14} bytes", e.key, e.name, e.packets, e.bytes);
-        }
-    }
-    if !x.vlans.is_empty() {
-        let _ = writeln!(o, "VLANs:");
-        for e in x.vlans.iter().take(top) {
-            let _ = writeln!(o, "  {:>6} {:>10} pkts {:>14} bytes", e.key, e.packets, e.bytes);
-        }
-    }
-    if !x.mpls_labels.is_empty() {
-        let _ = writeln!(o, "MPLS labels:");
-        for e in x.mpls_labels.iter().take(top) {
-            let _ = writeln!(o, "  {:>7} {:>10} pkts {:>14} bytes", e.key, e.packets, e.bytes);
-        }
-    }
+    let _ = writeln!(o);
+    layers(&mut o, "", &x.outer, top);
     let _ = writeln!(o, "Frame sizes (min {}, max {}):", x.min_size, x.max_size);
     for b in x.sizes.iter().filter(|b| b.packets > 0) {
         let range = match b.max {
@@ -158,6 +164,10 @@ pub fn table(r: &Report, top: usize) -> String {
             None => format!("{}+", b.min),
         };
         let _ = writeln!(o, "  {:>10} {:>10} pkts {:>14} bytes", range, b.packets, b.bytes);
+    }
+    if !x.inner.ethertypes.is_empty() {
+        let _ = writeln!(o, "\nInside tunnels (the innermost packet of each frame that carries one):");
+        layers(&mut o, "  ", &x.inner, top);
     }
     let c = &r.conversations;
     if c.endpoints.count > 0 {

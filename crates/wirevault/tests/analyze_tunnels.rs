@@ -10,6 +10,7 @@ use crate::analyze::{analyze_json, assert_tcp_marks_equal_tsharks, compare_with_
 use crate::analyze::{ipv4, n, tcp, udp};
 use crate::analyze::{MS, T0};
 use crate::util::*;
+use serde_json::Value;
 
 const SENSOR: [u8; 4] = [192, 0, 2, 1];
 const COLLECTOR: [u8; 4] = [192, 0, 2, 2];
@@ -106,6 +107,19 @@ fn tunnels_are_entered_as_tshark_enters_them() {
     let r = analyze_json(&file, &["--examples", "100"]);
     assert_eq!(n(&r["frames"]), 20);
     assert_eq!(n(&r["tunnelled"]), 19, "all but the frame from port 53");
+    // The mix: the frames' own headers, and apart the innermost packet of each tunnelled one.
+    let count = |mix: &Value, table: &str, key: u64| {
+        mix[table].as_array().unwrap().iter().find(|e| n(&e["key"]) == key).map(|e| n(&e["packets"]))
+    };
+    let (outer, inner) = (&r["mix"], &r["mix"]["inner"]);
+    assert_eq!(count(outer, "ethertypes", 0x0800), Some(20));
+    assert_eq!(count(outer, "ip_protocols", 47), Some(7 + 1 + 2), "ERSPAN and GRE");
+    assert_eq!(count(inner, "ethertypes", 0x0800), Some(7 + 6 + 3), "ERSPAN's, VXLAN's, IP in IP's: {inner}");
+    assert_eq!(count(inner, "ethertypes", 0x86dd), Some(2), "GRE's");
+    assert_eq!(count(inner, "ethertypes", 0), Some(1), "the cut ERSPAN frame: no EtherType captured");
+    assert_eq!(count(inner, "ip_protocols", 6), Some(7), "{inner}");
+    assert_eq!(count(inner, "ip_protocols", 17), Some(6 + 3 + 2), "{inner}");
+    assert_eq!(inner["ip_protocols"].as_array().unwrap().len(), 2, "{inner}");
     let kinds = r["malformed"]["kinds"].as_array().unwrap();
     let bad: Vec<_> = kinds.iter().filter(|k| k["kind"] != "runt").collect();
     assert_eq!(bad.len(), 1, "{kinds:?}");
