@@ -68,8 +68,9 @@ pub struct MixReport {
     /// The frames' own headers (the outer ones of a tunnelled frame).
     #[serde(flatten)]
     pub outer: LayersReport,
-    /// The innermost packet of each frame that carries a tunnel, counted
-    /// with the frame's length (empty when no frame carries one).
+    /// The innermost packet of each frame that carries a tunnel (the deepest
+    /// analyze enters: 4 tunnels), counted with the frame's length (empty
+    /// when no frame carries one).
     pub inner: LayersReport,
     pub sizes: Vec<SizeBucket>,
     pub min_size: u32,

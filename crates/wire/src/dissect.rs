@@ -193,7 +193,7 @@ pub struct Dissection {
     /// malformed or cut IP header).
     pub payload_at: u32,
     /// Where the network layer named by `flow.ethertype` starts; 0 when there
-    /// is none.
+    /// is none, and when it starts the data (raw IP, a tunnel's payload).
     pub network_at: u32,
     /// The frame's length on the wire (at least its captured length).
     pub wire_len: u32,
@@ -249,8 +249,8 @@ pub enum Encap {
     /// An MPLS label stack (IP by the version nibble after it).
     Mpls,
     /// What an EtherType that is not in the data names (a tunnel header's
-    /// protocol field: Geneve's, Cisco's metadata's): VLAN tags and the
-    /// network layer, as after an Ethernet header.
+    /// protocol field: Geneve's): VLAN tags and the network layer, as after
+    /// an Ethernet header.
     EtherType(u16),
 }
 

@@ -4,7 +4,7 @@
 //! or UDP layer too).
 //!
 //! Entered: IP in IP (IPv4 or IPv6 in IPv4 or IPv6, protocols 4 and 41);
-//! GRE version 0 without source routes carrying IPv4, IPv6, Ethernet
+//! GRE version 0 without source routes carrying IPv4, IPv6, ARP, Ethernet
 //! (0x6558: transparent bridging, NVGRE), MPLS, WCCP's redirected IPv4,
 //! what Cisco's metadata header (0x8909) names, NSH, or ERSPAN (types I, II
 //! and III: mirrored Ethernet frames); a PIM register's packet; over UDP,
@@ -13,9 +13,11 @@
 //! 1024: tshark tries the lower port's dissector first, and most
 //! well-known ports have one); and the Network Service Header (NSH, RFC
 //! 8300: EtherType 0x894F, or VXLAN-GPE's next protocol), as tshark sizes
-//! it. Geneve and Cisco's metadata name their payload by EtherType: any
-//! the dissector walks (IP, ARP, MPLS, VLAN tags) is entered, Ethernet
-//! (0x6558) and NSH too.
+//! it. Geneve names its payload by EtherType, which tshark hands to its
+//! EtherType table: IP, ARP, MPLS and VLAN tags are entered (what the
+//! dissector walks after an EtherType), Ethernet (0x6558) and NSH too, not
+//! MACsec nor Cisco's metadata. Cisco's metadata in GRE names its payload
+//! from GRE's own table: IPv4, IPv6, ARP, Ethernet, MPLS and NSH are entered.
 //!
 //! Not entered: IP fragments (the payload is not whole; tshark reassembles
 //! them first), GRE with routing or of version 1 (PPTP), ERSPAN type III of
@@ -37,8 +39,10 @@ pub enum Kind {
     Geneve,
     MplsInUdp,
     VxlanGpe,
-    /// A Network Service Header on its own (over Ethernet); behind another
-    /// tunnel it is part of that tunnel's header.
+    /// A Network Service Header named by an EtherType of the frame's own
+    /// (after Ethernet or Linux SLL, VLAN tags, MACsec; also inside an
+    /// Ethernet frame a tunnel carries); behind GRE, Geneve or VXLAN-GPE it is
+    /// part of that tunnel's header.
     Nsh,
 }
 
@@ -85,18 +89,25 @@ pub fn inner(d: &Dissection, data: &[u8]) -> Option<Inner> {
     find(d, data).filter(|t| t.at >= d.payload_at as usize && t.at <= t.end && t.at <= data.len())
 }
 
-/// IPv4 or IPv6 by a GRE protocol type (an EtherType).
-fn ip_encap(et: u16) -> Option<Encap> {
-    match et {
-        ethertype::IPV4 => Some(Encap::Ipv4),
-        ethertype::IPV6 => Some(Encap::Ipv6),
+/// What a GRE protocol type names, at `at` (tshark's `gre.proto` table, as
+/// far as the dissector walks it): IPv4, IPv6, ARP, Ethernet (0x6558),
+/// MPLS, or NSH's payload. `data` ends where the GRE packet does.
+fn by_gre_proto(data: &[u8], proto: u16, at: usize) -> Option<(Encap, usize)> {
+    match proto {
+        ethertype::IPV4 => Some((Encap::Ipv4, at)),
+        ethertype::IPV6 => Some((Encap::Ipv6, at)),
+        ethertype::ARP => Some((Encap::EtherType(proto), at)),
+        TEB => Some((Encap::Ethernet, at)),
+        ethertype::MPLS | ethertype::MPLS_MULTICAST => Some((Encap::Mpls, at)),
+        NSH => nsh(data, at),
         _ => None,
     }
 }
 
-/// What an EtherType in a tunnel header names, at `at`: what the dissector
-/// walks after an EtherType (tshark hands Geneve's and Cisco's metadata's
-/// protocol to its EtherType table), Ethernet, or NSH's payload.
+/// What an EtherType in Geneve's header names, at `at` (tshark hands it to
+/// its EtherType table): what the dissector walks after an EtherType (IP,
+/// ARP, MPLS, VLAN tags), Ethernet, or NSH's payload. `data` ends where the
+/// UDP datagram does.
 fn by_ethertype(data: &[u8], et: u16, at: usize) -> Option<(Encap, usize)> {
     match et {
         TEB => Some((Encap::Ethernet, at)),
@@ -129,17 +140,32 @@ fn by_next_protocol(data: &[u8], p: u8, at: usize) -> Option<(Encap, usize)> {
 /// The payload of the NSH at `at` (of the innermost, when NSH carries NSH),
 /// as tshark finds it: 4 times the length field's words from the header's
 /// start, but 24 bytes for MD type 1, at least 8 for MD type 2 and at
-/// least 4 for the others; none when nothing of it was captured.
+/// least 4 for the others. None when the header's fixed 8 bytes, an MD
+/// type 2 context header or the payload's first byte lie past the end of
+/// `data` (the captured bytes of the packet that carries the NSH: tshark
+/// stops there with an exception, or finds nothing to decode).
 fn nsh(data: &[u8], mut at: usize) -> Option<(Encap, usize)> {
-    // A loop, not a recursion: each header is at least 4 bytes further in.
+    // A loop, not a recursion: each header is at least 8 bytes further in.
     loop {
-        let h = data.get(at..at + 4)?;
+        let h = data.get(at..at + 8)?;
         let words = 4 * usize::from(h[1] & 0x3f);
         let len = match h[2] {
             1 => 24,
             2 => words.max(8),
             _ => words.max(4),
         };
+        if h[2] == 2 {
+            // The context headers: class, type, length (7 bits) and value,
+            // padded to 4 bytes; each must be captured.
+            let mut off = at + 8;
+            while off < at + len {
+                let vlen = usize::from(*data.get(off + 3)? & 0x7f);
+                if off + 4 + vlen > data.len() {
+                    return None;
+                }
+                off += 4 + vlen.next_multiple_of(4);
+            }
+        }
         let next = at + len;
         if next >= data.len() {
             return None;
@@ -152,6 +178,7 @@ fn nsh(data: &[u8], mut at: usize) -> Option<(Encap, usize)> {
 }
 
 fn find(d: &Dissection, data: &[u8]) -> Option<Inner> {
+    // NSH is never the start of the data (a tunnel hands it on as the payload of its own header).
     if d.flow.ethertype == NSH && d.network_at != 0 {
         let (encap, at) = nsh(data, d.network_at as usize)?;
         return Some(Inner { kind: Kind::Nsh, encap, at, end: d.wire_len as usize });
@@ -165,15 +192,15 @@ fn find(d: &Dissection, data: &[u8]) -> Option<Inner> {
     match d.flow.protocol? {
         ipproto::IPIP => at_end(Kind::IpInIp, Encap::Ipv4, at),
         ipproto::IPV6 => at_end(Kind::IpInIp, Encap::Ipv6, at),
-        ipproto::GRE => gre(data, at).map(|(kind, encap, off)| Inner { kind, encap, at: off, end }),
+        ipproto::GRE => gre(data, at, end).map(|(kind, encap, off)| Inner { kind, encap, at: off, end }),
         PIM if data.get(at) == Some(&PIM_V2_REGISTER) => at_end(Kind::PimRegister, Encap::Ip, at + 8),
         ipproto::UDP => udp(d, data, at, end),
         _ => None,
     }
 }
 
-/// The payload of the GRE header at `at`.
-fn gre(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
+/// The payload of the GRE header at `at`, in a packet that ends at `end`.
+fn gre(data: &[u8], at: usize, end: usize) -> Option<(Kind, Encap, usize)> {
     let flags = get16(data, at)?;
     let proto = get16(data, at + 2)?;
     if flags & (GRE_R | GRE_VERSION) != 0 {
@@ -181,9 +208,9 @@ fn gre(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
     }
     let seq = flags & GRE_S != 0;
     let off = at + 4 + [GRE_C, GRE_K, GRE_S].iter().filter(|&&f| flags & f != 0).count() * 4;
+    // What the GRE packet carries: its bytes, not the frame's padding.
+    let packet = &data[..end.min(data.len())];
     match proto {
-        TEB => Some((Kind::Gre, Encap::Ethernet, off)),
-        ethertype::MPLS | ethertype::MPLS_MULTICAST => Some((Kind::Gre, Encap::Mpls, off)),
         // Type I has no sequence number and no ERSPAN header; type II's
         // header (version 1) is 8 bytes, type III's (version 2) 12.
         ERSPAN_II if !seq => Some((Kind::Erspan, Encap::Ethernet, off)),
@@ -193,12 +220,12 @@ fn gre(data: &[u8], at: usize) -> Option<(Kind, Encap, usize)> {
             _ => None,
         },
         ERSPAN_III => erspan_iii(data, off),
-        CISCO_METADATA => by_ethertype(data, get16(data, off)?, off + 8).map(|(e, at)| (Kind::Gre, e, at)),
-        NSH => nsh(data, off).map(|(e, at)| (Kind::Gre, e, at)),
+        // What follows Cisco's metadata is named from the same table as GRE's own protocol.
+        CISCO_METADATA => by_gre_proto(packet, get16(data, off)?, off + 8).map(|(e, at)| (Kind::Gre, e, at)),
         // WCCP's redirection: IPv4, behind a 4-byte redirect header (version 2)
         // unless the first byte reads as IPv4's (version 1), as tshark decides.
         WCCP => Some((Kind::Gre, Encap::Ipv4, if data.get(off)? >> 4 == 4 { off } else { off + 4 })),
-        _ => Some((Kind::Gre, ip_encap(proto)?, off)),
+        _ => by_gre_proto(packet, proto, off).map(|(e, at)| (Kind::Gre, e, at)),
     }
 }
 
@@ -230,6 +257,8 @@ fn udp(d: &Dissection, data: &[u8], at: usize, end: usize) -> Option<Inner> {
         _ => end,
     };
     let body = at + 8;
+    // What the datagram carries: its bytes, not the frame's padding.
+    let datagram = &data[..end.min(data.len())];
     // tshark tries the lower port's dissector first: a well-known port
     // below the tunnel's (its dissector is most likely registered) wins.
     let (lo, hi) = (sp.min(dp), sp.max(dp));
@@ -241,13 +270,13 @@ fn udp(d: &Dissection, data: &[u8], at: usize, end: usize) -> Option<Inner> {
             if first >> 6 != 0 {
                 return None;
             }
-            let (encap, at) = by_ethertype(data, get16(data, body + 2)?, body + 8 + 4 * usize::from(first & 0x3f))?;
+            let (encap, at) = by_ethertype(datagram, get16(data, body + 2)?, body + 8 + 4 * usize::from(first & 0x3f))?;
             (Kind::Geneve, encap, at)
         }
         MPLS_UDP_PORT => (Kind::MplsInUdp, Encap::Mpls, body),
         // The next protocol whatever the P flag and version say, as tshark reads it.
         VXLAN_GPE_PORT => {
-            let (encap, at) = by_next_protocol(data, *data.get(body + 3)?, body + 8)?;
+            let (encap, at) = by_next_protocol(datagram, *data.get(body + 3)?, body + 8)?;
             (Kind::VxlanGpe, encap, at)
         }
         _ => return None,
@@ -441,6 +470,26 @@ mod tests {
         // and an EtherType the dissector does not walk.
         assert_eq!(walk(&gpe(9, &inner_udp())).0, []);
         assert_eq!(walk(&ether(0x894f, &nsh(1, 2, &[]))).0, []);
+        // An NSH that ends where its GRE packet or UDP datagram does, the frame padded after
+        // it: nothing carried (tshark decodes no payload).
+        let padded = |f: Vec<u8>| [f, vec![0; 16]].concat();
+        assert_eq!(
+            walk(&padded(ether(0x0800, &ipv4(47, A, B, &[[0, 0, 0x89, 0x4f].as_slice(), &nsh(1, 2, &[])].concat())))).0,
+            []
+        );
+        assert_eq!(walk(&padded(gpe(4, &nsh(1, 2, &[])))).0, []);
+        // A context header longer than the capture, a base header cut before its
+        // service path header: tshark stops with an exception.
+        let long_tlv = [[0, 3, 2, 1, 0, 0, 1, 255, 0, 1, 2, 127].as_slice(), &inner_udp()].concat();
+        assert_eq!(walk(&ether(0x894f, &long_tlv)).0, []);
+        assert_eq!(walk(&ether(0x0800, &ipv4(47, A, B, &[0, 0, 0x89, 0x4f, 0, 1, 0, 1, 0x45, 0]))).0, []);
+        // Cisco's metadata names its payload from GRE's table, where VLAN tags are not;
+        // GRE carries ARP.
+        let cmd_vlan = [[0, 0, 0x89, 0x09, 0x81, 0, 1, 1, 0, 1, 0, 0, 0, 9, 8, 0].as_slice(), &inner_udp()].concat();
+        assert_eq!(walk(&ether(0x0800, &ipv4(47, A, B, &cmd_vlan))).0, []);
+        let arp = [[0, 0, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1].as_slice(), &[0; 20]].concat();
+        let (kinds, d) = walk(&ether(0x0800, &ipv4(47, A, B, &arp)));
+        assert_eq!((kinds, d.layers()[0].kind), (vec![Kind::Gre], LayerKind::Arp));
         let g = ether(
             0x0800,
             &ipv4(17, A, B, &udp(40000, 6081, &[[0, 0, 0x12, 0x34, 0, 0, 1, 0].as_slice(), &eth].concat())),
