@@ -272,8 +272,6 @@ pub fn dissect_encap(encap: Encap, data: &[u8], wire_len: u32) -> Dissection {
 
 struct Walk<'a> {
     data: &'a [u8],
-    /// Length of the frame on the wire (at least the captured length).
-    wire: usize,
     d: Dissection,
 }
 
@@ -286,7 +284,6 @@ impl<'a> Walk<'a> {
     fn new(data: &'a [u8], wire_len: u32) -> Walk<'a> {
         Walk {
             data,
-            wire: (wire_len as usize).max(data.len()),
             d: Dissection {
                 linktype_supported: true,
                 layers: [EMPTY_LAYER; MAX_LAYERS],
@@ -303,6 +300,11 @@ impl<'a> Walk<'a> {
                 wire_len: wire_len.max(off32(data.len())),
             },
         }
+    }
+
+    /// Length of the frame on the wire (at least the captured length).
+    fn wire(&self) -> usize {
+        self.d.wire_len as usize
     }
 
     fn layer(&mut self, kind: LayerKind, at: usize) {
@@ -327,7 +329,7 @@ impl<'a> Walk<'a> {
     /// enclosing layer allows up to `bound` (on the wire): a cut when the
     /// capture stopped first, otherwise a truncated header.
     fn missing(&mut self, kind: LayerKind, at: usize, need: usize, bound: usize) {
-        if need <= bound.min(self.wire) && self.data.len() < need {
+        if need <= bound.min(self.wire()) && self.data.len() < need {
             self.d.cut = true;
         } else {
             self.problem(ProblemKind::Truncated(kind), at);
@@ -485,7 +487,7 @@ impl<'a> Walk<'a> {
                 return self.problem(ProblemKind::MplsStackTooDeep, at);
             }
             let Ok(e) = mpls::Entry::new_checked(self.slice(at, usize::MAX)) else {
-                if at == self.data.len() && at == self.wire {
+                if at == self.data.len() && at == self.wire() {
                     return self.problem(ProblemKind::MplsNoBottom, at);
                 }
                 return self.missing(LayerKind::Mpls, at, at + mpls::ENTRY_LEN, usize::MAX);
@@ -539,7 +541,7 @@ impl<'a> Walk<'a> {
             }
         };
         let hl = p.header_len();
-        let on_wire = self.wire - at;
+        let on_wire = self.wire() - at;
         // A total length of 0 is what TSO hands to the capture before it
         // segments: taken as "the rest of the frame" (as tshark does).
         let total = match usize::from(p.total_len()) {
@@ -582,7 +584,7 @@ impl<'a> Walk<'a> {
         };
         self.d.flow.src = Addr::V6(p.src_addr());
         self.d.flow.dst = Addr::V6(p.dst_addr());
-        let on_wire = self.wire - at - ipv6::HEADER_LEN;
+        let on_wire = self.wire() - at - ipv6::HEADER_LEN;
         let first = at + ipv6::HEADER_LEN;
         let plen = match (usize::from(p.payload_len()), u8::from(p.next_header())) {
             // A jumbogram (RFC 2675): the length is in the Hop-by-Hop

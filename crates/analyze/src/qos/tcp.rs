@@ -235,7 +235,7 @@ pub fn segment(s: &Seen<'_>) -> Option<Segment> {
     }
     let at = l.offset as usize;
     // The packet's own length (a tunnel's inner frame, a reassembled datagram), not the frame's.
-    let end = (s.d.l4_end as usize).min(s.f.wire_len.max(u32::try_from(s.f.data.len()).unwrap_or(u32::MAX)) as usize);
+    let end = (s.d.l4_end as usize).min(s.d.wire_len as usize);
     let captured = s.f.data.get(at..(s.d.l4_end as usize).min(s.f.data.len()))?;
     use tcp::field::{ACK_NUM, FLAGS, SEQ_NUM, WIN_SIZE};
     let h = captured.get(..WIN_SIZE.end)?;
