@@ -5,6 +5,7 @@
 //! tag the kernel stripped is put back after the MAC addresses (caplen and
 //! origlen grow by 4), then the snapshot length is applied.
 
+use crate::handover::Window;
 use crate::worker::BATCH;
 use crate::{CaptureError, Delivery, Frame, KernelCounts, Poll, Source};
 use std::sync::Arc;
@@ -22,11 +23,29 @@ pub struct AfPacketSource {
     counter: Option<Arc<FilteredCounter>>,
     kernel: KernelCounts,
     drain: Drain,
+    /// While another ring sees the same packets (record's start-up, [`crate::handover`]):
+    /// the stretch of time this one stores.
+    window: Option<Arc<Window>>,
 }
 
 impl AfPacketSource {
     pub fn new(ring: Ring, linktype: u32, snaplen: u32, counter: Option<Arc<FilteredCounter>>) -> AfPacketSource {
-        AfPacketSource { ring, linktype, snaplen, counter, kernel: KernelCounts::default(), drain: Drain::default() }
+        AfPacketSource {
+            ring,
+            linktype,
+            snaplen,
+            counter,
+            kernel: KernelCounts::default(),
+            drain: Drain::default(),
+            window: None,
+        }
+    }
+
+    /// Stores only the packets stamped inside `window` (the others are another ring's, and
+    /// neither stored nor counted here).
+    pub fn within(mut self, window: Arc<Window>) -> AfPacketSource {
+        self.window = Some(window);
+        self
     }
 }
 
@@ -38,10 +57,19 @@ impl Source for AfPacketSource {
             return Ok(Poll::Idle);
         };
         self.drain.block();
+        if self.window.as_ref().is_some_and(|w| block.frames().next().is_some_and(|f| w.settled_by(f.ts_ns))) {
+            self.window = None;
+        }
+        // Read once a block; with no window every frame is inside.
+        let (from, until) = self.window.as_ref().map_or((0, u64::MAX), |w| w.bounds());
+        let inside = |f: &wv_sys::afpacket::Frame<'_>| (from..until).contains(&f.ts_ns);
         if !out.batches() {
             // No reducer: frame by frame, straight from the ring (building a
             // batch costs more than it saves when no table is looked up).
             for f in block.frames() {
+                if !inside(&f) {
+                    continue;
+                }
                 self.kernel.count_stamp(f.hw_stamp);
                 let tag = tag_of(&f);
                 let fr = stored(&f, &tag, linktype, self.snaplen);
@@ -55,7 +83,7 @@ impl Source for AfPacketSource {
         loop {
             let mut raw = [None; BATCH];
             let mut m = 0;
-            for f in frames.by_ref().take(BATCH) {
+            for f in frames.by_ref().filter(inside).take(BATCH) {
                 raw[m] = Some(f);
                 m += 1;
             }
@@ -82,6 +110,12 @@ impl Source for AfPacketSource {
         if let Some(c) = &self.counter {
             c.stop_intake()?;
         }
+        Ok(())
+    }
+
+    fn retire(&mut self) -> Result<(), CaptureError> {
+        self.drain.stopped();
+        self.ring.stop_intake()?;
         Ok(())
     }
 

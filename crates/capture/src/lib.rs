@@ -12,6 +12,7 @@ pub mod args;
 pub mod counters;
 pub mod file;
 pub mod filter;
+pub mod handover;
 pub mod reduce;
 pub mod synthetic;
 pub mod worker;
@@ -83,7 +84,13 @@ pub trait Source: Send {
     fn stop_intake(&mut self) -> Result<(), CaptureError> {
         Ok(())
     }
-    /// True if, after `stop_intake`, a poll returning `Idle` means the
+    /// Stops new packets from entering the source as `stop_intake` does, but only its own
+    /// (a live ring that another takes over from, [`handover`]): counters it shares with that
+    /// other source go on.
+    fn retire(&mut self) -> Result<(), CaptureError> {
+        self.stop_intake()
+    }
+    /// True if, after `stop_intake` (or `retire`), a poll returning `Idle` means the
     /// source is drained.
     fn drained_when_idle(&self) -> bool {
         true

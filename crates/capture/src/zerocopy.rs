@@ -12,6 +12,7 @@
 //! blocks (an EPB and a skip block differ only in their type word), counted
 //! as on the copy path (`shutdown`, `deduplicated`, `cut`).
 
+use crate::handover::Window;
 use crate::reduce::{Reduce, Verdict};
 use crate::worker::{now_ns, Cadence, Limits};
 use crate::{CaptureError, Counts, SharedCounts};
@@ -30,23 +31,29 @@ pub struct ZcRing {
     pub ring: BlockWriter,
     pub counter: Option<Arc<FilteredCounter>>,
     pub linktype: u32,
+    /// While another ring sees the same packets (record's start-up, [`crate::handover`]):
+    /// the stretch of time this one stores; records stamped outside it become skip blocks,
+    /// neither stored nor counted.
+    pub window: Option<Arc<Window>>,
 }
 
 /// Records `src` into `w` until `stop` is set or the count limit is reached, then stops the
-/// ring's intake, drains it and closes the writer's file. Returns the final counts (also
-/// published to `shared`).
+/// ring's intake, drains it and closes the writer's file. The counts go on from `start` (what
+/// this thread counted before: record's start-up stores on the copy path first). Returns the
+/// final counts (also published to `shared`).
 pub fn run<I: FileIndexer>(
     src: &mut ZcRing,
     w: &mut ZcWriter<I>,
     stop: &AtomicBool,
     shared: &SharedCounts,
-    limits: Limits,
-    mut reduce: Reduce,
+    (limits, mut reduce): (Limits, Reduce),
+    start: Counts,
 ) -> Result<Counts, CaptureError> {
-    let ZcRing { ring: bw, counter, linktype } = src;
+    let ZcRing { ring: bw, counter, linktype, window } = src;
     let linktype = *linktype;
-    let cpu0 = wv_sys::cpu::thread_cpu_ns();
-    let mut c = Counts::default();
+    // This thread's CPU time counts from where `start` left it.
+    let cpu0 = wv_sys::cpu::thread_cpu_ns().saturating_sub(start.cpu_ns);
+    let mut c = start;
     let mut remaining = limits.max_packets.unwrap_or(u64::MAX);
     let mut recs: Vec<ZcRecord> = Vec::with_capacity(1 << 14);
     let reinsert_vlan = linktype == wv_wire::linktype::ETHERNET;
@@ -75,7 +82,14 @@ pub fn run<I: FileIndexer>(
                 // Every record stays (no reduction, no count limit that this block could reach):
                 // the writer indexes each record as the rewrite writes it, while its lines are
                 // in the cache, instead of walking the 4 MiB block again after it.
-                let all_stay = reduce.is_off() && limits.quota.is_none() && remaining >= u64::from(block.num_frames());
+                if window.as_ref().is_some_and(|w| block.frames().next().is_some_and(|f| w.settled_by(f.ts_ns))) {
+                    *window = None;
+                }
+                let bounds = window.as_ref().map(|w| w.bounds());
+                let all_stay = reduce.is_off()
+                    && limits.quota.is_none()
+                    && bounds.is_none()
+                    && remaining >= u64::from(block.num_frames());
                 let rw = match if all_stay { w.index_ahead() } else { None } {
                     Some(mut ix) => {
                         block.rewrite_pcapng_each(limits.snaplen, reinsert_vlan, &mut recs, |b, r| ix.add(b, r))
@@ -94,14 +108,15 @@ pub fn run<I: FileIndexer>(
                 if let Some(g) = granted {
                     remaining = g;
                 }
-                let keep = if reduce.is_off() && remaining >= n {
+                let keep = if reduce.is_off() && remaining >= n && bounds.is_none() {
                     // The common case: every record stays (no per-record verdict).
                     remaining -= n;
                     c.stored_bytes += rw.stored_bytes;
                     c.wire_bytes += rw.wire_bytes;
                     recs.len()
                 } else {
-                    verdicts(&mut block, &mut recs, &mut reduce, &mut remaining, &mut c, linktype)
+                    let bounds = bounds.unwrap_or((0, u64::MAX));
+                    verdicts(&mut block, &mut recs, (&mut reduce, bounds), &mut remaining, &mut c, linktype)
                 };
                 c.stored += keep as u64;
                 if let (Some(q), Some(g)) = (&limits.quota, granted) {
@@ -158,7 +173,7 @@ pub fn run<I: FileIndexer>(
 fn verdicts(
     block: &mut wv_sys::afpacket::Block<'_>,
     recs: &mut [ZcRecord],
-    reduce: &mut Reduce,
+    (reduce, (from, until)): (&mut Reduce, (u64, u64)),
     remaining: &mut u64,
     c: &mut Counts,
     linktype: u32,
@@ -166,6 +181,14 @@ fn verdicts(
     let mut keep = 0;
     for k in 0..recs.len() {
         let r = recs[k];
+        if !(from..until).contains(&r.ts_ns) {
+            // Another ring's packet (see `ZcRing::window`): not this stream's to count. (A
+            // handover runs on software stamps only: both rings stamp a packet alike.)
+            block.set_skipped(&r, true);
+            c.delivered -= 1;
+            c.ts_software -= 1;
+            continue;
+        }
         let verdict = if *remaining == 0 {
             None
         } else if reduce.is_off() {

@@ -28,7 +28,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-use wv_sys::byte_ring::{byte_ring, Consumer, Producer};
+use wv_sys::byte_ring::{byte_ring_blocks, Consumer, Producer};
 use wv_sys::fs::Dir;
 use wv_sys::mem::{AlignedBuf, HUGE_PAGE};
 use wv_sys::uring::{self, Completion};
@@ -266,14 +266,16 @@ impl DirectWriter {
         let slots = (2 * u64::from(cfg.depth)).next_multiple_of(unit);
         let len = slots * cfg.block_size;
         let buf = AlignedBuf::new(len as usize, true).map_err(|e| BenchError::io("cannot allocate the arena", e))?;
-        let (mut producer, mut consumer) = byte_ring(buf);
+        // One arena block per write.
+        let (mut producer, mut consumer) = byte_ring_blocks(buf, cfg.block_size);
         // Distinct bytes in every block of the arena (see `pattern`).
         producer.write(&pattern(consumer.capacity() as usize));
         producer.publish();
         consumer.release(producer.head());
         let mut io = uring::Writer::new(cfg.depth.max(2)).map_err(|e| BenchError::io("cannot set up io_uring", e))?;
         // As the recorder's writer: the arena pinned once (plain writes where refused).
-        let _ = io.register_arena(consumer.buffer());
+        let blocks = (consumer.capacity() / consumer.block_size()) as u32;
+        let _ = io.register_arena(&consumer, blocks);
         Ok(DirectWriter { producer, consumer, io, pending: VecDeque::new(), pending_base: 0, completions: Vec::new() })
     }
 

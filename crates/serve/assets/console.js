@@ -309,10 +309,10 @@ function setFig(id, text, raw, cls) {
 function renderLive(s) {
   const rec = s.recording;
   const badge = $("state");
-  const running = rec && rec.state === "running";
+  const running = rec && rec.state === "capturing";
   let c = null;
   if (rec && rec.state) {
-    badge.textContent = rec.state === "running" ? "recording" : rec.state;
+    badge.textContent = rec.state === "capturing" ? "recording" : rec.state;
     badge.className = "badge " + (running ? "running" : "rest");
     $("live-note").textContent = rec.sources ? rec.sources.join(", ") + " · " + rec.workers + " worker(s)" : "";
     c = counters(rec.total);
@@ -393,7 +393,7 @@ function drawLive() {
   const t1 = Date.now();
   const seen = live.length ? t1 - live[0].t : 0;
   const t0 = t1 - Math.min(LIVE_SECONDS * 1000, Math.max(60e3, seen + 5e3));
-  const empty = status && status.recording && status.recording.state === "running" ? "waiting for samples" : "no recording in this process";
+  const empty = status && status.recording && status.recording.state === "capturing" ? "waiting for samples" : "no recording in this process";
   const pts = (k) => live.map((p) => [p.t, p[k]]);
   drawChart($("c-pps"), {
     t0, t1, fmtY: (v) => si(v, "pps"), empty,
@@ -700,7 +700,7 @@ function applyPreset(v) {
     $("q-from").value = "";
     $("q-to").value = "";
   } else {
-    const running = status && status.recording && status.recording.state === "running";
+    const running = status && status.recording && status.recording.state === "capturing";
     const newest = status && parseTime(status.horizon.newest);
     const end = running || !newest ? Date.now() : newest + 1;
     $("q-from").value = new Date(end - Number(v) * 1000).toISOString();
@@ -724,7 +724,7 @@ function followStore(s) {
     applyPreset("300");
     return;
   }
-  const running = s.recording && s.recording.state === "running";
+  const running = s.recording && s.recording.state === "capturing";
   if (running && s.disk.files !== lastFiles && !$("q-to").value.trim() && queryDone && Date.now() - queryDone >= 5000) {
     lastFiles = s.disk.files;
     queryChanged(0);
@@ -744,7 +744,7 @@ pollStatus();
 loadHistogram();
 // The stored traffic grows while recording: redraw it every 10 s then.
 setInterval(() => {
-  if (status && status.recording && status.recording.state === "running" && Date.now() - histLoaded >= 10000) loadHistogram(true);
+  if (status && status.recording && status.recording.state === "capturing" && Date.now() - histLoaded >= 10000) loadHistogram(true);
 }, 2000);
 window.addEventListener("resize", () => {
   drawLive();

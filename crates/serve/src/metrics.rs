@@ -154,7 +154,7 @@ impl Collector for Scrape {
             "recording",
             "1 while this process records into the store",
             None,
-            i64::from(self.recording.as_ref().is_some_and(|r| r.state == "running")),
+            i64::from(self.recording.as_ref().is_some_and(|r| r.state == "capturing")),
         )?;
         gauge(
             e,

@@ -552,7 +552,7 @@ impl State {
         let space = crate::store_view::total_space(&volumes);
         let last = if self.board.is_none() { read_stats(&self.cfg.store) } else { None };
         // The write rate: the recording's now, else the stored average.
-        let live_rate = rec.as_ref().filter(|r| r.state == "running").map(|r| r.disk_mb_s * 1e6);
+        let live_rate = rec.as_ref().filter(|r| r.state == "capturing").map(|r| r.disk_mb_s * 1e6);
         let avg_rate = cat.span.filter(|(a, b)| b > a).map(|(a, b)| cat.bytes as f64 / ((b - a) as f64 / 1e9));
         let (rate, rate_from) = match (live_rate, avg_rate) {
             (Some(r), _) if r > 0.0 => (Some(r), "current"),

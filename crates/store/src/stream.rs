@@ -434,19 +434,25 @@ mod tests {
             other[299] ^= 1;
             assert!(!s.holds(at, 300, 400, &[&other]), "last byte differs");
             assert!(!s.holds(at + 1, 300, 400, &[&frame]), "wrong place");
-            // Fill the ring past the packet (the writer releases as it goes).
+            // Fill the arena past the packet (the writer releases as it goes, a quarter of the
+            // arena behind): the packet stays while its block is not given back, and once
+            // its block is taken again it is never found there.
             let cap = s.ring.capacity();
             let filler = vec![0u8; 1000];
-            let mut n = 0;
-            while s.ring.head() < at + cap {
-                c.release(s.ring.head().saturating_sub(cap / 2));
+            let (mut n, mut gone) = (0, false);
+            while s.ring.head() < at + 2 * cap {
+                let released = s.ring.head().saturating_sub(cap / 4);
+                c.release(released);
                 assert!(s.append(2, 1, 65535, 1000, 1000, &[&filler]).is_some());
                 n += 1;
-                if s.ring.head() - (at - LENS_LEN as u64) <= cap {
-                    assert!(s.holds(at, 300, 400, &[&frame]), "{format:?}: still there after {n} packets");
+                let holds = s.holds(at, 300, 400, &[&frame]);
+                if released < at - LENS_LEN as u64 {
+                    assert!(holds, "{format:?}: still there after {n} packets");
                 }
+                assert!(!(gone && holds), "{format:?}: found again after {n} packets");
+                gone |= !holds;
             }
-            assert!(!s.holds(at, 300, 400, &[&frame]), "{format:?}: written over");
+            assert!(gone, "{format:?}: written over");
         }
     }
 

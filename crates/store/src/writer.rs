@@ -78,10 +78,6 @@ pub struct WriterConfig {
     /// never, the command line's default; e.g. 0.5 for a volume known to fall
     /// behind for long).
     pub spill: Option<f64>,
-    /// Set once the arena is faulted in, when it was not at the start (a large arena faulted
-    /// in by a background thread): the writer then registers it as its fixed buffers, which
-    /// would have faulted it all in at once. `None`: the arena was whole from the start.
-    pub arena_faulted: Option<Arc<AtomicBool>>,
 }
 
 /// What a writer reports while it runs (read by the status line and summary).
@@ -226,20 +222,16 @@ struct Writer<I> {
     budget_stopped: bool,
     /// Writes go through the page cache (the arena passed `cfg.spill`).
     spilling: bool,
-    /// [`WriterConfig::arena_faulted`] until the arena is registered.
-    arena_faulted: Option<Arc<AtomicBool>>,
 }
 
-/// The writer's io_uring for `arena` with `depth` writes in flight, the
-/// arena registered as its fixed buffers where the kernel allows (then each
-/// write skips pinning 4 MiB of pages; `uring::Writer::register_arena`),
-/// and whether it did. Made before the recorder drops its privileges: an
-/// unprivileged user's locked-memory limit refuses a large arena. Without
-/// `register` (an arena not faulted in yet: registering pins, and so faults
-/// in, every page) the writer registers it later ([`WriterConfig::arena_faulted`]).
-pub fn arena_writer(arena: &wv_sys::mem::AlignedBuf, depth: u32, register: bool) -> io::Result<(uring::Writer, bool)> {
+/// The writer's io_uring for `arena` with `depth` writes in flight, the arena's blocks its
+/// fixed buffers where the kernel allows (each write then skips pinning its pages;
+/// `uring::Writer::register_arena`), the first `faulted` of them registered now, and whether
+/// it could. Made before the recorder drops its privileges: an unprivileged user's
+/// locked-memory limit refuses a large arena.
+pub fn arena_writer(arena: &Consumer, depth: u32, faulted: u32) -> io::Result<(uring::Writer, bool)> {
     let mut io = uring::Writer::new(depth.max(2))?;
-    let fixed = register && io.register_arena(arena).is_ok();
+    let fixed = io.register_arena(arena, faulted).is_ok();
     Ok((io, fixed))
 }
 
@@ -258,7 +250,6 @@ pub fn run<I: FileIndexer>(
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     shared.arena_registered.store(io.ring_registered(), Ordering::Relaxed);
     let mut w = Writer {
-        arena_faulted: cfg.arena_faulted.clone(),
         finish_tx: Some(h.finish_tx),
         recycled: h.recycled,
         work_tx: h.work_tx,
@@ -397,12 +388,29 @@ impl<I: FileIndexer> Writer<I> {
     }
 
     /// Walks complete records in `[parse_pos, end)`: index and count them.
-    /// The committed range is borrowed once (one or two slices when it wraps
-    /// the ring); only a record straddling the wrap is copied.
+    /// The committed range is borrowed two arena blocks at a time (one or two
+    /// slices: consecutive stretches of the stream lie in any blocks); only a
+    /// record straddling two blocks is copied.
     fn walk(&mut self, end: u64) {
+        loop {
+            let Some(at) = self.cur.as_ref().map(|c| c.parse_pos) else { return };
+            let reach = end.min(self.ring.reach(at));
+            let long = self.walk_lent(reach, end);
+            let now = self.cur.as_ref().map_or(at, |c| c.parse_pos);
+            if !long && (now == at || reach == end) {
+                return;
+            }
+        }
+    }
+
+    /// Walks the complete records in `[parse_pos, reach)`, the range the arena lends at once
+    /// (two blocks), and a record that starts there but goes on past `reach` (one longer than
+    /// a block: `--block-size` below the snap length), copied out, if it ends by `end`. Returns
+    /// whether it walked such a record.
+    fn walk_lent(&mut self, reach: u64, end: u64) -> bool {
         let Writer { cur, ring, scratch, cfg, .. } = self;
-        let Some(c) = cur.as_mut() else { return };
-        let Some((a, b)) = ring.slices(c.parse_pos, end) else { return };
+        let Some(c) = cur.as_mut() else { return false };
+        let Some((a, b)) = ring.slices(c.parse_pos, reach) else { return false };
         let fmt = cfg.format;
         let hdr_len = match fmt {
             Format::Pcap => pcap::RECORD_HEADER_LEN,
@@ -443,7 +451,18 @@ impl<I: FileIndexer> Writer<I> {
             let Some(pcap::RecordHeader { ts_ns, caplen, origlen }) = rec else { break };
             let rec_len = fmt.record_len(caplen) as usize;
             if off + rec_len > total {
-                break;
+                let at = c.parse_pos + off as u64;
+                if at + rec_len as u64 > end || !ring.copy_out(at, at + rec_len as u64, scratch) {
+                    break;
+                }
+                if let Some(ix) = c.indexer.as_mut() {
+                    ix.add(ts_ns, at - c.start, &scratch[hdr_len..hdr_len + caplen as usize], origlen);
+                }
+                c.packets += 1;
+                c.min_ns = c.min_ns.min(ts_ns);
+                c.max_ns = c.max_ns.max(ts_ns);
+                c.parse_pos = at + rec_len as u64;
+                return true;
             }
             // The capture thread wrote these records on another core (or long
             // enough ago to be out of this core's caches), and records a few
@@ -470,6 +489,7 @@ impl<I: FileIndexer> Writer<I> {
             off += rec_len;
         }
         c.parse_pos += off as u64;
+        false
     }
 
     /// Submits writes for data up to `end`: whole aligned pages, or with
@@ -495,15 +515,16 @@ impl<I: FileIndexer> Writer<I> {
         }
     }
 
-    /// Writes ring `[from, to)` to the current file, in chunks that neither
-    /// exceed the chunk size nor wrap the ring. The last chunk may release up
-    /// to `release_last` only.
+    /// Writes arena `[from, to)` to the current file, in chunks that neither
+    /// exceed the chunk size nor cross the end of an arena block (the next
+    /// stretch of the stream lies in another block). The last chunk may
+    /// release up to `release_last` only.
     fn write_range(&mut self, from: u64, to: u64, release_last: u64) {
-        let cap = self.ring.capacity();
+        let block = self.ring.block_size();
         let mut pos = from;
         while pos < to {
-            let to_ring_end = cap - pos % cap;
-            let len = (to - pos).min(self.cfg.chunk).min(to_ring_end);
+            let to_block_end = block - pos % block;
+            let len = (to - pos).min(self.cfg.chunk).min(to_block_end);
             let release_to = if pos + len == to { release_last.min(pos + len) } else { pos + len };
             self.write_one(pos, len, release_to);
             pos += len;
@@ -527,16 +548,6 @@ impl<I: FileIndexer> Writer<I> {
     fn write_at(&mut self, pos: u64, len: u64, release_to: u64, tail_end: Option<u64>) {
         while self.io.in_flight() >= self.cfg.depth as usize {
             self.reap(1);
-        }
-        if self.arena_faulted.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
-            self.arena_faulted = None;
-            // (Pins the whole arena: a few ms a GiB, once.)
-            match self.io.register_arena(self.ring.buffer()) {
-                Ok(()) => self.shared.arena_registered.store(true, Ordering::Relaxed),
-                Err(e) => self.shared.warn(format!(
-                    "the kernel refused to register the arena with io_uring once it was faulted in ({e}); each write pins its pages instead (slower on fast disks)"
-                )),
-            }
         }
         let Some(c) = self.cur.as_mut() else { return };
         let off = pos - c.start;
@@ -566,6 +577,14 @@ impl<I: FileIndexer> Writer<I> {
             Some(end) => self.io.write_tail(file, &self.ring, pos, end, off, user_data),
             None => self.io.write_ring(file, &self.ring, pos, len as u32, off, user_data),
         };
+        // A block the kernel would not pin as a fixed buffer (a locked-memory limit): said once.
+        if self.shared.arena_registered.load(Ordering::Relaxed) && !self.io.ring_registered() {
+            self.shared.arena_registered.store(false, Ordering::Relaxed);
+            self.shared.warn(format!(
+                "the kernel refused to pin more than {} MiB of the arena for io_uring (the locked-memory limit, `ulimit -l`); the rest is written without (each write pins its pages: slower on fast disks)",
+                self.io.fixed_bytes() >> 20
+            ));
+        }
         match r {
             Ok(()) => self.pending.push_back(Pending { done: false, release_to, off }),
             Err(e) => {

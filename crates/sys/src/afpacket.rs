@@ -562,6 +562,31 @@ impl FilteredCounter {
     }
 }
 
+/// Keeps the kernel stamping every packet once as it arrives (`skb->tstamp`, the stamp a ring
+/// gives each frame) while the returned socket lives: an AF_INET datagram socket that asks for
+/// receive stamps (`SO_TIMESTAMPNS`) turns on the kernel's stamping for all packets
+/// (`net_enable_timestamp`). Without it, each ring stamps a packet when it receives it, and
+/// two rings on one interface give the same packet two times a few hundred nanoseconds apart;
+/// `record`'s start-up hands over from one ring to another by the packets' times
+/// (`wv_capture::handover`), which must agree.
+pub fn receive_stamps() -> Result<OwnedFd, Error> {
+    // SAFETY: plain syscall with constant arguments.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(Error::os("creating the socket that turns on receive stamps"));
+    }
+    // SAFETY: `fd` is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    setsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPNS,
+        &(1 as libc::c_int),
+        "turning on receive stamps",
+    )?;
+    Ok(fd)
+}
+
 /// Checks `cfg` and returns the mapping length.
 fn validate(cfg: &RingConfig) -> Result<usize, Error> {
     // SAFETY: plain libc call.

@@ -51,6 +51,11 @@ pub struct Unfaulted {
 }
 
 impl Unfaulted {
+    /// Bytes faulted in so far, from the start of the buffer.
+    pub fn faulted(&self) -> usize {
+        self.at
+    }
+
     /// Bytes still to fault in.
     pub fn left(&self) -> usize {
         self.map.len - self.at

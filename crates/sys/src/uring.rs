@@ -13,7 +13,6 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
 use crate::byte_ring::Consumer;
-use crate::mem::AlignedBuf;
 
 /// Alignment wirevault uses for O_DIRECT (covers 512 and 4096-byte sectors).
 pub const DIRECT_ALIGN: u64 = 4096;
@@ -40,14 +39,25 @@ pub struct Writer {
     tail_busy: Option<u64>,
     /// Writes are queued without a submit until [`Writer::flush`] or a wait ([`Writer::defer`]).
     deferred: bool,
-    /// The ring registered by [`Writer::register_arena`]: its base address
-    /// and length; fixed buffer `i` is its `i`-th [`REGISTER_CHUNK`].
-    fixed_ring: Option<(usize, u64)>,
+    /// The arena's blocks as fixed buffers ([`Writer::register_arena`]): fixed buffer `i` is
+    /// arena block `i`, registered the first time a write needs it.
+    fixed: Option<FixedBlocks>,
 }
 
-/// The largest buffer one `IORING_REGISTER_BUFFERS` entry may be (the
-/// kernel refuses larger ones); a larger ring is registered in pieces.
-pub const REGISTER_CHUNK: u64 = 1 << 30;
+/// The fixed-buffer table of an arena: one entry per block, filled as blocks come into use.
+struct FixedBlocks {
+    /// The arena's mapping (its base address and block size), for the entries' iovecs.
+    base: usize,
+    block: u64,
+    /// Entry `i` holds block `i`.
+    registered: Vec<bool>,
+    /// The kernel refused an entry (a locked-memory limit): the blocks not registered yet are
+    /// written without (each write pins its pages).
+    refused: bool,
+}
+
+/// The most fixed buffers one io_uring may have (the kernel's `IORING_MAX_REG_BUFFERS`).
+const MAX_FIXED: u64 = 1 << 14;
 
 impl AsRawFd for Writer {
     /// The io_uring's descriptor: readable (`poll`) when completions are waiting.
@@ -64,7 +74,7 @@ impl Writer {
             tail: Box::new(TailPage([0; DIRECT_ALIGN as usize])),
             tail_busy: None,
             deferred: false,
-            fixed_ring: None,
+            fixed: None,
         })
     }
 
@@ -121,37 +131,38 @@ impl Writer {
         unsafe { self.ring.submitter().register_buffers(bufs) }
     }
 
-    /// Registers the whole of `arena` (the mapping of a byte ring) as fixed buffers, in pieces of
-    /// [`REGISTER_CHUNK`], so that [`Writer::write_ring`] writes with
-    /// `IORING_OP_WRITE_FIXED`: the kernel pins the arena once instead of
-    /// pinning 4 MiB of it for every write (DESIGN.md, "Fixed buffers": a few
-    /// percent of a fast disk's throughput, with whole-file preallocation). Fails where the kernel
-    /// refuses (locked-memory limit of an unprivileged user); the writes then
-    /// go as before.
-    pub fn register_arena(&mut self, arena: &AlignedBuf) -> io::Result<()> {
-        let base = arena.as_ptr().cast_const();
-        let cap = arena.len() as u64;
-        let iov: Vec<libc::iovec> = (0..cap)
-            .step_by(REGISTER_CHUNK as usize)
-            .map(|off| libc::iovec {
-                // SAFETY: off < cap, inside the mapping.
-                iov_base: unsafe { base.add(off as usize) } as *mut libc::c_void,
-                iov_len: (cap - off).min(REGISTER_CHUNK) as usize,
-            })
-            .collect();
-        if iov.len() > usize::from(u16::MAX) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring too large to register"));
+    /// Makes the blocks of `arena` this ring's fixed buffers (`IORING_REGISTER_BUFFERS`,
+    /// sparse: entry `i` is block `i`), so that [`Writer::write_ring`] writes with
+    /// `IORING_OP_WRITE_FIXED`: the kernel pins a block once instead of pinning it for every
+    /// write (DESIGN.md, "Fixed buffers": a few percent of a fast disk's throughput). Only
+    /// its first `now` blocks are registered here (pinning faults pages in); each other block
+    /// when a write first needs it, by then written, and so faulted in, by the capture
+    /// thread. Fails where the kernel refuses (locked-memory limit of an unprivileged user, an
+    /// arena of more than 16,384 blocks); the writes then go as before.
+    pub fn register_arena(&mut self, arena: &Consumer, now: u32) -> io::Result<()> {
+        let (base, block, blocks) =
+            (arena.buffer().as_ptr() as usize, arena.block_size(), arena.capacity() / arena.block_size());
+        if blocks > MAX_FIXED {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many arena blocks to register"));
         }
-        // SAFETY: the kernel holds its own reference to every registered
-        // page until this ring is closed, so a write never reads freed memory.
-        unsafe { self.register_buffers(&iov)? };
-        self.fixed_ring = Some((base as usize, cap));
+        self.ring.submitter().register_buffers_sparse(blocks as u32)?;
+        let mut fixed = FixedBlocks { base, block, registered: vec![false; blocks as usize], refused: false };
+        for b in 0..u64::from(now).min(blocks) {
+            fixed.register(&self.ring, b as u32)?;
+        }
+        self.fixed = Some(fixed);
         Ok(())
     }
 
-    /// The arena is registered ([`Writer::register_arena`] succeeded).
+    /// Bytes of the arena registered as fixed buffers so far.
+    pub fn fixed_bytes(&self) -> u64 {
+        self.fixed.as_ref().map_or(0, |f| f.registered.iter().filter(|&&r| r).count() as u64 * f.block)
+    }
+
+    /// The arena's blocks are this ring's fixed buffers ([`Writer::register_arena`] succeeded),
+    /// and the kernel has refused none of them.
     pub fn ring_registered(&self) -> bool {
-        self.fixed_ring.is_some()
+        self.fixed.as_ref().is_some_and(|f| !f.refused)
     }
 
     /// [`Writer::write`] from fixed buffer `buf_index` (`IORING_OP_WRITE_FIXED`).
@@ -215,21 +226,16 @@ impl Writer {
         offset: u64,
         user_data: u64,
     ) -> io::Result<()> {
-        let (ptr, room) = ring.addr_of(start);
+        let (ptr, room, block) = ring.addr_of(start);
         if u64::from(len) > room {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "write crosses the end of the ring"));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "write crosses the end of an arena block"));
         }
-        // A write within one registered piece goes from the fixed buffer.
-        let fixed = self.fixed_ring.and_then(|(base, cap)| {
-            let off = (ptr as usize).checked_sub(base)? as u64;
-            let piece = off / REGISTER_CHUNK;
-            let last = (off + u64::from(len.max(1)) - 1) / REGISTER_CHUNK;
-            (off + u64::from(len) <= cap && piece == last).then_some(piece as u16)
-        });
-        // SAFETY: ptr..ptr+len lies inside the ring's mapping (checked above),
-        // which is only unmapped when the last ring end is dropped; the store
-        // keeps the consumer alive until it has reaped every write. A fixed
-        // write's range lies inside registered piece `i` (computed above).
+        // A write within one block goes from its fixed buffer, registered now if it is not yet.
+        let fixed = self.fixed.as_mut().is_some_and(|f| f.ensure(&self.ring, block)).then_some(block as u16);
+        // SAFETY: ptr..ptr+len lies inside one block of the arena's mapping (checked above),
+        // which is only unmapped when the last end is dropped; the store keeps the consumer
+        // alive until it has reaped every write. A fixed write's range lies inside
+        // registered buffer `block`, which is that block.
         unsafe {
             match fixed {
                 Some(i) => self.write_fixed(file.as_raw_fd(), ptr, len, offset, i, user_data),
@@ -296,10 +302,41 @@ impl Writer {
     }
 }
 
+impl FixedBlocks {
+    /// Registers block `b` as fixed buffer `b`.
+    fn register(&mut self, ring: &IoUring, b: u32) -> io::Result<()> {
+        let iov = libc::iovec {
+            iov_base: (self.base + (u64::from(b) * self.block) as usize) as *mut libc::c_void,
+            iov_len: self.block as usize,
+        };
+        // SAFETY: the iovec is one block of the arena's mapping, which outlives the ring (the
+        // writer owns both and drops the ring first); the kernel holds its own reference to
+        // every page it pins until the entry is replaced or the ring is closed, so a write
+        // never reads freed memory.
+        unsafe { ring.submitter().register_buffers_update(b, std::slice::from_ref(&iov), None)? };
+        self.registered[b as usize] = true;
+        Ok(())
+    }
+
+    /// Whether block `b` is a fixed buffer, registering it if it is not yet (once the kernel
+    /// refused one, no more are tried).
+    fn ensure(&mut self, ring: &IoUring, b: u32) -> bool {
+        match self.registered.get(b as usize) {
+            Some(true) => true,
+            Some(false) if !self.refused => {
+                self.refused = self.register(ring, b).is_err();
+                !self.refused
+            }
+            _ => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fs::create_output;
+    use crate::mem::AlignedBuf;
     use std::path::PathBuf;
 
     /// A new directory `wv-TAG-PID` under the system's temporary one, and the path of an output
@@ -345,37 +382,46 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// With the arena registered, writes go from the fixed buffer and carry
-    /// the arena's bytes, from any lap of the ring.
+    /// With the arena registered, writes go from the fixed buffer of their block (registered
+    /// when a write first needs it) and carry the arena's bytes, whichever block a stretch of
+    /// the stream landed in.
     #[test]
-    fn registered_ring_writes_the_arena_bytes() {
-        let buf = AlignedBuf::new(1, false).unwrap();
-        let cap = buf.len() as u64;
-        let (mut p, mut c) = crate::byte_ring::byte_ring(buf);
+    fn registered_blocks_write_the_arena_bytes() {
+        let buf = AlignedBuf::new(4 << 20, false).unwrap();
+        let (mut p, mut c) = crate::byte_ring::byte_ring_blocks(buf, 1 << 20);
+        let block = c.block_size();
         let mut w = Writer::new(4).unwrap();
-        w.register_arena(c.buffer()).unwrap();
+        w.register_arena(&c, 1).unwrap();
         assert!(w.ring_registered());
+        assert_eq!(w.fixed.as_ref().unwrap().registered, [true, false, false, false]);
         let (dir, _, f) = scratch("fixed");
         let mut done = Vec::new();
-        for lap in 0..3u8 {
+        for lap in 0..6u8 {
             let page = vec![lap + 1; DIRECT_ALIGN as usize];
             let mut start = p.head();
-            // The last page of the lap: the write ends at the ring's end.
-            while start % cap != cap - DIRECT_ALIGN {
+            // The last page of a block: the write ends at the block's end.
+            while start % block != block - DIRECT_ALIGN {
                 assert!(p.has_room(DIRECT_ALIGN) && p.write(&page));
-                p.publish();
-                c.release(p.head());
                 start = p.head();
             }
             assert!(p.has_room(DIRECT_ALIGN) && p.write(&page));
             p.publish();
             w.write_ring(&f, &c, start, DIRECT_ALIGN as u32, u64::from(lap) * DIRECT_ALIGN, u64::from(lap)).unwrap();
+            assert!(w.write_ring(&f, &c, start, 2 * DIRECT_ALIGN as u32, 0, 99).is_err(), "across a block's end");
             w.wait(1, &mut done).unwrap();
-            c.release(p.head());
+            // Lap 2 on: the writer keeps up with one block in hand.
+            if lap >= 1 {
+                c.release(p.head() - block);
+            }
         }
         assert!(done.iter().all(|d| d.result == DIRECT_ALIGN as i32), "{done:?}");
+        assert_eq!(
+            w.fixed.as_ref().unwrap().registered,
+            [true, true, false, false],
+            "block 1 when first used, then 0 again"
+        );
         let bytes = std::fs::read(dir.join("f")).unwrap();
-        for lap in 0..3u8 {
+        for lap in 0..6u8 {
             let at = lap as usize * DIRECT_ALIGN as usize;
             assert!(bytes[at..at + DIRECT_ALIGN as usize].iter().all(|&b| b == lap + 1), "lap {lap}");
         }

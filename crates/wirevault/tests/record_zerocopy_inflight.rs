@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 /// Frames sent: the standard sequence (60 to 9018 bytes) over ~42 MB, about ten 4 MiB ring blocks.
 const FRAMES: u32 = 12_000;
 /// What the store's device takes, bytes per second: the burst needs about 2.5 s to reach it.
-const WBPS: u64 = 16 << 20;
+pub(crate) const WBPS: u64 = 16 << 20;
 const ARGS: &[&str] = &["--format", "pcapng", "--zero-copy", "--ring-size", "128M", "--file-size", "8M"];
 
 fn ready(test: &str) -> bool {
@@ -29,7 +29,7 @@ fn ready(test: &str) -> bool {
 }
 
 /// A write limit on one block device, lifted on drop.
-enum Throttle {
+pub(crate) enum Throttle {
     /// cgroup v1: the root blkio cgroup's limit (every writer of the device: the test's own loop device).
     V1 { knob: PathBuf, dev: String },
     /// cgroup v2: a cgroup of its own with `io.max`; the recorder is moved into it.
@@ -63,7 +63,7 @@ impl Throttle {
     }
 
     /// Puts process `pid` under the limit (v2; v1's limit covers every process).
-    fn enter(&self, pid: u32) {
+    pub(crate) fn enter(&self, pid: u32) {
         if let Throttle::V2 { cg, .. } = self {
             std::fs::write(cg.join("cgroup.procs"), pid.to_string()).expect("move the recorder into the cgroup");
         }
@@ -86,7 +86,7 @@ impl Drop for Throttle {
 }
 
 /// A throttled loop-mounted store, or `None` with a SKIP line (a failure under CI).
-fn slow_store(test: &str) -> Option<(LoopFs, Throttle)> {
+pub(crate) fn slow_store(test: &str) -> Option<(LoopFs, Throttle)> {
     let what = match LoopFs::new("zc-inflight", 512) {
         Some(fs) => match Throttle::new(&fs.dir, WBPS) {
             Some(t) => return Some((fs, t)),

@@ -269,7 +269,7 @@ fn api_answers_equal_the_cli_and_tcpdump_while_recording_and_at_rest() {
 
     // While recording: the closed files only, as the CLI.
     let status = http.get("/api/v1/status", &[]).json();
-    assert_eq!(status["recording"]["state"], "running", "{status}");
+    assert_eq!(status["recording"]["state"], "capturing", "{status}");
     let files = closed_files(&store);
     assert!(files.len() >= 3, "rotation made several closed files: {files:?}");
     let mut ts: Vec<u64> = files.iter().flat_map(|f| read_capture(f).1).map(|r| r.ts_ns).collect();

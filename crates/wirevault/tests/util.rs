@@ -998,10 +998,27 @@ impl Recorder {
         self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
     }
 
-    /// Waits until the recorder has its sources open: it writes
-    /// STORE/stats.json for the first time only after that.
+    /// Waits until the recorder has all its sources open: a live interface its full rings
+    /// (stats.json `rings`; it captures on a small ring before them), anything else once
+    /// stats.json says it captures.
     pub fn wait_ready(&mut self) {
-        self.wait_for("stats.json to appear", |s| s.join("stats.json").is_file());
+        self.wait_for("stats.json to say the full rings capture", |s| {
+            fs::read_to_string(s.join("stats.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .is_some_and(|v| v["state"] != "starting" && v["rings"] != "small")
+        });
+    }
+
+    /// Waits until stats.json says the recorder captures (on a live interface's small ring,
+    /// before its full rings), as its "capturing on" line does.
+    pub fn wait_capturing(&mut self) {
+        self.wait_for("stats.json to say it captures", |s| {
+            fs::read_to_string(s.join("stats.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .is_some_and(|v| v["state"] == "capturing")
+        });
     }
 
     /// Waits until stats.json counts at least `n` received packets.

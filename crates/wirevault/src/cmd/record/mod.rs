@@ -14,6 +14,7 @@ mod plan;
 mod prefault;
 mod reload;
 mod run;
+mod start;
 mod status;
 mod store;
 

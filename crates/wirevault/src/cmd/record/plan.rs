@@ -46,10 +46,11 @@ pub mod defaults {
     /// by default: 1/8 of it, at least 64 MiB, at most 4 GiB. Buffered writers (tcpdump,
     /// netsniff-ng) park a burst in the page cache, up to vm.dirty_ratio (20%) of memory;
     /// the arena stays resident (and pinned, once registered with io_uring), so it takes a
-    /// smaller share. Only its first [`Tuning::arena_first`] bytes are faulted in before
-    /// capture starts, the rest by a background thread once it runs (`prefault`): the
-    /// start-up cost no longer grows with it (stats.json `arena_prefault_cpu_s` and
-    /// `arena_background_cpu_s`, about 1-3 s of CPU per GiB here).
+    /// smaller share. Its blocks are taken lowest first (`wv_sys::byte_ring`) and only its
+    /// first [`Tuning::arena_first_blocks`] are faulted in before capture starts, the rest
+    /// ahead of the backlog by a background thread (`prefault`): on a disk that keeps up it
+    /// costs a few blocks, whatever its size (stats.json `arena_used_bytes`,
+    /// `arena_faulted_bytes`; fresh memory costs ~3 s of CPU per GiB here).
     pub fn buffer_for_memory(ram: u64) -> u64 {
         (ram / 8).clamp(64 << 20, 4 << 30)
     }
@@ -83,10 +84,14 @@ pub struct Tuning {
     /// 4 MiB block then fills before its timer fires, which halved the disk writes (each a
     /// virtio notification, a VM exit here) and cut 6-8 ns per packet (DESIGN.md, "Live capture").
     pub ring_retire_ms: u32,
-    /// Bytes of each arena faulted in before capture starts; the rest is faulted in by a thread
-    /// of its own once capture runs (`prefault`: the start-up cost of a large arena, ~1-3 s of
-    /// CPU per GiB on this VM, no longer delays the start).
-    pub arena_first: u64,
+    /// Blocks of each arena faulted in before capture starts (a disk that keeps up uses two or
+    /// three); the rest is faulted in ahead of the backlog by a thread of its own (`prefault`).
+    pub arena_first_blocks: u64,
+    /// The small ring a live interface goes live on at once, before its full rings are made
+    /// (`wv_capture::handover`): its block size and blocks. 32 MiB, which the kernel makes in
+    /// ~0.1 s here, in 1 MiB blocks, so that the zero-copy path's writes in flight (half of
+    /// them at most) leave the kernel blocks to fill.
+    pub warm_ring: (usize, usize),
     /// io_uring queue depth of a writer (writes in flight).
     pub write_depth: u32,
     /// Ring blocks whose writes may be in flight at once on the zero-copy path (DESIGN.md,
@@ -111,7 +116,8 @@ impl Default for Tuning {
             ring_block_size: 4 << 20,
             ring_blocks: 64,
             ring_retire_ms: 40,
-            arena_first: 512 << 20,
+            arena_first_blocks: 2,
+            warm_ring: (1 << 20, 32),
             write_depth: 8,
             zc_inflight: 16,
             prealloc_step: 64 << 20,

@@ -1,19 +1,19 @@
-//! The part of the arenas faulted in after capture has started.
+//! The arenas' memory faulted in ahead of need.
 //!
-//! An arena's first [`Tuning::arena_first`](super::plan::Tuning) bytes are
-//! faulted in before capture starts, the rest by one thread of its own at
-//! background priority (`SCHED_BATCH`, nice 19), 8 MiB at a time, each
-//! arena in the order its capture thread will reach it and the arenas in
-//! turn. A large arena then costs seconds of CPU after start-up, on a core
-//! nobody else needs much, instead of delaying the start; a burst that
-//! overtakes the thread in its first lap faults its pages itself (correct,
-//! slower). Once an arena is whole its writer registers it with io_uring
-//! (`WriterConfig::arena_faulted`).
+//! An arena's blocks are taken lowest first (`wv_sys::byte_ring`), so a disk that keeps up
+//! reuses its first few blocks and the rest is never touched. Only its first
+//! [`Tuning::arena_first`](super::plan::Tuning) bytes are faulted in before capture starts;
+//! one thread of its own, at background priority (`SCHED_BATCH`, nice 19), keeps every arena
+//! faulted in ahead of its high-water mark (the blocks ever taken) by as much again, and at
+//! least [`AHEAD_MIN`] blocks: the memory is paid for as the backlog grows, twice as far as
+//! it has reached, and a backlog that outruns the thread faults its pages itself (correct,
+//! slower). A large default arena then costs nothing on a disk that keeps up.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wv_sys::byte_ring::Gauge;
 use wv_sys::mem::Unfaulted;
 
 /// How far the thread has come (read by `stats.json`).
@@ -26,6 +26,10 @@ pub struct Progress {
     /// Why it stopped early (the kernel refused: a memory limit), until said.
     error: Mutex<Option<String>>,
     stop: AtomicBool,
+    /// The arenas it keeps ahead of need: what is left of each, and its use.
+    arenas: Mutex<Vec<(Option<Unfaulted>, Gauge)>>,
+    /// Their high-water marks, summed (bytes of the arenas ever written).
+    pub used: AtomicU64,
 }
 
 impl Progress {
@@ -44,53 +48,46 @@ pub struct Prefault {
 /// Bytes faulted in per step: between looks at the stop flag, and the longest the memory
 /// map's lock is held at a time.
 const STEP: usize = 8 << 20;
+/// Blocks kept faulted in beyond the high-water mark, at least.
+const AHEAD_MIN: u64 = 4;
+/// How often the thread looks at the high-water marks: 50 wake-ups a second (each a few
+/// microseconds), while a disk that falls behind by 1 GB/s fills 20 MB meanwhile.
+const LOOK: Duration = Duration::from_millis(20);
+
+/// How far an arena whose blocks of `block` bytes were used up to `high` is kept faulted in.
+fn target(high: u64, block: u64, cap: u64) -> u64 {
+    (high + high.max(AHEAD_MIN * block)).min(cap)
+}
 
 impl Prefault {
-    /// Starts the thread over `rests` (each with the flag its writer waits for); with none,
-    /// there is no thread.
-    pub fn start(rests: Vec<(Unfaulted, Arc<AtomicBool>)>) -> Prefault {
+    /// Starts the thread (it faults nothing until arenas are [`Prefault::add`]ed).
+    pub fn start() -> Prefault {
         let progress = Arc::new(Progress::default());
-        if rests.is_empty() {
-            return Prefault { progress, thread: None };
-        }
         let p = progress.clone();
         let thread = std::thread::Builder::new().name("wv-prefault".into()).spawn(move || {
             wv_sys::cpu::background_priority_current_thread();
             let cpu0 = wv_sys::cpu::thread_cpu_ns();
-            let mut rests: Vec<_> = rests.into_iter().map(Some).collect();
-            // One step of each arena in turn, until all are whole.
-            'all: while rests.iter().any(Option::is_some) {
-                for slot in rests.iter_mut() {
-                    let Some((rest, whole)) = slot.as_mut() else { continue };
-                    if p.stop.load(Ordering::Relaxed) {
-                        break 'all;
-                    }
-                    match rest.step(STEP) {
-                        Ok(0) => {
-                            whole.store(true, Ordering::Release);
-                            *slot = None;
-                        }
-                        Ok(n) => {
-                            p.bytes.fetch_add(n as u64, Ordering::Relaxed);
-                            p.cpu_ns.store(wv_sys::cpu::thread_cpu_ns() - cpu0, Ordering::Relaxed);
-                        }
-                        Err(e) => {
-                            *p.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
-                                "the arena could not be faulted in beyond {} MiB ({e}): the memory it needs may not be there, and capture may be killed for it once it gets there; record with a smaller --buffer",
-                                p.bytes.load(Ordering::Relaxed) >> 20
-                            ));
-                            break 'all;
-                        }
-                    }
+            while !p.stop.load(Ordering::Relaxed) {
+                if let Err(e) = p.keep_ahead() {
+                    *p.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
+                        "the arena could not be faulted in beyond {} MiB ({e}): the memory it needs may not be there, and capture may be killed for it once it gets there; record with a smaller --buffer",
+                        p.bytes.load(Ordering::Relaxed) >> 20
+                    ));
+                    break;
                 }
+                p.cpu_ns.store(wv_sys::cpu::thread_cpu_ns() - cpu0, Ordering::Relaxed);
+                std::thread::sleep(LOOK);
             }
             p.cpu_ns.store(wv_sys::cpu::thread_cpu_ns() - cpu0, Ordering::Relaxed);
         });
-        match thread {
-            Ok(t) => Prefault { progress, thread: Some(t) },
-            // No thread: the pages fault in as capture reaches them.
-            Err(_) => Prefault { progress, thread: None },
-        }
+        // Without the thread, the pages fault in as capture reaches them.
+        Prefault { progress, thread: thread.ok() }
+    }
+
+    /// Keeps `rest` (an arena's part not faulted in yet) ahead of the arena's use.
+    pub fn add(&self, rest: Option<Unfaulted>, gauge: Gauge) {
+        // `None`: faulted in whole (reserved hugepages), only its use is reported.
+        self.progress.arenas.lock().unwrap_or_else(|e| e.into_inner()).push((rest, gauge));
     }
 
     /// Stops the thread (it looks at the flag between steps) and says why it gave up early if
@@ -112,9 +109,48 @@ impl Prefault {
     }
 }
 
+impl Progress {
+    /// One look: every arena faulted in up to its [`target`], 8 MiB at a time.
+    fn keep_ahead(&self) -> std::io::Result<()> {
+        let mut arenas = self.arenas.lock().unwrap_or_else(|e| e.into_inner());
+        let mut used = 0;
+        for (rest, gauge) in arenas.iter_mut() {
+            let high = gauge.high_water();
+            used += high;
+            let Some(rest) = rest else { continue };
+            let want = target(high, gauge.block_size(), gauge.capacity()) as usize;
+            while rest.left() > 0 && rest.faulted() < want {
+                if self.stop.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                let n = rest.step(STEP.min(want - rest.faulted()))?;
+                self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+        self.used.store(used, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
 impl Drop for Prefault {
     /// A recording that ends early (an error after the thread started) stops it too.
     fn drop(&mut self) {
         self.progress.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_is_kept_ahead_of_the_backlog_by_as_much_again() {
+        let (b, cap) = (4u64 << 20, 4u64 << 30);
+        // A disk that keeps up: a block or two used, four more faulted in.
+        assert_eq!(target(b, b, cap), 5 * b);
+        assert_eq!(target(2 * b, b, cap), 6 * b);
+        // A backlog: twice as far as it reached, never past the arena.
+        assert_eq!(target(100 * b, b, cap), 200 * b);
+        assert_eq!(target(cap - b, b, cap), cap);
     }
 }

@@ -7,17 +7,15 @@ use super::args::Args;
 use super::args::TimestampsArg;
 use super::plan::{self, Plan, SourcePlan};
 use super::reload::Reloader;
+use super::start::{go_live, hand_over, open_all, Shared, Stream};
 use super::status::{Now, Snapshot, Startup, Status};
 use super::store;
 use crate::{exit, fail};
 use anyhow::Context;
-use crossbeam_queue::ArrayQueue;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
-use wv_capture::afpacket::AfPacketSource;
 use wv_capture::file::FileSource;
 use wv_capture::filter::{self, Filter};
 use wv_capture::synthetic::Synthetic;
@@ -25,11 +23,7 @@ use wv_capture::worker::Quota;
 use wv_capture::xdp::XdpSource;
 use wv_capture::{SharedCounts, Source};
 use wv_store::catalog::{Catalog, LiveBudget, Stamps};
-use wv_store::stream::{StreamConfig, StreamProducer};
-use wv_store::writer::zerocopy::{ZcConfig, ZcWriter};
-use wv_store::writer::{self, WriterConfig, WriterShared};
-use wv_sys::afpacket::{Fanout, FanoutMode, FilteredCounter, Ring, RingConfig};
-use wv_sys::mem::{AlignedBuf, Backing};
+use wv_store::writer::WriterShared;
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
     // Before anything else: the signals held since `main` began (see
@@ -79,28 +73,6 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     })?;
     crate::cmd::repair::print_report(&rep, &p.store, true);
     let rotation = store::volumes(&p, sources.streams(&p))?;
-    // The host's tuning warnings (NUMA, interrupts, offloads, the store's volume), once, after the
-    // store's own errors and before capture starts; the CPUs' NUMA node is among them.
-    if p.output.tune_warnings {
-        crate::cmd::tune::startup_warnings(&wv_tune::Inputs {
-            interface: match &p.source {
-                SourcePlan::Live { interface, .. } => Some(interface.clone()),
-                _ => None,
-            },
-            store: Some(p.store.clone()),
-            cpus: p.cpus.clone(),
-            buffer: p.stream.arena_per_worker * p.workers as u64,
-            budget: p.budget.map(|b| b.max_bytes),
-            min_budget: plan::min_budget(p.stream.file_size, p.workers),
-            other_free: if p.volumes.is_empty() {
-                0
-            } else {
-                let all: Vec<&Path> = std::iter::once(&p.store).chain(&p.volumes).map(PathBuf::as_path).collect();
-                let free = |dirs: &[&Path]| plan::volumes_space(dirs).map_or(0, |(f, _)| f);
-                free(&all).saturating_sub(free(&all[..1]))
-            },
-        });
-    }
     // The HTTP server binds before capture starts: a taken port or a bad
     // certificate is one sentence, with nothing recorded yet.
     let board = wv_serve::Board::new();
@@ -125,112 +97,126 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
     let catalog =
         Arc::new(Catalog::open(&p.store).with_context(|| format!("cannot open the catalog of {}", p.store.display()))?);
-    // Every arena is allocated and faulted in before a ring opens.
     let nstreams = sources.streams(&p);
+    // Streams: writer thread, then capture thread. With several, `-c N` is one count they share.
+    let quota = p.count.filter(|_| nstreams > 1).map(|n| Arc::new(Quota::new(n)));
+    let shared = Shared {
+        catalog: catalog.clone(),
+        budget: budget.clone(),
+        rotation: rotation.clone(),
+        stop: stop.clone(),
+        quota,
+        streams: nstreams,
+    };
+    let prefault = super::prefault::Prefault::start();
     let cpu_before_arenas = wv_sys::cpu::process_cpu_ns();
-    // Zero-copy: the ring is the buffer, there is no arena.
-    let mut arenas = if p.zero_copy {
-        Vec::new()
-    } else {
-        (0..nstreams).map(|_| alloc_arena(&p)).collect::<anyhow::Result<Vec<Arena>>>()?
+    let mut streams = Vec::new();
+    // A live AF_PACKET interface goes live on a small ring at once, its full rings follow
+    // (`wv_capture::handover`); the others open everything first.
+    let mut opening = match sources.live.take() {
+        Some(live) if live.xdp.is_none() && !live.hw_stamps => {
+            Some(go_live(&p, live, sources.stamps, &shared, &prefault, &mut streams)?)
+        }
+        live => {
+            sources.live = live;
+            open_all(&p, &mut sources, &shared, &prefault, &mut streams)?;
+            None
+        }
     };
     let arena_cpu_ns = wv_sys::cpu::process_cpu_ns().saturating_sub(cpu_before_arenas);
-    // The rest of each arena is faulted in once capture runs (`prefault`).
-    let rests: Vec<_> = arenas.iter_mut().filter_map(|a| a.rest.take().zip(a.whole.clone())).collect();
-    let arena_faulted = arenas.iter().map(|a| a.buf.len() as u64).sum::<u64>()
-        - rests.iter().map(|(r, _)| r.left() as u64).sum::<u64>();
-    let huge_fallback = arenas.iter().any(|a| !a.hugetlb);
-    let unregistered = arenas.iter().any(|a| !a.fixed);
-    let mut zc_rings = Vec::new();
-    if let Some(mut live) = sources.live.take() {
-        if p.zero_copy {
-            if live.linktype != wv_wire::linktype::ETHERNET {
-                return Err(fail(
-                    exit::USAGE,
-                    "--zero-copy stores Ethernet interfaces only; record this one without it".to_string(),
-                ));
-            }
-            let linktype = live.linktype;
-            for (ring, counter) in open_raw_rings(&p, live, true)? {
-                let ring = wv_sys::afpacket::BlockWriter::new(ring, p.tuning.zc_inflight)
-                    .map_err(|e| fail(exit::ERROR, format!("cannot set up the zero-copy writes (io_uring): {e}")))?;
-                zc_rings.push(wv_capture::zerocopy::ZcRing { ring, counter, linktype });
-            }
-        } else {
-            sources.list = match live.xdp.take() {
-                Some(filter) => open_xsks(&p, live, filter, &mut sources.notes)?,
-                None => open_rings(&p, live)?,
-            };
-        }
-    }
-    // Opening the rings needs the privileges; nothing after it does.
-    if let Some(u) = &p.user {
-        for v in &p.volumes {
-            store::drop_privileges_of_volume(u, v)?;
-        }
-        store::drop_privileges(u, &p.store)?;
-    }
-
     // Start-up ends here: what follows is the per-packet work.
     let startup = Startup {
         cpu_s: wv_sys::cpu::process_cpu_ns() as f64 / 1e9,
         arena_prefault_cpu_s: arena_cpu_ns as f64 / 1e9,
         arena_bytes: if p.zero_copy { 0 } else { p.stream.arena_per_worker * nstreams as u64 },
-        arena_faulted,
-        arena_background: None,
+        arena_faulted: streams.iter().filter_map(|s| s.arena).map(|(faulted, ..)| faulted).sum(),
+        arena_background: Some(prefault.progress.clone()),
         arena_from: p.buffer_from,
         timestamps: sources.stamps.name(),
+        rings: match (&opening, &p.source) {
+            (Some(_), _) => Some("small"),
+            (None, SourcePlan::Live { xdp: false, .. }) => Some("full"),
+            _ => None,
+        },
     };
-    // Streams: writer thread, then capture thread, at once for every stream.
-    // With several, `-c N` is one count they share.
-    let quota = p.count.filter(|_| nstreams.max(zc_rings.len()) > 1).map(|n| Arc::new(Quota::new(n)));
-    let mut streams = Vec::new();
-    for (id, zc) in zc_rings.into_iter().enumerate() {
-        let shared = (&catalog, &budget, &rotation);
-        streams.push(start_zc_stream(&p, id, zc, sources.stamps, shared, (&stop, &quota))?);
+    // Capture runs: said once (as tcpdump's "listening on"), and to the service manager
+    // (Type=notify).
+    if let (false, SourcePlan::Live { interface, .. }) = (p.output.quiet, &p.source) {
+        say!("wirevault: capturing on {interface}: {} worker(s), store {}", p.workers, p.store.display());
     }
-    for ((id, src), arena) in sources.list.into_iter().enumerate().zip(arenas) {
-        let is_file = sources.file_source == Some(id);
-        let parts = Parts { src, is_file, arena, stamps: sources.stamps };
-        streams.push(start_stream(&p, id, nstreams, parts, (&catalog, &budget, &rotation), (&stop, &quota))?);
-    }
-    let prefault = super::prefault::Prefault::start(rests);
-    let startup = Startup { arena_background: Some(prefault.progress.clone()), ..startup };
-    if unregistered {
-        say!("wirevault: note: the kernel refused to register the arena with io_uring; each write pins its pages instead (slower on fast disks)");
-    }
-    if huge_fallback {
-        // Reserved hugepages may exist, too few for the arena: say which.
-        let free =
-            std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| wv_tune::parse::meminfo(&m, "HugePages_Free"));
-        let why = match free {
-            Some(n) if n > 0 => format!("too few reserved hugepages free for the arena ({n}; vm.nr_hugepages)"),
-            _ => "no reserved hugepages (vm.nr_hugepages)".to_string(),
-        };
-        say!("wirevault: note: {why}; the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
-    }
-    for n in &sources.notes {
-        say!("wirevault: note: {n}");
-    }
-    let counts: Vec<Arc<SharedCounts>> = streams.iter().map(|s| s.counts.clone()).collect();
-    if server.is_some() {
-        // The API's queries pause while an arena is filling (see wv_serve).
-        let c = counts.clone();
-        board.set_pressure(Arc::new(move || c.iter().map(|s| s.load().1).fold(0.0, f64::max)));
-    }
-    let writer_shared: Vec<Arc<WriterShared>> = streams.iter().map(|s| s.writer_shared.clone()).collect();
-
-    // Capture runs: tell the service manager (Type=notify).
     let mut notifier = crate::notify::Notifier::from_env();
     if let Some(n) = &notifier {
         n.ready(&format!("recording {} into {}", source_name(&p.source), p.store.display()));
     }
-
-    // Status loop.
     let mut status = Status::start(&p.store, p.output.clone());
     status.startup = startup;
+    // The host's tuning warnings (NUMA, interrupts, offloads, the store's volume), once, after the
+    // store's own errors and before capture starts; the CPUs' NUMA node is among them.
+    if p.output.tune_warnings {
+        crate::cmd::tune::startup_warnings(&wv_tune::Inputs {
+            interface: match &p.source {
+                SourcePlan::Live { interface, .. } => Some(interface.clone()),
+                _ => None,
+            },
+            store: Some(p.store.clone()),
+            cpus: p.cpus.clone(),
+            buffer: p.stream.arena_per_worker * p.workers as u64,
+            budget: p.budget.map(|b| b.max_bytes),
+            min_budget: plan::min_budget(p.stream.file_size, p.workers),
+            other_free: if p.volumes.is_empty() {
+                0
+            } else {
+                let all: Vec<&Path> = std::iter::once(&p.store).chain(&p.volumes).map(PathBuf::as_path).collect();
+                let free = |dirs: &[&Path]| plan::volumes_space(dirs).map_or(0, |(f, _)| f);
+                free(&all).saturating_sub(free(&all[..1]))
+            },
+        });
+    }
+    arena_notes(&streams);
+    for n in &sources.notes {
+        say!("wirevault: note: {n}");
+    }
+    let mut counts: Vec<Arc<SharedCounts>> = streams.iter().map(|s| s.counts.clone()).collect();
+    let mut writer_shared: Vec<Arc<WriterShared>> = streams.iter().map(|s| s.writer_shared.clone()).collect();
+    if server.is_some() {
+        set_pressure(&board, &counts);
+    }
+    // The full rings' handover failed (they could not be made): the recording stops with it.
+    let mut capture_failure = None;
+    // Keeps the kernel's receive stamps on once the full rings took over.
+    let mut _stamping = None;
+    // stats.json is written at once (not on the second): now, and when the full rings took over.
+    let mut report_now = true;
+    // Set once the small ring is closed and the full rings alone capture.
+    let mut handed: Option<Arc<AtomicBool>> = None;
+
+    // Status loop.
     loop {
-        std::thread::sleep(Duration::from_millis(100));
+        if !report_now {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The full rings are made: they take over, the other streams start.
+        if opening.as_ref().is_some_and(|o| o.opener.is_finished()) {
+            let o = opening.take().expect("checked above");
+            handed = Some(o.handed.clone());
+            match hand_over(&p, o, &shared, &prefault, &mut streams) {
+                Ok(fd) => _stamping = Some(fd),
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    capture_failure = Some(e);
+                }
+            }
+            counts = streams.iter().map(|s| s.counts.clone()).collect();
+            writer_shared = streams.iter().map(|s| s.writer_shared.clone()).collect();
+            if server.is_some() {
+                set_pressure(&board, &counts);
+            }
+        }
+        if handed.as_ref().is_some_and(|h| h.load(Ordering::Acquire)) {
+            handed = None;
+            status.startup.rings = Some("full");
+            report_now = true;
+        }
         if hup.swap(false, Ordering::Relaxed) {
             if let Some(r) = &mut reloader {
                 r.reload();
@@ -260,7 +246,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         if duration_reached || write_failed {
             stop.store(true, Ordering::Relaxed);
         }
-        if status.due() || all_done {
+        if std::mem::take(&mut report_now) || status.due() || all_done {
             let mut streams = Snapshot::each(&counts, &writer_shared);
             if !all_done {
                 streams = streams.into_iter().map(Snapshot::published_only).collect();
@@ -318,6 +304,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         publish(&board, &status, (&snap, &streams), Default::default(), (&p, budget.get()), true);
         server.stop();
     }
+    if let Some(e) = capture_failure {
+        return Err(e);
+    }
     // A run stopped (signal, --duration, -c) before the end of its files:
     // what it stored is a prefix of them; said, so that it is not taken for all.
     if let Some(u) = unread {
@@ -334,6 +323,30 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             format!("{n} volume(s) were taken out of rotation (said above); the recording went on on the others, every file written is closed and valid, and packets lost on the way are counted as write_error"),
         )),
         _ => Ok(code),
+    }
+}
+
+/// The API's queries pause while an arena is filling (see wv_serve).
+fn set_pressure(board: &wv_serve::Board, counts: &[Arc<SharedCounts>]) {
+    let c = counts.to_vec();
+    board.set_pressure(Arc::new(move || c.iter().map(|s| s.load().1).fold(0.0, f64::max)));
+}
+
+/// What the start-up says of the arenas: reserved hugepages missing, io_uring refusing them.
+fn arena_notes(streams: &[Stream]) {
+    let arenas: Vec<(u64, bool, bool)> = streams.iter().filter_map(|s| s.arena).collect();
+    if arenas.iter().any(|&(_, _, fixed)| !fixed) {
+        say!("wirevault: note: the kernel refused to register the arena with io_uring; each write pins its pages instead (slower on fast disks)");
+    }
+    if arenas.iter().any(|&(_, hugetlb, _)| !hugetlb) {
+        // Reserved hugepages may exist, too few for the arena: say which.
+        let free =
+            std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| wv_tune::parse::meminfo(&m, "HugePages_Free"));
+        let why = match free {
+            Some(n) if n > 0 => format!("too few reserved hugepages free for the arena ({n}; vm.nr_hugepages)"),
+            _ => "no reserved hugepages (vm.nr_hugepages)".to_string(),
+        };
+        say!("wirevault: note: {why}; the arena uses transparent huge pages where the kernel has them, 4 KiB pages elsewhere");
     }
 }
 
@@ -362,24 +375,24 @@ fn source_name(s: &SourcePlan) -> String {
 }
 
 /// The sources of a recording, opened (a live interface: checked, its rings
-/// opened later by [`open_rings`]).
-struct Sources {
+/// opened later by `start`).
+pub struct Sources {
     /// One per stream.
-    list: Vec<Box<dyn Source>>,
+    pub list: Vec<Box<dyn Source>>,
     /// A live interface whose rings are not open yet.
-    live: Option<Live>,
+    pub live: Option<Live>,
     /// The stream that reads files (`--read`), whose input problems are reported at the end.
-    file_source: Option<usize>,
+    pub file_source: Option<usize>,
     /// Notes to print once the streams run.
-    notes: Vec<String>,
+    pub notes: Vec<String>,
     /// Where the packets' timestamps come from.
-    stamps: Stamps,
+    pub stamps: Stamps,
 }
 
 impl Sources {
     /// How many streams the recording has: one per worker of a live
     /// interface, otherwise one per source.
-    fn streams(&self, p: &Plan) -> usize {
+    pub fn streams(&self, p: &Plan) -> usize {
         if self.live.is_some() {
             p.workers
         } else {
@@ -389,22 +402,22 @@ impl Sources {
 }
 
 /// A live interface, checked: its link type and the kernel filter program.
-struct Live {
-    ifname: String,
-    promisc: bool,
-    linktype: u32,
+pub struct Live {
+    pub ifname: String,
+    pub promisc: bool,
+    pub linktype: u32,
     /// The capture filter as the kernel runs it (also cuts at the snap length).
-    prog: Option<Vec<libc::sock_filter>>,
+    pub prog: Option<Vec<libc::sock_filter>>,
     /// A user filter was given (so filtered packets are counted).
-    filtered: bool,
+    pub filtered: bool,
     /// The rings ask for the NIC's hardware stamps.
-    hw_stamps: bool,
+    pub hw_stamps: bool,
     /// `--source xdp`: AF_XDP sockets, with the filter they run in user space.
-    xdp: Option<Option<Filter>>,
+    pub xdp: Option<Option<Filter>>,
 }
 
 /// Opens the sources: checks a live interface and compiles its filter (its
-/// rings open later, in [`open_rings`]), opens the file reader or the generator.
+/// rings open later, in `start`), opens the file reader or the generator.
 fn open_sources(p: &Plan, stop: &Arc<AtomicBool>) -> anyhow::Result<Sources> {
     let mut list: Vec<Box<dyn Source>> = Vec::new();
     let mut file_source = None;
@@ -532,50 +545,6 @@ fn live_stamps(ifname: &str, choice: TimestampsArg, notes: &mut Vec<String>) -> 
     }
 }
 
-/// Opens the rings of a live interface, one per worker (a fanout group
-/// when there are several), with the filtered-packet counter opened just
-/// before them so it covers their lifetime.
-fn open_rings(p: &Plan, live: Live) -> anyhow::Result<Vec<Box<dyn Source>>> {
-    let (linktype, snaplen) = (live.linktype, p.snaplen);
-    let rings = open_raw_rings(p, live, false)?;
-    Ok(rings
-        .into_iter()
-        .map(|(ring, c)| Box::new(AfPacketSource::new(ring, linktype, snaplen, c)) as Box<dyn Source>)
-        .collect())
-}
-
-/// The rings of [`open_rings`] (for `--zero-copy`, opened with room for the
-/// pcapng headers), each with the filtered-packet counter if it reads it.
-fn open_raw_rings(p: &Plan, live: Live, zero_copy: bool) -> anyhow::Result<Vec<(Ring, Option<Arc<FilteredCounter>>)>> {
-    let Live { ifname, promisc, linktype: _, prog, filtered, hw_stamps, .. } = live;
-    let counter = match (filtered, prog.as_deref().and_then(wv_sys::bpf::invert)) {
-        (true, Some(inv)) => {
-            Some(Arc::new(FilteredCounter::open(&ifname, &inv).map_err(|e| fail(exit::ERROR, e.to_string()))?))
-        }
-        _ => None,
-    };
-    let group_id = (std::process::id() & 0xffff) as u16;
-    let mut list = Vec::new();
-    for w in 0..p.workers {
-        let cfg = RingConfig {
-            block_size: p.tuning.ring_block_size,
-            block_count: p.tuning.ring_blocks,
-            retire_tov_ms: p.tuning.ring_retire_ms,
-            promisc,
-            fanout: (p.workers > 1).then_some(Fanout { group_id, mode: FanoutMode::Hash }),
-            filter: prog.clone(),
-        };
-        let ring = if zero_copy { Ring::open_zero_copy(&ifname, &cfg) } else { Ring::open(&ifname, &cfg) };
-        let ring = ring.map_err(|e| fail(exit::ERROR, e.to_string()))?;
-        if hw_stamps {
-            ring.request_hw_timestamps().map_err(|e| fail(exit::ERROR, e.to_string()))?;
-        }
-        let c = if w == 0 { counter.clone() } else { None };
-        list.push((ring, c));
-    }
-    Ok(list)
-}
-
 /// `--source xdp` on a live interface: the filter compiled for the frames as they are on the
 /// wire (XDP sees VLAN tags in place, as a file holds them), run in user space.
 fn xdp_live(p: &Plan, ifname: &str, promisc: bool, linktype: u32) -> anyhow::Result<Live> {
@@ -606,7 +575,7 @@ fn workers_per_queue(p: &Plan, ifname: &str) -> anyhow::Result<u32> {
 
 /// Opens one AF_XDP socket per receive queue (one per worker), puts them in the XDP program's
 /// map and attaches the program: natively where the driver can, else generic, with a note.
-fn open_xsks(
+pub fn open_xsks(
     p: &Plan,
     live: Live,
     filt: Option<Filter>,
@@ -647,202 +616,6 @@ fn open_xsks(
         .into_iter()
         .map(|s| Box::new(XdpSource::new(s, prog.clone(), live.linktype, p.snaplen, filt.clone())) as Box<dyn Source>)
         .collect())
-}
-
-/// One stream's arena, allocated and its first part faulted in.
-struct Arena {
-    buf: AlignedBuf,
-    /// The rest, for the background thread ([`super::prefault`]), and the flag that tells the
-    /// writer it is whole.
-    rest: Option<wv_sys::mem::Unfaulted>,
-    whole: Option<Arc<AtomicBool>>,
-    /// In reserved hugepages.
-    hugetlb: bool,
-    /// The writer's io_uring, made while the privileges last, with the arena
-    /// registered as its fixed buffers when `fixed`.
-    io: wv_sys::uring::Writer,
-    fixed: bool,
-}
-
-fn alloc_arena(p: &Plan) -> anyhow::Result<Arena> {
-    let arena = p.stream.arena_per_worker;
-    let (buf, rest) = AlignedBuf::new_partly(arena as usize, true, p.tuning.arena_first as usize)
-        .map_err(|e| fail(exit::ERROR, format!("cannot allocate a {arena} byte arena ({e}); lower --buffer")))?;
-    let hugetlb = buf.backing() == Backing::HugeTlb;
-    let (io, fixed) = writer::arena_writer(&buf, p.tuning.write_depth, rest.is_none())
-        .map_err(|e| fail(exit::ERROR, format!("cannot set up the writer's io_uring: {e}")))?;
-    let whole = rest.as_ref().map(|_| Arc::new(AtomicBool::new(false)));
-    Ok(Arena { buf, fixed: fixed || rest.is_some(), rest, whole, hugetlb, io })
-}
-
-/// One running stream: its two threads and what they publish.
-struct Stream {
-    capture: JoinHandle<Result<wv_capture::Counts, wv_capture::CaptureError>>,
-    /// The writer thread (none on the zero-copy path: the capture thread writes).
-    writer: Option<JoinHandle<std::io::Result<()>>>,
-    counts: Arc<SharedCounts>,
-    writer_shared: Arc<WriterShared>,
-    /// The file reader's input problems, sent when its capture thread ends.
-    file_problems: Option<std::sync::mpsc::Receiver<(Vec<String>, Option<String>)>>,
-}
-
-/// What one stream is made of before it starts.
-struct Parts {
-    src: Box<dyn Source>,
-    /// The source reads files (`--read`): its input problems are reported at the end.
-    is_file: bool,
-    arena: Arena,
-    /// Where its timestamps come from (into the catalog).
-    stamps: Stamps,
-}
-
-/// Starts stream `id` of `nstreams` on its arena: the hand-off queue, the
-/// writer thread and the capture thread. With `--cpus`, capture threads take
-/// the first CPUs of the list and writers the next.
-/// What stops a worker besides its source: `-c` (its own count, or the
-/// one the workers share) and `-s`.
-fn limits(p: &Plan, quota: &Option<Arc<Quota>>) -> wv_capture::worker::Limits {
-    let max_packets = if quota.is_some() { None } else { p.count };
-    wv_capture::worker::Limits { max_packets, quota: quota.clone(), snaplen: p.snaplen }
-}
-
-fn start_stream(
-    p: &Plan,
-    id: usize,
-    nstreams: usize,
-    parts: Parts,
-    (catalog, budget, rotation): (&Arc<Catalog>, &Arc<LiveBudget>, &Option<Arc<wv_store::volume::Rotation>>),
-    (stop, quota): (&Arc<AtomicBool>, &Option<Arc<Quota>>),
-) -> anyhow::Result<Stream> {
-    let Parts { mut src, is_file, arena, stamps } = parts;
-    let io = arena.io;
-    let (prod, cons) = wv_sys::byte_ring::byte_ring(arena.buf);
-    let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
-    let writer_shared = Arc::new(WriterShared::default());
-    let mut wcfg = writer_config(p, id, budget, stamps, rotation.clone());
-    wcfg.arena_faulted = arena.whole;
-    let (q2, c2, s2) = (queue.clone(), catalog.clone(), writer_shared.clone());
-    let cpu = |n: usize| p.cpus.as_ref().map(|c| c[n % c.len()]);
-    let writer = spawn_pinned(format!("wv-writer-{id}"), cpu(nstreams + id), move || {
-        writer::run::<wv_index::Builder>(cons, io, q2, wcfg, c2, s2)
-    })
-    .context("cannot start a writer thread")?;
-    let mut sp = StreamProducer::new(
-        prod,
-        queue,
-        StreamConfig {
-            format: p.stream.format,
-            file_size: p.stream.file_size,
-            file_time_ns: p.stream.file_time_ns,
-            block_size: p.stream.block_size,
-            flush_after_ns: p.tuning.flush_after_ns,
-            clock_close_grace_ns: (!matches!(p.source, SourcePlan::Read { .. }))
-                .then_some(p.tuning.clock_close_grace_ns),
-        },
-    );
-    sp.set_writer(writer.thread().clone());
-    sp.set_last_seq(last_seq(p, id));
-    let counts = Arc::new(SharedCounts::default());
-    let (stop2, sc2) = (stop.clone(), counts.clone());
-    let limits = limits(p, quota);
-    // Allocated and touched here, before capture starts.
-    let reduce = p.reduce.build();
-    let (ptx, prx) = std::sync::mpsc::channel::<(Vec<String>, Option<String>)>();
-    let capture = spawn_pinned(format!("wv-capture-{id}"), cpu(id), move || {
-        let r = wv_capture::worker::run(src.as_mut(), &mut sp, &stop2, &sc2, limits, reduce);
-        if is_file {
-            let _ = ptx.send((src.problems(), src.unread()));
-        }
-        r
-    })
-    .context("cannot start a capture thread")?;
-    Ok(Stream { capture, writer: Some(writer), counts, writer_shared, file_problems: is_file.then_some(prx) })
-}
-
-/// Starts zero-copy stream `id`: one thread that takes the ring's blocks,
-/// rewrites them into pcapng and writes them (see `wv_capture::zerocopy`).
-fn start_zc_stream(
-    p: &Plan,
-    id: usize,
-    mut src: wv_capture::zerocopy::ZcRing,
-    stamps: Stamps,
-    (catalog, budget, rotation): (&Arc<Catalog>, &Arc<LiveBudget>, &Option<Arc<wv_store::volume::Rotation>>),
-    (stop, quota): (&Arc<AtomicBool>, &Option<Arc<Quota>>),
-) -> anyhow::Result<Stream> {
-    let writer_shared = Arc::new(WriterShared::default());
-    let wcfg = writer_config(p, id, budget, stamps, rotation.clone());
-    let zc = ZcConfig {
-        file_time_ns: p.stream.file_time_ns,
-        clock_close_grace_ns: p.tuning.clock_close_grace_ns,
-        linktype: src.linktype,
-        snaplen: p.snaplen,
-        last_seq: last_seq(p, id),
-        block_size: p.tuning.ring_block_size,
-    };
-    let mut w = ZcWriter::<wv_index::Builder>::new(wcfg, zc, catalog.clone(), writer_shared.clone())
-        .with_context(|| format!("cannot start the writer of stream {id}"))?;
-    let counts = Arc::new(SharedCounts::default());
-    let (stop2, sc2) = (stop.clone(), counts.clone());
-    let limits = limits(p, quota);
-    let cpu = p.cpus.as_ref().map(|c| c[id % c.len()]);
-    // Allocated and touched here, before capture starts.
-    let reduce = p.reduce.build();
-    let capture = spawn_pinned(format!("wv-capture-{id}"), cpu, move || {
-        let r = wv_capture::zerocopy::run(&mut src, &mut w, &stop2, &sc2, limits, reduce);
-        let f = w.finish().map_err(|e| wv_capture::CaptureError::Other(format!("writer: {e}")));
-        r.and_then(|c| f.map(|()| c))
-    })
-    .context("cannot start a capture thread")?;
-    Ok(Stream { capture, writer: None, counts, writer_shared, file_problems: None })
-}
-
-/// The highest file number stream `id` has on any volume of the store.
-fn last_seq(p: &Plan, id: usize) -> u64 {
-    let sdir = wv_store::layout::stream_dir(id);
-    let roots = std::iter::once(&p.store).chain(&p.volumes);
-    roots.map(|r| wv_store::layout::max_seq(&r.join(&sdir))).max().unwrap_or(0)
-}
-
-/// The writer's settings for stream `id`.
-fn writer_config(
-    p: &Plan,
-    id: usize,
-    budget: &Arc<LiveBudget>,
-    stamps: Stamps,
-    volumes: Option<Arc<wv_store::volume::Rotation>>,
-) -> WriterConfig {
-    WriterConfig {
-        store: p.store.clone(),
-        stream: id,
-        format: p.stream.format,
-        direct: p.direct,
-        depth: p.tuning.write_depth,
-        chunk: p.stream.block_size,
-        prealloc_step: p.tuning.prealloc_step,
-        file_size: p.stream.file_size,
-        index: p.index,
-        budget: budget.clone(),
-        reserve: p.reserve(),
-        timestamps: Some(stamps),
-        volumes,
-        spill: p.spill,
-        arena_faulted: None,
-    }
-}
-
-/// Starts a named thread, pinned to `cpu` if given (a failure to pin is not
-/// an error: the thread runs unpinned).
-fn spawn_pinned<T: Send + 'static>(
-    name: String,
-    cpu: Option<usize>,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::io::Result<JoinHandle<T>> {
-    std::thread::Builder::new().name(name).spawn(move || {
-        if let Some(c) = cpu {
-            let _ = wv_sys::cpu::pin_current_thread(c);
-        }
-        f()
-    })
 }
 
 /// After the summary: the writers' warnings and notes, retention, the

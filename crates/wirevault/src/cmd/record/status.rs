@@ -36,7 +36,7 @@ impl StatsFile {
             }
         };
         let mut s = StatsFile { file, extra };
-        s.write("{}");
+        s.write(r#"{"state":"starting"}"#);
         s
     }
 
@@ -167,6 +167,9 @@ pub struct Startup {
     pub arena_from: &'static str,
     /// The catalog's name of the timestamp source.
     pub timestamps: &'static str,
+    /// A live AF_PACKET interface: `"small"` while capture runs on the small ring it went live
+    /// on, `"full"` once its full rings took over (`wv_capture::handover`); `None` otherwise.
+    pub rings: Option<&'static str>,
 }
 
 /// Packets the source saw: delivered to the capture thread, or filtered or dropped before.
@@ -352,10 +355,10 @@ impl Snapshot {
 
     fn json(&self, state: &str, elapsed: f64, rates: Rates, start: &Startup) -> String {
         let c = &self.counts;
-        let (bg_bytes, bg_cpu) = start
-            .arena_background
-            .as_ref()
-            .map_or((0, 0.0), |b| (b.bytes.load(Ordering::Relaxed), b.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9));
+        let (bg_bytes, bg_cpu, used) = start.arena_background.as_ref().map_or((0, 0.0, 0), |b| {
+            let cpu = b.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9;
+            (b.bytes.load(Ordering::Relaxed), cpu, b.used.load(Ordering::Relaxed))
+        });
         let dropped: serde_json::Map<String, serde_json::Value> =
             DROP_CAUSES.iter().zip(self.drops()).map(|(d, n)| (d.json.to_string(), n.into())).collect();
         serde_json::json!({
@@ -373,14 +376,17 @@ impl Snapshot {
             "startup_cpu_s": (start.cpu_s * 1e3).round() / 1e3,
             "arena_prefault_cpu_s": (start.arena_prefault_cpu_s * 1e3).round() / 1e3,
             "arena_bytes": start.arena_bytes,
-            // The rest of the arenas, faulted in after capture started by a thread of its own:
-            // how far it came (all of `arena_bytes` once done) and its CPU.
+            // The arenas' memory faulted in: before capture, and after by a thread of its own
+            // ahead of their use (its CPU below); and how much of them was ever used (their
+            // blocks are taken lowest first: a disk that keeps up uses a few).
             // (The mapping is whole 2 MiB pages: it can be a little more than `arena_bytes`.)
             "arena_faulted_bytes": (start.arena_faulted + bg_bytes).min(start.arena_bytes),
+            "arena_used_bytes": used.min(start.arena_bytes),
             // Every stream's arena is registered with io_uring (its writes skip pinning pages).
             "arena_registered": start.arena_bytes > 0 && self.arena_registered,
             "arena_background_cpu_s": (bg_cpu * 1e3).round() / 1e3,
             "arena_from": start.arena_from,
+            "rings": start.rings,
             "timestamps": {
                 "source": start.timestamps,
                 "hardware": c.ts_hardware,
@@ -515,7 +521,7 @@ impl Status {
             gbps: (snap.counts.wire_bytes - self.last.1.wire_bytes) as f64 * 8.0 / dt / 1e9,
             disk_mb_s: (snap.disk_bytes - self.last.2) as f64 / dt / 1e6,
         };
-        let json = snap.json("running", self.start.elapsed().as_secs_f64(), rates, &self.startup);
+        let json = snap.json("capturing", self.start.elapsed().as_secs_f64(), rates, &self.startup);
         self.stats_file.write(&json);
         if !self.output.quiet && !all_done {
             if self.output.json {
@@ -533,7 +539,7 @@ impl Status {
     pub fn recording(&self, now: &Now<'_>, rates: Rates, done: bool) -> wv_serve::Recording {
         let (total, streams) = (now.total, now.streams);
         wv_serve::Recording {
-            state: if done { "done" } else { "running" }.into(),
+            state: if done { "done" } else { "capturing" }.into(),
             elapsed_s: (self.start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
             sources: now.sources.to_vec(),
             workers: streams.len(),
