@@ -12,16 +12,7 @@ use std::path::{Path, PathBuf};
 /// A store of synthetic traffic to serve.
 fn small_store(tmp: &TempDir) -> PathBuf {
     let store = tmp.join("store");
-    run_wirevault(&[
-        "record",
-        "--synthetic",
-        "size=imix,count=5000,flows=20",
-        "-o",
-        store.to_str().unwrap(),
-        "-q",
-        "--no-tune-warnings",
-    ])
-    .expect(0, "record");
+    record_synthetic(&store, "size=imix,count=5000,flows=20");
     store
 }
 

@@ -7,16 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 fn record(store: &Path) {
-    run_wirevault(&[
-        "record",
-        "--synthetic",
-        "size=imix,count=2000,flows=20",
-        "-o",
-        store.to_str().unwrap(),
-        "-q",
-        "--no-tune-warnings",
-    ])
-    .expect(0, "record");
+    record_synthetic(store, "size=imix,count=2000,flows=20");
 }
 
 #[test]
