@@ -14,6 +14,7 @@
 
 use crate::api::ApiError;
 use crate::server::State;
+use crate::store_view::StoreView;
 use bytes::Bytes;
 use std::io;
 use std::sync::Arc;
@@ -65,11 +66,24 @@ impl Selection {
         }
     }
 
-    /// Prepares the query; a bad expression is the CLI's sentence, as a 400.
-    pub fn prepare(&self, store: &std::path::Path, limit: Option<u64>) -> Result<wv_query::Prepared, ApiError> {
-        let mut p = wv_query::prepare(self.query(store, limit)).map_err(ApiError::from_query)?;
+    /// Prepares the query; a bad expression is the CLI's sentence, as a 400,
+    /// and a store that cannot be read a 503 (see [`query_failed`]).
+    pub fn prepare(&self, view: &StoreView, limit: Option<u64>) -> Result<wv_query::Prepared, ApiError> {
+        let mut p = wv_query::prepare(self.query(view.path(), limit)).map_err(|e| query_failed(view, e))?;
         p.cancel_when(self.cancel.clone());
         Ok(p)
+    }
+}
+
+/// A query that failed: when the store itself cannot be read (deleted,
+/// moved away, unreadable), that is what the client is told, as a 503 with
+/// the sentence `status` gives, on every endpoint; else the query's error.
+pub(crate) fn query_failed(view: &StoreView, e: wv_query::QueryError) -> ApiError {
+    match (&e, view.catalog()) {
+        (wv_query::QueryError::BadExpression { .. } | wv_query::QueryError::Cancelled { .. }, _) | (_, Ok(_)) => {
+            ApiError::from_query(e)
+        }
+        (_, Err(why)) => ApiError::Unavailable(why),
     }
 }
 
@@ -162,10 +176,10 @@ pub(crate) fn spawn<T: Send + 'static>(
 /// `count`: the matching packets, the limit's cut, and why an empty
 /// answer is empty.
 pub(crate) fn count(state: &State, sel: &Selection) -> Result<Counted, ApiError> {
-    let p = sel.prepare(state.view.path(), sel.limit.map(|l| l.saturating_add(1)))?;
+    let p = sel.prepare(&state.view, sel.limit.map(|l| l.saturating_add(1)))?;
     let span = p.span();
     let (open, recording) = p.open_files();
-    let report = wv_query::run(p, wv_query::Sink::Count).map_err(ApiError::from_query)?;
+    let report = wv_query::run(p, wv_query::Sink::Count).map_err(|e| query_failed(&state.view, e))?;
     let truncated = sel.limit.is_some_and(|l| report.matched > l);
     let warnings = warnings(report.warnings, open, recording);
     Ok(Counted {
@@ -203,7 +217,7 @@ struct Fit {
 /// The first pass of an export that a limit or the byte cap may cut.
 fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -> Result<Fit, ApiError> {
     let max = state.cfg.max_bytes;
-    let p = sel.prepare(state.view.path(), None)?;
+    let p = sel.prepare(&state.view, None)?;
     let may_exceed = p.bytes_upper_bound().is_none_or(|b| b.saturating_add(24) > max);
     if sel.limit.is_none() && !may_exceed {
         return Ok(Fit { packets: None, cut_by: None, prepared: Some(p) });
@@ -249,7 +263,7 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
             return Err(ApiError::from_query(wv_query::QueryError::MixedLinktypes { first, other }));
         }
         Err(wv_query::QueryError::Output(_)) => {}
-        Err(e) => return Err(ApiError::from_query(e)),
+        Err(e) => return Err(query_failed(&state.view, e)),
     }
     Ok(Fit { packets: if cut_by.is_some() { Some(n) } else { sel.limit }, cut_by, prepared: None })
 }
@@ -282,7 +296,7 @@ pub(crate) fn export(
         Ok(f) => f,
         Err(e) => return failed(ready, e),
     };
-    let p = match fit.prepared.take().map_or_else(|| sel.prepare(state.view.path(), fit.packets), Ok) {
+    let p = match fit.prepared.take().map_or_else(|| sel.prepare(&state.view, fit.packets), Ok) {
         Ok(p) => p,
         Err(e) => return failed(ready, e),
     };
