@@ -283,6 +283,7 @@ pub(crate) fn export(
     sel: &Selection,
     ready: oneshot::Sender<Result<Head, ApiError>>,
     body: mpsc::Sender<io::Result<Bytes>>,
+    link: Option<&crate::conn::Link>,
 ) -> Exported {
     let failed = |ready: oneshot::Sender<Result<Head, ApiError>>, e: ApiError| {
         let outcome = match e {
@@ -334,7 +335,6 @@ pub(crate) fn export(
     // The query's own 1 MiB buffers go to the body as they are (no copy),
     // and come back to it once sent (no allocation, no page faults).
     let (mut sent, cap) = (0u64, state.cfg.max_bytes);
-    let mut stalled = false;
     let pool = Pool::default();
     let mut give = |chunk: Vec<u8>| -> io::Result<Vec<u8>> {
         if sent + chunk.len() as u64 > cap {
@@ -343,13 +343,12 @@ pub(crate) fn export(
         sent += chunk.len() as u64;
         yield_to_capture(state);
         let bytes = Bytes::from_owner(Pooled { buf: chunk, pool: pool.clone() });
-        match send(state, &body, Ok(bytes)) {
-            Sent::Yes => Ok(pool.take()),
-            Sent::Gone => Err(io::ErrorKind::BrokenPipe.into()),
-            Sent::Stalled => {
-                stalled = true;
-                Err(io::ErrorKind::BrokenPipe.into())
-            }
+        // Waits for room as long as the connection lives: a client that
+        // takes nothing is given up by the connection's watchdog, which
+        // drops the body and so ends this wait.
+        match body.blocking_send(Ok(bytes)) {
+            Ok(()) => Ok(pool.take()),
+            Err(_) => Err(io::ErrorKind::BrokenPipe.into()),
         }
     };
     let result = wv_query::run(p, wv_query::Sink::Chunks(&mut give));
@@ -368,11 +367,11 @@ pub(crate) fn export(
                 // as it is now is damaged for good: the next export says so
                 // in its headers and runs to its end.
                 state.damaged.remember(&r.damaged_files);
-                let _ = send(state, &body, Err(io::Error::other(msg.clone())));
+                let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
                 Exported { bytes: sent, packets: Some(r.matched), outcome: format!("failed: {msg}") }
             }
         },
-        Err(e) if stalled && e.is_broken_pipe() => {
+        Err(e) if e.is_broken_pipe() && link.is_some_and(|l| l.gave_up()) => {
             let secs = state.cfg.send_timeout.as_secs();
             let outcome = format!("given up: the client took no data for {secs} s (--send-timeout)");
             Exported { bytes: sent, packets: None, outcome }
@@ -384,31 +383,9 @@ pub(crate) fn export(
             // Headers are out: the stream is cut without its last chunk,
             // so the client sees an incomplete transfer, not a short pcap.
             let msg = e.to_string();
-            let _ = send(state, &body, Err(io::Error::other(msg.clone())));
+            let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
             Exported { bytes: sent, packets: None, outcome: format!("failed: {msg}") }
         }
-    }
-}
-
-/// What became of a chunk handed to the body.
-enum Sent {
-    Yes,
-    /// The client went away (the body was dropped).
-    Gone,
-    /// The client took no data for `--send-timeout`: it stopped reading.
-    Stalled,
-}
-
-/// Hands `item` to the body, waiting at most `--send-timeout` for room: the
-/// channel is full only while hyper cannot write (the socket's buffers are
-/// full), so a client that takes nothing for that long is given up, as by
-/// nginx's `send_timeout`, and its query slot comes free.
-fn send(state: &State, body: &mpsc::Sender<io::Result<Bytes>>, item: io::Result<Bytes>) -> Sent {
-    use mpsc::error::SendTimeoutError;
-    match state.runtime.block_on(body.send_timeout(item, state.cfg.send_timeout)) {
-        Ok(()) => Sent::Yes,
-        Err(SendTimeoutError::Closed(_)) => Sent::Gone,
-        Err(SendTimeoutError::Timeout(_)) => Sent::Stalled,
     }
 }
 
