@@ -119,10 +119,27 @@ pub fn start(
     })
 }
 
+/// What `serve --help` says after the options: the endpoints, and where it listens.
+const ENDPOINTS: &str = "\
+Listens on 127.0.0.1:8080 unless --listen says otherwise: the web console is then at
+http://localhost:8080/ (or http://127.0.0.1:8080/).
+
+Endpoints (GET; JSON unless they return packets; with --token-file the API and /metrics need a token):
+  /api/v1/status     version, the recording's counters, disk and retention, the time horizon
+  /api/v1/files      the catalog: the files overlapping from..to
+  /api/v1/query      nanosecond pcap (from, to, filter, limit): the bytes `wirevault query -w` writes
+  /api/v1/count      how many packets match (from, to, filter, limit), and why none if so
+  /api/v1/histogram  packets and bytes per time bucket (from, to, step, filter)
+  /api/v1/packets    the first matching packets, decoded (from, to, filter, limit): the console's table
+  /metrics           Prometheus text (OpenMetrics when the scraper asks for it)
+  /                  the web console
+from and to take the CLI's forms (RFC 3339, epoch seconds, '10m ago'); filter is a tcpdump expression:
+  curl -s -G localhost:8080/api/v1/query --data-urlencode 'filter=tcp port 443' | tcpdump -nn -r -";
+
 /// Arguments of `wirevault serve`.
 #[derive(clap::Args)]
 // A later value wins: `--config`'s arguments come first, the command line's after them.
-#[command(args_override_self = true)]
+#[command(args_override_self = true, after_help = ENDPOINTS)]
 pub struct Args {
     /// The store to serve (or `store = "DIR"` in the --config file).
     pub store: Option<PathBuf>,
