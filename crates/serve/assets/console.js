@@ -91,20 +91,27 @@ async function api(path, signal) {
     body = null;
   }
   if (r.status === 401) {
-    askToken(body && body.error);
-    throw new ApiError(401, (body && body.error) || "a token is needed");
+    askToken();
+    throw new ApiError(401, "waiting for an access token (top right)");
   }
   if (!r.ok) throw new ApiError(r.status, (body && body.error) || r.status + " " + r.statusText);
   return { body, headers: r.headers };
 }
 
-function askToken(why) {
+/** Asks the person at the page for a token, in words that say what one is and where it comes from. */
+function askToken() {
   const form = $("auth");
   if (form.hidden) {
     form.hidden = false;
     $("token").focus();
   }
-  $("auth-msg").textContent = token ? "token refused: " + (why || "") : why || "";
+  // A request to the person first; red only once a token was refused.
+  $("auth-msg").className = token ? "err" : "";
+  $("auth-msg").textContent = token
+    ? "That token was not accepted: it may be mistyped, or it was revoked. Ask the recorder's operator for a current one."
+    : "This recorder shows its traffic only to people with an access token: a long secret word, like a password, " +
+      "that its operator gave you (they keep them in the recorder's token file). Paste yours here; " +
+      "this browser tab forgets it when you close the tab.";
 }
 
 /** The token goes with every API call, and as a cookie for plain download links. */

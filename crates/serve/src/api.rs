@@ -21,6 +21,8 @@ pub(crate) enum ApiError {
     Busy(String),
     /// The store cannot be read now (503, without Retry-After).
     Unavailable(String),
+    /// Addressed to a name this server does not answer (421: DNS rebinding).
+    Misdirected(String),
     Internal(String),
     /// The client went away before the answer started (with how far the
     /// query got, when it was stopped).
@@ -52,6 +54,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Busy(_) | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Gone(_) => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
         }
@@ -66,6 +69,7 @@ impl std::fmt::Display for ApiError {
             | ApiError::NotFound(s)
             | ApiError::Busy(s)
             | ApiError::Unavailable(s)
+            | ApiError::Misdirected(s)
             | ApiError::Internal(s) => f.write_str(s),
             ApiError::Gone(how) => write!(f, "the client went away{how}"),
         }
@@ -139,7 +143,11 @@ pub(crate) fn selection(m: &HashMap<String, String>) -> Result<Selection, ApiErr
 pub(crate) type Params = Query<Vec<(String, String)>>;
 
 /// `GET /api/v1/query`: nanosecond pcap, streamed.
-pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
+pub(crate) async fn query(
+    Ax(state): Ax<Arc<State>>,
+    conn: Option<axum::Extension<crate::conn::Conn>>,
+    Query(q): Params,
+) -> Result<Response, ApiError> {
     let sel = selection(&params(&q, &["from", "to", "filter", "limit"])?)?;
     let permit = export::permit(&state).await?;
     let started = std::time::Instant::now();
@@ -149,8 +157,9 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     // Armed before the first pass that settles the headers: a client that
     // leaves during it (this future dropped) stops the scan too.
     let cancel = export::CancelOnDrop(sel.cancel.clone());
+    let link = conn.map(|c| c.0 .0);
     let done = export::spawn(&state, permit, move |st| {
-        let r = export::export(st, &sel, ready_tx, body_tx);
+        let r = export::export(st, &sel, ready_tx, body_tx, link.as_deref());
         st.metrics.query_done("query", started.elapsed());
         let packets = r.packets.map_or(String::new(), |n| format!("{n} packets, "));
         (st.cfg.log)(&format!(

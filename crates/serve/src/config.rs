@@ -20,9 +20,14 @@ pub struct Config {
     pub queue_wait: std::time::Duration,
     /// The most bytes one answer may carry (pcap export).
     pub max_bytes: u64,
-    /// How long an export waits for its client to take more data before it
-    /// gives the client up and frees its query slot (nginx's `send_timeout`).
+    /// How long a connection with an answer to send may go without its
+    /// client taking a byte (its TCP acknowledging one) before the server
+    /// gives the client up and resets the connection, freeing its query
+    /// slot. A client that reads, however slowly, is never cut.
     pub send_timeout: std::time::Duration,
+    /// Names requests may be addressed to besides loopback ones, when
+    /// neither tokens nor client certificates are asked for (see [`crate::host`]).
+    pub allowed_hosts: Vec<crate::host::AllowedHost>,
     /// Nice value (0..=19) of the query threads; their I/O is best effort, lowest level.
     pub query_nice: i32,
     /// Where request and server log lines go.
@@ -59,7 +64,7 @@ pub enum ConfigError {
 impl Config {
     /// Defaults for `store` on `listen`: 4 queries at once, each waiting
     /// up to a minute, 16 GiB per answer, a client given up after 60 s
-    /// without taking data, queries at nice 10.
+    /// without taking data, loopback names only, queries at nice 10.
     pub fn new(store: PathBuf, listen: SocketAddr, log: crate::LogFn) -> Config {
         Config {
             store,
@@ -70,6 +75,7 @@ impl Config {
             queue_wait: std::time::Duration::from_secs(60),
             max_bytes: 16 << 30,
             send_timeout: std::time::Duration::from_secs(60),
+            allowed_hosts: Vec::new(),
             query_nice: 10,
             log,
         }

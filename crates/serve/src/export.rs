@@ -14,6 +14,7 @@
 
 use crate::api::ApiError;
 use crate::server::State;
+use crate::store_view::StoreView;
 use bytes::Bytes;
 use std::io;
 use std::sync::Arc;
@@ -65,11 +66,24 @@ impl Selection {
         }
     }
 
-    /// Prepares the query; a bad expression is the CLI's sentence, as a 400.
-    pub fn prepare(&self, store: &std::path::Path, limit: Option<u64>) -> Result<wv_query::Prepared, ApiError> {
-        let mut p = wv_query::prepare(self.query(store, limit)).map_err(ApiError::from_query)?;
+    /// Prepares the query; a bad expression is the CLI's sentence, as a 400,
+    /// and a store that cannot be read a 503 (see [`query_failed`]).
+    pub fn prepare(&self, view: &StoreView, limit: Option<u64>) -> Result<wv_query::Prepared, ApiError> {
+        let mut p = wv_query::prepare(self.query(view.path(), limit)).map_err(|e| query_failed(view, e))?;
         p.cancel_when(self.cancel.clone());
         Ok(p)
+    }
+}
+
+/// A query that failed: when the store itself cannot be read (deleted,
+/// moved away, unreadable), that is what the client is told, as a 503 with
+/// the sentence `status` gives, on every endpoint; else the query's error.
+pub(crate) fn query_failed(view: &StoreView, e: wv_query::QueryError) -> ApiError {
+    match (&e, view.catalog()) {
+        (wv_query::QueryError::BadExpression { .. } | wv_query::QueryError::Cancelled { .. }, _) | (_, Ok(_)) => {
+            ApiError::from_query(e)
+        }
+        (_, Err(why)) => ApiError::Unavailable(why),
     }
 }
 
@@ -162,10 +176,10 @@ pub(crate) fn spawn<T: Send + 'static>(
 /// `count`: the matching packets, the limit's cut, and why an empty
 /// answer is empty.
 pub(crate) fn count(state: &State, sel: &Selection) -> Result<Counted, ApiError> {
-    let p = sel.prepare(state.view.path(), sel.limit.map(|l| l.saturating_add(1)))?;
+    let p = sel.prepare(&state.view, sel.limit.map(|l| l.saturating_add(1)))?;
     let span = p.span();
     let (open, recording) = p.open_files();
-    let report = wv_query::run(p, wv_query::Sink::Count).map_err(ApiError::from_query)?;
+    let report = wv_query::run(p, wv_query::Sink::Count).map_err(|e| query_failed(&state.view, e))?;
     let truncated = sel.limit.is_some_and(|l| report.matched > l);
     let warnings = warnings(report.warnings, open, recording);
     Ok(Counted {
@@ -203,7 +217,7 @@ struct Fit {
 /// The first pass of an export that a limit or the byte cap may cut.
 fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -> Result<Fit, ApiError> {
     let max = state.cfg.max_bytes;
-    let p = sel.prepare(state.view.path(), None)?;
+    let p = sel.prepare(&state.view, None)?;
     let may_exceed = p.bytes_upper_bound().is_none_or(|b| b.saturating_add(24) > max);
     if sel.limit.is_none() && !may_exceed {
         return Ok(Fit { packets: None, cut_by: None, prepared: Some(p) });
@@ -249,7 +263,7 @@ fn fit(state: &State, sel: &Selection, body: &mpsc::Sender<io::Result<Bytes>>) -
             return Err(ApiError::from_query(wv_query::QueryError::MixedLinktypes { first, other }));
         }
         Err(wv_query::QueryError::Output(_)) => {}
-        Err(e) => return Err(ApiError::from_query(e)),
+        Err(e) => return Err(query_failed(&state.view, e)),
     }
     Ok(Fit { packets: if cut_by.is_some() { Some(n) } else { sel.limit }, cut_by, prepared: None })
 }
@@ -269,6 +283,7 @@ pub(crate) fn export(
     sel: &Selection,
     ready: oneshot::Sender<Result<Head, ApiError>>,
     body: mpsc::Sender<io::Result<Bytes>>,
+    link: Option<&crate::conn::Link>,
 ) -> Exported {
     let failed = |ready: oneshot::Sender<Result<Head, ApiError>>, e: ApiError| {
         let outcome = match e {
@@ -282,7 +297,7 @@ pub(crate) fn export(
         Ok(f) => f,
         Err(e) => return failed(ready, e),
     };
-    let p = match fit.prepared.take().map_or_else(|| sel.prepare(state.view.path(), fit.packets), Ok) {
+    let p = match fit.prepared.take().map_or_else(|| sel.prepare(&state.view, fit.packets), Ok) {
         Ok(p) => p,
         Err(e) => return failed(ready, e),
     };
@@ -320,7 +335,6 @@ pub(crate) fn export(
     // The query's own 1 MiB buffers go to the body as they are (no copy),
     // and come back to it once sent (no allocation, no page faults).
     let (mut sent, cap) = (0u64, state.cfg.max_bytes);
-    let mut stalled = false;
     let pool = Pool::default();
     let mut give = |chunk: Vec<u8>| -> io::Result<Vec<u8>> {
         if sent + chunk.len() as u64 > cap {
@@ -329,13 +343,12 @@ pub(crate) fn export(
         sent += chunk.len() as u64;
         yield_to_capture(state);
         let bytes = Bytes::from_owner(Pooled { buf: chunk, pool: pool.clone() });
-        match send(state, &body, Ok(bytes)) {
-            Sent::Yes => Ok(pool.take()),
-            Sent::Gone => Err(io::ErrorKind::BrokenPipe.into()),
-            Sent::Stalled => {
-                stalled = true;
-                Err(io::ErrorKind::BrokenPipe.into())
-            }
+        // Waits for room as long as the connection lives: a client that
+        // takes nothing is given up by the connection's watchdog, which
+        // drops the body and so ends this wait.
+        match body.blocking_send(Ok(bytes)) {
+            Ok(()) => Ok(pool.take()),
+            Err(_) => Err(io::ErrorKind::BrokenPipe.into()),
         }
     };
     let result = wv_query::run(p, wv_query::Sink::Chunks(&mut give));
@@ -354,11 +367,11 @@ pub(crate) fn export(
                 // as it is now is damaged for good: the next export says so
                 // in its headers and runs to its end.
                 state.damaged.remember(&r.damaged_files);
-                let _ = send(state, &body, Err(io::Error::other(msg.clone())));
+                let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
                 Exported { bytes: sent, packets: Some(r.matched), outcome: format!("failed: {msg}") }
             }
         },
-        Err(e) if stalled && e.is_broken_pipe() => {
+        Err(e) if e.is_broken_pipe() && link.is_some_and(|l| l.gave_up()) => {
             let secs = state.cfg.send_timeout.as_secs();
             let outcome = format!("given up: the client took no data for {secs} s (--send-timeout)");
             Exported { bytes: sent, packets: None, outcome }
@@ -370,31 +383,9 @@ pub(crate) fn export(
             // Headers are out: the stream is cut without its last chunk,
             // so the client sees an incomplete transfer, not a short pcap.
             let msg = e.to_string();
-            let _ = send(state, &body, Err(io::Error::other(msg.clone())));
+            let _ = body.blocking_send(Err(io::Error::other(msg.clone())));
             Exported { bytes: sent, packets: None, outcome: format!("failed: {msg}") }
         }
-    }
-}
-
-/// What became of a chunk handed to the body.
-enum Sent {
-    Yes,
-    /// The client went away (the body was dropped).
-    Gone,
-    /// The client took no data for `--send-timeout`: it stopped reading.
-    Stalled,
-}
-
-/// Hands `item` to the body, waiting at most `--send-timeout` for room: the
-/// channel is full only while hyper cannot write (the socket's buffers are
-/// full), so a client that takes nothing for that long is given up, as by
-/// nginx's `send_timeout`, and its query slot comes free.
-fn send(state: &State, body: &mpsc::Sender<io::Result<Bytes>>, item: io::Result<Bytes>) -> Sent {
-    use mpsc::error::SendTimeoutError;
-    match state.runtime.block_on(body.send_timeout(item, state.cfg.send_timeout)) {
-        Ok(()) => Sent::Yes,
-        Err(SendTimeoutError::Closed(_)) => Sent::Gone,
-        Err(SendTimeoutError::Timeout(_)) => Sent::Stalled,
     }
 }
 

@@ -56,7 +56,7 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
         None => {
             // Nothing stored: the filter is still checked (a 400 as on any
             // store), and a range given whole still gets its empty buckets.
-            sel.prepare(state.view.path(), None)?;
+            sel.prepare(&state.view, None)?;
             match (sel.from, sel.to) {
                 (Some(a), Some(b)) if a < b => (a, b - 1),
                 _ => {
@@ -160,7 +160,7 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
         let (a, b) = (edge(start), edge(i));
         let run =
             Selection { from: Some(a), to: Some(b), expr: sel.expr.clone(), limit: None, cancel: sel.cancel.clone() };
-        let p = run.prepare(state.view.path(), None)?;
+        let p = run.prepare(&state.view, None)?;
         let buckets = &mut h.buckets;
         let mut seen = 0u32;
         let mut each = |pk: wv_query::PacketRef<'_>| -> std::io::Result<()> {
@@ -173,7 +173,8 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
             buckets[k][1] += pk.data.len() as u64;
             Ok(())
         };
-        wv_query::run(p, wv_query::Sink::Packets(&mut each)).map_err(ApiError::from_query)?;
+        wv_query::run(p, wv_query::Sink::Packets(&mut each))
+            .map_err(|e| crate::export::query_failed(&state.view, e))?;
     }
     Ok(h)
 }

@@ -8,22 +8,30 @@
 //! * [`config`]: what the server is told (listen address, TLS, tokens,
 //!   limits), checked before anything listens.
 //! * [`auth`]: bearer tokens (reloadable) and the identity of a request.
+//! * [`host`]: the `Host` check that keeps DNS rebinding out of a server
+//!   without tokens.
 //! * [`tls`]: the rustls server configuration (client certificates, CRLs).
 //! * `api`: the routes; `export`: queries on their own lowered-priority
 //!   threads, streamed; `metrics`: the exposition; `console`: the assets;
 //!   `store_view`: the catalog, re-read only when it changed.
+//! * `conn`: one connection, watched for a client that takes no data
+//!   (`--send-timeout`); `answer`: each request logged and counted once,
+//!   when its answer ends, under how it ended.
 //!
 //! Packets are read through `wv_query` and the store's catalog only, so a
 //! fix there serves the CLI and the API alike; an API query returns the
 //! bytes `wirevault query` writes for the same arguments.
 #![deny(unsafe_code)]
 
+mod answer;
 mod api;
 pub mod auth;
 pub mod config;
+mod conn;
 mod console;
 mod export;
 mod histogram;
+pub mod host;
 mod metrics;
 mod packets;
 mod server;
@@ -31,6 +39,7 @@ mod store_view;
 pub mod tls;
 
 pub use config::{Config, ConfigError, TlsFiles};
+pub use host::AllowedHost;
 pub use server::{ServeError, Server};
 
 use serde::Serialize;

@@ -48,7 +48,7 @@ impl ApiMetrics {
 }
 
 /// What one scrape shows besides the API's metrics.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Scrape {
     pub recording: Option<Arc<crate::Recording>>,
     /// Bytes and files of the catalog (`None`: the store cannot be read).

@@ -77,7 +77,7 @@ pub(crate) async fn packets(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Resu
 /// The first `limit` packets of `sel`, decoded.
 fn first(state: &State, sel: &Selection, limit: u64) -> Result<Packets, ApiError> {
     // One more than asked: whether more match.
-    let p = sel.prepare(state.view.path(), Some(limit + 1))?;
+    let p = sel.prepare(&state.view, Some(limit + 1))?;
     let span = p.span();
     let (open, recording) = p.open_files();
     let mut rows = Vec::new();
@@ -90,7 +90,8 @@ fn first(state: &State, sel: &Selection, limit: u64) -> Result<Packets, ApiError
         }
         Ok(())
     };
-    let report = wv_query::run(p, wv_query::Sink::Packets(&mut each)).map_err(ApiError::from_query)?;
+    let report = wv_query::run(p, wv_query::Sink::Packets(&mut each))
+        .map_err(|e| crate::export::query_failed(&state.view, e))?;
     Ok(Packets {
         warnings: crate::export::warnings(report.warnings, open, recording),
         packets: rows,

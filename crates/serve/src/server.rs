@@ -14,7 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -121,9 +121,6 @@ pub(crate) struct State {
     pub metrics: ApiMetrics,
     /// Stored files an export found damaged (see `export::Damaged`).
     pub damaged: crate::export::Damaged,
-    /// The server's runtime: a query thread waits on it for its client
-    /// (a send with a time limit).
-    pub runtime: tokio::runtime::Handle,
     /// Bumped by a reload that changed the client CA or CRL: every open TLS
     /// connection then closes after its current request, so a certificate
     /// revoked (or a CA dropped) is not served on a kept-alive connection.
@@ -147,7 +144,7 @@ impl Server {
     /// Checks the configuration, reads the tokens and TLS files, binds, and
     /// starts serving. `board` carries the live counters of a recording in
     /// this process (`None`: a store at rest).
-    pub fn start(cfg: Config, board: Option<Arc<Board>>) -> Result<Server, ServeError> {
+    pub fn start(mut cfg: Config, board: Option<Arc<Board>>) -> Result<Server, ServeError> {
         cfg.check()?;
         let tokens = cfg.token_file.as_deref().map(Tokens::load).transpose()?;
         let tls = cfg.tls.as_ref().map(crate::tls::server_config).transpose()?;
@@ -155,6 +152,8 @@ impl Server {
             std::net::TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
         listener.set_nonblocking(true).map_err(ServeError::Runtime)?;
         let addr = listener.local_addr().map_err(ServeError::Runtime)?;
+        // The port chosen when 0 was asked: the one requests name.
+        cfg.listen = addr;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("wv-http")
@@ -163,7 +162,6 @@ impl Server {
             .map_err(ServeError::Runtime)?;
         let state = Arc::new(State {
             damaged: Default::default(),
-            runtime: runtime.handle().clone(),
             retire_tls: tokio::sync::watch::Sender::new(0),
             client_files: std::sync::Mutex::new(cfg.tls.as_ref().and_then(client_files)),
             view: StoreView::new(&cfg.store),
@@ -358,16 +356,27 @@ async fn metrics(Ax(state): Ax<Arc<State>>, headers: axum::http::HeaderMap) -> R
     }
 }
 
-/// Every request: only GET and HEAD; the token checked for the API and
-/// metrics (the console's assets are public); one log line.
+/// Every request: addressed to a name this server answers (no DNS
+/// rebinding: see [`crate::host`]); only GET and HEAD; the token checked
+/// for the API and metrics (the console's assets are public); logged and
+/// counted once, when its answer ends (see [`crate::answer`]).
 async fn guard(Ax(state): Ax<Arc<State>>, mut req: Request, next: Next) -> Response {
     use crate::api::ApiError;
     let started = Instant::now();
     let mut peer = req.extensions().get::<Peer>().cloned().unwrap_or_default();
+    let link = req.extensions().get::<crate::conn::Conn>().map(|c| c.0.clone());
     let what = format!("{} {}", req.method(), req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let head_only = req.method() == axum::http::Method::HEAD;
     let path = req.uri().path();
     let protected = path.starts_with("/api/") || path == "/metrics";
-    let refused = if req.method() != axum::http::Method::GET && req.method() != axum::http::Method::HEAD {
+    let open = state.tokens.read().unwrap_or_else(|e| e.into_inner()).is_none()
+        && state.cfg.tls.as_ref().is_none_or(|t| t.client_ca.is_none());
+    let foreign = if open { foreign_host(&req, &state.cfg) } else { None };
+    let mut note = String::new();
+    let refused = if let Some(host) = foreign {
+        note = format!(" host={host:?}");
+        Some(ApiError::Misdirected(crate::host::misdirected(&host, state.cfg.listen)).into_response())
+    } else if req.method() != axum::http::Method::GET && !head_only {
         Some(
             (
                 axum::http::StatusCode::METHOD_NOT_ALLOWED,
@@ -396,54 +405,29 @@ async fn guard(Ax(state): Ax<Arc<State>>, mut req: Request, next: Next) -> Respo
     } else {
         None
     };
-    let mut pending = Unanswered { state: state.clone(), peer, what, started, answered: false };
+    let answer = crate::answer::Answer { state: state.clone(), peer, what, note, started, link };
     let resp = match refused {
         Some(r) => r,
         None => {
-            req.extensions_mut().insert(pending.peer.clone());
-            next.run(req).await
+            req.extensions_mut().insert(answer.peer.clone());
+            // Logged as 499 if hyper drops this future (the client left) first.
+            let mut pending = crate::answer::Unanswered(Some(answer));
+            let resp = next.run(req).await;
+            return match pending.0.take() {
+                Some(answer) => answer.track(resp, head_only),
+                None => resp,
+            };
         }
     };
-    pending.answered = true;
-    state.metrics.request(resp.status().as_u16());
-    let size = axum::body::HttpBody::size_hint(resp.body())
-        .exact()
-        .map_or_else(|| "streamed".to_string(), |n| format!("{n} bytes"));
-    (state.cfg.log)(&format!(
-        "api: {} \"{}\" {} {size} {:.1} ms",
-        pending.peer,
-        pending.what,
-        resp.status().as_u16(),
-        started.elapsed().as_secs_f64() * 1e3
-    ));
-    resp
+    answer.track(resp, head_only)
 }
 
-/// A request between its head and its answer's: when the client goes away
-/// meanwhile, hyper drops the handler's future and this with it, and the
-/// request is still logged and counted, as 499 (nginx's "client closed
-/// request").
-struct Unanswered {
-    state: Arc<State>,
-    peer: Peer,
-    what: String,
-    started: Instant,
-    answered: bool,
-}
-
-impl Drop for Unanswered {
-    fn drop(&mut self) {
-        if self.answered {
-            return;
-        }
-        self.state.metrics.request(499);
-        (self.state.cfg.log)(&format!(
-            "api: {} \"{}\" 499 the client went away before the answer {:.1} ms",
-            self.peer,
-            self.what,
-            self.started.elapsed().as_secs_f64() * 1e3
-        ));
-    }
+/// The name a request is addressed to (its `Host`, and the authority of
+/// an absolute URI) when this server does not answer it.
+fn foreign_host(req: &Request, cfg: &Config) -> Option<String> {
+    let host = req.headers().get(axum::http::header::HOST).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let names = [req.uri().authority().map(|a| a.as_str().to_string()), host];
+    names.into_iter().flatten().find(|n| !crate::host::answered(n, cfg.listen, &cfg.allowed_hosts))
 }
 
 async fn accept_loop(
@@ -455,7 +439,9 @@ async fn accept_loop(
     let app = router(state.clone());
     let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let per_address = Arc::new(PerAddress::default());
-    let mut refused_logged: Option<Instant> = None;
+    let mut refusals = Refusals::default();
+    let mut summary = tokio::time::interval(REFUSALS_SAID_EVERY);
+    summary.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let permit = tokio::select! {
             _ = &mut shutdown => return,
@@ -463,6 +449,10 @@ async fn accept_loop(
         };
         let (tcp, addr) = tokio::select! {
             _ = &mut shutdown => return,
+            _ = summary.tick() => {
+                refusals.summarize(&state.cfg.log);
+                continue;
+            }
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
@@ -476,15 +466,9 @@ async fn accept_loop(
         let _ = tcp.set_nodelay(true);
         let Some(slot) = per_address.take(addr.ip()) else {
             drop(permit);
-            // Said at most every 10 s: a flood would fill the log otherwise.
-            if refused_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
-                refused_logged = Some(Instant::now());
-                (state.cfg.log)(&format!(
-                    "api: {} holds {MAX_PER_ADDRESS} connections already: more from it are refused (503) until it closes some",
-                    addr.ip()
-                ));
-            }
-            if tls.read().unwrap_or_else(|e| e.into_inner()).is_none() {
+            let plain = tls.read().unwrap_or_else(|e| e.into_inner()).is_none();
+            refusals.refused(&state.metrics, &state.cfg.log, addr.ip(), plain);
+            if plain {
                 tokio::spawn(refuse_busy(tcp));
             }
             continue;
@@ -497,12 +481,14 @@ async fn accept_loop(
         tokio::spawn(async move {
             let (_permit, _slot) = (permit, slot);
             let mut peer = Peer { addr: Some(addr), ..Peer::default() };
+            let io = crate::conn::Watched::new(tcp);
+            let link = io.link();
             match acceptor {
-                None => serve(TokioIo::new(tcp), app, peer, None).await,
-                Some(acc) => match tokio::time::timeout(Duration::from_secs(10), acc.accept(tcp)).await {
+                None => crate::conn::serve(TokioIo::new(io), link, app, peer, state, None).await,
+                Some(acc) => match tokio::time::timeout(Duration::from_secs(10), acc.accept(io)).await {
                     Ok(Ok(s)) => {
                         peer.cert = s.get_ref().1.peer_certificates().and_then(|c| c.first()).map(crate::tls::subject);
-                        serve(TokioIo::new(s), app, peer, Some(retire)).await
+                        crate::conn::serve(TokioIo::new(s), link, app, peer, state, Some(retire)).await
                     }
                     Ok(Err(e)) => (state.cfg.log)(&format!("api: {addr} TLS handshake refused: {e}")),
                     Err(_) => (state.cfg.log)(&format!("api: {addr} TLS handshake timed out")),
@@ -512,32 +498,44 @@ async fn accept_loop(
     }
 }
 
-/// Serves one connection; a TLS one (`retire`) closes after its current
-/// request once a reload changed the client CA or CRL.
-async fn serve<I>(io: TokioIo<I>, app: Router, peer: Peer, retire: Option<tokio::sync::watch::Receiver<u64>>)
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    use tower::ServiceExt;
-    let svc = app.map_request(move |mut req: Request<hyper::body::Incoming>| {
-        req.extensions_mut().insert(peer.clone());
-        req
-    });
-    let svc = hyper_util::service::TowerToHyperService::new(svc);
-    let conn = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(20))
-        .serve_connection(io, svc);
-    tokio::pin!(conn);
-    let Some(mut retire) = retire else {
-        let _ = conn.await;
-        return;
-    };
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = retire.changed() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+/// How often refused connections are said in the log at most: each is
+/// counted (503) at once, but a flood would fill the log line by line.
+const REFUSALS_SAID_EVERY: Duration = Duration::from_secs(10);
+
+/// Connections refused past [`MAX_PER_ADDRESS`], for the log: the first of
+/// a burst is said at once, the rest in one line per [`REFUSALS_SAID_EVERY`].
+#[derive(Default)]
+struct Refusals {
+    said: Option<Instant>,
+    unsaid: u64,
+}
+
+impl Refusals {
+    /// One refused connection from `ip`: answered 503 (`plain`) or closed (TLS).
+    fn refused(&mut self, metrics: &ApiMetrics, log: &crate::LogFn, ip: std::net::IpAddr, plain: bool) {
+        if plain {
+            metrics.request(503);
+        }
+        if self.said.is_some_and(|t| t.elapsed() < REFUSALS_SAID_EVERY) {
+            self.unsaid += 1;
+            return;
+        }
+        self.summarize(log);
+        self.said = Some(Instant::now());
+        let how = if plain { "refused (503)" } else { "closed before the TLS handshake" };
+        log(&format!(
+            "api: {ip} holds {MAX_PER_ADDRESS} connections already: more from it are {how} until it closes some"
+        ));
+    }
+
+    /// Says the refusals not said yet.
+    fn summarize(&mut self, log: &crate::LogFn) {
+        if self.unsaid > 0 {
+            log(&format!(
+                "api: {} more connection(s) refused since: their client addresses held {MAX_PER_ADDRESS} connections each",
+                self.unsaid
+            ));
+            self.unsaid = 0;
         }
     }
 }
@@ -620,4 +618,32 @@ impl State {
 fn read_stats(store: &std::path::Path) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(store.join(wv_store::layout::STATS)).ok()?;
     serde_json::from_str(text.trim_end()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusal_is_counted_and_a_burst_said_in_two_lines() {
+        let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let l = lines.clone();
+        let log: crate::LogFn = Arc::new(move |s: &str| l.lock().unwrap().push(s.to_string()));
+        let metrics = ApiMetrics::new();
+        let mut r = Refusals::default();
+        let ip: std::net::IpAddr = [127, 0, 0, 1].into();
+        for _ in 0..36 {
+            r.refused(&metrics, &log, ip, true);
+        }
+        r.refused(&metrics, &log, ip, false);
+        assert_eq!(lines.lock().unwrap().len(), 1, "{:?}", lines.lock().unwrap());
+        r.summarize(&log);
+        r.summarize(&log);
+        let said = lines.lock().unwrap().clone();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].contains("127.0.0.1 holds 64 connections already") && said[0].contains("refused (503)"));
+        assert!(said[1].contains("36 more connection(s) refused"), "{said:?}");
+        let text = crate::metrics::render(&metrics, crate::metrics::Scrape::default(), true).unwrap();
+        assert!(text.contains("wirevault_http_requests_total{code=\"503\"} 36"), "{text}");
+    }
 }

@@ -16,6 +16,7 @@ pub mod netif;
 pub mod pipe;
 pub mod rtnl;
 pub mod signal;
+pub mod sock;
 pub mod tsinfo;
 pub mod uring;
 pub mod xdp;

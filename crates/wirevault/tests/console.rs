@@ -14,9 +14,14 @@
 //! sentence. Screenshots go to `target/test-artifacts/console-live.png` and
 //! `console.png`.
 //!
-//! Tokens: over `wirevault serve --token-file`, the page asks for a token,
-//! refuses a wrong one, and with the right one counts and downloads (the
-//! link is authorised by the `wv_token` cookie the page sets).
+//! Tokens: over `wirevault serve --token-file`, the page asks for a token
+//! in words for a person, refuses a wrong one, and with the right one
+//! counts and downloads (the link is authorised by the `wv_token` cookie
+//! the page sets).
+//!
+//! Names: without tokens the page loads from `http://localhost:PORT/` and
+//! `http://127.0.0.1:PORT/`, and not from a name that resolves to
+//! 127.0.0.1 as a DNS rebinding page's does (421, with the sentence).
 //!
 //! Needs chromium, chromedriver and Debian's python3-selenium, and for the
 //! live test also root, tcpreplay and tshark; skips without them (fails in CI).
@@ -328,8 +333,11 @@ fn console_asks_for_a_token_and_its_download_carries_it() {
             "filter": filter, "downloads": downloads, "screenshot": artifacts().join("console-token.png"),
         }),
     );
-    assert!(seen["asked_for_token"].as_str().unwrap_or("").contains("needs a token"), "{seen}");
-    assert!(seen["refused"].as_str().unwrap_or("").contains("not valid"), "{seen}");
+    // Words for a person: what a token is and where it comes from; no HTTP header names.
+    let asked = seen["asked_for_token"].as_str().unwrap_or("");
+    assert!(asked.contains("access token") && asked.contains("operator") && !asked.contains("Bearer"), "{seen}");
+    let refused = seen["refused"].as_str().unwrap_or("");
+    assert!(refused.contains("not accepted") && refused.contains("operator"), "{seen}");
     assert_eq!(seen["form_hidden"], true, "the token field goes away once the token works");
     assert_eq!(seen["cookie"]["value"], token, "the download link's cookie");
     assert_eq!(seen["cookie"]["sameSite"], "Strict");
@@ -341,4 +349,46 @@ fn console_asks_for_a_token_and_its_download_carries_it() {
     assert!(logged.iter().all(|m| m.contains("status of 401")), "unexpected console entries: {logged:?}");
     let served = std::fs::read_to_string(tmp.join("serve.err")).unwrap();
     assert!(served.contains("token=\"browser\""), "the server's log names the token:\n{served}");
+}
+
+/// No root, the host's loopback: the console of `wirevault serve` (no
+/// tokens) from localhost and 127.0.0.1, and a rebound name refused.
+#[test]
+fn console_loads_from_localhost_and_127_0_0_1_but_not_from_a_rebound_name() {
+    let test = "console_loads_from_localhost_and_127_0_0_1_but_not_from_a_rebound_name";
+    if !browser_ready(test) {
+        return;
+    }
+    let tmp = TempDir::new("console-hosts");
+    let pcap = tmp.join("sent.pcap");
+    write_pcap(&pcap, 1, 65535, true, &test_frames(200, 1_700_000_000_000_000_000));
+    let store = tmp.join("store");
+    run_ok(wirevault().arg("record").arg("-r").arg(&pcap).arg("-o").arg(&store).arg("-q"));
+    let (_server, url) = serve(None, &store, tmp.path(), &["--listen", "127.0.0.1:0"]);
+    let port = url.trim_end_matches('/').rsplit(':').next().expect("a port").to_string();
+    let urls = [
+        format!("http://localhost:{port}/"),
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://rebound.test:{port}/"),
+    ];
+    let seen = drive(
+        None,
+        tmp.path(),
+        json!({
+            "mode": "hosts", "urls": urls, "timeout": 30, "resolver_rules": "MAP rebound.test 127.0.0.1",
+            "screenshot": artifacts().join("console-hosts.png"),
+        }),
+    );
+    let pages = seen["pages"].as_array().expect("pages");
+    for p in &pages[..2] {
+        assert_eq!(p["state"], "AT REST", "{p}");
+        assert!(p["body"].as_str().unwrap_or("").contains(store.to_str().unwrap()), "the store's status: {p}");
+    }
+    assert_eq!(pages[2]["state"], Value::Null, "the console must not load from a rebound name: {}", pages[2]);
+    let body = pages[2]["body"].as_str().unwrap_or("");
+    assert!(body.contains("DNS rebinding") && body.contains(&format!("http://localhost:{port}/")), "{body}");
+    let logged = problems(&seen["log"]);
+    assert!(logged.iter().all(|m| m.contains("status of 421")), "unexpected console entries: {logged:?}");
+    let served = std::fs::read_to_string(tmp.join("serve.err")).unwrap();
+    assert!(served.contains(&format!("host=\"rebound.test:{port}\" 421")), "{served}");
 }

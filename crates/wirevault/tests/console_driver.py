@@ -9,7 +9,11 @@ Usage: console_driver.py SPEC.json, where SPEC holds
   mode         "live": watch the live panel while traffic flows;
                "query": fill in the query panel, read the count and the
                packet table, download the pcap, then try a bad filter;
-               "token": give a wrong then the right token, count, download
+               "token": give a wrong then the right token, count, download;
+               "hosts": load each of "urls" and say what it shows
+  urls         (hosts) the addresses to load, in order
+  resolver_rules  Chromium's --host-resolver-rules (e.g. to make a name
+               resolve to 127.0.0.1, as a DNS rebinding page does)
   screenshot   where to save a PNG of the page
   downloads    (query, token) the download directory
   min_points   (live) wait until the rate chart has this many points
@@ -40,6 +44,8 @@ def browser(spec):
               "--window-size=1600,1300", "--no-first-run", "--disable-extensions",
               "--disable-background-networking", "--disable-component-update"):
         opts.add_argument(a)
+    if spec.get("resolver_rules"):
+        opts.add_argument("--host-resolver-rules=" + spec["resolver_rules"])
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     if spec.get("downloads"):
         opts.add_experimental_option("prefs", {
@@ -157,7 +163,7 @@ def token(d, spec, out):
     out["asked_for_token"] = text(d, "auth-msg")
     typed(d, "token", spec["wrong_token"])
     d.find_element(By.CSS_SELECTOR, "#auth button").click()
-    wait("the wrong token's refusal", lambda: "refused" in text(d, "auth-msg"), t)
+    wait("the wrong token's refusal", lambda: "not accepted" in text(d, "auth-msg"), t)
     out["refused"] = text(d, "auth-msg")
     typed(d, "token", spec["token"])
     d.find_element(By.CSS_SELECTOR, "#auth button").click()
@@ -175,6 +181,23 @@ def token(d, spec, out):
     d.save_screenshot(spec["screenshot"])
 
 
+def hosts(d, spec, out):
+    """Loads each URL: the console's state badge once the status loaded,
+    or the text of a page that is not the console (an error answer)."""
+    t = spec.get("timeout", 60)
+    pages = []
+    for url in spec["urls"]:
+        d.get(url)
+        badge = d.find_elements(By.ID, "state")
+        state = None
+        if badge:
+            wait("the status from " + url, lambda: text(d, "state") not in ("connecting", ""), t)
+            state = text(d, "state")
+        pages.append({"url": url, "state": state, "body": d.find_element(By.TAG_NAME, "body").text[:600]})
+    out["pages"] = pages
+    d.save_screenshot(spec["screenshot"])
+
+
 def main():
     spec = json.load(open(sys.argv[1]))
     out = {"error": None, "log": []}
@@ -186,6 +209,8 @@ def main():
             d.save_screenshot(spec["screenshot"])
         elif spec["mode"] == "token":
             token(d, spec, out)
+        elif spec["mode"] == "hosts":
+            hosts(d, spec, out)
         else:
             query(d, spec, out)
     except Exception as e:  # reported to the test, which fails with it

@@ -11,7 +11,7 @@
 use crate::util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const TOOLS: &[&str] = &["ip", "tcpreplay", "tcpdump", "curl", "promtool"];
 const N: u32 = 3000;
@@ -152,27 +152,6 @@ fn check_cases(http: &Http, store: &Path, tmp: &Path, ts: &[u64], when: &str) {
         o.expect(0, &what);
         assert_eq!(o.stdout.trim().parse::<u64>().ok(), Some(got.len() as u64), "{what}: CLI count");
     }
-}
-
-/// `promtool check metrics` on the exposition.
-fn promtool_ok(body: &[u8], what: &str) {
-    let mut c = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    use std::io::Write;
-    c.stdin.take().unwrap().write_all(body).unwrap();
-    let o = c.wait_with_output().unwrap();
-    assert!(
-        o.status.success(),
-        "{what}: promtool check metrics failed: {}{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-        String::from_utf8_lossy(body)
-    );
 }
 
 /// The sum over every sample of metric `name` whose labels contain `label` (e.g. `cause="kernel"`).

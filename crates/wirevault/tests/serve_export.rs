@@ -175,10 +175,18 @@ fn an_export_over_tls_equals_the_cli() {
     let (cert_pem, key_pem) = (tmp.join("cert.pem"), tmp.join("key.pem"));
     std::fs::write(&cert_pem, cert.pem()).unwrap();
     std::fs::write(&key_pem, key.serialize_pem()).unwrap();
+    // Loopback, TLS without tokens: the certificate's name is allowed (no DNS rebinding).
     let served = Served::start(
         &store,
         tmp.path(),
-        &["--tls-cert", cert_pem.to_str().unwrap(), "--tls-key", key_pem.to_str().unwrap()],
+        &[
+            "--tls-cert",
+            cert_pem.to_str().unwrap(),
+            "--tls-key",
+            key_pem.to_str().unwrap(),
+            "--allowed-host",
+            "recorder.example.test",
+        ],
     );
     let port = served.addr.rsplit(':').next().unwrap().to_string();
     let resolve = format!("recorder.example.test:{port}:127.0.0.1");
@@ -290,7 +298,7 @@ fn a_client_that_stops_reading_is_given_up() {
     let http = Http::new(&format!("http://{}", served.addr));
     // Asks for everything, then reads nothing.
     let mut stalled = std::net::TcpStream::connect(&served.addr).unwrap();
-    stalled.write_all(b"GET /api/v1/query HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    stalled.write_all(b"GET /api/v1/query HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let started = Instant::now();
     let r = http.get("/api/v1/count", &[]);
@@ -333,7 +341,7 @@ fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
     let http = Http::new(&format!("http://{}", served.addr));
     let ask = |path: &str| {
         let mut c = std::net::TcpStream::connect(&served.addr).unwrap();
-        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).unwrap();
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).unwrap();
         c
     };
     // A filter the index cannot narrow and no packet matches.

@@ -12,16 +12,7 @@ use std::path::{Path, PathBuf};
 /// A store of synthetic traffic to serve.
 fn small_store(tmp: &TempDir) -> PathBuf {
     let store = tmp.join("store");
-    run_wirevault(&[
-        "record",
-        "--synthetic",
-        "size=imix,count=5000,flows=20",
-        "-o",
-        store.to_str().unwrap(),
-        "-q",
-        "--no-tune-warnings",
-    ])
-    .expect(0, "record");
+    record_synthetic(&store, "size=imix,count=5000,flows=20");
     store
 }
 
@@ -305,7 +296,7 @@ fn hostile_requests_get_clear_answers_and_never_a_crash() {
     // A slow client that never finishes its request holds only its own
     // connection: others are served meanwhile, and it is dropped.
     let mut slow = std::net::TcpStream::connect(&served.addr).unwrap();
-    slow.write_all(b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\n").unwrap();
+    slow.write_all(b"GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n").unwrap();
     assert_eq!(http.get("/api/v1/status", &[]).status, 200, "served beside a slow client");
     slow.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
     let mut buf = Vec::new();
@@ -313,7 +304,7 @@ fn hostile_requests_get_clear_answers_and_never_a_crash() {
     assert!(!String::from_utf8_lossy(&buf).contains("200 OK"), "the unfinished request was not answered as complete");
     // A client that goes away mid-export stops it; the server lives on.
     let mut c = std::net::TcpStream::connect(&served.addr).unwrap();
-    c.write_all(b"GET /api/v1/query HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    c.write_all(b"GET /api/v1/query HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     let mut first = [0u8; 64];
     let _ = c.read(&mut first).unwrap();
     drop(c);
@@ -531,7 +522,7 @@ print(ask(), flush=True)
 /// out, with no token or certificate needed on a TLS server.)
 #[test]
 fn one_address_cannot_take_every_connection() {
-    if !need_tools("one_address_cannot_take_every_connection", &["curl"]) {
+    if !need_tools("one_address_cannot_take_every_connection", &["curl", "promtool"]) {
         return;
     }
     use std::io::Read;
@@ -556,6 +547,10 @@ fn one_address_cannot_take_every_connection() {
     assert_eq!(code("127.0.0.2"), "200", "another address is served:\n{}", served.log());
     assert_eq!(code("127.0.0.1"), "503", "{}", served.log());
     assert!(served.log().contains("127.0.0.1 holds 64 connections already"), "{}", served.log());
+    // Each refusal is an answer, counted: the 36 idle ones and curl's.
+    let m = Http::new(&format!("http://{}", served.addr)).with(&["--interface", "127.0.0.2"]).get("/metrics", &[]);
+    promtool_ok(&m.body, "after refused connections");
+    assert!(m.text().contains("wirevault_http_requests_total{code=\"503\"} 37"), "{}", m.text());
     drop(idle);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while code("127.0.0.1") != "200" {

@@ -1,22 +1,13 @@
 //! A store the server cannot read (deleted, moved away, unreadable) is not
-//! shown as an empty one: the API says why with a 5xx, and `/metrics` goes
-//! on answering with `wirevault_store_up 0`.
+//! shown as an empty one: every endpoint of the API says why with a 503,
+//! and `/metrics` goes on answering with `wirevault_store_up 0`.
 
 use crate::util::*;
 use std::path::Path;
 use std::time::Duration;
 
 fn record(store: &Path) {
-    run_wirevault(&[
-        "record",
-        "--synthetic",
-        "size=imix,count=2000,flows=20",
-        "-o",
-        store.to_str().unwrap(),
-        "-q",
-        "--no-tune-warnings",
-    ])
-    .expect(0, "record");
+    record_synthetic(store, "size=imix,count=2000,flows=20");
 }
 
 #[test]
@@ -33,21 +24,43 @@ fn a_store_that_cannot_be_read_is_an_error_not_an_empty_store() {
     assert!(http.get("/metrics", &[]).text().contains("wirevault_store_up 1"));
     let away = tmp.join("moved");
     std::fs::rename(&store, &away).unwrap();
-    for path in ["/api/v1/status", "/api/v1/files"] {
-        let r = http.get(path, &[]);
-        assert_eq!(r.status, 503, "{path}: {}", r.text());
-        let e = r.json()["error"].as_str().unwrap().to_string();
-        assert!(e.contains("cannot read the store") && e.contains(store.to_str().unwrap()), "{path}: {e}");
-    }
-    let m = http.get("/metrics", &[]);
-    assert_eq!(m.status, 200);
-    assert!(m.text().contains("wirevault_store_up 0"), "{}", m.text());
-    assert!(!m.text().contains("wirevault_store_size_bytes 0"), "no size of a store that cannot be read");
+    every_endpoint_says_the_store_cannot_be_read(&http, &store);
     // Back in place: served again.
     std::fs::rename(&away, &store).unwrap();
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(http.get("/api/v1/status", &[]).status, 200);
     assert!(http.get("/metrics", &[]).text().contains("wirevault_store_up 1"));
+    // Deleted while served: the same.
+    std::fs::remove_dir_all(&store).unwrap();
+    every_endpoint_says_the_store_cannot_be_read(&http, &store);
+    assert_no_panic(&served.log(), "serve");
+}
+
+/// Every JSON endpoint and the pcap export answer 503 with the sentence
+/// that names the store; `/metrics` answers with `wirevault_store_up 0`.
+fn every_endpoint_says_the_store_cannot_be_read(http: &Http, store: &Path) {
+    let selection = [("filter", "udp"), ("limit", "5")];
+    let endpoints: [(&str, &[(&str, &str)]); 6] = [
+        ("/api/v1/status", &[]),
+        ("/api/v1/files", &[("from", "2020-01-01T00:00:00Z")]),
+        ("/api/v1/count", &selection),
+        ("/api/v1/query", &selection),
+        ("/api/v1/histogram", &[("filter", "udp"), ("step", "1s")]),
+        ("/api/v1/packets", &selection),
+    ];
+    for (path, given) in endpoints {
+        for params in [&[][..], given] {
+            let r = http.get(path, params);
+            assert_eq!(r.status, 503, "{path} {params:?}: {}", r.text());
+            let e = r.json()["error"].as_str().unwrap().to_string();
+            assert!(e.contains("cannot read the store") && e.contains(store.to_str().unwrap()), "{path}: {e}");
+            assert_eq!(e.lines().count(), 1, "{path}: one sentence: {e}");
+        }
+    }
+    let m = http.get("/metrics", &[]);
+    assert_eq!(m.status, 200);
+    assert!(m.text().contains("wirevault_store_up 0"), "{}", m.text());
+    assert!(!m.text().contains("wirevault_store_size_bytes 0"), "no size of a store that cannot be read");
 }
 
 /// A stream directory the server may not read: `packets` carries the

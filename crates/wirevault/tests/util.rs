@@ -1186,6 +1186,32 @@ impl Http {
     }
 }
 
+/// Records `record --synthetic SPEC` (quietly) into the store `store`.
+pub fn record_synthetic(store: &Path, spec: &str) {
+    run_wirevault(&["record", "--synthetic", spec, "-o", store.to_str().unwrap(), "-q", "--no-tune-warnings"])
+        .expect(0, "record");
+}
+
+/// `promtool check metrics` on the exposition.
+pub fn promtool_ok(body: &[u8], what: &str) {
+    let mut c = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    c.stdin.take().unwrap().write_all(body).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{what}: promtool check metrics failed: {}{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+        String::from_utf8_lossy(body)
+    );
+}
+
 /// `wirevault serve` running in the background; its address is read from
 /// its log line `api: serving STORE on SCHEME://ADDR/`.
 pub struct Served {

@@ -33,10 +33,16 @@ pub struct Listen {
     /// The most bytes one API answer may carry (K/M/G); a longer export is cut and says so.
     #[arg(long, default_value = "16G", value_name = "SIZE")]
     pub max_bytes: String,
-    /// Give up an export whose client takes no data for this many seconds (it stopped reading),
-    /// freeing its query slot.
+    /// Reset a connection whose client takes no byte of its answer for this many seconds (it
+    /// stopped reading): its transfer fails and its query slot comes free. A client that reads,
+    /// however slowly, is never cut.
     #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub send_timeout: u64,
+    /// Without --token-file or --client-ca only requests addressed to localhost, 127.0.0.1 or
+    /// [::1] are answered (no DNS rebinding); also answer those addressed to NAME (or NAME:PORT).
+    /// Repeatable.
+    #[arg(long = "allowed-host", value_name = "NAME", value_parser = parse_allowed_host)]
+    pub allowed_hosts: Vec<wv_serve::AllowedHost>,
     /// CPU priority (nice, 0-19) of the threads that run API queries; above capture's (0) so
     /// that capture comes first.
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(i32).range(0..=19))]
@@ -74,10 +80,16 @@ impl Listen {
         cfg.max_queries = self.max_queries;
         cfg.max_bytes = max_bytes;
         cfg.send_timeout = std::time::Duration::from_secs(self.send_timeout);
+        cfg.allowed_hosts = self.allowed_hosts.clone();
         cfg.query_nice = self.query_nice;
         cfg.check().map_err(|e| fail(exit::USAGE, e.to_string()))?;
         Ok(Some(cfg))
     }
+}
+
+/// `--allowed-host`: a host name or address, with a port or not.
+fn parse_allowed_host(s: &str) -> Result<wv_serve::AllowedHost, String> {
+    s.parse()
 }
 
 /// `host:port`, `[v6]:port`, `localhost:port` or a bare port (loopback).
@@ -107,10 +119,27 @@ pub fn start(
     })
 }
 
+/// What `serve --help` says after the options: the endpoints, and where it listens.
+const ENDPOINTS: &str = "\
+Listens on 127.0.0.1:8080 unless --listen says otherwise: the web console is then at
+http://localhost:8080/ (or http://127.0.0.1:8080/).
+
+Endpoints (GET; JSON unless they return packets; with --token-file the API and /metrics need a token):
+  /api/v1/status     version, the recording's counters, disk and retention, the time horizon
+  /api/v1/files      the catalog: the files overlapping from..to
+  /api/v1/query      nanosecond pcap (from, to, filter, limit): the bytes `wirevault query -w` writes
+  /api/v1/count      how many packets match (from, to, filter, limit), and why none if so
+  /api/v1/histogram  packets and bytes per time bucket (from, to, step, filter)
+  /api/v1/packets    the first matching packets, decoded (from, to, filter, limit): the console's table
+  /metrics           Prometheus text (OpenMetrics when the scraper asks for it)
+  /                  the web console
+from and to take the CLI's forms (RFC 3339, epoch seconds, '10m ago'); filter is a tcpdump expression:
+  curl -s -G localhost:8080/api/v1/query --data-urlencode 'filter=tcp port 443' | tcpdump -nn -r -";
+
 /// Arguments of `wirevault serve`.
 #[derive(clap::Args)]
 // A later value wins: `--config`'s arguments come first, the command line's after them.
-#[command(args_override_self = true)]
+#[command(args_override_self = true, after_help = ENDPOINTS)]
 pub struct Args {
     /// The store to serve (or `store = "DIR"` in the --config file).
     pub store: Option<PathBuf>,
