@@ -185,6 +185,52 @@ fn tune_apply_turns_offloads_off_on_a_veth() {
     assert!(human.lines().any(|l| l.starts_with("ok") && l.contains("gro")), "{human}");
 }
 
+/// `--apply` with `--only tso-gso` on a namespace's veth: every segmentation feature the running
+/// kernel names (as `ethtool -k` prints them: `tx-tcp-accecn-segmentation` on 6.18, the tunnel,
+/// SCTP and fraglist ones, whatever a later kernel adds) is off afterwards, or the finding names
+/// it and says why it stayed on (before: a fixed list of six left ten on, and said "ok").
+#[test]
+fn tune_apply_turns_off_every_segmentation_feature_the_kernel_names() {
+    let t = "tune_apply_turns_off_every_segmentation_feature_the_kernel_names";
+    if !need_root(t) || !need_tools(t, &["ip", "ethtool"]) {
+        return;
+    }
+    let pair = VethPair::new();
+    let ethtool_k = || run(VethPair::exec(&pair.ns_a, "ethtool").args(["-k", pair.if_a])).1;
+    // Segmentation features by their kernel names (ethtool shows a few under older ones).
+    let segmentation = |k: &str| -> Vec<(String, String)> {
+        k.lines()
+            .filter_map(|l| l.trim().split_once(": "))
+            .filter(|(name, _)| {
+                (name.starts_with("tx-") && name.ends_with("-segmentation"))
+                    || name.starts_with("tx-gso-")
+                    || *name == "generic-segmentation-offload"
+            })
+            .map(|(name, state)| (name.to_owned(), state.to_owned()))
+            .collect()
+    };
+    let before = segmentation(&ethtool_k());
+    assert!(before.iter().filter(|(_, s)| s == "on").count() >= 2, "a veth segments: {before:?}");
+    let (code, out, err) =
+        run(VethPair::exec(&pair.ns_a, bin()).args(["tune", pair.if_a, "--apply", "--json", "--only", "tso-gso"]));
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let f = finding(v.as_array().unwrap(), "tso-gso");
+    let said = format!("{} {} {}", f["found"], f["applied"]["result"], f["fix"]);
+    let after = segmentation(&ethtool_k());
+    assert_eq!(before.len(), after.len());
+    for (name, state) in &after {
+        if state.starts_with("on") {
+            assert!(said.contains(name.as_str()), "{name} is still {state} and the finding does not say so: {f}");
+            assert!(state.contains("[fixed]") || said.contains("kept"), "{name} {state}: no reason given: {f}");
+        } else {
+            assert!(state.starts_with("off"), "{name}: {state}");
+        }
+    }
+    let left_on = after.iter().any(|(_, s)| s.starts_with("on"));
+    assert_eq!(f["state"] == "ok", !left_on, "{f}");
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
 /// Bad arguments: one sentence, exit 2.
 #[test]
 fn tune_bad_arguments() {
