@@ -248,6 +248,48 @@ fn options_anywhere_and_unknown_options() {
     assert_eq!(final_counters(&st2).written, 50);
 }
 
+/// tcpdump's habits in `query`, `analyze` and `replay` are met with one sentence, as `record`'s
+/// `-w` is: `-r FILE` (the store or file is the first argument), `-c N` (`--limit N`), `--from -5`
+/// (the accepted time forms). clap's tip "use '-- -r'", which would make the word filter text,
+/// is never shown, for any unknown option of any subcommand (issue 44).
+#[test]
+fn tcpdump_habits_in_query_analyze_and_replay_get_a_sentence() {
+    let tmp = TempDir::new("habits");
+    let file = tmp.join("f.pcap");
+    write_pcap(&file, 1, 65535, true, &test_frames(20, 1_700_000_000_000_000_000));
+    let f = file.to_str().unwrap();
+    let one_sentence = |o: &Outcome, what: &str, needles: &[&str]| {
+        o.expect(2, what);
+        assert_eq!(o.stderr.trim().lines().count(), 1, "{what}: {}", o.stderr);
+        for n in needles {
+            assert!(o.stderr.contains(n), "{what}: no {n:?} in {}", o.stderr);
+        }
+        assert!(!o.stderr.contains("'--"), "{what}: clap's tip: {}", o.stderr);
+    };
+    for sub in ["query", "analyze", "replay"] {
+        let head: Vec<&str> = if sub == "replay" { vec![sub, "-i", "lo"] } else { vec![sub] };
+        let with = |rest: &[&str]| run_wirevault(&[head.as_slice(), rest].concat());
+        one_sentence(&with(&["-r", f, "--count"]), &format!("{sub} -r"), &["has no -r", "first argument"]);
+        one_sentence(&with(&[f, "-c", "5"]), &format!("{sub} -c"), &["has no -c", "--limit 5"]);
+        for from in [["--from", "-5"], ["--to", "-5m"]] {
+            let o = with(&[f, from[0], from[1]]);
+            one_sentence(&o, &format!("{sub} {from:?}"), &[from[0], "RFC 3339", "epoch seconds", "ago"]);
+        }
+    }
+    // `--limit` where the sentence sends the user: analyze takes it too.
+    let o = run_wirevault(&["analyze", f, "--limit", "5", "--json"]);
+    o.expect(0, "analyze --limit");
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(r["frames"], 5, "{}", o.stdout);
+    // Any other unknown option: clap's error, without the tip.
+    for args in [vec!["query", f, "-x"], vec!["record", "-o", "/nonexistent/s", "--synthetic", "count=1", "-z"]] {
+        let o = run_wirevault(&args);
+        o.expect(2, &format!("{args:?}"));
+        assert!(o.stderr.contains("unexpected argument"), "{args:?}: {}", o.stderr);
+        assert!(!o.stderr.contains("to pass") && !o.stderr.contains("'-- -"), "{args:?}: {}", o.stderr);
+    }
+}
+
 /// Finding 17: record's short options do not clash with tcpdump's.
 #[test]
 fn record_short_options_follow_tcpdump() {

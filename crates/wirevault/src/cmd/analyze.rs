@@ -19,6 +19,9 @@ const DEFAULT_DUP_WINDOW: &str = "1ms";
 pub struct Args {
     #[command(flatten)]
     pub sel: Selection,
+    /// Analyze only the first N matching packets (1 or more, as `query --limit`).
+    #[arg(long, value_name = "N", value_parser = super::packet_limit)]
+    pub limit: Option<u64>,
     /// Print the whole report as JSON on standard output instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -85,7 +88,7 @@ struct Plan {
 }
 
 fn plan(args: &Args) -> anyhow::Result<Plan> {
-    let query = args.sel.query(None)?;
+    let query = args.sel.query(args.limit)?;
     let cfg = wv_analyze::Config {
         dup_window_ns: duration("--dup-window", &args.dup_window)?,
         dup_frames: args.dup_frames,

@@ -263,15 +263,19 @@ pub fn changed(old: &toml::Table, new: &toml::Table) -> Vec<String> {
 
 /// Parses the command line; for `record --config FILE` (and `serve`), with the file's
 /// arguments (see [`apply`]; the command line alone may lack what the file
-/// gives, as the store or the source). A usage error is returned; clap's
-/// own errors exit as clap does.
+/// gives, as the store or the source). A usage error is returned, a tcpdump
+/// habit's sentence too ([`super::habits`]); clap's other errors exit as clap
+/// does, without its `-- -x` tip.
 pub fn parse_cli() -> anyhow::Result<crate::Cli> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     // Most runs give no config: parse once, at once (the stop signals are
     // held meanwhile, see `cmd::hold_signals`; a second pass over every
     // subcommand's definition would delay their handlers).
+    let parse = |argv: &[OsString]| {
+        <crate::Cli as clap::Parser>::try_parse_from(argv).map_err(|e| super::habits::clap_error(e, argv))
+    };
     if !argv.iter().any(|a| a.to_str().is_some_and(|a| a == "--config" || a.starts_with("--config="))) {
-        return Ok(<crate::Cli as clap::Parser>::parse_from(argv));
+        return parse(&argv);
     }
     // `record --config FILE` and `serve --config FILE`.
     let found = crate::Cli::command().ignore_errors(true).try_get_matches_from(&argv).ok().and_then(|m| {
@@ -280,7 +284,7 @@ pub fn parse_cli() -> anyhow::Result<crate::Cli> {
         })
     });
     let Some((sub, file)) = found else {
-        return Ok(<crate::Cli as clap::Parser>::parse_from(argv));
+        return parse(&argv);
     };
     match apply::<crate::Cli>(&argv, sub, &file) {
         Ok((mut c, loaded)) => {
@@ -290,7 +294,7 @@ pub fn parse_cli() -> anyhow::Result<crate::Cli> {
             Ok(c)
         }
         Err(e) => match e.downcast::<clap::Error>() {
-            Ok(ce) => ce.exit(),
+            Ok(ce) => Err(super::habits::clap_error(ce, &argv)),
             Err(e) => Err(e),
         },
     }

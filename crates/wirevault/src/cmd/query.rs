@@ -13,10 +13,11 @@ pub struct Selection {
     /// The store (or a single capture file).
     pub store: PathBuf,
     /// Earliest packet time, inclusive: RFC 3339, epoch seconds[.fraction], or `10m ago`.
-    #[arg(long, value_name = "T")]
+    // A value may begin with `-` (`--from -5`), to be told the forms a time takes.
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub from: Option<String>,
     /// End of the time range, exclusive (same forms as --from).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub to: Option<String>,
     /// tcpdump filter expression (the words are joined with spaces, as tcpdump does).
     /// Options may come before or after it; after `--` every word is filter text.

@@ -29,10 +29,10 @@ pub struct Args {
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     pub interface: String,
     /// Earliest packet time, inclusive (as `query --from`).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub from: Option<String>,
     /// End of the time range, exclusive (as `query --to`).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub to: Option<String>,
     /// Send at most N packets (per loop; 1 or more).
     #[arg(long, value_name = "N", value_parser = super::packet_limit)]

@@ -20,10 +20,10 @@ pub struct Args {
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     pub interfaces: Vec<String>,
     /// Only packets from this time on (RFC 3339, epoch seconds, `2h ago`).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub from: Option<String>,
     /// Only packets before this time.
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub to: Option<String>,
     /// Print one JSON object instead of text.
     #[arg(long)]
