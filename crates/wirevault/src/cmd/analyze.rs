@@ -128,6 +128,7 @@ fn progress(total: Option<u64>) -> Option<indicatif::ProgressBar> {
 /// returns how many files were damaged or missing.
 fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::Result<usize> {
     let prepared = wv_query::prepare(q).map_err(prepare_error)?;
+    let outside = prepared.outside();
     let bar = progress(prepared.packets_upper_bound());
     let mut n = 0u64;
     let mut g = |p: wv_query::PacketRef<'_>| {
@@ -147,6 +148,9 @@ fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::
     }
     for w in &report.warnings {
         say!("wirevault: {w}");
+    }
+    if let (0, Some(why)) = (n, &outside) {
+        say!("wirevault: no packet matched: {why}");
     }
     if report.part_files > 0 {
         say!("wirevault: {} file(s) being written or left by a crash are not included", report.part_files);

@@ -70,6 +70,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     let query = args.sel.query(args.limit)?;
     let prepared = wv_query::prepare(query).map_err(prepare_error)?;
+    // Said when nothing matched, as `/api/v1/count` answers in `outside`.
+    let outside = prepared.outside();
     let result = if args.count {
         wv_query::run(prepared, wv_query::Sink::Count)
     } else if let Some(path) = write {
@@ -119,6 +121,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     };
     for w in &report.warnings {
         say!("wirevault: {w}");
+    }
+    if let (0, Some(why)) = (report.matched, &outside) {
+        say!("wirevault: no packet matched: {why}");
     }
     if report.part_files > 0 && report.recording {
         say!(
