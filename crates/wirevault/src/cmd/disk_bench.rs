@@ -154,13 +154,16 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
     match std::fs::metadata(&a.dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
-            return Err(usage(format!(
-                "{} is not a directory; give a directory on the volume to gauge",
-                a.dir.display()
-            )))
+            return Err(fail(
+                exit::ERROR,
+                format!("{} is not a directory; give a directory on the volume to gauge", a.dir.display()),
+            ))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(usage(format!("{} does not exist; give a directory on the volume to gauge", a.dir.display())))
+            return Err(fail(
+                exit::ERROR,
+                format!("{} does not exist; give a directory on the volume to gauge", a.dir.display()),
+            ))
         }
         Err(e) => return Err(fail(exit::ERROR, format!("{}: {e}", a.dir.display()))),
     }

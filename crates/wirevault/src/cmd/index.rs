@@ -19,14 +19,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(fail(exit::USAGE, format!("{} does not exist", path.display())))
+            return Err(fail(exit::ERROR, format!("{} does not exist", path.display())))
         }
         Err(e) => return Err(fail(exit::ERROR, format!("{}: {e}", path.display()))),
     };
     // `index /dev/stdin` or a FIFO would block, or put FILE.idx beside a device.
     if !meta.is_dir() && !meta.is_file() {
         return Err(fail(
-            exit::USAGE,
+            exit::ERROR,
             format!(
                 "{} is not a regular file (a pipe, device or socket); index needs a capture file or a directory of them",
                 path.display()

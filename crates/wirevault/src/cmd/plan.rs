@@ -144,7 +144,14 @@ fn validate(args: &Args) -> anyhow::Result<Plan> {
     };
     let bench = match &args.bench {
         None => None,
-        Some(p) => Some((p.clone(), DiskBench::read(p).map_err(|e| usage(e.to_string()))?)),
+        Some(p) => Some((
+            p.clone(),
+            DiskBench::read(p).map_err(|e| match e {
+                // A file that cannot be read is the host's matter; what it says, the command line's.
+                wv_plan::bench::BenchError::Io { .. } => fail(exit::ERROR, e.to_string()),
+                e => usage(e.to_string()),
+            })?,
+        )),
     };
     let mut rows = Vec::new();
     for s in &args.size {
@@ -188,9 +195,8 @@ fn from_row(
     let (from_ns, to_ns) = super::time_range(&args.from_time, &args.to_time, ("--from-time", "--to-time"))?;
     let query = wv_query::Query { store: path.to_path_buf(), from_ns, to_ns, expr: String::new(), limit: None };
     let (dist, report) = Distribution::read(query).map_err(|e| match e {
-        wv_query::QueryError::NotAStore { .. } | wv_query::QueryError::NotRegular { .. } => usage(e.to_string()),
         wv_query::QueryError::Missing { .. } => {
-            usage(format!("{} does not exist; --from takes a capture file or a store", path.display()))
+            fail(exit::ERROR, format!("{} does not exist; --from takes a capture file or a store", path.display()))
         }
         other => fail(exit::ERROR, other.to_string()),
     })?;

@@ -164,14 +164,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-/// The exit code of a failed `wv_query::prepare`: the user's input (filter,
-/// path) is a usage error, the rest a runtime error.
+/// The exit code of a failed `wv_query::prepare`: a filter that does not
+/// compile is a usage error; a store or file that is missing, not a store or
+/// capture, or unreadable is a runtime error (the `exit` module's rule).
 pub(crate) fn prepare_error(e: wv_query::QueryError) -> anyhow::Error {
     match e {
-        wv_query::QueryError::BadExpression { .. }
-        | wv_query::QueryError::NotAStore { .. }
-        | wv_query::QueryError::Missing { .. }
-        | wv_query::QueryError::NotRegular { .. } => fail(exit::USAGE, e.to_string()),
+        wv_query::QueryError::BadExpression { .. } => fail(exit::USAGE, e.to_string()),
         other => fail(exit::ERROR, other.to_string()),
     }
 }

@@ -31,14 +31,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let usage = |m: String| fail(exit::USAGE, m);
     let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
     // Check everything before reading anything.
     let mut ifaces = Vec::new();
     for name in &args.interfaces {
         match wv_sys::tsinfo::ts_info(name) {
             Ok(i) => ifaces.push((name.clone(), i)),
-            Err(e @ wv_sys::error::Error::NoSuchInterface(_)) => return Err(usage(e.to_string())),
+            Err(e @ wv_sys::error::Error::NoSuchInterface(_)) => return Err(fail(exit::ERROR, e.to_string())),
             Err(e) => return Err(fail(exit::ERROR, format!("{name}: {e}"))),
         }
     }
