@@ -872,6 +872,47 @@ fn delay_against_a_second_point_and_plots() {
     }
 }
 
+/// `--step 1ns --max-intervals 10` on 43 µs of frames: frame times count in whole
+/// microseconds (as tshark's io,stat counts them, which refuses a step under 1 µs), so the
+/// step is raised to 1 µs and doubled from there to a readable 8 us (before: 1 ns doubled
+/// 13 times, 8.192 us, every row at "0.000 s"); the rows' times show the step's digits, and
+/// their counts are tshark's `-z io,stat,0.000008`.
+#[test]
+fn a_step_under_a_microsecond_is_raised_to_one_and_shown_readably() {
+    let dir = TempDir::new("analyze-tiny-step");
+    let f = dir.join("tiny.pcap");
+    let frames: Vec<Frame> = (0..100u64)
+        .map(|i| {
+            let data = eth_ip(&ipv4([10, 7, 0, 1], [10, 7, 0, 2], 17, &udp(4000, 4001, &[0; 18])));
+            Frame { ts_ns: T0 + i * 431, origlen: data.len() as u32, data }
+        })
+        .collect();
+    write_pcap(&f, 1, 65535, true, &frames);
+    let fs = f.to_str().unwrap();
+    let o = run_wirevault(&["analyze", fs, "--step", "1ns", "--max-intervals", "10"]);
+    o.expect(0, "analyze --step 1ns");
+    let said =
+        o.stderr.lines().find(|l| l.contains("throughput is given per")).unwrap_or_else(|| panic!("{}", o.stderr));
+    assert!(said.contains("per 8 us instead of --step 1ns") && said.contains("at least 1 us"), "{said}");
+    let rows: Vec<&str> = o.stdout.lines().filter(|l| l.trim_end().ends_with("pkt/s") && l.contains(" s ")).collect();
+    assert!(rows.len() >= 5, "{}", o.stdout);
+    assert!(rows[1].trim_start().starts_with("0.000008 s"), "{}", rows[1]);
+    let r = analyze_json(&f, &["--step", "1ns", "--max-intervals", "10"]);
+    let t = &r["throughput"];
+    assert_eq!((n(&t["requested_step_ns"]), n(&t["step_ns"])), (1, 8_000));
+    if have("tshark") {
+        let out = run_ok(Command::new("tshark").args(["-n", "-q", "-z", "io,stat,0.000008", "-r"]).arg(&f));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let theirs: Vec<u64> = text
+            .lines()
+            .filter(|l| l.contains("<>"))
+            .filter_map(|l| l.split('|').nth(2).and_then(|c| c.trim().parse().ok()))
+            .collect();
+        let ours: Vec<u64> = t["intervals"].as_array().unwrap().iter().map(|i| n(&i["packets"])).collect();
+        assert_eq!(ours[..theirs.len()], theirs[..], "{text}");
+    }
+}
+
 /// A capture spanning more steps than `--max-intervals` (100,000 by
 /// default): the step doubles until it fits, which standard error and the
 /// table say, and the intervals are exactly those of a run given the wider

@@ -180,12 +180,26 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let report = an.finish();
     let t = &report.throughput;
     if t.step_ns != t.requested_step_ns {
+        let base = t.requested_step_ns.max(wv_analyze::qos::io::MIN_STEP_NS);
+        let mut why = Vec::new();
+        if base > t.requested_step_ns {
+            why.push(
+                "a step is at least 1 us (frame times count in whole microseconds, as tshark's io,stat counts them)"
+                    .to_string(),
+            );
+        }
+        if t.step_ns > base {
+            why.push(format!(
+                "at {} the capture spans more than {} intervals (--max-intervals)",
+                wv_analyze::report::duration_text(base),
+                args.max_intervals
+            ));
+        }
         say!(
-            "wirevault: throughput is given per {} instead of --step {}: at that step the capture spans more than \
-             {} intervals (--max-intervals)",
+            "wirevault: throughput is given per {} instead of --step {}: {}",
             wv_analyze::report::duration_text(t.step_ns),
             args.step,
-            args.max_intervals
+            why.join(", and ")
         );
     }
     if let Some(dir) = &args.plot {
