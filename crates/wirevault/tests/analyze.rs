@@ -913,6 +913,57 @@ fn a_step_under_a_microsecond_is_raised_to_one_and_shown_readably() {
     }
 }
 
+/// The texts of an SVG's `<text>` elements.
+fn svg_texts(path: &Path) -> Vec<String> {
+    let svg = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_owned()))
+        .collect()
+}
+
+/// `--plot`: jitter.svg's x axis names each stream (an RTP stream by its SSRC, a plain UDP
+/// stream by its destination) and leaves out one-packet streams, which have no jitter
+/// (before: bars numbered 0, 5, 10 and a zero bar per one-packet stream); sizes.svg counts
+/// frames in whole numbers (before: 0.0, 200.0, ...).
+#[test]
+fn plots_name_their_streams_and_count_in_whole_numbers() {
+    let dir = TempDir::new("analyze-plot-names");
+    let file = dir.join("streams.pcap");
+    let rtp = |seq: u16, ssrc: u32| {
+        let mut p = vec![0x80, 0x00];
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.extend_from_slice(&(160 * u32::from(seq)).to_be_bytes());
+        p.extend_from_slice(&ssrc.to_be_bytes());
+        p.extend_from_slice(&[0xd5; 160]);
+        p
+    };
+    let mut frames = Vec::new();
+    for i in 0..50u16 {
+        let t = u64::from(i) * 20 * MS + u64::from(i % 3) * MS;
+        let data = eth_ip(&ipv4([10, 6, 0, 1], [10, 6, 0, 2], 17, &udp(30000, 30002, &rtp(i, 0x00c0_ffee))));
+        frames.push(Frame { ts_ns: T0 + t, origlen: data.len() as u32, data });
+        let data = eth_ip(&ipv4([10, 6, 0, 3], [10, 6, 0, 4], 17, &udp(5555, 6666, &[7; 40])));
+        frames.push(Frame { ts_ns: T0 + t + 5 * MS + u64::from(i % 4) * MS, origlen: data.len() as u32, data });
+    }
+    // A stream of one packet.
+    let data = eth_ip(&ipv4([10, 6, 0, 5], [10, 6, 0, 6], 17, &udp(31000, 31002, &rtp(1, 0x0bad_0001))));
+    frames.push(Frame { ts_ns: T0 + 7 * MS, origlen: data.len() as u32, data });
+    frames.sort_by_key(|f| f.ts_ns);
+    write_pcap(&file, 1, 65535, true, &frames);
+    let plots = dir.join("charts");
+    let r = analyze_json(&file, &["--plot", plots.to_str().unwrap()]);
+    assert_eq!(r["rtp"]["streams"].as_array().unwrap().len(), 2, "{}", r["rtp"]);
+    let jitter = svg_texts(&plots.join("jitter.svg"));
+    assert!(jitter.iter().any(|t| t.contains("0x00c0ffee")), "no name for the RTP stream: {jitter:?}");
+    assert!(jitter.iter().any(|t| t.contains("10.6.0.4:6666")), "no name for the UDP stream: {jitter:?}");
+    assert!(!jitter.iter().any(|t| t.contains("0bad0001")), "a one-packet stream is drawn: {jitter:?}");
+    let sizes = svg_texts(&plots.join("sizes.svg"));
+    let numbers: Vec<&String> = sizes.iter().filter(|t| t.parse::<f64>().is_ok()).collect();
+    assert!(numbers.len() >= 3, "{sizes:?}");
+    assert!(numbers.iter().all(|t| t.parse::<u64>().is_ok()), "frame counts that are not whole: {numbers:?}");
+}
+
 /// A capture spanning more steps than `--max-intervals` (100,000 by
 /// default): the step doubles until it fits, which standard error and the
 /// table say, and the intervals are exactly those of a run given the wider
