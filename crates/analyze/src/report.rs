@@ -285,7 +285,7 @@ pub fn table(r: &Report, top: usize) -> String {
         for s in r.rtp.streams.iter().take(top) {
             let _ = writeln!(
                 o,
-                "  {}:{} > {}:{} ssrc 0x{:08x} pt {}: {} pkts, lost {} ({:.1}%), delta min/mean/max {:.3}/{:.3}/{:.3} ms, jitter min/mean/max {}/{}/{} ms",
+                "  {}:{} > {}:{} ssrc 0x{:08x} pt {}: {} pkts, lost {} ({:.1}%), delta min/mean/max {}, jitter min/mean/max {}",
                 s.src,
                 s.src_port,
                 s.dst,
@@ -295,12 +295,8 @@ pub fn table(r: &Report, top: usize) -> String {
                 s.packets,
                 s.lost,
                 s.lost_percent,
-                s.min_delta_ms,
-                s.mean_delta_ms,
-                s.max_delta_ms,
-                j(s.min_jitter_ms),
-                j(s.mean_jitter_ms),
-                j(s.max_jitter_ms)
+                figures(s.regular_packets > 0, &[Some(s.min_delta_ms), Some(s.mean_delta_ms), Some(s.max_delta_ms)]),
+                figures(s.regular_packets > 0, &[s.min_jitter_ms, s.mean_jitter_ms, s.max_jitter_ms]),
             );
         }
     }
@@ -311,21 +307,24 @@ pub fn table(r: &Report, top: usize) -> String {
         for s in u.streams.iter().take(top) {
             let _ = writeln!(
                 o,
-                "  {}:{} > {}:{}: {} pkts, delta min/mean/max {:.3}/{:.3}/{:.3} ms, jitter mean/max {}/{} ms",
+                "  {}:{} > {}:{}: {} pkts, delta min/mean/max {}, jitter mean/max {}",
                 s.src.text(),
                 s.src_port,
                 s.dst.text(),
                 s.dst_port,
                 s.packets,
-                s.min_delta_ms,
-                s.mean_delta_ms,
-                s.max_delta_ms,
-                j(s.mean_jitter_ms),
-                j(s.max_jitter_ms)
+                figures(s.packets > 1, &[Some(s.min_delta_ms), Some(s.mean_delta_ms), Some(s.max_delta_ms)]),
+                figures(true, &[s.mean_jitter_ms, s.max_jitter_ms]),
             );
         }
     }
-    if let Some(d) = &r.delay {
+    if let Some(d) = r.delay.as_ref().filter(|d| d.matched == 0) {
+        let _ = writeln!(
+            o,
+            "\nOne-way delay: 0 matched of {} here ({} reference packets): no packet was seen at both points",
+            d.unmatched, d.reference_packets
+        );
+    } else if let Some(d) = &r.delay {
         let _ = writeln!(
             o,
             "\nOne-way delay: {} matched of {} here ({} reference packets): min {} p50 {} p90 {} p99 {} max {}",
@@ -342,9 +341,16 @@ pub fn table(r: &Report, top: usize) -> String {
     o
 }
 
-/// A jitter figure in ms to three decimals, `n/a` when there is none.
-fn j(v: Option<f64>) -> String {
-    v.map_or("n/a".to_string(), |v| format!("{v:.3}"))
+/// Figures in ms to three decimals (`20.000/20.000/20.000 ms`), or `n/a` when they were
+/// not `measured` or one is missing (no second packet, no clock rate): `n/a` means nothing
+/// was measured, `0.000` a measured zero, never the one for the other.
+fn figures(measured: bool, v: &[Option<f64>]) -> String {
+    match v.iter().copied().collect::<Option<Vec<f64>>>() {
+        Some(v) if measured => {
+            format!("{} ms", v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/"))
+        }
+        _ => "n/a".to_string(),
+    }
 }
 
 fn sms(ns: i64) -> String {

@@ -964,6 +964,48 @@ fn plots_name_their_streams_and_count_in_whole_numbers() {
     assert!(numbers.iter().all(|t| t.parse::<u64>().is_ok()), "frame counts that are not whole: {numbers:?}");
 }
 
+/// The table gives "n/a" only for what was not measured and a number only for what was:
+/// a one-packet RTP stream of a payload type with a clock rate printed 0.000 for its delta
+/// and jitter where one of a dynamic type printed n/a (the same state: no second packet);
+/// a one-way delay with nothing matched printed 0.000 ms. A steady stream's measured 0.000
+/// jitter stays a number.
+#[test]
+fn the_table_says_n_a_for_what_was_not_measured_and_numbers_for_what_was() {
+    let dir = TempDir::new("analyze-n-a");
+    let (a, b) = (dir.join("a.pcap"), dir.join("b.pcap"));
+    let rtp = |pt: u8, seq: u16, ssrc: u32| {
+        let mut p = vec![0x80, pt];
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.extend_from_slice(&(160 * u32::from(seq)).to_be_bytes());
+        p.extend_from_slice(&ssrc.to_be_bytes());
+        p.extend_from_slice(&[0xd5; 160]);
+        p
+    };
+    let frame = |t: u64, port: u16, payload: Vec<u8>| {
+        let data = eth_ip(&ipv4([10, 8, 0, 1], [10, 8, 0, 2], 17, &udp(40000, port, &payload)));
+        Frame { ts_ns: T0 + t, origlen: data.len() as u32, data }
+    };
+    let mut frames = vec![frame(0, 30000, rtp(0, 1, 0x0000_0a01)), frame(MS, 30002, rtp(96, 1, 0x0000_0a02))];
+    // A steady G.711 stream, 20 ms apart: a measured jitter of 0.
+    frames.extend((0..10u16).map(|i| frame(2 * MS + u64::from(i) * 20 * MS, 30004, rtp(0, i, 0x0000_0a03))));
+    write_pcap(&a, 1, 65535, true, &frames);
+    write_pcap(&b, 1, 65535, true, &[frame(0, 9, vec![1; 30])]);
+    let o = run_wirevault(&["analyze", a.to_str().unwrap(), "--against", b.to_str().unwrap()]);
+    o.expect(0, "analyze");
+    let row =
+        |ssrc: &str| o.stdout.lines().find(|l| l.contains(ssrc)).unwrap_or_else(|| panic!("{ssrc}: {}", o.stdout));
+    for one in ["0x00000a01", "0x00000a02"] {
+        let r = row(one);
+        assert!(r.contains("delta min/mean/max n/a") && r.contains("jitter min/mean/max n/a"), "{r}");
+        assert!(!r.contains("0.000"), "{r}");
+    }
+    let steady = row("0x00000a03");
+    assert!(steady.contains("delta min/mean/max 20.000/20.000/20.000 ms"), "{steady}");
+    assert!(steady.contains("jitter min/mean/max 0.000/0.000/0.000 ms"), "{steady}");
+    let delay = o.stdout.lines().find(|l| l.starts_with("One-way delay")).unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(delay.contains("0 matched") && !delay.contains("0.000"), "{delay}");
+}
+
 /// A capture spanning more steps than `--max-intervals` (100,000 by
 /// default): the step doubles until it fits, which standard error and the
 /// table say, and the intervals are exactly those of a run given the wider

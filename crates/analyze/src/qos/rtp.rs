@@ -142,6 +142,10 @@ pub struct StreamRow {
     pub mean_jitter_ms: Option<f64>,
     /// Packets whose sequence number was not the previous one plus one.
     pub sequence_errors: u64,
+    /// Packets that counted in the delta (and jitter) statistics: not the first,
+    /// a talk spurt's or comfort noise (see [`Rtp::feed`]). With none, nothing was
+    /// measured and the table says `n/a`.
+    pub regular_packets: u64,
     pub first_ns: u64,
     pub last_ns: u64,
 }
@@ -302,6 +306,7 @@ impl Rtp {
                 max_jitter_ms: jitter.then_some(st.max_jitter_ms),
                 mean_jitter_ms: jitter.then_some(st.mean_jitter_ms),
                 sequence_errors: st.sequence_errors,
+                regular_packets: st.regular,
                 first_ns: st.first_ns,
                 last_ns: st.last_ns,
             });
