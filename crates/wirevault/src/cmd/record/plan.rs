@@ -157,6 +157,8 @@ pub struct OutputPlan {
     pub stats_file: Option<PathBuf>,
     /// Print `wirevault tune`'s warnings at start-up (not `--no-tune-warnings`).
     pub tune_warnings: bool,
+    /// The drop causes the summary lists (those this source and format can have).
+    pub causes: super::status::Causes,
 }
 
 /// The validated plan.
@@ -540,6 +542,11 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         // clap's group requires one of the three.
         return Err(usage("give a source: -i IF, --read FILE or --synthetic SPEC".into()));
     };
+    let causes = super::status::Causes {
+        live: matches!(source, SourcePlan::Live { .. }),
+        xdp: matches!(source, SourcePlan::Live { xdp: true, .. }),
+        pcap: a.format == super::args::FormatArg::Pcap,
+    };
     Ok(Plan {
         store: store.clone(),
         volumes: a.volumes.clone(),
@@ -561,6 +568,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             quiet: a.quiet,
             stats_file: a.stats_file.clone(),
             tune_warnings: !a.no_tune_warnings,
+            causes,
         },
         tuning: Tuning { ring_blocks, ..Tuning::default() },
         reduce: ReducePlan {
