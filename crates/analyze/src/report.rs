@@ -185,6 +185,9 @@ pub fn table(r: &Report, top: usize) -> String {
     let _ = writeln!(o, "\nMalformed or unexpected frames: {}", m.packets);
     for k in &m.kinds {
         let _ = writeln!(o, "  {:<32} {:>10}  {}", k.kind, k.packets, k.description);
+        if let Some(h) = &k.hint {
+            let _ = writeln!(o, "      hint: {h}");
+        }
         for e in &k.first {
             example(&mut o, "      ", e);
         }

@@ -1006,6 +1006,39 @@ fn the_table_says_n_a_for_what_was_not_measured_and_numbers_for_what_was() {
     assert!(delay.contains("0 matched") && !delay.contains("0.000"), "{delay}");
 }
 
+/// Frames over the MTU that are TCP or UDP segments (a 20,000-byte TCP segment, as a host
+/// with TSO/GSO hands its capture, and a 9,000-byte UDP datagram) carry a hint that the
+/// capturing host's offloads made them and that `wirevault tune` turns those off; an ICMP
+/// frame over the MTU is counted but not blamed on offloads.
+#[test]
+fn over_mtu_super_frames_carry_a_hint_about_offloads() {
+    let dir = TempDir::new("analyze-gso");
+    let f = dir.join("gso.pcap");
+    let tcp_big = eth_ip(&ipv4([10, 3, 0, 1], [10, 3, 0, 2], 6, &tcp(40000, 80, 1, 1, 0x18, 512, &[0x41; 20_000])));
+    let udp_big = eth_ip(&ipv4([10, 3, 0, 1], [10, 3, 0, 2], 17, &udp(40000, 9000, &[0x42; 9000])));
+    let mut icmp = vec![8, 0, 0, 0, 0, 1, 0, 1];
+    icmp.extend_from_slice(&[0x43; 3000]);
+    let icmp_big = eth_ip(&ipv4([10, 3, 0, 1], [10, 3, 0, 2], 1, &icmp));
+    let frames: Vec<Frame> = [tcp_big, udp_big, icmp_big]
+        .into_iter()
+        .enumerate()
+        .map(|(i, data)| Frame { ts_ns: T0 + i as u64 * MS, origlen: data.len() as u32, data })
+        .collect();
+    write_pcap(&f, 1, 65535, true, &frames);
+    let r = analyze_json(&f, &[]);
+    let k = r["malformed"]["kinds"].as_array().unwrap().iter().find(|k| k["kind"] == "over_mtu").expect("over_mtu");
+    assert_eq!(n(&k["packets"]), 3, "{k}");
+    let hint = k["hint"].as_str().unwrap_or_else(|| panic!("no hint: {k}"));
+    assert!(hint.starts_with("2 of them are TCP or UDP"), "{hint}");
+    assert!(hint.contains("offload") && hint.contains("wirevault tune"), "{hint}");
+    let details: Vec<&str> = k["first"].as_array().unwrap().iter().map(|e| e["detail"].as_str().unwrap()).collect();
+    assert!(details[0].contains("TCP") && details[0].contains("larger than any Ethernet frame"), "{details:?}");
+    assert!(details[1].contains("UDP") && !details[1].contains("larger than any"), "{details:?}");
+    assert!(!details[2].contains("offload"), "{details:?}");
+    let o = run_wirevault(&["analyze", f.to_str().unwrap()]);
+    assert!(o.expect(0, "analyze").stdout.contains(&format!("hint: {hint}")), "{}", o.stdout);
+}
+
 /// A capture spanning more steps than `--max-intervals` (100,000 by
 /// default): the step doubles until it fits, which standard error and the
 /// table say, and the intervals are exactly those of a run given the wider
