@@ -568,12 +568,13 @@ mod tests {
     }
 
     /// Only one interval allowed and a span no step fits into one: the
-    /// later frame is counted past it, not lost, and the step stops at 2^63.
+    /// later frame is counted past it, not lost, and the step (1 ns raised to
+    /// 1 µs) stops at its last doubling below 2^64.
     #[test]
     fn throughput_counts_what_no_step_fits_as_beyond() {
         let r = throughput(&[0, u64::MAX - 1000], 1, 1);
         assert_eq!((r.intervals.len(), r.intervals[0].packets, r.beyond.packets), (1, 1, 1));
-        assert_eq!(r.step_ns, 1 << 63);
+        assert_eq!((r.requested_step_ns, r.step_ns), (1, qos::io::MIN_STEP_NS << 54));
         let r = throughput(&[0, u64::MAX - 1000], 1, 2);
         assert_eq!((r.intervals.iter().map(|i| i.packets).sum::<u64>(), r.beyond.packets), (2, 0));
     }

@@ -24,6 +24,10 @@ use wv_wire::linktype;
 /// Ethernet minimum frame length without the FCS.
 pub const ETHERNET_MIN: u32 = 60;
 
+/// The largest network layer an Ethernet frame carries (jumbo frames of 9,216 bytes on the
+/// wire, the most switches take): a segment beyond it never crossed a wire as one frame.
+pub const JUMBO_MAX: u32 = 9216;
+
 /// Every kind this module reports, in report order: (name, what it means).
 pub const KINDS: &[(&str, &str)] = &[
     ("vlan_tpid_as_ethertype", "S-tag TPID where a C-tag's EtherType belongs (stack in the wrong order)"),
@@ -84,6 +88,10 @@ pub struct KindReport {
     pub description: &'static str,
     pub packets: u64,
     pub bytes: u64,
+    /// What likely made them, where it can be told: for `over_mtu`, TCP and UDP segments
+    /// over the MTU are the super-frames a capturing host's offloads (GRO, TSO/GSO) make.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
     pub first: Vec<Example>,
 }
 
@@ -104,11 +112,23 @@ pub struct Malformed {
     /// The kinds noted of the last frame fed (bit per [`KINDS`] entry), which
     /// its tunnels' frames add to ([`Malformed::feed_inner`]).
     seen: u32,
+    /// Of the `over_mtu` frames: TCP or UDP segments, and of them those larger than any
+    /// Ethernet frame ([`JUMBO_MAX`]).
+    segments_over_mtu: u64,
+    beyond_jumbo: u64,
 }
 
 impl Malformed {
     pub fn new(cfg: &Config) -> Malformed {
-        Malformed { mtu: cfg.mtu, max_examples: cfg.examples, packets: 0, kinds: BTreeMap::new(), seen: 0 }
+        Malformed {
+            mtu: cfg.mtu,
+            max_examples: cfg.examples,
+            packets: 0,
+            kinds: BTreeMap::new(),
+            seen: 0,
+            segments_over_mtu: 0,
+            beyond_jumbo: 0,
+        }
     }
 
     fn note(&mut self, s: &Seen<'_>, name: &str, detail: String, seen: &mut u32) {
@@ -162,7 +182,24 @@ impl Malformed {
         if let Some(l3) = network_offset(s) {
             let l3_len = s.len.saturating_sub(l3);
             if l3_len > self.mtu {
-                self.note(s, "over_mtu", format!("{l3_len} bytes of network layer"), &mut seen);
+                let transport = if s.d.layer(LayerKind::Tcp).is_some() {
+                    Some("TCP")
+                } else if s.d.layer(LayerKind::Udp).is_some() {
+                    Some("UDP")
+                } else {
+                    None
+                };
+                let detail = match transport {
+                    Some(t) => {
+                        self.segments_over_mtu += 1;
+                        let beyond = l3_len > JUMBO_MAX;
+                        self.beyond_jumbo += u64::from(beyond);
+                        let what = if beyond { ", larger than any Ethernet frame" } else { "" };
+                        format!("{l3_len} bytes of network layer, one {t} segment{what}: an offload super-frame?")
+                    }
+                    None => format!("{l3_len} bytes of network layer"),
+                };
+                self.note(s, "over_mtu", detail, &mut seen);
             }
         }
         if seen != 0 {
@@ -172,6 +209,19 @@ impl Malformed {
     }
 
     pub fn finish(self) -> MalformedReport {
+        let (segments, beyond) = (self.segments_over_mtu, self.beyond_jumbo);
+        let hint = |kind: &str| {
+            (kind == "over_mtu" && segments > 0).then(|| {
+                let wire = if beyond > 0 {
+                    format!(", {beyond} larger than any Ethernet frame ({JUMBO_MAX} bytes)")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{segments} of them are TCP or UDP segments over the MTU{wire}: super-frames the capturing host's offloads make (GRO merges what it receives, TSO/GSO capture what it sends before the NIC cuts it); `wirevault tune IF --apply` turns them off"
+                )
+            })
+        };
         MalformedReport {
             packets: self.packets,
             mtu: self.mtu,
@@ -183,6 +233,7 @@ impl Malformed {
                     description: KINDS[i].1,
                     packets: c.packets,
                     bytes: c.bytes,
+                    hint: hint(KINDS[i].0),
                     first,
                 })
                 .collect(),

@@ -3,6 +3,7 @@
 
 use crate::Report;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +134,8 @@ fn sizes(r: &Report, path: &Path) -> Result<(), String> {
         .configure_mesh()
         .x_desc("bytes on the wire")
         .y_desc("frames")
+        // Frames are counted whole: 200, not 200.0.
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .x_label_formatter(&|x| match x {
             SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
             _ => String::new(),
@@ -156,17 +159,30 @@ const MAX_JITTER_BARS: usize = 48;
 /// One stream's bar in `jitter.svg`.
 struct JitterBar {
     rtp: bool,
+    /// The x axis' name of the stream: an RTP stream's SSRC (as tshark's RTP streams name
+    /// it), a plain UDP stream's destination.
+    name: String,
     mean_ms: f64,
     max_ms: f64,
 }
 
 /// The streams with a jitter, RTP streams first, then plain UDP streams, each in report
-/// order (by packets).
+/// order (by packets). A stream of one packet has none (an RTP stream's would read 0), and
+/// is left out.
 fn jitter_bars(r: &Report) -> Vec<JitterBar> {
-    let rtp = r.rtp.streams.iter().map(|x| (true, x.mean_jitter_ms, x.max_jitter_ms));
-    let udp = r.udp_streams.streams.iter().map(|x| (false, x.mean_jitter_ms, x.max_jitter_ms));
+    let rtp = r
+        .rtp
+        .streams
+        .iter()
+        .filter(|x| x.packets >= 2)
+        .map(|x| (true, format!("0x{:08x}", x.ssrc), x.mean_jitter_ms, x.max_jitter_ms));
+    let udp = r
+        .udp_streams
+        .streams
+        .iter()
+        .map(|x| (false, format!("{}:{}", x.dst.text(), x.dst_port), x.mean_jitter_ms, x.max_jitter_ms));
     rtp.chain(udp)
-        .filter_map(|(rtp, mean, max)| Some(JitterBar { rtp, mean_ms: mean?, max_ms: max.unwrap_or(0.0) }))
+        .filter_map(|(rtp, name, mean, max)| Some(JitterBar { rtp, name, mean_ms: mean?, max_ms: max.unwrap_or(0.0) }))
         .collect()
 }
 
@@ -179,16 +195,26 @@ fn jitter(all: &[JitterBar], path: &Path) -> Result<(), String> {
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("Jitter per stream, mean and max (ms){first}"), ("sans-serif", 22))
         .margin(10)
-        .x_label_area_size(40)
+        .x_label_area_size(150)
         .y_label_area_size(70)
         .build_cartesian_2d((0..s.len()).into_segmented(), 0f64..ymax)
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
-        .x_desc("stream (RTP, then plain UDP; report order)")
+        .x_desc("stream: RTP by SSRC, then plain UDP by destination (report order)")
         .y_desc("ms")
+        .x_label_formatter(&|_| String::new())
         .draw()
         .map_err(|e| e.to_string())?;
+    // Every bar named below it, reading downwards from the axis (up to 21 characters: 48
+    // names side by side would not fit upright; plotters' own rotated labels are centred
+    // on the axis and run into the bars).
+    let name_style = ("sans-serif", 11).into_font().transform(FontTransform::Rotate90).into_text_style(&root);
+    let name_style = name_style.pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, bar) in s.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(SegmentValue::CenterOf(i), 0.0));
+        root.draw_text(&bar.name, &name_style, (x, y + 6)).map_err(|e| e.to_string())?;
+    }
     // RTP: RFC 3550 against its timestamps; plain UDP: against the stream's mean delta.
     for (rtp, max_color, mean_color, name) in [(true, RED, BLUE, "RTP"), (false, MAGENTA, RGBColor(0, 140, 60), "UDP")]
     {

@@ -33,6 +33,35 @@ pub fn duration_text(ns: u64) -> String {
     format!("{whole}.{} {unit}", frac.trim_end_matches('0'))
 }
 
+/// `ns` in seconds with `digits` decimals: `0.000008 s`.
+fn seconds(ns: u64, digits: usize) -> String {
+    let frac = format!("{:09}", ns % 1_000_000_000);
+    match digits.min(9) {
+        0 => format!("{} s", ns / 1_000_000_000),
+        d => format!("{}.{} s", ns / 1_000_000_000, &frac[..d]),
+    }
+}
+
+/// How the throughput step differs from the one asked for, if it does: raised to the
+/// shortest step, doubled to fit `--max-intervals`, or both (`--step 1ns` on 43 µs of
+/// frames with `--max-intervals 10`: raised to 1 us and doubled to 8 us).
+pub fn step_change(t: &crate::qos::io::IoReport) -> Option<String> {
+    use crate::qos::io::MIN_STEP_NS;
+    let raised = t.requested_step_ns < MIN_STEP_NS;
+    let doubled = t.step_ns > t.requested_step_ns.max(MIN_STEP_NS);
+    let raise = format!(
+        "raised to {}: frame times count in whole microseconds, as tshark's io,stat counts them",
+        duration_text(MIN_STEP_NS)
+    );
+    let double = format!("doubled to fit the capture into {} intervals, --max-intervals", t.max_intervals);
+    match (raised, doubled) {
+        (false, false) => None,
+        (true, false) => Some(raise),
+        (false, true) => Some(double),
+        (true, true) => Some(format!("{raise}, then {double}")),
+    }
+}
+
 fn rate(bits: f64) -> String {
     let units = [(1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")];
     for (d, u) in units {
@@ -106,8 +135,14 @@ fn conv_rows(out: &mut String, title: &str, t: &Table<ConvRow>, top: usize) {
 /// Renders `r` for a terminal, lists cut to `top` rows.
 pub fn table(r: &Report, top: usize) -> String {
     let mut o = String::new();
-    let secs = r.last_ns.saturating_sub(r.first_ns) as f64 / 1e9;
-    let _ = writeln!(o, "Frames: {}  bytes: {}  duration: {:.3} s", r.frames, r.bytes, secs);
+    // In µs, as tshark's io,stat gives it: a capture shorter than a millisecond is not 0.000 s.
+    let _ = writeln!(
+        o,
+        "Frames: {}  bytes: {}  duration: {}",
+        r.frames,
+        r.bytes,
+        seconds(r.last_ns.saturating_sub(r.first_ns), 6)
+    );
     if r.unsupported_linktype > 0 {
         let _ = writeln!(
             o,
@@ -150,6 +185,9 @@ pub fn table(r: &Report, top: usize) -> String {
     let _ = writeln!(o, "\nMalformed or unexpected frames: {}", m.packets);
     for k in &m.kinds {
         let _ = writeln!(o, "  {:<32} {:>10}  {}", k.kind, k.packets, k.description);
+        if let Some(h) = &k.hint {
+            let _ = writeln!(o, "      hint: {h}");
+        }
         for e in &k.first {
             example(&mut o, "      ", e);
         }
@@ -189,25 +227,19 @@ pub fn table(r: &Report, top: usize) -> String {
         o,
         "\nThroughput per {}{}: {} intervals, peak {} and {:.0} pkt/s",
         duration_text(t.step_ns),
-        if t.step_ns == t.requested_step_ns {
-            String::new()
-        } else {
-            format!(
-                " (--step {} doubled to fit the capture into {} intervals, --max-intervals)",
-                duration_text(t.requested_step_ns),
-                t.max_intervals
-            )
-        },
+        step_change(t).map(|why| format!(" (--step {} {why})", duration_text(t.requested_step_ns))).unwrap_or_default(),
         t.intervals.len(),
         rate(t.peak_bits_per_second),
         t.peak_packets_per_second
     );
     let shown = t.intervals.len().min(top.max(1) * 3);
+    // As many decimals as the step has (at least ms): 8 us steps are 0.000008 s apart.
+    let digits = (9 - t.step_ns.to_string().bytes().rev().take_while(|&b| b == b'0').count().min(9)).max(3);
     for i in &t.intervals[..shown] {
         let _ = writeln!(
             o,
-            "  {:>12.3} s {:>10} pkts {:>12} bytes {:>16} {:>12.0} pkt/s",
-            i.start_ns as f64 / 1e9,
+            "  {:>14} {:>10} pkts {:>12} bytes {:>16} {:>12.0} pkt/s",
+            seconds(i.start_ns, digits),
             i.packets,
             i.bytes,
             rate(i.bits_per_second),
@@ -256,7 +288,7 @@ pub fn table(r: &Report, top: usize) -> String {
         for s in r.rtp.streams.iter().take(top) {
             let _ = writeln!(
                 o,
-                "  {}:{} > {}:{} ssrc 0x{:08x} pt {}: {} pkts, lost {} ({:.1}%), delta min/mean/max {:.3}/{:.3}/{:.3} ms, jitter min/mean/max {}/{}/{} ms",
+                "  {}:{} > {}:{} ssrc 0x{:08x} pt {}: {} pkts, lost {} ({:.1}%), delta min/mean/max {}, jitter min/mean/max {}",
                 s.src,
                 s.src_port,
                 s.dst,
@@ -266,12 +298,8 @@ pub fn table(r: &Report, top: usize) -> String {
                 s.packets,
                 s.lost,
                 s.lost_percent,
-                s.min_delta_ms,
-                s.mean_delta_ms,
-                s.max_delta_ms,
-                j(s.min_jitter_ms),
-                j(s.mean_jitter_ms),
-                j(s.max_jitter_ms)
+                figures(s.regular_packets > 0, &[Some(s.min_delta_ms), Some(s.mean_delta_ms), Some(s.max_delta_ms)]),
+                figures(s.regular_packets > 0, &[s.min_jitter_ms, s.mean_jitter_ms, s.max_jitter_ms]),
             );
         }
     }
@@ -282,21 +310,24 @@ pub fn table(r: &Report, top: usize) -> String {
         for s in u.streams.iter().take(top) {
             let _ = writeln!(
                 o,
-                "  {}:{} > {}:{}: {} pkts, delta min/mean/max {:.3}/{:.3}/{:.3} ms, jitter mean/max {}/{} ms",
+                "  {}:{} > {}:{}: {} pkts, delta min/mean/max {}, jitter mean/max {}",
                 s.src.text(),
                 s.src_port,
                 s.dst.text(),
                 s.dst_port,
                 s.packets,
-                s.min_delta_ms,
-                s.mean_delta_ms,
-                s.max_delta_ms,
-                j(s.mean_jitter_ms),
-                j(s.max_jitter_ms)
+                figures(s.packets > 1, &[Some(s.min_delta_ms), Some(s.mean_delta_ms), Some(s.max_delta_ms)]),
+                figures(true, &[s.mean_jitter_ms, s.max_jitter_ms]),
             );
         }
     }
-    if let Some(d) = &r.delay {
+    if let Some(d) = r.delay.as_ref().filter(|d| d.matched == 0) {
+        let _ = writeln!(
+            o,
+            "\nOne-way delay: 0 matched of {} here ({} reference packets): no packet was seen at both points",
+            d.unmatched, d.reference_packets
+        );
+    } else if let Some(d) = &r.delay {
         let _ = writeln!(
             o,
             "\nOne-way delay: {} matched of {} here ({} reference packets): min {} p50 {} p90 {} p99 {} max {}",
@@ -313,9 +344,16 @@ pub fn table(r: &Report, top: usize) -> String {
     o
 }
 
-/// A jitter figure in ms to three decimals, `n/a` when there is none.
-fn j(v: Option<f64>) -> String {
-    v.map_or("n/a".to_string(), |v| format!("{v:.3}"))
+/// Figures in ms to three decimals (`20.000/20.000/20.000 ms`), or `n/a` when they were
+/// not `measured` or one is missing (no second packet, no clock rate): `n/a` means nothing
+/// was measured, `0.000` a measured zero, never the one for the other.
+fn figures(measured: bool, v: &[Option<f64>]) -> String {
+    match v.iter().copied().collect::<Option<Vec<f64>>>() {
+        Some(v) if measured => {
+            format!("{} ms", v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/"))
+        }
+        _ => "n/a".to_string(),
+    }
 }
 
 fn sms(ns: i64) -> String {

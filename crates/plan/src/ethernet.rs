@@ -86,11 +86,17 @@ pub fn parse_link_rate(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let bad = || {
-        format!("link rate \"{s}\" is not a rate: write it in bits per second, e.g. 10gbps, 10Gb/s, 25g, 100GbE or 1000000000")
-    };
+    let bad =
+        || format!("link rate \"{s}\" is not a rate: write it in bits per second, e.g. 10gbps, 10Gb/s, 25g or 100GbE");
     let v: f64 = num.parse().map_err(|_| bad())?;
     let unit = unit.trim();
+    // A bare number could be bits, bytes or the Gbit/s of a link's name: `disk-bench --rate`
+    // refuses it too.
+    if unit.is_empty() {
+        return Err(format!(
+            "link rate \"{s}\" has no unit: give bits per second, e.g. 10gbps, 10Gbit/s, 25g or 40GbE (a link rate is not in bytes)"
+        ));
+    }
     let lower = unit.to_ascii_lowercase();
     if unit.contains('B') && !unit.ends_with("bE") && !unit.ends_with("BE") && !lower.contains("bit") {
         return Err(format!(
@@ -173,15 +179,16 @@ mod tests {
             ("100Mbps", 100e6),
             ("40G", 40e9),
             ("1t", 1e12),
-            ("1000000000", 1e9),
+            ("1000000000bps", 1e9),
             ("9.95gbps", 9.95e9),
             ("10 GBit/s", 10e9),
         ] {
             assert_eq!(parse_link_rate(s), Ok(bps), "{s}");
         }
-        for s in ["", "fast", "10x", "10GB/s", "10 MB", "0", "0g", "-1g", "1e3", "g"] {
+        for s in ["", "fast", "10x", "10GB/s", "10 MB", "0", "0g", "-1g", "1e3", "g", "10", "1000000000"] {
             assert!(parse_link_rate(s).is_err(), "{s}");
         }
         assert!(parse_link_rate("10GB/s").unwrap_err().contains("bytes"));
+        assert!(parse_link_rate("10").unwrap_err().contains("has no unit"));
     }
 }

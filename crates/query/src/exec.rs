@@ -264,6 +264,13 @@ impl Prepared {
         with().map(|e| e.first_ns).min().zip(with().map(|e| e.last_ns).max())
     }
 
+    /// Why this query's time range selects nothing the store holds, if it has a range and
+    /// that range does not ([`outside`]).
+    pub fn outside(&self) -> Option<String> {
+        let (from, to) = (self.query.from_ns, self.query.to_ns);
+        (from.is_some() || to.is_some()).then(|| outside(self.span(), from, to)).flatten()
+    }
+
     /// Stops the query, with [`QueryError::Cancelled`] (which says how far
     /// it got), once `flag` is set (a server whose client went away): before
     /// it opens another file, and inside a file within
@@ -289,6 +296,23 @@ impl Prepared {
     pub fn open_files(&self) -> (usize, bool) {
         (self.part_files, self.recording)
     }
+}
+
+/// Why a time range `[from, to)` selects nothing of a store whose packets span `span`
+/// ([`Prepared::span`]), if it does not: one sentence that the API answers in `outside` and
+/// the command line says on standard error, instead of a silent empty answer.
+pub fn outside(span: Option<(u64, u64)>, from: Option<u64>, to: Option<u64>) -> Option<String> {
+    let time = wv_store::layout::utc_rfc3339;
+    let Some((oldest, newest)) = span else {
+        return Some("the store holds no packets in closed files yet".into());
+    };
+    if to.is_some_and(|t| t <= oldest) {
+        return Some(format!("the range ends before the oldest packet on disk ({})", time(oldest)));
+    }
+    if from.is_some_and(|f| f > newest) {
+        return Some(format!("the range starts after the newest packet in a closed file ({})", time(newest)));
+    }
+    None
 }
 
 /// Opens the store, compiles the expression for every link type in it.

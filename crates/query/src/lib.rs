@@ -16,7 +16,7 @@ pub mod stamps;
 pub mod time;
 
 pub use exec::{
-    check_output, check_outside, prepare, run, visit, ChunkFn, PacketFn, PacketRef, Prepared, Query, QueryError,
-    Report, Sink, VisitFile,
+    check_output, check_outside, outside, prepare, run, visit, ChunkFn, PacketFn, PacketRef, Prepared, Query,
+    QueryError, Report, Sink, VisitFile,
 };
 pub use time::{parse_time, TimeError};

@@ -99,20 +99,9 @@ pub(crate) fn time(ns: u64) -> String {
     wv_store::layout::utc_rfc3339(ns)
 }
 
-/// Why a time range selects nothing the store holds, if it does not: the
-/// sentence that goes into a header or JSON instead of a silent empty answer.
-pub(crate) fn outside(span: Option<(u64, u64)>, from: Option<u64>, to: Option<u64>) -> Option<String> {
-    let Some((oldest, newest)) = span else {
-        return Some("the store holds no packets in closed files yet".into());
-    };
-    if to.is_some_and(|t| t <= oldest) {
-        return Some(format!("the range ends before the oldest packet on disk ({})", time(oldest)));
-    }
-    if from.is_some_and(|f| f > newest) {
-        return Some(format!("the range starts after the newest packet in a closed file ({})", time(newest)));
-    }
-    None
-}
+/// Why a time range selects nothing the store holds, if it does not (the command line's
+/// sentence too: `wv_query::outside`).
+pub(crate) use wv_query::outside;
 
 /// [`StoreView::space`] of volumes already read ([`StoreView::volumes`]).
 pub(crate) fn total_space(vols: &[VolumeSpace]) -> Option<(u64, u64)> {

@@ -228,6 +228,9 @@ pub struct RepairReport {
     /// Catalogued files whose size differed from their entry (truncated,
     /// grown, or a damaged `bytes`), walked again and their entry fixed.
     pub resized: u64,
+    /// Catalogued packets no longer in their file (a file cut short), each file said in
+    /// [`RepairReport::problems`].
+    pub lost_packets: u64,
     /// Indexes rebuilt.
     pub reindexed: u64,
     /// Catalog entries whose first_ns/last_ns were not their file's min
@@ -336,9 +339,16 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     for e in entries.iter_mut().filter(|e| !dir.unreadable_volume(&e.file)) {
         match resize_entry(&dir, e) {
             Ok(None) => {}
-            Ok(Some(note)) => {
+            Ok(Some((sentence, lost))) => {
                 rep.resized += 1;
-                rep.notes.push(note);
+                rep.lost_packets += lost;
+                // Packets the catalog counted that are no longer there: repair cannot bring
+                // them back, and after it the catalog no longer knows of them (exit 1).
+                if lost > 0 {
+                    rep.problems.push(sentence);
+                } else {
+                    rep.notes.push(sentence);
+                }
             }
             Err(why) => rep.problems.push(why),
         }
@@ -493,8 +503,9 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     Ok(rep)
 }
 
-/// See the loop in [`repair`]: `Ok(Some(note))` when `e` was changed.
-fn resize_entry(dir: &crate::volume::Volumes, e: &mut crate::catalog::Entry) -> Result<Option<String>, String> {
+/// See the loop in [`repair`]: `Ok(Some((sentence, lost)))` when `e` was changed, `lost` the
+/// catalogued packets its file no longer holds.
+fn resize_entry(dir: &crate::volume::Volumes, e: &mut crate::catalog::Entry) -> Result<Option<(String, u64)>, String> {
     use wv_sys::fs::Open;
     let shown = dir.display(&e.file);
     let size = match dir.lstat(&e.file) {
@@ -530,14 +541,25 @@ fn resize_entry(dir: &crate::volume::Volumes, e: &mut crate::catalog::Entry) -> 
             .and_then(|()| f.sync_all())
             .map_err(|err| format!("{}: cannot cut ({err})", shown.display()))?;
     }
-    let note = format!(
-        "{}: {size} bytes, {} catalogued: walked again, {} packets in {} bytes{}; its entry was corrected",
-        shown.display(),
-        e.bytes,
-        v.packets,
-        v.len,
-        if cut > 0 { format!(" ({cut} bytes of an incomplete last record cut)") } else { String::new() }
-    );
+    let incomplete = if cut > 0 { format!(" ({cut} bytes of an incomplete last record cut)") } else { String::new() };
+    let lost = e.packets.saturating_sub(v.packets);
+    let sentence = if lost > 0 {
+        format!(
+            "{}: cut short to {size} bytes ({} catalogued): {lost} of its {} catalogued packets are gone, {} remain{incomplete}; its entry was corrected (restore the file from a backup to get them back)",
+            shown.display(),
+            e.bytes,
+            e.packets,
+            v.packets
+        )
+    } else {
+        format!(
+            "{}: {size} bytes, {} catalogued: walked again, {} packets in {} bytes{incomplete}; its entry was corrected",
+            shown.display(),
+            e.bytes,
+            v.packets,
+            v.len
+        )
+    };
     (e.bytes, e.packets) = (v.len, v.packets);
     (e.first_ns, e.last_ns) = (v.first_ns.unwrap_or(0), v.last_ns.unwrap_or(0));
     (e.linktype, e.snaplen, e.format) = (v.linktype, v.snaplen, Some(format));
@@ -545,7 +567,7 @@ fn resize_entry(dir: &crate::volume::Volumes, e: &mut crate::catalog::Entry) -> 
     if let Some(ix) = e.index.take() {
         let _ = dir.unlink(&ix);
     }
-    Ok(Some(note))
+    Ok(Some((sentence, lost)))
 }
 
 /// The sentence for a catalogued file whose index (built by reading it

@@ -59,7 +59,15 @@ fn features_off(ifname: &str, names: &[String]) -> Applied {
         .map(|n| {
             let on = after.iter().find(|f| &f.name == n).is_some_and(|f| f.active);
             ok &= !on;
-            format!("{}: on -> {}", ethtool_k_name(n), if on { "on (the kernel kept it)" } else { "off" })
+            format!(
+                "{}: on -> {}",
+                ethtool_k_name(n),
+                if on {
+                    "on (the kernel kept it on though asked off: the driver or a device stacked on it holds it)"
+                } else {
+                    "off"
+                }
+            )
         })
         .collect();
     Applied { ok, result: parts.join(", ") }

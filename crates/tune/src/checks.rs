@@ -301,38 +301,73 @@ fn rings(i: &Iface) -> Finding {
     Finding::with(C, State::Warn, found, R_RINGS, format!("ethtool -G {} rx {}", i.name, r.rx_max)).action(action)
 }
 
-/// Offload features judged together: the check, its kernel feature names, the state when one is
-/// on, the reason.
+/// Offload features judged together: the check, its kernel feature names (a list, or a test of
+/// the names the running kernel reports), the state when one is on, the reason.
 struct FeatureGroup {
     check: &'static str,
-    names: &'static [&'static str],
+    names: Names,
     state: State,
     reason: &'static str,
 }
 
+/// Which of an interface's features a group judges.
+enum Names {
+    /// These, by their kernel names.
+    Listed(&'static [&'static str]),
+    /// Every feature whose kernel name passes the test: kernels add features (6.18 added
+    /// `tx-tcp-accecn-segmentation`), and the ones this build does not know must be judged too.
+    Matching(fn(&str) -> bool, &'static str),
+}
+
+impl Names {
+    fn contains(&self, name: &str) -> bool {
+        match self {
+            Names::Listed(l) => l.contains(&name),
+            Names::Matching(test, _) => test(name),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Names::Listed(l) => l.join(", "),
+            Names::Matching(_, what) => (*what).to_owned(),
+        }
+    }
+}
+
+/// A segmentation offload, by its kernel name (`netdev_features_strings`): every GSO type
+/// (`tx-tcp-segmentation`, `tx-tcp-accecn-segmentation`, `tx-gre-segmentation`,
+/// `tx-udp_tnl-csum-segmentation`, `tx-sctp-segmentation`, `tx-gso-list`, `tx-gso-partial`, ...)
+/// and the stack's own, `tx-generic-segmentation`. With any of them on, what this host sends
+/// is captured as a super-frame before it is cut into the frames the wire carries.
+pub fn is_segmentation(name: &str) -> bool {
+    name.starts_with("tx-") && (name.ends_with("-segmentation") || name.starts_with("tx-gso-"))
+}
+
 const FEATURE_GROUPS: &[FeatureGroup] = &[
-    FeatureGroup { check: "gro", names: &["rx-gro", "rx-gro-hw", "rx-gro-list"], state: State::Bad, reason: R_GRO },
-    FeatureGroup { check: "lro", names: &["rx-lro"], state: State::Bad, reason: R_LRO },
+    FeatureGroup {
+        check: "gro",
+        names: Names::Listed(&["rx-gro", "rx-gro-hw", "rx-gro-list"]),
+        state: State::Bad,
+        reason: R_GRO,
+    },
+    FeatureGroup { check: "lro", names: Names::Listed(&["rx-lro"]), state: State::Bad, reason: R_LRO },
     FeatureGroup {
         check: "vlan-strip",
-        names: &["rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"],
+        names: Names::Listed(&["rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"]),
         state: State::Warn,
         reason: R_VLAN,
     },
     FeatureGroup {
         check: "tso-gso",
-        names: &[
-            "tx-tcp-segmentation",
-            "tx-tcp-ecn-segmentation",
-            "tx-tcp-mangleid-segmentation",
-            "tx-tcp6-segmentation",
-            "tx-udp-segmentation",
-            "tx-generic-segmentation",
-        ],
+        names: Names::Matching(is_segmentation, "segmentation offloads (tx-*-segmentation, tx-gso-*)"),
         state: State::Warn,
         reason: R_TSO,
     },
 ];
+
+/// A group's features listed one by one up to this many; beyond, those off are counted.
+const LISTED_FEATURES: usize = 6;
 
 /// `ethtool -k`'s name for a kernel feature name (the ones it shows under an older name).
 pub fn ethtool_k_name(kernel: &str) -> &str {
@@ -390,12 +425,20 @@ fn features(i: &Iface, g: &FeatureGroup) -> Finding {
             )
         }
     };
-    let present: Vec<&Feature> = g.names.iter().filter_map(|n| all.iter().find(|f| f.name == *n)).collect();
+    let present: Vec<&Feature> = all.iter().filter(|f| g.names.contains(&f.name)).collect();
     if present.is_empty() {
-        return Finding::ok(g.check, format!("{} has none of {}", i.name, g.names.join(", ")), g.reason);
+        return Finding::ok(g.check, format!("{} has none of {}", i.name, g.names.describe()), g.reason);
     }
-    let found = present.iter().map(|f| show_feature(f)).collect::<Vec<_>>().join(", ");
     let on: Vec<&&Feature> = present.iter().filter(|f| f.active).collect();
+    let found = if present.len() <= LISTED_FEATURES {
+        present.iter().map(|f| show_feature(f)).collect::<Vec<_>>().join(", ")
+    } else if on.is_empty() {
+        format!("all {} off: {}", present.len(), present.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", "))
+    } else {
+        let mut parts: Vec<String> = on.iter().map(|f| show_feature(f)).collect();
+        parts.push(format!("{} more off", present.len() - on.len()));
+        parts.join(", ")
+    };
     if on.is_empty() {
         return Finding::ok(g.check, found, g.reason);
     }
@@ -956,6 +999,39 @@ mod tests {
         assert!(run(&with_store("ext4", &["rw"], None)).iter().all(|f| f.check != "store"));
         assert_eq!(get(&run(&with_store("btrfs", &["rw"], None)), "store-fs").state, State::Warn);
         assert_eq!(get(&run(&with_store("fuse.sshfs", &["rw"], None)), "store-fs").state, State::Bad);
+    }
+
+    /// Every segmentation feature the kernel names is judged, a name this build has never
+    /// seen too; one the driver fixes on is named with its reason.
+    #[test]
+    fn segmentation_features_come_from_the_kernels_names() {
+        assert!(is_segmentation("tx-tcp-accecn-segmentation") && is_segmentation("tx-gso-list"));
+        assert!(
+            !is_segmentation("rx-gro") && !is_segmentation("tx-checksum-ipv4") && !is_segmentation("tx-nocache-copy")
+        );
+        let mut f = nic();
+        let i = f.iface.as_mut().unwrap();
+        i.features = Ok(Some(vec![
+            feature("tx-generic-segmentation", true, true),
+            feature("tx-tcp-accecn-segmentation", true, true),
+            feature("tx-future-segmentation", true, true),
+            feature("tx-checksum-ipv4", true, true),
+        ]));
+        let t = get(&run(&f), "tso-gso").clone();
+        assert_eq!(t.state, State::Warn);
+        assert_eq!(
+            t.fix.as_deref(),
+            Some("ethtool -K eth1 gso off tx-tcp-accecn-segmentation off tx-future-segmentation off")
+        );
+        let i = f.iface.as_mut().unwrap();
+        i.features = Ok(Some(vec![
+            feature("tx-generic-segmentation", false, true),
+            feature("tx-esp-segmentation", true, false),
+        ]));
+        let t = get(&run(&f), "tso-gso").clone();
+        assert_eq!(t.state, State::Warn);
+        assert_eq!(t.found, "generic-segmentation-offload: off, tx-esp-segmentation: on [fixed]");
+        assert!(t.fix.as_deref().unwrap().contains("the driver keeps it on ([fixed])"), "{t:?}");
     }
 
     #[test]

@@ -40,13 +40,20 @@ mod notify;
 use clap::Subcommand;
 use std::process::ExitCode;
 
-/// Exit codes (documented in the README).
+/// Exit codes (documented in the README). The same mistake gets the same code
+/// in every subcommand: 2 when the command line itself must change, 1 when it
+/// is right but the host or the data are not as it says.
 pub mod exit {
     /// Success.
     pub const OK: u8 = 0;
-    /// A runtime error (I/O, kernel, input that could not be read).
+    /// A runtime error: an interface, store, capture or config file, or directory
+    /// the command line names is missing, unreadable or not what it should be (no
+    /// such interface, not a store, not a capture file, a file where a directory
+    /// belongs); I/O, permissions, the kernel; a check that found problems.
     pub const ERROR: u8 = 1;
-    /// Invalid arguments: bad option, filter expression or time.
+    /// Invalid arguments: an unknown option, a value of the wrong form or out of
+    /// range, options that conflict, a filter expression or time that does not
+    /// parse, a refusal an option lifts (`--force`).
     pub const USAGE: u8 = 2;
     /// The store's disk is full (or `--on-full stop` hit the budget): recording stopped cleanly.
     pub const DISK_FULL: u8 = 3;
@@ -132,7 +139,8 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             log!(log::Level::Error, "wirevault: {e}");
-            return ExitCode::from(exit::USAGE);
+            // A config file that cannot be read is 1, what it says 2 (`cmd::config`).
+            return ExitCode::from(e.downcast_ref::<Exit>().map_or(exit::USAGE, |x| x.code));
         }
     };
     log::init(&cli.log);

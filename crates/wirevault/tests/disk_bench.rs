@@ -349,6 +349,22 @@ fn json_report_plots_and_cleanup() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A rate the volume keeps up with at every moment needs no buffer: the report says the
+/// 64 MiB it advises is record's smallest buffer, not what the dips need (before: "need a 0 B
+/// buffer, x1.5 margin: 64.00 MiB", as if 0 B times 1.5 were 64 MiB).
+#[test]
+fn an_advised_buffer_at_the_floor_says_it_is_the_floor() {
+    let dir = disk_dir("floor");
+    let o =
+        run_wirevault(&["disk-bench", dir.to_str().unwrap(), "--files", "3", "--file-size", "4M", "--rate", "1mbps"]);
+    o.expect(0, "disk-bench --rate 1mbps");
+    let line = o.stdout.lines().find(|l| l.contains("at 1mbps")).unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(line.contains("64.00 MiB") && line.contains("the smallest buffer record takes"), "{line}");
+    assert!(!line.contains("margin: 64.00 MiB"), "{line}");
+    assert!(o.stdout.contains("use: wirevault record --buffer 64M"), "{}", o.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn buffered_mode_and_keep() {
     let dir = disk_dir("keep");
@@ -420,7 +436,7 @@ fn bad_flags_are_one_sentence_and_exit_2() {
         assert!(msg.starts_with("wirevault: ") && msg.contains(want), "{args:?}: {msg}");
     }
     let o = run_wirevault(&["disk-bench", &format!("{d}/missing")]);
-    o.expect(2, "missing dir");
+    o.expect(1, "missing dir"); // the host's matter, not the command line's (issue 44)
     assert!(o.stderr.contains("does not exist"));
     let o = run_wirevault(&["disk-bench", d, "--no-such-flag"]);
     o.expect(2, "unknown flag");

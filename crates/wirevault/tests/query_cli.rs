@@ -521,3 +521,52 @@ fn a_link_type_the_filter_cannot_take_is_left_out_with_a_warning() {
     let o = wirevault(&["query", dir.path().to_str().unwrap(), "--count", "udpp"]);
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// A time range that lies outside the store (after its newest packet, before its oldest):
+/// `query --count`, `query` and `analyze` say so on standard error with the sentence
+/// `/api/v1/count` answers in `outside` for the same range (before: a silent 0). A range
+/// inside the store says nothing of the kind.
+#[test]
+fn a_range_outside_the_store_is_said_on_standard_error() {
+    use crate::util::{run_wirevault, Http, Served};
+    let tmp = TempDir::new("outside");
+    let store = tmp.path().join("s");
+    let s = store.to_str().unwrap();
+    run_wirevault(&["record", "--synthetic", "size=64,count=500", "-o", s, "-q", "--buffer", "64M"])
+        .expect(0, "record");
+    let served = have("curl").then(|| Served::start(&store, tmp.path(), &[]));
+    for (from, to) in [(Some("2500-01-01T00:00:00Z"), None), (None, Some("1971-01-01T00:00:00Z"))] {
+        let mut range: Vec<&str> = Vec::new();
+        let mut params = Vec::new();
+        if let Some(f) = from {
+            range.extend(["--from", f]);
+            params.push(("from", f));
+        }
+        if let Some(t) = to {
+            range.extend(["--to", t]);
+            params.push(("to", t));
+        }
+        let edge = if from.is_some() { "starts after the newest packet" } else { "ends before the oldest packet" };
+        let count = run_wirevault(&[&["query", s, "--count"], range.as_slice()].concat());
+        count.expect(0, "query --count");
+        assert_eq!(count.stdout.trim(), "0");
+        let line =
+            count.stderr.lines().find(|l| l.contains(edge)).unwrap_or_else(|| panic!("{range:?}: {}", count.stderr));
+        if let Some(sv) = &served {
+            let r = Http::new(&format!("http://{}", sv.addr)).get("/api/v1/count", &params);
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            let why = v["outside"].as_str().unwrap_or_else(|| panic!("API: {v}"));
+            assert!(line.ends_with(why), "CLI {line:?} against the API's {why:?}");
+        }
+        let out = tmp.path().join("out.pcap");
+        let q = run_wirevault(&[&["query", s, "-w", out.to_str().unwrap()], range.as_slice()].concat());
+        q.expect(0, "query -w");
+        assert!(q.stderr.contains(edge), "query -w {range:?}: {}", q.stderr);
+        let a = run_wirevault(&[&["analyze", s, "--json"], range.as_slice()].concat());
+        a.expect(0, "analyze");
+        assert!(a.stderr.contains(edge), "analyze {range:?}: {}", a.stderr);
+    }
+    let inside = run_wirevault(&["query", s, "--count", "--from", "1971-01-01T00:00:00Z"]);
+    assert_eq!(inside.expect(0, "inside").stdout.trim(), "500");
+    assert!(!inside.stderr.contains("newest") && !inside.stderr.contains("oldest"), "{}", inside.stderr);
+}

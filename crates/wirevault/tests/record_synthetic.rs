@@ -386,3 +386,44 @@ fn rfc3339_ns(t: &str) -> u64 {
     let out = Command::new("date").args(["-u", "-d", t, "+%s%N"]).output().expect("date");
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("not a time: {t}"))
 }
+
+/// The summary lists the drop causes its recording can have: a synthetic or `--read`
+/// recording no kernel and no AF_XDP causes, a pcapng one no "time past pcap's range", an
+/// AF_PACKET recording the kernel's but no AF_XDP causes (before: all eight, every time).
+#[test]
+fn the_summary_lists_only_the_drop_causes_of_its_source() {
+    let tmp = TempDir::new("summary-causes");
+    let summary = |o: &Outcome| -> String {
+        o.stderr.lines().find(|l| l.contains("packets received")).unwrap_or_else(|| panic!("{}", o.stderr)).to_owned()
+    };
+    let xdp = ["fill ring empty", "AF_XDP other"];
+    let o = synth(&tmp.join("a"), "size=64,count=100", &[]);
+    o.expect(0, "synthetic");
+    let s = summary(&o);
+    for gone in xdp.iter().chain(&["kernel"]) {
+        assert!(!s.contains(gone), "{gone}: {s}");
+    }
+    assert!(s.contains("arena full 0") && s.contains("write error 0") && s.contains("time past pcap's range 0"), "{s}");
+    let o = synth(&tmp.join("b"), "size=64,count=100", &["--format", "pcapng"]);
+    assert!(!summary(o.expect(0, "pcapng")).contains("pcap's range"), "{}", o.stderr);
+    let file = tmp.join("in.pcap");
+    write_pcap(&file, 1, 65535, true, &test_frames(20, 1_700_000_000_000_000_000));
+    let o = run_wirevault(&["record", "-r", file.to_str().unwrap(), "-o", tmp.join("c").to_str().unwrap(), "-q"]);
+    let s = summary(o.expect(0, "--read"));
+    assert!(!s.contains("kernel") && !s.contains("AF_XDP"), "{s}");
+    if !need_root("the_summary_lists_only_the_drop_causes_of_its_source (live part)") {
+        return;
+    }
+    let pair = VethPair::new();
+    let out = VethPair::exec(&pair.ns_a, bin())
+        .args(["record", "-i", pair.if_a, "--duration", "1s", "-q", "--buffer", "64M", "-o"])
+        .arg(tmp.join("d"))
+        .output()
+        .unwrap();
+    let o = Outcome::from_output(out);
+    let s = summary(o.expect(0, "-i veth"));
+    assert!(s.contains("kernel 0"), "{s}");
+    for gone in xdp {
+        assert!(!s.contains(gone), "{gone}: {s}");
+    }
+}

@@ -185,18 +185,64 @@ fn tune_apply_turns_offloads_off_on_a_veth() {
     assert!(human.lines().any(|l| l.starts_with("ok") && l.contains("gro")), "{human}");
 }
 
-/// Bad arguments: one sentence, exit 2.
+/// `--apply` with `--only tso-gso` on a namespace's veth: every segmentation feature the running
+/// kernel names (as `ethtool -k` prints them: `tx-tcp-accecn-segmentation` on 6.18, the tunnel,
+/// SCTP and fraglist ones, whatever a later kernel adds) is off afterwards, or the finding names
+/// it and says why it stayed on (before: a fixed list of six left ten on, and said "ok").
+#[test]
+fn tune_apply_turns_off_every_segmentation_feature_the_kernel_names() {
+    let t = "tune_apply_turns_off_every_segmentation_feature_the_kernel_names";
+    if !need_root(t) || !need_tools(t, &["ip", "ethtool"]) {
+        return;
+    }
+    let pair = VethPair::new();
+    let ethtool_k = || run(VethPair::exec(&pair.ns_a, "ethtool").args(["-k", pair.if_a])).1;
+    // Segmentation features by their kernel names (ethtool shows a few under older ones).
+    let segmentation = |k: &str| -> Vec<(String, String)> {
+        k.lines()
+            .filter_map(|l| l.trim().split_once(": "))
+            .filter(|(name, _)| {
+                (name.starts_with("tx-") && name.ends_with("-segmentation"))
+                    || name.starts_with("tx-gso-")
+                    || *name == "generic-segmentation-offload"
+            })
+            .map(|(name, state)| (name.to_owned(), state.to_owned()))
+            .collect()
+    };
+    let before = segmentation(&ethtool_k());
+    assert!(before.iter().filter(|(_, s)| s == "on").count() >= 2, "a veth segments: {before:?}");
+    let (code, out, err) =
+        run(VethPair::exec(&pair.ns_a, bin()).args(["tune", pair.if_a, "--apply", "--json", "--only", "tso-gso"]));
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let f = finding(v.as_array().unwrap(), "tso-gso");
+    let said = format!("{} {} {}", f["found"], f["applied"]["result"], f["fix"]);
+    let after = segmentation(&ethtool_k());
+    assert_eq!(before.len(), after.len());
+    for (name, state) in &after {
+        if state.starts_with("on") {
+            assert!(said.contains(name.as_str()), "{name} is still {state} and the finding does not say so: {f}");
+            assert!(state.contains("[fixed]") || said.contains("kept"), "{name} {state}: no reason given: {f}");
+        } else {
+            assert!(state.starts_with("off"), "{name}: {state}");
+        }
+    }
+    let left_on = after.iter().any(|(_, s)| s.starts_with("on"));
+    assert_eq!(f["state"] == "ok", !left_on, "{f}");
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+/// Bad arguments: one sentence, exit 2; a missing interface, as in record and replay: exit 1.
 #[test]
 fn tune_bad_arguments() {
-    for (args, needle) in [
-        (vec!["tune", "wvnosuch0"], "no network interface named wvnosuch0"),
-        (vec!["tune", "lo", "--only", "gro,nope"], "no check named \"nope\""),
-        (vec!["tune", "lo", "--max-size", "80%"], "--max-size needs --store"),
-        (vec!["tune", "lo", "--cpus", "x"], "--cpus"),
-        (vec!["tune", "lo", "--buffer", "lots"], "--buffer"),
+    for (want, args, needle) in [
+        (1, vec!["tune", "wvnosuch0"], "no network interface named wvnosuch0"),
+        (2, vec!["tune", "lo", "--only", "gro,nope"], "no check named \"nope\""),
+        (2, vec!["tune", "lo", "--max-size", "80%"], "--max-size needs --store"),
+        (2, vec!["tune", "lo", "--cpus", "x"], "--cpus"),
+        (2, vec!["tune", "lo", "--buffer", "lots"], "--buffer"),
     ] {
         let (code, _, err) = run(wirevault().args(&args));
-        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(code, want, "{args:?}: {err}");
         assert!(err.contains(needle) && err.lines().count() == 1, "{args:?}: {err}");
     }
 }

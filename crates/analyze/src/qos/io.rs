@@ -5,6 +5,10 @@
 //! so far, as tshark counts it; a frame's time since the first is rounded to
 //! whole µs first, as tshark rounds it.
 //!
+//! The step is at least 1 µs ([`MIN_STEP_NS`]): frame times count in whole
+//! microseconds, and tshark refuses a shorter interval; a shorter `--step`
+//! is raised to it (the report keeps the step asked for).
+//!
 //! At most `max_intervals` intervals are kept (memory and output stay
 //! bounded: a capture spanning three weeks is 1.8 million 1 s intervals,
 //! which tshark prints one by one). A frame past the last one doubles the
@@ -20,6 +24,10 @@
 
 use crate::{Config, Count, Seen};
 use serde::Serialize;
+
+/// The shortest step: frame times count in whole µs, as tshark's
+/// (`-z io,stat` refuses an interval under 0.000001 s).
+pub const MIN_STEP_NS: u64 = 1_000;
 
 pub struct IoStat {
     requested_step_ns: u64,
@@ -44,8 +52,9 @@ pub struct Interval {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct IoReport {
-    /// The step of the intervals: `requested_step_ns` doubled as often as
-    /// needed to fit the capture into `max_intervals`.
+    /// The step of the intervals: `requested_step_ns` (at least
+    /// [`MIN_STEP_NS`]) doubled as often as needed to fit the capture into
+    /// `max_intervals`.
     pub step_ns: u64,
     /// The step asked for (`--step`).
     pub requested_step_ns: u64,
@@ -64,7 +73,7 @@ impl IoStat {
     pub fn new(cfg: &Config) -> IoStat {
         IoStat {
             requested_step_ns: cfg.step_ns,
-            step_ns: cfg.step_ns,
+            step_ns: cfg.step_ns.max(MIN_STEP_NS),
             max: cfg.max_intervals,
             first_ns: None,
             latest_ns: 0,

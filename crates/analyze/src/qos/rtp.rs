@@ -1,8 +1,7 @@
-//! RTP streams recognised by their header on UDP (version 2, a payload
-//! type outside RTCP's 72-76, the CSRC list and extension header inside the
-//! payload: the test of tshark's heuristic RTP dissector, `-o
-//! rtp.heuristic_rtp:TRUE`), keyed by addresses, ports and SSRC as `tshark
-//! -z rtp,streams`: packets, lost packets from sequence numbers (expected
+//! RTP streams recognised by their header on UDP (the test of tshark's
+//! heuristic RTP dissector, `-o rtp.heuristic_rtp:TRUE`, and what its RTP
+//! tap then counts: see [`header`]), keyed by addresses, ports and SSRC as
+//! `tshark -z rtp,streams`: packets, lost packets from sequence numbers (expected
 //! from the first to the highest extended sequence number, minus received:
 //! negative when packets are duplicated), inter-arrival delta and the RFC 3550
 //! interarrival jitter in ms, for payload types whose clock rate is fixed
@@ -45,23 +44,40 @@ pub struct RtpHeader {
     pub ssrc: u32,
 }
 
-/// The RTP header fields used, when `p` (a UDP payload) passes the test.
-pub fn header(p: &[u8]) -> Option<RtpHeader> {
-    if p.len() < 12 || p[0] >> 6 != 2 {
+/// The RTP header fields used, when a UDP payload of `reported` bytes, of
+/// which `p` was captured, is a packet tshark 4.0's `-z rtp,streams`
+/// counts (found by sending it crafted and random payloads): version 2; not
+/// RTCP (a second byte of 192-223, the marker bit and payload type 64-95,
+/// which tshark hands to its RTCP dissector, RFC 5761) nor payload type
+/// 72-76; the CSRC list and extension header within the payload and
+/// captured (tshark stops at the first byte the capture lacks, before its
+/// tap sees the packet); with the padding bit, the whole payload captured
+/// and a last byte of 1 up to the bytes after the header.
+pub fn header(p: &[u8], reported: usize) -> Option<RtpHeader> {
+    if p.len() < 12 || reported < p.len() || p[0] >> 6 != 2 {
         return None;
     }
     let pt = p[1] & 0x7f;
-    if (72..=76).contains(&pt) {
+    if (72..=76).contains(&pt) || (192..=223).contains(&p[1]) {
         return None;
     }
     let cc = usize::from(p[0] & 0x0f);
     let mut hl = 12 + 4 * cc;
     if p[0] & 0x10 != 0 {
+        // The extension's length word must be captured; its words need only be reported.
         let words = usize::from(u16::from_be_bytes([*p.get(hl + 2)?, *p.get(hl + 3)?]));
         hl += 4 + 4 * words;
-    }
-    if hl > p.len() {
+    } else if hl > p.len() {
         return None;
+    }
+    if hl > reported {
+        return None;
+    }
+    if p[0] & 0x20 != 0 {
+        let pad = usize::from(*p.last()?);
+        if p.len() < reported || pad == 0 || pad > reported - hl {
+            return None;
+        }
     }
     let seq = u16::from_be_bytes([p[2], p[3]]);
     let ts = u32::from_be_bytes([p[4], p[5], p[6], p[7]]);
@@ -126,6 +142,10 @@ pub struct StreamRow {
     pub mean_jitter_ms: Option<f64>,
     /// Packets whose sequence number was not the previous one plus one.
     pub sequence_errors: u64,
+    /// Packets that counted in the delta (and jitter) statistics: not the first,
+    /// a talk spurt's or comfort noise (see [`Rtp::feed`]). With none, nothing was
+    /// measured and the table says `n/a`.
+    pub regular_packets: u64,
     pub first_ns: u64,
     pub last_ns: u64,
 }
@@ -148,7 +168,7 @@ pub fn rtp_of(s: &Seen<'_>) -> Option<RtpHeader> {
     let at = s.d.layer(LayerKind::Udp)?.offset as usize;
     let ulen = s.f.data.get(at + 4..at + 6).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))?;
     let end = (at + ulen).min(s.f.data.len());
-    header(s.f.data.get(at + 8..end)?)
+    header(s.f.data.get(at + 8..end)?, ulen.checked_sub(8)?)
 }
 
 impl Rtp {
@@ -286,6 +306,7 @@ impl Rtp {
                 max_jitter_ms: jitter.then_some(st.max_jitter_ms),
                 mean_jitter_ms: jitter.then_some(st.mean_jitter_ms),
                 sequence_errors: st.sequence_errors,
+                regular_packets: st.regular,
                 first_ns: st.first_ns,
                 last_ns: st.last_ns,
             });
@@ -300,17 +321,42 @@ mod tests {
 
     #[test]
     fn header_test() {
+        let whole = |p: &[u8]| header(p, p.len());
         let mut p = vec![0x80, 0x00, 0x00, 0x05, 0, 0, 0x01, 0x40, 1, 2, 3, 4];
-        assert_eq!(header(&p), Some(RtpHeader { pt: 0, marker: false, seq: 5, ts: 320, ssrc: 0x0102_0304 }));
+        assert_eq!(whole(&p), Some(RtpHeader { pt: 0, marker: false, seq: 5, ts: 320, ssrc: 0x0102_0304 }));
         p[1] = 0x80 | 8;
-        assert_eq!(header(&p), Some(RtpHeader { pt: 8, marker: true, seq: 5, ts: 320, ssrc: 0x0102_0304 }));
-        p[1] = 72; // RTCP sender report
-        assert_eq!(header(&p), None);
+        assert_eq!(whole(&p), Some(RtpHeader { pt: 8, marker: true, seq: 5, ts: 320, ssrc: 0x0102_0304 }));
+        p[1] = 72; // payload type 72: RTCP's sender report without the marker bit
+        assert_eq!(whole(&p), None);
+        for rtcp in [192, 200, 223] {
+            p[1] = rtcp; // the marker bit and payload type 64-95: tshark's RTCP
+            assert_eq!(whole(&p), None, "{rtcp}");
+        }
+        p[1] = 0x80 | 63;
+        assert!(whole(&p).is_some());
+        p[1] = 0xe0;
+        assert!(whole(&p).is_some());
         p[1] = 0;
         p[0] = 0x81; // one CSRC that is not there
-        assert_eq!(header(&p), None);
+        assert_eq!(whole(&p), None);
         p[0] = 0x40;
-        assert_eq!(header(&p), None);
-        assert_eq!(header(&p[..11]), None);
+        assert_eq!(whole(&p), None);
+        assert_eq!(whole(&p[..11]), None);
+        // Padding: 1 up to the bytes after the header, all of them captured.
+        p[0] = 0xa0;
+        assert_eq!(whole(&p), None);
+        p.extend_from_slice(&[0, 0, 0, 4]);
+        assert!(whole(&p).is_some());
+        assert_eq!(header(&p, 20), None, "padding the capture cut");
+        for bad in [0, 5] {
+            p[15] = bad;
+            assert_eq!(whole(&p), None, "padding count {bad}");
+        }
+        // An extension: its length word captured, its words reported.
+        p[0] = 0x90;
+        p[12..16].copy_from_slice(&[0xbe, 0xde, 0, 1]);
+        assert_eq!(whole(&p), None, "a word more than the payload");
+        assert!(header(&p, 20).is_some());
+        assert_eq!(header(&p[..15], 20), None, "the length word cut");
     }
 }

@@ -19,6 +19,9 @@ const DEFAULT_DUP_WINDOW: &str = "1ms";
 pub struct Args {
     #[command(flatten)]
     pub sel: Selection,
+    /// Analyze only the first N matching packets (1 or more, as `query --limit`).
+    #[arg(long, value_name = "N", value_parser = super::packet_limit)]
+    pub limit: Option<u64>,
     /// Print the whole report as JSON on standard output instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -85,7 +88,7 @@ struct Plan {
 }
 
 fn plan(args: &Args) -> anyhow::Result<Plan> {
-    let query = args.sel.query(None)?;
+    let query = args.sel.query(args.limit)?;
     let cfg = wv_analyze::Config {
         dup_window_ns: duration("--dup-window", &args.dup_window)?,
         dup_frames: args.dup_frames,
@@ -125,6 +128,7 @@ fn progress(total: Option<u64>) -> Option<indicatif::ProgressBar> {
 /// returns how many files were damaged or missing.
 fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::Result<usize> {
     let prepared = wv_query::prepare(q).map_err(prepare_error)?;
+    let outside = prepared.outside();
     let bar = progress(prepared.packets_upper_bound());
     let mut n = 0u64;
     let mut g = |p: wv_query::PacketRef<'_>| {
@@ -144,6 +148,9 @@ fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::
     }
     for w in &report.warnings {
         say!("wirevault: {w}");
+    }
+    if let (0, Some(why)) = (n, &outside) {
+        say!("wirevault: no packet matched: {why}");
     }
     if report.part_files > 0 {
         say!("wirevault: {} file(s) being written or left by a crash are not included", report.part_files);
@@ -173,12 +180,26 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let report = an.finish();
     let t = &report.throughput;
     if t.step_ns != t.requested_step_ns {
+        let base = t.requested_step_ns.max(wv_analyze::qos::io::MIN_STEP_NS);
+        let mut why = Vec::new();
+        if base > t.requested_step_ns {
+            why.push(
+                "a step is at least 1 us (frame times count in whole microseconds, as tshark's io,stat counts them)"
+                    .to_string(),
+            );
+        }
+        if t.step_ns > base {
+            why.push(format!(
+                "at {} the capture spans more than {} intervals (--max-intervals)",
+                wv_analyze::report::duration_text(base),
+                args.max_intervals
+            ));
+        }
         say!(
-            "wirevault: throughput is given per {} instead of --step {}: at that step the capture spans more than \
-             {} intervals (--max-intervals)",
+            "wirevault: throughput is given per {} instead of --step {}: {}",
             wv_analyze::report::duration_text(t.step_ns),
             args.step,
-            args.max_intervals
+            why.join(", and ")
         );
     }
     if let Some(dir) = &args.plot {

@@ -13,8 +13,9 @@
 //! (`read`) the command line also gives is taken from the command line alone.
 //!
 //! An unknown key, a value of the wrong type or one the flag refuses, or a
-//! file that cannot be read or parsed: one sentence naming the file and the
-//! key, exit code 2.
+//! file that cannot be parsed: one sentence naming the file and the key,
+//! exit code 2 (what the file says is command line); a file that is missing,
+//! unreadable or not a file: exit code 1, as for any file the command line names.
 
 use crate::{exit, fail};
 use clap::parser::ValueSource;
@@ -46,11 +47,13 @@ fn read_config(file: &Path) -> anyhow::Result<String> {
     use std::io::Read;
     use std::os::unix::fs::FileTypeExt;
     let shown = file.display();
-    let cannot = |e: std::io::Error| fail(exit::USAGE, format!("cannot read the config file {shown}: {e}"));
+    // A file that is missing or not a file is the host's matter (exit 1); what it says is
+    // the command line's (exit 2).
+    let cannot = |e: std::io::Error| fail(exit::ERROR, format!("cannot read the config file {shown}: {e}"));
     let kind = std::fs::metadata(file).map_err(cannot)?.file_type();
     if !(kind.is_file() || kind.is_fifo()) {
         return Err(fail(
-            exit::USAGE,
+            exit::ERROR,
             format!("the config file {shown} is not a regular file (a device, socket or directory); give a TOML file"),
         ));
     }
@@ -58,7 +61,7 @@ fn read_config(file: &Path) -> anyhow::Result<String> {
     std::fs::File::open(file).map_err(cannot)?.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text).map_err(cannot)?;
     if text.len() as u64 > MAX_CONFIG_BYTES {
         return Err(fail(
-            exit::USAGE,
+            exit::ERROR,
             format!("the config file {shown} is larger than {} KiB; is it the right file?", MAX_CONFIG_BYTES >> 10),
         ));
     }
@@ -263,15 +266,19 @@ pub fn changed(old: &toml::Table, new: &toml::Table) -> Vec<String> {
 
 /// Parses the command line; for `record --config FILE` (and `serve`), with the file's
 /// arguments (see [`apply`]; the command line alone may lack what the file
-/// gives, as the store or the source). A usage error is returned; clap's
-/// own errors exit as clap does.
+/// gives, as the store or the source). A usage error is returned, a tcpdump
+/// habit's sentence too ([`super::habits`]); clap's other errors exit as clap
+/// does, without its `-- -x` tip.
 pub fn parse_cli() -> anyhow::Result<crate::Cli> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     // Most runs give no config: parse once, at once (the stop signals are
     // held meanwhile, see `cmd::hold_signals`; a second pass over every
     // subcommand's definition would delay their handlers).
+    let parse = |argv: &[OsString]| {
+        <crate::Cli as clap::Parser>::try_parse_from(argv).map_err(|e| super::habits::clap_error(e, argv))
+    };
     if !argv.iter().any(|a| a.to_str().is_some_and(|a| a == "--config" || a.starts_with("--config="))) {
-        return Ok(<crate::Cli as clap::Parser>::parse_from(argv));
+        return parse(&argv);
     }
     // `record --config FILE` and `serve --config FILE`.
     let found = crate::Cli::command().ignore_errors(true).try_get_matches_from(&argv).ok().and_then(|m| {
@@ -280,7 +287,7 @@ pub fn parse_cli() -> anyhow::Result<crate::Cli> {
         })
     });
     let Some((sub, file)) = found else {
-        return Ok(<crate::Cli as clap::Parser>::parse_from(argv));
+        return parse(&argv);
     };
     match apply::<crate::Cli>(&argv, sub, &file) {
         Ok((mut c, loaded)) => {
@@ -290,7 +297,7 @@ pub fn parse_cli() -> anyhow::Result<crate::Cli> {
             Ok(c)
         }
         Err(e) => match e.downcast::<clap::Error>() {
-            Ok(ce) => ce.exit(),
+            Ok(ce) => Err(super::habits::clap_error(ce, &argv)),
             Err(e) => Err(e),
         },
     }

@@ -154,13 +154,16 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
     match std::fs::metadata(&a.dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
-            return Err(usage(format!(
-                "{} is not a directory; give a directory on the volume to gauge",
-                a.dir.display()
-            )))
+            return Err(fail(
+                exit::ERROR,
+                format!("{} is not a directory; give a directory on the volume to gauge", a.dir.display()),
+            ))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(usage(format!("{} does not exist; give a directory on the volume to gauge", a.dir.display())))
+            return Err(fail(
+                exit::ERROR,
+                format!("{} does not exist; give a directory on the volume to gauge", a.dir.display()),
+            ))
         }
         Err(e) => return Err(fail(exit::ERROR, format!("{}: {e}", a.dir.display()))),
     }
@@ -507,11 +510,20 @@ impl Report {
                     Some(false) => "its worst 10 s window falls below the rate",
                     None => "the run was shorter than 10 s",
                 };
+                let margin = if buffer::round_up(need * p.margin, 0) < with {
+                    // The floor made it, not the dips: said, or 0 B x 1.5 reads as 64 MiB.
+                    format!(
+                        "x{} margin: {}, below {}, the smallest buffer record takes",
+                        p.margin,
+                        human_bytes((need * p.margin).ceil() as u64),
+                        human_bytes(with)
+                    )
+                } else {
+                    format!("x{} margin: {}", p.margin, human_bytes(with))
+                };
                 t += &format!(
-                    "  at {r}: sustained on average ({dips}); the measured dips need a {} buffer, x{} margin: {}\n",
-                    human_bytes(need.ceil() as u64),
-                    p.margin,
-                    human_bytes(with)
+                    "  at {r}: sustained on average ({dips}); the measured dips need a {} buffer, {margin}\n",
+                    human_bytes(need.ceil() as u64)
                 );
                 t += &format!("  use: wirevault record --buffer {} ...\n", buffer::size_arg(with));
                 if out.per_second.len() < 60 {

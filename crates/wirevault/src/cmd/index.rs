@@ -19,14 +19,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(fail(exit::USAGE, format!("{} does not exist", path.display())))
+            return Err(fail(exit::ERROR, format!("{} does not exist", path.display())))
         }
         Err(e) => return Err(fail(exit::ERROR, format!("{}: {e}", path.display()))),
     };
     // `index /dev/stdin` or a FIFO would block, or put FILE.idx beside a device.
     if !meta.is_dir() && !meta.is_file() {
         return Err(fail(
-            exit::USAGE,
+            exit::ERROR,
             format!(
                 "{} is not a regular file (a pipe, device or socket); index needs a capture file or a directory of them",
                 path.display()
@@ -69,10 +69,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let packets: u64 = report.indexed.iter().map(|f| f.summary.packets).sum();
     let idx_bytes: u64 = report.indexed.iter().map(|f| f.summary.index_bytes).sum();
     let cap_bytes: u64 = report.indexed.iter().map(|f| f.bytes).sum();
+    // A share of the capture only where there are packets: a header-only file's 24 bytes
+    // made a 320-byte index "1333.33%" of it.
+    let share = if packets > 0 && cap_bytes > 0 {
+        format!(" ({:.2}% of {cap_bytes} capture bytes)", 100.0 * idx_bytes as f64 / cap_bytes as f64)
+    } else {
+        format!(" for {cap_bytes} capture bytes without a packet")
+    };
     say!(
-        "wirevault: indexed {} file(s), {packets} packets; index {idx_bytes} bytes ({:.2}% of {cap_bytes} capture bytes){}{}",
+        "wirevault: indexed {} file(s), {packets} packets; index {idx_bytes} bytes{share}{}{}",
         report.indexed.len(),
-        if cap_bytes > 0 { 100.0 * idx_bytes as f64 / cap_bytes as f64 } else { 0.0 },
         if report.already > 0 { format!("; {} already indexed", report.already) } else { String::new() },
         report.catalog.as_ref().map_or(String::new(), |c| format!("; wrote {}", c.display())),
     );

@@ -3,6 +3,7 @@ pub mod analyze;
 pub mod config;
 pub mod disk_bench;
 pub mod docs;
+pub mod habits;
 pub mod index;
 pub mod plan;
 pub mod query;
@@ -38,10 +39,27 @@ pub fn time_range(
 ) -> anyhow::Result<(Option<u64>, Option<u64>)> {
     use crate::{exit, fail};
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    let time = |s: &Option<String>| -> anyhow::Result<Option<u64>> {
-        s.as_deref().map(|t| wv_query::parse_time(t, now).map_err(|e| fail(exit::USAGE, e.to_string()))).transpose()
+    let time = |s: &Option<String>, name: &str| -> anyhow::Result<Option<u64>> {
+        s.as_deref()
+            .map(|t| {
+                wv_query::parse_time(t, now).map_err(|e| {
+                    // `--from -5`: a habit of tools that count back from now.
+                    if t.trim_start().starts_with('-') {
+                        fail(
+                            exit::USAGE,
+                            format!(
+                                "{name} {t}: a time is RFC 3339 (2026-11-22T10:15:00Z), epoch seconds \
+                                 (1763806500.25) or a time before now such as '5m ago' or '2h ago', not a negative number"
+                            ),
+                        )
+                    } else {
+                        fail(exit::USAGE, e.to_string())
+                    }
+                })
+            })
+            .transpose()
     };
-    let (f, t) = (time(from)?, time(to)?);
+    let (f, t) = (time(from, names.0)?, time(to, names.1)?);
     if let (Some(a), Some(b)) = (f, t) {
         if a >= b {
             return Err(fail(exit::USAGE, format!("{} must be earlier than {}", names.0, names.1)));

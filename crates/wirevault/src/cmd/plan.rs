@@ -44,7 +44,7 @@ impl From<PlanFormat> for StoreFormat {
 /// Arguments of `wirevault plan`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Link rate in bits/s: 1g, 10gbps, 10Gb/s, 25g, 40GbE, 100g, or any rate.
+    /// Link rate in bits/s: 1g, 10gbps, 10Gb/s, 25g, 40GbE, 100g, or any rate with its unit.
     #[arg(long, value_name = "RATE", default_value = DEFAULT_LINK)]
     pub link: String,
     /// Frame size(s): 1514 or 60,64,128,...,1514 (may be repeated). Without FCS
@@ -144,7 +144,14 @@ fn validate(args: &Args) -> anyhow::Result<Plan> {
     };
     let bench = match &args.bench {
         None => None,
-        Some(p) => Some((p.clone(), DiskBench::read(p).map_err(|e| usage(e.to_string()))?)),
+        Some(p) => Some((
+            p.clone(),
+            DiskBench::read(p).map_err(|e| match e {
+                // A file that cannot be read is the host's matter; what it says, the command line's.
+                wv_plan::bench::BenchError::Io { .. } => fail(exit::ERROR, e.to_string()),
+                e => usage(e.to_string()),
+            })?,
+        )),
     };
     let mut rows = Vec::new();
     for s in &args.size {
@@ -188,9 +195,8 @@ fn from_row(
     let (from_ns, to_ns) = super::time_range(&args.from_time, &args.to_time, ("--from-time", "--to-time"))?;
     let query = wv_query::Query { store: path.to_path_buf(), from_ns, to_ns, expr: String::new(), limit: None };
     let (dist, report) = Distribution::read(query).map_err(|e| match e {
-        wv_query::QueryError::NotAStore { .. } | wv_query::QueryError::NotRegular { .. } => usage(e.to_string()),
         wv_query::QueryError::Missing { .. } => {
-            usage(format!("{} does not exist; --from takes a capture file or a store", path.display()))
+            fail(exit::ERROR, format!("{} does not exist; --from takes a capture file or a store", path.display()))
         }
         other => fail(exit::ERROR, other.to_string()),
     })?;
@@ -394,11 +400,12 @@ fn table(plan: &Plan, rows: &[Value]) -> String {
     }
     let widths: Vec<usize> = (0..cells[0].len()).map(|i| cells.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     let mut out = String::new();
-    let fcs = if plan.conv == SizeConvention::WithFcs { "with" } else { "without" };
-    out.push_str(&format!(
-        "link {} Gb/s, saturated; sizes are frames {fcs} FCS; each frame costs its bytes + 4 FCS + 8 preamble/SFD + 12 gap on the wire, frames under 60 B (64 with FCS) are padded\n",
-        gbps(plan.link_bps)
-    ));
+    let sizes = if plan.conv == SizeConvention::WithFcs {
+        "sizes include the 4-byte FCS (1518 style), the FCS counted once: on the wire a frame costs its size + 8 preamble/SFD + 12 gap, and is stored without the FCS; frames under 64 B are padded"
+    } else {
+        "sizes are frames without FCS (1514 style, as pcap stores them): on the wire a frame costs its size + 4 FCS + 8 preamble/SFD + 12 gap; frames under 60 B are padded"
+    };
+    out.push_str(&format!("link {} Gb/s, saturated; {sizes}\n", gbps(plan.link_bps)));
     out.push_str(&format!(
         "store = {}{} (record headers: pcap/pcap-ns 16 B, pcapng EPB 32 B + data padded to 4, RAW 12 B)\n\n",
         plan.format.name(),

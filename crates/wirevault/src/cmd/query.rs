@@ -13,10 +13,11 @@ pub struct Selection {
     /// The store (or a single capture file).
     pub store: PathBuf,
     /// Earliest packet time, inclusive: RFC 3339, epoch seconds[.fraction], or `10m ago`.
-    #[arg(long, value_name = "T")]
+    // A value may begin with `-` (`--from -5`), to be told the forms a time takes.
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub from: Option<String>,
     /// End of the time range, exclusive (same forms as --from).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub to: Option<String>,
     /// tcpdump filter expression (the words are joined with spaces, as tcpdump does).
     /// Options may come before or after it; after `--` every word is filter text.
@@ -69,6 +70,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     let query = args.sel.query(args.limit)?;
     let prepared = wv_query::prepare(query).map_err(prepare_error)?;
+    // Said when nothing matched, as `/api/v1/count` answers in `outside`.
+    let outside = prepared.outside();
     let result = if args.count {
         wv_query::run(prepared, wv_query::Sink::Count)
     } else if let Some(path) = write {
@@ -119,6 +122,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     for w in &report.warnings {
         say!("wirevault: {w}");
     }
+    if let (0, Some(why)) = (report.matched, &outside) {
+        say!("wirevault: no packet matched: {why}");
+    }
     if report.part_files > 0 && report.recording {
         say!(
             "wirevault: {} file(s) still being written are not included (the store is being recorded)",
@@ -158,14 +164,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-/// The exit code of a failed `wv_query::prepare`: the user's input (filter,
-/// path) is a usage error, the rest a runtime error.
+/// The exit code of a failed `wv_query::prepare`: a filter that does not
+/// compile is a usage error; a store or file that is missing, not a store or
+/// capture, or unreadable is a runtime error (the `exit` module's rule).
 pub(crate) fn prepare_error(e: wv_query::QueryError) -> anyhow::Error {
     match e {
-        wv_query::QueryError::BadExpression { .. }
-        | wv_query::QueryError::NotAStore { .. }
-        | wv_query::QueryError::Missing { .. }
-        | wv_query::QueryError::NotRegular { .. } => fail(exit::USAGE, e.to_string()),
+        wv_query::QueryError::BadExpression { .. } => fail(exit::USAGE, e.to_string()),
         other => fail(exit::ERROR, other.to_string()),
     }
 }

@@ -60,7 +60,7 @@ pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
     if !a.store.is_dir() {
-        return Err(fail(exit::USAGE, format!("{} is not a store directory", a.store.display())));
+        return Err(fail(exit::ERROR, format!("{} is not a store directory", a.store.display())));
     }
     // The writer lock: never repair a store that is being recorded (or indexed).
     let _lock =

@@ -29,10 +29,10 @@ pub struct Args {
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     pub interface: String,
     /// Earliest packet time, inclusive (as `query --from`).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub from: Option<String>,
     /// End of the time range, exclusive (as `query --to`).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub to: Option<String>,
     /// Send at most N packets (per loop; 1 or more).
     #[arg(long, value_name = "N", value_parser = super::packet_limit)]
@@ -117,7 +117,7 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
     let n = args.words.iter().take_while(|w| std::path::Path::new(w).exists()).count();
     if n == 0 {
         return Err(fail(
-            exit::USAGE,
+            exit::ERROR,
             format!("{} does not exist: give a store directory or capture files first, then the filter", args.words[0]),
         ));
     }
@@ -131,10 +131,7 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
 /// it does not reach a default route (unless `--force`), its link type can be sent.
 fn check_interface(ifname: &str, force: bool) -> anyhow::Result<wv_replay::Config> {
     use wv_sys::afpacket::Error;
-    wv_sys::netif::ifindex(ifname).map_err(|e| match e {
-        Error::NoSuchInterface(_) => fail(exit::USAGE, e.to_string()),
-        e => fail(exit::ERROR, e.to_string()),
-    })?;
+    wv_sys::netif::ifindex(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))?;
     if !wv_sys::netif::is_up(ifname).map_err(|e| fail(exit::ERROR, e.to_string()))? {
         return Err(fail(exit::ERROR, Error::InterfaceDown(ifname.to_owned()).to_string()));
     }

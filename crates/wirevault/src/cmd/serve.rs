@@ -164,7 +164,7 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
     let store = args.store.as_ref().expect("set above");
     if !store.join(wv_store::layout::CATALOG).is_file() {
         return Err(fail(
-            exit::USAGE,
+            exit::ERROR,
             format!(
                 "{} is not a store (no {}); give the directory `wirevault record -o` writes",
                 store.display(),

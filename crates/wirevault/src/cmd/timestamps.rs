@@ -20,10 +20,10 @@ pub struct Args {
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     pub interfaces: Vec<String>,
     /// Only packets from this time on (RFC 3339, epoch seconds, `2h ago`).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub from: Option<String>,
     /// Only packets before this time.
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub to: Option<String>,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -31,14 +31,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let usage = |m: String| fail(exit::USAGE, m);
     let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
     // Check everything before reading anything.
     let mut ifaces = Vec::new();
     for name in &args.interfaces {
         match wv_sys::tsinfo::ts_info(name) {
             Ok(i) => ifaces.push((name.clone(), i)),
-            Err(e @ wv_sys::error::Error::NoSuchInterface(_)) => return Err(usage(e.to_string())),
+            Err(e @ wv_sys::error::Error::NoSuchInterface(_)) => return Err(fail(exit::ERROR, e.to_string())),
             Err(e) => return Err(fail(exit::ERROR, format!("{name}: {e}"))),
         }
     }

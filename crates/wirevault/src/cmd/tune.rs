@@ -96,7 +96,8 @@ fn inputs(a: &Args) -> anyhow::Result<Inputs> {
 }
 
 fn judge(inputs: &Inputs, only: &[String]) -> anyhow::Result<(wv_tune::Facts, Vec<Finding>)> {
-    let facts = wv_tune::gather(inputs).map_err(|e| usage(e.to_string()))?;
+    // The interface is missing or cannot be read: the host, not the command line (exit 1).
+    let facts = wv_tune::gather(inputs).map_err(|e| fail(exit::ERROR, e.to_string()))?;
     let mut findings = wv_tune::checks::run(&facts);
     if !only.is_empty() {
         findings.retain(|f| only.iter().any(|o| o == f.check));

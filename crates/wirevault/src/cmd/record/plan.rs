@@ -163,6 +163,8 @@ pub struct OutputPlan {
     pub stats_file: Option<PathBuf>,
     /// Print `wirevault tune`'s warnings at start-up (not `--no-tune-warnings`).
     pub tune_warnings: bool,
+    /// The drop causes the summary lists (those this source and format can have).
+    pub causes: super::status::Causes,
 }
 
 /// The validated plan.
@@ -341,10 +343,13 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     }
     match std::fs::metadata(store) {
         Ok(m) if !m.is_dir() => {
-            return Err(usage(format!(
-                "-o {} is not a directory: a store is a directory (give a new or an existing store directory)",
-                store.display()
-            )))
+            return Err(fail(
+                exit::ERROR,
+                format!(
+                    "-o {} is not a directory: a store is a directory (give a new or an existing store directory)",
+                    store.display()
+                ),
+            ))
         }
         _ => {}
     }
@@ -543,6 +548,11 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         // clap's group requires one of the three.
         return Err(usage("give a source: -i IF, --read FILE or --synthetic SPEC".into()));
     };
+    let causes = super::status::Causes {
+        live: matches!(source, SourcePlan::Live { .. }),
+        xdp: matches!(source, SourcePlan::Live { xdp: true, .. }),
+        pcap: a.format == super::args::FormatArg::Pcap,
+    };
     Ok(Plan {
         store: store.clone(),
         volumes: a.volumes.clone(),
@@ -564,6 +574,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             quiet: a.quiet,
             stats_file: a.stats_file.clone(),
             tune_warnings: !a.no_tune_warnings,
+            causes,
         },
         tuning: Tuning { ring_blocks, ..Tuning::default() },
         reduce: ReducePlan {
@@ -609,7 +620,9 @@ fn disk_bench_buffer(store: &Path) -> anyhow::Result<Option<Result<u64, String>>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
             return Ok(None)
         }
-        Err(e) => return Err(usage(format!("cannot read {}: {e}; remove it or give --buffer", path.display()))),
+        Err(e) => {
+            return Err(fail(exit::ERROR, format!("cannot read {}: {e}; remove it or give --buffer", path.display())))
+        }
     };
     let v = serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default();
     let Some(b) = v["rate"]["buffer_with_margin_bytes"].as_u64() else {
@@ -654,7 +667,7 @@ fn check_read(files: &[PathBuf]) -> anyhow::Result<()> {
     for f in files.iter().filter(|f| f.as_os_str() != "-") {
         match std::fs::metadata(f) {
             Ok(m) if m.is_dir() => {
-                return Err(usage(format!("--read: {} is a directory, not a capture file", f.display())))
+                return Err(fail(exit::ERROR, format!("--read: {} is a directory, not a capture file", f.display())))
             }
             // A regular file's header is checked now, so that a non-capture
             // input creates no store; a pipe's when it is read (it cannot be
@@ -669,7 +682,7 @@ fn check_read(files: &[PathBuf]) -> anyhow::Result<()> {
                 } else {
                     ""
                 };
-                return Err(usage(format!("--read: cannot read {}: {e}{hint}", f.display())));
+                return Err(fail(exit::ERROR, format!("--read: cannot read {}: {e}{hint}", f.display())));
             }
         }
     }
@@ -682,13 +695,16 @@ fn check_capture_header(f: &Path) -> anyhow::Result<()> {
     let mut head = Vec::with_capacity(4);
     std::fs::File::open(f)
         .and_then(|h| h.take(4).read_to_end(&mut head))
-        .map_err(|e| usage(format!("--read: cannot read {}: {e}", f.display())))?;
+        .map_err(|e| fail(exit::ERROR, format!("--read: cannot read {}: {e}", f.display())))?;
     let ok = head.first_chunk::<4>().is_some_and(|m| wv_wire::Format::of_magic(*m).is_some());
     if !ok {
-        return Err(usage(format!(
-            "--read: {} is not a pcap or pcapng file (its first bytes are no capture file header)",
-            f.display()
-        )));
+        return Err(fail(
+            exit::ERROR,
+            format!(
+                "--read: {} is not a pcap or pcapng file (its first bytes are no capture file header)",
+                f.display()
+            ),
+        ));
     }
     Ok(())
 }

@@ -95,6 +95,18 @@ fn out_line(line: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
+/// What a recording can drop packets for, beyond what every recording can: the summary
+/// lists only these causes (and any other whose count is not 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Causes {
+    /// A live source: the kernel's ring can overflow.
+    pub live: bool,
+    /// `--source xdp`: the AF_XDP socket's own causes.
+    pub xdp: bool,
+    /// `--format pcap`: 32-bit seconds.
+    pub pcap: bool,
+}
+
 /// A cause of drops, as each report names it.
 struct DropCause {
     /// Key in the `dropped` object of the JSON.
@@ -103,24 +115,30 @@ struct DropCause {
     line: Option<&'static str>,
     /// Label in the summary.
     summary: &'static str,
+    /// Whether a recording of these [`Causes`] can have it (the JSON lists every cause).
+    of: fn(Causes) -> bool,
+}
+
+fn any(_: Causes) -> bool {
+    true
 }
 
 /// Every cause of drops, in the order the reports list them; the values
 /// come from [`Snapshot::drops`] in the same order.
 const DROP_CAUSES: [DropCause; 8] = [
-    DropCause { json: "kernel", line: Some("kernel"), summary: "kernel" },
-    DropCause { json: "arena_full", line: Some("arena"), summary: "arena full" },
-    DropCause { json: "write_error", line: Some("write"), summary: "write error" },
-    DropCause { json: "budget", line: Some("budget"), summary: "budget" },
+    DropCause { json: "kernel", line: Some("kernel"), summary: "kernel", of: |c| c.live },
+    DropCause { json: "arena_full", line: Some("arena"), summary: "arena full", of: any },
+    DropCause { json: "write_error", line: Some("write"), summary: "write error", of: any },
+    DropCause { json: "budget", line: Some("budget"), summary: "budget", of: any },
     // Packets that arrived after -c N was reached while intake was stopping.
-    DropCause { json: "shutdown", line: None, summary: "shutdown" },
+    DropCause { json: "shutdown", line: None, summary: "shutdown", of: any },
     // Packets dated after 2106-02-07T06:28:15Z with --format pcap (32-bit seconds).
-    DropCause { json: "timestamp_range", line: None, summary: "time past pcap's range" },
+    DropCause { json: "timestamp_range", line: None, summary: "time past pcap's range", of: |c| c.pcap },
     // `--source xdp`: the AF_XDP socket's fill ring had no free chunk for the frame.
-    DropCause { json: "fill_ring", line: None, summary: "fill ring empty" },
+    DropCause { json: "fill_ring", line: None, summary: "fill ring empty", of: |c| c.xdp },
     // `--source xdp`: dropped by the AF_XDP socket for another reason (a frame too large for
     // its chunks, say); a full RX ring is `kernel`.
-    DropCause { json: "xsk_other", line: None, summary: "AF_XDP other" },
+    DropCause { json: "xsk_other", line: None, summary: "AF_XDP other", of: |c| c.xdp },
 ];
 
 /// All counters at one moment.
@@ -439,9 +457,16 @@ impl Snapshot {
         [("deduplicated", c.deduplicated), ("cut", c.cut)].into_iter().filter(|(_, n)| *n > 0)
     }
 
-    fn summary(&self, elapsed: f64, store: &Path) -> String {
+    /// The summary line; its drop causes are those `causes` can have, and any other that
+    /// is not 0 (a count is never left out).
+    fn summary(&self, elapsed: f64, store: &Path, causes: Causes) -> String {
         let drops = self.drops();
-        let each: Vec<String> = DROP_CAUSES.iter().zip(drops).map(|(d, n)| format!("{} {n}", d.summary)).collect();
+        let each: Vec<String> = DROP_CAUSES
+            .iter()
+            .zip(drops)
+            .filter(|(d, n)| (d.of)(causes) || *n > 0)
+            .map(|(d, n)| format!("{} {n}", d.summary))
+            .collect();
         format!(
             "wirevault: {} packets received in {:.2}s: {} written, {} filtered{}, {} dropped ({}); {} files, {} bytes in {}",
             self.received(),
@@ -568,7 +593,7 @@ impl Status {
         if self.output.json {
             out_line(&json);
         }
-        say!("{}", snap.summary(elapsed, &self.store));
+        say!("{}", snap.summary(elapsed, &self.store, self.output.causes));
         if snap.counts.dropped_timestamp_range > 0 {
             say!(
                 "wirevault: warning: {} packet(s) dated after 2106-02-07T06:28:15Z were not stored: a pcap record cannot hold their time; record with --format pcapng to keep them",

@@ -1,0 +1,106 @@
+//! clap's errors, and tcpdump's habits met with a sentence.
+//!
+//! An option a subcommand does not have is clap's error (exit 2), less its tip "to pass '-r'
+//! as a value, use '-- -r'": after `--` every word is filter text, so following it would turn
+//! the mistake into a filter that matches nothing or fails to compile. Where the option is one
+//! a tcpdump user reaches for, the error is one sentence saying what this subcommand takes
+//! instead, as `record` does for `-w`: `-r FILE` (the store or file is the first argument) and
+//! `-c N` (`--limit N`) in `query`, `analyze` and `replay`. A time that begins with `-`
+//! (`--from -5`) reaches [`super::time_range`], which shows the forms a time takes.
+
+use crate::{exit, fail};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::CommandFactory;
+use std::ffi::OsString;
+
+/// The subcommands whose first arguments are the stores or files they read.
+const READERS: [&str; 3] = ["query", "analyze", "replay"];
+
+/// What clap's error `e` on `argv` becomes: a sentence for a tcpdump habit (returned, exit
+/// 2), else clap's own message without the `-- -x` tip (printed; the process exits as clap's
+/// errors do). Help and version requests print and exit 0 as before.
+pub fn clap_error(e: clap::Error, argv: &[OsString]) -> anyhow::Error {
+    if e.kind() != ErrorKind::UnknownArgument {
+        e.exit()
+    }
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(a)) => a.clone(),
+        _ => e.exit(),
+    };
+    if let Some(sentence) = subcommand(argv).and_then(|sub| habit(&sub, &arg, argv)) {
+        return fail(exit::USAGE, sentence);
+    }
+    // Without the tip; the error's other lines (a similar option, the usage) stay.
+    let text = e.render().to_string();
+    let kept: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("tip: to pass '")).collect();
+    let mut out = kept.join("\n").replace("\n\n\n", "\n\n");
+    out.push('\n');
+    eprint!("{out}");
+    std::process::exit(i32::from(exit::USAGE))
+}
+
+/// The subcommand named on `argv`: the first word that is one.
+fn subcommand(argv: &[OsString]) -> Option<String> {
+    let root = crate::Cli::command();
+    let names: Vec<&str> = root.get_subcommands().map(|c| c.get_name()).collect();
+    argv.iter().skip(1).filter_map(|a| a.to_str()).find(|a| names.contains(a)).map(str::to_owned)
+}
+
+/// The sentence for tcpdump's `-r` or `-c` given to a reader subcommand, if `arg` is one.
+fn habit(sub: &str, arg: &str, argv: &[OsString]) -> Option<String> {
+    if !READERS.contains(&sub) || arg.starts_with("--") {
+        return None;
+    }
+    match arg.strip_prefix('-')?.chars().next()? {
+        'r' if sub == "replay" => Some(
+            "replay has no -r: give the stores or capture files as its first arguments, as in \
+             `wirevault replay -i IF FILE... [EXPRESSION]`"
+                .into(),
+        ),
+        'r' => Some(format!(
+            "{sub} has no -r: give the store or capture file as its first argument, as in `wirevault {sub} FILE [EXPRESSION]`"
+        )),
+        'c' => {
+            // `-c 5` or `-c5`: the count, when it is there.
+            let words: Vec<&str> = argv.iter().filter_map(|a| a.to_str()).collect();
+            let at = words.iter().position(|w| w.starts_with("-c") && !w.starts_with("--"));
+            let n = at
+                .and_then(|i| if words[i].len() > 2 { Some(&words[i][2..]) } else { words.get(i + 1).copied() })
+                .filter(|n| super::packet_limit(n).is_ok())
+                .unwrap_or("N");
+            let what = match sub {
+                "query" => "to stop after N matching packets (--count prints how many match)",
+                "analyze" => "to analyze the first N matching packets",
+                _ => "to send at most N packets",
+            };
+            Some(format!("{sub} has no -c: give --limit {n} {}", what.replacen(" N ", &format!(" {n} "), 1)))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<OsString> {
+        s.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn habits() {
+        let a = argv("wirevault query s -c 5");
+        assert_eq!(
+            habit("query", "-c", &a).as_deref(),
+            Some("query has no -c: give --limit 5 to stop after 5 matching packets (--count prints how many match)")
+        );
+        assert!(habit("replay", "-c", &argv("wirevault replay -i lo s -c")).unwrap().contains("--limit N to send"));
+        assert!(habit("analyze", "-c10", &argv("wirevault analyze s -c10")).unwrap().contains("--limit 10 "));
+        assert!(habit("analyze", "-r", &a).unwrap().contains("`wirevault analyze FILE [EXPRESSION]`"));
+        assert!(habit("replay", "-r", &a).unwrap().contains("FILE..."));
+        assert_eq!(habit("record", "-r", &a), None);
+        assert_eq!(habit("query", "-x", &a), None);
+        assert_eq!(habit("query", "--c", &a), None);
+        assert_eq!(subcommand(&argv("wirevault --log-level debug replay -i x")).as_deref(), Some("replay"));
+    }
+}
