@@ -40,16 +40,37 @@ mod notify;
 use clap::Subcommand;
 use std::process::ExitCode;
 
-/// Exit codes (documented in the README).
+/// Exit codes: the binary's one definition of them. [`exit::MEANINGS`] says
+/// what each means, once for every subcommand; `wirevault --help`, the man
+/// pages' EXIT STATUS and the README's table are rendered from it.
 pub mod exit {
     /// Success.
     pub const OK: u8 = 0;
-    /// A runtime error (I/O, kernel, input that could not be read).
+    /// A runtime error, or the job was not done in full.
     pub const ERROR: u8 = 1;
-    /// Invalid arguments: bad option, filter expression or time.
+    /// Invalid arguments.
     pub const USAGE: u8 = 2;
     /// The store's disk is full (or `--on-full stop` hit the budget): recording stopped cleanly.
     pub const DISK_FULL: u8 = 3;
+
+    /// Every code with what it means, in every subcommand (a subcommand's
+    /// help and man page say which of its cases fall under which code).
+    pub const MEANINGS: [(u8, &str); 4] = [
+        (OK, "success; also when a stop signal (SIGINT, SIGTERM, SIGHUP, ...) ends record, replay or serve"),
+        (
+            ERROR,
+            "a runtime error, or the job was not done in full: a capture, I/O or kernel error; an input \
+             read only in part (what could be read was used; with --strict, a damaged file); packets replay \
+             could not send; damage repair could not mend; a bad tune finding; index or disk-bench \
+             interrupted; counters that do not add up",
+        ),
+        (USAGE, "invalid arguments: a bad option, value, filter expression, time or config file"),
+        (
+            DISK_FULL,
+            "the store's disk is full, or --on-full stop reached --max-size: recording stopped, every file \
+             is closed and valid",
+        ),
+    ];
 }
 
 #[derive(clap::Parser)]

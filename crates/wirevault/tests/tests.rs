@@ -12,6 +12,7 @@ mod analyze_tunnels;
 mod cli_conventions;
 mod console;
 mod disk_bench;
+mod docs;
 mod fanout_order;
 mod hostile_live;
 mod hostile_retrial;

@@ -125,7 +125,8 @@ pub fn apply<P: CommandFactory + FromArgMatches>(
         }
         v.push(f.into());
     }
-    let m = P::command().try_get_matches_from(&v)?;
+    // With the examples in its help, as without a config (`record --config FILE --help`).
+    let m = super::docs::with_help(P::command()).try_get_matches_from(&v)?;
     let p = P::from_arg_matches(&m).map_err(anyhow::Error::new)?;
     Ok((p, Loaded { table, cmdline }))
 }
@@ -271,7 +272,7 @@ pub fn parse_cli() -> anyhow::Result<crate::Cli> {
     // held meanwhile, see `cmd::hold_signals`; a second pass over every
     // subcommand's definition would delay their handlers).
     if !argv.iter().any(|a| a.to_str().is_some_and(|a| a == "--config" || a.starts_with("--config="))) {
-        return Ok(<crate::Cli as clap::Parser>::parse_from(argv));
+        return Ok(super::docs::parse_from(argv));
     }
     // `record --config FILE` and `serve --config FILE`.
     let found = crate::Cli::command().ignore_errors(true).try_get_matches_from(&argv).ok().and_then(|m| {
@@ -280,7 +281,7 @@ pub fn parse_cli() -> anyhow::Result<crate::Cli> {
         })
     });
     let Some((sub, file)) = found else {
-        return Ok(<crate::Cli as clap::Parser>::parse_from(argv));
+        return Ok(super::docs::parse_from(argv));
     };
     match apply::<crate::Cli>(&argv, sub, &file) {
         Ok((mut c, loaded)) => {
