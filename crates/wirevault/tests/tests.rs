@@ -19,6 +19,7 @@ mod hostile_retrial;
 mod hostile_store;
 mod hostile_store2;
 mod index_integrity;
+mod install;
 mod plan;
 mod privileges;
 mod query_cli;
