@@ -1,6 +1,8 @@
-//! The docs a user reaches from the shell (issue 44, item 8): the examples
-//! of `--help`, the man pages and the README are one table's, and the man
-//! pages carry EXAMPLES, EXIT STATUS, FILES and SEE ALSO.
+//! The docs a user reaches from the shell (issue 44, items 7 and 8): the
+//! examples of `--help`, the man pages and the README are one table's, the
+//! man pages carry EXAMPLES, EXIT STATUS, FILES and SEE ALSO, and each
+//! default is stated once: `record --help`, wirevault-record(1), the README
+//! and packaging/wirevault.toml agree with the binary.
 //!
 //! Every check reads what the real binary prints (`--help`, `generate-docs`)
 //! and renders the man pages with groff, as man(1) does.
@@ -198,6 +200,127 @@ fn man_pages_carry_examples_exit_status_files_see_also() {
     let see = |page: &str| squeeze(&render_man(&out.join(format!("man/{page}.1"))));
     assert!(see("wirevault-replay").contains("tcpreplay(1)"));
     assert!(see("wirevault-tune").contains("ethtool(8)"));
+}
+
+/// The default of each long option in a help text: what its `[default: X]`
+/// says, or else the word after "default " in its help.
+fn help_defaults(text: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for line in text.lines().filter(|l| l.trim_start().starts_with('-')) {
+        let Some(at) = line.find("--") else { continue };
+        let name: String = line[at + 2..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        let v = match line.find("[default: ") {
+            Some(d) => line[d + 10..].split(']').next().unwrap().to_string(),
+            None => match line.find("default ") {
+                Some(d) => value(&line[d + 8..]),
+                None => continue,
+            },
+        };
+        m.insert(name, v);
+    }
+    m
+}
+
+/// The value a text starts with: up to a space, `;`, `:`, `)` or a comma that
+/// does not group digits (`1,048,576` is 1048576).
+fn value(text: &str) -> String {
+    let b = text.as_bytes();
+    let end = (0..b.len())
+        .find(|&i| {
+            matches!(b[i], b' ' | b';' | b':' | b')') || (b[i] == b',' && !b.get(i + 1).is_some_and(u8::is_ascii_digit))
+        })
+        .unwrap_or(b.len());
+    text[..end].replace(',', "")
+}
+
+/// record's defaults: `--help` gives each (--buffer's and --ring-size's
+/// rules from the plan's numbers), wirevault-record(1) the same, the
+/// packaged config's `# default` lines equal them (and every option it
+/// names that has a default is given so), and the README's
+/// "`--opt` (default X)" statements equal the help of the subcommand whose
+/// section they are in; --buffer's rule is stated in all four word for word.
+#[test]
+fn one_statement_of_each_default() {
+    let rec = help_defaults(&help(&["record", "--help"]));
+    let rule = rec.get("buffer").expect("record --help states --buffer's default").clone();
+    assert!(rule.contains("1/8 of the memory") && rule.contains("disk-bench.json"), "{rule}");
+    assert!(rec.contains_key("ring-size") && rec["block-size"] == "4M" && rec["file-size"] == "1G", "{rec:?}");
+
+    // packaging/wirevault.toml.
+    let toml = fs::read_to_string(repo().join("packaging/wirevault.toml")).unwrap();
+    let mut stated = Vec::new();
+    for line in toml.lines() {
+        let l = line.strip_prefix("# ").unwrap_or(line);
+        let Some((key, rest)) = l.split_once(" = ") else { continue };
+        if !key.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
+            continue;
+        }
+        let (value, comment) = rest.split_once('#').map_or((rest, ""), |(v, c)| (v, c));
+        let value = value.trim().trim_matches('"');
+        if comment.trim() == "default" {
+            assert_eq!(rec.get(key).map(String::as_str), Some(value), "packaging/wirevault.toml: {line}");
+            stated.push(key.to_string());
+        } else if let Some(d) = rec.get(key).filter(|_| key != "buffer") {
+            assert!(stated.contains(&key.to_string()) || d != value, "{line}: the default, not marked '# default'");
+        }
+    }
+    for key in toml.lines().filter_map(|l| l.trim_start_matches("# ").split_once(" = ").map(|(k, _)| k)) {
+        if rec.contains_key(key) && key != "buffer" {
+            assert!(stated.iter().any(|s| s == key), "packaging/wirevault.toml names {key} but not its default");
+        }
+    }
+    assert!(stated.len() >= 8, "{stated:?}");
+    let comments: String =
+        toml.lines().filter_map(|l| l.strip_prefix('#')).map(|l| l.trim()).collect::<Vec<_>>().join(" ");
+    assert!(
+        squeeze(&comments).contains(&format!("Default: {rule}.")),
+        "packaging/wirevault.toml states another arena default"
+    );
+
+    // The README: --buffer's rule, and every "`--opt ...` (default X" under a subcommand's heading.
+    let readme = fs::read_to_string(repo().join("README.md")).unwrap().replace('`', "\u{1}");
+    assert!(
+        squeeze(&readme.replace('\u{1}', "")).contains(&format!("default: {rule}")),
+        "README: another arena default"
+    );
+    let mut sections: Vec<(String, String)> = vec![(String::new(), String::new())];
+    for line in readme.lines() {
+        if line.starts_with("## ") || line.starts_with("### ") {
+            let sub = line.strip_prefix("### \u{1}wirevault ").map_or("", |h| h.split('\u{1}').next().unwrap());
+            sections.push((sub.to_string(), String::new()));
+        }
+        let text = &mut sections.last_mut().unwrap().1;
+        text.push_str(line);
+        text.push(' ');
+    }
+    let mut checked = 0;
+    for (sub, text) in sections {
+        let text = squeeze(&text);
+        let defaults =
+            help_defaults(&help(&if sub.is_empty() { vec!["--help"] } else { vec![sub.as_str(), "--help"] }));
+        for (i, _) in text.match_indices("\u{1}--") {
+            let rest = &text[i + 3..];
+            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+            let after = &rest[rest.find('\u{1}').map_or(rest.len(), |e| e + 1)..];
+            let Some(v) = after.strip_prefix(" (default ").or_else(|| after.strip_prefix(", default ")) else {
+                continue;
+            };
+            let v = value(v);
+            let want =
+                defaults.get(&name).unwrap_or_else(|| panic!("README ({sub}): --{name} has no default in --help"));
+            assert_eq!(v, *want, "README ({sub}): --{name}'s default");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "{checked} README defaults checked");
+
+    // wirevault-record(1): the same rule (the page is rendered from the same help).
+    if have("groff") {
+        let tmp = TempDir::new("docs-defaults");
+        run_wirevault(&["generate-docs", tmp.join("out").to_str().unwrap()]).expect(0, "generate-docs");
+        let page = squeeze(&render_man(&tmp.join("out/man/wirevault-record.1")));
+        assert!(page.contains(&format!("[default: {rule}]")), "wirevault-record(1) states another arena default");
+    }
 }
 
 /// The README's exit codes are the binary's (`wirevault --help`, rendered
