@@ -831,4 +831,24 @@ mod tests {
             assert_eq!(zero_copy_buffer_for_memory(ram), zc, "{ram}");
         }
     }
+
+    /// The rules `--help` states from the named numbers are the rules the
+    /// functions compute: at each bound and in between.
+    #[test]
+    fn the_stated_defaults_are_the_computed_ones() {
+        use super::defaults::*;
+        const G: u64 = 1 << 30;
+        assert_eq!(buffer_for_memory(0), ARENA_MIN);
+        assert_eq!(buffer_for_memory(ARENA_MIN * ARENA_SHARE * 3), ARENA_MIN * 3);
+        assert_eq!(buffer_for_memory(1 << 50), ARENA_MAX);
+        assert_eq!(zero_copy_buffer_for_memory(0), ARENA_MIN);
+        assert_eq!(zero_copy_buffer_for_memory(4 * G), 4 * G / ARENA_SHARE);
+        assert_eq!(zero_copy_buffer_for_memory(ZERO_COPY_SMALL_MAX * ZERO_COPY_LARGE_SHARE), ZERO_COPY_SMALL_MAX);
+        assert_eq!(zero_copy_buffer_for_memory(48 * G), 48 * G / ZERO_COPY_LARGE_SHARE);
+        assert_eq!(zero_copy_buffer_for_memory(1 << 50), ARENA_MAX);
+        assert_eq!((ring_size(1), ring_size(2), ring_size(64)), (RING_TOTAL, RING_TOTAL / 2, RING_MIN));
+        assert!(buffer_default()
+            .contains("1/8 of the memory this process may use (its cgroup's limit if lower), 64M to 4G"));
+        assert!(ring_default().starts_with("256M for one worker, 256M split between more, at least 32M each"));
+    }
 }
