@@ -15,6 +15,8 @@ packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio 
 packages+=(chromium chromium-driver python3-selenium)
 # Loop-mounted volumes (disk-bench and several-volume tests): losetup, mount, mkfs.ext4.
 packages+=(mount e2fsprogs)
+# The man pages rendered as man(1) shows them (tests/docs.rs).
+packages+=(groff-base)
 
 missing=()
 for p in "${packages[@]}"; do

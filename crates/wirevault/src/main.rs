@@ -40,9 +40,12 @@ mod notify;
 use clap::Subcommand;
 use std::process::ExitCode;
 
-/// Exit codes (documented in the README). The same mistake gets the same code
-/// in every subcommand: 2 when the command line itself must change, 1 when it
-/// is right but the host or the data are not as it says.
+/// Exit codes: the binary's one definition of them. [`exit::MEANINGS`] says
+/// what each means, once for every subcommand; `wirevault --help`, the man
+/// pages' EXIT STATUS and the README's table are rendered from it. The same
+/// mistake gets the same code in every subcommand: 2 when the command line
+/// itself must change, 1 when it is right but the host or the data are not as
+/// it says.
 pub mod exit {
     /// Success.
     pub const OK: u8 = 0;
@@ -57,6 +60,30 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The store's disk is full (or `--on-full stop` hit the budget): recording stopped cleanly.
     pub const DISK_FULL: u8 = 3;
+
+    /// Every code with what it means, in every subcommand (a subcommand's
+    /// help and man page say which of its cases fall under which code).
+    pub const MEANINGS: [(u8, &str); 4] = [
+        (OK, "success; also when a stop signal (SIGINT, SIGTERM, SIGHUP, ...) ends record, replay or serve"),
+        (
+            ERROR,
+            "a runtime error, or the job was not done in full: an interface, store, capture or config \
+             file, or directory the command line names is missing, unreadable or not what it should be; a \
+             capture, I/O, permission or kernel error; an input read only in part (what could be read was used; with --strict, a damaged file); packets replay \
+             could not send; damage repair could not mend; a bad tune finding; index or disk-bench \
+             interrupted; counters that do not add up",
+        ),
+        (
+            USAGE,
+            "invalid arguments: an unknown option, a value of the wrong form or out of range, options that \
+             conflict, a filter expression or time that does not parse, what a config file says",
+        ),
+        (
+            DISK_FULL,
+            "the store's disk is full, or --on-full stop reached --max-size: recording stopped, every file \
+             is closed and valid",
+        ),
+    ];
 }
 
 #[derive(clap::Parser)]

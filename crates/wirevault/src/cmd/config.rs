@@ -128,7 +128,8 @@ pub fn apply<P: CommandFactory + FromArgMatches>(
         }
         v.push(f.into());
     }
-    let m = P::command().try_get_matches_from(&v)?;
+    // With the examples in its help, as without a config (`record --config FILE --help`).
+    let m = super::docs::with_help(P::command()).try_get_matches_from(&v)?;
     let p = P::from_arg_matches(&m).map_err(anyhow::Error::new)?;
     Ok((p, Loaded { table, cmdline }))
 }
@@ -275,7 +276,7 @@ pub fn parse_cli() -> anyhow::Result<crate::Cli> {
     // held meanwhile, see `cmd::hold_signals`; a second pass over every
     // subcommand's definition would delay their handlers).
     let parse = |argv: &[OsString]| {
-        <crate::Cli as clap::Parser>::try_parse_from(argv).map_err(|e| super::habits::clap_error(e, argv))
+        super::docs::try_parse_from(argv).map_err(|e| super::habits::clap_error(e, argv))
     };
     if !argv.iter().any(|a| a.to_str().is_some_and(|a| a == "--config" || a.starts_with("--config="))) {
         return parse(&argv);

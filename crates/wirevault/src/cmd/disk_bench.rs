@@ -34,8 +34,7 @@ const MIN_BUFFER: u64 = 64 << 20;
 /// Arguments of `wirevault disk-bench`.
 #[derive(clap::Args)]
 #[command(after_help = "Throughputs are in bytes per second (GB/s = 10^9 B/s); rates take bits (10gbps, \
-                        9.95Gb/s, 100Mbit/s) or bytes (1.2GB/s, 800MiB/s) per second.\n\
-                        Example: wirevault disk-bench /data --quick --rate 9.95gbps --plot disk.svg")]
+                        9.95Gb/s, 100Mbit/s) or bytes (1.2GB/s, 800MiB/s) per second.")]
 pub struct Args {
     /// A directory on the volume to gauge. The files are written into it and removed afterwards.
     pub dir: PathBuf,

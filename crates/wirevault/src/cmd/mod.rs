@@ -3,6 +3,7 @@ pub mod analyze;
 pub mod config;
 pub mod disk_bench;
 pub mod docs;
+pub mod examples;
 pub mod habits;
 pub mod index;
 pub mod plan;

@@ -41,14 +41,18 @@ pub struct Args {
     /// Bytes stored per packet at most (0: the most, 262144, as tcpdump's -s 0).
     #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES", value_parser = parse_snaplen)]
     pub snaplen: u32,
-    /// Arena size, split between workers (K/M/G suffixes; default 1/8 of RAM up to 1G, beyond 16G of RAM 1/16 of it up to 4G).
-    #[arg(long, value_name = "SIZE")]
+    // The help of --buffer and --ring-size states their defaults from the numbers the plan uses.
+    #[arg(long, value_name = "SIZE", help = format!(
+        "Arena between capture and disk, split between the workers (K/M/G suffixes) [default: {}]",
+        defaults::buffer_default()
+    ))]
     pub buffer: Option<String>,
-    /// Kernel ring per capture worker (K/M/G; 8M..=4G, a multiple of 4M;
-    /// default 256M for one worker, 256M split between more, at least 32M each).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", help = format!(
+        "Kernel ring per capture worker (K/M/G; 8M..=4G, a multiple of 4M) [default: {}]",
+        defaults::ring_default()
+    ))]
     pub ring_size: Option<String>,
-    /// Write block size (multiple of 4K; default 4M).
+    /// Write block size (multiple of 4K).
     #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE")]
     pub block_size: String,
     /// Close a file before it exceeds this size.
