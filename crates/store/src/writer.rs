@@ -862,6 +862,11 @@ impl<I: FileIndexer> Writer<I> {
             self.live.gone(&c.live_base.file);
             return;
         }
+        // Whole now (every write completed): readers get all of it at once, not after the
+        // fsync and rename below (which a busy disk can hold for seconds) and the next
+        // publication; until its catalog line is written, they find it through the live file.
+        self.live.set(Mark { pos: len, packets, min_ns: first_ns, max_ns: last_ns }.entry(&c.live_base, len));
+        self.live.publish_now(&self.shared);
         let final_rel = format!("{}/{}", self.place.rel_dir, c.name);
         // A file that spilled may have gigabytes in the page cache: its fsync
         // and rename go to the index thread, before its index and catalog line.
@@ -906,8 +911,6 @@ impl<I: FileIndexer> Writer<I> {
         };
         let index_rel = layout::index_rel(&final_rel);
         let indexer = c.indexer.filter(|_| !failed);
-        // Until its catalog line is written, readers find it whole through the live file.
-        self.live.set(Entry { file: c.live_base.file, ..entry.clone() });
         // Counted first: the index thread takes them back if a spilled file cannot be persisted.
         self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
@@ -1050,6 +1053,13 @@ impl Live {
         if let Err(e) = live.publish() {
             shared.warn(Live::failed(&live.path(), &e));
             self.files = None;
+        }
+    }
+
+    /// Writes the live file now (a file closed: once per file).
+    pub(crate) fn publish_now(&mut self, shared: &WriterShared) {
+        if self.due(true, true).is_some() {
+            self.publish(shared);
         }
     }
 

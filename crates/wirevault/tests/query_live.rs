@@ -174,8 +174,21 @@ fn rotation_run(name: &str, args: &[&str]) {
         }
         let due = started.saturating_sub(QUERYABLE_AFTER.as_nanos() as u64);
         let have: HashSet<&[u8]> = recs.iter().map(|r| &r.data[..]).collect();
-        let missed = stored.iter().filter(|r| r.ts_ns < due && !have.contains(&r.data[..])).count();
-        assert_eq!(missed, 0, "{name}: query {} missed {missed} frames stored over 2 s before it", k + 1);
+        let missed: Vec<u64> =
+            stored.iter().filter(|r| r.ts_ns < due && !have.contains(&r.data[..])).map(|r| r.ts_ns).collect();
+        if let (Some(first), Some(last)) = (missed.first(), missed.last()) {
+            let newest = recs.iter().map(|r| r.ts_ns).max().unwrap_or(0);
+            panic!(
+                "{name}: query {} missed {} frames stored over 2 s before it, stored {:.3} to {:.3} s before it \
+                 (its newest frame: {:.3} s before it; {} frames in the answer)",
+                k + 1,
+                missed.len(),
+                started.saturating_sub(*first) as f64 / 1e9,
+                started.saturating_sub(*last) as f64 / 1e9,
+                started.saturating_sub(newest) as f64 / 1e9,
+                recs.len()
+            );
+        }
     }
 }
 

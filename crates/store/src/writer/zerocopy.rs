@@ -765,8 +765,10 @@ impl<I: FileIndexer> ZcWriter<I> {
             timestamps: self.cfg.timestamps,
             path: Some(if c.zero_copy { WritePath::ZeroCopy } else { WritePath::Copy }),
         };
-        // Until its catalog line is written, readers find it whole through the live file.
+        // Whole now: readers get all of it at once, not after its fsync on the index thread;
+        // until its catalog line is written, they find it through the live file.
         self.live.set(Entry { file: c.live_base.file, ..entry.clone() });
+        self.live.publish_now(&self.shared);
         // Counted first: the index thread takes them back if the file cannot be persisted.
         self.shared.written_packets.fetch_add(stored, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
