@@ -110,7 +110,9 @@ pub struct Report {
     /// Blocks read, over all indexed files, and blocks those files have.
     pub blocks_read: u64,
     pub blocks_total: u64,
-    /// Capture files still being written (`*.part`), not included.
+    /// Capture files still being written (`*.part`) that neither the
+    /// recorder's live files nor the catalog name, not included (a crash's
+    /// leftovers; a file just opened, before its writer said so).
     pub part_files: usize,
     /// A process holds the store's writer lock: the `.part` files are being
     /// recorded (otherwise a crash left them and `repair` is due).
@@ -291,8 +293,9 @@ impl Prepared {
         &self.catalog_warnings
     }
 
-    /// Capture files still being written or left by a crash (`*.part`),
-    /// which the query leaves out, and whether a recorder holds the store.
+    /// Capture files still being written or left by a crash (`*.part`)
+    /// which the query leaves out (those a recorder's live files name are
+    /// read up to what they say), and whether a recorder holds the store.
     pub fn open_files(&self) -> (usize, bool) {
         (self.part_files, self.recording)
     }
@@ -304,13 +307,13 @@ impl Prepared {
 pub fn outside(span: Option<(u64, u64)>, from: Option<u64>, to: Option<u64>) -> Option<String> {
     let time = wv_store::layout::utc_rfc3339;
     let Some((oldest, newest)) = span else {
-        return Some("the store holds no packets in closed files yet".into());
+        return Some("the store holds no packets yet".into());
     };
     if to.is_some_and(|t| t <= oldest) {
         return Some(format!("the range ends before the oldest packet on disk ({})", time(oldest)));
     }
     if from.is_some_and(|f| f > newest) {
-        return Some(format!("the range starts after the newest packet in a closed file ({})", time(newest)));
+        return Some(format!("the range starts after the newest stored packet ({})", time(newest)));
     }
     None
 }
@@ -342,24 +345,43 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
             Err(e) => return Err(io_err(&cat, e)),
         }
         let io = |source| QueryError::Io { path: path.join(catalog::CATALOG_FILE), source };
-        // Entries whose paths could leave the store are rejected here, with a warning.
-        let read = wv_store::catalog::read_checked(&path).map_err(io)?;
-        // A recorder holding the lock renames files before it catalogs
-        // them and deletes old ones (retention): those are in flight, not
-        // damage, and are not reported as such.
-        locked = matches!(wv_store::lock::state(&path), Ok(wv_store::lock::LockState::Held { .. }));
-        catalog_warnings = read.warnings();
-        catalog_warnings.extend(wv_store::catalog::audit(&path, &read.entries, locked));
         // Files on the store's extra volumes (`@k/...`) are opened beneath
         // those volumes, as the others beneath the store.
         let vols =
             wv_store::volume::Volumes::open(&path).map_err(|source| QueryError::Io { path: path.clone(), source })?;
+        // Files being written (on the extra volumes too), looked for before
+        // the live files and the catalog that may name them.
+        let mut parts = files_being_written(&path, 0);
+        for (id, d) in vols.all().iter().filter(|(id, _)| *id > 0) {
+            parts.extend(files_being_written(d.path(), *id));
+        }
+        // A recorder holding the lock renames files before it catalogs
+        // them and deletes old ones (retention): those are in flight, not
+        // damage, and are not reported as such. Its live files say what it
+        // has stored and not catalogued yet: read before the catalog, so
+        // that no file is missed between the two (`wv_store::live`).
+        let lock = wv_store::lock::state(&path);
+        locked = matches!(lock, Ok(wv_store::lock::LockState::Held { .. }));
+        let (live, live_warnings) =
+            lock.as_ref().map_or_else(|_| Default::default(), |l| wv_store::live::read(&path, l));
+        // Entries whose paths could leave the store are rejected here, with a warning.
+        let read = wv_store::catalog::read_checked(&path).map_err(io)?;
+        catalog_warnings = read.warnings();
+        catalog_warnings.extend(live_warnings);
+        catalog_warnings.extend(wv_store::catalog::audit(&path, &read.entries, locked));
         // (A volume that cannot be read was said by `audit`, once, with its files.)
-        // Files being written on the extra volumes count too.
-        let parts = count_part_files(&path)
-            + vols.all().iter().filter(|(id, _)| *id > 0).map(|(_, d)| count_part_files(d.path())).sum::<usize>();
+        // Left out: the files being written that neither names.
+        let named: std::collections::HashSet<&str> = live
+            .iter()
+            .map(|e| wv_store::live::final_name(&e.file))
+            .chain(read.entries.iter().map(|e| e.file.as_str()))
+            .collect();
+        let left_out = parts.iter().filter(|p| !named.contains(wv_store::live::final_name(p))).count();
+        let live = wv_store::live::uncatalogued(&read.entries, live);
         store_dir = Some(vols);
-        (path, read.entries, parts)
+        let mut entries = read.entries;
+        entries.extend(live);
+        (path, entries, left_out)
     } else if !meta.is_file() {
         // Opening a FIFO would block until a writer comes.
         return Err(QueryError::NotRegular { path });
@@ -472,28 +494,32 @@ fn single_file_entry(path: &Path) -> Result<(PathBuf, Vec<Entry>, usize), QueryE
 }
 
 /// Capture files being written: `*.pcap.part` / `*.pcapng.part` in the
-/// store and its stream directories.
-fn count_part_files(store: &Path) -> usize {
+/// directory `dir` of volume `vol` (0: the store) and its stream
+/// directories, named as the catalog would name them (`@k/stream-NNN/NAME.part`).
+fn files_being_written(dir: &Path, vol: u32) -> Vec<String> {
     use wv_store::layout;
-    let mut n = 0;
-    let mut dirs = vec![store.to_path_buf()];
-    if let Ok(rd) = std::fs::read_dir(store) {
-        dirs.extend(rd.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
+    let mut out = Vec::new();
+    let mut dirs = vec![String::new()];
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        dirs.extend(
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| format!("{}/", e.file_name().to_string_lossy())),
+        );
     }
     for d in dirs {
-        if let Ok(rd) = std::fs::read_dir(&d) {
-            n += rd
-                .flatten()
-                .filter(|e| {
-                    let name = e.file_name();
-                    let name = name.to_string_lossy();
-                    name.strip_suffix(layout::PART).is_some_and(|n| !n.ends_with(layout::INDEX))
-                        && !name.starts_with("catalog.")
-                })
-                .count();
+        let Ok(rd) = std::fs::read_dir(dir.join(&d)) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.strip_suffix(layout::PART).is_some_and(|n| !n.ends_with(layout::INDEX))
+                && !name.starts_with("catalog.")
+            {
+                out.push(wv_store::volume::on_volume(vol, &format!("{d}{name}")));
+            }
         }
     }
-    n
+    out
 }
 
 mod count;

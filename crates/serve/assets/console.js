@@ -442,7 +442,7 @@ function renderStore(s) {
     r.files_deleted ? fmtCount(r.files_deleted) + " files (" + fmtBytes(r.bytes_deleted) + ") deleted" : null);
   const oldest = parseTime(h.oldest), newest = parseTime(h.newest);
   row("oldest packet", oldest ? utc(oldest) : "–", oldest ? local(oldest) : null);
-  row("newest packet", newest ? utc(newest) : "–", newest ? local(newest) + " (closed files)" : null);
+  row("newest packet", newest ? utc(newest) : "–", newest ? local(newest) : null);
   row("span", fmtDur(h.span_s));
   row("write rate", fmtMBs(h.write_rate_bytes_s), h.rate_from);
   row("holds", fmtHours(h.holds_hours), h.capacity_bytes != null ? "of traffic in " + fmtBytes(h.capacity_bytes) : null);
@@ -515,7 +515,7 @@ function drawHistogram() {
   const perS = 1000 / step;
   const points = hist.buckets.map((b, i) => [t0 + i * step, b[k] * perS]);
   histGeom = drawChart($("c-hist"), {
-    t0, t1, sel: histSel, empty: "the store holds no packets in closed files yet",
+    t0, t1, sel: histSel, empty: "the store holds no packets yet",
     fmtY: (v) => (k ? si(v * 8, "b/s") : si(v, "pps")),
     series: [{ points, color: k ? "#3fcf8e" : COLORS.line, bars: true, width: step }],
   });
@@ -721,19 +721,20 @@ document.querySelectorAll("[data-preset]").forEach((b) => b.addEventListener("cl
 /**
  * The first status sets the range to the last five minutes (a whole
  * store can be terabytes: counting it is not for every page load). While
- * recording, a range open at its end is counted again when files close.
+ * recording, a range open at its end is counted again as packets reach
+ * the disk (the files being written included), at most every 5 s.
  */
-let lastFiles = null;
+let lastPackets = null;
 let queryDone = 0;
 function followStore(s) {
-  if (lastFiles == null) {
-    lastFiles = s.disk.files;
+  if (lastPackets == null) {
+    lastPackets = s.disk.packets;
     applyPreset("300");
     return;
   }
   const running = s.recording && s.recording.state === "capturing";
-  if (running && s.disk.files !== lastFiles && !$("q-to").value.trim() && queryDone && Date.now() - queryDone >= 5000) {
-    lastFiles = s.disk.files;
+  if (running && s.disk.packets !== lastPackets && !$("q-to").value.trim() && queryDone && Date.now() - queryDone >= 5000) {
+    lastPackets = s.disk.packets;
     queryChanged(0);
   }
 }

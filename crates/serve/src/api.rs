@@ -240,18 +240,23 @@ pub(crate) async fn histogram(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Re
     Ok(Json(h).into_response())
 }
 
-/// `GET /api/v1/files`: the catalog, optionally only the files overlapping `from`..`to`.
+/// `GET /api/v1/files`: the catalog and the files being written, optionally only the files
+/// overlapping `from`..`to`.
 pub(crate) async fn files(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
     let sel = selection(&params(&q, &["from", "to"])?)?;
     let cat = state.view.catalog().map_err(ApiError::Unavailable)?;
     let (from, to) = (sel.from.unwrap_or(0), sel.to.unwrap_or(u64::MAX));
+    let live = cat.files() - cat.live.len();
     let files: Vec<serde_json::Value> = cat
-        .entries
-        .iter()
-        .filter(|e| e.packets > 0 && wv_query::time::overlaps(e.first_ns, e.last_ns, from, to))
-        .map(|e| {
+        .entries()
+        .enumerate()
+        .filter(|(_, e)| e.packets > 0 && wv_query::time::overlaps(e.first_ns, e.last_ns, from, to))
+        .map(|(i, e)| {
             serde_json::json!({
                 "file": e.file,
+                // Still being written (or waiting for its catalog line): `file`
+                // is the `NAME.part`, and its figures are its valid prefix's.
+                "live": i >= live,
                 "stream": e.stream,
                 "format": e.format.map(|f| f.name()),
                 "indexed": e.index.is_some(),

@@ -2,7 +2,8 @@
 //!
 //! Exact either way. Without a filter, a bucket that only whole pcap files
 //! fall into (a file's first and last packet in that bucket) is summed
-//! from the catalog without reading a packet; the buckets a file straddles,
+//! from the catalog without reading a packet (a file being written, from
+//! what its live entry says of its valid prefix); the buckets a file straddles,
 //! and every bucket when there is a filter, are counted by reading their
 //! time range through the query layer (whose index narrows a filter).
 
@@ -121,7 +122,7 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
     // Which buckets must be read: all with a filter; else those a file straddles.
     let mut read = vec![!sel.expr.trim().is_empty(); n as usize];
     let overlapping =
-        || cat.entries.iter().filter(|e| e.packets > 0 && wv_query::time::overlaps(e.first_ns, e.last_ns, from, to));
+        || cat.entries().filter(|e| e.packets > 0 && wv_query::time::overlaps(e.first_ns, e.last_ns, from, to));
     let whole = |e: &Entry| {
         e.format == Some(wv_wire::Format::Pcap)
             && e.first_ns >= from

@@ -197,7 +197,7 @@ impl Collector for Scrape {
             gauge(
                 e,
                 "newest_packet_timestamp",
-                "Time of the newest packet in a closed file, Unix time",
+                "Time of the newest packet on disk (files being written included), Unix time",
                 Some(&Unit::Seconds),
                 secs(ns),
             )?;

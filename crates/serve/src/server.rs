@@ -335,7 +335,7 @@ async fn metrics(Ax(state): Ax<Arc<State>>, headers: axum::http::HeaderMap) -> R
     let span = cat.as_ref().and_then(|c| c.span);
     let scrape = crate::metrics::Scrape {
         recording: state.board.as_ref().and_then(|b| b.latest()),
-        store: cat.as_ref().map(|c| (c.bytes, c.entries.len() as u64)),
+        store: cat.as_ref().map(|c| (c.bytes, c.files() as u64)),
         oldest_ns: span.map(|s| s.0),
         newest_ns: span.map(|s| s.1),
         volume: state.view.space(),
@@ -574,7 +574,7 @@ impl State {
             "last_recording": last,
             "disk": {
                 "store_bytes": cat.bytes,
-                "files": cat.entries.len(),
+                "files": cat.files(),
                 "packets": cat.packets,
                 // Over every file system the store writes to (see `volumes`).
                 "volume_free_bytes": space.map(|s| s.0),

@@ -1,6 +1,8 @@
 //! The store as the API shows it: its catalog (read again only when the
-//! file changed, so `status` and `/metrics` stay cheap while recording),
-//! the time it covers, and its volume's space.
+//! file changed, so `status` and `/metrics` stay cheap while recording) and
+//! the files a running recorder has not catalogued yet (its live files,
+//! read every time: `wv_store::live`), the time they cover, and its
+//! volumes' space.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -18,20 +20,64 @@ pub(crate) struct VolumeSpace {
 /// The catalog as last read, and what identified the file then.
 pub(crate) struct StoreView {
     store: PathBuf,
-    cached: Mutex<(Option<FileId>, Arc<Catalogued>)>,
+    cached: Mutex<(Option<FileId>, Arc<Closed>)>,
+}
+
+/// What the catalog held at one moment.
+#[derive(Default)]
+struct Closed {
+    entries: Vec<Entry>,
+    totals: Totals,
+}
+
+/// Oldest and newest packet of some files with packets, and their bytes and packets.
+#[derive(Default, Clone, Copy)]
+struct Totals {
+    span: Option<(u64, u64)>,
+    bytes: u64,
+    packets: u64,
+}
+
+impl Totals {
+    fn of<'a>(entries: impl Iterator<Item = &'a Entry>) -> Totals {
+        entries.fold(Totals::default(), |t, e| t.and(e))
+    }
+
+    fn and(self, e: &Entry) -> Totals {
+        let span = match (self.span, e.packets > 0) {
+            (s, false) => s,
+            (None, true) => Some((e.first_ns, e.last_ns)),
+            (Some((a, b)), true) => Some((a.min(e.first_ns), b.max(e.last_ns))),
+        };
+        Totals { span, bytes: self.bytes + e.bytes, packets: self.packets + e.packets }
+    }
 }
 
 /// The catalog file's inode, length and modification time.
 type FileId = (u64, u64, i64, i64);
 
-/// What the catalog held at one moment.
-#[derive(Default)]
+/// The store's files at one moment: the catalog's, then those a running
+/// recorder has stored and not catalogued yet (their `file` is the
+/// `NAME.part` being written, `bytes` its valid prefix).
 pub(crate) struct Catalogued {
-    pub entries: Vec<Entry>,
-    /// Oldest and newest packet of the catalogued files with packets.
+    closed: Arc<Closed>,
+    pub live: Vec<Entry>,
+    /// Oldest and newest packet of the files with packets.
     pub span: Option<(u64, u64)>,
     pub bytes: u64,
     pub packets: u64,
+}
+
+impl Catalogued {
+    /// Every file, the catalogued ones first.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.closed.entries.iter().chain(&self.live)
+    }
+
+    /// How many files [`Catalogued::entries`] has.
+    pub fn files(&self) -> usize {
+        self.closed.entries.len() + self.live.len()
+    }
 }
 
 impl StoreView {
@@ -39,10 +85,24 @@ impl StoreView {
         StoreView { store: store.to_path_buf(), cached: Mutex::new((None, Arc::default())) }
     }
 
-    /// The catalog now (an empty one when the store has none yet); an
+    /// The store's files now (none when the store has no catalog yet); an
     /// error, as a sentence, when the store cannot be read (deleted, moved
     /// away, unreadable): not an empty store.
     pub fn catalog(&self) -> Result<Arc<Catalogued>, String> {
+        // The live files before the catalog, as the query layer reads them
+        // (a file leaves them only once its catalog line is written).
+        let live = match wv_store::lock::state(&self.store) {
+            Ok(lock) => wv_store::live::read(&self.store, &lock).0,
+            Err(_) => Vec::new(),
+        };
+        let closed = self.closed()?;
+        let live = wv_store::live::uncatalogued(&closed.entries, live);
+        let t = live.iter().fold(closed.totals, Totals::and);
+        Ok(Arc::new(Catalogued { closed, live, span: t.span, bytes: t.bytes, packets: t.packets }))
+    }
+
+    /// The catalog, read again only when its file changed.
+    fn closed(&self) -> Result<Arc<Closed>, String> {
         use std::os::unix::fs::MetadataExt;
         let path = self.store.join(wv_store::layout::CATALOG);
         let id = std::fs::metadata(&path).ok().map(|m| (m.ino(), m.len(), m.mtime(), m.mtime_nsec()));
@@ -53,11 +113,7 @@ impl StoreView {
         let entries = wv_store::catalog::read_checked(&self.store)
             .map_err(|e| format!("cannot read the store {}: {e}", self.store.display()))?
             .entries;
-        let with = || entries.iter().filter(|e| e.packets > 0);
-        let span = with().map(|e| e.first_ns).min().zip(with().map(|e| e.last_ns).max());
-        let bytes = entries.iter().map(|e| e.bytes).sum();
-        let packets = entries.iter().map(|e| e.packets).sum();
-        let fresh = Arc::new(Catalogued { entries, span, bytes, packets });
+        let fresh = Arc::new(Closed { totals: Totals::of(entries.iter()), entries });
         *c = (id, fresh.clone());
         Ok(fresh)
     }

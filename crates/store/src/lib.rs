@@ -5,7 +5,8 @@
 //!   decides where files begin and end.
 //! * [`writer::run`] runs on the writer thread: it hands arena memory to the
 //!   kernel with io_uring + O_DIRECT, closes files (trim, fsync, rename), feeds
-//!   the index builder and appends to the [`catalog`].
+//!   the index builder and appends to the [`catalog`]; until a file is
+//!   catalogued, its valid prefix is published for readers ([`live`]).
 //!
 //! The two talk through a bounded lock-free queue of [`stream::Msg`]; see
 //! DESIGN.md, "Record data path".
@@ -13,6 +14,7 @@
 
 pub mod catalog;
 pub mod layout;
+pub mod live;
 pub mod lock;
 pub mod recover;
 pub mod stream;

@@ -308,6 +308,10 @@ pub fn repair(store: &Path, index: Option<IndexFn<'_>>, check: Option<CheckFn<'_
     // and follows no symlink: the store may belong to the unprivileged user
     // a recorder ran as.
     let dir = crate::volume::Volumes::open(store)?;
+    // What a killed recorder said of its open files: those are cut and
+    // catalogued below (readers ignore the live files already: no recorder
+    // of theirs holds the lock).
+    crate::live::remove_stale(dir.root())?;
     // A volume not mounted now keeps its entries: its files are not lost.
     for w in dir.warnings() {
         rep.problems.push(format!("{w}; its files were left in the catalog as they are"));

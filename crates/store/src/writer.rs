@@ -20,8 +20,13 @@
 //! A write error (ENOSPC, EIO) stops the stream cleanly: the file is cut at
 //! its last complete record on disk and kept; every later packet is counted
 //! as `dropped_write_error`, and the error is reported through [`WriterShared`].
+//!
+//! Until a file is catalogued, the stream's live file ([`crate::live`]) says
+//! how much of it readers may read: up to the last record boundary of a
+//! commit (a `Mark`) that every completed write (in submission order) covers.
 
 use crate::catalog::{Catalog, Entry};
+use crate::live::{LiveFiles, PUBLISH_EVERY};
 use crate::stream::Msg;
 use crate::{layout, FileIndexer, Format};
 use crossbeam_queue::ArrayQueue;
@@ -31,7 +36,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wv_sys::byte_ring::Consumer;
 use wv_sys::uring::{self, Completion, DIRECT_ALIGN};
 use wv_wire::{pcap, pcapng};
@@ -156,10 +161,74 @@ impl WriterShared {
 
 struct Pending {
     done: bool,
+    /// The whole write reached the file.
+    ok: bool,
     /// Ring position that may be released once this and all earlier writes are done.
     release_to: u64,
     /// File offset the write starts at.
     off: u64,
+    /// Stream position where the data it writes ends (a tail page's zeros not counted).
+    end: u64,
+}
+
+/// A record boundary of a file's stream (a commit's end), with the packets
+/// before it and their min and max timestamp: what a live entry says of the
+/// file's prefix up to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub(crate) pos: u64,
+    pub(crate) packets: u64,
+    pub(crate) min_ns: u64,
+    pub(crate) max_ns: u64,
+}
+
+impl Mark {
+    /// The prefix of no packet, ending at `pos`.
+    pub(crate) fn empty(pos: u64) -> Mark {
+        Mark { pos, packets: 0, min_ns: u64::MAX, max_ns: 0 }
+    }
+
+    /// `base` (the file's live entry when it opened) with this prefix, which
+    /// ends `bytes` into the file.
+    pub(crate) fn entry(&self, base: &Entry, bytes: u64) -> Entry {
+        let (first_ns, last_ns) =
+            if self.packets == 0 { (base.first_ns, base.first_ns) } else { (self.min_ns, self.max_ns) };
+        Entry { first_ns, last_ns, packets: self.packets, bytes, ..base.clone() }
+    }
+}
+
+/// How far the open file is on disk, for its live entry.
+struct Progress {
+    /// Commits the completed writes do not cover yet, oldest first.
+    marks: VecDeque<Mark>,
+    /// Stream position up to which every write submitted completed.
+    done_to: u64,
+    /// The valid prefix: the last commit the completed writes cover.
+    valid: Mark,
+    /// `valid` moved since the live file was given it.
+    changed: bool,
+    /// A write failed: the prefix stays where it was (the file is cut on close).
+    failed: bool,
+}
+
+impl Progress {
+    fn new(start: u64) -> Progress {
+        Progress { marks: VecDeque::new(), done_to: start, valid: Mark::empty(start), changed: true, failed: false }
+    }
+
+    /// The writes up to stream position `end` completed (`ok`: whole).
+    fn completed(&mut self, end: u64, ok: bool) {
+        self.failed |= !ok;
+        if self.failed {
+            return;
+        }
+        self.done_to = self.done_to.max(end);
+        while let Some(m) = self.marks.front().filter(|m| m.pos <= self.done_to) {
+            self.valid = *m;
+            self.changed = true;
+            self.marks.pop_front();
+        }
+    }
 }
 
 struct CurFile<I> {
@@ -192,6 +261,9 @@ struct CurFile<I> {
     indexer: Option<I>,
     /// False when the stream had already stopped: nothing is written, records are only counted.
     real: bool,
+    /// Its live entry as it opened (no packet yet), and how far it is on disk.
+    live_base: Entry,
+    progress: Progress,
 }
 
 struct Writer<I> {
@@ -222,6 +294,8 @@ struct Writer<I> {
     budget_stopped: bool,
     /// Writes go through the page cache (the arena passed `cfg.spill`).
     spilling: bool,
+    /// The stream's live file.
+    live: Live,
 }
 
 /// The writer's io_uring for `arena` with `depth` writes in flight, the arena's blocks its
@@ -249,7 +323,9 @@ pub fn run<I: FileIndexer>(
     let place = placement::Placement::new(&cfg)?;
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     shared.arena_registered.store(io.ring_registered(), Ordering::Relaxed);
+    let live = Live::open(&cfg, &shared);
     let mut w = Writer {
+        live,
         finish_tx: Some(h.finish_tx),
         recycled: h.recycled,
         work_tx: h.work_tx,
@@ -289,6 +365,8 @@ impl<I: FileIndexer> Writer<I> {
                     if self.io.in_flight() > 0 {
                         self.reap(1);
                     } else {
+                        // Idle: readers get what is on disk now, not at the next write.
+                        self.live_tick(true);
                         // The producer unparks this thread with every message it queues
                         // (`StreamProducer::set_writer`), so the timeout is only a safety net.
                         // It was 5 ms: 200 wake-ups a second, 5.6 ms of CPU a second on this VM
@@ -311,6 +389,7 @@ impl<I: FileIndexer> Writer<I> {
             Msg::Open { pos, seq, first_ns, linktype, snaplen } => self.open(pos, seq, first_ns, linktype, snaplen),
             Msg::Commit { end, flush } => {
                 self.walk(end);
+                self.mark();
                 self.submit(end, flush);
                 self.release_ready();
             }
@@ -364,7 +443,23 @@ impl<I: FileIndexer> Writer<I> {
         let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
             return;
         };
+        let live_base = Entry {
+            stream: self.cfg.stream,
+            file: crate::volume::on_volume(self.place.vol, &part_rel),
+            index: None,
+            format: Some(self.cfg.format),
+            linktype,
+            snaplen,
+            first_ns,
+            last_ns: first_ns,
+            packets: 0,
+            bytes: 0,
+            timestamps: self.cfg.timestamps,
+            path: Some(crate::catalog::WritePath::Copy),
+        };
         self.cur = Some(CurFile {
+            live_base,
+            progress: Progress::new(pos),
             file,
             part,
             part_rel,
@@ -385,6 +480,9 @@ impl<I: FileIndexer> Writer<I> {
             indexer,
             real,
         });
+        // At once: a reader then knows the new file is being written (and
+        // finds the one just closed whole) instead of leaving it out.
+        self.live_tick(true);
     }
 
     /// Walks complete records in `[parse_pos, end)`: index and count them.
@@ -492,6 +590,36 @@ impl<I: FileIndexer> Writer<I> {
         false
     }
 
+    /// After a commit's walk: its end (a record boundary) is a prefix a live
+    /// entry may give once the writes reach it.
+    fn mark(&mut self) {
+        if self.live.files.is_none() || self.stopped {
+            return;
+        }
+        if let Some(c) = self.cur.as_mut().filter(|c| c.real && c.failed_at.is_none()) {
+            c.progress.marks.push_back(Mark {
+                pos: c.parse_pos,
+                packets: c.packets,
+                min_ns: c.min_ns,
+                max_ns: c.max_ns,
+            });
+        }
+    }
+
+    /// Gives the live file the open file's valid prefix if it moved, and
+    /// writes it if anything changed: at most every [`PUBLISH_EVERY`], or
+    /// `now` (the writer goes idle).
+    fn live_tick(&mut self, now: bool) {
+        let moved = self.cur.as_ref().is_some_and(|c| c.real && c.progress.changed);
+        let Some(live) = self.live.due(moved, now) else { return };
+        if let Some(c) = self.cur.as_mut().filter(|c| c.real && c.progress.changed) {
+            c.progress.changed = false;
+            let v = c.progress.valid;
+            live.set(v.entry(&c.live_base, v.pos - c.start));
+        }
+        self.live.publish(&self.shared);
+    }
+
     /// Submits writes for data up to `end`: whole aligned pages, or with
     /// `flush` also the partial last page (rewritten later).
     fn submit(&mut self, end: u64, flush: bool) {
@@ -585,10 +713,11 @@ impl<I: FileIndexer> Writer<I> {
                 self.io.fixed_bytes() >> 20
             ));
         }
+        let end = tail_end.unwrap_or(pos + len);
         match r {
-            Ok(()) => self.pending.push_back(Pending { done: false, release_to, off }),
+            Ok(()) => self.pending.push_back(Pending { done: false, ok: true, release_to, off, end }),
             Err(e) => {
-                self.pending.push_back(Pending { done: true, release_to, off });
+                self.pending.push_back(Pending { done: true, ok: false, release_to, off, end });
                 self.write_failed(off, e);
             }
         }
@@ -612,11 +741,13 @@ impl<I: FileIndexer> Writer<I> {
                 let id = c.user_data >> 32;
                 let len = c.user_data & 0xffff_ffff;
                 let mut off = u64::MAX;
+                let failed = c.result < 0 || (c.result as u64) < len;
                 if let Some(p) = id.checked_sub(self.pending_base).and_then(|i| self.pending.get_mut(i as usize)) {
                     p.done = true;
+                    p.ok = !failed;
                     off = p.off;
                 }
-                if c.result < 0 || (c.result as u64) < len {
+                if failed {
                     let err = if c.result < 0 {
                         io::Error::from_raw_os_error(-c.result)
                     } else {
@@ -683,6 +814,10 @@ impl<I: FileIndexer> Writer<I> {
                 break;
             }
             upto = Some(p.release_to);
+            // Every write in flight is the open file's (a file's are reaped before it closes).
+            if let Some(c) = self.cur.as_mut() {
+                c.progress.completed(p.end, p.ok);
+            }
             self.pending.pop_front();
             self.pending_base += 1;
         }
@@ -691,6 +826,7 @@ impl<I: FileIndexer> Writer<I> {
                 u = u.min(c.parse_pos);
             }
             self.ring.release(u);
+            self.live_tick(false);
         }
     }
 
@@ -742,8 +878,14 @@ impl<I: FileIndexer> Writer<I> {
         self.shared.dropped_write_error.fetch_add(c.packets - packets.min(c.packets), Ordering::Relaxed);
         if packets == 0 && failed {
             let _ = self.place.store.unlink(&c.part_rel);
+            self.live.gone(&c.live_base.file);
             return;
         }
+        // Whole now (every write completed): readers get all of it at once, not after the
+        // fsync and rename below (which a busy disk can hold for seconds) and the next
+        // publication; until its catalog line is written, they find it through the live file.
+        self.live.set(Mark { pos: len, packets, min_ns: first_ns, max_ns: last_ns }.entry(&c.live_base, len));
+        self.live.publish_now(&self.shared);
         let final_rel = format!("{}/{}", self.place.rel_dir, c.name);
         // A file that spilled may have gigabytes in the page cache: its fsync
         // and rename go to the index thread, before its index and catalog line.
@@ -768,6 +910,7 @@ impl<I: FileIndexer> Writer<I> {
             }
             self.stopped = true;
             self.shared.dropped_write_error.fetch_add(packets, Ordering::Relaxed);
+            self.live.gone(&c.live_base.file);
             return;
         }
         let rel = crate::volume::on_volume(self.place.vol, &final_rel);
@@ -791,8 +934,9 @@ impl<I: FileIndexer> Writer<I> {
         self.shared.written_packets.fetch_add(packets, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
+        let live = self.live.files.clone();
         catalog_file(
-            Finish { indexer, index_rel, entry, dir: self.place.store.clone(), persist, budget: None },
+            Finish { indexer, index_rel, entry, dir: self.place.store.clone(), persist, budget: None, live },
             self.finish_tx.as_ref(),
             &self.catalog,
             &self.shared,
@@ -870,12 +1014,85 @@ fn catalog_file<I>(
         None => Some(job),
     };
     if let Some(mut job) = job {
-        if !threads::persist(&mut job, shared) {
-            return;
+        if threads::persist(&mut job, shared) {
+            if let Err(e) = catalog.append(&job.entry) {
+                threads::catalog_failed(catalog, &job.entry, &e, shared);
+            }
         }
-        let entry = job.entry;
-        if let Err(e) = catalog.append(&entry) {
-            threads::catalog_failed(catalog, &entry, &e, shared);
+        job.out_of_live();
+    }
+}
+
+/// A writer's live file ([`crate::live`]) and when it may be written next.
+pub(crate) struct Live {
+    /// `None`: it could not be written (said once); the stream's packets are
+    /// then queryable once each file is catalogued.
+    pub(crate) files: Option<Arc<LiveFiles>>,
+    next: Instant,
+}
+
+impl Live {
+    /// The stream's live file, written once to see that it can be.
+    pub(crate) fn open(cfg: &WriterConfig, shared: &WriterShared) -> Live {
+        let files = match LiveFiles::create(&cfg.store, cfg.stream) {
+            Ok(l) => Some(Arc::new(l)),
+            Err(e) => {
+                shared.warn(Live::failed(&cfg.store.join(crate::live::file_name(cfg.stream)), &e));
+                None
+            }
+        };
+        Live { files, next: Instant::now() }
+    }
+
+    fn failed(path: &std::path::Path, e: &io::Error) -> String {
+        format!(
+            "cannot write {}: {e}; this stream's packets are queryable only once each file is closed",
+            path.display()
+        )
+    }
+
+    /// The live file to give the prefixes that moved (`moved`: some did), when it is to be
+    /// written now: something changed, and [`PUBLISH_EVERY`] passed since it last was, or `now`.
+    pub(crate) fn due(&mut self, moved: bool, now: bool) -> Option<Arc<LiveFiles>> {
+        let live = self.files.as_ref()?;
+        if !moved && !live.dirty() {
+            return None;
+        }
+        let t = Instant::now();
+        if !now && t < self.next {
+            return None;
+        }
+        self.next = t + PUBLISH_EVERY;
+        Some(live.clone())
+    }
+
+    /// Writes the live file; one that cannot be written is given up, with a warning.
+    pub(crate) fn publish(&mut self, shared: &WriterShared) {
+        let Some(live) = &self.files else { return };
+        if let Err(e) = live.publish() {
+            shared.warn(Live::failed(&live.path(), &e));
+            self.files = None;
+        }
+    }
+
+    /// Writes the live file now (a file closed: once per file).
+    pub(crate) fn publish_now(&mut self, shared: &WriterShared) {
+        if self.due(true, true).is_some() {
+            self.publish(shared);
+        }
+    }
+
+    /// What a file is now (`e.file`: its `.part` name), for the next write.
+    pub(crate) fn set(&self, e: Entry) {
+        if let Some(l) = &self.files {
+            l.set(e);
+        }
+    }
+
+    /// A file that will not be catalogued (removed, or left for `repair`): out of the live file.
+    pub(crate) fn gone(&self, file: &str) {
+        if let Some(l) = &self.files {
+            l.remove(file);
         }
     }
 }

@@ -290,6 +290,19 @@ impl Dir {
     /// Renames `from` to `to` (both beneath the store, in one directory or
     /// two) and fsyncs the destination's directory.
     pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let pt = self.rename_volatile(from, to)?;
+        // SAFETY: a valid descriptor.
+        if unsafe { libc::fsync(self.raw(&pt)) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Renames `from` to `to` as [`Dir::rename`] does, without the fsync: readers
+    /// see the old file or the new one whole, but a crash may keep either (for
+    /// files that need not survive one, such as a recorder's live files).
+    /// Returns the destination's directory (`None`: this one).
+    pub fn rename_volatile(&self, from: &str, to: &str) -> io::Result<Option<Dir>> {
         let (pf, nf) = self.parent_of(from)?;
         let (pt, nt) = self.parent_of(to)?;
         let (cf, ct) = (cstr(nf.as_bytes())?, cstr(nt.as_bytes())?);
@@ -297,11 +310,7 @@ impl Dir {
         if unsafe { libc::renameat(self.raw(&pf), cf.as_ptr(), self.raw(&pt), ct.as_ptr()) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: a valid descriptor.
-        if unsafe { libc::fsync(self.raw(&pt)) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        Ok(pt)
     }
 
     /// Makes a file written under a temporary name durable under its final

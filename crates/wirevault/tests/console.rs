@@ -6,13 +6,14 @@
 //! loads without console errors, its packets/s figure shows the rate sent
 //! and its rate chart fills with one point a second.
 //!
-//! At rest: `wirevault serve` over the same store; a time range and filter
-//! typed into the query panel give the count `wirevault query --count`
-//! gives, the panel's download is byte for byte the pcap `wirevault query
-//! -w` writes, the packet table's rows are tshark's fields of the first
-//! packets of that pcap, and a filter that does not parse shows the CLI's
-//! sentence. Screenshots go to `target/test-artifacts/console-live.png` and
-//! `console.png`.
+//! The query panel, while the recorder still runs (every packet is in its
+//! open file) and at rest under `wirevault serve` over the same store: a
+//! time range and filter typed into it give the count `wirevault query
+//! --count` gives, the panel's download is byte for byte the pcap
+//! `wirevault query -w` writes, the packet table's rows are tshark's fields
+//! of the first packets of that pcap, and a filter that does not parse shows
+//! the CLI's sentence. Screenshots go to `target/test-artifacts/`
+//! (`console-live.png`, `console-recording.png`, `console.png`).
 //!
 //! Tokens: over `wirevault serve --token-file`, the page asks for a token
 //! in words for a person, refuses a wrong one, and with the right one
@@ -219,66 +220,91 @@ fn console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark() 
     for s in seen["pps"].as_array().unwrap() {
         assert!(s["shown"].as_str().unwrap_or("").ends_with("pps"), "the pps figure has its unit: {s}");
     }
+    // While recording: every frame sent is in the open file (1 GiB files), queryable 2 s on.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(catalog(&store).is_empty(), "a file was closed; the panel is to read the open one");
+    let spans: Vec<(u64, u64)> = live_entries(&store)
+        .iter()
+        .map(|e| (e["first_ns"].as_u64().unwrap(), e["last_ns"].as_u64().unwrap()))
+        .collect();
+    let recording = query_panel(&store, tmp.path(), &pair.ns_b, &format!("http://{LISTEN}/"), &spans, "recording");
     let o = rec.terminate();
     o.expect(0, "recorder stopped by SIGTERM");
 
-    // At rest: the query panel against the CLI and tshark.
-    let cat = catalog(&store);
-    let first = cat.iter().filter_map(|e| e["first_ns"].as_u64()).min().expect("stored packets");
-    let last = cat.iter().filter_map(|e| e["last_ns"].as_u64()).max().expect("stored packets");
+    // At rest: the same under `wirevault serve`, the same answer.
+    let spans: Vec<(u64, u64)> =
+        catalog(&store).iter().map(|e| (e["first_ns"].as_u64().unwrap(), e["last_ns"].as_u64().unwrap())).collect();
+    let (_server, url) = serve(Some(&pair.ns_b), &store, tmp.path(), &["--listen", LISTEN]);
+    let at_rest = query_panel(&store, tmp.path(), &pair.ns_b, &url, &spans, "");
+    assert_eq!(recording, at_rest, "the panel's count while recording and at rest");
+}
+
+/// The query panel of the console at `url` (served in `ns`) against the CLI and tshark over
+/// the middle half of the time `spans` (the stored files' first and last packets) for DNS:
+/// its count, its download, its table and a bad filter's sentence. Returns the count.
+fn query_panel(store: &Path, tmp: &Path, ns: &str, url: &str, spans: &[(u64, u64)], tag: &str) -> u64 {
+    let first = spans.iter().map(|s| s.0).min().expect("stored packets");
+    let last = spans.iter().map(|s| s.1).max().expect("stored packets");
     let (from, to) = (time_arg(first + (last - first) / 4), time_arg(first + (last - first) * 3 / 4));
     let filter = "port 53";
     let cli = |extra: &[&str]| {
         let mut c = wirevault();
-        c.arg("query").arg(&store).args(["--from", &from, "--to", &to]).args(extra).arg(filter);
+        c.arg("query").arg(store).args(["--from", &from, "--to", &to]).args(extra).arg(filter);
         run_ok(&mut c)
     };
     let want_count: u64 = String::from_utf8_lossy(&cli(&["--count"]).stdout).trim().parse().expect("a count");
     assert!(want_count > 100, "the range holds {want_count} DNS frames; the test needs more than a table");
-    let want_pcap = tmp.join("cli.pcap");
+    let want_pcap = tmp.join(format!("cli{tag}.pcap"));
     cli(&["-w", want_pcap.to_str().unwrap()]);
     let bad = "udp and prt 5";
     let cli_bad = run_wirevault(&["query", store.to_str().unwrap(), "--count", bad]);
     cli_bad.expect(2, "a filter that does not parse");
 
-    let (_server, url) = serve(Some(&pair.ns_b), &store, tmp.path(), &["--listen", LISTEN]);
-    let downloads = tmp.join("downloads");
+    let downloads = tmp.join(format!("downloads{tag}"));
     std::fs::create_dir_all(&downloads).unwrap();
+    let shot = if tag.is_empty() { "console.png".to_string() } else { format!("console-{tag}.png") };
     let seen = drive(
-        Some(&pair.ns_b),
-        tmp.path(),
+        Some(ns),
+        tmp,
         json!({
             "url": url, "mode": "query", "timeout": 60,
             "from": from, "to": to, "filter": filter, "bad_filter": bad,
-            "downloads": downloads, "screenshot": art.join("console.png"),
+            "downloads": downloads, "screenshot": artifacts().join(shot),
         }),
     );
-    assert_eq!(problems(&seen["log"]), Vec::<String>::new(), "the page logged errors before the bad filter");
-    assert_eq!(seen["count"].as_u64(), Some(want_count), "count in the panel vs wirevault query --count");
+    let what = if tag.is_empty() { "at rest".to_string() } else { format!("while {tag}") };
+    assert_eq!(problems(&seen["log"]), Vec::<String>::new(), "{what}: the page logged errors before the bad filter");
+    assert_eq!(seen["count"].as_u64(), Some(want_count), "{what}: count in the panel vs wirevault query --count");
     let got = std::fs::read(seen["download"].as_str().unwrap()).expect("the downloaded pcap");
     let want = std::fs::read(&want_pcap).unwrap();
-    assert!(got == want, "the download ({} bytes) differs from wirevault query -w ({} bytes)", got.len(), want.len());
+    assert!(
+        got == want,
+        "{what}: the download ({} bytes) differs from wirevault query -w ({} bytes)",
+        got.len(),
+        want.len()
+    );
 
     let rows = seen["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 100, "the table shows the first 100 packets");
+    assert_eq!(rows.len(), 100, "{what}: the table shows the first 100 packets");
     let want_rows = tshark_rows(&want_pcap, 100);
     for (i, (r, w)) in rows.iter().zip(&want_rows).enumerate() {
         let cells: Vec<String> =
             r["cells"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
         // # | time | src | dst | sport | dport | protocol | length | vlan
         assert_eq!(cells[0], (i + 1).to_string());
-        assert_eq!(&cells[1..8], &w[..], "row {} against tshark", i + 1);
+        assert_eq!(&cells[1..8], &w[..], "{what}: row {} against tshark", i + 1);
     }
 
     // A filter that does not parse: the CLI's sentence, in red, nothing else broken.
     let sentence = seen["bad_filter_error"].as_str().unwrap();
     assert!(!sentence.is_empty() && cli_bad.stderr.contains(sentence), "page: {sentence:?}\nCLI: {}", cli_bad.stderr);
-    assert_eq!(seen["bad_filter_marked"], true, "the filter field is marked");
+    assert_eq!(seen["bad_filter_marked"], true, "{what}: the filter field is marked");
     let after = problems(&seen["log_after"]);
     assert!(
         after.iter().all(|m| m.contains("status of 400")),
-        "after the bad filter, only its 400 may be logged: {after:?}"
+        "{what}: after the bad filter, only its 400 may be logged: {after:?}"
     );
+    want_count
 }
 
 /// Chromium, chromedriver and Selenium for Debian's Python.

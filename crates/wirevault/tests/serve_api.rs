@@ -3,7 +3,8 @@
 //! every pcap equals `wirevault query -w` for the same arguments byte for
 //! byte, and the packets `tcpdump -r` selects from the store's files; every
 //! count equals `wirevault query --count`. The same while `record --listen`
-//! is writing (closed files only, as the CLI) and at rest under `wirevault
+//! is writing (the closed files and the published prefix of the open one, as
+//! the CLI) and at rest under `wirevault
 //! serve`. `/metrics` passes `promtool check metrics`, and the counters of
 //! `/metrics`, `/api/v1/status` and `stats.json` agree and add up. A
 //! hundred clients at once all get an answer, and capture drops nothing.
@@ -66,12 +67,15 @@ fn params(from: Option<u64>, to: Option<u64>, filter: &str, limit: Option<u64>) 
     p
 }
 
-/// The closed capture files of the store, in catalog order.
-fn closed_files(store: &Path) -> Vec<PathBuf> {
-    catalog(store).iter().map(|e| store.join(e["file"].as_str().unwrap())).collect()
+/// The stored capture files of the store: the catalogued ones in catalog order, then copies
+/// of the prefix of each file being written that the recorder published (in `tmp`).
+fn stored_files(store: &Path, tmp: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = catalog(store).iter().map(|e| store.join(e["file"].as_str().unwrap())).collect();
+    v.extend(published_prefixes(store, tmp, "oracle"));
+    v
 }
 
-/// What tcpdump selects with `filter` from the closed files, in time order, cut to the range and limit.
+/// What tcpdump selects with `filter` from the stored files, in time order, cut to the range and limit.
 fn tcpdump_oracle(
     store: &Path,
     tmp: &Path,
@@ -81,7 +85,7 @@ fn tcpdump_oracle(
     limit: Option<u64>,
 ) -> Vec<Rec> {
     let words: Vec<&str> = filter.split_whitespace().collect();
-    let mut all: Vec<Rec> = closed_files(store).iter().flat_map(|f| tcpdump_frames(f, &words, tmp).1).collect();
+    let mut all: Vec<Rec> = stored_files(store, tmp).iter().flat_map(|f| tcpdump_frames(f, &words, tmp).1).collect();
     all.sort_by_key(|r| r.ts_ns);
     let mut v: Vec<Rec> =
         all.into_iter().filter(|r| from.is_none_or(|f| r.ts_ns >= f) && to.is_none_or(|t| r.ts_ns < t)).collect();
@@ -246,20 +250,22 @@ fn api_answers_equal_the_cli_and_tcpdump_while_recording_and_at_rest() {
     settle(&store, N as u64);
     let http = Http { base: "http://127.0.0.1:8080".into(), netns: Some(pair.ns_b.clone()), opts: vec![] };
 
-    // While recording: the closed files only, as the CLI.
+    // While recording: the closed files and what is on disk of the open one, as the CLI.
     let status = http.get("/api/v1/status", &[]).json();
     assert_eq!(status["recording"]["state"], "capturing", "{status}");
-    let files = closed_files(&store);
-    assert!(files.len() >= 3, "rotation made several closed files: {files:?}");
+    let files = stored_files(&store, tmp.path());
+    assert!(catalog(&store).len() >= 3, "rotation made several closed files: {files:?}");
     let mut ts: Vec<u64> = files.iter().flat_map(|f| read_capture(f).1).map(|r| r.ts_ns).collect();
     ts.sort();
+    // Settled over a second and a half after the last frame: every frame is on disk and said so.
+    assert_eq!(ts.len(), N as usize, "frames in the stored files and the open file's published prefix");
     check_cases(&http, &store, tmp.path(), &ts, "while recording");
     let m = http.get("/metrics", &[]);
     assert_eq!(m.status, 200);
     promtool_ok(&m.body, "while recording");
     check_agreement(&http, &store);
     let f = http.get("/api/v1/files", &[]).json();
-    assert_eq!(f["files"].as_array().unwrap().len(), files.len(), "files lists the catalog");
+    assert_eq!(f["files"].as_array().unwrap().len(), files.len(), "files lists the catalog and the open file");
 
     // A hundred clients at once: each an answer (200, or 503 with a
     // sentence when its turn did not come), the recorder unharmed.
@@ -289,7 +295,8 @@ fn api_answers_equal_the_cli_and_tcpdump_while_recording_and_at_rest() {
     // At rest: every file, the last one too.
     let served = Served::start(&store, tmp.path(), &[]);
     let http = Http::new(&format!("http://{}", served.addr));
-    let mut ts: Vec<u64> = closed_files(&store).iter().flat_map(|f| read_capture(f).1).map(|r| r.ts_ns).collect();
+    let mut ts: Vec<u64> =
+        stored_files(&store, tmp.path()).iter().flat_map(|f| read_capture(f).1).map(|r| r.ts_ns).collect();
     ts.sort();
     assert_eq!(ts.len(), N as usize);
     check_cases(&http, &store, tmp.path(), &ts, "at rest");

@@ -24,6 +24,7 @@ mod plan;
 mod privileges;
 mod query_cli;
 mod query_hardening;
+mod query_live;
 mod record_arena;
 mod record_hwstamps;
 mod record_live;

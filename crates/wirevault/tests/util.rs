@@ -723,6 +723,41 @@ pub fn check_store(store: &Path) -> Vec<StoredFile> {
     files
 }
 
+/// The live entries of `store`'s stream 0 (its `live-000.json`: the files a
+/// running recorder has stored and not catalogued yet); none without the file.
+pub fn live_entries(store: &Path) -> Vec<Value> {
+    let p = store.join("live-000.json");
+    let text = match std::fs::read_to_string(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => panic!("{}: {e}", p.display()),
+    };
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} ({e}): {text}", p.display()));
+    doc["files"].as_array().unwrap_or_else(|| panic!("no files in {text}")).clone()
+}
+
+/// Copies the published prefix of each live entry's file (its first `bytes`
+/// bytes, under its `.part` name or, renamed since, its final one) into `tmp`.
+pub fn published_prefixes(store: &Path, tmp: &Path, tag: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (i, e) in live_entries(store).iter().enumerate() {
+        let rel = e["file"].as_str().unwrap();
+        let bytes = e["bytes"].as_u64().unwrap() as usize;
+        if e["packets"] == 0 {
+            continue;
+        }
+        let part = store.join(rel);
+        let data = std::fs::read(&part)
+            .or_else(|_| std::fs::read(store.join(rel.strip_suffix(".part").unwrap())))
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert!(data.len() >= bytes, "{rel}: {} bytes on disk, {bytes} published", data.len());
+        let p = tmp.join(format!("prefix-{tag}-{i}.{}", e["format"].as_str().unwrap()));
+        std::fs::write(&p, &data[..bytes]).unwrap();
+        out.push(p);
+    }
+    out
+}
+
 /// All records of stream `stream`, concatenated in file order.
 pub fn stream_records(files: &[StoredFile], stream: u64) -> Vec<Rec> {
     files

@@ -50,7 +50,9 @@ impl Cursor {
     /// output's bytes: the file and the offset of the next record.
     pub(super) fn splice_source(&self, linktype: u32) -> Option<(std::sync::Arc<File>, u64, u64)> {
         let rr = self.reader.get_ref();
-        if !rr.prefix.is_empty() || rr.ranges != [(0, u64::MAX)] || self.reader.format() != wv_wire::Format::Pcap {
+        // Read whole: to its end, or (a file being written) to the end of its valid prefix.
+        let whole = matches!(rr.ranges[..], [(0, _)]);
+        if !rr.prefix.is_empty() || !whole || self.reader.format() != wv_wire::Format::Pcap {
             return None;
         }
         let mut h = [0u8; wv_wire::pcap::FILE_HEADER_LEN];
@@ -315,7 +317,13 @@ pub(super) fn open_cursor(
             std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(root.join(rel))
         }
     };
-    let file = match open(&e.file) {
+    // A file being written (a recorder's live entry, `NAME.part`) may have
+    // been renamed to `NAME` since: the same file, its bytes as they were.
+    let opened = open(&e.file).or_else(|err| match e.file.strip_suffix(wv_store::layout::PART) {
+        Some(closed) if err.kind() == io::ErrorKind::NotFound => open(closed),
+        _ => Err(err),
+    });
+    let file = match opened {
         Ok(f) => f,
         // Deleted by the running recorder's retention since the catalog
         // was read: its packets are gone on purpose, nothing to repair.
@@ -342,7 +350,11 @@ pub(super) fn open_cursor(
             return Ok(None);
         }
     }
-    let mut ranges = vec![(0u64, u64::MAX)];
+    // A file being written is read up to the end of its valid prefix only:
+    // the bytes after it may be a page of zeros or a preallocated tail
+    // (which would parse as empty records), or a write in flight.
+    let live = e.file.ends_with(wv_store::layout::PART);
+    let mut ranges = vec![(0u64, if live { e.bytes } else { u64::MAX })];
     let mut prefix = Vec::new();
     let mut indexed = false;
     if let Some(rel) = &e.index {

@@ -18,6 +18,18 @@ pub(super) struct Finish<I> {
     pub(super) persist: Option<Persist>,
     /// The file counted against the budget until the job is done.
     pub(super) budget: Option<crate::catalog::Uncataloged>,
+    /// The stream's live file, which names the file until the job is done.
+    pub(super) live: Option<Arc<crate::live::LiveFiles>>,
+}
+
+impl<I> Finish<I> {
+    /// The file is catalogued, or will not be (its line or rename failed):
+    /// out of the live file (only now: see `crate::live`).
+    pub(super) fn out_of_live(&mut self) {
+        if let Some(l) = self.live.take() {
+            l.remove(&self.entry.file);
+        }
+    }
 }
 
 /// A closed file's fsync and rename, left to the index thread.
@@ -44,6 +56,7 @@ pub(super) fn finisher<I: FileIndexer>(
 ) {
     for mut job in rx {
         if !persist(&mut job, &shared) {
+            job.out_of_live();
             continue;
         }
         match job.indexer.as_mut().map(|ix| ix.finish(&job.dir, &job.index_rel)) {
@@ -56,6 +69,7 @@ pub(super) fn finisher<I: FileIndexer>(
         if let Err(e) = catalog.append(&job.entry) {
             catalog_failed(&catalog, &job.entry, &e, &shared);
         }
+        job.out_of_live();
         // Never full: at most three builders exist per stream.
         if let Some(ix) = job.indexer {
             let _ = recycle.try_send(ix);

@@ -28,10 +28,15 @@
 //! With several volumes (`record --volume`) the failed file's volume is taken
 //! out of rotation instead, and the next block opens a file on another one
 //! (`placement::Placement`).
+//!
+//! Until a file is catalogued, the stream's live file ([`crate::live`]) gives
+//! readers its prefix up to the first write that has not completed
+//! (`Written`): every write is whole ring blocks of records and skip
+//! blocks, so that prefix always ends at a block boundary.
 
 use super::placement::Placement;
 use super::threads::{join_helpers, start_helpers, Finish};
-use super::{WriterConfig, WriterShared};
+use super::{Mark, WriterConfig, WriterShared};
 use crate::catalog::{Catalog, Entry, WritePath};
 use crate::{layout, FileIndexer, Format};
 use std::collections::VecDeque;
@@ -94,6 +99,54 @@ struct ZcFile<I> {
     in_flight: u32,
     /// File offset of the first byte a failed or short write did not put there.
     failed_at: Option<u64>,
+    /// Its live entry as it opened (no packet yet), and how far it is on disk.
+    live_base: Entry,
+    written: Written,
+}
+
+/// How far a zero-copy file is on disk: its writes in file order (they
+/// complete in any order), and the prefix every completed one before the
+/// first unfinished one makes.
+struct Written {
+    /// Queued writes not yet part of the prefix: file offset, the prefix the
+    /// file has once it and all before it completed (`Mark::pos`: its end in
+    /// the file), and whether it completed.
+    queued: VecDeque<(u64, Mark, bool)>,
+    /// The valid prefix (`pos`: its length).
+    valid: Mark,
+    /// `valid` moved since the live file was given it.
+    changed: bool,
+    /// A write failed or could not be queued: the prefix stays where it was.
+    failed: bool,
+}
+
+impl Written {
+    fn new() -> Written {
+        Written { queued: VecDeque::new(), valid: Mark::empty(0), changed: true, failed: false }
+    }
+
+    /// A write at `off` was queued (`done`: it completed already, a copy written
+    /// synchronously); with it, the file holds `upto`.
+    fn queued(&mut self, off: u64, upto: Mark, done: bool) {
+        self.queued.push_back((off, upto, done));
+        self.advance();
+    }
+
+    /// The write at `off` completed (`ok`: whole).
+    fn completed(&mut self, off: u64, ok: bool) {
+        self.failed |= !ok;
+        if let Some(w) = self.queued.iter_mut().find(|w| w.0 == off && !w.2) {
+            w.2 = true;
+        }
+        self.advance();
+    }
+
+    fn advance(&mut self) {
+        while !self.failed && self.queued.front().is_some_and(|w| w.2) {
+            self.valid = self.queued.pop_front().expect("checked").1;
+            self.changed = true;
+        }
+    }
 }
 
 /// One stream's zero-copy writer. See the module documentation.
@@ -128,6 +181,8 @@ pub struct ZcWriter<I: FileIndexer> {
     /// Records of the block being written that were indexed while it was rewritten
     /// ([`ZcWriter::index_ahead`]): its first ones, all in the current file.
     ahead: usize,
+    /// The stream's live file.
+    live: super::Live,
 }
 
 /// Indexes a block's records into the current file while the block is rewritten
@@ -198,7 +253,9 @@ impl<I: FileIndexer> ZcWriter<I> {
         let place = Placement::new(&cfg)?;
         let helpers = start_helpers::<I>(&cfg, &catalog, &shared)?;
         let header = Arc::new(header_page(&zc, WritePath::ZeroCopy)?);
+        let live = super::Live::open(&cfg, &shared);
         Ok(ZcWriter {
+            live,
             direct: cfg.direct,
             cfg,
             seq: zc.last_seq,
@@ -322,6 +379,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         c.packets += recs.len() as u64;
         c.stored += recs.len() as u64;
         c.len += len as u64;
+        let upto = Mark { pos: c.len, packets: c.stored, min_ns: c.min_ns, max_ns: c.max_ns };
         let r = if let Some(b) = self.bounce.as_mut() {
             // The fallback: a copy, written synchronously.
             c.zero_copy = false;
@@ -330,6 +388,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             drop(block);
             if r.is_ok() {
                 self.shared.disk_bytes.fetch_add(len as u64, Ordering::Relaxed);
+                c.written.queued(off, upto, true);
             }
             r
         } else {
@@ -337,6 +396,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             let r = bw.write(id, len, &c.file, off, c.seq);
             if r.is_ok() {
                 c.in_flight += 1;
+                c.written.queued(off, upto, false);
                 self.shared.writes_in_flight_max.fetch_max(bw.in_flight() as u64, Ordering::Relaxed);
             }
             r
@@ -390,6 +450,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         match r {
             Ok(()) => {
                 self.shared.disk_bytes.fetch_add(len as u64, Ordering::Relaxed);
+                c.written.completed(off, true);
             }
             Err(e) => {
                 let seq = c.seq;
@@ -414,6 +475,7 @@ impl<I: FileIndexer> ZcWriter<I> {
             let d = self.done[k];
             if let Some(c) = self.file_of(d.tag) {
                 c.in_flight = c.in_flight.saturating_sub(1);
+                c.written.completed(d.offset, d.complete());
             }
             if d.complete() {
                 self.shared.disk_bytes.fetch_add(u64::from(d.len), Ordering::Relaxed);
@@ -448,6 +510,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         let (part, vol) = match self.file_of(seq) {
             Some(c) => {
                 c.failed_at = Some(c.failed_at.map_or(at, |x| x.min(at)));
+                c.written.failed = true;
                 (c.part.display().to_string(), Some(c.vol))
             }
             None => (format!("a file of stream {}", self.cfg.stream), None),
@@ -532,7 +595,28 @@ impl<I: FileIndexer> ZcWriter<I> {
             Some(t) if t > 0 => (first_ns / t).saturating_add(1).saturating_mul(t),
             _ => u64::MAX,
         };
+        let mut written = Written::new();
+        if real {
+            // The header page, queued above.
+            written.queued(0, Mark::empty(DIRECT_ALIGN), false);
+        }
+        let live_base = Entry {
+            stream: self.cfg.stream,
+            file: crate::volume::on_volume(self.place.vol, &part_rel),
+            index: None,
+            format: Some(Format::Pcapng),
+            linktype: self.zc.linktype,
+            snaplen: self.zc.snaplen,
+            first_ns,
+            last_ns: first_ns,
+            packets: 0,
+            bytes: 0,
+            timestamps: self.cfg.timestamps,
+            path: Some(if self.bounce.is_none() { WritePath::ZeroCopy } else { WritePath::Copy }),
+        };
         self.cur = Some(ZcFile {
+            live_base,
+            written,
             file,
             store: self.place.store.clone(),
             vol: self.place.vol,
@@ -555,13 +639,31 @@ impl<I: FileIndexer> ZcWriter<I> {
             in_flight: u32::from(real),
             failed_at: None,
         });
+        // At once: a reader then knows the new file is being written (and
+        // finds the one just closed whole) instead of leaving it out.
+        self.live_tick(true);
     }
 
-    /// Called between blocks with the wall clock: closes the file at its time boundary.
+    /// Called between blocks with the wall clock: closes the file at its time boundary, and
+    /// gives readers what is on disk now (at most every [`PUBLISH_EVERY`](crate::live::PUBLISH_EVERY)).
     pub fn tick(&mut self, bw: &mut BlockWriter, now_ns: u64) {
         if self.cur.as_ref().is_some_and(|f| now_ns >= f.boundary.saturating_add(self.zc.clock_close_grace_ns)) {
             self.close_file(bw);
         }
+        self.live_tick(false);
+    }
+
+    /// Gives the live file the valid prefix of every file being written whose prefix moved,
+    /// and writes it if anything changed, at most every [`PUBLISH_EVERY`](crate::live::PUBLISH_EVERY) unless `now`.
+    fn live_tick(&mut self, now: bool) {
+        let moved = self.cur.iter().chain(&self.closing).any(|c| c.real && c.written.changed);
+        let Some(live) = self.live.due(moved, now) else { return };
+        for c in self.cur.iter_mut().chain(self.closing.iter_mut()).filter(|c| c.real && c.written.changed) {
+            c.written.changed = false;
+            let v = c.written.valid;
+            live.set(v.entry(&c.live_base, v.pos));
+        }
+        self.live.publish(&self.shared);
     }
 
     /// Closes the open file: it is finished (length, fsync, rename, index and catalog line)
@@ -623,6 +725,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         if stored == 0 {
             drop(file);
             let _ = c.store.unlink(&c.part_rel);
+            self.live.gone(&c.live_base.file);
             return;
         }
         let final_rel = format!("{}/{}", self.place.rel_dir, c.name);
@@ -644,6 +747,7 @@ impl<I: FileIndexer> ZcWriter<I> {
                 self.stopped = true;
             }
             self.shared.dropped_write_error.fetch_add(stored, Ordering::Relaxed);
+            self.live.gone(&c.live_base.file);
             return;
         }
         let index_rel = layout::index_rel(&final_rel);
@@ -661,11 +765,17 @@ impl<I: FileIndexer> ZcWriter<I> {
             timestamps: self.cfg.timestamps,
             path: Some(if c.zero_copy { WritePath::ZeroCopy } else { WritePath::Copy }),
         };
+        // Whole now: readers get all of it at once, not after its fsync on the index thread;
+        // until its catalog line is written, they find it through the live file.
+        self.live.set(Entry { file: c.live_base.file, ..entry.clone() });
+        self.live.publish_now(&self.shared);
         // Counted first: the index thread takes them back if the file cannot be persisted.
         self.shared.written_packets.fetch_add(stored, Ordering::Relaxed);
         self.shared.file_bytes.fetch_add(len, Ordering::Relaxed);
         self.shared.files_closed.fetch_add(1, Ordering::Relaxed);
-        let job = Finish { indexer, index_rel, entry, dir: c.store.clone(), persist: Some(persist), budget: None };
+        let live = self.live.files.clone();
+        let job =
+            Finish { indexer, index_rel, entry, dir: c.store.clone(), persist: Some(persist), budget: None, live };
         super::catalog_file(job, self.finish_tx.as_ref(), &self.catalog, &self.shared);
     }
 

@@ -275,9 +275,7 @@ pub fn parse_cli() -> anyhow::Result<crate::Cli> {
     // Most runs give no config: parse once, at once (the stop signals are
     // held meanwhile, see `cmd::hold_signals`; a second pass over every
     // subcommand's definition would delay their handlers).
-    let parse = |argv: &[OsString]| {
-        super::docs::try_parse_from(argv).map_err(|e| super::habits::clap_error(e, argv))
-    };
+    let parse = |argv: &[OsString]| super::docs::try_parse_from(argv).map_err(|e| super::habits::clap_error(e, argv));
     if !argv.iter().any(|a| a.to_str().is_some_and(|a| a == "--config" || a.starts_with("--config="))) {
         return parse(&argv);
     }

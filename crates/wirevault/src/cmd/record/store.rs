@@ -24,8 +24,8 @@ pub fn drop_privileges(user: &str, store: &Path) -> anyhow::Result<()> {
 }
 
 /// Gives `uid:gid` the store directory and what the store layout names in
-/// it (catalog, stats, lock, `stream-NNN` directories and the capture and
-/// index files in them), never following a symlink (each is opened beneath
+/// it (catalog, stats, lock, live files, `stream-NNN` directories and the
+/// capture and index files in them), never following a symlink (each is opened beneath
 /// the store with O_NOFOLLOW and changed through that descriptor). A file
 /// with more than one link, or owned by neither root nor `uid`, is left
 /// alone: it may be a hard link to a file outside the store. Returns the
@@ -51,7 +51,8 @@ fn chown_store(store: &Path, uid: u32, gid: u32) -> std::io::Result<(Vec<String>
     ];
     for (name, kind) in dir.list("")? {
         let shown = || dir.display(&name).display().to_string();
-        if kind == Kind::File && top.contains(&name.as_str()) {
+        // (A writer's live file: writers may start before this hand-over.)
+        if kind == Kind::File && (top.contains(&name.as_str()) || wv_store::live::is_live_name(&name)) {
             if safe(&name) {
                 dir.chown(&name, uid, gid)?;
             } else {
