@@ -334,6 +334,9 @@ impl Sink<'_> {
             self.counts.dropped_timestamp_range += 1;
             return;
         }
+        if r.after_copy() {
+            return self.store_judging_copy(r, ts_ns, (linktype, snaplen, origlen, caplen), parts, prepared);
+        }
         let stream = &*self.stream;
         let same = move |at| stream.holds(at, caplen, origlen, parts);
         let pending = match r.judge(ts_ns, origlen, prepared, same) {
@@ -363,6 +366,60 @@ impl Sink<'_> {
                 q.give_back(1);
             }
             self.counts.dropped_arena_full += 1;
+        }
+    }
+}
+
+impl Sink<'_> {
+    /// [`Sink::store_inline`] for a judge that reads the frame's copy ([`Judge::after_copy`]):
+    /// the frame is laid out in the arena first, judged there, and taken back out if it is
+    /// not to be stored.
+    #[inline(always)]
+    fn store_judging_copy<R: Judge>(
+        &mut self,
+        r: &mut R,
+        ts_ns: u64,
+        (linktype, snaplen, origlen, caplen): (u32, u32, u32, u32),
+        parts: &[&[u8]],
+        prepared: &R::Prepared,
+    ) {
+        if self.quota.is_some_and(|q| q.take(1) == 0) {
+            self.counts.dropped_shutdown += 1;
+            return;
+        }
+        let Some(at) = self.stream.append_held(ts_ns, linktype, snaplen, origlen, caplen, parts) else {
+            if let Some(q) = self.quota {
+                q.give_back(1);
+            }
+            self.counts.dropped_arena_full += 1;
+            return;
+        };
+        let verdict = {
+            let stream = &*self.stream;
+            let (a, b) = stream.copy_at(at, caplen);
+            let copy = [a, b];
+            // A stored copy is compared with this one, in the arena too.
+            r.judge_copy(ts_ns, origlen, prepared, &copy, |old| stream.holds(old, caplen, origlen, &copy))
+        };
+        match verdict {
+            Ok(pending) => {
+                self.stream.keep();
+                r.stored(pending, ts_ns, at);
+                *self.remaining -= 1;
+                self.counts.stored += 1;
+                self.counts.stored_bytes += u64::from(caplen);
+                self.counts.wire_bytes += origlen as u64;
+            }
+            Err(v) => {
+                self.stream.retract(at);
+                if let Some(q) = self.quota {
+                    q.give_back(1);
+                }
+                match v {
+                    Verdict::Duplicate => self.counts.deduplicated += 1,
+                    _ => self.counts.cut += 1,
+                }
+            }
         }
     }
 }

@@ -75,6 +75,9 @@ pub struct StreamProducer {
     next_block: u64,
     committed_head: u64,
     last_commit_ns: u64,
+    /// The open file's last packet time before the record [`StreamProducer::append_held`] laid
+    /// out, for [`StreamProducer::retract`].
+    held_last_ns: u64,
 }
 
 /// The first time a pcap record cannot hold (2^32 seconds after the epoch).
@@ -102,6 +105,7 @@ impl StreamProducer {
             next_block: cfg.block_size,
             committed_head: 0,
             last_commit_ns: 0,
+            held_last_ns: 0,
         }
     }
 
@@ -145,6 +149,24 @@ impl StreamProducer {
     /// dropped because the arena is full; the caller counts what happened.
     #[inline]
     pub fn append(
+        &mut self,
+        ts_ns: u64,
+        linktype: u32,
+        snaplen: u32,
+        origlen: u32,
+        caplen: u32,
+        parts: &[&[u8]],
+    ) -> Option<u64> {
+        let at = self.append_held(ts_ns, linktype, snaplen, origlen, caplen, parts)?;
+        self.keep();
+        Some(at)
+    }
+
+    /// [`StreamProducer::append`] that leaves the record to be judged: until
+    /// [`StreamProducer::keep`] or [`StreamProducer::retract`], nothing after the last commit
+    /// reaches the writer, so the record may still be taken back.
+    #[inline]
+    pub fn append_held(
         &mut self,
         ts_ns: u64,
         linktype: u32,
@@ -206,12 +228,42 @@ impl StreamProducer {
         }
         let f = self.file.as_mut().expect("file opened above");
         f.packets += 1;
+        self.held_last_ns = f.last_ns;
         f.last_ns = ts_ns;
+        Some(at)
+    }
+
+    /// The record [`StreamProducer::append_held`] laid out stays: a commit if it reached the
+    /// next block.
+    #[inline]
+    pub fn keep(&mut self) {
         if self.ring.head() >= self.next_block {
             self.next_block = self.block_after(self.ring.head());
             self.commit(false);
         }
-        Some(at)
+    }
+
+    /// The record [`StreamProducer::append_held`] laid out at `at` (its bytes' position) is
+    /// taken back: the arena's head returns to its header. (A file it opened stays open,
+    /// named by its time.)
+    #[inline]
+    pub fn retract(&mut self, at: u64) {
+        let header = match self.cfg.format {
+            Format::Pcap => pcap::RECORD_HEADER_LEN,
+            Format::Pcapng => pcapng::EPB_HEADER_LEN,
+        };
+        self.ring.rewind(at - header as u64);
+        if let Some(f) = self.file.as_mut() {
+            f.packets -= 1;
+            f.last_ns = self.held_last_ns;
+        }
+    }
+
+    /// The bytes of the record [`StreamProducer::append_held`] just laid out at `at`, of
+    /// `caplen` bytes, in one or two slices: where the copy path judges a frame, in the cache.
+    #[inline]
+    pub fn copy_at(&self, at: u64, caplen: u32) -> (&[u8], &[u8]) {
+        self.ring.written(at, at + u64::from(caplen)).unwrap_or((&[], &[]))
     }
 
     /// Whether the packet [`StreamProducer::append`] stored at `at` (its

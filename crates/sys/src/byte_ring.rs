@@ -426,6 +426,36 @@ impl Producer {
         }
     }
 
+    /// Takes back the bytes written from stream position `to` on (at or after the last
+    /// [`Producer::publish`]: the consumer never saw them), giving back the blocks taken for
+    /// them alone. For a record that turns out not to be stored once written (`--dedup`
+    /// judges the copy in the arena).
+    pub fn rewind(&mut self, to: u64) {
+        debug_assert!(to <= self.head && to >= self.shared.committed.load(Ordering::Relaxed));
+        if to >= self.head {
+            return;
+        }
+        let s = &*self.shared;
+        // Blocks taken after the one `to` lies in hold nothing else.
+        while self.end > 0 && to < self.end - self.block {
+            let l = self.end / self.block - 1;
+            let slot = (l % self.blocks) as usize;
+            let (_, b) = self.taken[slot];
+            s.map[slot].store(NONE, Ordering::Relaxed);
+            self.taken[slot] = (u64::MAX, 0);
+            self.holds[b as usize] = u64::MAX;
+            s.free[(b / 64) as usize].fetch_or(1u64 << (b % 64), Ordering::Release);
+            self.end -= self.block;
+            let (pl, pb) = self.taken[((l - 1) % self.blocks) as usize];
+            debug_assert_eq!(pl, l - 1);
+            self.ptr = self.base.wrapping_add((u64::from(pb) * self.block) as usize).wrapping_add(self.block as usize);
+            self.head = self.end;
+        }
+        self.ptr = self.ptr.wrapping_sub((self.head - to) as usize);
+        self.head = to;
+        self.prefetched = self.prefetched.min(self.end);
+    }
+
     /// Makes every byte before `head` visible to the consumer.
     #[inline]
     pub fn publish(&self) {
@@ -731,6 +761,35 @@ mod tests {
                 assert_eq!(a.iter().chain(b).copied().collect::<Vec<u8>>(), want, "the consumer's view");
             }
         }
+    }
+
+    #[test]
+    fn a_rewind_takes_back_bytes_and_the_blocks_taken_for_them() {
+        let (mut p, mut c, block) = arena(8);
+        assert!(p.write(&vec![1u8; block as usize - 100]));
+        p.publish();
+        let at = p.head();
+        // A record across three blocks, taken back: the blocks go back to the free set.
+        assert!(p.write(&vec![2u8; 2 * block as usize + 50]));
+        assert_eq!(c.gauge().high_water(), 3 * block);
+        p.rewind(at);
+        assert_eq!(p.head(), at);
+        assert!(p.write(&[3u8; 200]));
+        p.publish();
+        let (a, b) = c.slices(at - 10, at + 200).unwrap();
+        let got: Vec<u8> = a.iter().chain(b).copied().collect();
+        assert_eq!(got, [&[1u8; 10][..], &[3u8; 200]].concat());
+        // The block after the first is the one given back (the lowest free), not a fourth.
+        assert_eq!(c.addr_of(at + 150).2, 1);
+        c.release(p.head());
+        // A rewind inside one block.
+        let at = p.head();
+        assert!(p.write(&[4u8; 10]));
+        p.rewind(at + 4);
+        assert!(p.write(&[5u8; 2]));
+        p.publish();
+        let (a, _) = c.slices(at, at + 6).unwrap();
+        assert_eq!(a, &[4, 4, 4, 4, 5, 5]);
     }
 
     #[test]

@@ -546,7 +546,8 @@ fn a_range_outside_the_store_is_said_on_standard_error() {
             range.extend(["--to", t]);
             params.push(("to", t));
         }
-        let edge = if from.is_some() { "starts after the newest packet" } else { "ends before the oldest packet" };
+        let edge =
+            if from.is_some() { "starts after the newest stored packet" } else { "ends before the oldest packet" };
         let count = run_wirevault(&[&["query", s, "--count"], range.as_slice()].concat());
         count.expect(0, "query --count");
         assert_eq!(count.stdout.trim(), "0");

@@ -30,6 +30,7 @@ mod record_hwstamps;
 mod record_live;
 mod record_read;
 mod record_reduce;
+mod record_start;
 mod record_synthetic;
 mod record_xdp;
 mod record_zerocopy;

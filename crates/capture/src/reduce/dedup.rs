@@ -169,9 +169,36 @@ impl Judge for Dedup {
 
     #[inline(always)]
     fn prepare(&self, _linktype: u32, origlen: u32, parts: &[&[u8]]) -> u64 {
+        // Stored copies compared: the frame is hashed from its copy ([`Judge::judge_copy`]).
+        if self.compare {
+            return 0;
+        }
         let h = self.hash(origlen, parts);
         self.prefetch(h);
         h
+    }
+
+    #[inline(always)]
+    fn after_copy(&self) -> bool {
+        self.compare
+    }
+
+    /// The frame's hash read from its copy in the arena, just written and in the cache (the
+    /// frame itself lies in the kernel's ring, which the sender's core wrote: reading it
+    /// again there cost a cache miss per line under load), and looked up.
+    #[inline(always)]
+    fn judge_copy(
+        &mut self,
+        ts_ns: u64,
+        origlen: u32,
+        _hash: &u64,
+        copy: &[&[u8]],
+        same: impl FnMut(u64) -> bool,
+    ) -> Result<Pending, Verdict> {
+        match self.lookup_hash(ts_ns, self.hash(origlen, copy), same) {
+            Lookup::Duplicate => Err(Verdict::Duplicate),
+            Lookup::New(p) => Ok(p),
+        }
     }
 
     #[inline(always)]
@@ -195,7 +222,9 @@ impl Judge for Dedup {
 
     #[inline(always)]
     fn touch(&self, hash: &u64) {
-        self.prefetch(*hash);
+        if !self.compare {
+            self.prefetch(*hash);
+        }
     }
 }
 

@@ -91,7 +91,10 @@ impl Reduce {
     pub fn prepare(&self, linktype: u32, origlen: u32, parts: &[&[u8]]) -> Prepared {
         let mut p = Prepared { origlen, ..Prepared::default() };
         if let Some(d) = &self.dedup {
-            p.frame = d.prepare(linktype, origlen, parts);
+            // The frame's own bytes (the zero-copy path's, whose stored frames go back to the
+            // kernel); the copy path's worker hashes the copy it laid out ([`Judge::judge_copy`]).
+            p.frame = d.hash(origlen, parts);
+            d.prefetch(p.frame);
         }
         if let Some(c) = &self.cutoff {
             p.flow = c.prepare(linktype, origlen, parts);
@@ -166,6 +169,28 @@ pub trait Judge {
     /// As [`Reduce::stored`]: the frame judged `Ok(p)` was stored at `at`.
     fn stored(&mut self, p: Self::Pending, ts_ns: u64, at: u64);
 
+    /// Whether this judge reads the frame's copy in the arena ([`Judge::judge_copy`]): the
+    /// copy path then lays each frame out first and takes it back if it is not to be stored.
+    #[inline(always)]
+    fn after_copy(&self) -> bool {
+        false
+    }
+
+    /// [`Judge::judge`] of a frame already copied into the arena, its bytes `copy` (one or
+    /// two slices), where they are in the cache: `--dedup` hashes them there instead of
+    /// reading the frame again from the kernel's ring, which another core wrote.
+    #[inline(always)]
+    fn judge_copy(
+        &mut self,
+        ts_ns: u64,
+        origlen: u32,
+        p: &Self::Prepared,
+        _copy: &[&[u8]],
+        same: impl FnMut(u64) -> bool,
+    ) -> Result<Self::Pending, Verdict> {
+        self.judge(ts_ns, origlen, p, same)
+    }
+
     /// Asks again for the table buckets [`Judge::prepare`] asked for, a
     /// frame or two before the frame is judged: between the two, the copies
     /// of long frames pass more bytes through the core's first-level cache
@@ -204,6 +229,25 @@ impl<A: Judge, B: Judge> Judge for (A, B) {
     }
 
     #[inline(always)]
+    fn after_copy(&self) -> bool {
+        self.0.after_copy() || self.1.after_copy()
+    }
+
+    #[inline(always)]
+    fn judge_copy(
+        &mut self,
+        ts_ns: u64,
+        origlen: u32,
+        p: &Self::Prepared,
+        copy: &[&[u8]],
+        mut same: impl FnMut(u64) -> bool,
+    ) -> Result<Self::Pending, Verdict> {
+        let a = self.0.judge_copy(ts_ns, origlen, &p.0, copy, &mut same)?;
+        let b = self.1.judge_copy(ts_ns, origlen, &p.1, copy, &mut same)?;
+        Ok((a, b))
+    }
+
+    #[inline(always)]
     fn touch(&self, p: &Self::Prepared) {
         self.0.touch(&p.0);
         self.1.touch(&p.1);
@@ -234,6 +278,23 @@ impl<J: Judge> Judge for &mut J {
     #[inline(always)]
     fn stored(&mut self, p: Self::Pending, ts_ns: u64, at: u64) {
         (**self).stored(p, ts_ns, at);
+    }
+
+    #[inline(always)]
+    fn after_copy(&self) -> bool {
+        (**self).after_copy()
+    }
+
+    #[inline(always)]
+    fn judge_copy(
+        &mut self,
+        ts_ns: u64,
+        origlen: u32,
+        p: &Self::Prepared,
+        copy: &[&[u8]],
+        same: impl FnMut(u64) -> bool,
+    ) -> Result<Self::Pending, Verdict> {
+        (**self).judge_copy(ts_ns, origlen, p, copy, same)
     }
 
     #[inline(always)]
