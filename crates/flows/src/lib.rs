@@ -1,0 +1,8 @@
+//! Flow records: one per connection (or per active-timeout slice of a long one), made where
+//! the recorder's index keys are made (the writer's walk of each file, never the capture
+//! thread), and written beside the packets or exported (DESIGN.md, "Flow records").
+#![deny(unsafe_code)]
+
+pub mod record;
+
+pub use record::{EndReason, FlowRecord, IpAddr16};
