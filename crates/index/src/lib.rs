@@ -203,6 +203,24 @@ pub fn check_index_in(dir: &wv_sys::fs::Dir, idx: &str, capture: &str) -> Result
     Ok((r.packets, r.first_ns, r.last_ns))
 }
 
+/// [`index_file_in`] as a store's repair calls it (`wv_store::recover::repair`'s indexer):
+/// the index of one capture file beneath the store, and what it found.
+pub fn index_for_repair(dir: &wv_sys::fs::Dir, capture: &str) -> std::io::Result<wv_store::recover::Indexed> {
+    let fi = index_file_in(dir, capture, &Default::default()).map_err(std::io::Error::other)?;
+    Ok(wv_store::recover::Indexed {
+        packets: fi.summary.packets,
+        first_ns: fi.summary.first_ns,
+        last_ns: fi.summary.last_ns,
+    })
+}
+
+/// [`check_index_in`] as a store's repair calls it: why the index `idx` of `capture` (both
+/// beneath the store) cannot be used as it is, if it cannot; else what it holds.
+pub fn check_for_repair(dir: &wv_sys::fs::Dir, idx: &str, capture: &str) -> Result<wv_store::recover::Indexed, String> {
+    let (packets, first_ns, last_ns) = check_index_in(dir, idx, capture).map_err(|e| e.to_string())?;
+    Ok(wv_store::recover::Indexed { packets, first_ns, last_ns })
+}
+
 /// What [`index_path`] did.
 #[derive(Debug, Default)]
 pub struct IndexReport {

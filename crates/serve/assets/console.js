@@ -295,7 +295,7 @@ const live = [];
 let lastDrops = null;
 let status = null;
 
-/** Counters of a live recording (`recording.total`) or of stats.json (`last_recording`), alike. */
+/** Counters of a live recording (`recording`) or of stats.json (`last_recording`): one report, alike. */
 function counters(c) {
   if (!c) return null;
   const d = Array.isArray(c.dropped) ? c.dropped : Object.entries(c.dropped || {});
@@ -322,7 +322,7 @@ function renderLive(s) {
     badge.textContent = rec.state === "capturing" ? "recording" : rec.state;
     badge.className = "badge " + (running ? "running" : "rest");
     $("live-note").textContent = rec.sources ? rec.sources.join(", ") + " · " + rec.workers + " worker(s)" : "";
-    c = counters(rec.total);
+    c = counters(rec);
   } else {
     badge.textContent = "at rest";
     badge.className = "badge rest";

@@ -42,7 +42,6 @@ pub use config::{Config, ConfigError, TlsFiles};
 pub use host::AllowedHost;
 pub use server::{ServeError, Server};
 
-use serde::Serialize;
 use std::sync::{Arc, Mutex};
 
 /// The counters of the recording in this process, published by the
@@ -85,67 +84,9 @@ impl Board {
     }
 }
 
-/// One snapshot of a recording.
-#[derive(Debug, Clone, Serialize, Default)]
-pub struct Recording {
-    /// `running` or `done`.
-    pub state: String,
-    pub elapsed_s: f64,
-    /// What is recorded: `interface eth1`, `files a.pcap b.pcap`, `synthetic size=64`.
-    pub sources: Vec<String>,
-    pub workers: usize,
-    /// The sum over the streams; `received = written + filtered +
-    /// deduplicated + cut + every drop` once the arena is empty.
-    pub total: Counters,
-    pub streams: Vec<Counters>,
-    pub pps: f64,
-    pub gbps: f64,
-    pub disk_mb_s: f64,
-    /// The retention budget (`--max-size`), if any.
-    pub budget_bytes: Option<u64>,
-    /// `delete` or `stop`.
-    pub on_full: Option<String>,
-}
-
-/// The counters of one stream (or their sum).
-#[derive(Debug, Clone, Serialize, Default)]
-pub struct Counters {
-    pub received: u64,
-    pub written: u64,
-    /// Packets in the arena, not written yet (the open file's last block):
-    /// `received = written + pending + filtered + deduplicated + cut + dropped` at any moment.
-    pub pending: u64,
-    pub filtered: u64,
-    pub deduplicated: u64,
-    pub cut: u64,
-    pub flows_evicted: u64,
-    /// Drops by cause, in the recorder's order (kernel, arena_full, write_error, budget, shutdown, timestamp_range, fill_ring, xsk_other);
-    /// a JSON object, as in `stats.json`.
-    #[serde(serialize_with = "as_object")]
-    pub dropped: Vec<(String, u64)>,
-    /// Bytes of the received frames as they were on the wire.
-    pub wire_bytes: u64,
-    /// Bytes of the closed and open capture files.
-    pub file_bytes: u64,
-    pub disk_bytes: u64,
-    pub files_written: u64,
-    pub files_deleted: u64,
-    pub bytes_deleted: u64,
-    /// Fill of the arena, 0..=1.
-    pub arena_fill: f64,
-    pub capture_cpu_s: f64,
-    pub balanced: Option<bool>,
-}
-
-/// Pairs as a JSON object, in their order.
-fn as_object<S: serde::Serializer>(pairs: &[(String, u64)], s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeMap;
-    let mut m = s.serialize_map(Some(pairs.len()))?;
-    for (k, v) in pairs {
-        m.serialize_entry(k, v)?;
-    }
-    m.end()
-}
+/// A snapshot of the recording in this process: the recorder's one report (the same
+/// `STORE/stats.json` holds, so the three views agree).
+pub use wv_record::{RecordingStats as Recording, State as RecordingState, StreamStats as Counters};
 
 /// Writes one log line (the binary's logger: standard error, journald).
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;

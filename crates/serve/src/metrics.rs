@@ -154,7 +154,7 @@ impl Collector for Scrape {
             "recording",
             "1 while this process records into the store",
             None,
-            i64::from(self.recording.as_ref().is_some_and(|r| r.state == "capturing")),
+            i64::from(self.recording.as_ref().is_some_and(|r| r.state == crate::RecordingState::Capturing)),
         )?;
         gauge(
             e,
@@ -240,7 +240,7 @@ impl Collector for Scrape {
         for (name, help, f) in bytes {
             family(e, name, help, Some(&Unit::Bytes), per(f))?;
         }
-        family(e, "files_written", "Capture files closed", None, per(|c| c.files_written))?;
+        family(e, "files_written", "Capture files closed", None, per(|c| c.files))?;
         family(e, "files_deleted", "Capture files retention deleted", None, per(|c| c.files_deleted))?;
         family(
             e,

@@ -550,7 +550,7 @@ impl State {
         let space = crate::store_view::total_space(&volumes);
         let last = if self.board.is_none() { read_stats(&self.cfg.store) } else { None };
         // The write rate: the recording's now, else the stored average.
-        let live_rate = rec.as_ref().filter(|r| r.state == "capturing").map(|r| r.disk_mb_s * 1e6);
+        let live_rate = rec.as_ref().filter(|r| r.state == crate::RecordingState::Capturing).map(|r| r.disk_mb_s * 1e6);
         let avg_rate = cat.span.filter(|(a, b)| b > a).map(|(a, b)| cat.bytes as f64 / ((b - a) as f64 / 1e9));
         let (rate, rate_from) = match (live_rate, avg_rate) {
             (Some(r), _) if r > 0.0 => (Some(r), "current"),
@@ -614,10 +614,11 @@ impl State {
     }
 }
 
-/// The counters the last recording left in `STORE/stats.json`.
-fn read_stats(store: &std::path::Path) -> Option<serde_json::Value> {
+/// The counters the last recording left in `STORE/stats.json` (none when it is not a
+/// recording's report this version reads).
+fn read_stats(store: &std::path::Path) -> Option<crate::Recording> {
     let text = std::fs::read_to_string(store.join(wv_store::layout::STATS)).ok()?;
-    serde_json::from_str(text.trim_end()).ok()
+    crate::Recording::parse(text.trim_end()).ok()
 }
 
 #[cfg(test)]

@@ -270,7 +270,7 @@ fn live_two_volumes(test: &str, extra: &[&str]) {
     let s0 = &st["streams"][0];
     assert!(stream0 > 0, "stream 0 stored nothing");
     assert_eq!(s0["written"], s0["received"], "stream 0 on the healthy volume: {st}");
-    assert_eq!((s0["written"].as_u64(), s0["write_error"].as_u64()), (Some(stream0), Some(0)), "{st}");
+    assert_eq!((s0["written"].as_u64(), s0["dropped"]["write_error"].as_u64()), (Some(stream0), Some(0)), "{st}");
     let per: (u64, u64) = st["streams"]
         .as_array()
         .unwrap()

@@ -3,28 +3,13 @@
 
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
-use wv_store::recover::{Indexed, RepairReport};
-use wv_sys::fs::Dir;
+use wv_store::recover::RepairReport;
 
 /// Arguments of `wirevault repair`.
 #[derive(clap::Args)]
 pub struct Args {
     /// The store directory (not while a recorder writes to it).
     pub store: PathBuf,
-}
-
-/// Builds the index of one capture file beneath the store (for the store's
-/// repair): opened, created and renamed through the store's directory.
-pub fn index_one(dir: &Dir, capture: &str) -> std::io::Result<Indexed> {
-    let fi = wv_index::index_file_in(dir, capture, &Default::default()).map_err(std::io::Error::other)?;
-    Ok(Indexed { packets: fi.summary.packets, first_ns: fi.summary.first_ns, last_ns: fi.summary.last_ns })
-}
-
-/// Why the index `idx` of `capture` (both beneath the store) cannot be used
-/// as it is, if it cannot; else its packet count and time range.
-pub fn check_one(dir: &Dir, idx: &str, capture: &str) -> Result<Indexed, String> {
-    let (packets, first_ns, last_ns) = wv_index::check_index_in(dir, idx, capture).map_err(|e| e.to_string())?;
-    Ok(Indexed { packets, first_ns, last_ns })
 }
 
 /// Prints what a repair did; silent when nothing was needed and `quiet_if_clean`.
@@ -65,7 +50,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     // The writer lock: never repair a store that is being recorded (or indexed).
     let _lock =
         wv_store::lock::StoreLock::exclusive(&a.store, "repair").map_err(|e| fail(exit::ERROR, e.to_string()))?;
-    let rep = wv_store::recover::repair(&a.store, Some(&index_one), Some(&check_one))
+    let rep = wv_store::recover::repair(&a.store, Some(&wv_index::index_for_repair), Some(&wv_index::check_for_repair))
         .map_err(|e| fail(exit::ERROR, format!("cannot repair {}: {e}", a.store.display())))?;
     print_report(&rep, &a.store, false);
     Ok(if rep.problems.is_empty() { exit::OK } else { exit::ERROR })

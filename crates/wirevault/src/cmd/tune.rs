@@ -173,11 +173,12 @@ fn print_human(facts: &wv_tune::Facts, findings: &[Finding]) {
 }
 
 /// `record`'s start-up warnings: the warn and bad findings for its interface (none for file and
-/// synthetic sources) and its store, one line each on standard error. `hugepages` is left out:
-/// record says what its arena got once it is allocated.
-pub fn startup_warnings(inputs: &Inputs) {
+/// synthetic sources) and its store, one line each, to print on standard error. `hugepages` is
+/// left out: record says what its arena got once it is allocated.
+pub fn startup_warnings(inputs: &Inputs) -> Vec<String> {
     let live = inputs.interface.is_some();
-    let Ok(facts) = wv_tune::gather(inputs) else { return };
+    let Ok(facts) = wv_tune::gather(inputs) else { return Vec::new() };
+    let mut lines = Vec::new();
     for f in wv_tune::checks::run(&facts) {
         let wanted = matches!(f.state, State::Warn | State::Bad)
             && f.check != "hugepages"
@@ -185,7 +186,8 @@ pub fn startup_warnings(inputs: &Inputs) {
             && (live || f.check.starts_with("store"));
         if wanted {
             let fix = f.fix.as_deref().map(|x| format!("; fix: {x}")).unwrap_or_default();
-            say!("wirevault: tune: {} {}: {}{fix}", f.state.as_str(), f.check, f.found);
+            lines.push(format!("wirevault: tune: {} {}: {}{fix}", f.state.as_str(), f.check, f.found));
         }
     }
+    lines
 }

@@ -1,25 +1,216 @@
 //! `wirevault record`: capture packets into a store.
 //!
-//! In three stages, as ripgrep's binary: [`args`] holds the flags as clap
-//! parses them; [`plan`] checks every flag and turns them into a validated
-//! [`plan::Plan`] (closed choices as enums, sizes as numbers, the defaults
-//! and fixed tunings in [`plan::defaults`]) before anything is created;
-//! [`run`](mod@run) builds the real objects from the plan: sources, the store
-//! ([`store`]), one capture worker and one writer per stream, and reports
-//! through [`status`] (status line, `stats.json`, summary). The writer is
-//! generic over its indexer: `run` starts it with `wv_index::Builder`.
+//! In three stages, as ripgrep's binary: [`args`] holds the flags as clap parses them;
+//! [`plan`] checks them and turns them into a `wv_record::RecorderConfig` (sizes as numbers,
+//! closed choices as enums, every default in [`plan::defaults`]) before anything is
+//! created; [`run`] wires the recorder (`wv_record`: the whole lifecycle), the HTTP server
+//! of `--listen`, signals, reloads (`reload`) and the service manager, and reports: the
+//! status line every second, the summary, the exit code.
 
 mod args;
 mod plan;
-mod prefault;
 mod reload;
-mod run;
-mod start;
-mod status;
-mod store;
 
 pub use args::Args;
 pub use plan::defaults::buffer as default_buffer;
 /// The recorder's defaults and writer tunings, which `disk-bench` measures with.
 pub use plan::{buffer_fits, cpus_available, defaults, min_budget, volumes_size, Tuning};
-pub use run::run;
+
+use crate::{exit, fail};
+use plan::{Plan, SourcePlan};
+use reload::Reloader;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use wv_record::{Level, Note, Problem, Recorder, Recording, RecordingStats};
+
+pub fn run(a: Args) -> anyhow::Result<u8> {
+    // Before anything else: the signals held since `main` began (see `cmd::hold_signals`)
+    // reach these handlers, so that a signal at any moment stops cleanly. With --config,
+    // SIGHUP re-reads it (see `reload`), with --listen the server's tokens and certificates;
+    // without either, it stops as tcpdump.
+    let (stop, hup) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let reloads = a.config.is_some() || a.listen.listen.is_some();
+    crate::cmd::catch_signals(crate::cmd::stop_signals(), |sig| {
+        if sig == libc::SIGHUP && reloads {
+            hup.clone()
+        } else {
+            stop.clone()
+        }
+    })?;
+    let Plan { config, output, notes } = plan::plan(&a)?;
+    for n in &notes {
+        say!("{n}");
+    }
+    let store = config.store.clone();
+    // The host's tuning findings (NUMA, interrupts, offloads, the store's volume) are gathered
+    // meanwhile (~0.1 s: they must not delay capture), as the host is before it records.
+    let tune = output.tune_warnings.then(|| {
+        let inputs = tune_inputs(&config);
+        std::thread::spawn(move || crate::cmd::tune::startup_warnings(&inputs))
+    });
+    let live = match &config.source {
+        SourcePlan::Live { interface, .. } => Some((interface.clone(), config.workers)),
+        _ => None,
+    };
+    let prepared = Recorder::prepare(config, stop).map_err(recording_failed)?;
+    crate::cmd::repair::print_report(prepared.repaired(), &store, true);
+    let mut reloader = Reloader::new(&a, prepared.budget());
+    // The HTTP server binds before capture starts: a taken port or a bad certificate is one
+    // sentence, with nothing recorded yet.
+    let board = wv_serve::Board::new();
+    let server = match a.listen.config(&store, None)? {
+        Some(cfg) => Some(crate::cmd::serve::start(cfg, Some(board.clone()))?),
+        None => None,
+    };
+    if let (Some(r), Some(s)) = (&mut reloader, &server) {
+        let handle = s.reloader();
+        // Said only when the server has files to read again: "nothing to reload" beside the
+        // budget the same reload changed read as a contradiction.
+        r.hook(
+            &[],
+            Box::new(move |_| {
+                handle
+                    .reload_changes()
+                    .map(|d| (!d.is_empty()).then(|| format!("reloaded {}", d.join(", "))))
+                    .map_err(|e| format!("api: {e}"))
+            }),
+        );
+    }
+    let mut rec = prepared.start().map_err(recording_failed)?;
+    // Capture runs: said once (as tcpdump's "listening on"), and to the service manager.
+    if let (false, Some((interface, workers))) = (output.quiet, &live) {
+        say!("wirevault: capturing on {interface}: {workers} worker(s), store {}", store.display());
+    }
+    let mut notifier = crate::notify::Notifier::from_env();
+    if let Some(n) = &notifier {
+        let what = rec.snapshot().sources.join(", ");
+        n.ready(&format!("recording {what} into {}", store.display()));
+    }
+    for line in tune.and_then(|t| t.join().ok()).unwrap_or_default() {
+        say!("{line}");
+    }
+    board.set_pressure(Arc::new(rec.arena_pressure()));
+    status_loop(&mut rec, &board, (&hup, &mut reloader, &server), &mut notifier, &output)?;
+    if let Some(n) = &notifier {
+        n.send("STOPPING=1");
+    }
+    let summary = rec.stop();
+    board.publish(summary.stats.clone());
+    if let Some(server) = server {
+        server.stop();
+    }
+    if output.json {
+        out_line(&serde_json::to_string(&summary.stats).unwrap_or_default());
+    }
+    say!("wirevault: {}", summary.line);
+    say_notes(summary.notes);
+    match summary.failure {
+        None => Ok(exit::OK),
+        Some(e) if e.is_said() => Ok(exit::ERROR),
+        Some(e) => Err(recording_failed(e)),
+    }
+}
+
+/// While the recording runs: SIGHUP reloads, the service manager's watchdog, the status line
+/// and the API's counters every second, the recorder's notes as they come. Until every
+/// writer has written out what its arena held (a slow disk: seconds after the stop).
+fn status_loop(
+    rec: &mut Recording,
+    board: &wv_serve::Board,
+    (hup, reloader, server): (&AtomicBool, &mut Option<Reloader>, &Option<wv_serve::Server>),
+    notifier: &mut Option<crate::notify::Notifier>,
+    output: &plan::OutputPlan,
+) -> anyhow::Result<()> {
+    loop {
+        if hup.swap(false, Ordering::Relaxed) {
+            if let Some(r) = reloader {
+                r.reload();
+            } else if let Some(s) = server {
+                match s.reload() {
+                    Ok(what) => say!("wirevault: api: {what}"),
+                    Err(e) => say!("wirevault: warning: api: reload failed, the previous settings stay: {e}"),
+                }
+            }
+        }
+        if let Some(n) = notifier {
+            n.tick();
+        }
+        let done = rec.is_done();
+        if let Some(st) = rec.tick() {
+            if !done {
+                report(&st, output);
+            }
+            board.publish(st);
+        }
+        say_notes(rec.take_notes());
+        if done {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The status line on standard error, or with `--json` the counters on standard output.
+fn report(st: &RecordingStats, output: &plan::OutputPlan) {
+    if output.quiet {
+        return;
+    }
+    if output.json {
+        out_line(&serde_json::to_string(st).unwrap_or_default());
+    } else {
+        let _ = writeln!(std::io::stderr().lock(), "{}", st.line());
+    }
+}
+
+/// One line on standard output; a closed output (`--json | head`) must not stop the
+/// recorder, so errors are ignored.
+fn out_line(line: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+/// The recorder's notes, each on its level.
+fn say_notes(notes: Vec<Note>) {
+    for n in notes {
+        match n.level {
+            Level::Error => say!("wirevault: error: {}", n.text),
+            Level::Warning => say!("wirevault: warning: {}", n.text),
+            Level::Note => say!("wirevault: note: {}", n.text),
+            Level::Info => say!("wirevault: {}", n.text),
+        }
+    }
+}
+
+/// A recorder's error as the binary's, with its exit code.
+fn recording_failed(e: wv_record::Error) -> anyhow::Error {
+    let code = match e.problem {
+        Problem::Config => exit::USAGE,
+        Problem::Failed => exit::ERROR,
+        Problem::DiskFull => exit::DISK_FULL,
+    };
+    fail(code, e.message)
+}
+
+/// What `wirevault tune`'s start-up warnings look at for this recording.
+fn tune_inputs(c: &wv_record::RecorderConfig) -> wv_tune::Inputs {
+    wv_tune::Inputs {
+        interface: match &c.source {
+            SourcePlan::Live { interface, .. } => Some(interface.clone()),
+            _ => None,
+        },
+        store: Some(c.store.clone()),
+        cpus: c.cpus.clone(),
+        buffer: c.stream.arena_per_worker * c.workers as u64,
+        budget: c.budget.map(|b| b.max_bytes),
+        min_budget: min_budget(c.stream.file_size, c.workers),
+        other_free: if c.volumes.is_empty() {
+            0
+        } else {
+            let all: Vec<&Path> = std::iter::once(&c.store).chain(&c.volumes).map(PathBuf::as_path).collect();
+            let free = |dirs: &[&Path]| plan::volumes_space(dirs).map_or(0, |(f, _)| f);
+            free(&all).saturating_sub(free(&all[..1]))
+        },
+    }
+}

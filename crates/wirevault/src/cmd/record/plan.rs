@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wv_capture::args::{parse_cpu_list, parse_percent, parse_size};
 use wv_capture::synthetic;
+pub use wv_record::{
+    min_budget, Layout as StreamPlan, RecorderConfig, Reductions as ReducePlan, Source as SourcePlan, Stamping, Tuning,
+};
 use wv_store::catalog::Budget;
-use wv_store::Format;
 
 /// Defaults of the flags of `record` (clap shows them in `--help`).
 pub mod defaults {
@@ -47,7 +49,7 @@ pub mod defaults {
     /// netsniff-ng) park a burst in the page cache, up to vm.dirty_ratio (20%) of memory;
     /// the arena stays resident (and pinned, once registered with io_uring), so it takes a
     /// smaller share. Its blocks are taken lowest first (`wv_sys::byte_ring`) and only its
-    /// first [`Tuning::arena_first_blocks`] are faulted in before capture starts, the rest
+    /// first [`Tuning::arena_first`] bytes (64 MiB) are faulted in before capture starts, the rest
     /// ahead of the backlog by a background thread (`prefault`): on a disk that keeps up it
     /// costs a few blocks, whatever its size (stats.json `arena_used_bytes`,
     /// `arena_faulted_bytes`; fresh memory costs ~3 s of CPU per GiB here).
@@ -125,171 +127,6 @@ pub mod defaults {
 /// Sizes beyond this (1 EiB) are out of range for every option: no store,
 /// file or arena comes near it, and larger values would overflow.
 const MAX_SIZE: u64 = 1 << 60;
-
-/// Fixed tunings of a recording: not flags, but named here so that the
-/// wiring has no bare numbers.
-#[derive(Clone, Copy, Debug)]
-pub struct Tuning {
-    /// Bytes per block of a live worker's TPACKET_V3 ring.
-    pub ring_block_size: usize,
-    /// Blocks per ring (`--ring-size` / `ring_block_size`; by default 64 ×
-    /// 4 MiB = 256 MiB for one worker, see [`defaults::ring_size`]).
-    pub ring_blocks: usize,
-    /// Milliseconds after which the kernel hands over a block that is not full (a stop's drain
-    /// waits twice that without a block, `afpacket::Drain`). 40, not 10: at ~1 Mpps of 64-byte frames a
-    /// 4 MiB block then fills before its timer fires, which halved the disk writes (each a
-    /// virtio notification, a VM exit here) and cut 6-8 ns per packet (DESIGN.md, "Live capture").
-    pub ring_retire_ms: u32,
-    /// Blocks of each arena faulted in before capture starts (a disk that keeps up uses two or
-    /// three); the rest is faulted in ahead of the backlog by a thread of its own (`prefault`).
-    pub arena_first_blocks: u64,
-    /// The small ring a live interface goes live on at once, before its full rings are made
-    /// (`wv_capture::handover`): its block size and blocks. 32 MiB, which the kernel makes in
-    /// ~0.1 s here, in 1 MiB blocks, so that the zero-copy path's writes in flight (half of
-    /// them at most) leave the kernel blocks to fill.
-    pub warm_ring: (usize, usize),
-    /// io_uring queue depth of a writer (writes in flight).
-    pub write_depth: u32,
-    /// Ring blocks whose writes may be in flight at once on the zero-copy path (DESIGN.md,
-    /// "Zero-copy block path": why this number).
-    pub zc_inflight: u32,
-    /// Preallocation step of a writer where the whole file cannot be preallocated at once
-    /// (`wv_sys::fs::Prealloc`: a nearly full volume). The writer never preallocates past
-    /// one `--file-size`: retention reserves one per open file.
-    pub prealloc_step: u64,
-    /// Segments the hand-off queue between a worker and its writer holds.
-    pub queue_segments: usize,
-    /// A worker commits a partial block after this long without a commit.
-    pub flush_after_ns: u64,
-    /// Live and generated traffic: close a file at its time boundary by the
-    /// wall clock this long after the boundary (see `StreamConfig`).
-    pub clock_close_grace_ns: u64,
-}
-
-impl Default for Tuning {
-    fn default() -> Self {
-        Tuning {
-            ring_block_size: 4 << 20,
-            ring_blocks: 64,
-            ring_retire_ms: 40,
-            arena_first_blocks: 2,
-            warm_ring: (1 << 20, 32),
-            write_depth: 8,
-            zc_inflight: 16,
-            prealloc_step: 64 << 20,
-            queue_segments: 65_536,
-            flush_after_ns: 1_000_000_000,
-            clock_close_grace_ns: 250_000_000,
-        }
-    }
-}
-
-/// Where the packets come from.
-pub enum SourcePlan {
-    /// `-i IF`: live capture, one ring per worker.
-    Live {
-        interface: String,
-        promisc: bool,
-        /// `--source xdp`: AF_XDP sockets instead of AF_PACKET rings.
-        xdp: bool,
-    },
-    /// `-r FILE...`: files read front to back (`-` is standard input).
-    Read { files: Vec<PathBuf> },
-    /// `--synthetic SPEC`.
-    Synthetic(synthetic::Spec),
-}
-
-/// How each stream lays out its files.
-pub struct StreamPlan {
-    pub format: Format,
-    pub arena_per_worker: u64,
-    pub block_size: u64,
-    pub file_size: u64,
-    pub file_time_ns: Option<u64>,
-}
-
-/// What is reported while recording and at the end.
-#[derive(Clone)]
-pub struct OutputPlan {
-    /// Status and summary as JSON lines on standard output.
-    pub json: bool,
-    /// No status line.
-    pub quiet: bool,
-    /// `--stats-file`: a copy of `STORE/stats.json`.
-    pub stats_file: Option<PathBuf>,
-    /// Print `wirevault tune`'s warnings at start-up (not `--no-tune-warnings`).
-    pub tune_warnings: bool,
-    /// The drop causes the summary lists (those this source and format can have).
-    pub causes: super::status::Causes,
-}
-
-/// The validated plan.
-pub struct Plan {
-    pub store: PathBuf,
-    /// `--volume`: extra volumes of the store.
-    pub volumes: Vec<PathBuf>,
-    pub source: SourcePlan,
-    pub workers: usize,
-    pub snaplen: u32,
-    pub stream: StreamPlan,
-    pub cpus: Option<Vec<usize>>,
-    /// `-c N`.
-    pub count: Option<u64>,
-    pub duration: Option<Duration>,
-    pub expression: Option<String>,
-    pub budget: Option<Budget>,
-    /// `--user`: switch to this user once the sockets are open.
-    pub user: Option<String>,
-    /// Try O_DIRECT.
-    pub direct: bool,
-    /// Spill to the page cache while the arena is fuller than this fraction.
-    pub spill: Option<f64>,
-    /// Build index files.
-    pub index: bool,
-    pub output: OutputPlan,
-    pub tuning: Tuning,
-    pub reduce: ReducePlan,
-    /// `--timestamps` (only `hw` is refused for a source that is not live).
-    pub timestamps: super::args::TimestampsArg,
-    /// Where the arena size came from: `--buffer`, `disk-bench` (the store's
-    /// `disk-bench.json`) or `memory`.
-    pub buffer_from: &'static str,
-    /// Warnings about the plan for `record` to print once at start.
-    pub notes: Vec<String>,
-    /// `--zero-copy`: the ring's blocks are written as they are (no arena).
-    pub zero_copy: bool,
-}
-
-/// `--dedup` and `--flow-cutoff`: what is deliberately not stored.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ReducePlan {
-    /// `--dedup`: the window in ns.
-    pub dedup_window_ns: Option<u64>,
-    /// `--flow-cutoff`: bytes kept per connection.
-    pub flow_cutoff: Option<u64>,
-    pub flow_table: usize,
-    pub flow_idle_ns: u64,
-}
-
-impl ReducePlan {
-    /// The tables of one worker (allocated and touched now).
-    pub fn build(&self) -> wv_capture::reduce::Reduce {
-        use wv_capture::reduce::{Cutoff, Dedup, Reduce};
-        Reduce::new(
-            self.dedup_window_ns.map(|w| Dedup::new(w, Dedup::DEFAULT_ENTRIES)),
-            self.flow_cutoff.map(|b| Cutoff::new(b, self.flow_idle_ns, self.flow_table)),
-        )
-    }
-}
-
-impl Plan {
-    /// Bytes the store may hold besides its catalog (see [`reserve`]).
-    pub fn reserve(&self) -> u64 {
-        // A zero-copy file may run one ring block past --file-size.
-        let over = if self.zero_copy { self.tuning.ring_block_size as u64 } else { 0 };
-        reserve(self.stream.file_size + over, self.workers)
-    }
-}
 
 pub fn usage(msg: String) -> anyhow::Error {
     fail(exit::USAGE, msg)
@@ -373,6 +210,26 @@ pub fn cpus_available(c: &str) -> anyhow::Result<Vec<usize>> {
 
 /// Checks everything that can be checked before anything is created: a bad
 /// option leaves no store directory behind.
+/// What `record` makes of its flags: the recorder's configuration, and what the binary itself
+/// reports and how.
+pub struct Plan {
+    pub config: RecorderConfig,
+    pub output: OutputPlan,
+    /// Warnings about the plan to print once at start.
+    pub notes: Vec<String>,
+}
+
+/// What is reported while recording and at the end, on the terminal.
+#[derive(Clone)]
+pub struct OutputPlan {
+    /// Status and summary as JSON lines on standard output.
+    pub json: bool,
+    /// No status line.
+    pub quiet: bool,
+    /// Print `wirevault tune`'s warnings at start-up (not `--no-tune-warnings`).
+    pub tune_warnings: bool,
+}
+
 pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if a.tcpdump_write.is_some() {
         return Err(usage(
@@ -604,12 +461,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         // clap's group requires one of the three.
         return Err(usage("give a source: -i IF, --read FILE or --synthetic SPEC".into()));
     };
-    let causes = super::status::Causes {
-        live: matches!(source, SourcePlan::Live { .. }),
-        xdp: matches!(source, SourcePlan::Live { xdp: true, .. }),
-        pcap: a.format == super::args::FormatArg::Pcap,
-    };
-    Ok(Plan {
+    let config = RecorderConfig {
         store: store.clone(),
         volumes: a.volumes.clone(),
         source,
@@ -625,13 +477,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         direct: !a.no_direct,
         spill: a.spill_above.0,
         index: !a.no_index,
-        output: OutputPlan {
-            json: a.json,
-            quiet: a.quiet,
-            stats_file: a.stats_file.clone(),
-            tune_warnings: !a.no_tune_warnings,
-            causes,
-        },
+        stats_copy: a.stats_file.clone(),
         tuning: Tuning { ring_blocks, ..Tuning::default() },
         reduce: ReducePlan {
             dedup_window_ns,
@@ -639,11 +485,16 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
             flow_table: a.flow_table,
             flow_idle_ns: flow_idle.as_nanos() as u64,
         },
-        timestamps: a.timestamps,
+        timestamps: match a.timestamps {
+            super::args::TimestampsArg::Hw => Stamping::Hardware,
+            super::args::TimestampsArg::Sw => Stamping::Software,
+            super::args::TimestampsArg::Auto => Stamping::Auto,
+        },
         buffer_from,
-        notes,
         zero_copy: a.zero_copy,
-    })
+    };
+    let output = OutputPlan { json: a.json, quiet: a.quiet, tune_warnings: !a.no_tune_warnings };
+    Ok(Plan { config, output, notes })
 }
 
 /// `--zero-copy` works on a live interface writing pcapng.
@@ -791,28 +642,13 @@ fn check_stats_file(sf: &Path, store: &Path) -> anyhow::Result<()> {
             store.display()
         )));
     }
-    match super::status::create_temp(sf) {
+    match wv_record::stats::create_temp(sf) {
         Ok((_, tmp)) => {
             let _ = std::fs::remove_file(&tmp);
             Ok(())
         }
         Err(e) => Err(usage(format!("--stats-file {shown}: cannot write there ({e}); choose a writable directory"))),
     }
-}
-
-/// The smallest `--max-size` for `streams` streams of `file_size` files:
-/// the files being written and one closed file.
-pub fn min_budget(file_size: u64, streams: usize) -> u64 {
-    reserve(file_size, streams) + file_size
-}
-
-/// Bytes the store may hold besides its catalog when a file opens: per
-/// stream, the file being written (with room for its index, well under 5%
-/// of the capture). Closed files waiting for their index are counted by
-/// the catalog itself until their line is written (`Catalog::uncataloged`),
-/// so usage stays under the budget however far the index threads lag.
-fn reserve(file_size: u64, streams: usize) -> u64 {
-    (file_size + file_size / 20) * streams as u64
 }
 
 #[cfg(test)]

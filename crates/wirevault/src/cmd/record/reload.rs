@@ -61,7 +61,7 @@ impl Reloader {
         let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
         let parsed = config::apply::<crate::Cli>(&argv, "record", &self.file).and_then(|(cli, loaded)| {
             let crate::Command::Record(a) = cli.command else { unreachable!("the command line was `record`") };
-            let budget = super::plan::plan(&a)?.budget;
+            let budget = super::plan::plan(&a)?.config.budget;
             Ok((*a, budget, cli.log, loaded))
         });
         let (a, new_budget, log_args, loaded) = match parsed {

@@ -2,7 +2,7 @@
 //!
 //! An arena's blocks are taken lowest first (`wv_sys::byte_ring`), so a disk that keeps up
 //! reuses its first few blocks and the rest is never touched. Only its first
-//! [`Tuning::arena_first`](super::plan::Tuning) bytes are faulted in before capture starts;
+//! [`Tuning::arena_first`](crate::Tuning) bytes are faulted in before capture starts;
 //! one thread of its own, at background priority (`SCHED_BATCH`, nice 19), keeps every arena
 //! faulted in ahead of its high-water mark (the blocks ever taken) by as much again, and at
 //! least [`AHEAD_MIN`] blocks: the memory is paid for as the backlog grows, twice as far as
@@ -28,11 +28,14 @@ pub struct Progress {
     stop: AtomicBool,
     /// The arenas it keeps ahead of need: what is left of each, and its use.
     arenas: Mutex<Vec<(Option<Unfaulted>, Gauge)>>,
-    /// Their high-water marks, summed (bytes of the arenas ever written).
-    pub used: AtomicU64,
 }
 
 impl Progress {
+    /// The arenas' high-water marks, summed: bytes of them ever written.
+    pub fn used(&self) -> u64 {
+        self.arenas.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(_, g)| g.high_water()).sum()
+    }
+
     /// Why the thread gave up, once (the status loop says it as soon as it happens).
     pub fn take_error(&self) -> Option<String> {
         self.error.lock().unwrap_or_else(|e| e.into_inner()).take()
@@ -113,10 +116,8 @@ impl Progress {
     /// One look: every arena faulted in up to its [`target`], 8 MiB at a time.
     fn keep_ahead(&self) -> std::io::Result<()> {
         let mut arenas = self.arenas.lock().unwrap_or_else(|e| e.into_inner());
-        let mut used = 0;
         for (rest, gauge) in arenas.iter_mut() {
             let high = gauge.high_water();
-            used += high;
             let Some(rest) = rest else { continue };
             let want = target(high, gauge.block_size(), gauge.capacity()) as usize;
             while rest.left() > 0 && rest.faulted() < want {
@@ -127,7 +128,6 @@ impl Progress {
                 self.bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
         }
-        self.used.store(used, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -1,25 +1,27 @@
-//! The store directory as `record` finds and leaves it: created or checked
+//! The store directory as a recording finds and leaves it: created or checked
 //! to be a store, proven writable, and handed to `--user`.
 
-use crate::{exit, fail};
+use crate::{Error, Note, Result};
 use std::path::Path;
 
 /// Switches the process to `user` (its uid, primary gid, no supplementary
 /// groups) after handing it what wirevault owns in the store. The open
 /// sockets keep working; no capability is kept, because none is needed once
 /// they are open.
-pub fn drop_privileges(user: &str, store: &Path) -> anyhow::Result<()> {
+pub fn drop_privileges(user: &str, store: &Path, notes: &mut Vec<Note>) -> Result<()> {
     let (uid, gid) = wv_sys::cpu::lookup_user(user)
-        .ok_or_else(|| fail(exit::USAGE, format!("--user: no user named {user} (see /etc/passwd)")))?;
+        .ok_or_else(|| Error::config(format!("--user: no user named {user} (see /etc/passwd)")))?;
     let (foreign, linked) = chown_store(store, uid, gid)
-        .map_err(|e| fail(exit::ERROR, format!("cannot hand the store {} to {user}: {e}", store.display())))?;
+        .map_err(|e| Error::failed(format!("cannot hand the store {} to {user}: {e}", store.display())))?;
     for skipped in foreign {
-        say!("wirevault: warning: {skipped} is not part of the store layout; its owner was left as it is");
+        notes.push(Note::warning(format!("{skipped} is not part of the store layout; its owner was left as it is")));
     }
     for skipped in linked {
-        say!("wirevault: warning: {skipped} has other hard links or belongs to another user; its owner was left as it is");
+        notes.push(Note::warning(format!(
+            "{skipped} has other hard links or belongs to another user; its owner was left as it is"
+        )));
     }
-    wv_sys::cpu::switch_user(uid, gid).map_err(|e| fail(exit::ERROR, format!("cannot switch to user {user}: {e}")))?;
+    wv_sys::cpu::switch_user(uid, gid).map_err(|e| Error::failed(format!("cannot switch to user {user}: {e}")))?;
     Ok(())
 }
 
@@ -103,7 +105,7 @@ fn is_store(store: &Path) -> std::io::Result<bool> {
 
 /// A store directory `record` is about to create: if start-up fails before
 /// [`NewStore::keep`], dropping it removes the directory again, provided it
-/// holds nothing but the lock (nothing was recorded into it).
+/// holds nothing but the lock and `stats.json` (nothing was recorded into it).
 pub struct NewStore(Option<std::path::PathBuf>);
 
 impl NewStore {
@@ -122,6 +124,7 @@ impl Drop for NewStore {
     fn drop(&mut self) {
         if let Some(dir) = self.0.take() {
             let _ = std::fs::remove_file(dir.join(wv_store::lock::LOCK_FILE));
+            let _ = std::fs::remove_file(dir.join(wv_store::layout::STATS));
             // Not recursive: anything else in it stays, and so does the directory.
             let _ = std::fs::remove_dir(&dir);
         }
@@ -130,7 +133,7 @@ impl Drop for NewStore {
 
 /// Creates the store directory (0750) or checks that the one there is a
 /// store, and proves it is writable.
-pub fn prepare_store(store: &Path) -> anyhow::Result<()> {
+pub fn prepare_store(store: &Path) -> Result<()> {
     let shown = store.display();
     let io_fail = |what: &str, e: std::io::Error| {
         let msg = match e.kind() {
@@ -140,17 +143,15 @@ pub fn prepare_store(store: &Path) -> anyhow::Result<()> {
             std::io::ErrorKind::NotADirectory => format!("{shown}: a component of the path is not a directory"),
             _ => format!("{what} {shown}: {e}; choose another -o or fix its permissions"),
         };
-        fail(exit::ERROR, msg)
+        Error::failed(msg)
     };
     match std::fs::metadata(store) {
         Ok(m) if !m.is_dir() => {
-            return Err(fail(exit::ERROR, format!("{shown} is not a directory; -o names the store directory")))
+            return Err(Error::failed(format!("{shown} is not a directory; -o names the store directory")))
         }
         Ok(_) => {
             if !is_store(store).map_err(|e| io_fail("cannot read the store directory", e))? {
-                return Err(fail(
-                    exit::ERROR,
-                    format!("{shown} is not empty and not a wirevault store (no catalog.jsonl, .lock or stream-NNN directory); choose an empty or new directory for -o"),
+                return Err(Error::failed(format!("{shown} is not empty and not a wirevault store (no catalog.jsonl, .lock or stream-NNN directory); choose an empty or new directory for -o"),
                 ));
             }
         }
@@ -180,16 +181,16 @@ pub fn prepare_store(store: &Path) -> anyhow::Result<()> {
 /// `wv_store::volume`) and returns the writers' rotation over the store
 /// directory and them; `None` without `--volume`.
 pub fn volumes(
-    p: &super::plan::Plan,
+    p: &crate::config::RecorderConfig,
     streams: usize,
-) -> anyhow::Result<Option<std::sync::Arc<wv_store::volume::Rotation>>> {
+) -> Result<Option<std::sync::Arc<wv_store::volume::Rotation>>> {
     if p.volumes.is_empty() {
         return Ok(None);
     }
-    let ids = wv_store::volume::register(&p.store, &p.volumes).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    let ids = wv_store::volume::register(&p.store, &p.volumes).map_err(|e| Error::failed(e.to_string()))?;
     let open = |path: &Path| {
         wv_sys::fs::Dir::open(path)
-            .map_err(|e| fail(exit::ERROR, format!("cannot open the volume {}: {e}", path.display())))
+            .map_err(|e| Error::failed(format!("cannot open the volume {}: {e}", path.display())))
     };
     let mut vols = vec![(0, open(&p.store)?)];
     for (id, path) in ids.into_iter().zip(&p.volumes) {
@@ -197,13 +198,10 @@ pub fn volumes(
         let probe = ".wirevault-probe";
         let _ = dir.unlink(probe);
         dir.open_file(probe, wv_sys::fs::Open::CreateNew, 0).map_err(|e| {
-            fail(
-                exit::ERROR,
-                format!(
-                    "cannot write in the volume {}: {e}; choose another --volume or fix its permissions",
-                    path.display()
-                ),
-            )
+            Error::failed(format!(
+                "cannot write in the volume {}: {e}; choose another --volume or fix its permissions",
+                path.display()
+            ))
         })?;
         let _ = dir.unlink(probe);
         vols.push((id, dir));
@@ -213,13 +211,15 @@ pub fn volumes(
 
 /// [`drop_privileges`]'s hand-over for an extra volume: it and what the
 /// store layout names in it go to `user` (the process does not switch here).
-pub fn drop_privileges_of_volume(user: &str, volume: &Path) -> anyhow::Result<()> {
+pub fn drop_privileges_of_volume(user: &str, volume: &Path, notes: &mut Vec<Note>) -> Result<()> {
     let (uid, gid) = wv_sys::cpu::lookup_user(user)
-        .ok_or_else(|| fail(exit::USAGE, format!("--user: no user named {user} (see /etc/passwd)")))?;
+        .ok_or_else(|| Error::config(format!("--user: no user named {user} (see /etc/passwd)")))?;
     let (foreign, linked) = chown_store(volume, uid, gid)
-        .map_err(|e| fail(exit::ERROR, format!("cannot hand the volume {} to {user}: {e}", volume.display())))?;
+        .map_err(|e| Error::failed(format!("cannot hand the volume {} to {user}: {e}", volume.display())))?;
     for skipped in foreign.into_iter().chain(linked) {
-        say!("wirevault: warning: {skipped} was left with its owner (not part of the store layout, or linked)");
+        notes.push(Note::warning(format!(
+            "{skipped} was left with its owner (not part of the store layout, or linked)"
+        )));
     }
     Ok(())
 }

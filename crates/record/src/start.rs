@@ -5,11 +5,10 @@
 //! 1 GiB); they take over by the packets' times (`wv_capture::handover`, DESIGN.md
 //! "Start-up"). AF_XDP, hardware stamps, files and the generator open everything first.
 
-use super::plan::{Plan, SourcePlan, Tuning};
-use super::run::{Live, Sources};
-use super::store;
-use crate::{exit, fail};
-use anyhow::Context;
+use crate::config::{RecorderConfig as Plan, Source as SourcePlan, Tuning};
+use crate::sources::{Live, Sources};
+use crate::store;
+use crate::{Error, Note, Result};
 use crossbeam_queue::ArrayQueue;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicBool;
@@ -62,7 +61,7 @@ const HANDOVER_AFTER_NS: u64 = 10_000_000;
 
 /// The full rings being made, and where they go once made.
 pub struct Opening {
-    pub opener: JoinHandle<anyhow::Result<Made>>,
+    pub opener: JoinHandle<Result<Made>>,
     to: HandTo,
     counter: Option<Arc<FilteredCounter>>,
     linktype: u32,
@@ -115,12 +114,7 @@ impl RingSet {
 
     /// One ring: of `blocks` ring blocks of `block_size` bytes, in the fanout group `fanout`
     /// if any, for the zero-copy path if `zero_copy`.
-    fn ring(
-        &self,
-        (block_size, blocks): (usize, usize),
-        fanout: Option<Fanout>,
-        zero_copy: bool,
-    ) -> anyhow::Result<Ring> {
+    fn ring(&self, (block_size, blocks): (usize, usize), fanout: Option<Fanout>, zero_copy: bool) -> Result<Ring> {
         let cfg = RingConfig {
             block_size,
             block_count: blocks,
@@ -130,15 +124,15 @@ impl RingSet {
             filter: self.prog.clone(),
         };
         let ring = if zero_copy { Ring::open_zero_copy(&self.ifname, &cfg) } else { Ring::open(&self.ifname, &cfg) };
-        let ring = ring.map_err(|e| fail(exit::ERROR, e.to_string()))?;
+        let ring = ring.map_err(|e| Error::failed(e.to_string()))?;
         if self.hw_stamps {
-            ring.request_hw_timestamps().map_err(|e| fail(exit::ERROR, e.to_string()))?;
+            ring.request_hw_timestamps().map_err(|e| Error::failed(e.to_string()))?;
         }
         Ok(ring)
     }
 
     /// The full rings, one per worker (a fanout group when there are several).
-    fn full(&self) -> anyhow::Result<Vec<Ring>> {
+    fn full(&self) -> Result<Vec<Ring>> {
         let group_id = (std::process::id() & 0xffff) as u16;
         let fanout = (self.workers > 1).then_some(Fanout { group_id, mode: FanoutMode::Hash });
         let shape = (self.tuning.ring_block_size, self.tuning.ring_blocks);
@@ -149,10 +143,10 @@ impl RingSet {
 /// The counter of the packets a live interface's filter rejects (see
 /// `wv_sys::afpacket::FilteredCounter`), opened before the rings so that it covers their life;
 /// stream 0 reads it.
-fn open_counter(live: &Live) -> anyhow::Result<Option<Arc<FilteredCounter>>> {
+fn open_counter(live: &Live) -> Result<Option<Arc<FilteredCounter>>> {
     match (live.filtered, live.prog.as_deref().and_then(wv_sys::bpf::invert)) {
         (true, Some(inv)) => {
-            Ok(Some(Arc::new(FilteredCounter::open(&live.ifname, &inv).map_err(|e| fail(exit::ERROR, e.to_string()))?)))
+            Ok(Some(Arc::new(FilteredCounter::open(&live.ifname, &inv).map_err(|e| Error::failed(e.to_string()))?)))
         }
         _ => Ok(None),
     }
@@ -165,13 +159,13 @@ pub fn go_live(
     live: Live,
     stamps: Stamps,
     shared: &Shared,
-    prefault: &super::prefault::Prefault,
+    prefault: &crate::prefault::Prefault,
     streams: &mut Vec<Stream>,
-) -> anyhow::Result<Opening> {
+) -> Result<Opening> {
     if p.zero_copy && live.linktype != wv_wire::linktype::ETHERNET {
         return Err(zero_copy_ethernet_only());
     }
-    let stamping = wv_sys::afpacket::receive_stamps().map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    let stamping = wv_sys::afpacket::receive_stamps().map_err(|e| Error::failed(e.to_string()))?;
     let counter = open_counter(&live)?;
     let set = RingSet::of(p, &live);
     // The small ring is the copy path's on the zero-copy path too: into an arena (as large as
@@ -206,7 +200,7 @@ fn opening(
     to: HandTo,
     (counter, linktype, stamps, stamping): (Option<Arc<FilteredCounter>>, u32, Stamps, OwnedFd),
     handed: Arc<AtomicBool>,
-) -> anyhow::Result<Opening> {
+) -> Result<Opening> {
     let opener = std::thread::Builder::new()
         .name("wv-rings".into())
         .spawn(move || {
@@ -216,23 +210,23 @@ fn opening(
                 return Ok(Made::Copy(rings));
             }
             let writers = rings.into_iter().map(|r| zc_writer(r, set.tuning.zc_inflight));
-            Ok(Made::ZeroCopy(writers.collect::<anyhow::Result<_>>()?))
+            Ok(Made::ZeroCopy(writers.collect::<Result<_>>()?))
         })
-        .context("cannot start the thread that makes the capture rings")?;
+        .map_err(|e| Error::failed(format!("cannot start the thread that makes the capture rings: {e}")))?;
     Ok(Opening { opener, to, counter, linktype, stamps, stamping, handed })
 }
 
 /// The full rings are made: stream 0 moves to its ring, the other streams start on theirs,
 /// from a moment just after now; then the privileges go (`--user`). Returns what keeps the
-/// kernel's receive stamps on.
+/// kernel's receive stamps on, and what the hand-over of the store to `--user` left alone.
 pub fn hand_over(
     p: &Plan,
     o: Opening,
     shared: &Shared,
-    prefault: &super::prefault::Prefault,
+    prefault: &crate::prefault::Prefault,
     streams: &mut Vec<Stream>,
-) -> anyhow::Result<OwnedFd> {
-    let made = o.opener.join().map_err(|_| fail(exit::ERROR, "the thread that makes the capture rings panicked"))??;
+) -> Result<(OwnedFd, Vec<Note>)> {
+    let made = o.opener.join().map_err(|_| Error::failed("the thread that makes the capture rings panicked"))??;
     // The small ring stops first: every full ring takes packets already, and the moment must
     // come after this (later work here, an arena faulted in, takes longer).
     let at = wv_capture::worker::now_ns() + HANDOVER_AFTER_NS;
@@ -268,19 +262,20 @@ pub fn hand_over(
             }
         }
     }
-    drop_privileges(p)?;
-    Ok(o.stamping)
+    let notes = drop_privileges(p)?;
+    Ok((o.stamping, notes))
 }
 
 /// Opens every source and starts every stream on it: the recordings that do not go live on
-/// a small ring first (AF_XDP, hardware stamps, files, the generator).
+/// a small ring first (AF_XDP, hardware stamps, files, the generator). Returns what the
+/// hand-over of the store to `--user` left alone.
 pub fn open_all(
     p: &Plan,
     sources: &mut Sources,
     shared: &Shared,
-    prefault: &super::prefault::Prefault,
+    prefault: &crate::prefault::Prefault,
     streams: &mut Vec<Stream>,
-) -> anyhow::Result<()> {
+) -> Result<Vec<Note>> {
     let nstreams = sources.streams(p);
     let mut arenas = Vec::new();
     if !p.zero_copy {
@@ -302,7 +297,7 @@ pub fn open_all(
             }
         } else {
             sources.list = match live.xdp.take() {
-                Some(filter) => super::run::open_xsks(p, live, filter, &mut sources.notes)?,
+                Some(filter) => crate::sources::open_xsks(p, live, filter, &mut sources.notes)?,
                 None => {
                     let rings = RingSet::of(p, &live).full()?;
                     let (linktype, snaplen) = (live.linktype, p.snaplen);
@@ -319,7 +314,7 @@ pub fn open_all(
         }
     }
     // Opening the rings needs the privileges; nothing after it does.
-    drop_privileges(p)?;
+    let notes = drop_privileges(p)?;
     for (id, zc) in zc_rings.into_iter().enumerate() {
         streams.push(start_zc_stream(p, id, zc, sources.stamps, shared)?);
     }
@@ -327,29 +322,31 @@ pub fn open_all(
         let is_file = sources.file_source == Some(id);
         streams.push(start_stream(p, id, Parts { src, is_file, arena, stamps: sources.stamps }, None, shared)?);
     }
-    Ok(())
+    Ok(notes)
 }
 
-fn zero_copy_ethernet_only() -> anyhow::Error {
-    fail(exit::USAGE, "--zero-copy stores Ethernet interfaces only; record this one without it".to_string())
+fn zero_copy_ethernet_only() -> Error {
+    Error::config("--zero-copy stores Ethernet interfaces only; record this one without it".to_string())
 }
 
 /// The zero-copy path's writes from `ring` (an io_uring with up to `inflight` of the ring's
 /// blocks in flight).
-fn zc_writer(ring: Ring, inflight: u32) -> anyhow::Result<BlockWriter> {
+fn zc_writer(ring: Ring, inflight: u32) -> Result<BlockWriter> {
     BlockWriter::new(ring, inflight)
-        .map_err(|e| fail(exit::ERROR, format!("cannot set up the zero-copy writes (io_uring): {e}")))
+        .map_err(|e| Error::failed(format!("cannot set up the zero-copy writes (io_uring): {e}")))
 }
 
-/// `--user`: the store (and its volumes) handed over, then the process switches to the user.
-fn drop_privileges(p: &Plan) -> anyhow::Result<()> {
+/// `--user`: the store (and its volumes) handed over, then the process switches to the user;
+/// what was left with its owner, as notes.
+fn drop_privileges(p: &Plan) -> Result<Vec<Note>> {
+    let mut notes = Vec::new();
     if let Some(u) = &p.user {
         for v in &p.volumes {
-            store::drop_privileges_of_volume(u, v)?;
+            store::drop_privileges_of_volume(u, v, &mut notes)?;
         }
-        store::drop_privileges(u, &p.store)?;
+        store::drop_privileges(u, &p.store, &mut notes)?;
     }
-    Ok(())
+    Ok(notes)
 }
 
 /// One stream's arena: its first blocks faulted in, the rest left to the prefault thread,
@@ -367,19 +364,19 @@ struct Arena {
 }
 
 /// Allocates a stream's arena (`--buffer` split between the workers) in blocks of
-/// `--block-size` and faults in its first [`Tuning::arena_first_blocks`]; the prefault thread
+/// `--block-size` and faults in its first [`Tuning::arena_first`] bytes; the prefault thread
 /// keeps it faulted in ahead of its use.
-fn alloc_arena(p: &Plan, prefault: &super::prefault::Prefault) -> anyhow::Result<Arena> {
+fn alloc_arena(p: &Plan, prefault: &crate::prefault::Prefault) -> Result<Arena> {
     let arena = p.stream.arena_per_worker;
-    let first = (p.tuning.arena_first_blocks * p.stream.block_size).min(arena);
+    let first = p.tuning.arena_first.max(2 * p.stream.block_size).min(arena);
     let (buf, rest) = AlignedBuf::new_partly(arena as usize, true, first as usize)
-        .map_err(|e| fail(exit::ERROR, format!("cannot allocate a {arena} byte arena ({e}); lower --buffer")))?;
+        .map_err(|e| Error::failed(format!("cannot allocate a {arena} byte arena ({e}); lower --buffer")))?;
     let hugetlb = buf.backing() == Backing::HugeTlb;
     let len = buf.len() as u64;
     let (prod, cons) = wv_sys::byte_ring::byte_ring_blocks(buf, p.stream.block_size);
     let faulted = rest.as_ref().map_or(len, |r| r.faulted() as u64);
     let (io, fixed) = writer::arena_writer(&cons, p.tuning.write_depth, (faulted / cons.block_size()) as u32)
-        .map_err(|e| fail(exit::ERROR, format!("cannot set up the writer's io_uring: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot set up the writer's io_uring: {e}")))?;
     let gauge: Gauge = cons.gauge();
     prefault.add(rest, gauge);
     Ok(Arena { prod, cons, hugetlb, io, fixed, faulted: faulted.min(arena) })
@@ -418,7 +415,7 @@ fn start_stream(
     parts: Parts,
     then: Option<(Receiver<ZcRing>, Arc<Window>, Arc<AtomicBool>)>,
     shared: &Shared,
-) -> anyhow::Result<Stream> {
+) -> Result<Stream> {
     let Parts { src, is_file, arena, stamps } = parts;
     let Arena { prod, cons, hugetlb, io, fixed, faulted } = arena;
     let queue = Arc::new(ArrayQueue::new(p.tuning.queue_segments));
@@ -428,7 +425,7 @@ fn start_stream(
     let writer = spawn_pinned(format!("wv-writer-{id}"), cpu(p, shared.streams + id), move || {
         writer::run::<wv_index::Builder>(cons, io, q2, wcfg, c2, s2)
     })
-    .context("cannot start a writer thread")?;
+    .map_err(|e| Error::failed(format!("cannot start a writer thread: {e}")))?;
     let mut sp = StreamProducer::new(
         prod,
         queue,
@@ -459,7 +456,7 @@ fn start_stream(
             }
             r
         })
-        .context("cannot start a capture thread")?;
+        .map_err(|e| Error::failed(format!("cannot start a capture thread: {e}")))?;
         return Ok(Stream {
             capture,
             writer: Some(writer),
@@ -489,7 +486,7 @@ fn start_stream(
         let f = w.finish().map_err(|e| wv_capture::CaptureError::Other(format!("writer: {e}")));
         r.and_then(|c| f.map(|()| c))
     })
-    .context("cannot start a capture thread")?;
+    .map_err(|e| Error::failed(format!("cannot start a capture thread: {e}")))?;
     Ok(Stream {
         capture,
         writer: None,
@@ -528,11 +525,11 @@ fn zc_config(
 
 /// Starts zero-copy stream `id`: one thread that takes the ring's blocks, rewrites them
 /// into pcapng and writes them (see `wv_capture::zerocopy`).
-fn start_zc_stream(p: &Plan, id: usize, mut src: ZcRing, stamps: Stamps, shared: &Shared) -> anyhow::Result<Stream> {
+fn start_zc_stream(p: &Plan, id: usize, mut src: ZcRing, stamps: Stamps, shared: &Shared) -> Result<Stream> {
     let writer_shared = Arc::new(WriterShared::default());
     let (wcfg, zc, catalog) = zc_config(p, id, stamps, shared)();
     let mut w = ZcWriter::<wv_index::Builder>::new(wcfg, zc, catalog, writer_shared.clone())
-        .with_context(|| format!("cannot start the writer of stream {id}"))?;
+        .map_err(|e| Error::failed(format!("cannot start the writer of stream {id}: {e}")))?;
     let counts = Arc::new(SharedCounts::default());
     let (stop2, sc2) = (shared.stop.clone(), counts.clone());
     let limits = limits(p, &shared.quota);
@@ -543,7 +540,7 @@ fn start_zc_stream(p: &Plan, id: usize, mut src: ZcRing, stamps: Stamps, shared:
         let f = w.finish().map_err(|e| wv_capture::CaptureError::Other(format!("writer: {e}")));
         r.and_then(|c| f.map(|()| c))
     })
-    .context("cannot start a capture thread")?;
+    .map_err(|e| Error::failed(format!("cannot start a capture thread: {e}")))?;
     Ok(Stream { capture, writer: None, counts, writer_shared, file_problems: None, arena: None })
 }
 
