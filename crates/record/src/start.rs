@@ -472,8 +472,10 @@ fn start_stream(
     let writer_shared2 = writer_shared.clone();
     let reduce_then = p.reduce;
     let capture = spawn_pinned(format!("wv-capture-{id}"), cpu(p, id), move || {
-        let first = wv_capture::worker::run(&mut warm, &mut sp, &stop2, &sc2, limits.clone(), reduce)?;
+        let first = wv_capture::worker::run(&mut warm, &mut sp, &stop2, &sc2, limits.clone(), reduce);
+        // The writer writes out what the small ring's stream holds first, whatever happened.
         let wrote = writer.join().unwrap_or_else(|_| Err(std::io::Error::other("the writer thread panicked")));
+        let first = first?;
         wrote.map_err(|e| wv_capture::CaptureError::Other(format!("writer: {e}")))?;
         // Stopped (a signal, -c) before the full ring took over: that is all.
         let Some(mut ring) = then.recv().ok().filter(|_| warm.handed_over()) else { return Ok(first) };
