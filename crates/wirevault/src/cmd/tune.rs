@@ -4,6 +4,7 @@
 //! `wv_tune`'s; this module parses flags, prints, and maps findings to the exit code. `record`
 //! prints the same warnings at start-up through [`startup_warnings`].
 
+use crate::log::Level;
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
 use wv_capture::args::{parse_percent, parse_size};
@@ -185,7 +186,27 @@ pub fn startup_warnings(inputs: &Inputs) {
             && (live || f.check.starts_with("store"));
         if wanted {
             let fix = f.fix.as_deref().map(|x| format!("; fix: {x}")).unwrap_or_default();
-            say!("wirevault: tune: {} {}: {}{fix}", f.state.as_str(), f.check, f.found);
+            message!(level(f.state), "tune: {} {}: {}{fix}", f.state.as_str(), f.check, f.found);
         }
+    }
+}
+
+/// The log level of a finding said at start-up: its state (`warn`, `bad`)
+/// is the line's word, and both are warnings, as recording goes on.
+fn level(state: State) -> Level {
+    match state {
+        State::Warn | State::Bad => Level::Warn,
+        State::Ok | State::Unknown => Level::Info,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warn_and_bad_findings_are_warnings() {
+        let got: Vec<Level> = [State::Ok, State::Unknown, State::Warn, State::Bad].into_iter().map(level).collect();
+        assert_eq!(got, [Level::Info, Level::Info, Level::Warn, Level::Warn]);
     }
 }
