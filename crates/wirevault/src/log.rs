@@ -22,6 +22,7 @@
 //! | `info!(...)`                    | info        | `wirevault: ...`          |
 //! | `note!(...)`                    | info        | `wirevault: note: ...`    |
 //! | `warn!(...)`                    | warn        | `wirevault: warning: ...` |
+//! | `error!(...)`                   | error       | `wirevault: error: ...`   |
 //! | `message!(LEVEL, ...)`          | LEVEL       | `wirevault: ...`          |
 //! | `say!(...)`, `log!(LEVEL, ...)` | info, LEVEL | the line as given         |
 //!
@@ -70,6 +71,12 @@ macro_rules! note {
 /// A warning: `wirevault: warning: ...`.
 macro_rules! warn {
     ($($arg:tt)*) => { log_line!(emit($crate::log::Level::Warn, "warning: "), $($arg)*) };
+}
+
+/// An error the command goes on after (the one that ends it is the
+/// `message!(Level::Error, ...)` before the exit): `wirevault: error: ...`.
+macro_rules! error {
+    ($($arg:tt)*) => { log_line!(emit($crate::log::Level::Error, "error: "), $($arg)*) };
 }
 
 /// A line given whole, at info level (a summary of several lines).
@@ -303,6 +310,7 @@ pub(crate) mod tests {
             info!("indexed {n} file(s)");
             note!("throughput is given per {n} s");
             warn!("{path} is on tmpfs");
+            error!("api: cannot listen");
             message!(Level::Warn, "{path}: not indexed: short");
             message!(Level::Error, "cannot open {path}");
         });
@@ -312,6 +320,7 @@ pub(crate) mod tests {
                 line(Level::Info, "wirevault: indexed 3 file(s)", "indexed 3 file(s)"),
                 line(Level::Info, "wirevault: note: throughput is given per 3 s", "throughput is given per 3 s"),
                 line(Level::Warn, "wirevault: warning: /s/a.pcap is on tmpfs", "/s/a.pcap is on tmpfs"),
+                line(Level::Error, "wirevault: error: api: cannot listen", "api: cannot listen"),
                 line(Level::Warn, "wirevault: /s/a.pcap: not indexed: short", "/s/a.pcap: not indexed: short"),
                 line(Level::Error, "wirevault: cannot open /s/a.pcap", "cannot open /s/a.pcap"),
             ]
