@@ -235,7 +235,7 @@ fn write(level: Level, text: &str, msg: &str, fields: &[(&str, serde_json::Value
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// What [`write`] puts on standard error: `text` (with the journal's
+/// What [`write()`] puts on standard error: `text` (with the journal's
 /// priority prefix), or in JSON `msg` and the fields.
 fn render(
     level: Level,
