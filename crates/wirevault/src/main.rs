@@ -6,8 +6,8 @@
 
 #![deny(unsafe_code)]
 
-// First: its macros (`info!`, `note!`, `warn!`, `message!`, `say!`) are
-// for every module after it.
+// First: its macros (`info!`, `note!`, `warn!`, `error!`, `message!`,
+// `say!`, `log!`) are for every module after it.
 #[macro_use]
 mod log;
 mod cmd;

@@ -162,7 +162,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 }
 
 /// A reader's warnings (`wv_query::Report::warnings`: a file damaged, missing,
-/// read in part), one line each in their own form, `wirevault: PATH: why`.
+/// read in part), one line each as the reader words them (`FILE: why`
+/// mostly), at warn level.
 pub(crate) fn say_warnings(warnings: &[String]) {
     for w in warnings {
         message!(Level::Warn, "{w}");
