@@ -66,13 +66,16 @@ impl Answer {
     /// Counts `code` and writes the request's log line.
     pub fn log(&self, code: u16, how: &str) {
         self.state.metrics.request(code);
-        (self.state.cfg.log)(&format!(
-            "api: {} \"{}\"{} {code} {how} {:.1} ms",
-            self.peer,
-            self.what,
-            self.note,
-            self.started.elapsed().as_secs_f64() * 1e3
-        ));
+        (self.state.cfg.log)(
+            crate::LogLevel::Info,
+            &format!(
+                "api: {} \"{}\"{} {code} {how} {:.1} ms",
+                self.peer,
+                self.what,
+                self.note,
+                self.started.elapsed().as_secs_f64() * 1e3
+            ),
+        );
     }
 
     /// The response, its body watched to its end (or counted at once when

@@ -162,12 +162,15 @@ pub(crate) async fn query(
         let r = export::export(st, &sel, ready_tx, body_tx, link.as_deref());
         st.metrics.query_done("query", started.elapsed());
         let packets = r.packets.map_or(String::new(), |n| format!("{n} packets, "));
-        (st.cfg.log)(&format!(
-            "api: query {what}: {}, {packets}{} bytes in {:.3} s",
-            r.outcome,
-            r.bytes,
-            started.elapsed().as_secs_f64()
-        ));
+        (st.cfg.log)(
+            crate::LogLevel::Info,
+            &format!(
+                "api: query {what}: {}, {packets}{} bytes in {:.3} s",
+                r.outcome,
+                r.bytes,
+                started.elapsed().as_secs_f64()
+            ),
+        );
     })?;
     drop(done);
     let head = ready_rx.await.map_err(|_| ApiError::Internal("the query thread ended without an answer".into()))??;

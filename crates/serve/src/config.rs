@@ -120,7 +120,7 @@ mod tests {
     use super::*;
 
     fn cfg(addr: &str) -> Config {
-        Config::new("/tmp/s".into(), addr.parse().unwrap(), std::sync::Arc::new(|_: &str| {}))
+        Config::new("/tmp/s".into(), addr.parse().unwrap(), std::sync::Arc::new(|_, _: &str| {}))
     }
 
     #[test]

@@ -221,14 +221,16 @@ pub(crate) async fn serve<I>(
         Some(Err(e)) => {
             if let Some((code, why)) = automatic_answer(&e) {
                 state.metrics.request(code);
-                (state.cfg.log)(&format!("api: {peer} \"-\" {code} {why}"));
+                (state.cfg.log)(crate::LogLevel::Info, &format!("api: {peer} \"-\" {code} {why}"));
             }
         }
         None => {
             // Dropped first: an answer cut by it logs itself as given up.
             drop(conn);
             if !link.told.load(Relaxed) {
-                (state.cfg.log)(&format!(
+                (state.cfg.log)(
+                    crate::LogLevel::Info,
+                    &format!(
                     "api: {peer} given up: the client took no data for {} s (--send-timeout) with part of an answer unsent; the connection is reset",
                     limit.as_secs()
                 ));

@@ -165,7 +165,7 @@ pub(crate) fn spawn<T: Send + 'static>(
         .spawn(move || {
             let _permit = permit;
             if let Err(e) = wv_sys::cpu::lower_current_thread(st.cfg.query_nice, 7) {
-                (st.cfg.log)(&format!("api: warning: cannot lower a query thread's priority: {e}"));
+                (st.cfg.log)(crate::LogLevel::Warning, &format!("api: cannot lower a query thread's priority: {e}"));
             }
             let _ = tx.send(work(&st));
         })

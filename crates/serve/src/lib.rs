@@ -88,5 +88,21 @@ impl Board {
 /// `STORE/stats.json` holds, so the three views agree).
 pub use wv_record::{RecordingStats as Recording, State as RecordingState, StreamStats as Counters};
 
-/// Writes one log line (the binary's logger: standard error, journald).
-pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
+/// Writes one log line of a level (the binary's logger: standard error,
+/// journald). The text is the server's sentence, `api: ...`, without the
+/// program's name or a word for its level: the logger adds what its format
+/// wants.
+pub type LogFn = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
+
+/// How much a log line matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    /// The request log, and what the server does (listening, refusing a
+    /// client over its connection limit).
+    Info,
+    /// Something does not work as configured, and the server goes on: a
+    /// query thread keeps its priority, accepting failed.
+    Warning,
+    /// The server cannot go on: it stopped listening.
+    Error,
+}

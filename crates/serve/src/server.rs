@@ -8,7 +8,7 @@
 use crate::auth::{Peer, Tokens};
 use crate::metrics::ApiMetrics;
 use crate::store_view::StoreView;
-use crate::{Board, Config};
+use crate::{Board, Config, LogLevel};
 use axum::extract::{Request, State as Ax};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -184,20 +184,23 @@ impl Server {
                 runtime.block_on(async move {
                     match tokio::net::TcpListener::from_std(listener) {
                         Ok(l) => accept_loop(l, st, acceptor, rx).await,
-                        Err(e) => (st.cfg.log)(&format!("api: cannot listen: {e}")),
+                        Err(e) => (st.cfg.log)(LogLevel::Error, &format!("api: cannot listen: {e}")),
                     }
                 });
                 runtime.shutdown_timeout(Duration::from_secs(1));
             })
             .map_err(ServeError::Runtime)?;
         let s = Server { addr, state, tls, shutdown: Some(tx), thread: Some(thread) };
-        (s.state.cfg.log)(&format!(
-            "api: serving {} on {}://{}/ ({})",
-            s.state.cfg.store.display(),
-            s.state.cfg.scheme(),
-            addr,
-            s.auth_summary()
-        ));
+        (s.state.cfg.log)(
+            LogLevel::Info,
+            &format!(
+                "api: serving {} on {}://{}/ ({})",
+                s.state.cfg.store.display(),
+                s.state.cfg.scheme(),
+                addr,
+                s.auth_summary()
+            ),
+        );
         Ok(s)
     }
 
@@ -457,7 +460,7 @@ async fn accept_loop(
                 Ok(x) => x,
                 Err(e) => {
                     // Out of descriptors and the like: wait, do not spin.
-                    (state.cfg.log)(&format!("api: accept failed: {e}"));
+                    (state.cfg.log)(LogLevel::Warning, &format!("api: accept failed: {e}"));
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -490,8 +493,8 @@ async fn accept_loop(
                         peer.cert = s.get_ref().1.peer_certificates().and_then(|c| c.first()).map(crate::tls::subject);
                         crate::conn::serve(TokioIo::new(s), link, app, peer, state, Some(retire)).await
                     }
-                    Ok(Err(e)) => (state.cfg.log)(&format!("api: {addr} TLS handshake refused: {e}")),
-                    Err(_) => (state.cfg.log)(&format!("api: {addr} TLS handshake timed out")),
+                    Ok(Err(e)) => (state.cfg.log)(LogLevel::Info, &format!("api: {addr} TLS handshake refused: {e}")),
+                    Err(_) => (state.cfg.log)(LogLevel::Info, &format!("api: {addr} TLS handshake timed out")),
                 },
             }
         });
@@ -523,15 +526,20 @@ impl Refusals {
         self.summarize(log);
         self.said = Some(Instant::now());
         let how = if plain { "refused (503)" } else { "closed before the TLS handshake" };
-        log(&format!(
-            "api: {ip} holds {MAX_PER_ADDRESS} connections already: more from it are {how} until it closes some"
-        ));
+        log(
+            LogLevel::Info,
+            &format!(
+                "api: {ip} holds {MAX_PER_ADDRESS} connections already: more from it are {how} until it closes some"
+            ),
+        );
     }
 
     /// Says the refusals not said yet.
     fn summarize(&mut self, log: &crate::LogFn) {
         if self.unsaid > 0 {
-            log(&format!(
+            log(
+                LogLevel::Info,
+                &format!(
                 "api: {} more connection(s) refused since: their client addresses held {MAX_PER_ADDRESS} connections each",
                 self.unsaid
             ));
@@ -629,7 +637,7 @@ mod tests {
     fn every_refusal_is_counted_and_a_burst_said_in_two_lines() {
         let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let l = lines.clone();
-        let log: crate::LogFn = Arc::new(move |s: &str| l.lock().unwrap().push(s.to_string()));
+        let log: crate::LogFn = Arc::new(move |_, s: &str| l.lock().unwrap().push(s.to_string()));
         let metrics = ApiMetrics::new();
         let mut r = Refusals::default();
         let ip: std::net::IpAddr = [127, 0, 0, 1].into();

@@ -6,35 +6,11 @@
 
 #![deny(unsafe_code)]
 
-/// `eprintln!` that never panics: a closed or broken standard error (a
-/// recorder started with `2>&-`, or whose log reader went away) must not turn
-/// a clean stop into a panic after the files are safe. What cannot be
-/// written is dropped.
-///
-/// It is a log line: it goes through [`log`] (level from its wording:
-/// `wirevault: warning:` is a warning, `wirevault: error:` an error, the
-/// rest info; `--log-level`, `--log-format`, journald prefixes).
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let line = format!($($arg)*);
-        $crate::log::emit($crate::log::level_of(&line), &line, &[]);
-    }};
-}
-
-/// A log line of the given [`log::Level`], with optional JSON fields:
-/// `log!(Level::Warn, "wirevault: warning: {x}")` or
-/// `log!(Level::Info, ["key" => value], "wirevault: {x}")`.
-macro_rules! log {
-    ($level:expr, [$($k:literal => $v:expr),* $(,)?], $($arg:tt)*) => {{
-        $crate::log::emit($level, &format!($($arg)*), &[$(($k, serde_json::json!($v))),*]);
-    }};
-    ($level:expr, $($arg:tt)*) => {{
-        $crate::log::emit($level, &format!($($arg)*), &[]);
-    }};
-}
-
-mod cmd;
+// First: its macros (`info!`, `note!`, `warn!`, `error!`, `message!`,
+// `say!`, `log!`) are for every module after it.
+#[macro_use]
 mod log;
+mod cmd;
 mod notify;
 
 use clap::Subcommand;
@@ -165,7 +141,7 @@ fn main() -> ExitCode {
     let cli = match cmd::config::parse_cli() {
         Ok(c) => c,
         Err(e) => {
-            log!(log::Level::Error, "wirevault: {e}");
+            message!(log::Level::Error, "{e}");
             // A config file that cannot be read is 1, what it says 2 (`cmd::config`).
             return ExitCode::from(e.downcast_ref::<Exit>().map_or(exit::USAGE, |x| x.code));
         }
@@ -198,7 +174,7 @@ fn main() -> ExitCode {
                 msg.push_str(": ");
                 msg.push_str(&cause.to_string());
             }
-            log!(log::Level::Error, "wirevault: {msg}");
+            message!(log::Level::Error, "{msg}");
             ExitCode::from(code)
         }
     }

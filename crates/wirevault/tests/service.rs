@@ -371,6 +371,23 @@ fn bad_reload_keeps_settings_and_sighup_without_config_stops() {
     assert!(final_counters(&store2).written > 100);
 }
 
+/// What `cmd` writes on standard error, through the file `err`, which it
+/// is told is the journal (`JOURNAL_STREAM`) if `journal`. It must exit 0.
+fn stderr_of(mut cmd: Command, err: &Path, journal: bool) -> String {
+    cmd.stderr(fs::File::create(err).unwrap());
+    if journal {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(err).unwrap();
+        cmd.env("JOURNAL_STREAM", format!("{}:{}", m.dev(), m.ino()));
+    } else {
+        cmd.env_remove("JOURNAL_STREAM");
+    }
+    let st = cmd.status().unwrap();
+    let text = fs::read_to_string(err).unwrap();
+    assert_eq!(st.code(), Some(0), "{}: {text}", err.display());
+    text
+}
+
 /// --log-format json: every line of standard error is a JSON object with
 /// ts, level, msg and fields; --log-level warn hides info lines; with
 /// JOURNAL_STREAM naming standard error, text lines carry `<N>` prefixes.
@@ -378,22 +395,10 @@ fn bad_reload_keeps_settings_and_sighup_without_config_stops() {
 fn log_lines_for_journald_and_shippers() {
     let tmp = TempDir::new("svc-logs");
     let run = |name: &str, args: &[&str], journal: bool| -> String {
-        let err = tmp.join(format!("{name}.err"));
-        let f = fs::File::create(&err).unwrap();
         let mut cmd = wirevault();
         cmd.args(["record", "-o"]).arg(tmp.join(name)).args(["--buffer", "16M", "--synthetic", "count=100", "-q"]);
-        cmd.args(args).stdin(Stdio::null()).stderr(f);
-        if journal {
-            use std::os::unix::fs::MetadataExt;
-            let m = fs::metadata(&err).unwrap();
-            cmd.env("JOURNAL_STREAM", format!("{}:{}", m.dev(), m.ino()));
-        } else {
-            cmd.env_remove("JOURNAL_STREAM");
-        }
-        let st = cmd.status().unwrap();
-        let text = fs::read_to_string(&err).unwrap();
-        assert_eq!(st.code(), Some(0), "{name}: {text}");
-        text
+        cmd.args(args).stdin(Stdio::null());
+        stderr_of(cmd, &tmp.join(format!("{name}.err")), journal)
     };
     let json = run("json", &["--log-format", "json"], false);
     let mut infos = 0;
@@ -426,6 +431,55 @@ fn log_lines_for_journald_and_shippers() {
         .unwrap();
     assert!(st.success());
     assert!(fs::read_to_string(&err).unwrap().starts_with("wirevault: "));
+}
+
+/// The macro that writes a line sets its level, whatever the words say: a
+/// reader's warning keeps its form (`wirevault: FILE: why`) and is a
+/// warning, a note (`wirevault: note: ...`) is info; in JSON `msg` is the
+/// sentence alone, and the journal gets `<4>` and `<6>`. The file is cut in
+/// its last record, as tcpdump says too.
+#[test]
+fn a_warning_and_a_note_carry_their_levels() {
+    if !need_tools("a_warning_and_a_note_carry_their_levels", &["tcpdump"]) {
+        return;
+    }
+    let tmp = TempDir::new("svc-levels");
+    let cut = tmp.join("cut.pcap");
+    write_pcap(&cut, 1, 65535, true, &test_frames(20, 1_700_000_000_000_000_000));
+    let len = fs::metadata(&cut).unwrap().len();
+    fs::OpenOptions::new().write(true).open(&cut).unwrap().set_len(len - 10).unwrap();
+    let peer = Command::new("tcpdump").arg("-nr").arg(&cut).output().unwrap();
+    assert!(String::from_utf8_lossy(&peer.stderr).contains("truncated dump file"), "{peer:?}");
+    let file = cut.to_str().unwrap();
+    let run = |name: &str, log: &[&str], journal: bool| -> Vec<String> {
+        let mut cmd = wirevault();
+        cmd.args(log).args(["analyze", file, "--step", "1ns", "--max-intervals", "10"]).stdout(Stdio::null());
+        stderr_of(cmd, &tmp.join(format!("{name}.err")), journal).lines().map(String::from).collect()
+    };
+    let warning = format!("{file}: truncated record at offset ");
+    let note = "throughput is given per ";
+    let text = run("text", &[], false);
+    assert!(text.iter().any(|l| l.starts_with(&format!("wirevault: {warning}"))), "{text:?}");
+    assert!(text.iter().any(|l| l.starts_with(&format!("wirevault: note: {note}"))), "{text:?}");
+    let journal = run("journal", &[], true);
+    assert!(journal.iter().any(|l| l.starts_with(&format!("<4>wirevault: {warning}"))), "{journal:?}");
+    assert!(journal.iter().any(|l| l.starts_with(&format!("<6>wirevault: note: {note}"))), "{journal:?}");
+    let json: Vec<Value> = run("json", &["--log-format", "json"], false)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let level_of = |start: &str| -> Vec<&str> {
+        json.iter()
+            .filter(|v| v["msg"].as_str().unwrap().starts_with(start))
+            .map(|v| v["level"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(level_of(&warning), ["warn"], "{json:?}");
+    assert_eq!(level_of(note), ["info"], "{json:?}");
+    assert_eq!(json.len(), 2, "{json:?}");
+    // At --log-level warn the note goes, the warning stays.
+    let quiet = run("quiet", &["--log-level", "warn"], false);
+    assert!(quiet.len() == 1 && quiet[0].starts_with(&format!("wirevault: {warning}")), "{quiet:?}");
 }
 
 /// The messages a notify socket received, read by a thread as they come

@@ -5,6 +5,7 @@
 //! The mechanisms live in `wv_analyze`; this file parses, validates, wires.
 
 use crate::cmd::query::{prepare_error, Selection};
+use crate::log::Level;
 use crate::{exit, fail};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -146,14 +147,12 @@ fn each(q: wv_query::Query, mut f: impl FnMut(u64, u32, u32, &[u8])) -> anyhow::
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    for w in &report.warnings {
-        say!("wirevault: {w}");
-    }
+    super::query::say_warnings(&report.warnings);
     if let (0, Some(why)) = (n, &outside) {
-        say!("wirevault: no packet matched: {why}");
+        info!("no packet matched: {why}");
     }
     if report.part_files > 0 {
-        say!("wirevault: {} file(s) being written or left by a crash are not included", report.part_files);
+        info!("{} file(s) being written or left by a crash are not included", report.part_files);
     }
     Ok(report.damaged + report.on_unusable_volume)
 }
@@ -195,8 +194,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 args.max_intervals
             ));
         }
-        say!(
-            "wirevault: throughput is given per {} instead of --step {}: {}",
+        note!(
+            "throughput is given per {} instead of --step {}: {}",
             wv_analyze::report::duration_text(t.step_ns),
             args.step,
             why.join(", and ")
@@ -207,7 +206,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             .map_err(|e| fail(exit::ERROR, format!("cannot create the --plot directory {}: {e}", dir.display())))?;
         let files = wv_analyze::plot::write_all(&report, dir).map_err(|e| fail(exit::ERROR, e.to_string()))?;
         for f in files {
-            say!("wirevault: wrote {}", f.display());
+            info!("wrote {}", f.display());
         }
     }
     // Straight to standard output through a buffer: the JSON of a big
@@ -219,7 +218,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         out.write_all(wv_analyze::report::table(&report, args.top).as_bytes())
     };
     let ok = if args.strict && damaged > 0 {
-        say!("wirevault: --strict: {damaged} damaged or missing file(s)");
+        message!(Level::Error, "--strict: {damaged} damaged or missing file(s)");
         exit::ERROR
     } else {
         exit::OK

@@ -309,12 +309,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     };
     let memory = wv_sys::fs::memory_fs(&p.cfg.dir).ok().flatten();
     if let Some(kind) = memory {
-        say!(
-            "wirevault: warning: {dir} is on {kind}, in memory: these figures are the speed of RAM, not of a disk; give a directory on the volume the store will use"
+        warn!(
+            "{dir} is on {kind}, in memory: these figures are the speed of RAM, not of a disk; give a directory on the volume the store will use"
         );
     }
     if p.cfg.mode == Mode::Direct && !out.direct {
-        say!("wirevault: {dir} refused O_DIRECT (tmpfs, some FUSE/ZFS setups): measured buffered io_uring writes, as record would use there");
+        note!("{dir} refused O_DIRECT (tmpfs, some FUSE/ZFS setups): measured buffered io_uring writes, as record would use there");
     }
     let report = Report::new(&p, &out);
     if let Some(path) = &p.plot {

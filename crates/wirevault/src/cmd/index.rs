@@ -1,5 +1,6 @@
 //! `wirevault index PATH`: build index files for existing captures.
 
+use crate::log::Level;
 use crate::{exit, fail};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -53,18 +54,23 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Err(e) => return Err(fail(exit::ERROR, e.to_string())),
     };
     for (p, why) in &report.rebuilt {
-        say!("wirevault: {}: indexing again: {why}", p.display());
+        info!("{}: indexing again: {why}", p.display());
     }
     for f in &report.indexed {
         if let Some(why) = &f.truncated {
-            say!("wirevault: {}: indexed the {} packets before: {why}", f.index_path.display(), f.summary.packets);
+            message!(
+                Level::Warn,
+                "{}: indexed the {} packets before: {why}",
+                f.index_path.display(),
+                f.summary.packets
+            );
         }
     }
     for (p, why) in &report.failed {
-        say!("wirevault: {}: not indexed: {why}", p.display());
+        message!(Level::Warn, "{}: not indexed: {why}", p.display());
     }
     for f in &report.gone {
-        say!("wirevault: {f}: no longer in {}; left out of its catalog", path.display());
+        info!("{f}: no longer in {}; left out of its catalog", path.display());
     }
     let packets: u64 = report.indexed.iter().map(|f| f.summary.packets).sum();
     let idx_bytes: u64 = report.indexed.iter().map(|f| f.summary.index_bytes).sum();
@@ -76,8 +82,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     } else {
         format!(" for {cap_bytes} capture bytes without a packet")
     };
-    say!(
-        "wirevault: indexed {} file(s), {packets} packets; index {idx_bytes} bytes{share}{}{}",
+    info!(
+        "indexed {} file(s), {packets} packets; index {idx_bytes} bytes{share}{}{}",
         report.indexed.len(),
         if report.already > 0 { format!("; {} already indexed", report.already) } else { String::new() },
         report.catalog.as_ref().map_or(String::new(), |c| format!("; wrote {}", c.display())),

@@ -200,16 +200,14 @@ fn from_row(
         }
         other => fail(exit::ERROR, other.to_string()),
     })?;
-    for w in &report.warnings {
-        say!("wirevault: {w}");
-    }
+    super::query::say_warnings(&report.warnings);
     if dist.packets == 0 {
         let range = if from_ns.is_some() || to_ns.is_some() { " in the time range given" } else { "" };
         return Err(usage(format!("{} holds no packets{range}: nothing to plan from", path.display())));
     }
     if !dist.other_linktypes.is_empty() {
-        say!(
-            "wirevault: {}: link type(s) {:?} are not Ethernet; their lengths were taken as Ethernet frames",
+        note!(
+            "{}: link type(s) {:?} are not Ethernet; their lengths were taken as Ethernet frames",
             path.display(),
             dist.other_linktypes
         );

@@ -1,6 +1,7 @@
 //! `wirevault query STORE [--from T] [--to T] [EXPRESSION...]`: select
 //! packets by time and tcpdump filter; write nanosecond pcap.
 
+use crate::log::Level;
 use crate::{exit, fail};
 use std::io::{IsTerminal, Write};
 use std::os::unix::fs::FileTypeExt;
@@ -119,27 +120,23 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Err(e) if e.is_broken_pipe() => return Ok(exit::OK),
         Err(e) => return Err(fail(exit::ERROR, e.to_string())),
     };
-    for w in &report.warnings {
-        say!("wirevault: {w}");
-    }
+    say_warnings(&report.warnings);
     if let (0, Some(why)) = (report.matched, &outside) {
-        say!("wirevault: no packet matched: {why}");
+        info!("no packet matched: {why}");
     }
     if report.part_files > 0 && report.recording {
-        say!(
-            "wirevault: {} file(s) still being written are not included (the store is being recorded)",
-            report.part_files
-        );
+        info!("{} file(s) still being written are not included (the store is being recorded)", report.part_files);
     } else if report.part_files > 0 {
-        say!(
-            "wirevault: {} partial file(s) left by a crash are not included; run `wirevault repair {}` to keep their packets",
+        message!(
+            Level::Warn,
+            "{} partial file(s) left by a crash are not included; run `wirevault repair {}` to keep their packets",
             report.part_files,
             args.sel.store.display()
         );
     }
     if args.stats {
-        say!(
-            "wirevault: {} matched; files: {} in catalog, {} skipped by time, {} via index, {} scanned; blocks read {} of {}",
+        info!(
+            "{} matched; files: {} in catalog, {} skipped by time, {} via index, {} scanned; blocks read {} of {}",
             report.matched,
             report.files,
             report.files_skipped_by_time,
@@ -158,10 +155,19 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     if args.strict && report.damaged + report.on_unusable_volume > 0 {
-        say!("wirevault: --strict: {} damaged or missing file(s)", report.damaged + report.on_unusable_volume);
+        message!(Level::Error, "--strict: {} damaged or missing file(s)", report.damaged + report.on_unusable_volume);
         return Ok(exit::ERROR);
     }
     Ok(exit::OK)
+}
+
+/// A reader's warnings (`wv_query::Report::warnings`: a file damaged, missing,
+/// read in part), one line each as the reader words them (`FILE: why`
+/// mostly), at warn level.
+pub(crate) fn say_warnings(warnings: &[String]) {
+    for w in warnings {
+        message!(Level::Warn, "{w}");
+    }
 }
 
 /// The exit code of a failed `wv_query::prepare`: a filter that does not

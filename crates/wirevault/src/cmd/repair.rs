@@ -1,6 +1,7 @@
 //! `wirevault repair STORE`: make a store consistent after a crash (the same
 //! check `record` runs when it starts).
 
+use crate::log::Level;
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
 use wv_store::recover::RepairReport;
@@ -16,12 +17,12 @@ pub struct Args {
 pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
     if rep.is_clean() {
         if !quiet_if_clean {
-            say!("wirevault: {} is consistent; nothing to repair", store.display());
+            info!("{} is consistent; nothing to repair", store.display());
         }
         return;
     }
-    say!(
-        "wirevault: repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), corrected {} entr(ies) whose file changed size, removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s), {} duplicate catalog entr(ies) and {} entr(ies) with paths outside the store layout",
+    info!(
+        "repaired {}: recovered {} partial file(s) with {} packets (cut {} incomplete bytes), deleted {} empty partial file(s), cataloged {} file(s), corrected {} entr(ies) whose file changed size, removed {} stale catalog entr(ies), rebuilt {} index(es), dropped {} damaged catalog line(s), {} duplicate catalog entr(ies) and {} entr(ies) with paths outside the store layout",
         store.display(),
         rep.recovered_files,
         rep.recovered_packets,
@@ -36,10 +37,11 @@ pub fn print_report(rep: &RepairReport, store: &Path, quiet_if_clean: bool) {
         rep.rejected_entries
     );
     for n in &rep.notes {
-        say!("wirevault: {n}");
+        info!("{n}");
     }
+    // What could not be mended: the exit code says so too.
     for p in &rep.problems {
-        say!("wirevault: {p}");
+        message!(Level::Warn, "{p}");
     }
 }
 

@@ -9,6 +9,7 @@
 //! `wirevault query` selects for the same arguments; files are sent one
 //! after the other, in the order given, as tcpreplay does.
 
+use crate::log::Level;
 use crate::{exit, fail};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -333,9 +334,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     if let Some(k) = kept.as_ref().filter(|_| laps_done > 1) {
-        log!(
-            crate::log::Level::Debug,
-            "wirevault: the first loop's {} packets ({} bytes) were kept in memory; the later loops sent them from there",
+        message!(
+            Level::Debug,
+            "the first loop's {} packets ({} bytes) were kept in memory; the later loops sent them from there",
             k.packets,
             k.bytes.len()
         );
@@ -350,9 +351,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    for w in &warnings {
-        say!("wirevault: {w}");
-    }
+    super::query::say_warnings(&warnings);
     let stopped = match &fatal {
         Some(wv_replay::ReplayError::Stopped) => Some("signal".to_string()),
         Some(e) => Some(e.to_string()),
@@ -361,15 +360,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     report(&args, &summary, laps_done, stopped);
     let wrong = summary.failures.get(&wv_replay::Cause::LinkType.name()).copied().unwrap_or(0);
     if wrong > 0 {
-        say!("wirevault: {}", not_sent_for_linktype(wrong, &other_linktypes, &args.interface, own_linktype));
+        message!(Level::Warn, "{}", not_sent_for_linktype(wrong, &other_linktypes, &args.interface, own_linktype));
     }
     if summary.sent + summary.failed == 0 && fatal.is_none() {
-        say!("wirevault: the selection is empty: no packet of the sources is in the time range and passes the filter");
+        info!("the selection is empty: no packet of the sources is in the time range and passes the filter");
     }
     match fatal {
-        Some(wv_replay::ReplayError::Stopped) => say!("wirevault: replay stopped by a signal"),
+        Some(wv_replay::ReplayError::Stopped) => info!("replay stopped by a signal"),
         Some(e) => {
-            say!("wirevault: {e}");
+            message!(Level::Error, "{e}");
             return Ok(exit::ERROR);
         }
         None => {}
@@ -471,7 +470,7 @@ fn report(args: &Args, s: &Summary, laps_done: u64, stopped: Option<String>) {
         println!("{v}");
     }
     let mut line = format!(
-        "wirevault: replay on {}: {} sent ({} bytes) in {secs:.3} s ({:.0} pps, {:.1} Mbit/s), {} failed",
+        "replay on {}: {} sent ({} bytes) in {secs:.3} s ({:.0} pps, {:.1} Mbit/s), {} failed",
         args.interface,
         s.sent,
         s.bytes,
@@ -496,5 +495,5 @@ fn report(args: &Args, s: &Summary, laps_done: u64, stopped: Option<String>) {
     if s.retries > 0 {
         line.push_str(&format!(", {} retried sends (driver full)", s.retries));
     }
-    say!("{line}");
+    info!("{line}");
 }

@@ -65,11 +65,7 @@ impl Listen {
         let max_bytes = wv_capture::args::parse_size(&self.max_bytes).ok_or_else(|| {
             fail(exit::USAGE, format!("--max-bytes {}: give a size such as 512M or 16G", self.max_bytes))
         })?;
-        let mut cfg = wv_serve::Config::new(
-            store.to_path_buf(),
-            listen,
-            std::sync::Arc::new(|line: &str| say!("wirevault: {line}")),
-        );
+        let mut cfg = wv_serve::Config::new(store.to_path_buf(), listen, std::sync::Arc::new(server_log));
         cfg.tls = self.tls_cert.clone().zip(self.tls_key.clone()).map(|(cert, key)| wv_serve::TlsFiles {
             cert,
             key,
@@ -84,6 +80,17 @@ impl Listen {
         cfg.query_nice = self.query_nice;
         cfg.check().map_err(|e| fail(exit::USAGE, e.to_string()))?;
         Ok(Some(cfg))
+    }
+}
+
+/// The server's log lines, `wirevault: api: ...`, each at its level and
+/// with its word (`wirevault: warning: api: ...`, as `record`'s reload
+/// failure).
+fn server_log(level: wv_serve::LogLevel, line: &str) {
+    match level {
+        wv_serve::LogLevel::Info => info!("{line}"),
+        wv_serve::LogLevel::Warning => warn!("{line}"),
+        wv_serve::LogLevel::Error => error!("{line}"),
     }
 }
 
@@ -189,11 +196,35 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
         std::thread::sleep(std::time::Duration::from_millis(100));
         if hup.swap(false, Ordering::Relaxed) {
             match server.reload() {
-                Ok(what) => say!("wirevault: api: {what}"),
-                Err(e) => say!("wirevault: api: reload failed, the previous settings stay: {e}"),
+                Ok(what) => info!("api: {what}"),
+                Err(e) => warn!("api: reload failed, the previous settings stay: {e}"),
             }
         }
     }
     server.stop();
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::Level;
+
+    #[test]
+    fn server_lines_keep_their_level_and_say_it() {
+        let got = crate::log::tests::lines_of(|| {
+            server_log(wv_serve::LogLevel::Info, "api: serving s");
+            server_log(wv_serve::LogLevel::Warning, "api: accept failed: x");
+            server_log(wv_serve::LogLevel::Error, "api: cannot listen: x");
+        });
+        let got: Vec<(Level, &str)> = got.iter().map(|l| (l.0, l.1.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (Level::Info, "wirevault: api: serving s"),
+                (Level::Warn, "wirevault: warning: api: accept failed: x"),
+                (Level::Error, "wirevault: error: api: cannot listen: x"),
+            ]
+        );
+    }
 }

@@ -53,9 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     for (path, is_store, p) in prepared {
         let (streams, report) =
             wv_query::stamps::per_stream(p).map_err(|e| fail(exit::ERROR, format!("{}: {e}", path.display())))?;
-        for w in &report.warnings {
-            say!("wirevault: {w}");
-        }
+        super::query::say_warnings(&report.warnings);
         damaged |= report.damaged + report.on_unusable_volume > 0;
         let sources = if is_store { stamp_sources(&path) } else { Default::default() };
         inputs.push(json!({

@@ -4,6 +4,7 @@
 //! `wv_tune`'s; this module parses flags, prints, and maps findings to the exit code. `record`
 //! prints the same warnings at start-up through [`startup_warnings`].
 
+use crate::log::Level;
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
 use wv_capture::args::{parse_percent, parse_size};
@@ -173,9 +174,10 @@ fn print_human(facts: &wv_tune::Facts, findings: &[Finding]) {
 }
 
 /// `record`'s start-up warnings: the warn and bad findings for its interface (none for file and
-/// synthetic sources) and its store, one line each, to print on standard error. `hugepages` is
-/// left out: record says what its arena got once it is allocated.
-pub fn startup_warnings(inputs: &Inputs) -> Vec<String> {
+/// synthetic sources) and its store, one line each with its level, to print (`message!`) on
+/// standard error. `hugepages` is left out: record says what its arena got once it is
+/// allocated.
+pub fn startup_warnings(inputs: &Inputs) -> Vec<(Level, String)> {
     let live = inputs.interface.is_some();
     let Ok(facts) = wv_tune::gather(inputs) else { return Vec::new() };
     let mut lines = Vec::new();
@@ -186,8 +188,28 @@ pub fn startup_warnings(inputs: &Inputs) -> Vec<String> {
             && (live || f.check.starts_with("store"));
         if wanted {
             let fix = f.fix.as_deref().map(|x| format!("; fix: {x}")).unwrap_or_default();
-            lines.push(format!("wirevault: tune: {} {}: {}{fix}", f.state.as_str(), f.check, f.found));
+            lines.push((level(f.state), format!("tune: {} {}: {}{fix}", f.state.as_str(), f.check, f.found)));
         }
     }
     lines
+}
+
+/// The log level of a finding said at start-up: its state (`warn`, `bad`)
+/// is the line's word, and both are warnings, as recording goes on.
+fn level(state: State) -> Level {
+    match state {
+        State::Warn | State::Bad => Level::Warn,
+        State::Ok | State::Unknown => Level::Info,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warn_and_bad_findings_are_warnings() {
+        let got: Vec<Level> = [State::Ok, State::Unknown, State::Warn, State::Bad].into_iter().map(level).collect();
+        assert_eq!(got, [Level::Info, Level::Info, Level::Warn, Level::Warn]);
+    }
 }

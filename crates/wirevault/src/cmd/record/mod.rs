@@ -42,7 +42,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     })?;
     let Plan { config, output, notes } = plan::plan(&a)?;
     for n in &notes {
-        say!("{n}");
+        warn!("{n}");
     }
     let store = config.store.clone();
     // The host's tuning findings (NUMA, interrupts, offloads, the store's volume) are gathered
@@ -82,15 +82,15 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let mut rec = prepared.start().map_err(recording_failed)?;
     // Capture runs: said once (as tcpdump's "listening on"), and to the service manager.
     if let (false, Some((interface, workers))) = (output.quiet, &live) {
-        say!("wirevault: capturing on {interface}: {workers} worker(s), store {}", store.display());
+        info!("capturing on {interface}: {workers} worker(s), store {}", store.display());
     }
     let mut notifier = crate::notify::Notifier::from_env();
     if let Some(n) = &notifier {
         let what = rec.snapshot().sources.join(", ");
         n.ready(&format!("recording {what} into {}", store.display()));
     }
-    for line in tune.and_then(|t| t.join().ok()).unwrap_or_default() {
-        say!("{line}");
+    for (level, line) in tune.and_then(|t| t.join().ok()).unwrap_or_default() {
+        message!(level, "{line}");
     }
     board.set_pressure(Arc::new(rec.arena_pressure()));
     status_loop(&mut rec, &board, (&hup, &mut reloader, &server), &mut notifier, &output)?;
@@ -105,7 +105,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     if output.json {
         out_line(&serde_json::to_string(&summary.stats).unwrap_or_default());
     }
-    say!("wirevault: {}", summary.line);
+    info!("{}", summary.line);
     say_notes(summary.notes);
     match summary.failure {
         None => Ok(exit::OK),
@@ -130,8 +130,8 @@ fn status_loop(
                 r.reload();
             } else if let Some(s) = server {
                 match s.reload() {
-                    Ok(what) => say!("wirevault: api: {what}"),
-                    Err(e) => say!("wirevault: warning: api: reload failed, the previous settings stay: {e}"),
+                    Ok(what) => info!("api: {what}"),
+                    Err(e) => warn!("api: reload failed, the previous settings stay: {e}"),
                 }
             }
         }
@@ -175,10 +175,10 @@ fn out_line(line: &str) {
 fn say_notes(notes: Vec<Note>) {
     for n in notes {
         match n.level {
-            Level::Error => say!("wirevault: error: {}", n.text),
-            Level::Warning => say!("wirevault: warning: {}", n.text),
-            Level::Note => say!("wirevault: note: {}", n.text),
-            Level::Info => say!("wirevault: {}", n.text),
+            Level::Error => error!("{}", n.text),
+            Level::Warning => warn!("{}", n.text),
+            Level::Note => note!("{}", n.text),
+            Level::Info => info!("{}", n.text),
         }
     }
 }

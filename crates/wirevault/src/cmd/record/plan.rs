@@ -215,7 +215,7 @@ pub fn cpus_available(c: &str) -> anyhow::Result<Vec<usize>> {
 pub struct Plan {
     pub config: RecorderConfig,
     pub output: OutputPlan,
-    /// Warnings about the plan to print once at start.
+    /// Warnings about the plan to print once at start (sentences without a prefix).
     pub notes: Vec<String>,
 }
 
@@ -544,7 +544,7 @@ fn disk_bench_buffer(store: &Path) -> anyhow::Result<Option<Result<u64, String>>
     let measured = v["dir"].as_str().map(|d| store.join(d));
     let ignored = |why: String| {
         Ok(Some(Err(format!(
-            "wirevault: warning: {} {why}: its buffer is not used, the default is; run disk-bench on the store's volume for {DISK_BENCH_MIN_S} s or more, or give --buffer",
+            "{} {why}: its buffer is not used, the default is; run disk-bench on the store's volume for {DISK_BENCH_MIN_S} s or more, or give --buffer",
             path.display()
         ))))
     };

@@ -14,7 +14,7 @@
 
 use super::args::Args;
 use crate::cmd::config::{self, Loaded};
-use crate::log::{self, Level};
+use crate::log;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,11 +69,7 @@ impl Reloader {
             Err(e) => {
                 let e = e.to_string();
                 let first = e.lines().next().unwrap_or_default().trim_start_matches("error: ");
-                log!(
-                    Level::Error,
-                    ["file" => shown],
-                    "wirevault: error: {shown} not reloaded, the running settings stay: {first}"
-                );
+                error!(["file" => shown], "{shown} not reloaded, the running settings stay: {first}");
                 return;
             }
         };
@@ -106,27 +102,25 @@ impl Reloader {
             match h(&a) {
                 Ok(Some(what)) => done.push(what),
                 Ok(None) => {}
-                Err(why) => log!(Level::Error, ["file" => shown], "wirevault: error: {shown}: {why}"),
+                Err(why) => error!(["file" => shown], "{shown}: {why}"),
             }
         }
         if !fixed.is_empty() {
-            log!(
-                Level::Warn,
+            warn!(
                 ["file" => shown, "keys" => fixed],
-                "wirevault: warning: {shown}: {} changed, which takes effect at the next start only; capture goes on unchanged",
+                "{shown}: {} changed, which takes effect at the next start only; capture goes on unchanged",
                 fixed.join(", ")
             );
         }
         if !overridden.is_empty() {
-            log!(
-                Level::Warn,
+            warn!(
                 ["file" => shown, "keys" => overridden],
-                "wirevault: warning: {shown}: {} changed, but the command line gives them, and it wins",
+                "{shown}: {} changed, but the command line gives them, and it wins",
                 overridden.join(", ")
             );
         }
         let what = if done.is_empty() { "nothing changed".to_string() } else { done.join("; ") };
-        log!(Level::Info, ["file" => shown, "changed" => done], "wirevault: reloaded {shown}: {what}");
+        info!(["file" => shown, "changed" => done], "reloaded {shown}: {what}");
         self.loaded = loaded;
     }
 }
