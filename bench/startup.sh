@@ -141,7 +141,7 @@ for round in $(seq "$ROUNDS"); do
     pid=$(launch "$tool" "$out")
     sleep 4
     stop "$pid"
-    kill "$SENDER" 2>/dev/null; wait "$SENDER" 2>/dev/null; SENDER=""
+    kill "$SENDER" 2>/dev/null; wait "$SENDER" 2>/dev/null || true; SENDER=""
     first=$(first_stored "$out")
     after=NA
     [ -n "$first" ] && after=$(calc "($first - $t0) / 1e9" .3f)
