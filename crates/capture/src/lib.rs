@@ -11,7 +11,6 @@ pub mod afpacket;
 pub mod args;
 pub mod counters;
 pub mod file;
-pub mod filter;
 pub mod handover;
 pub mod reduce;
 pub mod synthetic;

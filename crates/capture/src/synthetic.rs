@@ -16,10 +16,10 @@
 //! once at start-up, and writes only a frame's 42 header bytes and its
 //! sequence number into its slot.
 
-use crate::filter::Filter;
 use crate::worker::BATCH as DELIVERY_BATCH;
 use crate::{CaptureError, Delivery, Frame, Poll, Source};
 use std::time::{Duration, Instant};
+use wv_filter::Filter;
 use wv_wire::views::ones_sum;
 
 /// The classic simple IMIX, as captured lengths (no FCS).
