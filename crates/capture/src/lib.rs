@@ -8,7 +8,6 @@
 #![deny(unsafe_code)]
 
 pub mod afpacket;
-pub mod args;
 pub mod counters;
 pub mod file;
 pub mod handover;

@@ -13,10 +13,10 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use wv_capture::args::parse_size;
 use wv_diskbench::runner::{self, Config, Mode, Outcome};
 use wv_diskbench::stats::{self, Summary};
 use wv_diskbench::{buffer, plot, BenchError};
+use wv_units::{format_bytes as human_bytes, parse_size};
 
 /// The paper's method: 100 files of 2 GB.
 const FILES: u32 = 100;
@@ -97,9 +97,7 @@ fn usage(msg: String) -> anyhow::Error {
 
 fn plan(a: Args) -> anyhow::Result<Plan> {
     let size = |what: &str, s: &str| {
-        parse_size(s)
-            .filter(|&v| v < 1 << 60)
-            .ok_or_else(|| usage(format!("{what} \"{s}\" is not a size like 512M or 2G")))
+        parse_size(s).filter(|&v| v < 1 << 60).ok_or_else(|| usage(wv_units::size_error(what, s)))
     };
     let files = a.files.unwrap_or(if a.quick { QUICK_FILES } else { FILES });
     if !(2..=1_000_000).contains(&files) {
@@ -537,22 +535,6 @@ impl Report {
             t += &format!("  kept {}\n", k.display());
         }
         let _ = std::io::stdout().lock().write_all(t.as_bytes());
-    }
-}
-
-/// Bytes as a binary size with one unit (`2.00 GiB`).
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", UNITS[i])
     }
 }
 

@@ -136,11 +136,7 @@ fn validate(args: &Args) -> anyhow::Result<Plan> {
     };
     let disk = match &args.disk {
         None => None,
-        Some(s) => Some(
-            wv_capture::args::parse_size(s)
-                .filter(|&b| b > 0)
-                .ok_or_else(|| usage(format!("--disk \"{s}\" is not a size: write e.g. 8T, 500G or 4TB")))?,
-        ),
+        Some(s) => Some(super::size_arg("--disk", s, false)?),
     };
     let bench = match &args.bench {
         None => None,
@@ -301,20 +297,9 @@ fn gbps(bps: f64) -> String {
     format!("{:.3}", bps / 1e9)
 }
 
-/// Bytes in binary units (the units --disk and record --buffer take).
+/// Bytes in binary units (the units --disk and record --buffer take): the one formatter.
 fn bytes(b: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut x = b;
-    let mut i = 0;
-    while x >= 1024.0 && i + 1 < units.len() {
-        x /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{x:.0} B")
-    } else {
-        format!("{x:.2} {}", units[i])
-    }
+    wv_units::format_bytes(b.round() as u64)
 }
 
 /// A duration in the largest unit that keeps it readable.

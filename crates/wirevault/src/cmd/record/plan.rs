@@ -7,12 +7,12 @@ use super::args::Args;
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wv_capture::args::{parse_cpu_list, parse_percent, parse_size};
 use wv_capture::synthetic;
 pub use wv_record::{
     min_budget, Layout as StreamPlan, RecorderConfig, Reductions as ReducePlan, Source as SourcePlan, Stamping, Tuning,
 };
 use wv_store::catalog::Budget;
+use wv_units::{parse_cpu_list, parse_percent, parse_size};
 
 /// Defaults of the flags of `record` (clap shows them in `--help`).
 pub mod defaults {
@@ -288,7 +288,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         }
     }
     let size = |what: &str, s: &str| match parse_size(s) {
-        None => Err(usage(format!("{what} \"{s}\" is not a size like 4M or 1G"))),
+        None => Err(usage(wv_units::size_error(what, s))),
         Some(v) if v >= MAX_SIZE => Err(usage(format!("{what} {s} is out of range (sizes go up to 1023P)"))),
         Some(v) => Ok(v),
     };
@@ -353,7 +353,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         None if a.zero_copy => (per + defaults::ring_size(a.workers)).clamp(8 << 20, defaults::RING_MAX),
         None => defaults::ring_size(a.workers),
         Some(r) => {
-            let v = parse_size(r).ok_or_else(|| usage(format!("--ring-size \"{r}\" is not a size like 64M or 1G")))?;
+            let v = parse_size(r).ok_or_else(|| usage(wv_units::size_error("--ring-size", r)))?;
             if !(8 << 20..=4 << 30).contains(&v) {
                 return Err(usage(format!("--ring-size must be between 8M and 4G per worker, not {r}")));
             }
@@ -369,10 +369,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         }
     };
     let ring_blocks = (ring_size / ring_block).max(2) as usize;
-    let dur = |what: &str, s: &str| {
-        synthetic::parse_duration(s)
-            .ok_or_else(|| usage(format!("{what} \"{s}\" is not a duration like 30s, 5m or 1h")))
-    };
+    let dur = crate::cmd::duration_arg;
     let file_time_ns = match &a.file_time {
         Some(t) => {
             let d = dur("--file-time", t)?;
