@@ -9,17 +9,17 @@ use wv_wire::bpf::{self, Insn};
 fuzz_target!(|data: &[u8]| {
     let s = String::from_utf8_lossy(data);
     let _ = wv_capture::synthetic::parse_spec(&s);
-    let _ = wv_capture::synthetic::parse_count(&s);
-    let _ = wv_capture::synthetic::parse_duration(&s);
+    let _ = wv_units::parse_count(&s);
+    let _ = wv_units::parse_duration(&s);
     for line in s.lines() {
         let _ = wv_capture::synthetic::parse_spec(line);
-        let _ = wv_capture::synthetic::parse_count(line);
-        let _ = wv_capture::synthetic::parse_duration(line);
-        let _ = wv_capture::args::parse_size(line);
-        let _ = wv_capture::args::parse_percent(line);
-        if let Some(cpus) = wv_capture::args::parse_cpu_list(line) {
-            assert!(cpus.len() <= wv_capture::args::MAX_CPUS + 1);
-            assert!(cpus.iter().all(|&c| c < wv_capture::args::MAX_CPUS));
+        let _ = wv_units::parse_count(line);
+        let _ = wv_units::parse_duration(line);
+        let _ = wv_units::parse_size(line);
+        let _ = wv_units::parse_percent(line);
+        if let Some(cpus) = wv_units::parse_cpu_list(line) {
+            assert!(cpus.len() <= wv_units::MAX_CPUS + 1);
+            assert!(cpus.iter().all(|&c| c < wv_units::MAX_CPUS));
         }
         let _ = Insn::parse(line);
     }

@@ -15,6 +15,7 @@ use crate::{Config, Count, Seen};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use wv_wire::dissect::{Dissection, Flow};
+use wv_wire::names::{ethertype_name, protocol_name};
 
 /// Lower bounds of the size buckets (tshark's packet length tree).
 pub const SIZE_BUCKETS: [u32; 10] = [0, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120];
@@ -75,49 +76,6 @@ pub struct MixReport {
     pub sizes: Vec<SizeBucket>,
     pub min_size: u32,
     pub max_size: u32,
-}
-
-/// A name for an EtherType.
-pub fn ethertype_name(t: u16) -> &'static str {
-    match t {
-        0x0800 => "IPv4",
-        0x0806 => "ARP",
-        0x8035 => "RARP",
-        0x86dd => "IPv6",
-        0x8847 => "MPLS",
-        0x8848 => "MPLS multicast",
-        0x8100 => "802.1Q",
-        0x88a8 => "802.1ad",
-        0x88cc => "LLDP",
-        0x8863 | 0x8864 => "PPPoE",
-        0x888e => "EAPOL",
-        0x88f7 => "PTP",
-        0x9000 => "loopback",
-        0 => "none (802.3 LLC or unknown)",
-        _ => "",
-    }
-}
-
-/// A name for an IP protocol number.
-pub fn protocol_name(p: u8) -> &'static str {
-    match p {
-        1 => "ICMP",
-        2 => "IGMP",
-        4 => "IPv4-in-IP",
-        6 => "TCP",
-        17 => "UDP",
-        41 => "IPv6-in-IP",
-        47 => "GRE",
-        50 => "ESP",
-        51 => "AH",
-        58 => "ICMPv6",
-        59 => "no next header",
-        89 => "OSPF",
-        103 => "PIM",
-        112 => "VRRP",
-        132 => "SCTP",
-        _ => "",
-    }
 }
 
 fn rows<K: Copy + Serialize>(m: impl IntoIterator<Item = (K, Count)>, name: impl Fn(K) -> String) -> Vec<Row<K>> {

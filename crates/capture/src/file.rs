@@ -14,13 +14,13 @@
 //! the wait, so that Ctrl-C stops a recording whose writer is slow, or has
 //! not come yet.
 
-use crate::filter::{self, Filter};
 use crate::{CaptureError, Delivery, Poll, Source};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use wv_filter::{self as filter, Filter};
 use wv_wire::reader::Reader;
 
 const BATCH: usize = 512;

@@ -8,10 +8,8 @@
 #![deny(unsafe_code)]
 
 pub mod afpacket;
-pub mod args;
 pub mod counters;
 pub mod file;
-pub mod filter;
 pub mod handover;
 pub mod reduce;
 pub mod synthetic;

@@ -16,10 +16,11 @@
 //! once at start-up, and writes only a frame's 42 header bytes and its
 //! sequence number into its slot.
 
-use crate::filter::Filter;
 use crate::worker::BATCH as DELIVERY_BATCH;
 use crate::{CaptureError, Delivery, Frame, Poll, Source};
 use std::time::{Duration, Instant};
+use wv_filter::Filter;
+use wv_units::{duration_error, parse_count, parse_duration};
 use wv_wire::views::ones_sum;
 
 /// The classic simple IMIX, as captured lengths (no FCS).
@@ -67,10 +68,11 @@ pub fn parse_spec(s: &str) -> Result<Spec, String> {
                     })?)
             }
             "duration" => {
-                spec.duration =
-                    Some(parse_duration(v).filter(|d| !d.is_zero()).ok_or_else(|| {
-                        format!("synthetic duration \"{v}\" is not a duration above 0 like 10s or 500ms")
-                    })?)
+                let d = parse_duration(v).map_err(|e| duration_error("synthetic duration", v, &e))?;
+                if d.is_zero() {
+                    return Err("synthetic duration must be longer than 0".into());
+                }
+                spec.duration = Some(d)
             }
             "rate" => {
                 let l = v.to_ascii_lowercase();
@@ -105,44 +107,6 @@ pub fn parse_spec(s: &str) -> Result<Spec, String> {
     }
     Ok(spec)
 }
-
-/// `1000`, `10k`, `1M`, `2G`.
-pub fn parse_count(s: &str) -> Option<u64> {
-    let (num, mul) = match s.chars().last()? {
-        'k' | 'K' => (&s[..s.len() - 1], 1_000),
-        'm' | 'M' => (&s[..s.len() - 1], 1_000_000),
-        'g' | 'G' => (&s[..s.len() - 1], 1_000_000_000),
-        _ => (s, 1),
-    };
-    let f: f64 = num.parse().ok()?;
-    let n = f * mul as f64;
-    // 2^64 and above (or infinite) would saturate: no such count.
-    (f >= 0.0 && n < 18_446_744_073_709_551_616.0).then_some(n as u64)
-}
-
-/// `10s`, `500ms`, `2m`, `1h`, `1.5s`, `1000ns`, bare seconds: one number
-/// and one unit of [`DURATION_UNITS`].
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "ns" => v / 1e9,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        "d" => v * 86400.0,
-        _ => return None,
-    };
-    // try_: seconds beyond Duration's range (e.g. 1e20 days) would panic.
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::try_from_secs_f64(secs).ok()).flatten()
-}
-
-/// The units [`parse_duration`] takes, for messages.
-pub const DURATION_UNITS: &str = "ns, us, ms, s, m, h or d";
 
 /// The generator.
 pub struct Synthetic {
@@ -364,6 +328,11 @@ impl Source for Synthetic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The grammar of every duration option (`wv_units`), as these checks read it.
+    fn parse_duration(s: &str) -> Option<Duration> {
+        wv_units::parse_duration(s).ok()
+    }
 
     #[test]
     fn spec_parsing() {

@@ -11,13 +11,13 @@
 //! clock of the read. After a small batch the worker sleeps a little
 //! (at most 1 ms, less for a small ring) so that the next poll reads many frames at once instead
 //! of one system call per few frames: the stamps keep each frame's own time. The capture
-//! filter runs here, in user space ([`crate::filter::Filter`], libpcap's program), and counts
+//! filter runs here, in user space ([`wv_filter::Filter`], libpcap's program), and counts
 //! what it rejects as filtered.
 
-use crate::filter::Filter;
 use crate::worker::now_ns;
 use crate::{CaptureError, Delivery, KernelCounts, Poll, Source};
 use std::sync::Arc;
+use wv_filter::Filter;
 use wv_sys::afpacket::tx::monotonic_ns;
 use wv_sys::xdp::{XdpProgram, XskSocket};
 

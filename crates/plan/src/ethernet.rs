@@ -78,48 +78,6 @@ pub fn line_rate_pps(link_bps: f64, frame: u64) -> f64 {
     link_bps / 8.0 / wire_len(frame) as f64
 }
 
-/// Parses a link rate into bits per second: `10g`, `10gbps`, `10Gb/s`,
-/// `10Gbit/s`, `10GbE`, `2.5g`, `100m`, `100Mbps`, `1t`, or plain bits per
-/// second (`10000000000`). Prefixes are decimal (k = 10^3 .. t = 10^12). A
-/// capital `B` (bytes) is refused: a link rate is in bits.
-pub fn parse_link_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let bad =
-        || format!("link rate \"{s}\" is not a rate: write it in bits per second, e.g. 10gbps, 10Gb/s, 25g or 100GbE");
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let unit = unit.trim();
-    // A bare number could be bits, bytes or the Gbit/s of a link's name: `disk-bench --rate`
-    // refuses it too.
-    if unit.is_empty() {
-        return Err(format!(
-            "link rate \"{s}\" has no unit: give bits per second, e.g. 10gbps, 10Gbit/s, 25g or 40GbE (a link rate is not in bytes)"
-        ));
-    }
-    let lower = unit.to_ascii_lowercase();
-    if unit.contains('B') && !unit.ends_with("bE") && !unit.ends_with("BE") && !lower.contains("bit") {
-        return Err(format!(
-            "link rate \"{s}\" is in bytes (capital B); a link rate is in bits per second: write e.g. 10gbps or 10Gb/s"
-        ));
-    }
-    let (mul, rest) = match lower.chars().next() {
-        Some('k') => (1e3, &lower[1..]),
-        Some('m') => (1e6, &lower[1..]),
-        Some('g') => (1e9, &lower[1..]),
-        Some('t') => (1e12, &lower[1..]),
-        _ => (1.0, lower.as_str()),
-    };
-    if !matches!(rest, "" | "b" | "bps" | "b/s" | "bit" | "bit/s" | "bits/s" | "bitps" | "be") {
-        return Err(bad());
-    }
-    let bps = v * mul;
-    if !(bps.is_finite() && bps >= 1.0) {
-        return Err(format!("link rate \"{s}\" must be at least 1 bit per second"));
-    }
-    Ok(bps)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,32 +121,5 @@ mod tests {
         assert_eq!(SizeConvention::WithFcs.frame_len(18), Some(14));
         assert_eq!(SizeConvention::WithoutFcs.frame_len(13), None);
         assert_eq!(SizeConvention::WithoutFcs.frame_len(65_536), None);
-    }
-
-    #[test]
-    fn link_rates_as_written() {
-        for (s, bps) in [
-            ("10g", 10e9),
-            ("10gbps", 10e9),
-            ("10Gb/s", 10e9),
-            ("10Gbit/s", 10e9),
-            ("10GbE", 10e9),
-            ("10GBE", 10e9),
-            ("2.5g", 2.5e9),
-            ("100m", 100e6),
-            ("100Mbps", 100e6),
-            ("40G", 40e9),
-            ("1t", 1e12),
-            ("1000000000bps", 1e9),
-            ("9.95gbps", 9.95e9),
-            ("10 GBit/s", 10e9),
-        ] {
-            assert_eq!(parse_link_rate(s), Ok(bps), "{s}");
-        }
-        for s in ["", "fast", "10x", "10GB/s", "10 MB", "0", "0g", "-1g", "1e3", "g", "10", "1000000000"] {
-            assert!(parse_link_rate(s).is_err(), "{s}");
-        }
-        assert!(parse_link_rate("10GB/s").unwrap_err().contains("bytes"));
-        assert!(parse_link_rate("10").unwrap_err().contains("has no unit"));
     }
 }

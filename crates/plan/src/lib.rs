@@ -22,6 +22,6 @@ pub mod formats;
 pub mod mix;
 
 pub use capacity::{Rates, Storage};
-pub use ethernet::{parse_link_rate, SizeConvention};
+pub use ethernet::SizeConvention;
 pub use formats::StoreFormat;
 pub use mix::{Class, Distribution, Mix};

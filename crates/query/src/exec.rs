@@ -421,11 +421,10 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
                 if n > 0 {
                     catalog_warnings.push(format!(
                         "the filter '{}' cannot be applied to link type {lt} ({message}): its packets ({n} file(s)) are left out",
-                        wv_capture::filter::shown(&query.expr)
+                        wv_filter::shown(&query.expr)
                     ));
                 }
-                refused
-                    .get_or_insert(QueryError::BadExpression { expr: wv_capture::filter::shown(&query.expr), message });
+                refused.get_or_insert(QueryError::BadExpression { expr: wv_filter::shown(&query.expr), message });
                 filters.insert(lt, ExactFilter::nothing());
             }
         }
@@ -451,12 +450,11 @@ pub fn prepare(query: Query) -> Result<Prepared, QueryError> {
 }
 
 /// Whether the capture file at `path` is written in the other byte order
-/// than this machine's (see [`wv_capture::filter::swapped_header`]).
+/// than this machine's (see [`wv_filter::swapped_header`]).
 fn file_is_swapped(path: &Path) -> bool {
     use std::io::Read;
     let mut head = Vec::with_capacity(12);
-    File::open(path).and_then(|f| f.take(12).read_to_end(&mut head)).is_ok()
-        && wv_capture::filter::swapped_header(&head)
+    File::open(path).and_then(|f| f.take(12).read_to_end(&mut head)).is_ok() && wv_filter::swapped_header(&head)
 }
 
 /// A single capture file as a one-entry store (its index beside it, if any).

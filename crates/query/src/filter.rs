@@ -4,7 +4,7 @@
 //! (`wv_wire::bpf`, libpcap's semantics), so `len`, `less` and `greater` see
 //! the original length, as they do in tcpdump.
 
-use wv_capture::filter::{self, Filter};
+use wv_filter::{self as filter, Filter};
 
 /// An expression compiled for one link type.
 pub struct ExactFilter {

@@ -1,8 +1,8 @@
 //! Times a user gives `--from`/`--to`: RFC 3339 (`2026-11-22T10:15:00.5Z`,
 //! `2026-11-22 10:15:00+01:00`, a date alone means its midnight UTC),
 //! epoch seconds with an optional fraction (`1763806500.123456789`), or a
-//! time relative to now (`now`, `10m ago`, `2h ago`, `1.5d ago`; units
-//! `ns us ms s m h d w`).
+//! time relative to now (`now`, `10m ago`, `2h ago`, `1.5d ago`: a duration
+//! in the grammar of every duration option, [`wv_units::DURATION_FORMS`], then `ago`).
 
 /// A time that could not be understood, or one outside what a store can
 /// hold (1970 to 2554: nanoseconds since the epoch in a u64); the message is
@@ -65,10 +65,14 @@ pub fn parse_time(s: &str, now_ns: u64) -> Result<u64, TimeError> {
         return Ok(now_ns);
     }
     if let Some(rest) = t.strip_suffix("ago") {
-        let d = match parse_duration(rest.trim()) {
-            Some(Some(d)) => d,
-            Some(None) => return Err(range("the duration is longer than the time since 1970")),
-            None => return Err(err("the relative time is not a number and a unit")),
+        let d = match wv_units::parse_duration(rest.trim()) {
+            Ok(d) => d.as_nanos() as u64,
+            Err(wv_units::DurationError::TooLong) => {
+                return Err(range("the duration is longer than the time since 1970"))
+            }
+            Err(wv_units::DurationError::Form) => {
+                return Err(err(&format!("the relative time is not a duration ({})", wv_units::DURATION_FORMS)))
+            }
         };
         return now_ns.checked_sub(d).ok_or_else(|| range(BEFORE_1970));
     }
@@ -124,31 +128,6 @@ fn parse_frac(f: &str) -> Option<u64> {
         ns = ns * 10 + f.as_bytes().get(i).map_or(0, |b| u64::from(b - b'0'));
     }
     Some(ns)
-}
-
-/// `10m`, `1.5h`, `30 s`, `250ms` → nanoseconds; `Some(None)` if longer
-/// than a u64 of nanoseconds holds.
-fn parse_duration(s: &str) -> Option<Option<u64>> {
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (num, unit) = s.split_at(split);
-    let unit = unit.trim();
-    let mult: f64 = match unit {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1e9,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60e9,
-        "h" | "hour" | "hours" => 3600e9,
-        "d" | "day" | "days" => 86400e9,
-        "w" | "week" | "weeks" => 7.0 * 86400e9,
-        _ => return None,
-    };
-    let n: f64 = num.parse().ok()?;
-    let v = n * mult;
-    if !v.is_finite() || v < 0.0 {
-        return None;
-    }
-    Some((v < 1.8e19).then_some(v as u64))
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).

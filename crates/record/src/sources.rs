@@ -7,10 +7,10 @@ use crate::{Error, Result};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use wv_capture::file::FileSource;
-use wv_capture::filter::{self, Filter};
 use wv_capture::synthetic::Synthetic;
 use wv_capture::xdp::XdpSource;
 use wv_capture::Source;
+use wv_filter::{self as filter, Filter};
 use wv_store::catalog::Stamps;
 
 /// The sources of a recording, opened (a live interface: checked, its rings

@@ -2,8 +2,8 @@
 //! multiple of it, a fixed packet or bit rate, or as fast as possible.
 //!
 //! * [`pacing`] turns each packet's timestamp (or its place in the sequence
-//!   and its length) into a target time on the monotonic clock, and parses
-//!   rates such as `5gbps`.
+//!   and its length) into a target time on the monotonic clock (a rate
+//!   such as `5gbps` is parsed by `wv_units`, as every option's rate).
 //! * [`send`] is the loop: it waits for each target (sleep with an absolute
 //!   deadline, then spin for the last microseconds), batches the packets
 //!   that are due together into one `sendmmsg`, and counts.
@@ -22,6 +22,6 @@ pub mod route;
 pub mod send;
 pub mod stats;
 
-pub use pacing::{parse_rate, Pacing, RateError, Schedule};
+pub use pacing::{Pacing, Schedule};
 pub use send::{frame_limit, Config, ReplayError, Replayer, Transmit};
 pub use stats::{Cause, Lateness, Stats, Summary};

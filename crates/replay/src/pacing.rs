@@ -100,74 +100,9 @@ fn scale(x: f64, by: f64) -> u64 {
     }
 }
 
-/// Why a rate string was refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("invalid rate '{given}': give bits per second from 1 bps to 10 Tbit/s, with an optional unit, such as 5gbps, 5Gb/s, 100mbps, 800kbps or 64000bps")]
-pub struct RateError {
-    pub given: String,
-}
-
-/// The highest rate accepted: 10 Tbit/s (anything above is a typo).
-const MAX_RATE: f64 = 1e13;
-
-/// Parses a bit rate: a number (decimals allowed) and an optional unit,
-/// case-insensitive: `bps`/`bit`/`bit/s`/`b/s`, `kbps`/`kbit`, `mbps`/`mbit`,
-/// `gbps`/`gbit`, `tbps`/`tbit` (powers of 1000), or the bare prefix (`5g`). A bare number is bits per
-/// second. Returns bits per second.
-pub fn parse_rate(s: &str) -> Result<f64, RateError> {
-    let err = || RateError { given: s.to_owned() };
-    let t = s.trim().to_ascii_lowercase();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() || num.starts_with('.') && num.len() == 1 {
-        return Err(err());
-    }
-    let v: f64 = num.parse().map_err(|_| err())?;
-    let unit = unit.trim();
-    let base = unit
-        .strip_suffix("bit/s")
-        .or_else(|| unit.strip_suffix("b/s"))
-        .or_else(|| unit.strip_suffix("bps"))
-        .or_else(|| unit.strip_suffix("bit"))
-        // A bare prefix (`5g`), as `plan --link` takes it.
-        .or_else(|| matches!(unit, "k" | "m" | "g" | "t").then_some(unit));
-    let mult = match base {
-        Some("") => 1e0,
-        Some("k") => 1e3,
-        Some("m") => 1e6,
-        Some("g") => 1e9,
-        Some("t") => 1e12,
-        None if unit.is_empty() => 1e0,
-        _ => return Err(err()),
-    };
-    let r = v * mult;
-    if !r.is_finite() || !(1.0..=MAX_RATE).contains(&r) {
-        return Err(err());
-    }
-    Ok(r)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rates_parse() {
-        assert_eq!(parse_rate("5gbps"), Ok(5e9));
-        assert_eq!(parse_rate("5Gbps"), Ok(5e9));
-        assert_eq!(parse_rate("1.5gbit"), Ok(1.5e9));
-        assert_eq!(parse_rate("100mbps"), Ok(1e8));
-        assert_eq!(parse_rate("800kbit/s"), Ok(8e5));
-        assert_eq!(parse_rate("64000"), Ok(64000.0));
-        assert_eq!(parse_rate("64000bps"), Ok(64000.0));
-        for bad in ["", "gbps", "5 gigs", "-5gbps", "0", "0.1bps", "5xbps", "1e3", ".", "99tbps", "5gbpss", "nan"] {
-            assert!(parse_rate(bad).is_err(), "{bad:?} accepted");
-        }
-        assert!(parse_rate("5gigs").unwrap_err().to_string().starts_with("invalid rate '5gigs': give bits per second"));
-        assert_eq!(parse_rate("5Gb/s"), Ok(5e9));
-        assert_eq!(parse_rate("5g"), Ok(5e9));
-        assert_eq!(parse_rate("100M"), Ok(1e8));
-    }
 
     #[test]
     fn recorded_targets_follow_gaps_over_speed() {

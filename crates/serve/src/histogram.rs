@@ -180,16 +180,12 @@ pub(crate) fn histogram(state: &State, sel: &Selection, step_ns: Option<u64>) ->
     Ok(h)
 }
 
-/// The step parameter: a duration (`1s`, `500ms`, `5m`) above zero.
+/// The step parameter: a duration (`1s`, `500ms`, `5m`; the grammar of
+/// every duration option, [`wv_units::parse_duration`]) above zero.
 pub(crate) fn parse_step(s: &str) -> Result<u64, ApiError> {
-    wv_capture::synthetic::parse_duration(s)
-        // Past u64 nanoseconds (584 years) a step cannot be said exactly.
-        .and_then(|d| u64::try_from(d.as_nanos()).ok())
-        .filter(|n| *n > 0)
-        .ok_or_else(|| {
-            ApiError::BadRequest(format!(
-                "step {s:?}: give a duration above 0, one number and one unit ({}), such as 1s, 100ms or 5m",
-                wv_capture::synthetic::DURATION_UNITS
-            ))
-        })
+    let d = wv_units::parse_duration(s).map_err(|e| ApiError::BadRequest(wv_units::duration_error("step", s, &e)))?;
+    match d.as_nanos() as u64 {
+        0 => Err(ApiError::BadRequest("step must be longer than 0".into())),
+        n => Ok(n),
+    }
 }

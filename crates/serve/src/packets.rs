@@ -132,7 +132,7 @@ pub(crate) fn row(ts_ns: u64, linktype: u32, data: &[u8], wire_len: u32) -> Row 
 /// The protocol column: the transport when there is one, else what the
 /// network layer is.
 fn proto(d: &Dissection) -> String {
-    use wv_analyze::mix::{ethertype_name, protocol_name};
+    use wv_wire::names::{ethertype_name, protocol_name};
     let f = &d.flow;
     if !d.linktype_supported {
         return "unknown link type".into();

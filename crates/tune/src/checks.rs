@@ -5,6 +5,7 @@ use crate::facts::{Facts, Iface, Probe, Store};
 use crate::parse::Mount;
 use crate::{Action, Finding, State};
 use wv_sys::ethtool::Feature;
+use wv_units::{format_bytes as size, format_cpu_list as cpu_list};
 
 /// Runs every check, in [`crate::CHECKS`] order. Interface checks run when the facts have an
 /// interface, store checks when they have a store (without one, a single `store` finding says
@@ -74,37 +75,6 @@ const R_MOUNT_RO: &str = "A read-only file system takes no capture file: record 
 const R_MOUNT: &str = "Options that write metadata on every access (strictatime), journal the data (data=journal) or sync every write take disk throughput the buffer must then absorb.";
 const R_SCHED: &str = "Large sequential O_DIRECT writes gain nothing from an I/O scheduler on SSD and NVMe, and bfq costs CPU per request.";
 const R_SPACE: &str = "If the volume fills before the budget deletes old files, recording stops with exit code 3: the budget must fit in what the volume can hold.";
-
-/// `1.0 GiB`, `512 MiB`.
-pub fn size(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// `0-3,8` from a sorted list.
-pub fn cpu_list(cpus: &[usize]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        out.push(if j > i { format!("{}-{}", cpus[i], cpus[j]) } else { cpus[i].to_string() });
-        i = j + 1;
-    }
-    out.join(",")
-}
 
 fn not_virtual(check: &'static str, i: &Iface, reason: &'static str) -> Option<Finding> {
     (!i.physical).then(|| Finding::ok(check, format!("not applicable (virtual interface {})", i.name), reason))
@@ -1038,7 +1008,7 @@ mod tests {
     fn helpers() {
         assert_eq!(cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
         assert_eq!(cpu_list(&[]), "");
-        assert_eq!(size(1 << 30), "1.0 GiB");
+        assert_eq!(size(1 << 30), "1.00 GiB");
         assert_eq!(size(100), "100 B");
         assert_eq!(ethtool_k_name("rx-gro"), "generic-receive-offload");
         assert_eq!(ethtool_k_name("rx-gro-hw"), "rx-gro-hw");

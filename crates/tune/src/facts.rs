@@ -192,7 +192,7 @@ fn irqs(name: &str, dev: &Path, driver: Option<&DrvInfo>) -> Vec<Irq> {
             irq,
             name: lines.iter().find(|l| l.irq == irq).map(|l| l.name.clone()).unwrap_or_default(),
             affinity: read(format!("/proc/irq/{irq}/smp_affinity_list"))
-                .and_then(|s| wv_capture::args::parse_cpu_list(s.trim())),
+                .and_then(|s| wv_units::parse_cpu_list(s.trim())),
         })
         .collect()
 }
@@ -204,7 +204,7 @@ fn host(inputs: &Inputs) -> Host {
                 .filter_map(|e| {
                     let n: i32 = e.file_name().to_str()?.strip_prefix("node")?.parse().ok()?;
                     let cpus = read(e.path().join("cpulist"))?;
-                    Some((n, wv_capture::args::parse_cpu_list(cpus.trim()).unwrap_or_default()))
+                    Some((n, wv_units::parse_cpu_list(cpus.trim()).unwrap_or_default()))
                 })
                 .collect()
         })

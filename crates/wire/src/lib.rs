@@ -9,6 +9,7 @@
 pub mod bpf;
 pub mod dissect;
 pub mod format;
+pub mod names;
 pub mod octets;
 pub mod packet;
 pub mod pcap;

@@ -171,7 +171,7 @@ pub(super) fn scan(
                     report.warnings.push(format!(
                         "{}: the filter '{}' cannot be applied to link type {} ({e}): its packets are left out",
                         path.display(),
-                        wv_capture::filter::shown(expr),
+                        wv_filter::shown(expr),
                         p.linktype
                     ));
                     ExactFilter::nothing()

@@ -29,16 +29,18 @@ pub struct Args {
     /// Write charts (throughput.svg, sizes.svg, jitter.svg) into DIR (created if missing).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// Throughput interval: `1s`, `100ms`, `10us`, ...
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_STEP)]
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_STEP,
+        help = format!("Throughput interval; {}", wv_units::DURATION_FORMS))]
     pub step: String,
     /// Most throughput intervals (1 to 16,777,216): a capture spanning more than N steps
     /// gets its step doubled until it fits (said on standard error), so that output stays
     /// bounded.
     #[arg(long, value_name = "N", default_value_t = wv_analyze::DEFAULT_MAX_INTERVALS)]
     pub max_intervals: usize,
-    /// A frame is a duplicate of an identical one at most this long before it.
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_DUP_WINDOW)]
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_DUP_WINDOW, help = format!(
+        "A frame is a duplicate of an identical one at most this long before it; {}",
+        wv_units::DURATION_FORMS
+    ))]
     pub dup_window: String,
     /// ... and among the previous N frames (`editcap -D N+1`).
     #[arg(long, value_name = "N", default_value_t = wv_analyze::Config::default().dup_frames)]
@@ -67,19 +69,14 @@ pub struct Args {
     pub strict: bool,
 }
 
+/// A duration in nanoseconds (the one grammar: [`super::duration_arg`]);
+/// only --dup-window may be 0.
 fn duration(flag: &str, v: &str) -> anyhow::Result<u64> {
-    wv_capture::synthetic::parse_duration(v)
-        .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
-        .filter(|&n| n > 0 || flag == "--dup-window")
-        .ok_or_else(|| {
-            fail(
-                exit::USAGE,
-                format!(
-                    "{flag} {v}: give a duration above 0, one number and one unit ({}), such as 1s, 100ms or 50us",
-                    wv_capture::synthetic::DURATION_UNITS
-                ),
-            )
-        })
+    let ns = super::duration_arg(flag, v)?.as_nanos() as u64;
+    if ns == 0 && flag != "--dup-window" {
+        return Err(fail(exit::USAGE, format!("{flag} must be longer than 0")));
+    }
+    Ok(ns)
 }
 
 /// The validated plan.

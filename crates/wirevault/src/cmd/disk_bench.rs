@@ -13,10 +13,10 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use wv_capture::args::parse_size;
 use wv_diskbench::runner::{self, Config, Mode, Outcome};
 use wv_diskbench::stats::{self, Summary};
 use wv_diskbench::{buffer, plot, BenchError};
+use wv_units::{format_bytes as human_bytes, parse_size};
 
 /// The paper's method: 100 files of 2 GB.
 const FILES: u32 = 100;
@@ -41,8 +41,10 @@ pub struct Args {
     /// Number of files (at least 2; default 100, the paper's method, or 60 with --quick).
     #[arg(long, value_name = "N")]
     pub files: Option<u32>,
-    /// Bytes per file, a multiple of 4K (K/M/G/T binary, KB/MB/GB decimal; default 2G, or 1G with --quick).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", help = format!(
+        "Bytes per file, a multiple of 4K (default 2G, or 1G with --quick); {}",
+        wv_units::SIZE_FORMS
+    ))]
     pub file_size: Option<String>,
     /// About a minute on a 1 GB/s disk: 60 files of 1 GiB instead of 100 of 2 GiB
     /// (--files and --file-size still apply).
@@ -52,16 +54,19 @@ pub struct Args {
     /// `dd conv=fsync` does, instead of the recorder's O_DIRECT io_uring writes.
     #[arg(long)]
     pub buffered: bool,
-    /// Bytes per write (multiple of 4K, 64K..64M; record's default).
-    #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE")]
+    #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE", help = format!(
+        "Bytes per write (multiple of 4K, 64K..64M; record's default); {}",
+        wv_units::SIZE_FORMS
+    ))]
     pub block_size: String,
     /// Writes in flight (record's writer: 8).
     #[arg(long, value_name = "N")]
     pub queue_depth: Option<u32>,
-    /// The capture rate to sustain: says whether the volume keeps up and the
-    /// smallest buffer that absorbs its measured dips (e.g. 10gbps, 9.95Gb/s, 1.2GB/s,
-    /// or a file written by `wirevault plan --json`: its largest store rate).
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", help = format!(
+        "The capture rate to sustain: says whether the volume keeps up and the smallest buffer that absorbs its \
+         measured dips; {}, or a file written by `wirevault plan --json` (its largest store rate)",
+        wv_units::BYTE_RATE_FORMS
+    ))]
     pub rate: Option<String>,
     /// Safety factor on the measured buffer (at least 1).
     #[arg(long, default_value_t = MARGIN, value_name = "FACTOR")]
@@ -97,9 +102,7 @@ fn usage(msg: String) -> anyhow::Error {
 
 fn plan(a: Args) -> anyhow::Result<Plan> {
     let size = |what: &str, s: &str| {
-        parse_size(s)
-            .filter(|&v| v < 1 << 60)
-            .ok_or_else(|| usage(format!("{what} \"{s}\" is not a size like 512M or 2G")))
+        parse_size(s).filter(|&v| v < 1 << 60).ok_or_else(|| usage(wv_units::size_error(what, s)))
     };
     let files = a.files.unwrap_or(if a.quick { QUICK_FILES } else { FILES });
     if !(2..=1_000_000).contains(&files) {
@@ -130,11 +133,9 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
     let rate = match &a.rate {
         None => None,
         Some(r) if std::path::Path::new(r).is_file() => Some(plan_rate(std::path::Path::new(r))?),
-        Some(r) => Some(parse_rate(r).filter(|&v| v > 0.0).ok_or_else(|| {
-            usage(format!(
-                "--rate \"{r}\" is not a rate: give bits per second (10gbps, 9.95Gb/s, 100Mbit/s, 40GbE) or bytes per second (1.2GB/s, 800MiB/s)"
-            ))
-        })?),
+        Some(r) => {
+            Some(wv_units::parse_rate(r).map_err(|e| usage(wv_units::rate_error("--rate", r, e, true)))?.bytes_per_s())
+        }
     };
     if let Some(p) = &a.plot {
         if plot::Format::of(p).is_none() {
@@ -228,54 +229,6 @@ fn plan_rate(path: &std::path::Path) -> anyhow::Result<f64> {
         .filter(|x| x.is_finite() && *x > 0.0)
         .reduce(f64::max)
         .ok_or_else(|| bad("no store_bytes_per_s in it (is it `plan --json` output?)"))
-}
-
-/// Parses a rate into bytes per second. Bits: `bps`/`bit/s`/`bit`/`GbE`
-/// with a decimal prefix of any case (`10gbps`, `100mbit`, `40GbE`), or
-/// `b/s`/`b` with a decimal prefix (`9.95Gb/s`, `10Gb`); bytes: `B/s`/`Bps`
-/// with a decimal (`1.2GB/s`) or binary (`800MiB/s`) prefix. A number
-/// without a unit, or with a prefix alone (`10G`), is refused: bits or
-/// bytes must be said.
-pub fn parse_rate(s: &str) -> Option<f64> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().ok().filter(|v: &f64| v.is_finite())?;
-    let unit = unit.trim_start();
-    let decimal = |p: &str| match p {
-        "" => Some(1.0),
-        "k" | "K" => Some(1e3),
-        "M" => Some(1e6),
-        "G" => Some(1e9),
-        "T" => Some(1e12),
-        _ => None,
-    };
-    // Network habit: the prefix's case does not matter where the unit
-    // says bits in letters (10gbps, 10Gbps, tc's 100mbit, 40GbE).
-    let any_case = |p: &str| decimal(&p.to_ascii_uppercase().replace('K', "k"));
-    let lower = unit.to_ascii_lowercase();
-    // (`Bps` is bytes: only a small b says bits there.)
-    let bits_in_letters = unit.strip_suffix("bps").map(str::to_string).or_else(|| {
-        ["bit/s", "bits/s", "bit", "gbe"]
-            .iter()
-            .find_map(|u| lower.strip_suffix(u).map(|p| if *u == "gbe" { format!("{p}g") } else { p.to_string() }))
-    });
-    let bytes_per_unit = if let Some(p) = bits_in_letters {
-        any_case(&p)? / 8.0
-    } else if let Some(p) = unit.strip_suffix("b/s").or_else(|| unit.strip_suffix('b')) {
-        decimal(p)? / 8.0
-    } else if let Some(p) = unit.strip_suffix("B/s").or_else(|| unit.strip_suffix("Bps")) {
-        match p {
-            "Ki" => 1024.0,
-            "Mi" => 1024.0 * 1024.0,
-            "Gi" => 1024.0 * 1024.0 * 1024.0,
-            "Ti" => 1024.0f64.powi(4),
-            p => decimal(p)?,
-        }
-    } else {
-        return None;
-    };
-    Some(v * bytes_per_unit)
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -540,51 +493,9 @@ impl Report {
     }
 }
 
-/// Bytes as a binary size with one unit (`2.00 GiB`).
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", UNITS[i])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rates_say_bits_or_bytes() {
-        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() <= 1e-9 * b);
-        assert!(close(parse_rate("10gbps"), 1.25e9));
-        assert!(close(parse_rate("10Gbps"), 1.25e9));
-        assert!(close(parse_rate("9.95gbps"), 1.24375e9));
-        assert!(close(parse_rate("9.95 Gb/s"), 1.24375e9));
-        assert!(close(parse_rate("100Mbit/s"), 12.5e6));
-        assert!(close(parse_rate("1.2GB/s"), 1.2e9));
-        assert!(close(parse_rate("1GiB/s"), 1073741824.0));
-        assert!(close(parse_rate("800MiB/s"), 800.0 * 1048576.0));
-        assert!(close(parse_rate("500MBps"), 5e8));
-        assert!(close(parse_rate("40kbps"), 5e3));
-        assert!(close(parse_rate("10gbit/s"), 1.25e9));
-        assert!(close(parse_rate("10 GBit/s"), 1.25e9));
-        assert!(close(parse_rate("100mbit"), 12.5e6));
-        assert!(close(parse_rate("10Gb"), 1.25e9));
-        assert!(close(parse_rate("40GbE"), 5e9));
-        assert!(close(parse_rate("10gbe"), 1.25e9));
-        for bad in
-            ["10", "10g", "10G", "gbps", "10 gigs", "1.2GB", "-1gbps", "1e3gbps", "10mb/s", "10mb", "NaNgbps", ""]
-        {
-            assert_eq!(parse_rate(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn human_sizes() {

@@ -30,6 +30,25 @@ pub fn packet_limit(s: &str) -> Result<u64, String> {
     })
 }
 
+/// Option `name`'s duration `s` in the one grammar of durations
+/// ([`wv_units::DURATION_FORMS`]); a refused form is a usage error, the
+/// same sentence for every option.
+pub fn duration_arg(name: &str, s: &str) -> anyhow::Result<std::time::Duration> {
+    wv_units::parse_duration(s).map_err(|e| crate::fail(crate::exit::USAGE, wv_units::duration_error(name, s, &e)))
+}
+
+/// Option `name`'s size `s` in the one grammar of sizes ([`wv_units::SIZE_FORMS`]),
+/// refused in one sentence as [`duration_arg`] refuses a duration; `0` is refused
+/// as "must be larger than 0" unless `zero` allows it.
+pub fn size_arg(name: &str, s: &str, zero: bool) -> anyhow::Result<u64> {
+    let usage = |m: String| crate::fail(crate::exit::USAGE, m);
+    match wv_units::parse_size(s) {
+        None => Err(usage(wv_units::size_error(name, s))),
+        Some(0) if !zero => Err(usage(format!("{name} must be larger than 0, not {s}"))),
+        Some(v) => Ok(v),
+    }
+}
+
 /// Parses a time range given as two options (`names`, e.g. `("--from", "--to")`):
 /// each an RFC 3339 time, epoch seconds or `10m ago`; the first earlier than the
 /// second. A bad value is a usage error (one sentence).

@@ -44,8 +44,8 @@ impl From<PlanFormat> for StoreFormat {
 /// Arguments of `wirevault plan`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Link rate in bits/s: 1g, 10gbps, 10Gb/s, 25g, 40GbE, 100g, or any rate with its unit.
-    #[arg(long, value_name = "RATE", default_value = DEFAULT_LINK)]
+    #[arg(long, value_name = "RATE", default_value = DEFAULT_LINK,
+        help = format!("Link rate in {}", wv_units::RATE_FORMS))]
     pub link: String,
     /// Frame size(s): 1514 or 60,64,128,...,1514 (may be repeated). Without FCS
     /// unless --size-includes-fcs. Default (no --size, --mix, --from): the paper's
@@ -79,8 +79,7 @@ pub struct Args {
     /// Plan without wirevault's index (record --no-index).
     #[arg(long)]
     pub no_index: bool,
-    /// A volume's size (8T, 500G, 4TB: K/M/G/T binary, KB/MB/GB/TB decimal): how long it lasts.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", help = format!("A volume's size, to say how long it lasts; {}", wv_units::SIZE_FORMS))]
     pub disk: Option<String>,
     /// A `wirevault disk-bench --json` result: how many such volumes are
     /// needed and the buffer that absorbs their measured dips.
@@ -128,7 +127,8 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
 }
 
 fn validate(args: &Args) -> anyhow::Result<Plan> {
-    let link_bps = wv_plan::parse_link_rate(&args.link).map_err(usage)?;
+    let link_bps = wv_units::parse_bit_rate(&args.link)
+        .map_err(|e| usage(wv_units::rate_error("--link", &args.link, e, false)))?;
     let conv = if args.size_includes_fcs { SizeConvention::WithFcs } else { SizeConvention::WithoutFcs };
     let snaplen = match args.snaplen {
         Some(0) => return Err(usage("--snaplen must be at least 1 byte")),
@@ -136,11 +136,7 @@ fn validate(args: &Args) -> anyhow::Result<Plan> {
     };
     let disk = match &args.disk {
         None => None,
-        Some(s) => Some(
-            wv_capture::args::parse_size(s)
-                .filter(|&b| b > 0)
-                .ok_or_else(|| usage(format!("--disk \"{s}\" is not a size: write e.g. 8T, 500G or 4TB")))?,
-        ),
+        Some(s) => Some(super::size_arg("--disk", s, false)?),
     };
     let bench = match &args.bench {
         None => None,
@@ -301,20 +297,9 @@ fn gbps(bps: f64) -> String {
     format!("{:.3}", bps / 1e9)
 }
 
-/// Bytes in binary units (the units --disk and record --buffer take).
+/// Bytes in binary units (the units --disk and record --buffer take): the one formatter.
 fn bytes(b: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut x = b;
-    let mut i = 0;
-    while x >= 1024.0 && i + 1 < units.len() {
-        x /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{x:.0} B")
-    } else {
-        format!("{x:.2} {}", units[i])
-    }
+    wv_units::format_bytes(b.round() as u64)
 }
 
 /// A duration in the largest unit that keeps it readable.

@@ -44,8 +44,8 @@ pub struct Args {
     /// Send N packets per second.
     #[arg(long, value_name = "N", group = "pace")]
     pub pps: Option<f64>,
-    /// Send at this many bits of frames per second: 5gbps, 100mbps, 800kbps, 64000.
-    #[arg(long, value_name = "RATE", group = "pace")]
+    #[arg(long, value_name = "RATE", group = "pace",
+        help = format!("Send at this many bits of frames per second: {}", wv_units::RATE_FORMS))]
     pub rate: Option<String>,
     /// Send as fast as the interface takes the packets.
     #[arg(long, group = "pace")]
@@ -119,7 +119,9 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         }
         Pacing::Pps(n)
     } else if let Some(r) = &args.rate {
-        Pacing::Rate(wv_replay::parse_rate(r).map_err(|e| fail(exit::USAGE, e.to_string()))?)
+        Pacing::Rate(
+            wv_units::parse_bit_rate(r).map_err(|e| fail(exit::USAGE, wv_units::rate_error("--rate", r, e, false)))?,
+        )
     } else if args.topspeed {
         Pacing::TopSpeed
     } else {

@@ -30,14 +30,19 @@ pub struct Listen {
     /// API queries that run at once (more wait up to a minute, then get 503).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub max_queries: usize,
-    /// The most bytes one API answer may carry (K/M/G); a longer export is cut and says so.
-    #[arg(long, default_value = "16G", value_name = "SIZE")]
+    #[arg(long, default_value = "16G", value_name = "SIZE", help = format!(
+        "The most bytes one API answer may carry; a longer export is cut and says so; {}",
+        wv_units::SIZE_FORMS
+    ))]
     pub max_bytes: String,
-    /// Reset a connection whose client takes no byte of its answer for this many seconds (it
-    /// stopped reading): its transfer fails and its query slot comes free. A client that reads,
-    /// however slowly, is never cut.
-    #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub send_timeout: u64,
+    // A duration in the one grammar, so `--send-timeout 2` (seconds, as before) and `2m` both work.
+    #[arg(long, default_value = "60", value_name = "DURATION", help = format!(
+        "Reset a connection whose client takes no byte of its answer for this long, at least 1s (it stopped \
+         reading): its transfer fails and its query slot comes free. A client that reads, however slowly, is \
+         never cut; {}",
+        wv_units::DURATION_FORMS
+    ))]
+    pub send_timeout: String,
     /// Without --token-file or --client-ca only requests addressed to localhost, 127.0.0.1 or
     /// [::1] are answered (no DNS rebinding); also answer those addressed to NAME (or NAME:PORT).
     /// Repeatable.
@@ -62,9 +67,7 @@ impl Listen {
             return Ok(None);
         };
         let listen = parse_addr(addr)?;
-        let max_bytes = wv_capture::args::parse_size(&self.max_bytes).ok_or_else(|| {
-            fail(exit::USAGE, format!("--max-bytes {}: give a size such as 512M or 16G", self.max_bytes))
-        })?;
+        let max_bytes = super::size_arg("--max-bytes", &self.max_bytes, true)?;
         let mut cfg = wv_serve::Config::new(store.to_path_buf(), listen, std::sync::Arc::new(server_log));
         cfg.tls = self.tls_cert.clone().zip(self.tls_key.clone()).map(|(cert, key)| wv_serve::TlsFiles {
             cert,
@@ -75,7 +78,10 @@ impl Listen {
         cfg.token_file = self.token_file.clone();
         cfg.max_queries = self.max_queries;
         cfg.max_bytes = max_bytes;
-        cfg.send_timeout = std::time::Duration::from_secs(self.send_timeout);
+        cfg.send_timeout = super::duration_arg("--send-timeout", &self.send_timeout)?;
+        if cfg.send_timeout < std::time::Duration::from_secs(1) {
+            return Err(fail(exit::USAGE, format!("--send-timeout must be at least 1s, not {}", self.send_timeout)));
+        }
         cfg.allowed_hosts = self.allowed_hosts.clone();
         cfg.query_nice = self.query_nice;
         cfg.check().map_err(|e| fail(exit::USAGE, e.to_string()))?;

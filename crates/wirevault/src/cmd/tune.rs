@@ -7,8 +7,8 @@
 use crate::log::Level;
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
-use wv_capture::args::{parse_percent, parse_size};
 use wv_tune::{Finding, Inputs, State};
+use wv_units::parse_percent;
 
 /// Arguments of `wirevault tune`.
 #[derive(clap::Args)]
@@ -52,9 +52,7 @@ pub fn budget_bytes(m: &str, store: &Path) -> anyhow::Result<u64> {
             parse_percent(m).ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
         Ok((super::record::volumes_size(&[store])? as f64 * share) as u64)
     } else {
-        parse_size(m)
-            .filter(|&v| v > 0)
-            .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a size above 0 like 500G or a share like 80%")))
+        super::size_arg("--max-size", m, false)
     }
 }
 
@@ -67,12 +65,7 @@ fn inputs(a: &Args) -> anyhow::Result<Inputs> {
     // As record takes them: CPUs this process may use, memory this machine has.
     let cpus = a.cpus.as_deref().map(super::record::cpus_available).transpose()?;
     let buffer = match &a.buffer {
-        Some(b) => super::record::buffer_fits(
-            b,
-            parse_size(b)
-                .filter(|&v| v > 0)
-                .ok_or_else(|| usage(format!("--buffer \"{b}\" is not a size above 0 like 512M or 1G")))?,
-        )?,
+        Some(b) => super::record::buffer_fits(b, super::size_arg("--buffer", b, false)?)?,
         None => super::record::default_buffer(false),
     };
     let budget = match (&a.max_size, &a.store) {
@@ -83,7 +76,7 @@ fn inputs(a: &Args) -> anyhow::Result<Inputs> {
         _ => None,
     };
     // record's defaults: one stream of 1 GiB files.
-    let file_size = parse_size(super::record::defaults::FILE_SIZE).unwrap_or(1 << 30);
+    let file_size = wv_units::parse_size(super::record::defaults::FILE_SIZE).unwrap_or(1 << 30);
     let min_budget = super::record::min_budget(file_size, 1);
     Ok(Inputs {
         interface: Some(a.interface.clone()),

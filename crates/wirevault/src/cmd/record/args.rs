@@ -43,23 +43,25 @@ pub struct Args {
     pub snaplen: u32,
     // The help of --buffer and --ring-size states their defaults from the numbers the plan uses.
     #[arg(long, value_name = "SIZE", help = format!(
-        "Arena between capture and disk, split between the workers (K/M/G suffixes) [default: {}]",
+        "Arena between capture and disk, split between the workers; {} [default: {}]",
+        wv_units::SIZE_FORMS,
         defaults::buffer_default()
     ))]
     pub buffer: Option<String>,
     #[arg(long, value_name = "SIZE", help = format!(
-        "Kernel ring per capture worker (K/M/G; 8M..=4G, a multiple of 4M) [default: {}]",
+        "Kernel ring per capture worker (8M..=4G, a multiple of 4M); {} [default: {}]",
+        wv_units::SIZE_FORMS,
         defaults::ring_default()
     ))]
     pub ring_size: Option<String>,
-    /// Write block size (multiple of 4K).
-    #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE")]
+    #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE",
+        help = format!("Write block size (multiple of 4K); {}", wv_units::SIZE_FORMS))]
     pub block_size: String,
-    /// Close a file before it exceeds this size.
-    #[arg(long, default_value = defaults::FILE_SIZE, value_name = "SIZE")]
+    #[arg(long, default_value = defaults::FILE_SIZE, value_name = "SIZE",
+        help = format!("Close a file before it exceeds this size; {}", wv_units::SIZE_FORMS))]
     pub file_size: String,
-    /// Also close files at clock-aligned multiples of this duration (e.g. 1m, 1h).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION",
+        help = format!("Also close files at clock-aligned multiples of this duration (e.g. 1m, 1h); {}", wv_units::DURATION_FORMS))]
     pub file_time: Option<String>,
     /// File format.
     #[arg(long, value_enum, default_value_t = FormatArg::Pcap)]
@@ -75,26 +77,35 @@ pub struct Args {
     /// Do not put the interface into promiscuous mode.
     #[arg(short = 'p', long)]
     pub no_promisc: bool,
-    /// Stop after this long.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help = format!("Stop after this long; {}", wv_units::DURATION_FORMS))]
     pub duration: Option<String>,
     /// Stop after storing this many packets (the workers together, as one count).
     #[arg(short = 'c', long, value_name = "N")]
     pub count: Option<u64>,
-    /// Do not store a frame identical (bytes and length) to one stored less than WINDOW before (e.g. 1ms): the second copy a SPAN port makes.
-    #[arg(long, value_name = "WINDOW")]
+    #[arg(long, value_name = "WINDOW", help = format!(
+        "Do not store a frame identical (bytes and length) to one stored less than WINDOW before (e.g. 1ms): \
+         the second copy a SPAN port makes; WINDOW is {}",
+        wv_units::DURATION_FORMS
+    ))]
     pub dedup: Option<String>,
-    /// Store only the frames that start within the first BYTES of each TCP/UDP/SCTP connection, both directions (e.g. 10K, 1M).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", help = format!(
+        "Store only the frames that start within the first BYTES of each TCP/UDP/SCTP connection, both directions \
+         (e.g. 10K, 1M); BYTES is {}",
+        wv_units::SIZE_FORMS
+    ))]
     pub flow_cutoff: Option<String>,
     /// Connections --flow-cutoff tracks per worker (at least; 64-byte buckets of 3, a power of two of them); when a bucket is full, its least recently seen one is forgotten.
     #[arg(long, default_value_t = wv_capture::reduce::Cutoff::DEFAULT_ENTRIES, value_name = "N")]
     pub flow_table: usize,
-    /// A connection without packets for this long starts again from zero (--flow-cutoff).
-    #[arg(long, default_value = defaults::FLOW_IDLE, value_name = "DURATION")]
+    #[arg(long, default_value = defaults::FLOW_IDLE, value_name = "DURATION", help = format!(
+        "A connection without packets for this long starts again from zero (--flow-cutoff); {}",
+        wv_units::DURATION_FORMS
+    ))]
     pub flow_idle: String,
-    /// Store budget: bytes (e.g. 500G) or a share of the volume (e.g. 80%).
-    #[arg(long, value_name = "SIZE|PERCENT")]
+    #[arg(long, value_name = "SIZE|PERCENT", help = format!(
+        "Store budget: bytes (e.g. 500G) or a share of the volume (e.g. 80%); SIZE is {}",
+        wv_units::SIZE_FORMS
+    ))]
     pub max_size: Option<String>,
     /// At the budget: delete the oldest files (delete) or stop recording (stop, exit code 3).
     #[arg(long, value_enum, default_value_t = OnFullArg::Delete)]

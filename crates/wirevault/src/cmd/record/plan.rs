@@ -7,12 +7,12 @@ use super::args::{Args, LiveSourceArg, TimestampsArg};
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wv_capture::args::{parse_cpu_list, parse_percent, parse_size};
 use wv_capture::synthetic;
 pub use wv_record::{
     min_budget, Layout as StreamPlan, RecorderConfig, Reductions as ReducePlan, Source as SourcePlan, Stamping, Tuning,
 };
 use wv_store::catalog::Budget;
+use wv_units::{parse_cpu_list, parse_percent, parse_size};
 
 /// Defaults of the flags of `record` (clap shows them in `--help`).
 pub mod defaults {
@@ -337,15 +337,10 @@ fn synthetic_spec(a: &Args) -> anyhow::Result<Option<synthetic::Spec>> {
 /// `what`'s value `s` as a size below [`MAX_SIZE`].
 fn size(what: &str, s: &str) -> anyhow::Result<u64> {
     match parse_size(s) {
-        None => Err(usage(format!("{what} \"{s}\" is not a size like 4M or 1G"))),
+        None => Err(usage(wv_units::size_error(what, s))),
         Some(v) if v >= MAX_SIZE => Err(usage(format!("{what} {s} is out of range (sizes go up to 1023P)"))),
         Some(v) => Ok(v),
     }
-}
-
-/// `what`'s value `s` as a duration.
-fn duration(what: &str, s: &str) -> anyhow::Result<Duration> {
-    synthetic::parse_duration(s).ok_or_else(|| usage(format!("{what} \"{s}\" is not a duration like 30s, 5m or 1h")))
 }
 
 /// The byte sizes of the streams and their buffers.
@@ -420,7 +415,7 @@ fn ring_size(a: &Args, per_worker: u64) -> anyhow::Result<u64> {
             defaults::ring_size(a.workers)
         });
     };
-    let v = parse_size(r).ok_or_else(|| usage(format!("--ring-size \"{r}\" is not a size like 64M or 1G")))?;
+    let v = parse_size(r).ok_or_else(|| usage(wv_units::size_error("--ring-size", r)))?;
     if !(8 << 20..=4 << 30).contains(&v) {
         return Err(usage(format!("--ring-size must be between 8M and 4G per worker, not {r}")));
     }
@@ -444,7 +439,7 @@ struct Times {
 fn times(a: &Args) -> anyhow::Result<Times> {
     let file_time_ns = match &a.file_time {
         Some(t) => {
-            let d = duration("--file-time", t)?;
+            let d = crate::cmd::duration_arg("--file-time", t)?;
             if d < Duration::from_millis(10) || d > Duration::from_secs(366 * 86_400) {
                 return Err(usage(format!("--file-time must be between 10ms and 366d, not {t}")));
             }
@@ -452,7 +447,7 @@ fn times(a: &Args) -> anyhow::Result<Times> {
         }
         None => None,
     };
-    let duration = a.duration.as_deref().map(|d| duration("--duration", d)).transpose()?;
+    let duration = a.duration.as_deref().map(|d| crate::cmd::duration_arg("--duration", d)).transpose()?;
     if duration.is_some_and(|d| d.is_zero()) {
         return Err(usage("--duration must be longer than 0".into()));
     }
@@ -463,7 +458,7 @@ fn times(a: &Args) -> anyhow::Result<Times> {
 fn reductions(a: &Args) -> anyhow::Result<ReducePlan> {
     let dedup_window_ns = match &a.dedup {
         Some(w) => {
-            let d = duration("--dedup", w)?;
+            let d = crate::cmd::duration_arg("--dedup", w)?;
             if d.is_zero() || d > Duration::from_secs(10) {
                 return Err(usage(format!(
                     "--dedup must be a window longer than 0 and at most 10s (e.g. 1ms), not {w}"
@@ -482,7 +477,7 @@ fn reductions(a: &Args) -> anyhow::Result<ReducePlan> {
     if !(1..=1 << 30).contains(&a.flow_table) {
         return Err(usage(format!("--flow-table must be 1..={}, not {}", 1u64 << 30, a.flow_table)));
     }
-    let flow_idle = duration("--flow-idle", &a.flow_idle)?;
+    let flow_idle = crate::cmd::duration_arg("--flow-idle", &a.flow_idle)?;
     if flow_idle.is_zero() {
         return Err(usage("--flow-idle must be longer than 0".into()));
     }

@@ -1,5 +1,10 @@
 //! tcpdump filter expressions: compiled by libpcap, run in the kernel
-//! (live capture) or by [`wv_wire::bpf`] in user space (files, synthetic).
+//! (live capture) or by [`wv_wire::bpf`] in user space (files, synthetic,
+//! AF_XDP, and query's exact filter).
+//!
+//! Its own crate so that what only filters (`wv-query`) need not depend on
+//! the capture backends (`wv-capture`) to reach libpcap's compiler.
+#![deny(unsafe_code)]
 
 use wv_wire::bpf::Insn;
 
