@@ -9,7 +9,7 @@
 
 use crate::hash::{frame_hash, HashedMap};
 use crate::{Config, Count, Example, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 
@@ -25,7 +25,7 @@ pub struct Dups {
     max_examples: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DupReport {
     pub window_ns: u64,
     pub window_frames: u64,

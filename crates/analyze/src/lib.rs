@@ -38,7 +38,7 @@ pub mod qos;
 pub mod reasm;
 pub mod report;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wv_wire::dissect::{dissect, Dissection};
 use wv_wire::packet::Addr;
 
@@ -101,7 +101,7 @@ pub struct Seen<'a> {
 }
 
 /// Packets and bytes (bytes on the wire).
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Count {
     pub packets: u64,
     pub bytes: u64,
@@ -115,7 +115,7 @@ impl Count {
 }
 
 /// A frame listed as an example (duplicates, malformed frames).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Example {
     /// Frame number in the analysed sequence (1-based).
     pub frame: u64,
@@ -124,7 +124,7 @@ pub struct Example {
     pub size: u32,
     pub flow: String,
     /// What exactly (offset of the header concerned, a value).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
 }
 
@@ -194,7 +194,7 @@ pub fn percentile(sorted: &[u64], q: f64) -> u64 {
 }
 
 /// Percentiles of a set of durations (ns).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Percentiles {
     pub count: u64,
     pub min_ns: u64,
@@ -218,9 +218,16 @@ impl Percentiles {
     }
 }
 
-/// The whole report.
-#[derive(Debug, Clone, Serialize)]
+/// The version of [`Report`]'s JSON (`analyze --json`): raised when a
+/// field changes meaning or goes away, not when one is added.
+pub const REPORT_VERSION: u32 = 1;
+
+/// The whole report: `analyze --json` writes it, the text table is drawn
+/// from it ([`report`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
+    /// [`REPORT_VERSION`].
+    pub version: u32,
     pub frames: u64,
     pub bytes: u64,
     /// The earliest and latest frame times.
@@ -247,7 +254,7 @@ pub struct Report {
     pub rtp: qos::rtp::RtpReport,
     /// UDP streams that are not RTP: inter-arrival delta and jitter.
     pub udp_streams: qos::udp::UdpStreamsReport,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<delay::DelayReport>,
 }
 
@@ -476,6 +483,7 @@ impl Analyzer {
         let untracked_tcp = self.flows.untracked_tcp;
         let udp_streams = self.udp.finish(self.flows.flows());
         Report {
+            version: REPORT_VERSION,
             frames: self.frames,
             bytes: self.bytes,
             first_ns: self.first_ns.unwrap_or(0),

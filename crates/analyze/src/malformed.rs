@@ -16,7 +16,7 @@
 //! host's own traffic short frames are expected.
 
 use crate::{Config, Count, Example, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use wv_wire::dissect::{LayerKind, ProblemKind};
 use wv_wire::linktype;
@@ -82,20 +82,21 @@ pub fn kind_of(k: ProblemKind) -> (&'static str, String) {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct KindReport {
-    pub kind: &'static str,
-    pub description: &'static str,
+    /// Owned, not `&'static str`, so that a report read back holds its own.
+    pub kind: std::borrow::Cow<'static, str>,
+    pub description: std::borrow::Cow<'static, str>,
     pub packets: u64,
     pub bytes: u64,
     /// What likely made them, where it can be told: for `over_mtu`, TCP and UDP segments
     /// over the MTU are the super-frames a capturing host's offloads (GRO, TSO/GSO) make.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
     pub first: Vec<Example>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MalformedReport {
     /// Frames with at least one problem.
     pub packets: u64,
@@ -229,8 +230,8 @@ impl Malformed {
                 .kinds
                 .into_iter()
                 .map(|(i, (c, first))| KindReport {
-                    kind: KINDS[i].0,
-                    description: KINDS[i].1,
+                    kind: KINDS[i].0.into(),
+                    description: KINDS[i].1.into(),
                     packets: c.packets,
                     bytes: c.bytes,
                     hint: hint(KINDS[i].0),

@@ -12,7 +12,7 @@
 
 use crate::hash::FastMap;
 use crate::{Config, Count, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use wv_wire::dissect::{Dissection, Flow};
 
@@ -27,7 +27,7 @@ pub struct Mix {
     max_size: u32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row<K: Serialize> {
     pub key: K,
     pub name: String,
@@ -35,7 +35,7 @@ pub struct Row<K: Serialize> {
     pub bytes: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SizeBucket {
     /// Inclusive bounds; `max` is `None` for the last bucket.
     pub min: u32,
@@ -54,7 +54,7 @@ struct Layers {
     max_labels: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayersReport {
     pub ethertypes: Vec<Row<u16>>,
     pub ip_protocols: Vec<Row<u8>>,
@@ -63,7 +63,7 @@ pub struct LayersReport {
     pub mpls_labels_untracked: Count,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MixReport {
     /// The frames' own headers (the outer ones of a tunnelled frame).
     #[serde(flatten)]

@@ -13,7 +13,8 @@
 //! * [`tls`]: the rustls server configuration (client certificates, CRLs).
 //! * `api`: the routes; `export`: queries on their own lowered-priority
 //!   threads, streamed; `metrics`: the exposition; `console`: the assets;
-//!   `store_view`: the catalog, re-read only when it changed.
+//!   `store_view`: the catalog, re-read only when it changed; [`status`]:
+//!   the typed `/api/v1/status` answer.
 //! * `conn`: one connection, watched for a client that takes no data
 //!   (`--send-timeout`); `answer`: each request logged and counted once,
 //!   when its answer ends, under how it ended.
@@ -35,12 +36,14 @@ pub mod host;
 mod metrics;
 mod packets;
 mod server;
+pub mod status;
 mod store_view;
 pub mod tls;
 
 pub use config::{Config, ConfigError, TlsFiles};
 pub use host::AllowedHost;
 pub use server::{ServeError, Server};
+pub use status::Status;
 
 use std::sync::{Arc, Mutex};
 

@@ -18,7 +18,7 @@
 use crate::conv::Ip;
 use crate::flows::Placed;
 use crate::{Config, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wv_wire::dissect::LayerKind;
 
 /// The RTP clock rate of a static payload type (RFC 3551), 0 when unknown.
@@ -119,7 +119,7 @@ struct Stream {
     sequence_errors: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StreamRow {
     pub src: String,
     pub src_port: u16,
@@ -150,7 +150,7 @@ pub struct StreamRow {
     pub last_ns: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RtpReport {
     pub streams: Vec<StreamRow>,
     pub untracked_packets: u64,

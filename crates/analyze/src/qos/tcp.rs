@@ -38,7 +38,7 @@
 use crate::conv::{conv_table, Conv, ConvRow, Ip, Table};
 use crate::flows::Placed;
 use crate::{Config, Count, Percentiles, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wv_wire::dissect::LayerKind;
 use wv_wire::views::tcp;
 
@@ -143,14 +143,14 @@ impl Connection {
 }
 
 /// One handshake's RTT.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RttRow {
     pub client: String,
     pub server: String,
     pub rtt_ns: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TcpCounts {
     /// Segments whose analysis tshark shows (analysed, with a sane and whole header).
     pub segments: u64,
@@ -169,7 +169,7 @@ pub struct TcpCounts {
     pub window_updates: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TcpReport {
     #[serde(flatten)]
     pub counts: TcpCounts,
