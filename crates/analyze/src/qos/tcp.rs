@@ -238,18 +238,17 @@ pub fn segment(s: &Seen<'_>) -> Option<Segment> {
     let end = (s.d.l4_end as usize).min(s.d.wire_len as usize);
     let captured = s.f.data.get(at..(s.d.l4_end as usize).min(s.f.data.len()))?;
     use tcp::field::{ACK_NUM, FLAGS, SEQ_NUM, WIN_SIZE};
+    use wv_wire::views::{be16, be32};
     let h = captured.get(..WIN_SIZE.end)?;
-    let be32 =
-        |r: core::ops::Range<usize>| u32::from_be_bytes([h[r.start], h[r.start + 1], h[r.start + 2], h[r.start + 3]]);
     let hlen = 4 * usize::from(h[FLAGS.start] >> 4);
     let seglen = end.checked_sub(at + hlen).and_then(|n| u32::try_from(n).ok());
     let sane = hlen >= tcp::MIN_HEADER_LEN;
     Some(Segment {
-        seq: be32(SEQ_NUM),
-        ack: be32(ACK_NUM),
+        seq: be32(h, SEQ_NUM),
+        ack: be32(h, ACK_NUM),
         seglen,
-        flags: u16::from_be_bytes([h[FLAGS.start], h[FLAGS.start + 1]]) & 0x0fff,
-        win: u16::from_be_bytes([h[WIN_SIZE.start], h[WIN_SIZE.start + 1]]),
+        flags: be16(h, FLAGS) & 0x0fff,
+        win: be16(h, WIN_SIZE),
         sane,
         shown: seglen.is_some() && sane && captured.len() >= hlen,
     })
