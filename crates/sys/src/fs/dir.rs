@@ -2,7 +2,7 @@
 //! leaving it (see the module above), and the files a user names.
 
 use super::{DIR_MODE, FILE_MODE};
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -490,22 +490,6 @@ fn openat2(dirfd: RawFd, rel: &str, flags: i32, mode: u32) -> io::Result<OwnedFd
     }
 }
 
-/// Opens `path` (a file the user named, such as `--stats-file`) for
-/// writing without following a symlink in its last component, creating it
-/// 0640 if missing.
-pub fn create_nofollow(path: &Path, truncate: bool) -> io::Result<File> {
-    let c = cstr(path.as_os_str().as_bytes())?;
-    let flags =
-        libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC | if truncate { libc::O_TRUNC } else { 0 };
-    // SAFETY: valid C string.
-    let fd = unsafe { libc::open(c.as_ptr(), flags, FILE_MODE as libc::c_uint) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
-
 /// Creates (truncating) `path` for writing with mode 0640, with O_DIRECT when
 /// the file system allows it. Returns the file and whether O_DIRECT is on.
 pub fn create_output(path: &Path, direct: bool) -> io::Result<(File, bool)> {
@@ -531,12 +515,6 @@ pub fn create_output(path: &Path, direct: bool) -> io::Result<(File, bool)> {
     }
     // SAFETY: as above.
     Ok((unsafe { File::from_raw_fd(fd) }, false))
-}
-
-/// Is `name` one plain file name (no `/`, not `.`/`..`)?
-pub fn is_plain_name(name: &OsStr) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/') && !b.contains(&0)
 }
 
 /// For tests: force the `openat` walk instead of `openat2`.
