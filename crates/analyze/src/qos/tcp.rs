@@ -30,7 +30,7 @@
 //! `max_flows`), at most `max_flows` replaced ones kept for the tables; each
 //! keeps at most 10,000 unacknowledged segment ends per direction, as tshark
 //! 4.0 does (`TCP_MAX_UNACKED_SEGMENTS`), and all together at most
-//! [`MAX_HELD`] (64 MiB), a bound tshark does not have: past it a list stops
+//! `MAX_HELD` (64 MiB), a bound tshark does not have: past it a list stops
 //! growing, which matters only if its count would have reached 10,000 when a
 //! SYN or FIN comes (the count decides whether that adds one to the next
 //! sequence number).

@@ -14,7 +14,7 @@ use std::os::fd::AsRawFd;
 /// and hands it to a kernel worker thread (`iou-wrk`) instead; a write inside
 /// the size into allocated blocks is issued straight from the submitting
 /// thread. The file is cut to its exact length when it closes; after a
-/// crash, recovery reads only up to the first hole ([`data_end`]), so the
+/// crash, recovery reads only up to the first hole ([`data_end`](super::data_end)), so the
 /// unwritten tail is never mistaken for records. Not every file system can
 /// (EOPNOTSUPP); callers may ignore the error and write past the end instead.
 pub fn fallocate_extend(file: &File, offset: u64, len: u64) -> io::Result<()> {

@@ -49,7 +49,7 @@ pub mod defaults {
     /// netsniff-ng) park a burst in the page cache, up to vm.dirty_ratio (20%) of memory;
     /// the arena stays resident (and pinned, once registered with io_uring), so it takes a
     /// smaller share. Its blocks are taken lowest first (`wv_sys::byte_ring`) and only its
-    /// first [`Tuning::arena_first`] bytes (64 MiB) are faulted in before capture starts, the rest
+    /// first [`Tuning::arena_first`](wv_record::Tuning::arena_first) bytes (64 MiB) are faulted in before capture starts, the rest
     /// ahead of the backlog by a background thread (`prefault`): on a disk that keeps up it
     /// costs a few blocks, whatever its size (stats.json `arena_used_bytes`,
     /// `arena_faulted_bytes`; fresh memory costs ~3 s of CPU per GiB here).
