@@ -103,7 +103,7 @@ impl Delay {
     }
 
     pub fn feed(&mut self, s: &Seen<'_>) {
-        self.pair(frame_hash(s.f.data, u64::from(s.len)), s.f.ts_ns);
+        self.pair(frame_hash(s.frame.data, u64::from(s.len)), s.frame.ts_ns);
     }
 
     /// Pairs a packet seen here at `ts_ns`, of content hash `h`.

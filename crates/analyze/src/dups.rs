@@ -48,7 +48,7 @@ impl Dups {
     }
 
     pub fn feed(&mut self, s: &Seen<'_>) {
-        let (ts, no) = (s.f.ts_ns, s.no);
+        let (ts, no) = (s.frame.ts_ns, s.no);
         // Forget frames out of the window (by count, or by time).
         while let Some(&(h, t, n)) = self.ring.front() {
             if n + self.frames >= no && ts.saturating_sub(t) <= self.window_ns {
@@ -61,7 +61,7 @@ impl Dups {
                 }
             }
         }
-        let h = frame_hash(s.f.data, u64::from(s.len));
+        let h = frame_hash(s.frame.data, u64::from(s.len));
         match self.last.entry(h) {
             Entry::Occupied(mut e) => {
                 let (t, n) = e.insert((ts, no));

@@ -94,8 +94,8 @@ pub struct Frame<'a> {
 /// tshark numbers frames) and its dissection.
 pub struct Seen<'a> {
     pub no: u64,
-    pub f: &'a Frame<'a>,
-    pub d: &'a Dissection,
+    pub frame: &'a Frame<'a>,
+    pub dissection: &'a Dissection,
     /// `wire_len`, at least the captured length.
     pub len: u32,
 }
@@ -130,7 +130,7 @@ pub struct Example {
 
 impl Example {
     pub fn of(s: &Seen<'_>, detail: String) -> Example {
-        Example { frame: s.no, time_ns: s.f.ts_ns, size: s.len, flow: flow_text(s.d), detail }
+        Example { frame: s.no, time_ns: s.frame.ts_ns, size: s.len, flow: flow_text(s.dissection), detail }
     }
 }
 
@@ -305,7 +305,7 @@ pub struct Analyzer {
     mix: mix::Mix,
     flows: flows::FlowTable,
     /// The last frame's flow work, done after the next frame's dissection.
-    pending: Option<flows::Placed>,
+    pending: Option<flows::FlowFrame>,
     io: qos::io::IoStat,
     tcp: qos::tcp::TcpAnalysis,
     rtp: qos::rtp::Rtp,
@@ -376,7 +376,7 @@ impl Analyzer {
         self.first_ns = Some(self.first_ns.map_or(f.ts_ns, |t| t.min(f.ts_ns)));
         self.last_ns = self.last_ns.max(f.ts_ns);
         let d = dissect(f.linktype, f.data, len);
-        let s = Seen { no: self.frames, f, d: &d, len };
+        let s = Seen { no: self.frames, frame: f, dissection: &d, len };
         self.io.feed(&s);
         self.dups.feed(&s);
         if let Some(x) = self.delay.as_mut() {
@@ -406,20 +406,20 @@ impl Analyzer {
     /// A packet's place in the flow table, once the reassembly has seen it:
     /// a packet that completes an IP datagram is placed as the datagram (its
     /// TCP or UDP header), the other fragments as IP only.
-    fn place(&mut self, s: &Seen<'_>) -> Option<flows::Placed> {
-        match self.reasm.feed(s.d, s.f.data, s.f.ts_ns) {
+    fn place(&mut self, s: &Seen<'_>) -> Option<flows::FlowFrame> {
+        match self.reasm.feed(s.dissection, s.frame.data, s.frame.ts_ns) {
             reasm::Fed::Complete(g) => {
                 self.reassembled += 1;
                 let d = wv_wire::dissect::dissect_encap(g.encap, &g.data, g.wire_len);
-                let frame = Frame { data: &g.data, wire_len: g.wire_len, ..*s.f };
-                flows::Placed::of(&Seen { f: &frame, d: &d, ..*s }, &self.flows)
+                let frame = Frame { data: &g.data, wire_len: g.wire_len, ..*s.frame };
+                flows::FlowFrame::of(&Seen { frame: &frame, dissection: &d, ..*s }, &self.flows)
             }
             reasm::Fed::FirstAsIs => {
-                let mut whole = *s.d;
+                let mut whole = *s.dissection;
                 whole.first_fragment = false;
-                flows::Placed::of(&Seen { d: &whole, ..*s }, &self.flows)
+                flows::FlowFrame::of(&Seen { dissection: &whole, ..*s }, &self.flows)
             }
-            reasm::Fed::Nothing => flows::Placed::of(s, &self.flows),
+            reasm::Fed::Nothing => flows::FlowFrame::of(s, &self.flows),
         }
     }
 
@@ -442,7 +442,7 @@ impl Analyzer {
             let wire = u32::try_from(t.end.saturating_sub(t.at)).unwrap_or(u32::MAX);
             let d = wv_wire::dissect::dissect_encap(t.encap, inner, wire);
             let frame = Frame { data: inner, wire_len: wire, ..*f };
-            let s = Seen { no: self.frames, f: &frame, d: &d, len };
+            let s = Seen { no: self.frames, frame: &frame, dissection: &d, len };
             self.malformed.feed_inner(&s, u32::try_from(base).unwrap_or(u32::MAX));
             if let Some(p) = self.place(&s) {
                 self.flow_work(&p);
@@ -459,7 +459,7 @@ impl Analyzer {
     }
 
     /// A frame's work on its flow: counters, TCP analysis, RTP and plain UDP streams.
-    fn flow_work(&mut self, p: &flows::Placed) {
+    fn flow_work(&mut self, p: &flows::FlowFrame) {
         let udp = p.transport == flows::Transport::Udp;
         match (self.flows.count(p), p.segment, p.rtp) {
             (Some(flow), Some(seg), _) => self.tcp.feed(p, seg, &mut flow.state),

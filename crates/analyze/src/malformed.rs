@@ -148,7 +148,7 @@ impl Malformed {
 
     /// The dissector's problems of `s`, whose offsets are `base` bytes into the frame.
     fn problems(&mut self, s: &Seen<'_>, base: u32, seen: &mut u32) {
-        for p in s.d.problems() {
+        for p in s.dissection.problems() {
             let (name, detail) = kind_of(p.kind);
             let at = u64::from(base) + u64::from(p.offset);
             let inner = if base > 0 { " (inside a tunnel)" } else { "" };
@@ -176,16 +176,16 @@ impl Malformed {
     pub fn feed(&mut self, s: &Seen<'_>) {
         let mut seen = 0u32;
         self.problems(s, 0, &mut seen);
-        let lt = s.f.linktype & 0x03ff_ffff;
+        let lt = s.frame.linktype & 0x03ff_ffff;
         if lt == linktype::ETHERNET && s.len < ETHERNET_MIN {
             self.note(s, "runt", format!("{} bytes", s.len), &mut seen);
         }
         if let Some(l3) = network_offset(s) {
             let l3_len = s.len.saturating_sub(l3);
             if l3_len > self.mtu {
-                let transport = if s.d.layer(LayerKind::Tcp).is_some() {
+                let transport = if s.dissection.layer(LayerKind::Tcp).is_some() {
                     Some("TCP")
-                } else if s.d.layer(LayerKind::Udp).is_some() {
+                } else if s.dissection.layer(LayerKind::Udp).is_some() {
                     Some("UDP")
                 } else {
                     None
@@ -245,7 +245,8 @@ impl Malformed {
 /// Where the network layer starts: the first layer that is not link
 /// layer, VLAN tag or MPLS label; `None` when there is none.
 fn network_offset(s: &Seen<'_>) -> Option<u32> {
-    s.d.layers()
+    s.dissection
+        .layers()
         .iter()
         .find(|l| {
             !matches!(

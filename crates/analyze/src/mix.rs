@@ -197,7 +197,7 @@ impl Mix {
 
     /// A dissected frame's protocols, VLANs and labels.
     pub fn feed(&mut self, s: &Seen<'_>) {
-        self.outer.feed(&s.d.flow, s.len);
+        self.outer.feed(&s.dissection.flow, s.len);
     }
 
     /// The innermost packet `d` a frame of length `len` carries in tunnels.

@@ -2,8 +2,8 @@
 //! export as nanosecond pcap streamed from the query layer, Prometheus
 //! metrics (`/metrics`) and a web console whose assets are built into the
 //! binary. It runs inside `wirevault record --listen` (and then sees the
-//! live counters the recorder publishes on a [`Board`]) or on its own over a
-//! store at rest (`wirevault serve`).
+//! live counters the recorder publishes on a [`LiveCounters`]) or on its
+//! own over a store at rest (`wirevault serve`).
 //!
 //! * [`config`]: what the server is told (listen address, TLS, tokens,
 //!   limits), checked before anything listens.
@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex};
 /// recorder once a second (the same snapshot it writes to `stats.json`,
 /// so the three views agree).
 #[derive(Default)]
-pub struct Board {
+pub struct LiveCounters {
     latest: Mutex<Option<Arc<Recording>>>,
     /// Reads the fullest arena's fill (0..=1) now: queries wait while capture is behind.
     pressure: Mutex<Option<PressureFn>>,
@@ -60,9 +60,9 @@ pub struct Board {
 /// The fill of the fullest arena, read at the moment of the call.
 pub type PressureFn = Arc<dyn Fn() -> f64 + Send + Sync>;
 
-impl Board {
-    pub fn new() -> Arc<Board> {
-        Arc::new(Board::default())
+impl LiveCounters {
+    pub fn new() -> Arc<LiveCounters> {
+        Arc::new(LiveCounters::default())
     }
 
     /// Replaces the published counters.

@@ -8,7 +8,7 @@
 use crate::auth::{Peer, Tokens};
 use crate::metrics::ApiMetrics;
 use crate::store_view::StoreView;
-use crate::{Board, Config, LogLevel};
+use crate::{Config, LiveCounters, LogLevel};
 use axum::extract::{Request, State as Ax};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -115,7 +115,7 @@ pub enum ServeError {
 pub(crate) struct State {
     pub cfg: Config,
     pub view: StoreView,
-    pub board: Option<Arc<Board>>,
+    pub live: Option<Arc<LiveCounters>>,
     pub tokens: RwLock<Option<Tokens>>,
     pub queries: Arc<Semaphore>,
     pub metrics: ApiMetrics,
@@ -142,9 +142,9 @@ pub struct Server {
 
 impl Server {
     /// Checks the configuration, reads the tokens and TLS files, binds, and
-    /// starts serving. `board` carries the live counters of a recording in
+    /// starts serving. `live` carries the live counters of a recording in
     /// this process (`None`: a store at rest).
-    pub fn start(mut cfg: Config, board: Option<Arc<Board>>) -> Result<Server, ServeError> {
+    pub fn start(mut cfg: Config, live: Option<Arc<LiveCounters>>) -> Result<Server, ServeError> {
         cfg.check()?;
         let tokens = cfg.token_file.as_deref().map(Tokens::load).transpose()?;
         let tls = cfg.tls.as_ref().map(crate::tls::server_config).transpose()?;
@@ -167,7 +167,7 @@ impl Server {
             view: StoreView::new(&cfg.store),
             queries: Arc::new(Semaphore::new(cfg.max_queries)),
             cfg,
-            board,
+            live,
             tokens: RwLock::new(tokens),
             metrics: ApiMetrics::new(),
             started: Instant::now(),
@@ -337,7 +337,7 @@ async fn metrics(Ax(state): Ax<Arc<State>>, headers: axum::http::HeaderMap) -> R
     let cat = state.view.catalog().ok();
     let span = cat.as_ref().and_then(|c| c.span);
     let scrape = crate::metrics::Scrape {
-        recording: state.board.as_ref().and_then(|b| b.latest()),
+        recording: state.live.as_ref().and_then(|b| b.latest()),
         store: cat.as_ref().map(|c| (c.bytes, c.files() as u64)),
         oldest_ns: span.map(|s| s.0),
         newest_ns: span.map(|s| s.1),
@@ -553,10 +553,10 @@ impl State {
     pub(crate) fn status(&self) -> Result<crate::status::Status, crate::api::ApiError> {
         use crate::store_view::time;
         let cat = self.view.catalog().map_err(crate::api::ApiError::Unavailable)?;
-        let rec = self.board.as_ref().and_then(|b| b.latest());
+        let rec = self.live.as_ref().and_then(|b| b.latest());
         let volumes = self.view.volumes();
         let space = crate::store_view::total_space(&volumes);
-        let last = if self.board.is_none() { read_stats(&self.cfg.store) } else { None };
+        let last = if self.live.is_none() { read_stats(&self.cfg.store) } else { None };
         // The write rate: the recording's now, else the stored average.
         let live_rate = rec.as_ref().filter(|r| r.state == crate::RecordingState::Capturing).map(|r| r.disk_mb_s * 1e6);
         let avg_rate = cat.span.filter(|(a, b)| b > a).map(|(a, b)| cat.bytes as f64 / ((b - a) as f64 / 1e9));
@@ -578,7 +578,7 @@ impl State {
             uptime_s: (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
             store: self.cfg.store.display().to_string(),
             // In a recorder before its first second: starting.
-            recording: match (&self.board, &rec) {
+            recording: match (&self.live, &rec) {
                 (Some(_), None) => Some(LiveRecording::Starting { state: Starting::Starting }),
                 (_, r) => r.as_deref().map(|r| LiveRecording::Counters(Box::new(r.clone()))),
             },

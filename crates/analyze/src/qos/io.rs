@@ -83,8 +83,8 @@ impl IoStat {
     }
 
     pub fn feed(&mut self, s: &Seen<'_>) {
-        let first = *self.first_ns.get_or_insert(s.f.ts_ns);
-        self.latest_ns = self.latest_ns.max(s.f.ts_ns);
+        let first = *self.first_ns.get_or_insert(s.frame.ts_ns);
+        self.latest_ns = self.latest_ns.max(s.frame.ts_ns);
         // tshark rounds a frame's time since the first to whole µs before
         // it finds its interval: within 500 ns of an interval's end, a frame
         // counts in the next.

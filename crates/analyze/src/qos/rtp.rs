@@ -16,7 +16,7 @@
 //! found the flow table full) are counted as untracked.
 
 use crate::conv::Ip;
-use crate::flows::Placed;
+use crate::flows::FlowFrame;
 use crate::{Config, Seen};
 use serde::{Deserialize, Serialize};
 use wv_wire::dissect::LayerKind;
@@ -165,10 +165,10 @@ pub struct Rtp {
 
 /// The RTP header of a UDP frame's payload, when it passes the test.
 pub fn rtp_of(s: &Seen<'_>) -> Option<RtpHeader> {
-    let at = s.d.layer(LayerKind::Udp)?.offset as usize;
-    let ulen = usize::from(get16(s.f.data, at + 4)?);
-    let end = (at + ulen).min(s.f.data.len());
-    header(s.f.data.get(at + 8..end)?, ulen.checked_sub(8)?)
+    let at = s.dissection.layer(LayerKind::Udp)?.offset as usize;
+    let ulen = usize::from(get16(s.frame.data, at + 4)?);
+    let end = (at + ulen).min(s.frame.data.len());
+    header(s.frame.data.get(at + 8..end)?, ulen.checked_sub(8)?)
 }
 
 impl Rtp {
@@ -201,7 +201,7 @@ impl Rtp {
     /// versions measure it from the packet before whatever its type, and
     /// leave out a packet whose RTP timestamp steps back, measuring the
     /// next from the packet before.)
-    pub fn feed(&mut self, p: &Placed, h: RtpHeader, slot: &mut u32) {
+    pub fn feed(&mut self, p: &FlowFrame, h: RtpHeader, slot: &mut u32) {
         let (src, dst) = (p.src, p.dst);
         let RtpHeader { pt, marker, seq, ts: rtp_ts, ssrc } = h;
         let mut i = *slot;

@@ -36,7 +36,7 @@
 //! sequence number).
 
 use crate::conv::{conv_table, Conv, ConvRow, Ip, Table};
-use crate::flows::Placed;
+use crate::flows::FlowFrame;
 use crate::{Config, Count, Percentiles, Seen};
 use serde::{Deserialize, Serialize};
 use wv_wire::dissect::LayerKind;
@@ -229,14 +229,14 @@ impl Segment {
 /// below 5 or at options the snapshot length cut: those segments change the
 /// state but are not shown (tshark 4.0's `dissect_tcp`).
 pub fn segment(s: &Seen<'_>) -> Option<Segment> {
-    let l = s.d.layer(LayerKind::Tcp)?;
-    if s.d.first_fragment || s.d.flow.later_fragment {
+    let l = s.dissection.layer(LayerKind::Tcp)?;
+    if s.dissection.first_fragment || s.dissection.flow.later_fragment {
         return None;
     }
     let at = l.offset as usize;
     // The packet's own length (a tunnel's inner frame, a reassembled datagram), not the frame's.
-    let end = (s.d.l4_end as usize).min(s.d.wire_len as usize);
-    let captured = s.f.data.get(at..(s.d.l4_end as usize).min(s.f.data.len()))?;
+    let end = (s.dissection.l4_end as usize).min(s.dissection.wire_len as usize);
+    let captured = s.frame.data.get(at..(s.dissection.l4_end as usize).min(s.frame.data.len()))?;
     use tcp::field::{ACK_NUM, FLAGS, SEQ_NUM, WIN_SIZE};
     use wv_wire::views::{be16, be32};
     let h = captured.get(..WIN_SIZE.end)?;
@@ -269,7 +269,7 @@ impl TcpAnalysis {
 
     /// Analyses segment `seg` of TCP flow `p`; `slot` is its flow's (1 +
     /// the index of the flow's connection, 0 before its first).
-    pub fn feed(&mut self, p: &Placed, seg: Segment, slot: &mut u32) {
+    pub fn feed(&mut self, p: &FlowFrame, seg: Segment, slot: &mut u32) {
         let (src, dst, ts) = (p.src, p.dst, p.ts);
         let i = match *slot {
             0 => {

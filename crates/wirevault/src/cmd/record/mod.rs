@@ -60,7 +60,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let mut reloader = Reloader::new(&a, prepared.budget());
     // The HTTP server binds before capture starts: a taken port or a bad certificate is one
     // sentence, with nothing recorded yet.
-    let board = wv_serve::Board::new();
+    let board = wv_serve::LiveCounters::new();
     let server = match a.listen.config(&store, None)? {
         Some(cfg) => Some(crate::cmd::serve::start(cfg, Some(board.clone()))?),
         None => None,
@@ -119,7 +119,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 /// writer has written out what its arena held (a slow disk: seconds after the stop).
 fn status_loop(
     rec: &mut Recording,
-    board: &wv_serve::Board,
+    board: &wv_serve::LiveCounters,
     (hup, reloader, server): (&AtomicBool, &mut Option<Reloader>, &Option<wv_serve::Server>),
     notifier: &mut Option<crate::notify::Notifier>,
     output: &plan::OutputPlan,
