@@ -252,8 +252,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             bytes.unwrap_or_else(|| std::fs::metadata(src).map_or(u64::MAX, |m| m.len()))
         })
         .fold(0u64, u64::saturating_add);
-    let mut kept = (args.loops > 1 && at_most <= Kept::AT_MOST as u64)
-        .then(|| Kept { bytes: Vec::with_capacity(at_most as usize), ..Kept::default() });
+    let mut kept = (args.loops > 1 && at_most <= FirstLoop::AT_MOST as u64)
+        .then(|| FirstLoop { bytes: Vec::with_capacity(at_most as usize), ..FirstLoop::default() });
     let mut progress = Progress { bar: bar.as_ref(), drawn: std::time::Instant::now(), loops: args.loops };
     'outer: for lap in 0..args.loops {
         if lap > 0 {
@@ -391,19 +391,19 @@ fn not_sent_for_linktype(n: u64, theirs: &[u32], ifname: &str, ours: u32) -> Str
 
 /// The first loop's packets, kept in memory to send again.
 #[derive(Default)]
-struct Kept {
+struct FirstLoop {
     bytes: Vec<u8>,
     /// Per source: (time, link type, offset in `bytes`, length).
     segments: Vec<Vec<(u64, u32, usize, u32)>>,
     packets: usize,
 }
 
-impl Kept {
+impl FirstLoop {
     /// The most kept: larger sources are read again on every loop.
     const AT_MOST: usize = 256 << 20;
 
     /// Keeps a packet of the current source; false once the selection is
-    /// larger than [`Kept::AT_MOST`] (the caller then drops what it kept).
+    /// larger than [`FirstLoop::AT_MOST`] (the caller then drops what it kept).
     fn keep(&mut self, ts_ns: u64, linktype: u32, data: &[u8]) -> bool {
         let per_packet = std::mem::size_of::<(u64, u32, usize, u32)>();
         if self.bytes.len() + data.len() + (self.packets + 1) * per_packet > Self::AT_MOST {
