@@ -60,7 +60,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let mut reloader = Reloader::new(&a, prepared.budget());
     // The HTTP server binds before capture starts: a taken port or a bad certificate is one
     // sentence, with nothing recorded yet.
-    let board = wv_serve::Board::new();
+    let board = wv_serve::LiveCounters::new();
     let server = serve_api(&a, &store, &board, &mut reloader)?;
     let mut rec = prepared.start().map_err(recording_failed)?;
     // Capture runs: said once (as tcpdump's "listening on"), and to the service manager.
@@ -88,7 +88,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 fn serve_api(
     a: &Args,
     store: &Path,
-    board: &Arc<wv_serve::Board>,
+    board: &Arc<wv_serve::LiveCounters>,
     reloader: &mut Option<Reloader>,
 ) -> anyhow::Result<Option<wv_serve::Server>> {
     let Some(cfg) = a.listen.config(store, None)? else { return Ok(None) };
@@ -114,7 +114,7 @@ fn serve_api(
 /// notes, and words the exit code.
 fn finish(
     rec: Recording,
-    board: &Arc<wv_serve::Board>,
+    board: &Arc<wv_serve::LiveCounters>,
     server: Option<wv_serve::Server>,
     output: &plan::OutputPlan,
 ) -> anyhow::Result<u8> {
@@ -140,7 +140,7 @@ fn finish(
 /// writer has written out what its arena held (a slow disk: seconds after the stop).
 fn status_loop(
     rec: &mut Recording,
-    board: &Arc<wv_serve::Board>,
+    board: &Arc<wv_serve::LiveCounters>,
     (hup, reloader, server): (&AtomicBool, &mut Option<Reloader>, &Option<wv_serve::Server>),
     notifier: &mut Option<crate::notify::Notifier>,
     output: &plan::OutputPlan,

@@ -49,7 +49,7 @@ pub mod defaults {
     /// netsniff-ng) park a burst in the page cache, up to vm.dirty_ratio (20%) of memory;
     /// the arena stays resident (and pinned, once registered with io_uring), so it takes a
     /// smaller share. Its blocks are taken lowest first (`wv_sys::byte_ring`) and only its
-    /// first [`Tuning::arena_first`] bytes (64 MiB) are faulted in before capture starts, the rest
+    /// first [`Tuning::arena_first`](wv_record::Tuning::arena_first) bytes (64 MiB) are faulted in before capture starts, the rest
     /// ahead of the backlog by a background thread (`prefault`): on a disk that keeps up it
     /// costs a few blocks, whatever its size (stats.json `arena_used_bytes`,
     /// `arena_faulted_bytes`; fresh memory costs ~3 s of CPU per GiB here).
@@ -570,28 +570,40 @@ fn disk_bench_buffer(store: &Path) -> anyhow::Result<Option<Result<u64, String>>
             return Err(fail(exit::ERROR, format!("cannot read {}: {e}; remove it or give --buffer", path.display())))
         }
     };
-    let v = serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default();
-    let Some(b) = v["rate"]["buffer_with_margin_bytes"].as_u64() else {
-        return Err(usage(format!(
+    use wv_diskbench::report::{ParseError, Report, VERSION};
+    let not_a_result = || {
+        usage(format!(
             "{} is not a `wirevault disk-bench DIR --rate R --json` result with a buffer (a sustained rate); run that again, or remove the file, or give --buffer",
             path.display()
-        )));
+        ))
+    };
+    let report = match Report::parse(text.as_bytes()) {
+        Ok(r) => r,
+        Err(ParseError::Version(v)) => {
+            return Err(usage(format!(
+                "{} is a disk-bench result of version {v} and this wirevault reads version {VERSION}: run disk-bench again, or remove the file, or give --buffer",
+                path.display()
+            )))
+        }
+        Err(ParseError::Malformed(_)) => return Err(not_a_result()),
+    };
+    let Some(b) = report.rate.as_ref().and_then(|r| r.buffer_with_margin_bytes) else {
+        return Err(not_a_result());
     };
     let dev = |p: &Path| std::fs::metadata(p).ok().map(|m| std::os::unix::fs::MetadataExt::dev(&m));
     // A relative directory (an older disk-bench wrote it as given) is taken
     // from the store, where the file is kept.
-    let measured = v["dir"].as_str().map(|d| store.join(d));
+    let measured = store.join(&report.dir);
     let ignored = |why: String| {
         Ok(Some(Err(format!(
             "{} {why}: its buffer is not used, the default is; run disk-bench on the store's volume for {DISK_BENCH_MIN_S} s or more, or give --buffer",
             path.display()
         ))))
     };
-    if measured.as_deref().and_then(dev).is_none_or(|d| Some(d) != dev(store)) {
-        let on = measured.map_or("an unnamed directory".to_string(), |m| m.display().to_string());
-        return ignored(format!("measured {on}, not the store's file system"));
+    if dev(&measured).is_none_or(|d| Some(d) != dev(store)) {
+        return ignored(format!("measured {}, not the store's file system", measured.display()));
     }
-    let secs = v["elapsed_s"].as_f64().unwrap_or(0.0);
+    let secs = report.elapsed_s;
     if secs < DISK_BENCH_MIN_S as f64 {
         return ignored(format!("comes from a run of {secs:.1} s"));
     }
