@@ -37,7 +37,7 @@ impl Storage {
 }
 
 /// One mix on one link.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rates {
     /// The link's rate, bits/s.
     pub link_bps: f64,

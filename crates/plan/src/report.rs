@@ -3,7 +3,7 @@
 //! read them back.
 
 use crate::bench::{advised_buffer, buffer_for, DiskBench};
-use crate::capacity::{Rates, Storage};
+use crate::capacity::Rates;
 use crate::ethernet::SizeConvention;
 use crate::formats::StoreFormat;
 use crate::mix::Mix;
@@ -26,15 +26,9 @@ pub struct Row {
     /// The mix as given, when the row is a mix.
     pub mix: Option<String>,
     pub classes: Vec<ClassRow>,
-    /// The rates of [`Rates`], bits per second and bytes per frame.
-    pub link_bps: f64,
-    pub frame_bytes: f64,
-    pub captured_bytes: f64,
-    pub wire_bytes: f64,
-    pub pps: f64,
-    pub frame_bps: f64,
-    pub wire_bps: f64,
-    pub storage_bps: Storage,
+    /// The mix on the saturated link (its fields stand in the row itself).
+    #[serde(flatten)]
+    pub rates: Rates,
     pub index_bytes_per_packet: f64,
     /// The capture format planned (`StoreFormat::name`) and whether the index is kept.
     pub store_format: String,
@@ -155,14 +149,7 @@ impl Row {
                 .iter()
                 .map(|c| ClassRow { frame: c.frame, captured: c.captured, weight: c.weight })
                 .collect(),
-            link_bps: r.link_bps,
-            frame_bytes: r.frame_bytes,
-            captured_bytes: r.captured_bytes,
-            wire_bytes: r.wire_bytes,
-            pps: r.pps,
-            frame_bps: r.frame_bps,
-            wire_bps: r.wire_bps,
-            storage_bps: r.storage_bps,
+            rates: r,
             index_bytes_per_packet: index_bpp,
             store_format: cx.format.name().to_string(),
             store_index: cx.index,

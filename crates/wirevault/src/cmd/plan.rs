@@ -296,11 +296,11 @@ fn table(plan: &Plan, rows: &[Row]) -> String {
     }
     let mut cells: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for v in rows {
-        let st = &v.storage_bps;
+        let st = &v.rates.storage_bps;
         let mut c = vec![
             v.label.clone(),
-            grouped(v.pps),
-            gbps(v.frame_bps),
+            grouped(v.rates.pps),
+            gbps(v.rates.frame_bps),
             gbps(st.pcap),
             gbps(st.pcapng),
             gbps(st.raw),
