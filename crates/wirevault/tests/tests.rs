@@ -48,4 +48,5 @@ mod service;
 mod store_faults;
 mod timestamps;
 mod tune;
+mod units_grammar;
 mod volumes;
