@@ -11,8 +11,11 @@
 #   bench/ab.sh ./wv-old ./wv-new 3 -- --synthetic size=imix,count=21390374
 # A_BIN and B_BIN are release binaries built at the two commits (e.g. with
 # `git worktree add` and `cargo build --release -p wirevault` in each).
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 usage() { echo "usage: bench/ab.sh A_BIN B_BIN [ROUNDS] [DIR] -- RECORD_ARGS..." >&2; exit 2; }
 [ $# -ge 3 ] || usage
 A=$(realpath "$1"); B=$(realpath "$2"); shift 2

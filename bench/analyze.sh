@@ -12,8 +12,11 @@
 # the same packets as one pcap written by `wirevault query` (not timed).
 # WV_TSHARK_MAX limits tshark to the first N packets (default: all) and the
 # table says so; its rate is measured on what it read.
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 N=${1:-20000000}
 DIR=${2:-./bench-analyze}
 wv_binary

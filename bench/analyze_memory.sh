@@ -12,8 +12,11 @@
 # with X = RAM x 1.15, in GB of pcap), FLOWS (default 4194304), TSHARK_GB (tshark runs on
 # stores up to this size; default 1; 0 skips it). Needs SIZES_GB's largest free on DIR's disk.
 # As root, the page cache is dropped before each analyze run, so every store is read from disk.
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 DIR=${1:-./bench-anmem}
 wv_binary
 need_tools python3

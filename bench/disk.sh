@@ -16,8 +16,11 @@
 # Sizes (environment): ROUNDS=4 CMP_FILES=4 CMP_SIZE=1G PAPER_FILES=100
 # PAPER_SIZE=2G RATE=9.95gbps. A smoke run:
 #   ROUNDS=2 CMP_FILES=2 CMP_SIZE=64M PAPER_FILES=4 PAPER_SIZE=64M bench/disk.sh
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 wv_binary
 need_tools fio python3
 DIR=$(work_dir "${1:-./bench-disk}")

@@ -14,8 +14,11 @@
 # file: 24-byte file header + 16 bytes + frame per packet); index bytes: wirevault = its *.idx
 # files; stenotype = its IDX0/ directory (LevelDB tables written when it closes its packet file).
 # "% of pcap" puts both indexes over the same pcap size (scaled to the packets each tool stored).
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 ROOT=$BENCH_ROOT
 need_root index_size.sh
 STENOTYPE=$(command -v stenotype || echo /usr/sbin/stenotype)

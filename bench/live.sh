@@ -43,8 +43,11 @@
 #
 # Goal (issue): 1core: wirevault's CPU ns/stored packet < every peer, ideally <= 1/3 of the best;
 # contention: wirevault stores >= 99.9% of the arrived frames.
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 ROOT=$BENCH_ROOT
 need_root live.sh
 [ "$(nproc)" -ge 2 ] || { echo "live.sh needs 2 CPUs" >&2; exit 1; }

@@ -11,8 +11,11 @@
 # Prints a Markdown table: peak VmRSS (sampled every 0.2 s), what is above the
 # arena, packets written and dropped. Target (issue "Record"): resident memory
 # near the configured buffer plus a small constant.
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 DIR=${1:-./bench-mem}
 BUFFER=${2:-1G}
 wv_binary

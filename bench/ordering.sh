@@ -16,8 +16,11 @@
 # Environment: N (frames, default 500000), FLOWS (default 4096), SIZE (bytes per frame,
 # default 128), PPS (tcpreplay rate, default 0 = --topspeed), RPS (default 1), WORKERS
 # (default 2).
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 DIR=$(work_dir "${1:-./bench-ordering}")
 N=${N:-500000}
 FLOWS=${FLOWS:-4096}

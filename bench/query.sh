@@ -13,8 +13,11 @@
 # tshark is run on the first files only (about 2 GB) and its time is
 # extrapolated to the whole store; the table says so.
 # The store and the query's output file go under DIR (removed at the end).
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 GB=${1:-20}
 DIR=${2:-./bench-query}
 wv_binary

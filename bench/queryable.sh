@@ -23,8 +23,11 @@
 #
 # Goal (issue): every frame stored more than 2 s ago is queryable (p100 below 2000 ms; at low
 # rates the copy path's 1 s idle flush decides).
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 ROOT=$BENCH_ROOT
 need_root queryable.sh
 need_tools trafgen tcpreplay ip taskset python3

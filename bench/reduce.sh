@@ -15,8 +15,11 @@
 # without the disk, the index and their threads: the capture worker storing into an arena that
 # one thread only releases; steadier on a shared machine, where the end-to-end runs vary by
 # tens of percent; 0 skips it).
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 DIR=${1:-./bench-reduce}
 N=${N:-20000000}
 ROUNDS=${ROUNDS:-3}

@@ -15,8 +15,11 @@
 # recorded) as p50 / p99 / max.
 # Targets: replay pps >= tcpreplay's, CPU per packet below it; report the
 # p99 gap error beside tcpreplay's.
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 N=${1:-1000000}
 DIR=${2:-./bench-replay}
 wv_binary

@@ -31,8 +31,11 @@
 # Environment: WIREVAULT (binary), SIZE_GB (store for part 1, default 4), Q (small queries,
 # default 200), N (frames per recording, default 3M), M (latency samples, default 300), NICE
 # (of the recorder and trafgen, default -10 as in bench/live.sh), EXPORT_ONLY=1 (part 1 only).
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 ROOT=$BENCH_ROOT
 need_root serve.sh
 need_tools curl trafgen ip python3 chrt

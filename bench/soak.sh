@@ -9,8 +9,11 @@
 #
 # Traffic: the synthetic source, IMIX, 200k packets/s (~0.77 Gb/s),
 # 65536 flows; 256 MiB files, retention at 4 GiB, 256 MiB arena.
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 MIN=${1:-30}
 DIR=${2:-./bench-soak}
 INTERVAL=${INTERVAL:-60}

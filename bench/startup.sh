@@ -17,8 +17,11 @@
 #                 holds a packet socket and its CPU use has settled (bench/lib/live_helper.py
 #                 ready, as bench/live.sh); its CPU then (all threads), before any packet.
 # The table gives each figure's range over the rounds.
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 ROOT=$BENCH_ROOT
 need_root startup.sh
 need_tools ip tcpdump python3
@@ -138,7 +141,7 @@ for round in $(seq "$ROUNDS"); do
     pid=$(launch "$tool" "$out")
     sleep 4
     stop "$pid"
-    kill "$SENDER" 2>/dev/null; wait "$SENDER" 2>/dev/null; SENDER=""
+    kill "$SENDER" 2>/dev/null; wait "$SENDER" 2>/dev/null || true; SENDER=""
     first=$(first_stored "$out")
     after=NA
     [ -n "$first" ] && after=$(calc "($first - $t0) / 1e9" .3f)

@@ -14,8 +14,11 @@
 #
 # Prints a Markdown table. Targets (issue "Record"): 1514-byte frames reach
 # >= 95% of fio's bandwidth; 64-byte frames at 14.88 Mpps with zero loss.
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 DIR=${1:-./bench-store}
 GB=${2:-8}
 wv_binary

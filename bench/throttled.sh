@@ -24,8 +24,11 @@
 # buffer). wirevault faults its arena in only as the backlog needs it, at background priority (a
 # disk that keeps up uses a few blocks): the burst is sent once its full rings capture
 # (stats.json "rings": "full"), and the faulting the burst causes is in the CPU after start-up.
+# `--markdown` as the first argument also writes the tables into this script's section of
+# bench/RESULTS.md (markdown_mode, lib/common.sh).
 # shellcheck source=bench/lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+markdown_mode "$@"
 DIR=$(work_dir "${1:-./bench-throttled}")
 N=${N:-2000000}
 WBPS=${WBPS:-200000000}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: dependencies, formatting, build of every target,
-# clippy, every test, and the fuzz targets (built, seeds replayed).
+# clippy, the docs (rustdoc warnings are errors), every test, and the fuzz
+# targets (built, seeds replayed).
 # Integration tests that need root (network namespaces, AF_PACKET) skip with a
 # message when not run as root; under CI=true a missing tool fails them.
 # Exits non-zero on the first failure.
@@ -23,6 +24,10 @@ cargo build --workspace --all-targets
 step "lint"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --manifest-path fuzz/Cargo.toml --bins -- -D warnings
+
+step "docs"
+# Broken or private intra-doc links fail the run as a lint does.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
 step "test"
 cargo test --workspace --no-fail-fast

@@ -29,8 +29,15 @@
 #   table_row CELL...         one Markdown table row
 #   netns_veth_pair S R       namespaces S and R joined by vethA (in S) / vethB (in R),
 #                             MTU 1500, IPv6 off, links up
+#   markdown_mode "$@"        called by each script right after sourcing this file: with
+#                             --markdown as the first argument it runs the script without it,
+#                             shows its output and, if the run succeeded, writes that output
+#                             as the script's own section of bench/RESULTS.md (another file:
+#                             RESULTS_MD=PATH, relative to the repository); lib/results.py
 
 set -euo pipefail
+# The script that sourced this file, for markdown_mode to run again.
+BENCH_SCRIPT=$(realpath "$0")
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 BENCH_ROOT=$PWD
 export BENCH_ROOT
@@ -150,4 +157,20 @@ netns_veth_pair() {
   ip link add vethA netns "$s" mtu 1500 type veth peer name vethB netns "$r" mtu 1500
   ip netns exec "$s" ip link set vethA up
   ip netns exec "$r" ip link set vethB up
+}
+
+markdown_mode() {
+  [ "${1:-}" = --markdown ] || return 0
+  shift
+  local out rc=0 results=${RESULTS_MD:-bench/RESULTS.md}
+  # The run's output goes to the terminal as it comes (fd 3) and is kept for the section.
+  exec 3>&1
+  out=$(bash "$BENCH_SCRIPT" "$@" | tee /dev/fd/3) || rc=$?
+  exec 3>&-
+  if [ "$rc" != 0 ]; then
+    echo "bench/$(basename "$BENCH_SCRIPT") exited with $rc: $results left as it was" >&2
+    exit "$rc"
+  fi
+  printf '%s\n' "$out" | python3 bench/lib/results.py "$results" "$BENCH_SCRIPT" "$(stamp)" "$(revision)" "$@"
+  exit 0
 }

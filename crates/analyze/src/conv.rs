@@ -14,7 +14,7 @@
 use crate::flows::{FlowTable, Transport};
 use crate::hash::FastMap;
 use crate::{addr_text, Count};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wv_wire::dissect::{Dissection, LayerKind, ProblemKind};
 use wv_wire::packet::Addr;
 
@@ -75,13 +75,13 @@ pub fn ip_pair(d: &Dissection, data: &[u8]) -> Option<(Ip, Ip)> {
 }
 
 /// One conversation: side A is the first packet's source.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConvRow {
     pub a: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port_a: Option<u16>,
     pub b: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port_b: Option<u16>,
     pub a_to_b: Count,
     pub b_to_a: Count,
@@ -138,14 +138,14 @@ impl Conv {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EndpointRow {
     pub address: String,
     pub tx: Count,
     pub rx: Count,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Table<R: Serialize> {
     /// Entries in the table (all of them, though `rows` may list fewer).
     pub count: usize,
@@ -156,7 +156,7 @@ pub struct Table<R: Serialize> {
     pub rows: Vec<R>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConvReport {
     pub ipv4: Table<ConvRow>,
     pub ipv6: Table<ConvRow>,

@@ -19,7 +19,7 @@
 use crate::hash::frame_hash;
 use crate::hash::HashedMap;
 use crate::{percentile, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub struct Delay {
     reference: HashedMap<Sightings>,
@@ -50,7 +50,7 @@ struct Sightings {
     last: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DelayReport {
     pub reference_packets: u64,
     /// Reference packets beyond the table's capacity (never matched).
@@ -103,7 +103,7 @@ impl Delay {
     }
 
     pub fn feed(&mut self, s: &Seen<'_>) {
-        self.pair(frame_hash(s.f.data, u64::from(s.len)), s.f.ts_ns);
+        self.pair(frame_hash(s.frame.data, u64::from(s.len)), s.frame.ts_ns);
     }
 
     /// Pairs a packet seen here at `ts_ns`, of content hash `h`.

@@ -9,7 +9,7 @@
 
 use crate::hash::{frame_hash, HashedMap};
 use crate::{Config, Count, Example, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 
@@ -25,7 +25,7 @@ pub struct Dups {
     max_examples: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DupReport {
     pub window_ns: u64,
     pub window_frames: u64,
@@ -48,7 +48,7 @@ impl Dups {
     }
 
     pub fn feed(&mut self, s: &Seen<'_>) {
-        let (ts, no) = (s.f.ts_ns, s.no);
+        let (ts, no) = (s.frame.ts_ns, s.no);
         // Forget frames out of the window (by count, or by time).
         while let Some(&(h, t, n)) = self.ring.front() {
             if n + self.frames >= no && ts.saturating_sub(t) <= self.window_ns {
@@ -61,7 +61,7 @@ impl Dups {
                 }
             }
         }
-        let h = frame_hash(s.f.data, u64::from(s.len));
+        let h = frame_hash(s.frame.data, u64::from(s.len));
         match self.last.entry(h) {
             Entry::Occupied(mut e) => {
                 let (t, n) = e.insert((ts, no));

@@ -106,7 +106,7 @@ impl Flow {
 /// A frame's place in the flow table and what its flow's state needs of
 /// it: everything owned, so that the flow work can follow a frame later
 /// (see [`FlowTable::prefetch`]).
-pub struct Placed {
+pub struct FlowFrame {
     pub src: (Ip, u16),
     pub dst: (Ip, u16),
     pub transport: Transport,
@@ -122,25 +122,25 @@ pub struct Placed {
     hash: u64,
 }
 
-impl Placed {
+impl FlowFrame {
     /// `None` when the frame has no IP header that tshark would read.
-    pub fn of(s: &Seen<'_>, table: &FlowTable) -> Option<Placed> {
-        let (sip, dip) = ip_pair(s.d, s.f.data)?;
+    pub fn of(s: &Seen<'_>, table: &FlowTable) -> Option<FlowFrame> {
+        let (sip, dip) = ip_pair(s.dissection, s.frame.data)?;
         let (mut src, mut dst) = ((sip, 0), (dip, 0));
         let (mut transport, mut segment, mut rtp) = (Transport::Other, None, None);
-        match (segment_of(s), s.d.flow.ports) {
+        match (segment_of(s), s.dissection.flow.ports) {
             (Some(seg), Some((sp, dp))) => {
                 (src.1, dst.1, transport, segment) = (sp, dp, Transport::Tcp, Some(seg));
             }
             _ => {
-                if let Some((sp, dp)) = udp_ports(s.d, s.f.data) {
+                if let Some((sp, dp)) = udp_ports(s.dissection, s.frame.data) {
                     (src.1, dst.1, transport, rtp) = (sp, dp, Transport::Udp, rtp_of(s));
                 }
             }
         }
         let (lo, hi) = if src <= dst { (src, dst) } else { (dst, src) };
         let hash = table.hasher.hash_one(FlowKey { lo, hi, transport });
-        Some(Placed { src, dst, transport, segment, rtp, no: s.no, len: s.len, ts: s.f.ts_ns, hash })
+        Some(FlowFrame { src, dst, transport, segment, rtp, no: s.no, len: s.len, ts: s.frame.ts_ns, hash })
     }
 
     fn key(&self) -> FlowKey {
@@ -200,14 +200,14 @@ impl FlowTable {
     /// Starts loading the index slot where `p`'s flow is found: the
     /// analyzer does this a frame ahead of [`FlowTable::count`], so that the
     /// cache miss overlaps the next frame's work instead of stalling.
-    pub fn prefetch(&self, p: &Placed) {
+    pub fn prefetch(&self, p: &FlowFrame) {
         let i = p.hash as usize & (self.slots.len() - 1);
         prefetch(self.slots.as_ptr().wrapping_add(i).cast());
     }
 
     /// The flow of `p`, its counters updated with this frame; `None` (and
     /// the frame counted as untracked) when it is new and the table full.
-    pub fn count(&mut self, p: &Placed) -> Option<&mut Flow> {
+    pub fn count(&mut self, p: &FlowFrame) -> Option<&mut Flow> {
         let (len, ts) = (p.len, p.ts);
         let key = p.key();
         let h = p.hash;
@@ -301,8 +301,8 @@ pub(crate) mod tests {
     }
 
     /// A frame of `transport` from `src` to `dst`, placed in `t`.
-    pub(crate) fn frame(t: &FlowTable, src: (Ip, u16), dst: (Ip, u16), transport: Transport, no: u64) -> Placed {
-        let mut p = Placed { src, dst, transport, segment: None, rtp: None, no, len: 100, ts: no * 1000, hash: 0 };
+    pub(crate) fn frame(t: &FlowTable, src: (Ip, u16), dst: (Ip, u16), transport: Transport, no: u64) -> FlowFrame {
+        let mut p = FlowFrame { src, dst, transport, segment: None, rtp: None, no, len: 100, ts: no * 1000, hash: 0 };
         p.hash = t.hasher.hash_one(p.key());
         p
     }

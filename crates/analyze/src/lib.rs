@@ -38,7 +38,7 @@ pub mod qos;
 pub mod reasm;
 pub mod report;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wv_wire::dissect::{dissect, Dissection};
 use wv_wire::packet::Addr;
 
@@ -94,14 +94,14 @@ pub struct Frame<'a> {
 /// tshark numbers frames) and its dissection.
 pub struct Seen<'a> {
     pub no: u64,
-    pub f: &'a Frame<'a>,
-    pub d: &'a Dissection,
+    pub frame: &'a Frame<'a>,
+    pub dissection: &'a Dissection,
     /// `wire_len`, at least the captured length.
     pub len: u32,
 }
 
 /// Packets and bytes (bytes on the wire).
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Count {
     pub packets: u64,
     pub bytes: u64,
@@ -115,7 +115,7 @@ impl Count {
 }
 
 /// A frame listed as an example (duplicates, malformed frames).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Example {
     /// Frame number in the analysed sequence (1-based).
     pub frame: u64,
@@ -124,13 +124,13 @@ pub struct Example {
     pub size: u32,
     pub flow: String,
     /// What exactly (offset of the header concerned, a value).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
 }
 
 impl Example {
     pub fn of(s: &Seen<'_>, detail: String) -> Example {
-        Example { frame: s.no, time_ns: s.f.ts_ns, size: s.len, flow: flow_text(s.d), detail }
+        Example { frame: s.no, time_ns: s.frame.ts_ns, size: s.len, flow: flow_text(s.dissection), detail }
     }
 }
 
@@ -168,7 +168,7 @@ pub fn percentile(sorted: &[u64], q: f64) -> u64 {
 }
 
 /// Percentiles of a set of durations (ns).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Percentiles {
     pub count: u64,
     pub min_ns: u64,
@@ -192,9 +192,16 @@ impl Percentiles {
     }
 }
 
-/// The whole report.
-#[derive(Debug, Clone, Serialize)]
+/// The version of [`Report`]'s JSON (`analyze --json`): raised when a
+/// field changes meaning or goes away, not when one is added.
+pub const REPORT_VERSION: u32 = 1;
+
+/// The whole report: `analyze --json` writes it, the text table is drawn
+/// from it ([`report`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
+    /// [`REPORT_VERSION`].
+    pub version: u32,
     pub frames: u64,
     pub bytes: u64,
     /// The earliest and latest frame times.
@@ -221,7 +228,7 @@ pub struct Report {
     pub rtp: qos::rtp::RtpReport,
     /// UDP streams that are not RTP: inter-arrival delta and jitter.
     pub udp_streams: qos::udp::UdpStreamsReport,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<delay::DelayReport>,
 }
 
@@ -272,7 +279,7 @@ pub struct Analyzer {
     mix: mix::Mix,
     flows: flows::FlowTable,
     /// The last frame's flow work, done after the next frame's dissection.
-    pending: Option<flows::Placed>,
+    pending: Option<flows::FlowFrame>,
     io: qos::io::IoStat,
     tcp: qos::tcp::TcpAnalysis,
     rtp: qos::rtp::Rtp,
@@ -343,7 +350,7 @@ impl Analyzer {
         self.first_ns = Some(self.first_ns.map_or(f.ts_ns, |t| t.min(f.ts_ns)));
         self.last_ns = self.last_ns.max(f.ts_ns);
         let d = dissect(f.linktype, f.data, len);
-        let s = Seen { no: self.frames, f, d: &d, len };
+        let s = Seen { no: self.frames, frame: f, dissection: &d, len };
         self.io.feed(&s);
         self.dups.feed(&s);
         if let Some(x) = self.delay.as_mut() {
@@ -373,20 +380,20 @@ impl Analyzer {
     /// A packet's place in the flow table, once the reassembly has seen it:
     /// a packet that completes an IP datagram is placed as the datagram (its
     /// TCP or UDP header), the other fragments as IP only.
-    fn place(&mut self, s: &Seen<'_>) -> Option<flows::Placed> {
-        match self.reasm.feed(s.d, s.f.data, s.f.ts_ns) {
+    fn place(&mut self, s: &Seen<'_>) -> Option<flows::FlowFrame> {
+        match self.reasm.feed(s.dissection, s.frame.data, s.frame.ts_ns) {
             reasm::Fed::Complete(g) => {
                 self.reassembled += 1;
                 let d = wv_wire::dissect::dissect_encap(g.encap, &g.data, g.wire_len);
-                let frame = Frame { data: &g.data, wire_len: g.wire_len, ..*s.f };
-                flows::Placed::of(&Seen { f: &frame, d: &d, ..*s }, &self.flows)
+                let frame = Frame { data: &g.data, wire_len: g.wire_len, ..*s.frame };
+                flows::FlowFrame::of(&Seen { frame: &frame, dissection: &d, ..*s }, &self.flows)
             }
             reasm::Fed::FirstAsIs => {
-                let mut whole = *s.d;
+                let mut whole = *s.dissection;
                 whole.first_fragment = false;
-                flows::Placed::of(&Seen { d: &whole, ..*s }, &self.flows)
+                flows::FlowFrame::of(&Seen { dissection: &whole, ..*s }, &self.flows)
             }
-            reasm::Fed::Nothing => flows::Placed::of(s, &self.flows),
+            reasm::Fed::Nothing => flows::FlowFrame::of(s, &self.flows),
         }
     }
 
@@ -409,7 +416,7 @@ impl Analyzer {
             let wire = u32::try_from(t.end.saturating_sub(t.at)).unwrap_or(u32::MAX);
             let d = wv_wire::dissect::dissect_encap(t.encap, inner, wire);
             let frame = Frame { data: inner, wire_len: wire, ..*f };
-            let s = Seen { no: self.frames, f: &frame, d: &d, len };
+            let s = Seen { no: self.frames, frame: &frame, dissection: &d, len };
             self.malformed.feed_inner(&s, u32::try_from(base).unwrap_or(u32::MAX));
             if let Some(p) = self.place(&s) {
                 self.flow_work(&p);
@@ -426,7 +433,7 @@ impl Analyzer {
     }
 
     /// A frame's work on its flow: counters, TCP analysis, RTP and plain UDP streams.
-    fn flow_work(&mut self, p: &flows::Placed) {
+    fn flow_work(&mut self, p: &flows::FlowFrame) {
         let udp = p.transport == flows::Transport::Udp;
         match (self.flows.count(p), p.segment, p.rtp) {
             (Some(flow), Some(seg), _) => self.tcp.feed(p, seg, &mut flow.state),
@@ -450,6 +457,7 @@ impl Analyzer {
         let untracked_tcp = self.flows.untracked_tcp;
         let udp_streams = self.udp.finish(self.flows.flows());
         Report {
+            version: REPORT_VERSION,
             frames: self.frames,
             bytes: self.bytes,
             first_ns: self.first_ns.unwrap_or(0),

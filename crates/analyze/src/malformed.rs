@@ -16,7 +16,7 @@
 //! host's own traffic short frames are expected.
 
 use crate::{Config, Count, Example, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use wv_wire::dissect::{LayerKind, ProblemKind};
 use wv_wire::linktype;
@@ -82,20 +82,21 @@ pub fn kind_of(k: ProblemKind) -> (&'static str, String) {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct KindReport {
-    pub kind: &'static str,
-    pub description: &'static str,
+    /// Owned, not `&'static str`, so that a report read back holds its own.
+    pub kind: std::borrow::Cow<'static, str>,
+    pub description: std::borrow::Cow<'static, str>,
     pub packets: u64,
     pub bytes: u64,
     /// What likely made them, where it can be told: for `over_mtu`, TCP and UDP segments
     /// over the MTU are the super-frames a capturing host's offloads (GRO, TSO/GSO) make.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
     pub first: Vec<Example>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MalformedReport {
     /// Frames with at least one problem.
     pub packets: u64,
@@ -147,7 +148,7 @@ impl Malformed {
 
     /// The dissector's problems of `s`, whose offsets are `base` bytes into the frame.
     fn problems(&mut self, s: &Seen<'_>, base: u32, seen: &mut u32) {
-        for p in s.d.problems() {
+        for p in s.dissection.problems() {
             let (name, detail) = kind_of(p.kind);
             let at = u64::from(base) + u64::from(p.offset);
             let inner = if base > 0 { " (inside a tunnel)" } else { "" };
@@ -175,16 +176,16 @@ impl Malformed {
     pub fn feed(&mut self, s: &Seen<'_>) {
         let mut seen = 0u32;
         self.problems(s, 0, &mut seen);
-        let lt = s.f.linktype & 0x03ff_ffff;
+        let lt = s.frame.linktype & 0x03ff_ffff;
         if lt == linktype::ETHERNET && s.len < ETHERNET_MIN {
             self.note(s, "runt", format!("{} bytes", s.len), &mut seen);
         }
         if let Some(l3) = network_offset(s) {
             let l3_len = s.len.saturating_sub(l3);
             if l3_len > self.mtu {
-                let transport = if s.d.layer(LayerKind::Tcp).is_some() {
+                let transport = if s.dissection.layer(LayerKind::Tcp).is_some() {
                     Some("TCP")
-                } else if s.d.layer(LayerKind::Udp).is_some() {
+                } else if s.dissection.layer(LayerKind::Udp).is_some() {
                     Some("UDP")
                 } else {
                     None
@@ -229,8 +230,8 @@ impl Malformed {
                 .kinds
                 .into_iter()
                 .map(|(i, (c, first))| KindReport {
-                    kind: KINDS[i].0,
-                    description: KINDS[i].1,
+                    kind: KINDS[i].0.into(),
+                    description: KINDS[i].1.into(),
                     packets: c.packets,
                     bytes: c.bytes,
                     hint: hint(KINDS[i].0),
@@ -244,7 +245,8 @@ impl Malformed {
 /// Where the network layer starts: the first layer that is not link
 /// layer, VLAN tag or MPLS label; `None` when there is none.
 fn network_offset(s: &Seen<'_>) -> Option<u32> {
-    s.d.layers()
+    s.dissection
+        .layers()
         .iter()
         .find(|l| {
             !matches!(

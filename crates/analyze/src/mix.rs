@@ -12,7 +12,7 @@
 
 use crate::hash::FastMap;
 use crate::{Config, Count, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use wv_wire::dissect::{Dissection, Flow};
 use wv_wire::names::{ethertype_name, protocol_name};
@@ -28,7 +28,7 @@ pub struct Mix {
     max_size: u32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row<K: Serialize> {
     pub key: K,
     pub name: String,
@@ -36,7 +36,7 @@ pub struct Row<K: Serialize> {
     pub bytes: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SizeBucket {
     /// Inclusive bounds; `max` is `None` for the last bucket.
     pub min: u32,
@@ -55,7 +55,7 @@ struct Layers {
     max_labels: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayersReport {
     pub ethertypes: Vec<Row<u16>>,
     pub ip_protocols: Vec<Row<u8>>,
@@ -64,7 +64,7 @@ pub struct LayersReport {
     pub mpls_labels_untracked: Count,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MixReport {
     /// The frames' own headers (the outer ones of a tunnelled frame).
     #[serde(flatten)]
@@ -155,7 +155,7 @@ impl Mix {
 
     /// A dissected frame's protocols, VLANs and labels.
     pub fn feed(&mut self, s: &Seen<'_>) {
-        self.outer.feed(&s.d.flow, s.len);
+        self.outer.feed(&s.dissection.flow, s.len);
     }
 
     /// The innermost packet `d` a frame of length `len` carries in tunnels.

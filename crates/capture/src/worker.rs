@@ -137,22 +137,23 @@ impl Delivery<'_> {
     /// `parts` (at most four), cut to the user's snapshot length.
     #[inline]
     pub fn packet(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
+        let f = Frame::new(ts_ns, linktype, snaplen, origlen, parts);
         if self.reduce.is_off() {
-            return self.out.packet(&mut Keep, ts_ns, linktype, snaplen, origlen, parts);
+            return self.out.packet(&mut Keep, &f);
         }
-        self.packet_reduced(ts_ns, linktype, snaplen, origlen, parts);
+        self.packet_reduced(&f);
     }
 
     /// [`Delivery::packet`] with a reducer on, compiled for each set of
     /// them (see [`Judge`]).
     #[inline(never)]
-    fn packet_reduced(&mut self, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
+    fn packet_reduced(&mut self, f: &Frame<'_>) {
         let Delivery { out, reduce } = self;
         match (&mut reduce.dedup, &mut reduce.cutoff) {
-            (Some(d), None) => out.packet(d, ts_ns, linktype, snaplen, origlen, parts),
-            (None, Some(c)) => out.packet(c, ts_ns, linktype, snaplen, origlen, parts),
-            (Some(d), Some(c)) => out.packet(&mut (d, c), ts_ns, linktype, snaplen, origlen, parts),
-            (None, None) => out.packet(&mut Keep, ts_ns, linktype, snaplen, origlen, parts),
+            (Some(d), None) => out.packet(d, f),
+            (None, Some(c)) => out.packet(c, f),
+            (Some(d), Some(c)) => out.packet(&mut (d, c), f),
+            (None, None) => out.packet(&mut Keep, f),
         }
     }
 
@@ -172,7 +173,7 @@ impl Delivery<'_> {
         match (&mut reduce.dedup, &mut reduce.cutoff) {
             (None, None) => {
                 for f in frames {
-                    out.packet(&mut Keep, f.ts_ns, f.linktype, f.snaplen, f.origlen, f.parts());
+                    out.packet(&mut Keep, f);
                 }
             }
             (Some(d), None) => out.packets(d, frames),
@@ -226,18 +227,15 @@ impl Delivery<'_> {
 impl Sink<'_> {
     /// [`Delivery::packet`] judged by `r`.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn packet<R: Judge>(&mut self, r: &mut R, ts_ns: u64, linktype: u32, snaplen: u32, origlen: u32, parts: &[&[u8]]) {
-        let snaplen = snaplen.min(self.snaplen);
-        // Summed once per packet; the stream and the counters take it from here.
-        let caplen: usize = parts.iter().map(|p| p.len()).sum();
-        if caplen > snaplen as usize {
-            let f = Frame::new(ts_ns, linktype, snaplen, origlen, parts).cut(snaplen);
-            let p = r.prepare(linktype, origlen, f.parts());
-            return self.store(r, ts_ns, linktype, snaplen, origlen, snaplen, f.parts(), &p);
+    fn packet<R: Judge>(&mut self, r: &mut R, f: &Frame<'_>) {
+        let snaplen = f.snaplen.min(self.snaplen);
+        if f.caplen() > snaplen {
+            let c = f.cut(snaplen);
+            let p = r.prepare(c.linktype, c.origlen, c.parts());
+            return self.store(r, &c, &p);
         }
-        let p = r.prepare(linktype, origlen, parts);
-        self.store(r, ts_ns, linktype, snaplen, origlen, caplen as u32, parts, &p)
+        let p = r.prepare(f.linktype, f.origlen, f.parts());
+        self.store(r, &Frame { snaplen, ..*f }, &p)
     }
 
     /// [`Delivery::packets`] judged by `r`.
@@ -268,12 +266,10 @@ impl Sink<'_> {
                 }
                 let f = &chunk[i];
                 let snaplen = f.snaplen.min(self.snaplen);
-                let caplen = f.caplen();
-                if caplen > snaplen {
-                    let c = f.cut(snaplen);
-                    self.store_inline(r, f.ts_ns, f.linktype, snaplen, f.origlen, snaplen, c.parts(), &prepared[i]);
+                if f.caplen() > snaplen {
+                    self.store_inline(r, &f.cut(snaplen), &prepared[i]);
                 } else {
-                    self.store_inline(r, f.ts_ns, f.linktype, snaplen, f.origlen, caplen, f.parts(), &prepared[i]);
+                    self.store_inline(r, &Frame { snaplen, ..*f }, &prepared[i]);
                 }
             }
         }
@@ -291,40 +287,21 @@ impl Sink<'_> {
         r.prepare(f.linktype, f.origlen, f.parts())
     }
 
-    /// Stores a frame already cut to the snapshot length, judged by `r`
-    /// from what it prepared of the frame.
+    /// Stores a frame already cut to the snapshot length (its `snaplen`
+    /// the one it is stored under), judged by `r` from what it prepared of
+    /// the frame.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn store<R: Judge>(
-        &mut self,
-        r: &mut R,
-        ts_ns: u64,
-        linktype: u32,
-        snaplen: u32,
-        origlen: u32,
-        caplen: u32,
-        parts: &[&[u8]],
-        prepared: &R::Prepared,
-    ) {
-        self.store_inline(r, ts_ns, linktype, snaplen, origlen, caplen, parts, prepared);
+    fn store<R: Judge>(&mut self, r: &mut R, f: &Frame<'_>, prepared: &R::Prepared) {
+        self.store_inline(r, f, prepared);
     }
 
     /// [`Sink::store`] always inlined: into the batch loop, where it saves
     /// the call's spills and reloads; left to the compiler on the one-by-one
     /// path, where inlining it cost the plain run (RESULTS.md, 2026-11-27).
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn store_inline<R: Judge>(
-        &mut self,
-        r: &mut R,
-        ts_ns: u64,
-        linktype: u32,
-        snaplen: u32,
-        origlen: u32,
-        caplen: u32,
-        parts: &[&[u8]],
-        prepared: &R::Prepared,
-    ) {
+    fn store_inline<R: Judge>(&mut self, r: &mut R, f: &Frame<'_>, prepared: &R::Prepared) {
+        let Frame { ts_ns, linktype, snaplen, origlen, caplen, .. } = *f;
+        let parts = f.parts();
         self.counts.delivered += 1;
         if *self.remaining == 0 {
             self.counts.dropped_shutdown += 1;
@@ -335,7 +312,7 @@ impl Sink<'_> {
             return;
         }
         if r.after_copy() {
-            return self.store_judging_copy(r, ts_ns, (linktype, snaplen, origlen, caplen), parts, prepared);
+            return self.store_judging_copy(r, f, prepared);
         }
         let stream = &*self.stream;
         let same = move |at| stream.holds(at, caplen, origlen, parts);
@@ -375,14 +352,9 @@ impl Sink<'_> {
     /// the frame is laid out in the arena first, judged there, and taken back out if it is
     /// not to be stored.
     #[inline(always)]
-    fn store_judging_copy<R: Judge>(
-        &mut self,
-        r: &mut R,
-        ts_ns: u64,
-        (linktype, snaplen, origlen, caplen): (u32, u32, u32, u32),
-        parts: &[&[u8]],
-        prepared: &R::Prepared,
-    ) {
+    fn store_judging_copy<R: Judge>(&mut self, r: &mut R, f: &Frame<'_>, prepared: &R::Prepared) {
+        let Frame { ts_ns, linktype, snaplen, origlen, caplen, .. } = *f;
+        let parts = f.parts();
         if self.quota.is_some_and(|q| q.take(1) == 0) {
             self.counts.dropped_shutdown += 1;
             return;

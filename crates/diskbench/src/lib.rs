@@ -2,7 +2,8 @@
 //! own write path ([`runner`]), summarise the result as the paper does
 //! ([`stats`]: mean, 99% confidence interval, 5th/95th percentiles, worst
 //! windows), size the buffer that absorbs the measured dips at a rate
-//! ([`buffer`]) and draw the per-second series ([`plot`]).
+//! ([`buffer`]), draw the per-second series ([`plot`]) and write it all
+//! as one versioned [`report::Report`].
 //!
 //! Policy (defaults, the free-space limit, units on the command line, the
 //! report) lives in the binary (`crates/wirevault/src/cmd/disk_bench.rs`).
@@ -11,6 +12,7 @@
 
 pub mod buffer;
 pub mod plot;
+pub mod report;
 pub mod runner;
 pub mod stats;
 

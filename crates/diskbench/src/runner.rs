@@ -33,8 +33,9 @@ use wv_sys::fs::Dir;
 use wv_sys::mem::{AlignedBuf, HUGE_PAGE};
 use wv_sys::uring::{self, Completion};
 
-/// How the files are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the files are written (`"direct"`, `"buffered"` in the report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// O_DIRECT and io_uring: the recorder's writer.
     Direct,

@@ -180,17 +180,8 @@ fn index_open(
 }
 
 /// Why the index `idx` of `capture` cannot be used as it is (damaged, of
-/// another format version, or built from another file), or `Ok` when it can.
-pub fn check_index(idx: &Path, capture: &Path) -> Result<(), IndexError> {
-    let r = IndexReader::open(idx)?;
-    r.verify()?;
-    let f =
-        ident::open_capture(capture, true).map_err(|e| IndexError::Io { path: capture.to_path_buf(), source: e })?;
-    r.check_capture_with(&f, true)
-}
-
-/// [`check_index`] of the index `idx` and capture `capture`, both beneath
-/// a store's directory `dir` (no symlink followed). Returns the index's
+/// another format version, or built from another file), or `Ok` when it
+/// can; both are beneath a store's directory `dir` (no symlink followed). Returns the index's
 /// packet count and time range (min, max) when it can be used.
 pub fn check_index_in(dir: &wv_sys::fs::Dir, idx: &str, capture: &str) -> Result<(u64, u64, u64), IndexError> {
     let shown = dir.display(idx);

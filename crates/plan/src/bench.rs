@@ -1,17 +1,18 @@
 //! A `disk-bench` result and what it means for a plan: how many such
 //! volumes a storage rate needs and how large a buffer absorbs their dips.
 //!
-//! The result is read from `disk-bench --json` (version 1). Only these
-//! fields are used: `{"version":1, "overall_bytes_per_s":f (optional),
-//! "mean_bytes_per_s":f,
+//! The result is `disk-bench --json`'s [`wv_diskbench::report::Report`]
+//! (version 1), of which a plan reads only the fields of [`DiskBench`]:
+//! `{"version":1, "overall_bytes_per_s":f (optional), "mean_bytes_per_s":f,
 //! "ci99_bytes_per_s":[lo,hi], "worst_10s_bytes_per_s":f,
-//! "per_second_bytes":[f,...], "dir":s, "mode":s}`; other fields are ignored.
+//! "per_second_bytes":[f,...], "dir":s, "mode":s}`, so that a result
+//! written by hand (a volume measured with another tool) needs no more.
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The only disk-bench JSON version this reads.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = wv_diskbench::report::VERSION;
 
 /// Why a disk-bench file cannot be used.
 #[derive(thiserror::Error, Debug)]
@@ -28,7 +29,7 @@ pub enum BenchError {
     Version { path: PathBuf, version: u64 },
 }
 
-/// The fields of a disk-bench result that a plan uses.
+/// The fields of a disk-bench result ([`wv_diskbench::report::Report`]) that a plan uses.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct DiskBench {
     /// Bytes written over the run's time: what the volume sustains (older
@@ -59,13 +60,11 @@ impl DiskBench {
 
     /// Parses a disk-bench JSON object: the version first, then the fields.
     pub fn parse(bytes: &[u8]) -> Result<DiskBench, ParseError> {
-        let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| ParseError::Malformed(e.to_string()))?;
-        match v.get("version").and_then(serde_json::Value::as_u64) {
-            Some(VERSION) => {}
-            Some(other) => return Err(ParseError::Version(other)),
-            None => return Err(ParseError::Malformed("it has no numeric \"version\"".into())),
-        }
-        let b: DiskBench = serde_json::from_value(v).map_err(|e| ParseError::Malformed(e.to_string()))?;
+        wv_diskbench::report::version_of(bytes).map_err(|e| match e {
+            wv_diskbench::report::ParseError::Version(v) => ParseError::Version(v),
+            wv_diskbench::report::ParseError::Malformed(m) => ParseError::Malformed(m),
+        })?;
+        let b: DiskBench = serde_json::from_slice(bytes).map_err(|e| ParseError::Malformed(e.to_string()))?;
         let finite = |x: f64| x.is_finite() && x >= 0.0;
         if !(b.mean_bytes_per_s > 0.0
             && finite(b.mean_bytes_per_s)

@@ -11,10 +11,10 @@
 use crate::ethernet::{padded, wire_len};
 use crate::formats::StoreFormat;
 use crate::mix::Mix;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Storage rates in bits per second, per format.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Storage {
     pub pcap: f64,
     pub pcap_ns: f64,

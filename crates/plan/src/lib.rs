@@ -10,6 +10,8 @@
 //! * [`capacity`]: the rates of one mix on a saturated link.
 //! * [`bench`](mod@bench): a `disk-bench` result (its JSON), the volumes needed and the
 //!   buffer that absorbs its dips.
+//! * [`report`]: a plan's rows as `plan --json` writes them, one versioned
+//!   struct each.
 //!
 //! Everything here is arithmetic on explicit inputs except
 //! [`mix::Distribution::read`], which reads packets through the query layer.
@@ -20,6 +22,7 @@ pub mod capacity;
 pub mod ethernet;
 pub mod formats;
 pub mod mix;
+pub mod report;
 
 pub use capacity::{Rates, Storage};
 pub use ethernet::SizeConvention;

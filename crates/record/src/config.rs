@@ -25,7 +25,7 @@ pub struct Tuning {
     /// Bytes per block of a live worker's TPACKET_V3 ring.
     pub ring_block_size: usize,
     /// Blocks per ring (`--ring-size` / `ring_block_size`; by default 64 ×
-    /// 4 MiB = 256 MiB for one worker, see [`defaults::ring_size`]).
+    /// 4 MiB = 256 MiB for one worker, see the binary's `defaults::ring_size`).
     pub ring_blocks: usize,
     /// Milliseconds after which the kernel hands over a block that is not full (a stop's drain
     /// waits twice that without a block, `afpacket::Drain`). 40, not 10: at ~1 Mpps of 64-byte frames a

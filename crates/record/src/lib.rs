@@ -104,7 +104,7 @@ impl Error {
         Error { problem: Problem::Failed, message: String::new() }
     }
 
-    /// Whether there is anything left to say ([`Error::silent`]'s is said already).
+    /// Whether there is anything left to say (`Error::silent`'s is said already).
     pub fn is_said(&self) -> bool {
         self.message.is_empty()
     }

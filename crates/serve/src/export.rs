@@ -130,9 +130,9 @@ const PAUSE_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 /// the disk from the writers. I/O priority alone does not do it: the
 /// multi-queue schedulers most disks use ignore it.
 pub(crate) fn yield_to_capture(state: &State) {
-    let Some(board) = &state.board else { return };
+    let Some(live) = &state.live else { return };
     let deadline = std::time::Instant::now() + PAUSE_AT_MOST;
-    while board.pressure() > PAUSE_ABOVE && std::time::Instant::now() < deadline {
+    while live.pressure() > PAUSE_ABOVE && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }

@@ -2,8 +2,8 @@
 //! export as nanosecond pcap streamed from the query layer, Prometheus
 //! metrics (`/metrics`) and a web console whose assets are built into the
 //! binary. It runs inside `wirevault record --listen` (and then sees the
-//! live counters the recorder publishes on a [`Board`]) or on its own over a
-//! store at rest (`wirevault serve`).
+//! live counters the recorder publishes on a [`LiveCounters`]) or on its
+//! own over a store at rest (`wirevault serve`).
 //!
 //! * [`config`]: what the server is told (listen address, TLS, tokens,
 //!   limits), checked before anything listens.
@@ -13,7 +13,8 @@
 //! * [`tls`]: the rustls server configuration (client certificates, CRLs).
 //! * `api`: the routes; `export`: queries on their own lowered-priority
 //!   threads, streamed; `metrics`: the exposition; `console`: the assets;
-//!   `store_view`: the catalog, re-read only when it changed.
+//!   `store_view`: the catalog, re-read only when it changed; [`status`]:
+//!   the typed `/api/v1/status` answer.
 //! * `conn`: one connection, watched for a client that takes no data
 //!   (`--send-timeout`); `answer`: each request logged and counted once,
 //!   when its answer ends, under how it ended.
@@ -35,12 +36,14 @@ pub mod host;
 mod metrics;
 mod packets;
 mod server;
+pub mod status;
 mod store_view;
 pub mod tls;
 
 pub use config::{Config, ConfigError, TlsFiles};
 pub use host::AllowedHost;
 pub use server::{ServeError, Server};
+pub use status::Status;
 
 use std::sync::{Arc, Mutex};
 
@@ -48,7 +51,7 @@ use std::sync::{Arc, Mutex};
 /// recorder once a second (the same snapshot it writes to `stats.json`,
 /// so the three views agree).
 #[derive(Default)]
-pub struct Board {
+pub struct LiveCounters {
     latest: Mutex<Option<Arc<Recording>>>,
     /// Reads the fullest arena's fill (0..=1) now: queries wait while capture is behind.
     pressure: Mutex<Option<PressureFn>>,
@@ -57,9 +60,9 @@ pub struct Board {
 /// The fill of the fullest arena, read at the moment of the call.
 pub type PressureFn = Arc<dyn Fn() -> f64 + Send + Sync>;
 
-impl Board {
-    pub fn new() -> Arc<Board> {
-        Arc::new(Board::default())
+impl LiveCounters {
+    pub fn new() -> Arc<LiveCounters> {
+        Arc::new(LiveCounters::default())
     }
 
     /// Replaces the published counters.

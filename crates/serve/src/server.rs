@@ -8,7 +8,7 @@
 use crate::auth::{Peer, Tokens};
 use crate::metrics::ApiMetrics;
 use crate::store_view::StoreView;
-use crate::{Board, Config, LogLevel};
+use crate::{Config, LiveCounters, LogLevel};
 use axum::extract::{Request, State as Ax};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -115,7 +115,7 @@ pub enum ServeError {
 pub(crate) struct State {
     pub cfg: Config,
     pub view: StoreView,
-    pub board: Option<Arc<Board>>,
+    pub live: Option<Arc<LiveCounters>>,
     pub tokens: RwLock<Option<Tokens>>,
     pub queries: Arc<Semaphore>,
     pub metrics: ApiMetrics,
@@ -142,9 +142,9 @@ pub struct Server {
 
 impl Server {
     /// Checks the configuration, reads the tokens and TLS files, binds, and
-    /// starts serving. `board` carries the live counters of a recording in
+    /// starts serving. `live` carries the live counters of a recording in
     /// this process (`None`: a store at rest).
-    pub fn start(mut cfg: Config, board: Option<Arc<Board>>) -> Result<Server, ServeError> {
+    pub fn start(mut cfg: Config, live: Option<Arc<LiveCounters>>) -> Result<Server, ServeError> {
         cfg.check()?;
         let tokens = cfg.token_file.as_deref().map(Tokens::load).transpose()?;
         let tls = cfg.tls.as_ref().map(crate::tls::server_config).transpose()?;
@@ -167,7 +167,7 @@ impl Server {
             view: StoreView::new(&cfg.store),
             queries: Arc::new(Semaphore::new(cfg.max_queries)),
             cfg,
-            board,
+            live,
             tokens: RwLock::new(tokens),
             metrics: ApiMetrics::new(),
             started: Instant::now(),
@@ -337,7 +337,7 @@ async fn metrics(Ax(state): Ax<Arc<State>>, headers: axum::http::HeaderMap) -> R
     let cat = state.view.catalog().ok();
     let span = cat.as_ref().and_then(|c| c.span);
     let scrape = crate::metrics::Scrape {
-        recording: state.board.as_ref().and_then(|b| b.latest()),
+        recording: state.live.as_ref().and_then(|b| b.latest()),
         store: cat.as_ref().map(|c| (c.bytes, c.files() as u64)),
         oldest_ns: span.map(|s| s.0),
         newest_ns: span.map(|s| s.1),
@@ -550,13 +550,13 @@ impl Refusals {
 
 impl State {
     /// `GET /api/v1/status` (503 with the reason when the store cannot be read).
-    pub(crate) fn status(&self) -> Result<serde_json::Value, crate::api::ApiError> {
+    pub(crate) fn status(&self) -> Result<crate::status::Status, crate::api::ApiError> {
         use crate::store_view::time;
         let cat = self.view.catalog().map_err(crate::api::ApiError::Unavailable)?;
-        let rec = self.board.as_ref().and_then(|b| b.latest());
+        let rec = self.live.as_ref().and_then(|b| b.latest());
         let volumes = self.view.volumes();
         let space = crate::store_view::total_space(&volumes);
-        let last = if self.board.is_none() { read_stats(&self.cfg.store) } else { None };
+        let last = if self.live.is_none() { read_stats(&self.cfg.store) } else { None };
         // The write rate: the recording's now, else the stored average.
         let live_rate = rec.as_ref().filter(|r| r.state == crate::RecordingState::Capturing).map(|r| r.disk_mb_s * 1e6);
         let avg_rate = cat.span.filter(|(a, b)| b > a).map(|(a, b)| cat.bytes as f64 / ((b - a) as f64 / 1e9));
@@ -570,55 +570,58 @@ impl State {
         let hours = |bytes: Option<u64>| rate.zip(bytes).map(|(r, b)| (b as f64 / r / 3600.0 * 100.0).round() / 100.0);
         let (deleted_files, deleted_bytes) =
             rec.as_ref().map_or((0, 0), |r| (r.total.files_deleted, r.total.bytes_deleted));
-        Ok(serde_json::json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "uptime_s": (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-            "store": self.cfg.store.display().to_string(),
+        use crate::status::{Disk, Horizon, Limits, LiveRecording, Retention, Starting, Status, Volume};
+        let on_full = rec.as_ref().and_then(|r| r.on_full.clone());
+        let deletes = budget.is_some() && on_full.as_deref() == Some("delete");
+        Ok(Status {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime_s: (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+            store: self.cfg.store.display().to_string(),
             // In a recorder before its first second: starting.
-            "recording": match (&self.board, rec.as_deref()) {
-                (Some(_), None) => serde_json::json!({ "state": "starting" }),
-                (_, r) => serde_json::to_value(r).unwrap_or_default(),
+            recording: match (&self.live, &rec) {
+                (Some(_), None) => Some(LiveRecording::Starting { state: Starting::Starting }),
+                (_, r) => r.as_deref().map(|r| LiveRecording::Counters(Box::new(r.clone()))),
             },
-            "last_recording": last,
-            "disk": {
-                "store_bytes": cat.bytes,
-                "files": cat.files(),
-                "packets": cat.packets,
-                // Over every file system the store writes to (see `volumes`).
-                "volume_free_bytes": space.map(|s| s.0),
-                "volume_size_bytes": space.map(|s| s.1),
-                "volumes": volumes.iter().map(|v| serde_json::json!({
-                    "path": v.path.display().to_string(),
-                    "free_bytes": v.space.map(|s| s.0),
-                    "size_bytes": v.space.map(|s| s.1),
-                })).collect::<Vec<_>>(),
+            last_recording: last,
+            disk: Disk {
+                store_bytes: cat.bytes,
+                files: cat.files(),
+                packets: cat.packets,
+                volume_free_bytes: space.map(|s| s.0),
+                volume_size_bytes: space.map(|s| s.1),
+                volumes: volumes
+                    .iter()
+                    .map(|v| Volume {
+                        path: v.path.display().to_string(),
+                        free_bytes: v.space.map(|s| s.0),
+                        size_bytes: v.space.map(|s| s.1),
+                    })
+                    .collect(),
             },
-            "retention": {
-                "budget_bytes": budget,
-                "on_full": rec.as_ref().and_then(|r| r.on_full.clone()),
-                "files_deleted": deleted_files,
-                "bytes_deleted": deleted_bytes,
+            retention: Retention {
+                budget_bytes: budget,
+                on_full,
+                files_deleted: deleted_files,
+                bytes_deleted: deleted_bytes,
             },
-            "horizon": {
-                "oldest_ns": cat.span.map(|s| s.0),
-                "oldest": cat.span.map(|s| time(s.0)),
-                "newest_ns": cat.span.map(|s| s.1),
-                "newest": cat.span.map(|s| time(s.1)),
-                "span_s": cat.span.map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
-                "write_rate_bytes_s": rate.map(f64::round),
-                "rate_from": rate_from,
-                "capacity_bytes": capacity,
-                // How many hours of traffic the store holds at that rate, and
-                // (without a budget that deletes) in how many it is full.
-                "holds_hours": hours(capacity),
-                "full_in_hours": if budget.is_some() && rec.as_ref().and_then(|r| r.on_full.as_deref()) == Some("delete") { None } else { hours(capacity.map(|c| c.saturating_sub(cat.bytes))) },
+            horizon: Horizon {
+                oldest_ns: cat.span.map(|s| s.0),
+                oldest: cat.span.map(|s| time(s.0)),
+                newest_ns: cat.span.map(|s| s.1),
+                newest: cat.span.map(|s| time(s.1)),
+                span_s: cat.span.map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
+                write_rate_bytes_s: rate.map(f64::round),
+                rate_from: rate_from.to_string(),
+                capacity_bytes: capacity,
+                holds_hours: hours(capacity),
+                full_in_hours: if deletes { None } else { hours(capacity.map(|c| c.saturating_sub(cat.bytes))) },
             },
-            "limits": {
-                "max_queries": self.cfg.max_queries,
-                "max_bytes": self.cfg.max_bytes,
-                "queries_running": self.cfg.max_queries - self.queries.available_permits(),
+            limits: Limits {
+                max_queries: self.cfg.max_queries,
+                max_bytes: self.cfg.max_bytes,
+                queries_running: self.cfg.max_queries - self.queries.available_permits(),
             },
-        }))
+        })
     }
 }
 

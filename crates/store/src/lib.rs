@@ -17,6 +17,7 @@ pub mod layout;
 pub mod live;
 pub mod lock;
 pub mod recover;
+pub mod retention;
 pub mod stream;
 pub mod volume;
 pub mod writer;

@@ -10,7 +10,7 @@
 //! with the lowest address. A released stretch's block goes back to the free
 //! set. So a writer that keeps up reuses the same few blocks, lap after lap,
 //! and the rest of a large arena is never touched unless the disk falls
-//! behind: only the blocks ever taken (the high-water mark, [`Consumer::high_water`])
+//! behind: only the blocks ever taken (the high-water mark, [`Gauge::high_water`])
 //! cost memory and the CPU of faulting them in (DESIGN.md, "The arena").
 //! A ring instead walked every byte of the arena each lap.
 //!

@@ -33,12 +33,6 @@ pub fn allowed_cpus() -> Vec<usize> {
     (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
 }
 
-/// The NUMA node of a CPU, from sysfs (`/sys/devices/system/cpu/cpuN/nodeM`).
-pub fn cpu_numa_node(cpu: usize) -> Option<i32> {
-    let dir = std::fs::read_dir(format!("/sys/devices/system/cpu/cpu{cpu}")).ok()?;
-    dir.flatten().find_map(|e| e.file_name().to_str()?.strip_prefix("node")?.parse().ok())
-}
-
 /// CPU time the calling thread has used, in nanoseconds (0 if the clock
 /// cannot be read). A system call: not for per-packet use.
 pub fn thread_cpu_ns() -> u64 {
@@ -84,14 +78,6 @@ pub fn total_memory() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let (pages, size) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
     (pages.max(0) as u64) * (size.max(0) as u64)
-}
-
-/// Resident set size of this process in bytes (from /proc/self/statm).
-pub fn resident_bytes() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = s.split_whitespace().nth(1).and_then(|x| x.parse().ok()).unwrap_or(0);
-    // SAFETY: as above.
-    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64
 }
 
 /// Sets the process umask.

@@ -23,7 +23,6 @@ const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETHTOOL_GFEATURES: u32 = 0x3a;
 const ETHTOOL_SFEATURES: u32 = 0x3b;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
-const ETHTOOL_SCHANNELS: u32 = 0x3d;
 /// The string set of the feature names (`enum ethtool_stringset`).
 const ETH_SS_FEATURES: u32 = 4;
 /// Bytes per name in a string set.
@@ -169,12 +168,6 @@ pub fn channels(ifname: &str) -> io::Result<Channels> {
     let mut c = Channels { cmd: ETHTOOL_GCHANNELS, ..Channels::default() };
     call(ifname, (&mut c as *mut Channels).cast())?;
     Ok(c)
-}
-
-/// Sets the queue counts of `ifname` (the fields `rx`, `tx`, `other`, `combined` of `want`).
-pub fn set_channels(ifname: &str, want: &Channels) -> io::Result<()> {
-    let mut c = Channels { cmd: ETHTOOL_SCHANNELS, ..*want };
-    call(ifname, (&mut c as *mut Channels).cast()).map(drop)
 }
 
 /// Ring sizes of `ifname`.

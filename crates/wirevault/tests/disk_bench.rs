@@ -23,6 +23,15 @@ fn disk_dir(tag: &str) -> PathBuf {
     d
 }
 
+/// Bytes free to an unprivileged writer on the volume holding `dir`.
+fn free_bytes(dir: &Path) -> u64 {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a valid out-parameter.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0, "statvfs {}", dir.display());
+    st.f_bavail as u64 * st.f_frsize as u64
+}
+
 /// Skips (or, in CI, fails) when the test cannot run here.
 fn require(ok: bool, what: &str) -> bool {
     if !ok {
@@ -383,8 +392,12 @@ fn buffered_mode_and_keep() {
 #[test]
 fn sigterm_stops_the_run_and_removes_the_files() {
     let dir = disk_dir("term");
+    // As many 64 MiB files as half the free space holds, at most 400: a fixed
+    // 25 GiB run is refused on a smaller CI disk and ends before the signal.
+    let files = (free_bytes(&dir) / 2 / (64 << 20)).min(400);
+    assert!(files >= 8, "too little free space in {} for this test", dir.display());
     let mut child = wirevault()
-        .args(["disk-bench", dir.to_str().unwrap(), "--files", "400", "--file-size", "64M"])
+        .args(["disk-bench", dir.to_str().unwrap(), "--files", &files.to_string(), "--file-size", "64M"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -394,7 +407,8 @@ fn sigterm_stops_the_run_and_removes_the_files() {
     while entries(&dir).len() < 2 {
         assert!(Instant::now() < deadline, "no file appeared");
         if child.try_wait().unwrap().is_some() {
-            panic!("disk-bench ended before it was stopped");
+            let out = child.wait_with_output().unwrap();
+            panic!("disk-bench ended before it was stopped: {}", String::from_utf8_lossy(&out.stderr));
         }
         std::thread::sleep(Duration::from_millis(20));
     }

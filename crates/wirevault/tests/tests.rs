@@ -36,6 +36,7 @@ mod record_xdp;
 mod record_zerocopy;
 mod record_zerocopy_inflight;
 mod replay;
+mod reports;
 mod serve_api;
 mod serve_config;
 mod serve_export;

@@ -23,7 +23,7 @@
 //! where that frame's would start, and leaves the frame out of every row.
 
 use crate::{Config, Count, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The shortest step: frame times count in whole µs, as tshark's
 /// (`-z io,stat` refuses an interval under 0.000001 s).
@@ -40,7 +40,7 @@ pub struct IoStat {
     beyond: Count,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Interval {
     /// Start, relative to the first frame (ns).
     pub start_ns: u64,
@@ -50,7 +50,7 @@ pub struct Interval {
     pub packets_per_second: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IoReport {
     /// The step of the intervals: `requested_step_ns` (at least
     /// [`MIN_STEP_NS`]) doubled as often as needed to fit the capture into
@@ -83,8 +83,8 @@ impl IoStat {
     }
 
     pub fn feed(&mut self, s: &Seen<'_>) {
-        let first = *self.first_ns.get_or_insert(s.f.ts_ns);
-        self.latest_ns = self.latest_ns.max(s.f.ts_ns);
+        let first = *self.first_ns.get_or_insert(s.frame.ts_ns);
+        self.latest_ns = self.latest_ns.max(s.frame.ts_ns);
         // tshark rounds a frame's time since the first to whole µs before
         // it finds its interval: within 500 ns of an interval's end, a frame
         // counts in the next.

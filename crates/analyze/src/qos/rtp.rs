@@ -16,10 +16,11 @@
 //! found the flow table full) are counted as untracked.
 
 use crate::conv::Ip;
-use crate::flows::Placed;
+use crate::flows::FlowFrame;
 use crate::{Config, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wv_wire::dissect::LayerKind;
+use wv_wire::views::{be16, be32, get16};
 
 /// The RTP clock rate of a static payload type (RFC 3551), 0 when unknown.
 pub fn clock_rate(pt: u8) -> u32 {
@@ -65,7 +66,7 @@ pub fn header(p: &[u8], reported: usize) -> Option<RtpHeader> {
     let mut hl = 12 + 4 * cc;
     if p[0] & 0x10 != 0 {
         // The extension's length word must be captured; its words need only be reported.
-        let words = usize::from(u16::from_be_bytes([*p.get(hl + 2)?, *p.get(hl + 3)?]));
+        let words = usize::from(get16(p, hl + 2)?);
         hl += 4 + 4 * words;
     } else if hl > p.len() {
         return None;
@@ -79,9 +80,8 @@ pub fn header(p: &[u8], reported: usize) -> Option<RtpHeader> {
             return None;
         }
     }
-    let seq = u16::from_be_bytes([p[2], p[3]]);
-    let ts = u32::from_be_bytes([p[4], p[5], p[6], p[7]]);
-    let ssrc = u32::from_be_bytes([p[8], p[9], p[10], p[11]]);
+    // The fixed header's 12 bytes are there (checked above).
+    let (seq, ts, ssrc) = (be16(p, 2..4), be32(p, 4..8), be32(p, 8..12));
     Some(RtpHeader { pt, marker: p[1] & 0x80 != 0, seq, ts, ssrc })
 }
 
@@ -119,7 +119,7 @@ struct Stream {
     sequence_errors: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StreamRow {
     pub src: String,
     pub src_port: u16,
@@ -150,7 +150,7 @@ pub struct StreamRow {
     pub last_ns: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RtpReport {
     pub streams: Vec<StreamRow>,
     pub untracked_packets: u64,
@@ -165,10 +165,10 @@ pub struct Rtp {
 
 /// The RTP header of a UDP frame's payload, when it passes the test.
 pub fn rtp_of(s: &Seen<'_>) -> Option<RtpHeader> {
-    let at = s.d.layer(LayerKind::Udp)?.offset as usize;
-    let ulen = s.f.data.get(at + 4..at + 6).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))?;
-    let end = (at + ulen).min(s.f.data.len());
-    header(s.f.data.get(at + 8..end)?, ulen.checked_sub(8)?)
+    let at = s.dissection.layer(LayerKind::Udp)?.offset as usize;
+    let ulen = usize::from(get16(s.frame.data, at + 4)?);
+    let end = (at + ulen).min(s.frame.data.len());
+    header(s.frame.data.get(at + 8..end)?, ulen.checked_sub(8)?)
 }
 
 impl Rtp {
@@ -201,7 +201,7 @@ impl Rtp {
     /// versions measure it from the packet before whatever its type, and
     /// leave out a packet whose RTP timestamp steps back, measuring the
     /// next from the packet before.)
-    pub fn feed(&mut self, p: &Placed, h: RtpHeader, slot: &mut u32) {
+    pub fn feed(&mut self, p: &FlowFrame, h: RtpHeader, slot: &mut u32) {
         let (src, dst) = (p.src, p.dst);
         let RtpHeader { pt, marker, seq, ts: rtp_ts, ssrc } = h;
         let mut i = *slot;

@@ -30,15 +30,15 @@
 //! `max_flows`), at most `max_flows` replaced ones kept for the tables; each
 //! keeps at most 10,000 unacknowledged segment ends per direction, as tshark
 //! 4.0 does (`TCP_MAX_UNACKED_SEGMENTS`), and all together at most
-//! [`MAX_HELD`] (64 MiB), a bound tshark does not have: past it a list stops
+//! `MAX_HELD` (64 MiB), a bound tshark does not have: past it a list stops
 //! growing, which matters only if its count would have reached 10,000 when a
 //! SYN or FIN comes (the count decides whether that adds one to the next
 //! sequence number).
 
 use crate::conv::{conv_table, Conv, ConvRow, Ip, Table};
-use crate::flows::Placed;
+use crate::flows::FlowFrame;
 use crate::{Config, Count, Percentiles, Seen};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wv_wire::dissect::LayerKind;
 use wv_wire::views::tcp;
 
@@ -143,14 +143,14 @@ impl Connection {
 }
 
 /// One handshake's RTT.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RttRow {
     pub client: String,
     pub server: String,
     pub rtt_ns: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TcpCounts {
     /// Segments whose analysis tshark shows (analysed, with a sane and whole header).
     pub segments: u64,
@@ -169,7 +169,7 @@ pub struct TcpCounts {
     pub window_updates: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TcpReport {
     #[serde(flatten)]
     pub counts: TcpCounts,
@@ -229,27 +229,26 @@ impl Segment {
 /// below 5 or at options the snapshot length cut: those segments change the
 /// state but are not shown (tshark 4.0's `dissect_tcp`).
 pub fn segment(s: &Seen<'_>) -> Option<Segment> {
-    let l = s.d.layer(LayerKind::Tcp)?;
-    if s.d.first_fragment || s.d.flow.later_fragment {
+    let l = s.dissection.layer(LayerKind::Tcp)?;
+    if s.dissection.first_fragment || s.dissection.flow.later_fragment {
         return None;
     }
     let at = l.offset as usize;
     // The packet's own length (a tunnel's inner frame, a reassembled datagram), not the frame's.
-    let end = (s.d.l4_end as usize).min(s.d.wire_len as usize);
-    let captured = s.f.data.get(at..(s.d.l4_end as usize).min(s.f.data.len()))?;
+    let end = (s.dissection.l4_end as usize).min(s.dissection.wire_len as usize);
+    let captured = s.frame.data.get(at..(s.dissection.l4_end as usize).min(s.frame.data.len()))?;
     use tcp::field::{ACK_NUM, FLAGS, SEQ_NUM, WIN_SIZE};
+    use wv_wire::views::{be16, be32};
     let h = captured.get(..WIN_SIZE.end)?;
-    let be32 =
-        |r: core::ops::Range<usize>| u32::from_be_bytes([h[r.start], h[r.start + 1], h[r.start + 2], h[r.start + 3]]);
     let hlen = 4 * usize::from(h[FLAGS.start] >> 4);
     let seglen = end.checked_sub(at + hlen).and_then(|n| u32::try_from(n).ok());
     let sane = hlen >= tcp::MIN_HEADER_LEN;
     Some(Segment {
-        seq: be32(SEQ_NUM),
-        ack: be32(ACK_NUM),
+        seq: be32(h, SEQ_NUM),
+        ack: be32(h, ACK_NUM),
         seglen,
-        flags: u16::from_be_bytes([h[FLAGS.start], h[FLAGS.start + 1]]) & 0x0fff,
-        win: u16::from_be_bytes([h[WIN_SIZE.start], h[WIN_SIZE.start + 1]]),
+        flags: be16(h, FLAGS) & 0x0fff,
+        win: be16(h, WIN_SIZE),
         sane,
         shown: seglen.is_some() && sane && captured.len() >= hlen,
     })
@@ -270,7 +269,7 @@ impl TcpAnalysis {
 
     /// Analyses segment `seg` of TCP flow `p`; `slot` is its flow's (1 +
     /// the index of the flow's connection, 0 before its first).
-    pub fn feed(&mut self, p: &Placed, seg: Segment, slot: &mut u32) {
+    pub fn feed(&mut self, p: &FlowFrame, seg: Segment, slot: &mut u32) {
         let (src, dst, ts) = (p.src, p.dst, p.ts);
         let i = match *slot {
             0 => {

@@ -22,7 +22,7 @@
 
 use crate::conv::Ip;
 use crate::flows::{Flow, Transport};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The UDP state of one flow: one cache line, holding side A's plain
 /// direction (the one a flow always has, unless it is RTP only) so that its
@@ -84,12 +84,12 @@ impl Plain {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UdpStreamRow {
-    #[serde(serialize_with = "ip_text")]
+    #[serde(serialize_with = "ip_text", deserialize_with = "ip_of_text")]
     pub src: Ip,
     pub src_port: u16,
-    #[serde(serialize_with = "ip_text")]
+    #[serde(serialize_with = "ip_text", deserialize_with = "ip_of_text")]
     pub dst: Ip,
     pub dst_port: u16,
     pub packets: u64,
@@ -109,7 +109,16 @@ fn ip_text<S: serde::Serializer>(ip: &Ip, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&ip.text())
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The address back from its text, for a report read back.
+fn ip_of_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Ip, D::Error> {
+    let text = String::deserialize(d)?;
+    match text.parse::<std::net::IpAddr>().map_err(serde::de::Error::custom)? {
+        std::net::IpAddr::V4(a) => Ok(Ip::V4(a.octets())),
+        std::net::IpAddr::V6(a) => Ok(Ip::V6(a.octets())),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UdpStreamsReport {
     /// By packets, descending (then by first packet).
     pub streams: Vec<UdpStreamRow>,

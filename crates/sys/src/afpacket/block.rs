@@ -61,16 +61,6 @@ impl Block<'_> {
     pub fn seq_num(&self) -> u64 {
         Octets::new(self.bytes(), Endian::NATIVE).at(BLOCK_SEQ_NUM).and_then(|mut o| o.get_u64()).unwrap_or(0)
     }
-
-    /// The block was handed over by the retire timer, not because it was full.
-    pub fn timed_out(&self) -> bool {
-        self.status & libc::TP_STATUS_BLK_TMO != 0
-    }
-
-    /// The kernel dropped packets since the counters were last read (`TP_STATUS_LOSING`).
-    pub fn losing(&self) -> bool {
-        self.status & libc::TP_STATUS_LOSING != 0
-    }
 }
 
 impl Drop for Block<'_> {

@@ -164,9 +164,6 @@ impl Repr {
             dont_frag: p.dont_frag(),
         })
     }
-    pub const fn buffer_len(&self) -> usize {
-        MIN_HEADER_LEN
-    }
     /// Writes the header (checksum filled) into the first 20 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<(), Error> {
         let h = b.get_mut(..MIN_HEADER_LEN).ok_or(Error::Truncated)?;

@@ -38,15 +38,17 @@ pub type Field = core::ops::Range<usize>;
 /// The rest of a header after a fixed offset.
 pub type Rest = core::ops::RangeFrom<usize>;
 
-/// Big-endian u16 at `f` (callers have checked the length).
+/// Big-endian u16 at `f`, for a caller that has checked the length (it
+/// panics past the end of `b`, as indexing does).
 #[inline]
-pub(crate) fn be16(b: &[u8], f: Field) -> u16 {
+pub fn be16(b: &[u8], f: Field) -> u16 {
     u16::from_be_bytes([b[f.start], b[f.start + 1]])
 }
 
-/// Big-endian u32 at `f` (callers have checked the length).
+/// Big-endian u32 at `f`, for a caller that has checked the length (it
+/// panics past the end of `b`, as indexing does).
 #[inline]
-pub(crate) fn be32(b: &[u8], f: Field) -> u32 {
+pub fn be32(b: &[u8], f: Field) -> u32 {
     u32::from_be_bytes([b[f.start], b[f.start + 1], b[f.start + 2], b[f.start + 3]])
 }
 

@@ -8,13 +8,12 @@
 
 use crate::cmd::record::{defaults, Tuning};
 use crate::{exit, fail};
-use serde_json::{json, Value};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use wv_diskbench::runner::{self, Config, Mode, Outcome};
-use wv_diskbench::stats::{self, Summary};
+use wv_diskbench::report::{RateAsked, Report};
+use wv_diskbench::runner::{self, Config, Mode};
 use wv_diskbench::{buffer, plot, BenchError};
 use wv_units::{format_bytes as human_bytes, parse_size};
 
@@ -219,13 +218,28 @@ fn plan_rate(path: &std::path::Path) -> anyhow::Result<f64> {
         )
     };
     let text = std::fs::read_to_string(path).map_err(|e| bad(&format!("cannot read it ({e})")))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|_| bad("not JSON"))?;
-    let rows = match &v {
-        serde_json::Value::Array(a) => a.clone(),
-        other => vec![other.clone()],
+    // An array of rows as `plan --json` writes it, or one of them.
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Rows {
+        Many(Vec<wv_plan::report::Row>),
+        One(Box<wv_plan::report::Row>),
+    }
+    let rows = match serde_json::from_str::<Rows>(&text) {
+        Ok(Rows::Many(rows)) => rows,
+        Ok(Rows::One(row)) => vec![*row],
+        Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() => return Err(bad("not JSON")),
+        Err(_) => return Err(bad("not the rows of `plan --json`, with their store_bytes_per_s")),
     };
+    if let Some(r) = rows.iter().find(|r| r.version != wv_plan::report::VERSION) {
+        return Err(bad(&format!(
+            "its rows are of version {} and this wirevault reads version {}: run plan --json again",
+            r.version,
+            wv_plan::report::VERSION
+        )));
+    }
     rows.iter()
-        .filter_map(|r| r["store_bytes_per_s"].as_f64())
+        .map(|r| r.store_bytes_per_s)
         .filter(|x| x.is_finite() && *x > 0.0)
         .reduce(f64::max)
         .ok_or_else(|| bad("no store_bytes_per_s in it (is it `plan --json` output?)"))
@@ -269,21 +283,28 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if p.cfg.mode == Mode::Direct && !out.direct {
         note!("{dir} refused O_DIRECT (tmpfs, some FUSE/ZFS setups): measured buffered io_uring writes, as record would use there");
     }
-    let report = Report::new(&p, &out);
+    let rate = p.rate.map(|bytes_per_s| RateAsked {
+        bytes_per_s,
+        given: p.rate_text.clone(),
+        margin: p.margin,
+        floor: MIN_BUFFER.max(4 * p.cfg.block_size),
+    });
+    let report = Report::new(&p.cfg, &out, rate.as_ref(), memory);
     if let Some(path) = &p.plot {
         let title = format!("disk-bench {dir}: {} files of {}", p.cfg.files, human_bytes(p.cfg.file_size));
-        let chart = plot::Chart { per_second: &out.per_second, mean: report.summary.mean, rate: p.rate, title: &title };
+        let chart =
+            plot::Chart { per_second: &out.per_second, mean: report.mean_bytes_per_s, rate: p.rate, title: &title };
         plot::draw(path, &chart).map_err(|e| fail(exit::ERROR, e.to_string()))?;
     }
     if p.json {
-        let line = report.json(&p, &out, memory).to_string();
+        let line = serde_json::to_string(&report).map_err(|e| fail(exit::ERROR, e.to_string()))?;
         use std::io::Write as _;
         let mut o = std::io::stdout().lock();
         if writeln!(o, "{line}").and_then(|_| o.flush()).is_err() {
             return Err(fail(exit::ERROR, "cannot write to standard output"));
         }
     } else {
-        report.print(&p, &out);
+        print(&report, &p.cfg.dir);
     }
     Ok(exit::OK)
 }
@@ -303,194 +324,92 @@ fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
     )
 }
 
-/// What a rate needs from the volume.
-struct RateVerdict {
-    bytes_per_s: f64,
-    /// The long-run throughput reaches the rate: a finite buffer suffices.
-    sustained: bool,
-    /// Even the worst 10 s window reaches it (`None`: run shorter than 10 s).
-    worst_10s_meets: Option<bool>,
-    buffer: Option<f64>,
-    with_margin: Option<u64>,
-    shortfall_per_hour: f64,
-}
-
-struct Report {
-    per_file: Vec<f64>,
-    summary: Summary,
-    overall: f64,
-    worst_1s: Option<f64>,
-    worst_10s: Option<f64>,
-    rate: Option<RateVerdict>,
-}
-
-impl Report {
-    fn new(p: &Plan, out: &Outcome) -> Report {
-        let per_file: Vec<f64> = out.files.iter().map(|f| f.bytes_per_s()).collect();
-        let summary = Summary::of(&per_file).unwrap_or(Summary {
-            n: per_file.len(),
-            mean: 0.0,
-            std_dev: 0.0,
-            ci99: (0.0, 0.0),
-            p5: 0.0,
-            p95: 0.0,
-            min: 0.0,
-            max: 0.0,
-        });
-        let overall = out.total_bytes as f64 / out.elapsed.max(1e-9);
-        let worst_1s = stats::worst_window(&out.per_second, 1);
-        let worst_10s = stats::worst_window(&out.per_second, 10);
-        let rate = p.rate.map(|r| {
-            let sustained = overall >= r;
-            let need = buffer::needed(&out.per_second, r);
-            let floor = MIN_BUFFER.max(4 * p.cfg.block_size);
-            RateVerdict {
-                bytes_per_s: r,
-                sustained,
-                worst_10s_meets: worst_10s.map(|w| w >= r),
-                buffer: sustained.then_some(need),
-                with_margin: sustained.then(|| buffer::round_up(need * p.margin, floor)),
-                shortfall_per_hour: (r - overall).max(0.0) * 3600.0,
-            }
-        });
-        Report { per_file, summary, overall, worst_1s, worst_10s, rate }
-    }
-
-    /// The JSON report; `memory` names the memory file system the run was on.
-    fn json(&self, p: &Plan, out: &Outcome, memory: Option<&str>) -> Value {
-        let s = &self.summary;
-        let rate = self.rate.as_ref().map(|v| {
-            json!({
-                "bytes_per_s": v.bytes_per_s,
-                "bits_per_s": v.bytes_per_s * 8.0,
-                "given": p.rate_text,
-                "sustained": v.sustained,
-                "worst_10s_meets_rate": v.worst_10s_meets,
-                "buffer_bytes": v.buffer.map(|b| b.ceil() as u64),
-                "buffer_with_margin_bytes": v.with_margin,
-                "margin": p.margin,
-                "record_buffer_arg": v.with_margin.map(buffer::size_arg),
-                "shortfall_bytes_per_hour": v.shortfall_per_hour,
-            })
-        });
-        json!({
-            "version": 1,
-            // Absolute: record compares its file system with the store's.
-            "dir": std::fs::canonicalize(&p.cfg.dir).unwrap_or_else(|_| p.cfg.dir.clone()).display().to_string(),
-            "mode": if out.direct { "direct" } else { "buffered" },
-            "direct_refused": p.cfg.mode == Mode::Direct && !out.direct,
-            "memory_fs": memory,
-            "block_size": p.cfg.block_size,
-            "queue_depth": p.cfg.depth,
-            "files": p.cfg.files,
-            "file_size": p.cfg.file_size,
-            "total_bytes": out.total_bytes,
-            "elapsed_s": out.elapsed,
-            "overall_bytes_per_s": self.overall,
-            "mean_bytes_per_s": s.mean,
-            "std_dev_bytes_per_s": s.std_dev,
-            "ci99_bytes_per_s": [s.ci99.0, s.ci99.1],
-            "p5_bytes_per_s": s.p5,
-            "p95_bytes_per_s": s.p95,
-            "min_bytes_per_s": s.min,
-            "max_bytes_per_s": s.max,
-            "worst_1s_bytes_per_s": self.worst_1s,
-            "worst_10s_bytes_per_s": self.worst_10s,
-            "per_file_bytes_per_s": self.per_file,
-            "per_second_bytes": out.per_second,
-            "kept": out.kept.iter().map(|k| k.display().to_string()).collect::<Vec<_>>(),
-            "rate": rate,
-        })
-    }
-
-    fn print(&self, p: &Plan, out: &Outcome) {
-        use std::io::Write as _;
-        let s = &self.summary;
-        let c = &p.cfg;
-        let how = if out.direct {
-            format!("O_DIRECT io_uring, {} writes, queue depth {}", human_bytes(c.block_size), c.depth)
-        } else if c.mode == Mode::Direct {
-            format!(
-                "buffered io_uring (O_DIRECT refused), {} writes, queue depth {}",
-                human_bytes(c.block_size),
-                c.depth
-            )
+/// The text report, drawn from the JSON one; `dir` as given on the command line.
+fn print(r: &Report, dir: &std::path::Path) {
+    use std::io::Write as _;
+    let how = if r.mode == Mode::Direct {
+        format!("O_DIRECT io_uring, {} writes, queue depth {}", human_bytes(r.block_size), r.queue_depth)
+    } else if r.direct_refused {
+        format!(
+            "buffered io_uring (O_DIRECT refused), {} writes, queue depth {}",
+            human_bytes(r.block_size),
+            r.queue_depth
+        )
+    } else {
+        format!("buffered write(2) of {} + fsync per file", human_bytes(r.block_size))
+    };
+    let mut t = String::new();
+    let gb = |b: f64| format!("{:.3}", b / 1e9);
+    t += &format!("disk-bench {}: {} files of {}, {how}\n", dir.display(), r.files, human_bytes(r.file_size));
+    t += &format!(
+        "  wrote {} in {:.1} s: {} GB/s overall\n",
+        human_bytes(r.total_bytes),
+        r.elapsed_s,
+        gb(r.overall_bytes_per_s)
+    );
+    t += &format!(
+        "  per file (n = {}): mean {} GB/s, 99% CI [{}, {}], p5 {}, p95 {}, min {}, max {} GB/s\n",
+        r.per_file_bytes_per_s.len(),
+        gb(r.mean_bytes_per_s),
+        gb(r.ci99_bytes_per_s[0]),
+        gb(r.ci99_bytes_per_s[1]),
+        gb(r.p5_bytes_per_s),
+        gb(r.p95_bytes_per_s),
+        gb(r.min_bytes_per_s),
+        gb(r.max_bytes_per_s)
+    );
+    let win = |w: Option<f64>| w.map_or("n/a (run too short)".to_string(), |v| format!("{} GB/s", gb(v)));
+    t += &format!(
+        "  per second ({} whole seconds): worst 1 s {}, worst 10 s {}\n",
+        r.per_second_bytes.len(),
+        win(r.worst_1s_bytes_per_s),
+        win(r.worst_10s_bytes_per_s)
+    );
+    if let Some(v) = &r.rate {
+        let at = format!("{} ({} GB/s)", v.given.as_deref().unwrap_or(""), gb(v.bytes_per_s));
+        if !v.sustained {
+            t += &format!(
+                "  at {at}: NOT sustained: the volume writes {} GB/s, {} GB/s short; no finite buffer suffices ({} behind per hour)\n",
+                gb(r.overall_bytes_per_s),
+                gb(v.bytes_per_s - r.overall_bytes_per_s),
+                human_bytes(v.shortfall_bytes_per_hour as u64)
+            );
         } else {
-            format!("buffered write(2) of {} + fsync per file", human_bytes(c.block_size))
-        };
-        let mut t = String::new();
-        let gb = |b: f64| format!("{:.3}", b / 1e9);
-        t += &format!("disk-bench {}: {} files of {}, {how}\n", c.dir.display(), c.files, human_bytes(c.file_size));
-        t += &format!(
-            "  wrote {} in {:.1} s: {} GB/s overall\n",
-            human_bytes(out.total_bytes),
-            out.elapsed,
-            gb(self.overall)
-        );
-        t += &format!(
-            "  per file (n = {}): mean {} GB/s, 99% CI [{}, {}], p5 {}, p95 {}, min {}, max {} GB/s\n",
-            s.n,
-            gb(s.mean),
-            gb(s.ci99.0),
-            gb(s.ci99.1),
-            gb(s.p5),
-            gb(s.p95),
-            gb(s.min),
-            gb(s.max)
-        );
-        let win = |w: Option<f64>| w.map_or("n/a (run too short)".to_string(), |v| format!("{} GB/s", gb(v)));
-        t += &format!(
-            "  per second ({} whole seconds): worst 1 s {}, worst 10 s {}\n",
-            out.per_second.len(),
-            win(self.worst_1s),
-            win(self.worst_10s)
-        );
-        if let Some(v) = &self.rate {
-            let r = format!("{} ({} GB/s)", p.rate_text.as_deref().unwrap_or(""), gb(v.bytes_per_s));
-            if !v.sustained {
-                t += &format!(
-                    "  at {r}: NOT sustained: the volume writes {} GB/s, {} GB/s short; no finite buffer suffices ({} behind per hour)\n",
-                    gb(self.overall),
-                    gb(v.bytes_per_s - self.overall),
-                    human_bytes(v.shortfall_per_hour as u64)
-                );
+            let need = v.buffer_bytes.unwrap_or(0) as f64;
+            let with = v.buffer_with_margin_bytes.unwrap_or(0);
+            let dips = match v.worst_10s_meets_rate {
+                Some(true) => "even its worst 10 s window keeps up",
+                Some(false) => "its worst 10 s window falls below the rate",
+                None => "the run was shorter than 10 s",
+            };
+            let margin = if buffer::round_up(need * v.margin, 0) < with {
+                // The floor made it, not the dips: said, or 0 B x 1.5 reads as 64 MiB.
+                format!(
+                    "x{} margin: {}, below {}, the smallest buffer record takes",
+                    v.margin,
+                    human_bytes((need * v.margin).ceil() as u64),
+                    human_bytes(with)
+                )
             } else {
-                let need = v.buffer.unwrap_or(0.0);
-                let with = v.with_margin.unwrap_or(0);
-                let dips = match v.worst_10s_meets {
-                    Some(true) => "even its worst 10 s window keeps up",
-                    Some(false) => "its worst 10 s window falls below the rate",
-                    None => "the run was shorter than 10 s",
-                };
-                let margin = if buffer::round_up(need * p.margin, 0) < with {
-                    // The floor made it, not the dips: said, or 0 B x 1.5 reads as 64 MiB.
-                    format!(
-                        "x{} margin: {}, below {}, the smallest buffer record takes",
-                        p.margin,
-                        human_bytes((need * p.margin).ceil() as u64),
-                        human_bytes(with)
-                    )
-                } else {
-                    format!("x{} margin: {}", p.margin, human_bytes(with))
-                };
+                format!("x{} margin: {}", v.margin, human_bytes(with))
+            };
+            t += &format!(
+                "  at {at}: sustained on average ({dips}); the measured dips need a {} buffer, {margin}\n",
+                human_bytes(need as u64)
+            );
+            t += &format!("  use: wirevault record --buffer {} ...\n", buffer::size_arg(with));
+            if r.per_second_bytes.len() < 60 {
                 t += &format!(
-                    "  at {r}: sustained on average ({dips}); the measured dips need a {} buffer, {margin}\n",
-                    human_bytes(need.ceil() as u64)
+                    "  note: the series has {} s; a longer run (the default 100 x 2G) sees rarer dips\n",
+                    r.per_second_bytes.len()
                 );
-                t += &format!("  use: wirevault record --buffer {} ...\n", buffer::size_arg(with));
-                if out.per_second.len() < 60 {
-                    t += &format!(
-                        "  note: the series has {} s; a longer run (the default 100 x 2G) sees rarer dips\n",
-                        out.per_second.len()
-                    );
-                }
             }
         }
-        for k in &out.kept {
-            t += &format!("  kept {}\n", k.display());
-        }
-        let _ = std::io::stdout().lock().write_all(t.as_bytes());
     }
+    for k in &r.kept {
+        t += &format!("  kept {k}\n");
+    }
+    let _ = std::io::stdout().lock().write_all(t.as_bytes());
 }
 
 #[cfg(test)]

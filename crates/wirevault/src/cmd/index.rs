@@ -53,6 +53,24 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(fail(exit::ERROR, e.to_string())),
     };
+    say_report(&report, path);
+    if report.interrupted {
+        return Err(fail(
+            exit::ERROR,
+            format!(
+                "interrupted; the indexes written are complete, no partial index is left; run `wirevault index {}` again to finish",
+                path.display()
+            ),
+        ));
+    }
+    if report.indexed.is_empty() && !report.failed.is_empty() {
+        return Ok(exit::ERROR);
+    }
+    Ok(exit::OK)
+}
+
+/// What indexing did, file by file where it matters, and in one line in all.
+fn say_report(report: &wv_index::IndexReport, path: &std::path::Path) {
     for (p, why) in &report.rebuilt {
         info!("{}: indexing again: {why}", p.display());
     }
@@ -88,17 +106,4 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         if report.already > 0 { format!("; {} already indexed", report.already) } else { String::new() },
         report.catalog.as_ref().map_or(String::new(), |c| format!("; wrote {}", c.display())),
     );
-    if report.interrupted {
-        return Err(fail(
-            exit::ERROR,
-            format!(
-                "interrupted; the indexes written are complete, no partial index is left; run `wirevault index {}` again to finish",
-                path.display()
-            ),
-        ));
-    }
-    if report.indexed.is_empty() && !report.failed.is_empty() {
-        return Ok(exit::ERROR);
-    }
-    Ok(exit::OK)
 }

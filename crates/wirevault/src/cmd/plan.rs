@@ -8,11 +8,11 @@
 //! and prints.
 
 use crate::{exit, fail};
-use serde_json::{json, Value};
 use std::path::PathBuf;
-use wv_plan::bench::{advised_buffer, buffer_for, DiskBench};
+use wv_plan::bench::DiskBench;
 use wv_plan::formats::INDEX_BYTES_PER_PACKET;
-use wv_plan::{mix, Distribution, Mix, Rates, SizeConvention, StoreFormat};
+use wv_plan::report::{Context, FromDetails, Observed, Row};
+use wv_plan::{mix, Distribution, Mix, SizeConvention, StoreFormat};
 
 /// The paper's Table 1 sizes, without FCS.
 const DEFAULT_SIZES: [u64; 8] = [60, 64, 128, 256, 512, 1024, 1280, 1514];
@@ -94,8 +94,8 @@ pub struct Args {
 struct Plan {
     link_bps: f64,
     conv: SizeConvention,
-    /// (mix, size as given when it is one size, --from details)
-    rows: Vec<(Mix, Option<u64>, Option<Value>, f64)>,
+    /// (mix, size as given when it is one size, --from details, index bytes per packet)
+    rows: Vec<(Mix, Option<u64>, Option<FromDetails>, f64)>,
     format: StoreFormat,
     index: bool,
     disk: Option<u64>,
@@ -104,10 +104,18 @@ struct Plan {
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let plan = validate(&args)?;
-    let rows: Vec<Value> =
-        plan.rows.iter().map(|(m, size, from, idx)| row(&plan, m, *size, from.clone(), *idx)).collect();
+    let cx = Context {
+        link_bps: plan.link_bps,
+        conv: plan.conv,
+        format: plan.format,
+        index: plan.index,
+        disk: plan.disk,
+        bench: plan.bench.as_ref().map(|(path, b)| (path.as_path(), b)),
+    };
+    let rows: Vec<Row> =
+        plan.rows.iter().map(|(m, size, from, idx)| Row::new(&cx, m, *size, from.clone(), *idx)).collect();
     let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&Value::Array(rows)).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+        let mut s = serde_json::to_string_pretty(&rows).map_err(|e| fail(exit::ERROR, e.to_string()))?;
         s.push('\n');
         s
     } else {
@@ -187,7 +195,7 @@ fn from_row(
     args: &Args,
     path: &std::path::Path,
     snaplen: Option<u64>,
-) -> anyhow::Result<(Mix, Option<u64>, Option<Value>, f64)> {
+) -> anyhow::Result<(Mix, Option<u64>, Option<FromDetails>, f64)> {
     let (from_ns, to_ns) = super::time_range(&args.from_time, &args.to_time, ("--from-time", "--to-time"))?;
     let query = wv_query::Query { store: path.to_path_buf(), from_ns, to_ns, expr: String::new(), limit: None };
     let (dist, report) = Distribution::read(query).map_err(|e| match e {
@@ -212,84 +220,22 @@ fn from_row(
     let secs = dist.last_ns.saturating_sub(dist.first_ns) as f64 / 1e9;
     let orig: u64 = dist.counts.iter().map(|(&(o, _), &n)| o * n).sum();
     let cap: u64 = dist.counts.iter().map(|(&(_, c), &n)| c * n).sum();
-    let observed = (secs > 0.0).then(|| {
-        json!({"pps": dist.packets as f64 / secs, "frame_bps": orig as f64 * 8.0 / secs, "captured_bps": cap as f64 * 8.0 / secs})
+    let observed = (secs > 0.0).then(|| Observed {
+        pps: dist.packets as f64 / secs,
+        frame_bps: orig as f64 * 8.0 / secs,
+        captured_bps: cap as f64 * 8.0 / secs,
     });
-    let details = json!({
-        "path": path.display().to_string(),
-        "packets": dist.packets,
-        "first_ns": dist.first_ns,
-        "last_ns": dist.last_ns,
-        "distinct_lengths": dist.by_origlen().len(),
-        "index_bytes_per_packet_measured": measured,
-        "observed": observed,
-    });
+    let details = FromDetails {
+        path: path.display().to_string(),
+        packets: dist.packets,
+        first_ns: dist.first_ns,
+        last_ns: dist.last_ns,
+        distinct_lengths: dist.by_origlen().len(),
+        index_bytes_per_packet_measured: measured,
+        observed,
+    };
     let label = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
     Ok((dist.to_mix(label).with_snaplen(snaplen), None, Some(details), measured.unwrap_or(INDEX_BYTES_PER_PACKET)))
-}
-
-/// One row as JSON: the rates and everything derived from the store's rate.
-fn row(plan: &Plan, m: &Mix, size: Option<u64>, from: Option<Value>, index_bpp: f64) -> Value {
-    let r = Rates::saturated(m, plan.link_bps, index_bpp);
-    let store_bps = r.store_bytes_per_s(plan.format, plan.index);
-    let mut v = json!({
-        "label": m.label,
-        "size": size,
-        "size_includes_fcs": plan.conv == SizeConvention::WithFcs,
-        "mix": if size.is_none() && from.is_none() { Some(m.label.clone()) } else { None },
-        "classes": m.classes.iter().map(|c| json!({"frame": c.frame, "captured": c.captured, "weight": c.weight})).collect::<Vec<_>>(),
-        "link_bps": r.link_bps,
-        "frame_bytes": r.frame_bytes,
-        "captured_bytes": r.captured_bytes,
-        "wire_bytes": r.wire_bytes,
-        "pps": r.pps,
-        "frame_bps": r.frame_bps,
-        "wire_bps": r.wire_bps,
-        "storage_bps": r.storage_bps,
-        "index_bytes_per_packet": index_bpp,
-        "store_format": plan.format.name(),
-        "store_index": plan.index,
-        "store_bytes_per_s": store_bps,
-        "bytes_per_hour": store_bps * 3600.0,
-        "bytes_per_day": store_bps * 86400.0,
-    });
-    let o = v.as_object_mut().expect("an object");
-    if let Some(f) = from {
-        o.insert("from".into(), f);
-    }
-    if let Some(d) = plan.disk {
-        o.insert("disk_bytes".into(), json!(d));
-        o.insert("disk_lasts_s".into(), json!(d as f64 / store_bps));
-    }
-    if let Some((path, b)) = &plan.bench {
-        let vols = b.volumes(store_bps);
-        // The buffer in front of `at_throughput` such volumes, whose dips
-        // come at the same time (the worst case): n × the buffer at rate/n each.
-        let n = vols.at_throughput as f64;
-        let buf = (!b.per_second_bytes.is_empty()).then(|| buffer_for(store_bps / n, &b.per_second_bytes));
-        o.insert(
-            "bench".into(),
-            json!({
-                "file": path.display().to_string(),
-                "dir": b.dir,
-                "mode": b.mode,
-                "throughput_bytes_per_s": b.throughput(),
-                "mean_bytes_per_s": b.mean_bytes_per_s,
-                "ci99_bytes_per_s": b.ci99_bytes_per_s,
-                "worst_10s_bytes_per_s": b.worst_10s_bytes_per_s,
-                "volumes_at_throughput": vols.at_throughput,
-                "volumes_at_worst_10s": vols.at_worst_10s,
-                "buffer_bytes": buf.map(|x| x.bytes * n),
-                "sustained": buf.map(|x| x.sustained),
-                "record_buffer_bytes": buf.filter(|x| x.sustained).map(|x| advised_buffer(x.bytes * n)),
-            }),
-        );
-    }
-    v
-}
-
-fn f(v: &Value, k: &str) -> f64 {
-    v.get(k).and_then(Value::as_f64).unwrap_or(0.0)
 }
 
 /// Bits/s as Gb/s with two decimals.
@@ -330,7 +276,7 @@ fn grouped(x: f64) -> String {
     out
 }
 
-fn table(plan: &Plan, rows: &[Value]) -> String {
+fn table(plan: &Plan, rows: &[Row]) -> String {
     let mut head = vec![
         "size",
         "frames/s",
@@ -350,34 +296,34 @@ fn table(plan: &Plan, rows: &[Value]) -> String {
     }
     let mut cells: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for v in rows {
-        let st = &v["storage_bps"];
+        let st = &v.storage_bps;
         let mut c = vec![
-            v["label"].as_str().unwrap_or("").to_string(),
-            grouped(f(v, "pps")),
-            gbps(f(v, "frame_bps")),
-            gbps(f(st, "pcap")),
-            gbps(f(st, "pcapng")),
-            gbps(f(st, "raw")),
-            gbps(f(st, "wirevault_index")),
-            bytes(f(v, "bytes_per_hour")),
-            bytes(f(v, "bytes_per_day")),
+            v.label.clone(),
+            grouped(v.pps),
+            gbps(v.frame_bps),
+            gbps(st.pcap),
+            gbps(st.pcapng),
+            gbps(st.raw),
+            gbps(st.wirevault_index),
+            bytes(v.bytes_per_hour),
+            bytes(v.bytes_per_day),
         ];
-        if plan.disk.is_some() {
-            c.push(duration(f(v, "disk_lasts_s")));
+        if let Some(lasts) = v.disk_lasts_s {
+            c.push(duration(lasts));
         }
-        if let Some(b) = v.get("bench") {
-            let worst = match b["volumes_at_worst_10s"].as_u64() {
+        if let Some(b) = &v.bench {
+            let worst = match b.volumes_at_worst_10s {
                 Some(n) => n.to_string(),
-                None if b["worst_10s_bytes_per_s"].is_null() => "?".to_string(),
+                None if b.worst_10s_bytes_per_s.is_none() => "?".to_string(),
                 None => "none suffices".to_string(),
             };
-            c.push(format!("{}/{}", b["volumes_at_throughput"], worst));
-            c.push(match (b["buffer_bytes"].as_f64(), b["sustained"].as_bool()) {
+            c.push(format!("{}/{}", b.volumes_at_throughput, worst));
+            c.push(match (b.buffer_bytes, b.sustained) {
                 (Some(x), Some(true)) => bytes(x),
                 (_, Some(false)) => "never drains".into(),
                 _ => "no series".into(),
             });
-            c.push(b["record_buffer_bytes"].as_u64().map_or("-".into(), |x| format!("{}M", x >> 20)));
+            c.push(b.record_buffer_bytes.map_or("-".into(), |x| format!("{}M", x >> 20)));
         }
         cells.push(c);
     }
@@ -408,22 +354,22 @@ fn table(plan: &Plan, rows: &[Value]) -> String {
         }
     }
     for v in rows {
-        if let Some(fr) = v.get("from") {
+        if let Some(fr) = &v.from {
             out.push_str(&format!(
                 "\n{}: {} packets, {} lengths; index {}",
-                fr["path"].as_str().unwrap_or(""),
-                fr["packets"],
-                fr["distinct_lengths"],
-                match fr["index_bytes_per_packet_measured"].as_f64() {
+                fr.path,
+                fr.packets,
+                fr.distinct_lengths,
+                match fr.index_bytes_per_packet_measured {
                     Some(x) => format!("{x:.2} B/packet measured on its indexes"),
                     None => format!("{INDEX_BYTES_PER_PACKET} B/packet (no index found; the worst-case constant)"),
                 }
             ));
-            if let Some(o) = fr.get("observed").filter(|o| !o.is_null()) {
+            if let Some(o) = &fr.observed {
                 out.push_str(&format!(
                     "; as recorded: {} frames/s, {} Gb/s of frames",
-                    grouped(f(o, "pps")),
-                    gbps(f(o, "frame_bps"))
+                    grouped(o.pps),
+                    gbps(o.frame_bps)
                 ));
             }
             out.push('\n');

@@ -90,29 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             r => r,
         }
     } else {
-        let (mut out, pipe, fifo) = stdout_file()?;
-        // `query S >> S/stream-000/X.pcap`: the shell opened the output, so
-        // the check is on what standard output is, by device and inode.
-        if out.metadata().is_ok_and(|m| m.is_file()) {
-            if let Err(wv_query::QueryError::OutputInStore { store, .. }) =
-                wv_query::check_output(&prepared, std::path::Path::new("/proc/self/fd/1"))
-            {
-                return Err(fail(
-                    exit::USAGE,
-                    format!(
-                        "refusing to write to standard output: it is a file inside the store {} or one of its stored files; redirect it elsewhere",
-                        store.display()
-                    ),
-                ));
-            }
-        }
-        if fifo {
-            wv_query::run(prepared, wv_query::Sink::PcapPipe(&mut out))
-        } else if pipe {
-            wv_query::run(prepared, wv_query::Sink::PcapThreaded(&mut out))
-        } else {
-            wv_query::run(prepared, wv_query::Sink::Pcap(&mut out))
-        }
+        to_stdout(prepared)?
     };
     let report = match result {
         Ok(r) => r,
@@ -120,8 +98,42 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Err(e) if e.is_broken_pipe() => return Ok(exit::OK),
         Err(e) => return Err(fail(exit::ERROR, e.to_string())),
     };
+    say_report(&args, &report, outside.as_deref())
+}
+
+/// The selection in pcap on standard output: through a pipe or FIFO as it suits, never into a
+/// file of the store.
+fn to_stdout(prepared: wv_query::Prepared) -> anyhow::Result<Result<wv_query::Report, wv_query::QueryError>> {
+    let (mut out, pipe, fifo) = stdout_file()?;
+    // `query S >> S/stream-000/X.pcap`: the shell opened the output, so
+    // the check is on what standard output is, by device and inode.
+    if out.metadata().is_ok_and(|m| m.is_file()) {
+        if let Err(wv_query::QueryError::OutputInStore { store, .. }) =
+            wv_query::check_output(&prepared, std::path::Path::new("/proc/self/fd/1"))
+        {
+            return Err(fail(
+                exit::USAGE,
+                format!(
+                    "refusing to write to standard output: it is a file inside the store {} or one of its stored files; redirect it elsewhere",
+                    store.display()
+                ),
+            ));
+        }
+    }
+    Ok(if fifo {
+        wv_query::run(prepared, wv_query::Sink::PcapPipe(&mut out))
+    } else if pipe {
+        wv_query::run(prepared, wv_query::Sink::PcapThreaded(&mut out))
+    } else {
+        wv_query::run(prepared, wv_query::Sink::Pcap(&mut out))
+    })
+}
+
+/// The sentences after a query: the reader's warnings, why nothing matched, the files left
+/// out, `--stats`, the count, and `--strict`'s verdict.
+fn say_report(args: &Args, report: &wv_query::Report, outside: Option<&str>) -> anyhow::Result<u8> {
     say_warnings(&report.warnings);
-    if let (0, Some(why)) = (report.matched, &outside) {
+    if let (0, Some(why)) = (report.matched, outside) {
         info!("no packet matched: {why}");
     }
     if report.part_files > 0 && report.recording {

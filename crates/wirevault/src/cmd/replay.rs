@@ -75,6 +75,19 @@ struct Plan {
     to_ns: Option<u64>,
 }
 
+impl Plan {
+    /// The query of source `src` with `limit`.
+    fn query(&self, src: &std::path::Path, limit: Option<u64>) -> wv_query::Query {
+        wv_query::Query {
+            store: src.to_path_buf(),
+            from_ns: self.from_ns,
+            to_ns: self.to_ns,
+            expr: self.expr.clone(),
+            limit,
+        }
+    }
+}
+
 /// A number as a message shows it: in e-notation when long.
 fn shown(x: f64) -> String {
     if x != 0.0 && !(1e-3..1e9).contains(&x.abs()) {
@@ -205,17 +218,10 @@ fn check_linktypes(src: &std::path::Path, linktypes: &[u32], cfg: &wv_replay::Co
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let p = plan(&args)?;
     let cfg = check_interface(&args.interface, args.force)?;
-    let query = |src: &PathBuf, limit: Option<u64>| wv_query::Query {
-        store: src.clone(),
-        from_ns: p.from_ns,
-        to_ns: p.to_ns,
-        expr: p.expr.clone(),
-        limit,
-    };
     // Every source opens and its filter compiles before anything is sent.
     let mut first: Vec<Option<wv_query::Prepared>> = Vec::new();
     for s in &p.sources {
-        let prepared = wv_query::prepare(query(s, args.limit)).map_err(super::query::prepare_error)?;
+        let prepared = wv_query::prepare(p.query(s, args.limit)).map_err(super::query::prepare_error)?;
         check_linktypes(s, &prepared.linktypes(), &cfg)?;
         first.push(Some(prepared));
     }
@@ -228,114 +234,36 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let stop = Arc::new(AtomicBool::new(false));
     crate::cmd::catch_signals([libc::SIGINT, libc::SIGTERM, libc::SIGHUP], |_| Arc::clone(&stop))?;
     let own_linktype = cfg.linktype;
-    // The link types of the packets not sent for theirs (a pcapng file or a
-    // store may mix them), in the order met: said once, after the summary.
-    let mut other_linktypes: Vec<u32> = Vec::new();
-    let mut r = Replayer::new(tx, cfg, p.pacing);
-    r.set_stop(Arc::clone(&stop));
+    let mut replayer = Replayer::new(tx, cfg, p.pacing);
+    replayer.set_stop(Arc::clone(&stop));
     let bar = std::io::stderr().is_terminal().then(progress_bar);
-
-    let mut fatal: Option<wv_replay::ReplayError> = None;
-    let mut warnings: Vec<String> = Vec::new();
-    let mut laps_done = 0u64;
-    // The first loop's packets are kept, when the sources are small enough,
-    // and the later loops send them from memory (tcpreplay's
-    // --preload-pcap, here without asking): a small selection looped many
-    // times is not prepared and read again on every loop. Decided before
-    // the first loop from what the sources can hold at most (a catalog's
-    // bytes in the range; a file's length), so a large selection is not
-    // copied only to be dropped.
-    let at_most: u64 = p
-        .sources
-        .iter()
-        .zip(&first)
-        .map(|(src, pr)| {
-            let bytes = pr.as_ref().and_then(wv_query::Prepared::bytes_upper_bound);
-            bytes.unwrap_or_else(|| std::fs::metadata(src).map_or(u64::MAX, |m| m.len()))
-        })
-        .fold(0u64, u64::saturating_add);
-    let mut kept = (args.loops > 1 && at_most <= Kept::AT_MOST as u64)
-        .then(|| Kept { bytes: Vec::with_capacity(at_most as usize), ..Kept::default() });
-    let mut progress = Progress { bar: bar.as_ref(), drawn: std::time::Instant::now(), loops: args.loops };
-    'outer: for lap in 0..args.loops {
-        if lap > 0 {
-            if let Some(k) = &kept {
-                for seg in &k.segments {
-                    r.new_segment();
-                    for (n, &(ts_ns, linktype, at, len)) in seg.iter().enumerate() {
-                        if let Err(e) = r.packet(ts_ns, linktype, &k.bytes[at..at + len as usize]) {
-                            fatal = Some(e);
-                            break 'outer;
-                        }
-                        progress.show(&r, n as u64 + 1, lap);
-                    }
-                }
-                if !stop.load(Ordering::Relaxed) {
-                    laps_done += 1;
-                }
-                continue;
-            }
-        }
-        let mut taken = 0u64;
-        for (i, src) in p.sources.iter().enumerate() {
-            let limit = args.limit.map(|l| l - taken);
-            if limit == Some(0) {
-                break;
-            }
-            let prepared = match first[i].take() {
-                Some(pr) => pr,
-                None => wv_query::prepare(query(src, limit)).map_err(super::query::prepare_error)?,
-            };
-            r.new_segment();
-            if let Some(k) = kept.as_mut() {
-                k.segments.push(Vec::new());
-            }
-            let mut n = 0u64;
-            let mut full = false;
-            let mut each = |pk: wv_query::PacketRef<'_>| -> std::io::Result<()> {
-                // The limit counts over all sources of a loop (each query
-                // was prepared with the whole limit).
-                if args.limit.is_some_and(|l| taken + n >= l) {
-                    full = true;
-                    return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
-                }
-                if pk.linktype != own_linktype && !other_linktypes.contains(&pk.linktype) {
-                    other_linktypes.push(pk.linktype);
-                }
-                if let Err(e) = r.packet(pk.ts_ns, pk.linktype, pk.data) {
-                    fatal = Some(e);
-                    return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
-                }
-                if let Some(k) = kept.as_mut() {
-                    if !k.keep(pk.ts_ns, pk.linktype, pk.data) {
-                        kept = None;
-                    }
-                }
-                n += 1;
-                progress.show(&r, n, lap);
-                Ok(())
-            };
-            let report = match wv_query::run(prepared, wv_query::Sink::Packets(&mut each)) {
-                Ok(rep) => Some(rep),
-                Err(_) if fatal.is_some() || full => None,
-                Err(e) => return Err(fail(exit::ERROR, e.to_string())),
-            };
-            taken += n;
-            if let Some(rep) = report.filter(|_| lap == 0) {
-                warnings.extend(rep.warnings);
-            }
-            if fatal.is_some() {
-                break 'outer;
-            }
-            if full {
-                break;
-            }
+    let preload = Preload::for_sources(&p, &first, args.loops);
+    let mut s = Sending {
+        args: &args,
+        plan: &p,
+        r: replayer,
+        own_linktype,
+        other_linktypes: Vec::new(),
+        fatal: None,
+        warnings: Vec::new(),
+        preload,
+        progress: Progress { bar: bar.as_ref(), drawn: std::time::Instant::now(), loops: args.loops },
+        laps_done: 0,
+    };
+    for lap in 0..args.loops {
+        let sent = match s.preload.as_ref().filter(|_| lap > 0) {
+            Some(_) => s.send_preloaded(lap),
+            None => s.send_sources(lap, &mut first)?,
+        };
+        if !sent {
+            break;
         }
         if !stop.load(Ordering::Relaxed) {
-            laps_done += 1;
+            s.laps_done += 1;
         }
     }
-    if let Some(k) = kept.as_ref().filter(|_| laps_done > 1) {
+    let Sending { r, fatal, warnings, other_linktypes, preload, laps_done, .. } = s;
+    if let Some(k) = preload.as_ref().filter(|_| laps_done > 1) {
         message!(
             Level::Debug,
             "the first loop's {} packets ({} bytes) were kept in memory; the later loops sent them from there",
@@ -343,6 +271,120 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             k.bytes.len()
         );
     }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    super::query::say_warnings(&warnings);
+    conclude(&args, r, fatal, laps_done, (&other_linktypes, own_linktype))
+}
+
+/// A replay under way: the replayer and what it has met so far.
+struct Sending<'a, T: wv_replay::Transmit> {
+    args: &'a Args,
+    plan: &'a Plan,
+    r: Replayer<T>,
+    own_linktype: u32,
+    /// The link types of the packets not sent for theirs (a pcapng file or a
+    /// store may mix them), in the order met: said once, after the summary.
+    other_linktypes: Vec<u32>,
+    fatal: Option<wv_replay::ReplayError>,
+    warnings: Vec<String>,
+    preload: Option<Preload>,
+    progress: Progress<'a>,
+    laps_done: u64,
+}
+
+impl<T: wv_replay::Transmit> Sending<'_, T> {
+    /// Loop `lap` (> 0) from the packets the first loop kept; false on a fatal error.
+    fn send_preloaded(&mut self, lap: u64) -> bool {
+        let Some(k) = &self.preload else { return true };
+        for seg in &k.segments {
+            self.r.new_segment();
+            for (n, &(ts_ns, linktype, at, len)) in seg.iter().enumerate() {
+                if let Err(e) = self.r.packet(ts_ns, linktype, &k.bytes[at..at + len as usize]) {
+                    self.fatal = Some(e);
+                    return false;
+                }
+                self.progress.show(&self.r, n as u64 + 1, lap);
+            }
+        }
+        true
+    }
+
+    /// Loop `lap` from the sources (the first loop's queries are `first`, prepared up front);
+    /// false on a fatal error.
+    fn send_sources(&mut self, lap: u64, first: &mut [Option<wv_query::Prepared>]) -> anyhow::Result<bool> {
+        let mut taken = 0u64;
+        for (i, src) in self.plan.sources.iter().enumerate() {
+            let limit = self.args.limit.map(|l| l - taken);
+            if limit == Some(0) {
+                break;
+            }
+            let prepared = match first[i].take() {
+                Some(pr) => pr,
+                None => wv_query::prepare(self.plan.query(src, limit)).map_err(super::query::prepare_error)?,
+            };
+            self.r.new_segment();
+            if let Some(k) = self.preload.as_mut() {
+                k.segments.push(Vec::new());
+            }
+            let (n, full) = self.send_one(prepared, taken, lap)?;
+            taken += n;
+            if self.fatal.is_some() {
+                return Ok(false);
+            }
+            if full {
+                break;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sends one source's selection; the packets sent and whether the limit was reached.
+    fn send_one(&mut self, prepared: wv_query::Prepared, taken: u64, lap: u64) -> anyhow::Result<(u64, bool)> {
+        let (mut n, mut full) = (0u64, false);
+        let limit = self.args.limit;
+        let mut each = |pk: wv_query::PacketRef<'_>| -> std::io::Result<()> {
+            // The limit counts over all sources of a loop (each query
+            // was prepared with the whole limit).
+            if limit.is_some_and(|l| taken + n >= l) {
+                full = true;
+                return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+            }
+            if pk.linktype != self.own_linktype && !self.other_linktypes.contains(&pk.linktype) {
+                self.other_linktypes.push(pk.linktype);
+            }
+            if let Err(e) = self.r.packet(pk.ts_ns, pk.linktype, pk.data) {
+                self.fatal = Some(e);
+                return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+            }
+            if self.preload.as_mut().is_some_and(|k| !k.keep(pk.ts_ns, pk.linktype, pk.data)) {
+                self.preload = None;
+            }
+            n += 1;
+            self.progress.show(&self.r, n, lap);
+            Ok(())
+        };
+        let report = match wv_query::run(prepared, wv_query::Sink::Packets(&mut each)) {
+            Ok(rep) => Some(rep),
+            Err(_) if self.fatal.is_some() || full => None,
+            Err(e) => return Err(fail(exit::ERROR, e.to_string())),
+        };
+        if let Some(rep) = report.filter(|_| lap == 0) {
+            self.warnings.extend(rep.warnings);
+        }
+        Ok((n, full))
+    }
+}
+
+/// Finishes the replay, prints its report and sentences, and words the exit code.
+fn conclude<T: wv_replay::Transmit>(
+    args: &Args,
+    mut r: Replayer<T>,
+    mut fatal: Option<wv_replay::ReplayError>,
+    laps_done: u64,
+    (other_linktypes, own_linktype): (&[u32], u32),
+) -> anyhow::Result<u8> {
     let summary = match r.finish() {
         Ok(s) => s,
         Err(e) => {
@@ -350,19 +392,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             r.finish().unwrap_or_else(|_| Summary::from_stats(r.stats(), LATE_NS, false, 0))
         }
     };
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    super::query::say_warnings(&warnings);
     let stopped = match &fatal {
         Some(wv_replay::ReplayError::Stopped) => Some("signal".to_string()),
         Some(e) => Some(e.to_string()),
         None => None,
     };
-    report(&args, &summary, laps_done, stopped);
+    report(args, &summary, laps_done, stopped);
     let wrong = summary.failures.get(&wv_replay::Cause::LinkType.name()).copied().unwrap_or(0);
     if wrong > 0 {
-        message!(Level::Warn, "{}", not_sent_for_linktype(wrong, &other_linktypes, &args.interface, own_linktype));
+        message!(Level::Warn, "{}", not_sent_for_linktype(wrong, other_linktypes, &args.interface, own_linktype));
     }
     if summary.sent + summary.failed == 0 && fatal.is_none() {
         info!("the selection is empty: no packet of the sources is in the time range and passes the filter");
@@ -393,19 +431,38 @@ fn not_sent_for_linktype(n: u64, theirs: &[u32], ifname: &str, ours: u32) -> Str
 
 /// The first loop's packets, kept in memory to send again.
 #[derive(Default)]
-struct Kept {
+struct Preload {
     bytes: Vec<u8>,
     /// Per source: (time, link type, offset in `bytes`, length).
     segments: Vec<Vec<(u64, u32, usize, u32)>>,
     packets: usize,
 }
 
-impl Kept {
+impl Preload {
+    /// Kept when the sources are small enough and looped: the later loops send the first loop's
+    /// packets from memory (tcpreplay's --preload-pcap, here without asking), so a small
+    /// selection looped many times is not prepared and read again on every loop. Decided before
+    /// the first loop from what the sources can hold at most (a catalog's bytes in the range; a
+    /// file's length), so a large selection is not copied only to be dropped.
+    fn for_sources(p: &Plan, first: &[Option<wv_query::Prepared>], loops: u64) -> Option<Preload> {
+        let at_most: u64 = p
+            .sources
+            .iter()
+            .zip(first)
+            .map(|(src, pr)| {
+                let bytes = pr.as_ref().and_then(wv_query::Prepared::bytes_upper_bound);
+                bytes.unwrap_or_else(|| std::fs::metadata(src).map_or(u64::MAX, |m| m.len()))
+            })
+            .fold(0u64, u64::saturating_add);
+        (loops > 1 && at_most <= Self::AT_MOST as u64)
+            .then(|| Preload { bytes: Vec::with_capacity(at_most as usize), ..Preload::default() })
+    }
+
     /// The most kept: larger sources are read again on every loop.
     const AT_MOST: usize = 256 << 20;
 
     /// Keeps a packet of the current source; false once the selection is
-    /// larger than [`Kept::AT_MOST`] (the caller then drops what it kept).
+    /// larger than [`Preload::AT_MOST`] (the caller then drops what it kept).
     fn keep(&mut self, ts_ns: u64, linktype: u32, data: &[u8]) -> bool {
         let per_packet = std::mem::size_of::<(u64, u32, usize, u32)>();
         if self.bytes.len() + data.len() + (self.packets + 1) * per_packet > Self::AT_MOST {

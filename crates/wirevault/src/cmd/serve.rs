@@ -6,6 +6,8 @@ use crate::{exit, fail};
 use std::path::PathBuf;
 
 /// The server's flags, shared by `serve` and `record`.
+// Its doc comments are --help text, where `[v6]` and `[::1]` are addresses, not links.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(clap::Args, Clone, Default)]
 pub struct Listen {
     /// Serve the HTTP API, /metrics and the web console on ADDR (host:port, [v6]:port or a port
@@ -119,7 +121,7 @@ fn parse_addr(s: &str) -> anyhow::Result<std::net::SocketAddr> {
 /// Starts the server (a sentence and exit code 2 or 1 when it cannot).
 pub fn start(
     cfg: wv_serve::Config,
-    board: Option<std::sync::Arc<wv_serve::Board>>,
+    board: Option<std::sync::Arc<wv_serve::LiveCounters>>,
 ) -> anyhow::Result<wv_serve::Server> {
     wv_serve::Server::start(cfg, board).map_err(|e| {
         let code = match e {

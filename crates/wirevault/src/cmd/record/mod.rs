@@ -60,25 +60,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let mut reloader = Reloader::new(&a, prepared.budget());
     // The HTTP server binds before capture starts: a taken port or a bad certificate is one
     // sentence, with nothing recorded yet.
-    let board = wv_serve::Board::new();
-    let server = match a.listen.config(&store, None)? {
-        Some(cfg) => Some(crate::cmd::serve::start(cfg, Some(board.clone()))?),
-        None => None,
-    };
-    if let (Some(r), Some(s)) = (&mut reloader, &server) {
-        let handle = s.reloader();
-        // Said only when the server has files to read again: "nothing to reload" beside the
-        // budget the same reload changed read as a contradiction.
-        r.hook(
-            &[],
-            Box::new(move |_| {
-                handle
-                    .reload_changes()
-                    .map(|d| (!d.is_empty()).then(|| format!("reloaded {}", d.join(", "))))
-                    .map_err(|e| format!("api: {e}"))
-            }),
-        );
-    }
+    let board = wv_serve::LiveCounters::new();
+    let server = serve_api(&a, &store, &board, &mut reloader)?;
     let mut rec = prepared.start().map_err(recording_failed)?;
     // Capture runs: said once (as tcpdump's "listening on"), and to the service manager.
     if let (false, Some((interface, workers))) = (output.quiet, &live) {
@@ -97,6 +80,44 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     if let Some(n) = &notifier {
         n.send("STOPPING=1");
     }
+    finish(rec, &board, server, &output)
+}
+
+/// `--listen`: the API and console of this recording, whose tokens and certificates SIGHUP
+/// reloads.
+fn serve_api(
+    a: &Args,
+    store: &Path,
+    board: &Arc<wv_serve::LiveCounters>,
+    reloader: &mut Option<Reloader>,
+) -> anyhow::Result<Option<wv_serve::Server>> {
+    let Some(cfg) = a.listen.config(store, None)? else { return Ok(None) };
+    let server = crate::cmd::serve::start(cfg, Some(board.clone()))?;
+    if let Some(r) = reloader {
+        let handle = server.reloader();
+        // Said only when the server has files to read again: "nothing to reload" beside the
+        // budget the same reload changed read as a contradiction.
+        r.hook(
+            &[],
+            Box::new(move |_| {
+                handle
+                    .reload_changes()
+                    .map(|d| (!d.is_empty()).then(|| format!("reloaded {}", d.join(", "))))
+                    .map_err(|e| format!("api: {e}"))
+            }),
+        );
+    }
+    Ok(Some(server))
+}
+
+/// Stops the recording (the writers drain their arenas), publishes and prints its summary and
+/// notes, and words the exit code.
+fn finish(
+    rec: Recording,
+    board: &Arc<wv_serve::LiveCounters>,
+    server: Option<wv_serve::Server>,
+    output: &plan::OutputPlan,
+) -> anyhow::Result<u8> {
     let summary = rec.stop();
     board.publish(summary.stats.clone());
     if let Some(server) = server {
@@ -119,7 +140,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 /// writer has written out what its arena held (a slow disk: seconds after the stop).
 fn status_loop(
     rec: &mut Recording,
-    board: &wv_serve::Board,
+    board: &Arc<wv_serve::LiveCounters>,
     (hup, reloader, server): (&AtomicBool, &mut Option<Reloader>, &Option<wv_serve::Server>),
     notifier: &mut Option<crate::notify::Notifier>,
     output: &plan::OutputPlan,

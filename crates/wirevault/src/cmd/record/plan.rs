@@ -3,7 +3,7 @@
 //! directory behind. The defaults of `record` and its fixed tunings live in
 //! [`defaults`] and [`Tuning`], nowhere else.
 
-use super::args::Args;
+use super::args::{Args, LiveSourceArg, TimestampsArg};
 use crate::{exit, fail};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,7 +49,7 @@ pub mod defaults {
     /// netsniff-ng) park a burst in the page cache, up to vm.dirty_ratio (20%) of memory;
     /// the arena stays resident (and pinned, once registered with io_uring), so it takes a
     /// smaller share. Its blocks are taken lowest first (`wv_sys::byte_ring`) and only its
-    /// first [`Tuning::arena_first`] bytes (64 MiB) are faulted in before capture starts, the rest
+    /// first [`Tuning::arena_first`](wv_record::Tuning::arena_first) bytes (64 MiB) are faulted in before capture starts, the rest
     /// ahead of the backlog by a background thread (`prefault`): on a disk that keeps up it
     /// costs a few blocks, whatever its size (stats.json `arena_used_bytes`,
     /// `arena_faulted_bytes`; fresh memory costs ~3 s of CPU per GiB here).
@@ -208,8 +208,6 @@ pub fn cpus_available(c: &str) -> anyhow::Result<Vec<usize>> {
     Ok(v)
 }
 
-/// Checks everything that can be checked before anything is created: a bad
-/// option leaves no store directory behind.
 /// What `record` makes of its flags: the recorder's configuration, and what the binary itself
 /// reports and how.
 pub struct Plan {
@@ -230,7 +228,54 @@ pub struct OutputPlan {
     pub tune_warnings: bool,
 }
 
+/// Checks everything that can be checked before anything is created: a bad
+/// option leaves no store directory behind.
 pub fn plan(a: &Args) -> anyhow::Result<Plan> {
+    let store = refuse_conflicts(a)?;
+    let synthetic = synthetic_spec(a)?;
+    let mut notes = Vec::new();
+    let sizes = sizes(a, store, &mut notes)?;
+    let times = times(a)?;
+    let config = RecorderConfig {
+        store: store.clone(),
+        volumes: a.volumes.clone(),
+        source: source(a, synthetic)?,
+        workers: a.workers,
+        snaplen: a.snaplen,
+        stream: StreamPlan {
+            format: a.format.into(),
+            arena_per_worker: sizes.per_worker,
+            block_size: sizes.block,
+            file_size: sizes.file,
+            file_time_ns: times.file_time_ns,
+        },
+        cpus: a.cpus.as_deref().map(cpus_available).transpose()?,
+        count: a.count,
+        duration: times.duration,
+        expression: (!a.filter.is_empty()).then(|| a.filter.join(" ")),
+        budget: budget(a, store, sizes.file)?,
+        user: a.user.clone(),
+        direct: !a.no_direct,
+        spill: a.spill_above.0,
+        index: !a.no_index,
+        stats_copy: a.stats_file.clone(),
+        tuning: Tuning { ring_blocks: sizes.ring_blocks, ..Tuning::default() },
+        reduce: reductions(a)?,
+        timestamps: match a.timestamps {
+            TimestampsArg::Hw => Stamping::Hardware,
+            TimestampsArg::Sw => Stamping::Software,
+            TimestampsArg::Auto => Stamping::Auto,
+        },
+        buffer_from: sizes.buffer_from,
+        zero_copy: a.zero_copy,
+    };
+    let output = OutputPlan { json: a.json, quiet: a.quiet, tune_warnings: !a.no_tune_warnings };
+    Ok(Plan { config, output, notes })
+}
+
+/// The refusals that need no value parsed: tcpdump's `-w`, a second `-o`, `-i any`, `-c 0`, a
+/// store that is a file, an unknown `--user`, a bad `--stats-file`. Returns the store.
+fn refuse_conflicts(a: &Args) -> anyhow::Result<&PathBuf> {
     if a.tcpdump_write.is_some() {
         return Err(usage(
             "record has no -w: give the store directory with -o DIR (it holds the pcap files) and the number of capture workers with --workers N".into(),
@@ -254,17 +299,14 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if a.count == Some(0) {
         return Err(usage("-c/--count must be at least 1 (-c 0 would store nothing)".into()));
     }
-    match std::fs::metadata(store) {
-        Ok(m) if !m.is_dir() => {
-            return Err(fail(
-                exit::ERROR,
-                format!(
-                    "-o {} is not a directory: a store is a directory (give a new or an existing store directory)",
-                    store.display()
-                ),
-            ))
-        }
-        _ => {}
+    if std::fs::metadata(store).is_ok_and(|m| !m.is_dir()) {
+        return Err(fail(
+            exit::ERROR,
+            format!(
+                "-o {} is not a directory: a store is a directory (give a new or an existing store directory)",
+                store.display()
+            ),
+        ));
     }
     if let Some(u) = &a.user {
         if wv_sys::cpu::lookup_user(u).is_none() {
@@ -274,30 +316,51 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if let Some(sf) = &a.stats_file {
         check_stats_file(sf, store)?;
     }
-    let synthetic = a.synthetic.as_deref().map(|s| synthetic::parse_spec(s).map_err(usage)).transpose()?;
-    if let Some(sp) = &synthetic {
-        if sp.count.is_none()
-            && sp.duration.is_none()
-            && a.count.is_none()
-            && a.duration.is_none()
-            && a.max_size.is_none()
-        {
-            return Err(usage(
-                "--synthetic needs an end: count=N or duration=T in the spec, -c N, --duration T, or a --max-size budget".into(),
-            ));
-        }
+    Ok(store)
+}
+
+/// `--synthetic SPEC`, which must end somehow.
+fn synthetic_spec(a: &Args) -> anyhow::Result<Option<synthetic::Spec>> {
+    let spec = a.synthetic.as_deref().map(|s| synthetic::parse_spec(s).map_err(usage)).transpose()?;
+    let endless = |sp: &synthetic::Spec| {
+        sp.count.is_none() && sp.duration.is_none() && a.count.is_none() && a.duration.is_none() && a.max_size.is_none()
+    };
+    if spec.as_ref().is_some_and(endless) {
+        return Err(usage(
+            "--synthetic needs an end: count=N or duration=T in the spec, -c N, --duration T, or a --max-size budget"
+                .into(),
+        ));
     }
-    let size = |what: &str, s: &str| match parse_size(s) {
+    Ok(spec)
+}
+
+/// `what`'s value `s` as a size below [`MAX_SIZE`].
+fn size(what: &str, s: &str) -> anyhow::Result<u64> {
+    match parse_size(s) {
         None => Err(usage(wv_units::size_error(what, s))),
         Some(v) if v >= MAX_SIZE => Err(usage(format!("{what} {s} is out of range (sizes go up to 1023P)"))),
         Some(v) => Ok(v),
-    };
-    let block_size = size("--block-size", &a.block_size)?;
-    if block_size < 64 << 10 || block_size % 4096 != 0 || block_size > 64 << 20 {
+    }
+}
+
+/// The byte sizes of the streams and their buffers.
+struct Sizes {
+    block: u64,
+    file: u64,
+    per_worker: u64,
+    ring_blocks: usize,
+    buffer_from: &'static str,
+}
+
+/// Blocks, files, workers, snaplen, the buffer (from `--buffer`, the store's disk-bench result
+/// or memory) and the kernel ring.
+fn sizes(a: &Args, store: &Path, notes: &mut Vec<String>) -> anyhow::Result<Sizes> {
+    let block = size("--block-size", &a.block_size)?;
+    if block < 64 << 10 || block % 4096 != 0 || block > 64 << 20 {
         return Err(usage(format!("--block-size must be a multiple of 4K between 64K and 64M, not {}", a.block_size)));
     }
-    let file_size = size("--file-size", &a.file_size)?;
-    if !(64 << 10..=1 << 40).contains(&file_size) {
+    let file = size("--file-size", &a.file_size)?;
+    if !(64 << 10..=1 << 40).contains(&file) {
         return Err(usage(format!("--file-size must be between 64K and 1T, not {}", a.file_size)));
     }
     if a.workers == 0 || a.workers > 64 {
@@ -313,66 +376,70 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if a.snaplen == 0 || a.snaplen > wv_wire::MAX_SNAPLEN {
         return Err(usage(format!("--snaplen must be 1..={}, not {}", wv_wire::MAX_SNAPLEN, a.snaplen)));
     }
-    let mut buffer_from = "--buffer";
-    let mut notes = Vec::new();
-    let buffer = match &a.buffer {
-        Some(b) => buffer_fits(b, size("--buffer", b)?)?,
+    let (buffer, buffer_from) = match &a.buffer {
+        Some(b) => (buffer_fits(b, size("--buffer", b)?)?, "--buffer"),
         None => match disk_bench_buffer(store)? {
-            Some(Ok(b)) => {
-                buffer_from = "disk-bench";
-                b
-            }
+            Some(Ok(b)) => (b, "disk-bench"),
             Some(Err(why)) => {
                 notes.push(why);
-                buffer_from = "memory";
-                defaults::buffer(a.zero_copy)
+                (defaults::buffer(a.zero_copy), "memory")
             }
-            None => {
-                buffer_from = "memory";
-                defaults::buffer(a.zero_copy)
-            }
+            None => (defaults::buffer(a.zero_copy), "memory"),
         },
     };
-    let per = (buffer / a.workers as u64) / block_size * block_size;
-    if per < 4 * block_size {
+    let per_worker = (buffer / a.workers as u64) / block * block;
+    if per_worker < 4 * block {
         return Err(usage(format!(
             "--buffer {} is too small: each worker needs at least 4 blocks of {} bytes",
             a.buffer.as_deref().unwrap_or("default"),
-            block_size
+            block
         )));
     }
     if a.zero_copy {
         check_zero_copy(a)?;
     }
-    let ring_block = Tuning::default().ring_block_size as u64;
-    let ring_size = match &a.ring_size {
+    let ring_blocks = (ring_size(a, per_worker)? / Tuning::default().ring_block_size as u64).max(2) as usize;
+    Ok(Sizes { block, file, per_worker, ring_blocks, buffer_from })
+}
+
+/// Each worker's kernel ring in bytes: `--ring-size`, or its default.
+fn ring_size(a: &Args, per_worker: u64) -> anyhow::Result<u64> {
+    let Some(r) = &a.ring_size else {
         // Zero-copy: the ring is the only buffer, as large as the copy path's arena and ring
         // together (the same memory; with the arena's size alone it held half as much and
         // dropped frames under contention where the copy path did not: bench/RESULTS.md).
         // (From memory, --buffer's default is smaller on this path: zero_copy_buffer_for_memory.)
-        None if a.zero_copy => (per + defaults::ring_size(a.workers)).clamp(8 << 20, defaults::RING_MAX),
-        None => defaults::ring_size(a.workers),
-        Some(r) => {
-            let v = parse_size(r).ok_or_else(|| usage(wv_units::size_error("--ring-size", r)))?;
-            if !(8 << 20..=4 << 30).contains(&v) {
-                return Err(usage(format!("--ring-size must be between 8M and 4G per worker, not {r}")));
-            }
-            let ram = wv_sys::cpu::total_memory();
-            if ram > 0 && v.saturating_mul(a.workers as u64) > ram / 2 {
-                return Err(usage(format!(
-                    "--ring-size {r} for {} worker(s) is more than half this machine's memory ({} MiB); give less",
-                    a.workers,
-                    ram >> 20
-                )));
-            }
-            v
-        }
+        return Ok(if a.zero_copy {
+            (per_worker + defaults::ring_size(a.workers)).clamp(8 << 20, defaults::RING_MAX)
+        } else {
+            defaults::ring_size(a.workers)
+        });
     };
-    let ring_blocks = (ring_size / ring_block).max(2) as usize;
-    let dur = crate::cmd::duration_arg;
+    let v = parse_size(r).ok_or_else(|| usage(wv_units::size_error("--ring-size", r)))?;
+    if !(8 << 20..=4 << 30).contains(&v) {
+        return Err(usage(format!("--ring-size must be between 8M and 4G per worker, not {r}")));
+    }
+    let ram = wv_sys::cpu::total_memory();
+    if ram > 0 && v.saturating_mul(a.workers as u64) > ram / 2 {
+        return Err(usage(format!(
+            "--ring-size {r} for {} worker(s) is more than half this machine's memory ({} MiB); give less",
+            a.workers,
+            ram >> 20
+        )));
+    }
+    Ok(v)
+}
+
+/// `--file-time` (in ns) and `--duration`.
+struct Times {
+    file_time_ns: Option<u64>,
+    duration: Option<Duration>,
+}
+
+fn times(a: &Args) -> anyhow::Result<Times> {
     let file_time_ns = match &a.file_time {
         Some(t) => {
-            let d = dur("--file-time", t)?;
+            let d = crate::cmd::duration_arg("--file-time", t)?;
             if d < Duration::from_millis(10) || d > Duration::from_secs(366 * 86_400) {
                 return Err(usage(format!("--file-time must be between 10ms and 366d, not {t}")));
             }
@@ -380,10 +447,18 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         }
         None => None,
     };
-    let duration = a.duration.as_deref().map(|d| dur("--duration", d)).transpose()?;
+    let duration = a.duration.as_deref().map(|d| crate::cmd::duration_arg("--duration", d)).transpose()?;
+    if duration.is_some_and(|d| d.is_zero()) {
+        return Err(usage("--duration must be longer than 0".into()));
+    }
+    Ok(Times { file_time_ns, duration })
+}
+
+/// `--dedup`, `--flow-cutoff`, `--flow-table`, `--flow-idle`.
+fn reductions(a: &Args) -> anyhow::Result<ReducePlan> {
     let dedup_window_ns = match &a.dedup {
         Some(w) => {
-            let d = dur("--dedup", w)?;
+            let d = crate::cmd::duration_arg("--dedup", w)?;
             if d.is_zero() || d > Duration::from_secs(10) {
                 return Err(usage(format!(
                     "--dedup must be a window longer than 0 and at most 10s (e.g. 1ms), not {w}"
@@ -402,96 +477,63 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     if !(1..=1 << 30).contains(&a.flow_table) {
         return Err(usage(format!("--flow-table must be 1..={}, not {}", 1u64 << 30, a.flow_table)));
     }
-    let flow_idle = dur("--flow-idle", &a.flow_idle)?;
+    let flow_idle = crate::cmd::duration_arg("--flow-idle", &a.flow_idle)?;
     if flow_idle.is_zero() {
         return Err(usage("--flow-idle must be longer than 0".into()));
     }
-    if duration.is_some_and(|d| d.is_zero()) {
-        return Err(usage("--duration must be longer than 0".into()));
-    }
-    let cpus = a.cpus.as_deref().map(cpus_available).transpose()?;
-    let expression = (!a.filter.is_empty()).then(|| a.filter.join(" "));
-    let budget = match &a.max_size {
-        None => None,
-        Some(m) => {
-            let max_bytes = if m.trim().ends_with('%') {
-                let share = parse_percent(m)
-                    .ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
-                // A share of every volume the store writes to.
-                let dirs: Vec<&Path> = std::iter::once(store).chain(&a.volumes).map(PathBuf::as_path).collect();
-                (volumes_size(&dirs)? as f64 * share) as u64
-            } else {
-                size("--max-size", m)?
-            };
-            let need = min_budget(file_size, a.workers);
-            if max_bytes < need {
-                return Err(usage(format!(
-                    "--max-size {m} ({max_bytes} bytes) is too small for {} stream(s) of --file-size {}: it needs at least {need} bytes",
-                    a.workers, a.file_size
-                )));
-            }
-            Some(Budget { max_bytes, on_full: a.on_full.into() })
-        }
+    Ok(ReducePlan { dedup_window_ns, flow_cutoff, flow_table: a.flow_table, flow_idle_ns: flow_idle.as_nanos() as u64 })
+}
+
+/// `--max-size` (bytes or a share of the store's volumes) and `--on-full`.
+fn budget(a: &Args, store: &Path, file_size: u64) -> anyhow::Result<Option<Budget>> {
+    let Some(m) = &a.max_size else { return Ok(None) };
+    let max_bytes = if m.trim().ends_with('%') {
+        let share =
+            parse_percent(m).ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
+        // A share of every volume the store writes to.
+        let dirs: Vec<&Path> = std::iter::once(store).chain(a.volumes.iter().map(PathBuf::as_path)).collect();
+        (volumes_size(&dirs)? as f64 * share) as u64
+    } else {
+        size("--max-size", m)?
     };
-    if a.timestamps == super::args::TimestampsArg::Hw && a.interface.is_none() {
+    let need = min_budget(file_size, a.workers);
+    if max_bytes < need {
+        return Err(usage(format!(
+            "--max-size {m} ({max_bytes} bytes) is too small for {} stream(s) of --file-size {}: it needs at least {need} bytes",
+            a.workers, a.file_size
+        )));
+    }
+    Ok(Some(Budget { max_bytes, on_full: a.on_full.into() }))
+}
+
+/// The source: `-i IF` (AF_PACKET or AF_XDP), `--read FILE...` or `--synthetic SPEC`, with the
+/// timestamp choice it allows.
+fn source(a: &Args, synthetic: Option<synthetic::Spec>) -> anyhow::Result<SourcePlan> {
+    if a.timestamps == TimestampsArg::Hw && a.interface.is_none() {
         return Err(usage(
             "--timestamps hw applies to a live interface (-i IF) only: --read keeps the files' own times and --synthetic stamps with the kernel's clock".into(),
         ));
     }
-    let xdp = a.capture_source == super::args::LiveSourceArg::Xdp;
+    let xdp = a.capture_source == LiveSourceArg::Xdp;
     if xdp && a.interface.is_none() {
         return Err(usage("--source xdp reads a live interface: give -i IF".into()));
     }
-    if xdp && a.timestamps == super::args::TimestampsArg::Hw {
+    if xdp && a.timestamps == TimestampsArg::Hw {
         return Err(usage(
             "--timestamps hw: AF_XDP frames carry no timestamp (wirevault stamps them with the system clock); record with --source afpacket for the NIC's stamps".into(),
         ));
     }
-    let source = if let Some(interface) = &a.interface {
-        SourcePlan::Live { interface: interface.clone(), promisc: !a.no_promisc, xdp }
+    if let Some(interface) = &a.interface {
+        Ok(SourcePlan::Live { interface: interface.clone(), promisc: !a.no_promisc, xdp })
     } else if !a.read.is_empty() {
         check_read(&a.read)?;
-        SourcePlan::Read { files: a.read.clone() }
+        Ok(SourcePlan::Read { files: a.read.clone() })
     } else if let Some(spec) = synthetic {
-        SourcePlan::Synthetic(spec)
+        Ok(SourcePlan::Synthetic(spec))
     } else {
         // clap's group requires one of the three.
-        return Err(usage("give a source: -i IF, --read FILE or --synthetic SPEC".into()));
-    };
-    let config = RecorderConfig {
-        store: store.clone(),
-        volumes: a.volumes.clone(),
-        source,
-        workers: a.workers,
-        snaplen: a.snaplen,
-        stream: StreamPlan { format: a.format.into(), arena_per_worker: per, block_size, file_size, file_time_ns },
-        cpus,
-        count: a.count,
-        duration,
-        expression,
-        budget,
-        user: a.user.clone(),
-        direct: !a.no_direct,
-        spill: a.spill_above.0,
-        index: !a.no_index,
-        stats_copy: a.stats_file.clone(),
-        tuning: Tuning { ring_blocks, ..Tuning::default() },
-        reduce: ReducePlan {
-            dedup_window_ns,
-            flow_cutoff,
-            flow_table: a.flow_table,
-            flow_idle_ns: flow_idle.as_nanos() as u64,
-        },
-        timestamps: match a.timestamps {
-            super::args::TimestampsArg::Hw => Stamping::Hardware,
-            super::args::TimestampsArg::Sw => Stamping::Software,
-            super::args::TimestampsArg::Auto => Stamping::Auto,
-        },
-        buffer_from,
-        zero_copy: a.zero_copy,
-    };
-    let output = OutputPlan { json: a.json, quiet: a.quiet, tune_warnings: !a.no_tune_warnings };
-    Ok(Plan { config, output, notes })
+        Err(usage("give a source: -i IF, --read FILE or --synthetic SPEC".into()))
+    }
 }
 
 /// `--zero-copy` works on a live interface writing pcapng.
@@ -502,7 +544,7 @@ fn check_zero_copy(a: &Args) -> anyhow::Result<()> {
     if a.format != super::args::FormatArg::Pcapng {
         return Err(usage("--zero-copy writes pcapng only; add --format pcapng".into()));
     }
-    if a.capture_source == super::args::LiveSourceArg::Xdp {
+    if a.capture_source == LiveSourceArg::Xdp {
         return Err(usage(
             "--zero-copy writes AF_PACKET ring blocks; AF_XDP (--source xdp) has none: give one of them".into(),
         ));
@@ -528,28 +570,40 @@ fn disk_bench_buffer(store: &Path) -> anyhow::Result<Option<Result<u64, String>>
             return Err(fail(exit::ERROR, format!("cannot read {}: {e}; remove it or give --buffer", path.display())))
         }
     };
-    let v = serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default();
-    let Some(b) = v["rate"]["buffer_with_margin_bytes"].as_u64() else {
-        return Err(usage(format!(
+    use wv_diskbench::report::{ParseError, Report, VERSION};
+    let not_a_result = || {
+        usage(format!(
             "{} is not a `wirevault disk-bench DIR --rate R --json` result with a buffer (a sustained rate); run that again, or remove the file, or give --buffer",
             path.display()
-        )));
+        ))
+    };
+    let report = match Report::parse(text.as_bytes()) {
+        Ok(r) => r,
+        Err(ParseError::Version(v)) => {
+            return Err(usage(format!(
+                "{} is a disk-bench result of version {v} and this wirevault reads version {VERSION}: run disk-bench again, or remove the file, or give --buffer",
+                path.display()
+            )))
+        }
+        Err(ParseError::Malformed(_)) => return Err(not_a_result()),
+    };
+    let Some(b) = report.rate.as_ref().and_then(|r| r.buffer_with_margin_bytes) else {
+        return Err(not_a_result());
     };
     let dev = |p: &Path| std::fs::metadata(p).ok().map(|m| std::os::unix::fs::MetadataExt::dev(&m));
     // A relative directory (an older disk-bench wrote it as given) is taken
     // from the store, where the file is kept.
-    let measured = v["dir"].as_str().map(|d| store.join(d));
+    let measured = store.join(&report.dir);
     let ignored = |why: String| {
         Ok(Some(Err(format!(
             "{} {why}: its buffer is not used, the default is; run disk-bench on the store's volume for {DISK_BENCH_MIN_S} s or more, or give --buffer",
             path.display()
         ))))
     };
-    if measured.as_deref().and_then(dev).is_none_or(|d| Some(d) != dev(store)) {
-        let on = measured.map_or("an unnamed directory".to_string(), |m| m.display().to_string());
-        return ignored(format!("measured {on}, not the store's file system"));
+    if dev(&measured).is_none_or(|d| Some(d) != dev(store)) {
+        return ignored(format!("measured {}, not the store's file system", measured.display()));
     }
-    let secs = v["elapsed_s"].as_f64().unwrap_or(0.0);
+    let secs = report.elapsed_s;
     if secs < DISK_BENCH_MIN_S as f64 {
         return ignored(format!("comes from a run of {secs:.1} s"));
     }
