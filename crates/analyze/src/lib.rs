@@ -134,33 +134,7 @@ impl Example {
     }
 }
 
-/// An address as text ("" when absent).
-pub fn addr_text(a: &Addr) -> String {
-    match a {
-        Addr::None => String::new(),
-        Addr::V4(b) => v4_text(*b),
-        Addr::V6(b) => std::net::Ipv6Addr::from(*b).to_string(),
-    }
-}
-
-/// Dotted decimal, as `Ipv4Addr`'s `Display` without the formatting
-/// machinery (the tables of a big capture hold millions of addresses).
-fn v4_text(b: [u8; 4]) -> String {
-    let mut s = String::with_capacity(15);
-    for (i, x) in b.into_iter().enumerate() {
-        if i > 0 {
-            s.push('.');
-        }
-        if x >= 100 {
-            s.push(char::from(b'0' + x / 100));
-        }
-        if x >= 10 {
-            s.push(char::from(b'0' + x / 10 % 10));
-        }
-        s.push(char::from(b'0' + x % 10));
-    }
-    s
-}
+pub use wv_wire::names::addr_text;
 
 /// "src:port > dst:port proto" for a dissected frame.
 pub fn flow_text(d: &Dissection) -> String {
@@ -585,12 +559,5 @@ mod tests {
         assert_eq!((r.requested_step_ns, r.step_ns), (1, qos::io::MIN_STEP_NS << 54));
         let r = throughput(&[0, u64::MAX - 1000], 1, 2);
         assert_eq!((r.intervals.iter().map(|i| i.packets).sum::<u64>(), r.beyond.packets), (2, 0));
-    }
-
-    #[test]
-    fn v4_text_is_dotted_decimal() {
-        for b in [[0, 0, 0, 0], [10, 200, 90, 165], [255, 9, 100, 99], [1, 20, 255, 0]] {
-            assert_eq!(v4_text(b), std::net::Ipv4Addr::from(b).to_string());
-        }
     }
 }

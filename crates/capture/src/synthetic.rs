@@ -24,7 +24,7 @@ use wv_units::{duration_error, parse_count, parse_duration};
 use wv_wire::views::ones_sum;
 
 /// The classic simple IMIX, as captured lengths (no FCS).
-pub const IMIX: [u32; 12] = [60, 60, 60, 60, 60, 60, 60, 590, 590, 590, 590, 1514];
+pub use wv_wire::IMIX;
 const HDR: usize = 14 + 20 + 8;
 const BATCH: u64 = 256;
 

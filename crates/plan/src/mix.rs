@@ -14,7 +14,7 @@ use wv_query::{Query, QueryError, Report};
 /// 64/594/1518 bytes with FCS. The same mix as `record --synthetic size=imix`.
 pub fn imix() -> Mix {
     let mut counts: BTreeMap<u64, f64> = BTreeMap::new();
-    for s in wv_capture::synthetic::IMIX {
+    for s in wv_wire::IMIX {
         *counts.entry(u64::from(s)).or_default() += 1.0;
     }
     Mix {

@@ -106,7 +106,7 @@ fn first(state: &State, sel: &Selection, limit: u64) -> Result<Packets, ApiError
 pub(crate) fn row(ts_ns: u64, linktype: u32, data: &[u8], wire_len: u32) -> Row {
     let d = dissect(linktype, data, wire_len);
     let f = &d.flow;
-    let addr = |a| Some(wv_analyze::addr_text(a)).filter(|s| !s.is_empty());
+    let addr = |a| Some(wv_wire::names::addr_text(a)).filter(|s| !s.is_empty());
     let (mut src, mut dst) = (addr(&f.src), addr(&f.dst));
     if src.is_none() && dst.is_none() {
         if let Some(e) = d.layer(LayerKind::Ethernet).and_then(|l| data.get(l.offset as usize..)) {

@@ -26,3 +26,8 @@ pub use format::Format;
 /// Largest snapshot length libpcap accepts for most link types
 /// (`MAXIMUM_SNAPLEN` in libpcap's pcap-int.h).
 pub const MAX_SNAPLEN: u32 = 262_144;
+
+/// The classic simple IMIX (7:4:1 of IP packets of 40, 576 and 1500 bytes) as
+/// Ethernet frames without FCS: what `record --synthetic size=imix` sends and
+/// `plan --mix imix` plans for, one definition for both.
+pub const IMIX: [u32; 12] = [60, 60, 60, 60, 60, 60, 60, 590, 590, 590, 590, 1514];

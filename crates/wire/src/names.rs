@@ -1,5 +1,8 @@
-//! Names of EtherTypes and IP protocol numbers, as reports and the API show
-//! them: one table for every crate (analyze's mix, serve's packet list).
+//! Names of EtherTypes and IP protocol numbers, and addresses as text, as
+//! reports and the API show them: one table for every crate (analyze's mix
+//! and conversations, serve's packet list).
+
+use crate::packet::Addr;
 
 /// A name for an EtherType.
 pub fn ethertype_name(t: u16) -> &'static str {
@@ -44,6 +47,34 @@ pub fn protocol_name(p: u8) -> &'static str {
     }
 }
 
+/// An address as text ("" when absent).
+pub fn addr_text(a: &Addr) -> String {
+    match a {
+        Addr::None => String::new(),
+        Addr::V4(b) => v4_text(*b),
+        Addr::V6(b) => std::net::Ipv6Addr::from(*b).to_string(),
+    }
+}
+
+/// Dotted decimal, as `Ipv4Addr`'s `Display` without the formatting
+/// machinery (the tables of a big capture hold millions of addresses).
+fn v4_text(b: [u8; 4]) -> String {
+    let mut s = String::with_capacity(15);
+    for (i, x) in b.into_iter().enumerate() {
+        if i > 0 {
+            s.push('.');
+        }
+        if x >= 100 {
+            s.push(char::from(b'0' + x / 100));
+        }
+        if x >= 10 {
+            s.push(char::from(b'0' + x / 10 % 10));
+        }
+        s.push(char::from(b'0' + x % 10));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +89,12 @@ mod tests {
         assert_eq!(protocol_name(17), "UDP");
         assert_eq!(protocol_name(58), "ICMPv6");
         assert_eq!(protocol_name(255), "");
+    }
+
+    #[test]
+    fn v4_text_is_dotted_decimal() {
+        for b in [[0, 0, 0, 0], [10, 200, 90, 165], [255, 9, 100, 99], [1, 20, 255, 0]] {
+            assert_eq!(v4_text(b), std::net::Ipv4Addr::from(b).to_string());
+        }
     }
 }

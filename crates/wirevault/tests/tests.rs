@@ -49,4 +49,5 @@ mod service;
 mod store_faults;
 mod timestamps;
 mod tune;
+mod units_grammar;
 mod volumes;

@@ -39,12 +39,12 @@ pub fn duration_arg(name: &str, s: &str) -> anyhow::Result<std::time::Duration> 
 
 /// Option `name`'s size `s` in the one grammar of sizes ([`wv_units::SIZE_FORMS`]),
 /// refused in one sentence as [`duration_arg`] refuses a duration; `0` is refused
-/// as "must be larger than 0" unless `zero` allows it.
+/// as "must be above 0" unless `zero` allows it.
 pub fn size_arg(name: &str, s: &str, zero: bool) -> anyhow::Result<u64> {
     let usage = |m: String| crate::fail(crate::exit::USAGE, m);
     match wv_units::parse_size(s) {
         None => Err(usage(wv_units::size_error(name, s))),
-        Some(0) if !zero => Err(usage(format!("{name} must be larger than 0, not {s}"))),
+        Some(0) if !zero => Err(usage(format!("{name} must be above 0, not {s}"))),
         Some(v) => Ok(v),
     }
 }
