@@ -182,15 +182,11 @@ fn to_big_endian(src: &Path, dst: &Path) {
     fs::write(dst, out).unwrap();
 }
 
-#[test]
-fn dlt_null_filters_match_tcpdump() {
-    if !need_tools("dlt_null_filters_match_tcpdump", &["tcpdump"]) {
-        return;
-    }
+wvtest!(dlt_null_filters_match_tcpdump, needs = ["tcpdump", corpus], |t| {
     let tmp = TempDir::new("hr-null");
     let mut n = 0;
     for name in NULL_FILES {
-        let Some(f) = corpus_file("dlt_null_filters_match_tcpdump", name) else { return };
+        let f = t.corpus_file(name);
         let be = tmp.join(format!("be-{name}"));
         to_big_endian(&f, &be);
         for file in [f.clone(), be] {
@@ -208,33 +204,25 @@ fn dlt_null_filters_match_tcpdump() {
         }
     }
     // A v6 address of quic_handshake.pcap.
-    let f = corpus_file("dlt_null_filters_match_tcpdump", "quic_handshake.pcap").unwrap();
+    let f = t.corpus_file("quic_handshake.pcap");
     let want = tcpdump_count(&f, "host ::1");
     assert!(want > 0);
     assert_eq!(query_count(&f, "host ::1"), want);
-}
+});
 
-#[test]
-fn atm_clip_filters_compile_as_tcpdump_r() {
-    if !need_tools("atm_clip_filters_compile_as_tcpdump_r", &["tcpdump"]) {
-        return;
-    }
-    let Some(f) = corpus_file("atm_clip_filters_compile_as_tcpdump_r", "heap-overflow-2.pcap") else { return };
+wvtest!(atm_clip_filters_compile_as_tcpdump_r, needs = ["tcpdump", corpus], |t| {
+    let f = t.corpus_file("heap-overflow-2.pcap");
     let tmp = TempDir::new("hr-atm");
     for filter in ["tcp", "ip", "udp"] {
         let want = tcpdump_count(&f, filter);
         assert_eq!(query_count(&f, filter), want, "query --count {filter}");
         assert_eq!(record_read_written(&f, filter, &tmp, filter.len()), want, "record --read {filter}");
     }
-}
+});
 
 // --- 6: no drops at start-up -------------------------------------------------
 
-#[test]
-fn live_capture_drops_nothing_at_start_up() {
-    if !need_root("live_capture_drops_nothing_at_start_up") || !need_tools("live_start_up", &["ip", "tcpreplay"]) {
-        return;
-    }
+wvtest!(live_capture_drops_nothing_at_start_up, needs = [root, "ip", "tcpreplay"], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("hr-startup");
     let pair = VethPair::new();
@@ -263,16 +251,12 @@ fn live_capture_drops_nothing_at_start_up() {
     let c = final_counters(&store);
     assert!(c.received > 100, "received {}", c.received);
     assert_eq!(c.kernel, 0, "kernel drops at start-up (received {})", c.received);
-}
+});
 
 // --- 7: -Z and hard links ----------------------------------------------------
 
-#[test]
-fn user_switch_does_not_chown_hard_links() {
+wvtest!(user_switch_does_not_chown_hard_links, needs = [root], |t| {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    if !need_root("user_switch_does_not_chown_hard_links") {
-        return;
-    }
     let tmp = TempDir::new("hr-chown");
     let secret = tmp.join("secret");
     fs::write(&secret, "").unwrap();
@@ -302,7 +286,7 @@ fn user_switch_does_not_chown_hard_links() {
     assert_no_panic(&o.stderr, "record -Z nobody");
     assert_eq!(fs::metadata(&secret).unwrap().uid(), 0, "a hard link to a root file was chowned: {}", o.stderr);
     assert!(o.stderr.contains(".pcap.idx") && o.stderr.contains("warning"), "no warning naming it: {}", o.stderr);
-}
+});
 
 // --- 12: standard output into the store ---------------------------------------
 
@@ -463,11 +447,7 @@ fn ring_size_is_an_option_with_bounds() {
     }
 }
 
-#[test]
-fn ring_size_sizes_live_rings() {
-    if !need_root("ring_size_sizes_live_rings") || !need_tools("ring_size", &["ip", "tcpreplay"]) {
-        return;
-    }
+wvtest!(ring_size_sizes_live_rings, needs = [root, "ip", "tcpreplay"], |t| {
     let tmp = TempDir::new("hr-ring-live");
     let pair = VethPair::new();
     let store = tmp.join("store");
@@ -479,15 +459,11 @@ fn ring_size_sizes_live_rings() {
     );
     r.wait_ready();
     r.terminate().expect(0, "recorder with --ring-size");
-}
+});
 
 // --- 16: a deleted interface -----------------------------------------------------
 
-#[test]
-fn deleted_interface_is_called_gone() {
-    if !need_root("deleted_interface_is_called_gone") || !need_tools("deleted_interface", &["ip"]) {
-        return;
-    }
+wvtest!(deleted_interface_is_called_gone, needs = [root, "ip"], |t| {
     let tmp = TempDir::new("hr-gone");
     let pair = VethPair::new();
     let store = tmp.join("store");
@@ -499,4 +475,4 @@ fn deleted_interface_is_called_gone() {
     assert_eq!(o.code, Some(1), "{}", o.stderr);
     assert!(o.stderr.contains("no longer exists"), "{}", o.stderr);
     assert!(!o.stderr.contains("bring it up"), "{}", o.stderr);
-}
+});

@@ -4,7 +4,7 @@
 //! answer is exact or carries a warning (issue 12, findings 1, 2, 3, 9, 14, 18).
 
 use crate::util::{
-    catalog, check_store, final_counters, need_root, run_wirevault, test_frames, write_pcap, Recorder, TempDir,
+    catalog, check_store, final_counters, run_wirevault, test_frames, write_pcap, wvtest, Recorder, TempDir,
 };
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
@@ -275,11 +275,7 @@ fn modes_whatever_the_umask() {
 /// Finding 1: `--user` changes the owner of what wirevault owns in the
 /// store only, follows no symlink, and a non-empty directory that is not a
 /// store is refused.
-#[test]
-fn user_chowns_only_the_store_and_follows_no_link() {
-    if !need_root("user_chowns_only_the_store_and_follows_no_link") {
-        return;
-    }
+wvtest!(user_chowns_only_the_store_and_follows_no_link, needs = [root], |t| {
     let Some(nobody) = Command::new("id")
         .args(["-u", "nobody"])
         .output()
@@ -319,7 +315,7 @@ fn user_chowns_only_the_store_and_follows_no_link() {
     o.expect(1, "record into a non-store directory");
     assert!(o.stderr.contains("not a wirevault store"), "{}", o.stderr);
     assert_eq!(fs::read_dir(&home).unwrap().count(), 1, "something was written into it");
-}
+});
 
 /// Finding 18: -o naming a regular file, and permission denied.
 #[test]

@@ -101,9 +101,8 @@ fn fifos_under_store_names_are_refused_not_waited_on() {
 /// holding a capture and an index; the store's owner wrote a catalog naming
 /// them. Neither `index` nor `repair` may create, change or delete anything
 /// there, nor copy the secret capture's metadata into the catalog.
-#[test]
-fn index_and_repair_never_follow_a_symlinked_stream_directory() {
-    let Some(secret_src) = corpus_file("index_and_repair_never_follow", "ikev2four.pcap") else { return };
+wvtest!(index_and_repair_never_follow_a_symlinked_stream_directory, needs = [corpus], |t| {
+    let secret_src = t.corpus_file("ikev2four.pcap");
     let tmp = TempDir::new("hs2-beneath");
     let secret = tmp.join("secret");
     fs::create_dir_all(&secret).unwrap();
@@ -136,7 +135,7 @@ fn index_and_repair_never_follow_a_symlinked_stream_directory() {
         assert!(!after.contains("\"packets\":4") && !after.contains("secret.pcap.idx"), "{cmd}: {after}");
         assert!(fs::symlink_metadata(store.join("stream-000")).unwrap().file_type().is_symlink());
     }
-}
+});
 
 /// A plain directory indexed by `index DIR`: a symlinked subdirectory is
 /// not walked into, and nothing is written behind it.
@@ -282,11 +281,7 @@ fn stored_files(store: &Path) -> Vec<PathBuf> {
     v
 }
 
-#[test]
-fn repair_fixes_a_truncated_catalogued_file() {
-    if !need_tools("repair_fixes_a_truncated_catalogued_file", &["tcpdump"]) {
-        return;
-    }
+wvtest!(repair_fixes_a_truncated_catalogued_file, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("hs2-trunc");
     let store = tmp.join("s");
     run_wirevault(&["record", "--synthetic", "size=300,count=2000", "-o", s(&store), "-q", "--buffer", "64M"])
@@ -314,16 +309,12 @@ fn repair_fixes_a_truncated_catalogued_file() {
     Command::new("truncate").arg("-s").arg((len - 1000).to_string()).arg(f).status().unwrap();
     let o = run_wirevault(&["query", s(&store), "--strict", "--count"]);
     assert!(o.stderr.contains("1 damaged"), "{}", o.stderr);
-}
+});
 
 /// A catalogued file cut short (1,012 packets of 200 bytes cut to 30,000 bytes, as the trial's
 /// 889 of 1,012): `repair` says how many of its catalogued packets are gone and how many
 /// remain (tcpdump's count of the cut file) and exits 1; the next repair has nothing to do.
-#[test]
-fn repair_says_how_many_catalogued_packets_a_cut_file_lost() {
-    if !need_tools("repair_says_how_many_catalogued_packets_a_cut_file_lost", &["tcpdump"]) {
-        return;
-    }
+wvtest!(repair_says_how_many_catalogued_packets_a_cut_file_lost, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("hs2-lost");
     let store = tmp.join("s");
     run_wirevault(&["record", "--synthetic", "size=200,count=1012", "-o", s(&store), "-q", "--buffer", "64M"])
@@ -338,7 +329,7 @@ fn repair_says_how_many_catalogued_packets_a_cut_file_lost() {
     assert!(o.stderr.contains(f.file_name().unwrap().to_str().unwrap()), "{}", o.stderr);
     let again = run_wirevault(&["repair", s(&store)]);
     assert!(again.expect(0, "repair again").stderr.contains("nothing to repair"), "{}", again.stderr);
-}
+});
 
 #[test]
 fn absurd_catalog_bytes_are_fixed_and_retention_still_deletes() {
@@ -450,12 +441,8 @@ fn queries_during_a_recording_do_not_ask_for_repair() {
 
 // --- 8: times past 2106 -----------------------------------------------------------
 
-#[test]
-fn times_past_2106_are_refused_in_pcap_and_kept_in_pcapng() {
-    let Some(input) = corpus_file("times_past_2106", "time_2106_overflow.pcapng") else { return };
-    if !need_tools("times_past_2106", &["tcpdump"]) {
-        return;
-    }
+wvtest!(times_past_2106_are_refused_in_pcap_and_kept_in_pcapng, needs = ["tcpdump", corpus], |t| {
+    let input = t.corpus_file("time_2106_overflow.pcapng");
     let tmp = TempDir::new("hs2-2106");
     let count = |store: &Path, range: &[&str]| -> u64 {
         let mut a = vec!["query", s(store), "--count"];
@@ -512,4 +499,4 @@ fn times_past_2106_are_refused_in_pcap_and_kept_in_pcapng() {
             assert!(e["first_ns"].as_u64().unwrap() >= limit, "{format}: {e}");
         }
     }
-}
+});

@@ -42,11 +42,7 @@ fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
 
 /// One input file per timestamp precision and container; each comes back
 /// with identical frames, timestamps, lengths and snaplen.
-#[test]
-fn read_round_trip_keeps_frames_timestamps_and_snaplen() {
-    if !need_tools("read_round_trip", &["tcpdump", "capinfos", "editcap"]) {
-        return;
-    }
+wvtest!(read_round_trip_keeps_frames_timestamps_and_snaplen, needs = ["tcpdump", "capinfos", "editcap"], |t| {
     let tmp = TempDir::new("read-round-trip");
     let mut sent = test_frames(N, START_NS);
     let us = tmp.join("us.pcap");
@@ -75,13 +71,9 @@ fn read_round_trip_keeps_frames_timestamps_and_snaplen() {
         }
         assert_peers_read(&paths(&files), usize::MAX);
     }
-}
+});
 
-#[test]
-fn read_rotation_by_size_loses_and_duplicates_nothing() {
-    if !need_tools("read_rotation_by_size", &["tcpdump", "capinfos"]) {
-        return;
-    }
+wvtest!(read_rotation_by_size_loses_and_duplicates_nothing, needs = ["tcpdump", "capinfos"], |t| {
     let tmp = TempDir::new("read-rotation");
     let sent = test_frames(N, START_NS);
     let input = tmp.join("sent.pcap");
@@ -99,13 +91,9 @@ fn read_rotation_by_size_loses_and_duplicates_nothing() {
     }
     assert_same_frames(&sent, &stream_records(&files, 0), true, "frames across rotation");
     assert_peers_read(&paths(&files), 20);
-}
+});
 
-#[test]
-fn read_filter_stores_what_tcpdump_selects_and_counts_the_rest() {
-    if !need_tools("read_filter", &["tcpdump", "capinfos"]) {
-        return;
-    }
+wvtest!(read_filter_stores_what_tcpdump_selects_and_counts_the_rest, needs = ["tcpdump", "capinfos"], |t| {
     let tmp = TempDir::new("read-filter");
     let sent = test_frames(N, START_NS);
     let input = tmp.join("sent.pcap");
@@ -124,15 +112,11 @@ fn read_filter_stores_what_tcpdump_selects_and_counts_the_rest() {
     let files = check_store(&store);
     assert_same_frames(&recs_as_frames(&want), &stream_records(&files, 0), true, "udp port 53");
     assert_peers_read(&paths(&files), usize::MAX);
-}
+});
 
 /// `--format pcapng` files open in tshark and capinfos, and Wireshark's
 /// reader (editcap to nanosecond pcap) finds the same frames and timestamps.
-#[test]
-fn pcapng_output_holds_the_same_frames() {
-    if !need_tools("pcapng_output", &["tshark", "capinfos", "editcap", "tcpdump"]) {
-        return;
-    }
+wvtest!(pcapng_output_holds_the_same_frames, needs = ["tshark", "capinfos", "editcap", "tcpdump"], |t| {
     let tmp = TempDir::new("read-pcapng");
     let mut sent = test_frames(N, START_NS);
     for (i, f) in sent.iter_mut().enumerate() {
@@ -167,17 +151,10 @@ fn pcapng_output_holds_the_same_frames() {
         by_wireshark.extend(read_capture(&conv).1);
     }
     assert_same_frames(&sent, &by_wireshark, true, "pcapng (Wireshark's reader)");
-}
+});
 
 // ---------------------------------------------------------------------------
 // tcpdump's test corpus
-
-fn corpus() -> Option<Vec<PathBuf>> {
-    let dir = corpus_dir("record_read corpus")?;
-    let mut v: Vec<PathBuf> = fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
-    v.sort();
-    Some(v)
-}
 
 /// The link type of a capture's first packet, per our reader.
 fn first_linktype(p: &Path) -> Option<u32> {
@@ -190,12 +167,8 @@ fn first_linktype(p: &Path) -> Option<u32> {
 /// back with exactly the frames libpcap reads from it: same bytes, caplen,
 /// origlen, timestamp (µs sources at µs precision, ns sources at ns) and
 /// snaplen. The store keeps input order, so frames map back to their file.
-#[test]
-fn corpus_ethernet_files_round_trip_like_tcpdump() {
-    if !need_tools("corpus_ethernet_round_trip", &["tcpdump", "capinfos"]) {
-        return;
-    }
-    let Some(all) = corpus() else { return };
+wvtest!(corpus_ethernet_files_round_trip_like_tcpdump, needs = ["tcpdump", "capinfos", corpus], |t| {
+    let all = t.corpus_files();
     let tmp = TempDir::new("corpus-eth");
     // Files without packets (or that our reader rejects) go to tcpdump too,
     // which decides by the header's link type.
@@ -275,17 +248,13 @@ fn corpus_ethernet_files_round_trip_like_tcpdump() {
     assert!(bad.is_empty(), "{} files differ from tcpdump:\n{}", bad.len(), bad.join("\n"));
     assert_eq!(got.len(), total);
     assert_peers_read(&paths(&files), 0);
-}
+});
 
 /// All 830 files of the corpus (every link type, crash reproducers among
 /// them) go through `--read` without a panic; whatever is reported names
 /// its file; whatever is stored is valid.
-#[test]
-fn corpus_every_file_reads_without_panic() {
-    if !need_tools("corpus_every_file", &["capinfos"]) {
-        return;
-    }
-    let Some(all) = corpus() else { return };
+wvtest!(corpus_every_file_reads_without_panic, needs = ["capinfos", corpus], |t| {
+    let all = t.corpus_files();
     let tmp = TempDir::new("corpus-all");
     let store = tmp.join("store");
     let o = record_read(&store, &all, &[], &[]);
@@ -329,16 +298,12 @@ fn corpus_every_file_reads_without_panic() {
     });
     assert!(linktypes.len() > 10, "link types stored: {linktypes:?}");
     assert_peers_read(&paths(&files), 0);
-}
+});
 
 // ---------------------------------------------------------------------------
 // Errors a user can cause
 
-#[test]
-fn bad_filter_exits_2_with_libpcaps_message() {
-    if !need_tools("bad_filter", &["tcpdump"]) {
-        return;
-    }
+wvtest!(bad_filter_exits_2_with_libpcaps_message, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("bad-filter");
     let input = tmp.join("in.pcap");
     write_pcap(&input, 1, 65535, false, &test_frames(10, START_NS));
@@ -352,7 +317,7 @@ fn bad_filter_exits_2_with_libpcaps_message() {
         assert_eq!(o.stderr.lines().count(), 1, "{expr}: one line expected: {}", o.stderr);
         assert!(!store.exists(), "{expr}: store created for a bad filter");
     }
-}
+});
 
 #[test]
 fn store_under_a_regular_file_is_a_clear_error() {
@@ -490,11 +455,7 @@ fn count_limit_on_files_reads_no_further() {
 /// interfaces differ in link type, so the files are not merged into one),
 /// and `query` returns every packet, per link type as tshark selects it
 /// from the input.
-#[test]
-fn interleaved_link_types_make_one_file_each_and_lose_nothing() {
-    if !need_tools("interleaved_link_types", &["tshark", "tcpdump"]) {
-        return;
-    }
+wvtest!(interleaved_link_types_make_one_file_each_and_lose_nothing, needs = ["tshark", "tcpdump"], |t| {
     let tmp = TempDir::new("read-linktypes");
     let input = tmp.join("two.pcapng");
     let n = 300;
@@ -526,17 +487,13 @@ fn interleaved_link_types_make_one_file_each_and_lose_nothing() {
         let by_tshark = String::from_utf8_lossy(&o.stdout).lines().count();
         assert_eq!(got.len(), by_tshark, "query udp port {port} against tshark on interface {iface}");
     }
-}
+});
 
 /// The test sequence's own frames are what they claim: tshark, checking every IPv4 and UDP
 /// checksum (IPv6's mandatory one included), finds none bad and no malformed IPv6 frame (the
 /// DNS payloads are noise on purpose), and every IPv6 frame (jumbo ones among them) carries a
 /// good UDP checksum.
-#[test]
-fn test_frames_are_valid_as_tshark_checks_them() {
-    if !need_tools("test_frames_are_valid_as_tshark_checks_them", &["tshark"]) {
-        return;
-    }
+wvtest!(test_frames_are_valid_as_tshark_checks_them, needs = ["tshark"], |t| {
     let tmp = TempDir::new("test-frames-valid");
     let file = tmp.join("frames.pcap");
     write_pcap(&file, 1, 65535, true, &test_frames(N, START_NS));
@@ -558,4 +515,4 @@ fn test_frames_are_valid_as_tshark_checks_them() {
     assert_eq!(count("ipv6 && udp.checksum.status == \"Good\""), want, "IPv6 frames with a good UDP checksum");
     assert!(count("ipv6 && frame.len >= 9000") > 0, "no jumbo IPv6 frame in the sequence");
     assert!(count("vlan && ipv6 && frame.len >= 9000") > 0, "no tagged jumbo IPv6 frame in the sequence");
-}
+});

@@ -59,12 +59,7 @@ fn capturing_line(err: &Path, deadline: Instant) -> (u64, String) {
     }
 }
 
-#[test]
-fn capture_starts_at_once_and_stores_every_frame_after_its_line() {
-    let test = "capture_starts_at_once_and_stores_every_frame_after_its_line";
-    if !need_root(test) || !need_tools(test, &["tcpdump", "python3"]) {
-        return;
-    }
+wvtest!(capture_starts_at_once_and_stores_every_frame_after_its_line, needs = [root, "tcpdump", "python3"], |t| {
     let _g = heavy_lock();
     for (path, args) in [("copy", &[][..]), ("zero-copy", &["--format", "pcapng", "--zero-copy"][..])] {
         let tmp = TempDir::new("record-start");
@@ -130,6 +125,6 @@ fn capture_starts_at_once_and_stores_every_frame_after_its_line() {
             missed.len(),
             &missed[..missed.len().min(5)]
         );
-        eprintln!("{test}: {path}: first frame {after:.3} s after launch; {checked} frames after the line, all stored");
+        eprintln!("{t}: {path}: first frame {after:.3} s after launch; {checked} frames after the line, all stored");
     }
-}
+});

@@ -2,6 +2,8 @@
 //! ripgrep's `tests/tests.rs`): one module per area, one set of helpers in
 //! [`util`].
 
+#![allow(unused_doc_comments)] // a test's doc comment sits on its `wvtest!`, for the reader
+
 mod util;
 
 mod analyze;
