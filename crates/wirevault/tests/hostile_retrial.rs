@@ -18,12 +18,6 @@ fn synthetic_store(tmp: &TempDir, name: &str) -> PathBuf {
     s
 }
 
-fn tcpdump_count(file: &Path, filter: &str) -> u64 {
-    let o = Command::new("tcpdump").arg("-r").arg(file).arg("--count").arg(filter).output().expect("tcpdump");
-    let t = String::from_utf8_lossy(&o.stdout);
-    t.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("tcpdump --count: {t}"))
-}
-
 fn query_count(file: &Path, filter: &str) -> u64 {
     let o = run_wirevault(&["query", file.to_str().unwrap(), "--count", filter]);
     o.expect(0, &format!("query --count {filter} on {}", file.display()));

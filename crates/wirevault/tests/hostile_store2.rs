@@ -265,12 +265,6 @@ fn repair_corrects_catalog_times() {
 
 // --- 10: repair fixes catalogued files that changed size -----------------------
 
-fn tcpdump_count_all(file: &Path) -> u64 {
-    let o = Command::new("tcpdump").arg("-r").arg(file).arg("--count").output().expect("tcpdump");
-    let t = String::from_utf8_lossy(&o.stdout);
-    t.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("tcpdump --count: {t}"))
-}
-
 fn stored_files(store: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs::read_dir(store.join("stream-000"))
         .unwrap()
@@ -296,7 +290,7 @@ wvtest!(repair_fixes_a_truncated_catalogued_file, needs = ["tcpdump"], |t| {
     assert!(o.stderr.contains("catalogued packets are gone"), "{}", o.stderr);
     let o = run_wirevault(&["query", s(&store), "--strict", "--count"]);
     o.expect(0, "query --strict after repair");
-    let want: u64 = stored_files(&store).iter().map(|f| tcpdump_count_all(f)).sum();
+    let want: u64 = stored_files(&store).iter().map(|f| tcpdump_count(f, "")).sum();
     assert_eq!(o.stdout.trim().parse::<u64>().unwrap(), want, "{}", o.stderr);
     assert!(o.stderr.is_empty() || !o.stderr.contains("repair"), "{}", o.stderr);
     let again = run_wirevault(&["repair", s(&store)]);
@@ -323,7 +317,7 @@ wvtest!(repair_says_how_many_catalogued_packets_a_cut_file_lost, needs = ["tcpdu
     Command::new("truncate").arg("-s").arg("30000").arg(f).status().unwrap();
     let o = run_wirevault(&["repair", s(&store)]);
     o.expect(1, "repair of a file cut short");
-    let kept = tcpdump_count_all(f);
+    let kept = tcpdump_count(f, "");
     let want = format!("{} of its 1012 catalogued packets are gone, {kept} remain", 1012 - kept);
     assert!(o.stderr.contains(&want), "no {want:?} in: {}", o.stderr);
     assert!(o.stderr.contains(f.file_name().unwrap().to_str().unwrap()), "{}", o.stderr);
@@ -456,7 +450,7 @@ wvtest!(times_past_2106_are_refused_in_pcap_and_kept_in_pcapng, needs = ["tcpdum
             .map(|d| {
                 d.map(|e| e.unwrap().path())
                     .filter(|p| !p.to_string_lossy().ends_with(".idx"))
-                    .map(|p| tcpdump_count_all(&p))
+                    .map(|p| tcpdump_count(&p, ""))
                     .sum()
             })
             .unwrap_or(0)
@@ -479,7 +473,7 @@ wvtest!(times_past_2106_are_refused_in_pcap_and_kept_in_pcapng, needs = ["tcpdum
             }
         }
         let c = final_counters(&store);
-        let in_file = tcpdump_count_all(&input);
+        let in_file = tcpdump_count(&input, "");
         assert_eq!(c.received, in_file);
         let on_disk = stored(&store);
         assert_eq!(c.written, on_disk, "{format}: written vs stored");

@@ -37,11 +37,6 @@ fn count(dir: &Path, args: &[&str], expr: &str) -> (u64, String, Option<i32>) {
 }
 
 /// `tcpdump -r FILE EXPR | wc -l`.
-fn tcpdump_count(file: &Path, expr: &str) -> u64 {
-    let out = run_ok(Command::new("tcpdump").args(["-n", "-q", "-r"]).arg(file).arg(expr));
-    String::from_utf8_lossy(&out.stdout).lines().count() as u64
-}
-
 fn index_ok(path: &Path) -> Outcome {
     let o = run_wirevault(&["index", path.to_str().unwrap()]);
     o.expect(0, "wirevault index");

@@ -18,14 +18,6 @@ fn stamps_json(store: &Path) -> Value {
     serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", o.stdout))
 }
 
-/// Packets tcpdump reads from every cataloged file of `store`.
-fn tcpdump_count(store: &Path, tmp: &Path) -> u64 {
-    catalog(store)
-        .iter()
-        .map(|e| tcpdump_frames(&store.join(e["file"].as_str().unwrap()), &[], tmp).1.len() as u64)
-        .sum()
-}
-
 wvtest!(timestamps_hw_on_a_veth_is_refused_with_exit_2, needs = [root, "ethtool"], |t| {
     let tmp = TempDir::new("hwstamps-refuse");
     let pair = VethPair::new();
@@ -79,7 +71,7 @@ wvtest!(timestamps_auto_falls_back_to_software_and_the_catalog_says_so, needs = 
         let ts = &st["timestamps"];
         assert_eq!(ts["source"], "software", "{st}");
         assert_eq!(ts["hardware"], 0, "{st}");
-        let stored = tcpdump_count(&store, tmp.path());
+        let stored = tcpdump_store_count(&store);
         assert_eq!(stored, n, "{choice}: tcpdump reads every sent frame");
         assert_eq!(ts["software"].as_u64(), Some(stored), "{st}");
         let streams = ts["streams"].as_array().unwrap();

@@ -158,6 +158,21 @@ pub fn tcpdump_frames(file: &Path, filter: &[&str], tmp: &Path) -> (u32, Vec<Rec
     (linktype, recs)
 }
 
+/// How many packets of `file` match `filter` (`""`: all) as libpcap reads
+/// them: the count `tcpdump -r FILE --count FILTER` prints. A file damaged
+/// part way is counted up to the damage, as libpcap reads it (tcpdump's exit
+/// status is not checked: its count is the oracle); no count is a panic.
+pub fn tcpdump_count(file: &Path, filter: &str) -> u64 {
+    let mut cmd = Command::new("tcpdump");
+    cmd.arg("-r").arg(file).arg("--count");
+    if !filter.is_empty() {
+        cmd.arg(filter);
+    }
+    let o = cmd.stdin(Stdio::null()).output().expect("run tcpdump");
+    let t = String::from_utf8_lossy(&o.stdout);
+    t.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("tcpdump --count: {t}"))
+}
+
 /// libpcap's own complaint about a filter expression: what `tcpdump -d`
 /// prints after "tcpdump: ".
 pub fn libpcap_filter_error(expr: &str) -> String {

@@ -1,7 +1,7 @@
 //! Stores: stats.json, the catalog and the live files read back, and the
 //! checks every finished store and its counters must pass.
 
-use super::{read_capture, Rec};
+use super::{read_capture, tcpdump_count, Rec};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -143,6 +143,12 @@ pub fn published_prefixes(store: &Path, tmp: &Path, tag: &str) -> Vec<PathBuf> {
         out.push(p);
     }
     out
+}
+
+/// How many packets libpcap reads from all the catalogued files of `store`
+/// (the sum of their [`tcpdump_count`]s).
+pub fn tcpdump_store_count(store: &Path) -> u64 {
+    catalog(store).iter().map(|e| tcpdump_count(&store.join(e["file"].as_str().expect("file")), "")).sum()
 }
 
 /// All records of stream `stream`, concatenated in file order.
