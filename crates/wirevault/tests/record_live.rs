@@ -5,10 +5,14 @@
 //! The link carries nothing but the test's frames (no addresses, IPv6 and
 //! ARP off), so counters can be asserted exactly. Needs root, tcpreplay,
 //! tcpdump and capinfos; skips without them (fails in CI).
+//!
+//! Also `--ring-size` (its bounds, and the live rings it sizes) and an
+//! interface deleted under a recording, which is called gone.
 
 use crate::util::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 pub(crate) const TOOLS: &[&str] = &["ip", "tcpreplay", "tcpdump", "capinfos"];
 /// Frames in the standard sequence: sizes 60..9018, ~7 MB.
@@ -405,3 +409,43 @@ fn unknown_interface_exits_1_naming_it() {
     assert!(lines[0].contains("wvnosuch0"), "message does not name the interface: {}", o.stderr);
     assert!(!tmp.join("store").exists(), "a store was created for a missing interface");
 }
+
+#[test]
+fn ring_size_is_an_option_with_bounds() {
+    for (v, what) in [("1P", "absurd"), ("1K", "too small"), ("abc", "not a size")] {
+        let s = TempDir::new("hr-ring");
+        let o = run_wirevault(&["record", "-i", "lo", "-o", s.join("s").to_str().unwrap(), "--ring-size", v]);
+        o.expect(2, &format!("--ring-size {v} ({what})"));
+        assert!(o.stderr.contains("--ring-size"), "{}", o.stderr);
+        assert!(!o.stderr.contains("unexpected argument"), "{}", o.stderr);
+        assert!(!s.join("s").exists());
+    }
+}
+
+wvtest!(ring_size_sizes_live_rings, needs = [root, "ip", "tcpreplay"], |t| {
+    let tmp = TempDir::new("hr-ring-live");
+    let pair = VethPair::new();
+    let store = tmp.join("store");
+    let mut r = Recorder::start(
+        Some(&pair.ns_b),
+        &store,
+        tmp.path(),
+        &["-i", pair.if_b, "--buffer", "64M", "-q", "--workers", "4", "--ring-size", "64M"],
+    );
+    r.wait_ready();
+    r.terminate().expect(0, "recorder with --ring-size");
+});
+
+wvtest!(deleted_interface_is_called_gone, needs = [root, "ip"], |t| {
+    let tmp = TempDir::new("hr-gone");
+    let pair = VethPair::new();
+    let store = tmp.join("store");
+    let mut r = Recorder::start(Some(&pair.ns_b), &store, tmp.path(), &["-i", pair.if_b, "--buffer", "64M", "-q"]);
+    r.wait_ready();
+    run_ok(Command::new("ip").args(["-n", &pair.ns_b, "link", "del", pair.if_b]));
+    let o = r.wait(Duration::from_secs(20));
+    assert_no_panic(&o.stderr, "deleted interface");
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("no longer exists"), "{}", o.stderr);
+    assert!(!o.stderr.contains("bring it up"), "{}", o.stderr);
+});

@@ -2,7 +2,9 @@
 //! against libpcap (`tcpdump -r FILE -w OUT` is the expected result) and
 //! against Wireshark's readers (capinfos, tshark, editcap), on generated
 //! files and on the 830 files of tcpdump's own test suite. Also the errors
-//! a user can cause: bad filter, unreadable input, unwritable store.
+//! a user can cause: bad filter, unreadable input, unwritable store, every
+//! input checked before the store is created; and times past 2106, refused
+//! in pcap and kept in pcapng.
 //!
 //! Needs tcpdump and Wireshark's command-line tools; skips without them
 //! (fails in CI). No root needed.
@@ -12,6 +14,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
 
 const N: u32 = 2000;
 const START_NS: u64 = 1_650_000_000_123_456_000;
@@ -515,4 +521,93 @@ wvtest!(test_frames_are_valid_as_tshark_checks_them, needs = ["tshark"], |t| {
     assert_eq!(count("ipv6 && udp.checksum.status == \"Good\""), want, "IPv6 frames with a good UDP checksum");
     assert!(count("ipv6 && frame.len >= 9000") > 0, "no jumbo IPv6 frame in the sequence");
     assert!(count("vlan && ipv6 && frame.len >= 9000") > 0, "no tagged jumbo IPv6 frame in the sequence");
+});
+
+#[test]
+fn record_read_checks_every_input_before_creating_the_store() {
+    let tmp = TempDir::new("hr-read-check");
+    let good = tmp.join("good.pcap");
+    write_pcap(&good, 1, 65535, false, &test_frames(10, 1_700_000_000_000_000_000));
+    for inputs in [vec!["/etc/passwd"], vec![good.to_str().unwrap(), "/etc/passwd"]] {
+        let s = tmp.join("new");
+        let mut args = vec!["record", "-r"];
+        args.extend(inputs.iter());
+        args.extend(["-o", s.to_str().unwrap(), "-q"]);
+        let o = run_wirevault(&args);
+        o.expect(1, "record -r /etc/passwd"); // not a capture file: exit 1 (issue 44)
+        assert!(o.stderr.contains("/etc/passwd"), "{}", o.stderr);
+        assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
+        assert!(!s.exists(), "a store was created for a non-capture input");
+    }
+    // Standard input still works.
+    let s = tmp.join("stdin");
+    let o = Outcome::from_output(
+        wirevault()
+            .args(["record", "-r", "-", "-o", s.to_str().unwrap(), "-q", "--buffer", "64M"])
+            .stdin(fs::File::open(&good).unwrap())
+            .output()
+            .unwrap(),
+    );
+    o.expect(0, "record -r - < good.pcap");
+    assert_eq!(final_counters(&s).written, 10);
+}
+
+wvtest!(times_past_2106_are_refused_in_pcap_and_kept_in_pcapng, needs = ["tcpdump", corpus], |t| {
+    let input = t.corpus_file("time_2106_overflow.pcapng");
+    let tmp = TempDir::new("hs2-2106");
+    let count = |store: &Path, range: &[&str]| -> u64 {
+        let mut a = vec!["query", s(store), "--count"];
+        a.extend_from_slice(range);
+        let o = run_wirevault(&a);
+        o.expect(0, &format!("query {range:?}"));
+        o.stdout.trim().parse().unwrap()
+    };
+    let stored = |store: &Path| -> u64 {
+        fs::read_dir(store.join("stream-000"))
+            .map(|d| {
+                d.map(|e| e.unwrap().path())
+                    .filter(|p| !p.to_string_lossy().ends_with(".idx"))
+                    .map(|p| tcpdump_count(&p, ""))
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let limit = (u32::MAX as u64 + 1) * 1_000_000_000;
+    for format in ["pcap", "pcapng"] {
+        let store = tmp.join(format);
+        let o = run_wirevault(&["record", "-r", s(&input), "-o", s(&store), "-q", "--format", format]);
+        o.expect(0, &format!("record --format {format}"));
+        // The catalog holds the times the stored records hold.
+        for e in catalog(&store) {
+            let (_, recs) = read_capture(&store.join(e["file"].as_str().unwrap()));
+            for r in recs {
+                let (lo, hi) = (e["first_ns"].as_u64().unwrap(), e["last_ns"].as_u64().unwrap());
+                assert!(
+                    lo <= r.ts_ns && r.ts_ns <= hi,
+                    "{format}: a stored time {} outside the catalog's {e}",
+                    r.ts_ns
+                );
+            }
+        }
+        let c = final_counters(&store);
+        let in_file = tcpdump_count(&input, "");
+        assert_eq!(c.received, in_file);
+        let on_disk = stored(&store);
+        assert_eq!(c.written, on_disk, "{format}: written vs stored");
+        assert_eq!(count(&store, &[]), on_disk, "{format}");
+        assert_eq!(count(&store, &["--from", "0", "--to", "100"]), 0, "{format}: a wrapped time");
+        let late = count(&store, &["--from", "2106-02-07T06:28:16Z"]);
+        if format == "pcap" {
+            assert_eq!(c.timestamp_range, in_file, "{format}: the packet past 2106 is counted as a drop");
+            assert!(o.stderr.contains("--format pcapng"), "{}", o.stderr);
+            assert_eq!(late, 0);
+        } else {
+            assert_eq!(c.timestamp_range, 0);
+            assert_eq!(late, on_disk, "pcapng keeps the time");
+        }
+        // The catalog holds what the files hold.
+        for e in catalog(&store) {
+            assert!(e["first_ns"].as_u64().unwrap() >= limit, "{format}: {e}");
+        }
+    }
 });

@@ -1,7 +1,7 @@
 //! Stores: stats.json, the catalog and the live files read back, and the
 //! checks every finished store and its counters must pass.
 
-use super::{read_capture, tcpdump_count, Rec};
+use super::{read_capture, run_wirevault, tcpdump_count, Rec, TempDir};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -149,6 +149,14 @@ pub fn published_prefixes(store: &Path, tmp: &Path, tag: &str) -> Vec<PathBuf> {
 /// (the sum of their [`tcpdump_count`]s).
 pub fn tcpdump_store_count(store: &Path) -> u64 {
     catalog(store).iter().map(|e| tcpdump_count(&store.join(e["file"].as_str().expect("file")), "")).sum()
+}
+
+/// A store `tmp/name` of 50 synthetic 100-byte packets, made by `record --synthetic`.
+pub fn synthetic_store(tmp: &TempDir, name: &str) -> PathBuf {
+    let s = tmp.join(name);
+    run_wirevault(&["record", "--synthetic", "size=100,count=50", "-o", s.to_str().unwrap(), "-q", "--buffer", "64M"])
+        .expect(0, "synthetic store");
+    s
 }
 
 /// All records of stream `stream`, concatenated in file order.

@@ -1,6 +1,6 @@
-//! The hostile-store suite's live part (issue 12, "How it is checked"):
-//! signals at random moments of a live recording on a veth pair, and damage
-//! done to a store while it is being recorded. After each: nothing outside
+//! Faults during a live recording on a veth pair: signals at random moments,
+//! and damage done to the store while it is being recorded (the live part of
+//! `store_safety`). After each: nothing outside
 //! the store changed, nothing written before was lost (every file closed
 //! before the event is still there, byte for byte, compared with a copy),
 //! the store is consistent and the counters add up.
