@@ -323,8 +323,7 @@ fn expected_jitter() -> (f64, f64) {
     (max, sum / f64::from(k - 1))
 }
 
-#[test]
-fn built_capture_counts_are_exact() {
+wvtest!(built_capture_counts_are_exact, |test| {
     let dir = TempDir::new("analyze-built");
     let file = dir.join("built.pcap");
     let frames = build();
@@ -352,7 +351,7 @@ fn built_capture_counts_are_exact() {
     assert_eq!(
         (n(&t["retransmissions"]), n(&t["fast_retransmissions"]), n(&t["spurious_retransmissions"])),
         (4, 1, 2),
-        "{t}"
+        "{test}"
     );
     assert_eq!(n(&t["out_of_order"]), 1);
     assert_eq!(n(&t["duplicate_acks"]), 3);
@@ -376,7 +375,7 @@ fn built_capture_counts_are_exact() {
     let sizes: u64 = r["mix"]["sizes"].as_array().unwrap().iter().map(|b| n(&b["packets"])).sum();
     assert_eq!(sizes, frames.len() as u64);
 
-    if !need_tools("built_capture_counts_are_exact (tshark part)", &["tshark"]) {
+    if !test.has_tools("tshark part", &["tshark"]) {
         return;
     }
     // tshark's expert info on the same packets.
@@ -407,7 +406,7 @@ fn built_capture_counts_are_exact() {
         assert!((s[key].as_f64().unwrap() - ms[i]).abs() <= 0.0005, "{key}: {} vs tshark's {row}", s[key]);
     }
     compare_with_tshark(&file, &r);
-}
+});
 
 /// `--max-flows 2` on the built capture: the first two flows (the TCP
 /// connection, the duplicated UDP flow) are tracked, every frame of a later
@@ -634,14 +633,8 @@ pub(crate) fn tshark_frames(file: &Path, filters: &[&str]) -> Vec<Vec<u64>> {
 /// byte and which tshark 4.0 does not mark out of order, for a reason its
 /// published rules do not show (its third segment, which overlaps by 37
 /// bytes, it marks, as we do).
-#[test]
-fn corpus_tcp_analysis_equals_tsharks_expert_info() {
-    let Some(files) = wv_testkit::corpus_files("corpus_tcp_analysis_equals_tsharks_expert_info") else {
-        return;
-    };
-    if !need_tools("corpus_tcp_analysis_equals_tsharks_expert_info", &["tshark"]) {
-        return;
-    }
+wvtest!(corpus_tcp_analysis_equals_tsharks_expert_info, needs = ["tshark", corpus], |t| {
+    let files = t.corpus_files();
     let filters = ["tcp.analysis.retransmission", "tcp.analysis.out_of_order", "tcp.analysis.duplicate_ack"];
     let keys = ["first_retransmissions", "first_out_of_order", "first_duplicate_acks"];
     let (mut compared, mut marked) = (0, 0);
@@ -679,7 +672,7 @@ fn corpus_tcp_analysis_equals_tsharks_expert_info() {
     }
     eprintln!("corpus: {compared} files with TCP compared, {marked} marked frames agree");
     assert!(compared >= 50, "only {compared} corpus files with TCP");
-}
+});
 
 /// The frames marked as retransmission, out of order and duplicate ACK in `r` (all of
 /// them: analyze run with `--examples` high enough) are exactly those tshark marks in `file`.
@@ -703,12 +696,7 @@ pub(crate) fn py(ns: &str, code: &str) -> std::process::Child {
 /// recorded by `wirevault record`: analyze's statistics on the store equal
 /// tshark's on the same packets (written out by `query`). The kernel here has
 /// no netem; loss comes from nftables instead (`numgen inc`, deterministic).
-#[test]
-fn live_traffic_statistics_equal_tsharks() {
-    let test = "live_traffic_statistics_equal_tsharks";
-    if !need_root(test) || !need_tools(test, &["tshark", "python3", "ping", "ip"]) {
-        return;
-    }
+wvtest!(live_traffic_statistics_equal_tsharks, needs = [root, "tshark", "python3", "ping", "ip"], |test| {
     let _heavy = heavy_lock();
     let tmp = TempDir::new("analyze-live");
     let pair = VethPair::new();
@@ -812,7 +800,7 @@ fn live_traffic_statistics_equal_tsharks() {
     assert!(cols.contains(&"195".to_string()) && cols.contains(&"5".to_string()), "tshark: {cols:?}");
     assert!((jitter - tshark_jitter).abs() < 0.0015, "max jitter {jitter} ms, tshark {tshark_jitter} ms");
     compare_with_tshark(&all, &r);
-}
+});
 
 /// The columns of `tshark -z rtp,streams`'s row for `ssrc`, and its max jitter (ms).
 pub(crate) fn tshark_rtp_stream(file: &Path, ssrc: u32) -> (Vec<String>, f64) {
@@ -1139,11 +1127,7 @@ fn throughput_of_frames_out_of_time_order_equals_tshark() {
 /// leaves out of them: a comfort-noise packet and the one after it, a
 /// talk spurt after a silence (the marker bit), a timestamp that steps
 /// back; and a stream of a dynamic payload type (no jitter).
-#[test]
-fn rtp_delta_and_jitter_columns_equal_tsharks() {
-    if !need_tools("rtp_delta_and_jitter_columns_equal_tsharks", &["tshark"]) {
-        return;
-    }
+wvtest!(rtp_delta_and_jitter_columns_equal_tsharks, needs = ["tshark"], |t| {
     let dir = TempDir::new("analyze-rtp");
     let file = dir.join("rtp.pcap");
     let version = run_ok(Command::new("tshark").arg("--version"));
@@ -1237,14 +1221,13 @@ fn rtp_delta_and_jitter_columns_equal_tsharks() {
     // The silence is not the largest delta, as tshark's.
     let s = &r["rtp"]["streams"][0];
     assert!(s["max_delta_ms"].as_f64().unwrap() < 25.0, "{s}");
-}
+});
 
 /// A nanosecond capture with frames just before an interval's end: tshark
 /// rounds the time since the first frame to whole µs before bucketing (a
 /// frame 400 ns before the end counts in the next interval, one 600 ns
 /// before in its own); analyze's rows equal tshark's.
-#[test]
-fn throughput_of_nanosecond_frames_near_an_interval_end_equals_tshark() {
+wvtest!(throughput_of_nanosecond_frames_near_an_interval_end_equals_tshark, |t| {
     let dir = TempDir::new("analyze-ns");
     let file = dir.join("ns.pcap");
     const S: u64 = 1_000_000_000;
@@ -1256,16 +1239,15 @@ fn throughput_of_nanosecond_frames_near_an_interval_end_equals_tshark() {
     let r = analyze_json(&file, &[]);
     let rows: Vec<u64> = r["throughput"]["intervals"].as_array().unwrap().iter().map(|i| n(&i["packets"])).collect();
     assert_eq!(rows, [2, 2, 1, 1], "{}", r["throughput"]);
-    if need_tools("throughput_of_nanosecond_frames_near_an_interval_end_equals_tshark", &["tshark"]) {
+    if need_tools(t.name, &["tshark"]) {
         compare_with_tshark(&file, &r);
     }
-}
+});
 
 /// An IPv6 frame whose extension-header chain the snapshot length cuts is
 /// no IPv6 conversation or endpoint, as in tshark (its IPv6 tap runs after
 /// the extension headers); the same frame captured whole is one.
-#[test]
-fn ipv6_with_a_cut_extension_chain_is_no_conversation() {
+wvtest!(ipv6_with_a_cut_extension_chain_is_no_conversation, |t| {
     let dir = TempDir::new("analyze-v6ext");
     let file = dir.join("v6.pcap");
     let v6 = |src: u8, dst: u8, hop_by_hop: bool| {
@@ -1302,7 +1284,7 @@ fn ipv6_with_a_cut_extension_chain_is_no_conversation() {
     let rows = r["conversations"]["ipv6"]["rows"].as_array().unwrap();
     let packets = |a: &str| rows.iter().find(|c| c["a"] == a).map(|c| n(&c["a_to_b"]["packets"]));
     assert_eq!((packets("fe80::1"), packets("fe80::3")), (Some(1), Some(1)), "{rows:?}");
-    if need_tools("ipv6_with_a_cut_extension_chain_is_no_conversation", &["tshark"]) {
+    if need_tools(t.name, &["tshark"]) {
         let out = run_ok(Command::new("tshark").args(["-n", "-q", "-z", "conv,ipv6", "-r"]).arg(&file));
         let text = String::from_utf8_lossy(&out.stdout);
         let row = text.lines().find(|l| l.starts_with("fe80::1 ")).unwrap_or_else(|| panic!("{text}"));
@@ -1310,7 +1292,7 @@ fn ipv6_with_a_cut_extension_chain_is_no_conversation() {
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols[9], "1", "tshark counts one frame: {row}");
     }
-}
+});
 
 /// Frames analyze does not read as tshark does: frames where tshark sees more than one IP
 /// header other than through a tunnel analyze enters ([`wv_wire::tunnel`]: IP in IP, GRE,
@@ -1366,15 +1348,8 @@ fn on_two_threads<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> 
 /// endpoints equal tshark's, file by file, on every file analyze reads whose
 /// frames hold no header analyze does not enter (see [`NOT_ENTERED`]; tunnels are entered, fragments reassembled) and that
 /// [`CONV_DIFFERENT`] does not name.
-#[test]
-fn corpus_conversations_and_endpoints_equal_tsharks() {
-    let test = "corpus_conversations_and_endpoints_equal_tsharks";
-    let Some(files) = wv_testkit::corpus_files(test) else {
-        return;
-    };
-    if !need_tools(test, &["tshark"]) {
-        return;
-    }
+wvtest!(corpus_conversations_and_endpoints_equal_tsharks, needs = ["tshark", corpus], |t| {
+    let files = t.corpus_files();
     let mut ours = Vec::new();
     for f in files {
         let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -1410,7 +1385,7 @@ fn corpus_conversations_and_endpoints_equal_tsharks() {
     eprintln!("corpus: {compared} files compared, {not_entered} hold headers analyze does not enter");
     assert!(failed.is_empty(), "{} files differ from tshark:\n{}", failed.len(), failed.join("\n"));
     assert!(compared >= 518, "only {compared} corpus files compared");
-}
+});
 
 /// Random UDP payloads on port 9999 (a quarter of them begin as RTP version
 /// 2 does), a third cut short by the snapshot length: the RTP streams
@@ -1420,11 +1395,7 @@ fn corpus_conversations_and_endpoints_equal_tsharks() {
 /// packets whose CSRC list, extension or padding count do not fit the UDP
 /// payload, or whose header (or, with padding, any byte) the capture cut
 /// (before the fix: 92 streams against tshark's 54 on one seed).
-#[test]
-fn rtp_streams_of_random_udp_payloads_are_tsharks() {
-    if !need_tools("rtp_streams_of_random_udp_payloads_are_tsharks", &["tshark"]) {
-        return;
-    }
+wvtest!(rtp_streams_of_random_udp_payloads_are_tsharks, needs = ["tshark"], |t| {
     let dir = TempDir::new("analyze-rtp-random");
     let file = dir.join("random.pcap");
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -1467,4 +1438,4 @@ fn rtp_streams_of_random_udp_payloads_are_tsharks() {
     assert!(theirs.len() > 50, "tshark found {} streams: {text}", theirs.len());
     assert_eq!(ours.len(), theirs.len(), "streams: ours {ours:?}\ntshark's {theirs:?}");
     assert_eq!(ours, theirs);
-}
+});

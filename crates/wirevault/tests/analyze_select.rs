@@ -37,12 +37,7 @@ fn analyze_of_a_store_selects_what_query_selects() {
 /// Frames each followed by a copy 1 to 12 frames later, all within 1 ms:
 /// with `--dup-window 1s`, `--dup-frames N` counts the copies at most N
 /// frames after their original, what `editcap -D N+1` removes.
-#[test]
-fn dup_frames_bounds_the_window_by_count_as_editcap_does() {
-    let test = "dup_frames_bounds_the_window_by_count_as_editcap_does";
-    if !need_tools(test, &["editcap"]) {
-        return;
-    }
+wvtest!(dup_frames_bounds_the_window_by_count_as_editcap_does, needs = ["editcap"], |t| {
     let tmp = TempDir::new("analyze-dup-frames");
     let distinct =
         |i: u32| eth_ip(&crate::analyze::ipv4([10, 6, 0, 1], [10, 6, 0, 2], 17, &udp(1, 2, &i.to_be_bytes())));
@@ -88,7 +83,7 @@ fn dup_frames_bounds_the_window_by_count_as_editcap_does() {
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "each wider window finds more: {seen:?}");
     // (Copies come up to 13 frames after their original: others are inserted between.)
     assert_eq!(*seen.last().unwrap(), 100, "every copy within 1024 frames");
-}
+});
 
 /// IPv6 header (no extension) from 2001:db8::1 to ::2 with `plen` and `nh`.
 fn ipv6(plen: u16, nh: u8, payload: &[u8]) -> Vec<u8> {

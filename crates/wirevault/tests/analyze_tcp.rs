@@ -249,16 +249,11 @@ const COUNTED: [(&str, &str); 7] = [
     ("tcp.analysis.window_update", "window_updates"),
 ];
 
-#[test]
-fn random_conversations_equal_tsharks_expert_info() {
-    let test = "random_conversations_equal_tsharks_expert_info";
-    if !need_tools(test, &["tshark"]) {
-        return;
-    }
+wvtest!(random_conversations_equal_tsharks_expert_info, needs = ["tshark"], |t| {
     // The rules followed are tshark 4.0's (Debian 12's); later versions changed some.
     let version = run_ok(std::process::Command::new("tshark").arg("--version"));
     if !String::from_utf8_lossy(&version.stdout).contains("TShark (Wireshark) 4.0.") {
-        eprintln!("SKIP {test}: the analysis follows tshark 4.0 and this tshark is another version");
+        eprintln!("SKIP {t}: the analysis follows tshark 4.0 and this tshark is another version");
         return;
     }
     let dir = TempDir::new("analyze-tcp-random");
@@ -282,7 +277,7 @@ fn random_conversations_equal_tsharks_expert_info() {
     eprintln!("random conversations: frames marked {marked:?}, all as tshark");
     // Every flag is met, the listed ones many times, or the generator lost its edge.
     assert!(marked[..LISTED.len()].iter().all(|&m| m >= 50) && marked.iter().all(|&m| m > 0), "{marked:?}");
-}
+});
 
 /// Our marks on `file` against tshark's: frame by frame for [`LISTED`], by count for [`COUNTED`].
 fn compare(file: &Path, what: &str, marked: &mut [usize]) {

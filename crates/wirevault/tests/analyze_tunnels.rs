@@ -49,8 +49,7 @@ fn ipv6(next: u8, payload: &[u8]) -> Vec<u8> {
     ip
 }
 
-#[test]
-fn tunnels_are_entered_as_tshark_enters_them() {
+wvtest!(tunnels_are_entered_as_tshark_enters_them, |t| {
     let dir = TempDir::new("analyze-tunnels");
     let file = dir.join("tunnels.pcap");
     let mut frames = Vec::new();
@@ -144,11 +143,11 @@ fn tunnels_are_entered_as_tshark_enters_them() {
     assert_eq!(pair("10.0.0.1", "10.0.0.3"), Some(6), "VXLAN's inner datagrams");
     assert_eq!(conv["ipv6"]["rows"].as_array().unwrap().len(), 1);
     assert_eq!(n(&conv["udp"]["count"]), 6 + 1 + 1 + 1 + 1, "VXLAN's 6 outer and its inner, DNS, IP in IP, GRE");
-    if need_tools("tunnels_are_entered_as_tshark_enters_them", &["tshark"]) {
+    if need_tools(t.name, &["tshark"]) {
         compare_with_tshark(&file, &r);
         assert_tcp_marks_equal_tsharks(&file, &r);
     }
-}
+});
 
 /// An IPv4 fragment: `part` at byte `offset` of datagram `id`, more to come or not.
 fn v4_fragment(src: [u8; 4], dst: [u8; 4], proto: u8, id: u16, offset: usize, more: bool, part: &[u8]) -> Vec<u8> {
@@ -186,8 +185,7 @@ fn v6_fragments(id: u32, datagram: &[u8], size: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-#[test]
-fn fragments_are_reassembled_as_tshark_reassembles_them() {
+wvtest!(fragments_are_reassembled_as_tshark_reassembles_them, |test| {
     let dir = TempDir::new("analyze-fragments");
     let file = dir.join("fragments.pcap");
     let host = |n: u8| [10, 0, 0, n];
@@ -254,11 +252,11 @@ fn fragments_are_reassembled_as_tshark_reassembles_them() {
     assert!(udp_rows.contains(&("10.0.0.11:1234".into(), 1, last_of(14 + 20 + 8 + 8 + 60))), "{udp_rows:?}");
     assert_eq!(udp_rows.len(), 3 + 1 + 3, "{udp_rows:?}");
     assert_eq!(n(&r["tcp"]["segments"]), 2, "the reassembled segment and the cut first fragment");
-    if need_tools("fragments_are_reassembled_as_tshark_reassembles_them", &["tshark"]) {
+    if need_tools(test.name, &["tshark"]) {
         compare_with_tshark(&file, &r);
         assert_tcp_marks_equal_tsharks(&file, &r);
     }
-}
+});
 
 /// A Network Service Header (MD type 2, no context headers) before `payload`
 /// of next protocol `next` (1 IPv4, 2 IPv6, 3 Ethernet, 4 NSH, 5 MPLS).
@@ -272,9 +270,7 @@ fn vxlan_gpe(sport: u16, next: u8, payload: &[u8]) -> Vec<u8> {
     eth_ip(&ipv4(SENSOR, COLLECTOR, 17, &udp(sport, 4790, &gpe)))
 }
 
-#[test]
-fn service_chains_and_named_payloads_are_entered_as_tshark_enters_them() {
-    let test = "service_chains_and_named_payloads_are_entered_as_tshark_enters_them";
+wvtest!(service_chains_and_named_payloads_are_entered_as_tshark_enters_them, |t| {
     let dir = TempDir::new("analyze-nsh");
     let file = dir.join("nsh.pcap");
     let mut frames = Vec::new();
@@ -338,8 +334,8 @@ fn service_chains_and_named_payloads_are_entered_as_tshark_enters_them() {
     assert_eq!(pair("10.0.0.1", "10.0.0.2"), Some(5), "the chained connection");
     assert_eq!(pair("10.0.0.1", "10.0.0.3"), Some(7), "the IPv4 datagrams 1 and 3 to 8");
     assert_eq!(r["conversations"]["ipv6"]["rows"].as_array().unwrap().len(), 1);
-    if need_tools(test, &["tshark"]) {
+    if need_tools(t.name, &["tshark"]) {
         compare_with_tshark(&file, &r);
         assert_tcp_marks_equal_tsharks(&file, &r);
     }
-}
+});

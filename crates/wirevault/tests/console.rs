@@ -41,10 +41,6 @@ const LISTEN: &str = "127.0.0.1:8080";
 /// The rate tcpreplay sends at.
 const PPS: u64 = 1000;
 
-fn ready(test: &str) -> bool {
-    need_root(test) && need_tools(test, TOOLS) && browser_ready(test)
-}
-
 /// Where the screenshots are kept: `target/test-artifacts/`.
 fn artifacts() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("test-artifacts");
@@ -157,10 +153,8 @@ fn tshark_rows(pcap: &Path, n: usize) -> Vec<Vec<String>> {
         .collect()
 }
 
-#[test]
-fn console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark() {
-    let test = "console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark";
-    if !ready(test) {
+wvtest!(console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark, needs = [root, TOOLS], |t| {
+    if !browser_ready(t.name) {
         return;
     }
     let _g = heavy_lock();
@@ -237,7 +231,7 @@ fn console_shows_the_live_rate_and_its_query_panel_matches_the_cli_and_tshark() 
     let (_server, url) = serve(Some(&pair.ns_b), &store, tmp.path(), &["--listen", LISTEN]);
     let at_rest = query_panel(&store, tmp.path(), &pair.ns_b, &url, &spans, "");
     assert_eq!(recording, at_rest, "the panel's count while recording and at rest");
-}
+});
 
 /// The query panel of the console at `url` (served in `ns`) against the CLI and tshark over
 /// the middle half of the time `spans` (the stored files' first and last packets) for DNS:
@@ -323,10 +317,8 @@ fn browser_ready(test: &str) -> bool {
 
 /// No root, the host's loopback: a store recorded from a pcap file, and
 /// `wirevault serve --token-file` on a port the kernel chooses.
-#[test]
-fn console_asks_for_a_token_and_its_download_carries_it() {
-    let test = "console_asks_for_a_token_and_its_download_carries_it";
-    if !browser_ready(test) {
+wvtest!(console_asks_for_a_token_and_its_download_carries_it, |t| {
+    if !browser_ready(t.name) {
         return;
     }
     let tmp = TempDir::new("console-token");
@@ -334,7 +326,7 @@ fn console_asks_for_a_token_and_its_download_carries_it() {
     write_pcap(&pcap, 1, 65535, true, &test_frames(500, 1_700_000_000_000_000_000));
     let store = tmp.join("store");
     run_ok(wirevault().arg("record").arg("-r").arg(&pcap).arg("-o").arg(&store).arg("-q"));
-    let token = "console-test-token-0123456789abcdef";
+    let token = "console-t.name-token-0123456789abcdef";
     let tokens = tmp.join("tokens");
     std::fs::write(&tokens, format!("browser:{token}\n")).unwrap();
     std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
@@ -375,14 +367,12 @@ fn console_asks_for_a_token_and_its_download_carries_it() {
     assert!(logged.iter().all(|m| m.contains("status of 401")), "unexpected console entries: {logged:?}");
     let served = std::fs::read_to_string(tmp.join("serve.err")).unwrap();
     assert!(served.contains("token=\"browser\""), "the server's log names the token:\n{served}");
-}
+});
 
 /// No root, the host's loopback: the console of `wirevault serve` (no
 /// tokens) from localhost and 127.0.0.1, and a rebound name refused.
-#[test]
-fn console_loads_from_localhost_and_127_0_0_1_but_not_from_a_rebound_name() {
-    let test = "console_loads_from_localhost_and_127_0_0_1_but_not_from_a_rebound_name";
-    if !browser_ready(test) {
+wvtest!(console_loads_from_localhost_and_127_0_0_1_but_not_from_a_rebound_name, |t| {
+    if !browser_ready(t.name) {
         return;
     }
     let tmp = TempDir::new("console-hosts");
@@ -417,4 +407,4 @@ fn console_loads_from_localhost_and_127_0_0_1_but_not_from_a_rebound_name() {
     assert!(logged.iter().all(|m| m.contains("status of 421")), "unexpected console entries: {logged:?}");
     let served = std::fs::read_to_string(tmp.join("serve.err")).unwrap();
     assert!(served.contains(&format!("host=\"rebound.test:{port}\" 421")), "{served}");
-}
+});

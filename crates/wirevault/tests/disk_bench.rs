@@ -9,7 +9,7 @@
 //! directory, after a warm-up run, and takes the trimmed mean of the rounds'
 //! ratios (each round's two runs share the machine's load of the moment).
 
-use crate::util::{assert_no_panic, in_ci, is_root, need_tools, run_wirevault, wirevault, LoopFs, TempDir};
+use crate::util::{assert_no_panic, in_ci, is_root, need_tools, run_wirevault, wirevault, wvtest, LoopFs, TempDir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -220,36 +220,27 @@ fn agrees_with_fio(dir: &Path, what: &str) {
     );
 }
 
-#[test]
-fn mean_agrees_with_fio_on_the_real_disk() {
-    if !need_tools("mean_agrees_with_fio_on_the_real_disk", &["fio"])
-        || !require(is_root(), "fio's huge-page buffers need root")
-    {
+wvtest!(mean_agrees_with_fio_on_the_real_disk, |t| {
+    if !need_tools(t.name, &["fio"]) || !require(is_root(), "fio's huge-page buffers need root") {
         return;
     }
     let _heavy = crate::util::heavy_lock();
     let dir = disk_dir("fio");
     agrees_with_fio(&dir, "real disk");
     std::fs::remove_dir_all(&dir).unwrap();
-}
+});
 
-#[test]
-fn mean_agrees_with_fio_on_a_loop_mounted_ext4() {
-    if !need_tools("mean_agrees_with_fio_on_a_loop_mounted_ext4", &["fio", "losetup", "mkfs.ext4"])
-        || !require(is_root(), "a loop mount needs root")
-    {
+wvtest!(mean_agrees_with_fio_on_a_loop_mounted_ext4, |t| {
+    if !need_tools(t.name, &["fio", "losetup", "mkfs.ext4"]) || !require(is_root(), "a loop mount needs root") {
         return;
     }
     let _heavy = crate::util::heavy_lock();
     let fs = LoopFs::new("fio", 3 << 10).expect("loop-mounted ext4");
     agrees_with_fio(&fs.dir, "loop ext4");
-}
+});
 
-#[test]
-fn refuses_to_overfill_a_small_volume_and_cleans_up_when_told() {
-    if !need_tools("refuses_to_overfill_a_small_volume", &["losetup", "mkfs.ext4", "stat"])
-        || !require(is_root(), "a loop mount needs root")
-    {
+wvtest!(refuses_to_overfill_a_small_volume_and_cleans_up_when_told, |t| {
+    if !need_tools(t.name, &["losetup", "mkfs.ext4", "stat"]) || !require(is_root(), "a loop mount needs root") {
         return;
     }
     let fs = LoopFs::new("full", 64).expect("loop-mounted ext4");
@@ -275,12 +266,11 @@ fn refuses_to_overfill_a_small_volume_and_cleans_up_when_told() {
     o.expect(3, "disk full");
     assert!(o.stderr.contains("filled up"), "{}", o.stderr);
     assert!(entries(&fs.dir).is_empty(), "files left after a full disk: {:?}", entries(&fs.dir));
-}
+});
 
 /// The JSON contract (`plan --bench` reads it), statistics that hang
 /// together, the buffer verdict, the plots, and no file left behind.
-#[test]
-fn json_report_plots_and_cleanup() {
+wvtest!(json_report_plots_and_cleanup, |t| {
     let dir = disk_dir("json");
     let plots = TempDir::new("disk-bench-plots");
     let svg = plots.join("series.svg");
@@ -322,7 +312,7 @@ fn json_report_plots_and_cleanup() {
         assert!(r["buffer_with_margin_bytes"].as_u64().unwrap() >= 64 << 20);
     }
     // The SVG is well-formed XML (parsed by Python's parser) and shows the lines.
-    if need_tools("json_report_plots_and_cleanup (svg check)", &["python3"]) {
+    if t.has_tools("svg check", &["python3"]) {
         let o = Command::new("python3")
             .args([
                 "-c",
@@ -356,7 +346,7 @@ fn json_report_plots_and_cleanup() {
     );
     assert!(o.stdout.contains("per file (n = 2)"), "{}", o.stdout);
     std::fs::remove_dir_all(&dir).unwrap();
-}
+});
 
 /// A rate the volume keeps up with at every moment needs no buffer: the report says the
 /// 64 MiB it advises is record's smallest buffer, not what the dips need (before: "need a 0 B
@@ -495,11 +485,7 @@ fn rate_from_a_plan_result() {
 /// On a tmpfs (which takes O_DIRECT since Linux 6.6) the figures are the
 /// speed of memory: a warning says so and the JSON names the file system;
 /// on the real disk neither.
-#[test]
-fn a_memory_file_system_is_named_as_such() {
-    if !crate::util::need_root("a_memory_file_system_is_named_as_such") {
-        return;
-    }
+wvtest!(a_memory_file_system_is_named_as_such, needs = [root], |t| {
     let tmp = TempDir::new("db-tmpfs");
     let mnt = tmp.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
@@ -515,4 +501,4 @@ fn a_memory_file_system_is_named_as_such() {
     let v = bench_json(&dir, &["--files", "2", "--file-size", "4M"]);
     assert!(v["memory_fs"].is_null(), "{v}");
     std::fs::remove_dir_all(&dir).unwrap();
-}
+});

@@ -149,11 +149,7 @@ fn squeeze(s: &str) -> String {
 /// (the codes of `wirevault --help`), FILES (the store's layout, the config
 /// and unit where install.sh puts them) and SEE ALSO (the other pages and
 /// the peers).
-#[test]
-fn man_pages_carry_examples_exit_status_files_see_also() {
-    if !need_tools("man_pages_carry_examples_exit_status_files_see_also", &["groff"]) {
-        return;
-    }
+wvtest!(man_pages_carry_examples_exit_status_files_see_also, needs = ["groff"], |t| {
     let tmp = TempDir::new("docs-man");
     let out = tmp.join("out");
     let unit = "/opt/wv/lib/systemd/system/wirevault.service";
@@ -200,7 +196,7 @@ fn man_pages_carry_examples_exit_status_files_see_also() {
     let see = |page: &str| squeeze(&render_man(&out.join(format!("man/{page}.1"))));
     assert!(see("wirevault-replay").contains("tcpreplay(1)"));
     assert!(see("wirevault-tune").contains("ethtool(8)"));
-}
+});
 
 /// The default of each long option in a help text: what its `[default: X]`
 /// says, or else the word after "default " in its help.

@@ -37,11 +37,6 @@ fn count(dir: &Path, args: &[&str], expr: &str) -> (u64, String, Option<i32>) {
 }
 
 /// `tcpdump -r FILE EXPR | wc -l`.
-fn tcpdump_count(file: &Path, expr: &str) -> u64 {
-    let out = run_ok(Command::new("tcpdump").args(["-n", "-q", "-r"]).arg(file).arg(expr));
-    String::from_utf8_lossy(&out.stdout).lines().count() as u64
-}
-
 fn index_ok(path: &Path) -> Outcome {
     let o = run_wirevault(&["index", path.to_str().unwrap()]);
     o.expect(0, "wirevault index");
@@ -85,11 +80,7 @@ fn count_in_process(dir: &Path, range: &[&str], expr: &str) -> (u64, Vec<String>
 /// calls it; a sample of them (the first 64 bytes and every 53rd) through the binary too,
 /// whose count, exit status and note must be the library's. Through the binary alone the
 /// ~28,000 queries took two minutes, the longest test of the suite.
-#[test]
-fn every_byte_flip_of_an_index_keeps_counts_exact() {
-    if !need_tools("every_byte_flip_of_an_index_keeps_counts_exact", &["tcpdump"]) {
-        return;
-    }
+wvtest!(every_byte_flip_of_an_index_keeps_counts_exact, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("idx-flip");
     let dir = tmp.join("caps");
     fs::create_dir(&dir).unwrap();
@@ -149,7 +140,7 @@ fn every_byte_flip_of_an_index_keeps_counts_exact() {
     eprintln!("{} index bytes flipped: {notes} notes, {by_binary} queries through the binary", good.len());
     assert!(notes > good.len(), "damaged indexes were set aside with a note ({notes} notes)");
     assert!(by_binary > 400, "only {by_binary} queries through the binary");
-}
+});
 
 /// Finding 8: an index of the older format (version 1) is not trusted: the
 /// query reads the capture with a note saying to run `wirevault index`,

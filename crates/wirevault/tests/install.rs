@@ -47,13 +47,7 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32, i64, i64)> {
     m
 }
 
-#[test]
-fn install_service_twice_changes_nothing_the_second_time() {
-    if !need_root("install_service_twice_changes_nothing_the_second_time")
-        || !need_tools("install_service_twice_changes_nothing_the_second_time", &["systemd-sysusers"])
-    {
-        return;
-    }
+wvtest!(install_service_twice_changes_nothing_the_second_time, needs = [root, "systemd-sysusers"], |t| {
     let tmp = TempDir::new("install-service");
     let root = tmp.join("root");
     let first = install(&root, &[]);
@@ -129,4 +123,4 @@ fn install_service_twice_changes_nothing_the_second_time() {
         "{unit}"
     );
     assert!(opt.join("opt/wirevault/bin/wirevault").is_file());
-}
+});

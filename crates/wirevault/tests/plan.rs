@@ -207,11 +207,7 @@ fn classes(r: &Value) -> BTreeMap<u64, u64> {
     m
 }
 
-#[test]
-fn plan_from_a_capture_file_matches_tshark() {
-    if !need_tools("plan_from_a_capture_file_matches_tshark", &["tshark"]) {
-        return;
-    }
+wvtest!(plan_from_a_capture_file_matches_tshark, needs = ["tshark"], |t| {
     let dir = TempDir::new("plan-from-file");
     let file = dir.join("known.pcap");
     // Known sizes: 300 frames of 60..9000 bytes, some cut by a 1000-byte snap length.
@@ -234,13 +230,9 @@ fn plan_from_a_capture_file_matches_tshark() {
     // A time range: the first 100 frames (1 ms apart).
     let r = &plan_json(&["--from", file.to_str().unwrap(), "--to-time", "1700000000.1"])[0];
     assert_eq!(r["from"]["packets"], 100);
-}
+});
 
-#[test]
-fn plan_from_a_synthetic_store() {
-    if !need_tools("plan_from_a_synthetic_store", &["tshark"]) {
-        return;
-    }
+wvtest!(plan_from_a_synthetic_store, needs = ["tshark"], |t| {
     let dir = TempDir::new("plan-from-store");
     let store = dir.join("store");
     run_wirevault(&["record", "--synthetic", "size=imix,count=1200", "-o", store.to_str().unwrap(), "-q"])
@@ -258,7 +250,7 @@ fn plan_from_a_synthetic_store() {
     // Its own indexes were measured.
     let measured = r["from"]["index_bytes_per_packet_measured"].as_f64().expect("the store's indexes measured");
     assert!(measured > 0.0 && close(num(r, "index_bytes_per_packet"), measured));
-}
+});
 
 /// `--link 10` (a number without a unit: 10 bit/s, planned as a 0.000 Gb/s link before) is
 /// refused as `disk-bench --rate 10` is, with the units a rate takes; a link speed's own

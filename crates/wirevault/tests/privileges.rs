@@ -1,7 +1,9 @@
 //! `record --user`: after opening its sockets the recorder runs as an
-//! unprivileged user, and its files are 0640.
+//! unprivileged user, and its files are 0640; it changes the owner of no
+//! file outside the store that a hard link in the store points at.
 
-use crate::util::{bin, in_ci, is_root};
+use crate::util::{assert_no_panic, bin, in_ci, is_root, run_wirevault, synthetic_store, wvtest, TempDir};
+use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
@@ -62,3 +64,36 @@ fn drops_to_user_and_creates_0640_files() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no user named no-such-user-wv"));
     let _ = std::fs::remove_dir_all(&base);
 }
+
+wvtest!(user_switch_does_not_chown_hard_links, needs = [root], |t| {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let tmp = TempDir::new("hr-chown");
+    let secret = tmp.join("secret");
+    fs::write(&secret, "").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o666)).unwrap();
+    let store = synthetic_store(&tmp, "s");
+    let idx = fs::read_dir(store.join("stream-000"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .unwrap()
+        .with_extension("pcap.idx");
+    let _ = fs::remove_file(&idx);
+    fs::hard_link(&secret, &idx).unwrap();
+    let o = run_wirevault(&[
+        "record",
+        "--synthetic",
+        "size=100,count=5",
+        "-o",
+        store.to_str().unwrap(),
+        "-q",
+        "--buffer",
+        "64M",
+        "-Z",
+        "nobody",
+    ]);
+    assert_no_panic(&o.stderr, "record -Z nobody");
+    assert_eq!(fs::metadata(&secret).unwrap().uid(), 0, "a hard link to a root file was chowned: {}", o.stderr);
+    assert!(o.stderr.contains(".pcap.idx") && o.stderr.contains("warning"), "no warning naming it: {}", o.stderr);
+});

@@ -2,7 +2,7 @@
 //! of captures is indexed into a store, then queried by time and filter,
 //! with tcpdump reading the output.
 
-use crate::util::{bin, corpus_file, have, time_arg, TempDir};
+use crate::util::{bin, have, time_arg, wvtest, TempDir, Test};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use wv_wire::reader::Reader;
@@ -24,14 +24,12 @@ fn wirevault(args: &[&str]) -> std::process::Output {
 /// A frame as compared: timestamp (ns), caplen, origlen, bytes.
 type Frame = (u64, u32, u32, Vec<u8>);
 
-/// A store made of `afs.pcap` split into three files of two streams.
-fn split_store(tag: &str) -> Option<(TempDir, Vec<Frame>)> {
-    let src = corpus_file(tag, "afs.pcap")?;
-    if !have("editcap") {
-        return None;
-    }
+/// A store made of `afs.pcap` split into three files of two streams (needs the corpus and
+/// editcap).
+fn split_store(t: &Test) -> (TempDir, Vec<Frame>) {
+    let src = t.corpus_file("afs.pcap");
     let all = frames(&std::fs::read(&src).unwrap());
-    let tmp_dir = TempDir::new(tag);
+    let tmp_dir = TempDir::new(t.name);
     let dir = tmp_dir.path();
     for s in ["stream-000", "stream-001"] {
         std::fs::create_dir_all(dir.join(s)).unwrap();
@@ -50,7 +48,7 @@ fn split_store(tag: &str) -> Option<(TempDir, Vec<Frame>)> {
         let stream = format!("stream-00{}", i % 2);
         std::fs::rename(p, dir.join(stream).join(format!("part-{i:03}.pcap"))).unwrap();
     }
-    Some((tmp_dir, all))
+    (tmp_dir, all)
 }
 
 fn sorted_by_time(mut v: Vec<(u64, u32, u32, Vec<u8>)>) -> Vec<(u64, u32, u32, Vec<u8>)> {
@@ -58,12 +56,8 @@ fn sorted_by_time(mut v: Vec<(u64, u32, u32, Vec<u8>)>) -> Vec<(u64, u32, u32, V
     v
 }
 
-#[test]
-fn query_time_ranges_across_file_boundaries() {
-    let Some((store, all)) = split_store("time") else {
-        eprintln!("skipped: corpus or editcap missing");
-        return;
-    };
+wvtest!(query_time_ranges_across_file_boundaries, needs = ["editcap", corpus], |t| {
+    let (store, all) = split_store(&t);
     let out = wirevault(&["index", store.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(store.join("catalog.jsonl").is_file());
@@ -86,20 +80,12 @@ fn query_time_ranges_across_file_boundaries() {
     assert!(out.status.success());
     let count: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert_eq!(count, all.iter().filter(|f| f.3.get(23) == Some(&17) && f.3[12..14] == [8, 0]).count());
-}
+});
 
-#[test]
-fn query_output_pipes_into_tcpdump_and_equals_it() {
-    let Some((store, _)) = split_store("pipe") else {
-        eprintln!("skipped: corpus or editcap missing");
-        return;
-    };
-    if !have("tcpdump") {
-        eprintln!("skipped: tcpdump missing");
-        return;
-    }
+wvtest!(query_output_pipes_into_tcpdump_and_equals_it, needs = ["editcap", "tcpdump", corpus], |t| {
+    let (store, _) = split_store(&t);
     assert!(wirevault(&["index", store.to_str().unwrap()]).status.success());
-    let src = corpus_file("pipe", "afs.pcap").unwrap();
+    let src = t.corpus_file("afs.pcap");
     for expr in ["udp port 7001", "host 192.168.1.1 or host 132.54.3.1", "not udp", "greater 500 and udp"] {
         let want = Command::new("tcpdump").args(["-r"]).arg(&src).args(["-w", "-", expr]).output().unwrap();
         let mut q =
@@ -122,23 +108,20 @@ fn query_output_pipes_into_tcpdump_and_equals_it() {
     let out = q.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
-}
+});
 
-fn store_with_one_file(tag: &str) -> Option<TempDir> {
-    let src = corpus_file(tag, "afs.pcap")?;
-    let dir = TempDir::new(tag);
+/// A store of one file, `afs.pcap` (needs the corpus).
+fn store_with_one_file(t: &Test) -> TempDir {
+    let src = t.corpus_file("afs.pcap");
+    let dir = TempDir::new(t.name);
     std::fs::create_dir_all(dir.join("stream-000")).unwrap();
     std::fs::copy(&src, dir.join("stream-000/a.pcap")).unwrap();
     assert!(wirevault(&["index", dir.to_str().unwrap()]).status.success());
-    Some(dir)
+    dir
 }
 
-#[test]
-fn user_errors_are_one_sentence_and_exit_2() {
-    let Some(store) = store_with_one_file("errors") else {
-        eprintln!("skipped: corpus missing");
-        return;
-    };
+wvtest!(user_errors_are_one_sentence_and_exit_2, needs = [corpus], |t| {
+    let store = store_with_one_file(&t);
     let s = store.to_str().unwrap();
     for args in [
         vec!["query", s, "host", "and"],
@@ -163,14 +146,10 @@ fn user_errors_are_one_sentence_and_exit_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot be read as a capture file: truncated file header"), "{err}");
-}
+});
 
-#[test]
-fn query_of_a_store_being_recorded_says_so() {
-    let Some(store) = store_with_one_file("part") else {
-        eprintln!("skipped: corpus missing");
-        return;
-    };
+wvtest!(query_of_a_store_being_recorded_says_so, needs = [corpus], |t| {
+    let store = store_with_one_file(&t);
     std::fs::write(store.join("stream-000/b.pcap.part"), b"partial").unwrap();
     // A recorder holds the store's writer lock (without it, the .part is a crash's leftover).
     let _recording = wv_store::lock::StoreLock::exclusive(store.path(), "record").unwrap();
@@ -178,13 +157,10 @@ fn query_of_a_store_being_recorded_says_so() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "5");
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 file(s) still being written are not included"));
-}
+});
 
-#[test]
-fn index_a_single_file_then_query_it() {
-    let Some(src) = corpus_file("single", "afs.pcap") else {
-        return;
-    };
+wvtest!(index_a_single_file_then_query_it, needs = [corpus], |t| {
+    let src = t.corpus_file("afs.pcap");
     let dir = TempDir::new("single");
     let f = dir.join("afs.pcap");
     std::fs::copy(&src, &f).unwrap();
@@ -194,7 +170,7 @@ fn index_a_single_file_then_query_it() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = frames(&std::fs::read(dir.join("out.pcap")).unwrap());
     assert!(!got.is_empty());
-}
+});
 
 /// Into a pipe, stored nanosecond files whose records go out whole are
 /// spliced from the file instead of copied. Whatever the shape of the query
@@ -203,11 +179,7 @@ fn index_a_single_file_then_query_it() {
 /// nanoseconds field is 10^9 or more, which the copy path writes normalised),
 /// the bytes in the pipe are exactly those `-w FILE` writes, and tcpdump reads
 /// them. `--count` counts them.
-#[test]
-fn pipe_output_equals_file_output_byte_for_byte() {
-    if !crate::util::need_tools("pipe_output_equals_file_output_byte_for_byte", &["tcpdump"]) {
-        return;
-    }
+wvtest!(pipe_output_equals_file_output_byte_for_byte, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("splice");
     // Two recordings at nearly the same time, their files then indexed as the two
     // streams of one store: files of both streams overlap in time.
@@ -297,7 +269,7 @@ fn pipe_output_equals_file_output_byte_for_byte() {
         assert_eq!(t.len(), p.len(), "{args:?}: packets tcpdump reads");
         assert!(t == p, "{args:?}: tcpdump reads other packets than the query wrote");
     }
-}
+});
 
 /// `ip6 protochain 17` walks the IPv6 extension headers with a loop that
 /// jumps back: query selects what tcpdump selects (it matched only UDP right
@@ -490,12 +462,9 @@ fn index_of_a_directory_takes_captures_by_content_not_name() {
 /// (PKTAP) beside Ethernet ones: a filtered query answers from the others
 /// and says which packets it left out (the whole query was refused, exit
 /// 2); an expression no link type takes is still refused.
-#[test]
-fn a_link_type_the_filter_cannot_take_is_left_out_with_a_warning() {
+wvtest!(a_link_type_the_filter_cannot_take_is_left_out_with_a_warning, needs = [corpus], |t| {
     use crate::util::{test_frames, write_pcap};
-    let Some(pktap) = corpus_file("pktap-left-out", "pktap-heap-overflow.pcap") else {
-        return;
-    };
+    let pktap = t.corpus_file("pktap-heap-overflow.pcap");
     let tmp = TempDir::new("pktap");
     let dir = TempDir::new("pktap-store");
     write_pcap(&dir.join("eth.pcap"), 1, 65535, false, &test_frames(100, 1_700_000_000_000_000_000));
@@ -520,7 +489,7 @@ fn a_link_type_the_filter_cannot_take_is_left_out_with_a_warning() {
     }
     let o = wirevault(&["query", dir.path().to_str().unwrap(), "--count", "udpp"]);
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
-}
+});
 
 /// A time range that lies outside the store (after its newest packet, before its oldest):
 /// `query --count`, `query` and `analyze` say so on standard error with the sentence

@@ -4,7 +4,9 @@
 //! problems, huge filters, and what a `.part` file means. Every answer is
 //! checked against `tcpdump -r` over the same files.
 
-use crate::util::{have, run_wirevault, tcpdump_frames, test_frames, wirevault, write_pcap, Frame, Kind, Rec, TempDir};
+use crate::util::{
+    have, run_wirevault, tcpdump_frames, test_frames, wirevault, write_pcap, wvtest, Frame, Kind, Rec, TempDir,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -69,10 +71,6 @@ fn three_files(tag: &str, n: u32) -> (TempDir, Vec<PathBuf>, Vec<Frame>) {
     (st, paths, all)
 }
 
-fn skip(test: &str, tools: &[&str]) -> bool {
-    !crate::util::need_tools(test, tools)
-}
-
 // ---------------------------------------------------------------------------
 // 4: an output inside the store
 
@@ -125,11 +123,7 @@ fn output_that_is_or_is_inside_the_store_is_refused() {
 // ---------------------------------------------------------------------------
 // 7: damaged files
 
-#[test]
-fn damaged_files_are_skipped_with_a_warning_in_every_mode() {
-    if skip("damaged_files", &["tcpdump"]) {
-        return;
-    }
+wvtest!(damaged_files_are_skipped_with_a_warning_in_every_mode, needs = ["tcpdump"], |t| {
     let n = 150;
     let (store, paths, all) = three_files("damaged", n);
     let s = store.to_str().unwrap();
@@ -190,7 +184,7 @@ fn damaged_files_are_skipped_with_a_warning_in_every_mode() {
     o.expect(1, "--strict, file cut at a record boundary");
     assert!(o.stderr.contains("a.pcap"), "{}", o.stderr);
     assert_eq!(o.stdout.trim(), (10 + 19).to_string());
-}
+});
 
 // ---------------------------------------------------------------------------
 // 11: raw-IP link types
@@ -205,11 +199,7 @@ fn raw_ip_frames(n: u32, start: u64) -> Vec<Frame> {
         .collect()
 }
 
-#[test]
-fn raw_ip_stores_are_filtered_like_tcpdump() {
-    if skip("raw_ip", &["tcpdump"]) {
-        return;
-    }
+wvtest!(raw_ip_stores_are_filtered_like_tcpdump, needs = ["tcpdump"], |t| {
     let raw = raw_ip_frames(200, T0);
     let eth = test_frames(200, T0 + 3_600_000_000_000);
     let (store, paths) =
@@ -250,16 +240,12 @@ fn raw_ip_stores_are_filtered_like_tcpdump() {
     o.expect(0, "query the recorded raw store");
     let got = wirevault().args(["query", rec_store.to_str().unwrap()]).output().unwrap();
     assert_eq!(key(&recs(&got.stdout)), key(&want), "record --read raw.pcap 'udp port 53'");
-}
+});
 
 // ---------------------------------------------------------------------------
 // 12: filters libpcap refuses for savefiles
 
-#[test]
-fn inbound_and_outbound_are_refused_as_tcpdump_refuses_them() {
-    if skip("inbound", &["tcpdump"]) {
-        return;
-    }
+wvtest!(inbound_and_outbound_are_refused_as_tcpdump_refuses_them, needs = ["tcpdump"], |t| {
     let (store, paths, _) = three_files("inbound", 30);
     let s = store.to_str().unwrap();
     for expr in ["inbound", "outbound", "udp and inbound", "ifindex 1"] {
@@ -272,7 +258,7 @@ fn inbound_and_outbound_are_refused_as_tcpdump_refuses_them() {
         assert!(o.stderr.contains(&td_msg), "{expr}: tcpdump says {td_msg:?}, wirevault {:?}", o.stderr);
         assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
     }
-}
+});
 
 // ---------------------------------------------------------------------------
 // 13: times
@@ -308,11 +294,7 @@ fn impossible_dates_and_absurd_times_are_refused() {
 // ---------------------------------------------------------------------------
 // 15: FIFOs, devices, directories
 
-#[test]
-fn a_fifo_or_device_given_to_query_is_refused_at_once() {
-    if skip("fifo", &["mkfifo"]) {
-        return;
-    }
+wvtest!(a_fifo_or_device_given_to_query_is_refused_at_once, needs = ["mkfifo"], |t| {
     let tmp = TempDir::new("fifo");
     let fifo = tmp.join("f.pcap");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
@@ -340,7 +322,7 @@ fn a_fifo_or_device_given_to_query_is_refused_at_once() {
         assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
         assert!(o.stderr.contains("not a regular file") || o.stderr.contains("neither a store"), "{}", o.stderr);
     }
-}
+});
 
 /// Runs wirevault with `args`, killed (and the test failed) after 10 s.
 fn run_within_10s(args: &[&str]) -> crate::util::Outcome {
@@ -358,11 +340,7 @@ fn run_within_10s(args: &[&str]) -> crate::util::Outcome {
     crate::util::Outcome::from_output(child.wait_with_output().unwrap())
 }
 
-#[test]
-fn a_fifo_planted_in_a_store_is_skipped_not_waited_for() {
-    if skip("fifo_in_store", &["mkfifo"]) {
-        return;
-    }
+wvtest!(a_fifo_planted_in_a_store_is_skipped_not_waited_for, needs = ["mkfifo"], |t| {
     let (store, paths, all) = three_files("fifo-in-store", 60);
     std::fs::remove_file(&paths[1]).unwrap();
     assert!(Command::new("mkfifo").arg(&paths[1]).status().unwrap().success());
@@ -372,16 +350,12 @@ fn a_fifo_planted_in_a_store_is_skipped_not_waited_for() {
     assert!(o.stderr.contains("b.pcap"), "{}", o.stderr);
     assert_eq!(o.stdout.trim(), (all.len() - 20).to_string());
     run_within_10s(&["query", s, "--count", "--strict"]).expect(1, "--strict");
-}
+});
 
 // ---------------------------------------------------------------------------
 // 17: `-w -` and terminals
 
-#[test]
-fn dash_w_dash_is_stdout_and_a_terminal_is_refused() {
-    if skip("dash_w", &["tcpdump", "script"]) {
-        return;
-    }
+wvtest!(dash_w_dash_is_stdout_and_a_terminal_is_refused, needs = ["tcpdump", "script"], |t| {
     let (store, paths, _) = three_files("dash-w", 60);
     let s = store.to_str().unwrap();
     let cwd = TempDir::new("dash-w-cwd");
@@ -399,7 +373,7 @@ fn dash_w_dash_is_stdout_and_a_terminal_is_refused() {
         assert!(all.contains("terminal"), "{all}");
         assert!(!o.stdout.windows(4).any(|w| w == [0x4d, 0x3c, 0xb2, 0xa1]), "pcap written to the terminal");
     }
-}
+});
 
 // ---------------------------------------------------------------------------
 // 18: messages
@@ -571,11 +545,7 @@ fn a_query_that_fails_midway_leaves_no_partial_output() {
 /// largest value, and an open range lets them in: every packet is counted,
 /// from a file and from a store. Written as pcap, times past 2106 keep
 /// their seconds modulo 2^32, as tcpdump writes them, and a warning says so.
-#[test]
-fn packets_dated_past_2106_and_2554_are_counted_and_said() {
-    if skip("packets_dated_past_2106_and_2554_are_counted_and_said", &["tcpdump"]) {
-        return;
-    }
+wvtest!(packets_dated_past_2106_and_2554_are_counted_and_said, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("far-future");
     let f = tmp.join("future.pcapng");
     // 2023, year 3000, year 2200, 2023.
@@ -598,7 +568,7 @@ fn packets_dated_past_2106_and_2554_are_counted_and_said() {
     let o = run_wirevault(&["query", store.to_str().unwrap(), "--count", "--strict"]);
     o.expect(0, "count of the store");
     assert_eq!(o.stdout.trim(), "4");
-}
+});
 
 /// A path that does not exist: one sentence and the same exit code from every reader
 /// (query and analyze printed the bare OS error; then all gave 2; now 1, the `exit`

@@ -25,10 +25,6 @@ const QUERYABLE_AFTER: Duration = Duration::from_secs(2);
 /// The filters every check runs (tcpdump decides each).
 const FILTERS: &[&str] = &["", "udp", "vlan", "port 53", "greater 1000", "not udp and not vlan"];
 
-fn ready(test: &str) -> bool {
-    need_root(test) && need_tools(test, &[TOOLS, &["curl"]].concat())
-}
-
 /// What tcpdump selects with `filter` from `files`, in time order.
 fn by_tcpdump(files: &[PathBuf], filter: &str, tmp: &Path) -> Vec<Rec> {
     let f: Vec<&str> = if filter.is_empty() { vec![] } else { vec![filter] };
@@ -192,33 +188,21 @@ fn rotation_run(name: &str, args: &[&str]) {
     }
 }
 
-#[test]
-fn live_store_answers_queries_from_its_open_file() {
-    if !ready("live_store_answers_queries_from_its_open_file") {
-        return;
-    }
+wvtest!(live_store_answers_queries_from_its_open_file, needs = [root, TOOLS, "curl"], |t| {
     let _g = heavy_lock();
     open_file_run("live-query-copy", &[]);
     rotation_run("live-query-copy-rot", &[]);
-}
+});
 
-#[test]
-fn zero_copy_store_answers_queries_from_its_open_file() {
-    if !ready("zero_copy_store_answers_queries_from_its_open_file") {
-        return;
-    }
+wvtest!(zero_copy_store_answers_queries_from_its_open_file, needs = [root, TOOLS, "curl"], |t| {
     let _g = heavy_lock();
     let zc = ["--format", "pcapng", "--zero-copy"];
     open_file_run("live-query-zc", &zc);
     rotation_run("live-query-zc-rot", &zc);
-}
+});
 
-#[test]
-fn xdp_store_answers_queries_from_its_open_file() {
-    if !ready("xdp_store_answers_queries_from_its_open_file") {
-        return;
-    }
+wvtest!(xdp_store_answers_queries_from_its_open_file, needs = [root, TOOLS, "curl"], |t| {
     let _g = heavy_lock();
     open_file_run("live-query-xdp", &["--source", "xdp"]);
     rotation_run("live-query-xdp-rot", &["--source", "xdp"]);
-}
+});

@@ -118,8 +118,7 @@ fn arena_default_follows_memory_and_a_disk_bench_result() {
 /// disk that falls behind (a throttled loop-mounted store) its use grows with the backlog and
 /// the memory faulted in stays ahead of it. stats.json says how much was ever used; every
 /// frame is in the files; the writer registers the blocks it writes from without a word.
-#[test]
-fn arena_is_paid_for_as_the_backlog_needs_it() {
+wvtest!(arena_is_paid_for_as_the_backlog_needs_it, |test| {
     let _g = heavy_lock();
     let block = 4u64 << 20;
     let tmp = TempDir::new("arena-use");
@@ -155,8 +154,7 @@ fn arena_is_paid_for_as_the_backlog_needs_it() {
     assert_eq!(got as u64, received, "frames in the files");
 
     // A disk that falls behind: 60 MB/s onto a store taking 16 MB/s.
-    let Some((fs, throttle)) = crate::record_zerocopy_inflight::slow_store("arena_is_paid_for_as_the_backlog_needs_it")
-    else {
+    let Some((fs, throttle)) = crate::record_zerocopy_inflight::slow_store(test.name) else {
         return;
     };
     let slow = fs.dir.join("store");
@@ -173,18 +171,14 @@ fn arena_is_paid_for_as_the_backlog_needs_it() {
     assert!(st["arena_background_cpu_s"].as_f64().unwrap() > 0.0, "faulted in by the background thread: {st}");
     let got: usize = check_store(&slow).iter().map(|f| f.records.len()).sum();
     assert_eq!(got as u64, received, "frames in the files");
-}
+});
 
 /// `--spill-above 0` sends every full-page write through the page cache
 /// (the path a disk that falls behind takes): the files hold exactly the
 /// frames, rotate as usual, are made durable and cataloged by the index
 /// thread, tcpdump and capinfos read them, the index answers a filtered
 /// query as tcpdump does, and stats.json counts the spilled bytes.
-#[test]
-fn spilled_writes_keep_every_frame_and_the_index() {
-    if !need_tools("spilled_writes", &["tcpdump", "capinfos"]) {
-        return;
-    }
+wvtest!(spilled_writes_keep_every_frame_and_the_index, needs = ["tcpdump", "capinfos"], |t| {
     let tmp = TempDir::new("arena-spill");
     let sent = test_frames(3000, 1_650_000_000_000_000_000);
     let input = tmp.join("sent.pcap");
@@ -254,4 +248,4 @@ fn spilled_writes_keep_every_frame_and_the_index() {
     ]);
     o.expect(2, "150%");
     assert!(o.stderr.contains("not a percentage"), "{}", o.stderr);
-}
+});

@@ -18,20 +18,7 @@ fn stamps_json(store: &Path) -> Value {
     serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", o.stdout))
 }
 
-/// Packets tcpdump reads from every cataloged file of `store`.
-fn tcpdump_count(store: &Path, tmp: &Path) -> u64 {
-    catalog(store)
-        .iter()
-        .map(|e| tcpdump_frames(&store.join(e["file"].as_str().unwrap()), &[], tmp).1.len() as u64)
-        .sum()
-}
-
-#[test]
-fn timestamps_hw_on_a_veth_is_refused_with_exit_2() {
-    let test = "timestamps_hw_on_a_veth_is_refused_with_exit_2";
-    if !need_root(test) || !need_tools(test, &["ethtool"]) {
-        return;
-    }
+wvtest!(timestamps_hw_on_a_veth_is_refused_with_exit_2, needs = [root, "ethtool"], |t| {
     let tmp = TempDir::new("hwstamps-refuse");
     let pair = VethPair::new();
     // The oracle: ethtool -T shows no hardware receive stamping on a veth.
@@ -57,14 +44,9 @@ fn timestamps_hw_on_a_veth_is_refused_with_exit_2() {
     o.expect(2, "--timestamps hw with --read");
     assert_eq!(o.stderr.trim().lines().count(), 1, "one sentence: {}", o.stderr);
     assert!(!store.exists());
-}
+});
 
-#[test]
-fn timestamps_auto_falls_back_to_software_and_the_catalog_says_so() {
-    let test = "timestamps_auto_falls_back_to_software_and_the_catalog_says_so";
-    if !need_root(test) || !need_tools(test, &["tcpreplay", "tcpdump"]) {
-        return;
-    }
+wvtest!(timestamps_auto_falls_back_to_software_and_the_catalog_says_so, needs = [root, "tcpreplay", "tcpdump"], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("hwstamps-auto");
     let pair = VethPair::new();
@@ -89,7 +71,7 @@ fn timestamps_auto_falls_back_to_software_and_the_catalog_says_so() {
         let ts = &st["timestamps"];
         assert_eq!(ts["source"], "software", "{st}");
         assert_eq!(ts["hardware"], 0, "{st}");
-        let stored = tcpdump_count(&store, tmp.path());
+        let stored = tcpdump_store_count(&store);
         assert_eq!(stored, n, "{choice}: tcpdump reads every sent frame");
         assert_eq!(ts["software"].as_u64(), Some(stored), "{st}");
         let streams = ts["streams"].as_array().unwrap();
@@ -131,4 +113,4 @@ fn timestamps_auto_falls_back_to_software_and_the_catalog_says_so() {
     let o = run_wirevault(&["timestamps", old.to_str().unwrap()]);
     o.expect(0, "timestamps (text) of an old catalog");
     assert!(o.stdout.contains("stamped by: unknown"), "{}", o.stdout);
-}
+});

@@ -5,18 +5,18 @@
 //! The link carries nothing but the test's frames (no addresses, IPv6 and
 //! ARP off), so counters can be asserted exactly. Needs root, tcpreplay,
 //! tcpdump and capinfos; skips without them (fails in CI).
+//!
+//! Also `--ring-size` (its bounds, and the live rings it sizes) and an
+//! interface deleted under a recording, which is called gone.
 
 use crate::util::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 pub(crate) const TOOLS: &[&str] = &["ip", "tcpreplay", "tcpdump", "capinfos"];
 /// Frames in the standard sequence: sizes 60..9018, ~7 MB.
 pub(crate) const N: u32 = 2000;
-
-pub(crate) fn ready(test: &str) -> bool {
-    need_root(test) && need_tools(test, TOOLS)
-}
 
 /// Sends `file` from `ns` out of `dev` with tcpreplay (`rate` as tcpreplay
 /// options) and asserts that every frame left.
@@ -97,18 +97,14 @@ pub(crate) fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
     files.iter().map(|f| f.path.clone()).collect()
 }
 
-#[test]
-fn live_frames_are_stored_byte_for_byte_with_exact_counters() {
-    if !ready("live_frames_are_stored_byte_for_byte_with_exact_counters") {
-        return;
-    }
+wvtest!(live_frames_are_stored_byte_for_byte_with_exact_counters, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let l = Live::new("live-exact", N);
     let r = l.start(&[]);
     // VLAN and QinQ frames included: the kernel strips the outer tag, the
     // recorder must put it back exactly as it was on the wire.
     exact_run(&l, r, "live capture");
-}
+});
 
 /// Sends the standard sequence to the started recorder `r`, stops it, and checks that every
 /// frame is stored byte for byte, in order, stamped within the sending window, with exact
@@ -135,15 +131,11 @@ pub(crate) fn exact_run(l: &Live, r: Recorder, what: &str) -> Outcome {
     o
 }
 
-#[test]
-fn live_snaplen_cuts_frames_and_keeps_their_length() {
-    if !ready("live_snaplen_cuts_frames_and_keeps_their_length") {
-        return;
-    }
+wvtest!(live_snaplen_cuts_frames_and_keeps_their_length, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let l = Live::new("live-snaplen", 500);
     snaplen_run(&l, 100, &[]);
-}
+});
 
 /// Records the 500-frame sequence with `-s SNAP` and `args`: every frame cut to SNAP bytes with
 /// its original length kept, exact counters, files the peers read.
@@ -166,14 +158,10 @@ pub(crate) fn snaplen_run(l: &Live, snap: usize, args: &[&str]) {
     assert_peers_read(&paths(&files), usize::MAX);
 }
 
-#[test]
-fn live_rotation_by_size_loses_and_duplicates_nothing() {
-    if !ready("live_rotation_by_size_loses_and_duplicates_nothing") {
-        return;
-    }
+wvtest!(live_rotation_by_size_loses_and_duplicates_nothing, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     size_rotation_run("live-rot-size", &[]);
-}
+});
 
 /// Sends the standard sequence at top speed to a recorder with `--file-size 1M` and `args`:
 /// every file within the limit, enough of them, no frame lost or duplicated across them.
@@ -222,25 +210,17 @@ pub(crate) fn time_rotation_run(name: &str, file_time: &str, window: u64, args: 
     files
 }
 
-#[test]
-fn live_rotation_by_time_closes_files_at_clock_aligned_boundaries() {
-    if !ready("live_rotation_by_time_closes_files_at_clock_aligned_boundaries") {
-        return;
-    }
+wvtest!(live_rotation_by_time_closes_files_at_clock_aligned_boundaries, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     time_rotation_run("live-rot-time", "200ms", 200_000_000, &[]);
-}
+});
 
 /// Regression: with `--file-time`, the worker closed a window's file as soon
 /// as the wall clock passed the boundary, but TPACKET_V3 hands over a block
 /// up to its retire timeout (then 10 ms, now 40) later, so frames stamped just before the
 /// boundary opened a second, tiny file for the same window. The clock now
 /// closes a file only a grace period (250 ms) after its boundary.
-#[test]
-fn time_rotation_never_opens_a_second_file_for_a_closed_window() {
-    if !ready("bug_time_rotation_opens_a_second_file_for_a_closed_window") {
-        return;
-    }
+wvtest!(time_rotation_never_opens_a_second_file_for_a_closed_window, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let window = 20_000_000;
     for run in 0..4 {
@@ -252,13 +232,9 @@ fn time_rotation_never_opens_a_second_file_for_a_closed_window() {
             prev = Some(w);
         }
     }
-}
+});
 
-#[test]
-fn live_filter_stores_only_matching_frames_and_counts_the_rest() {
-    if !ready("live_filter_stores_only_matching_frames_and_counts_the_rest") {
-        return;
-    }
+wvtest!(live_filter_stores_only_matching_frames_and_counts_the_rest, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let l = Live::new("live-filter", N);
     let want: Vec<Frame> =
@@ -268,7 +244,7 @@ fn live_filter_stores_only_matching_frames_and_counts_the_rest() {
     assert_same_frames(&want, &by_tcpdump, true, "tcpdump's selection of udp port 53");
 
     filtered_run(&l, &["udp", "port", "53"], &want, want.len() as u64, "udp port 53");
-}
+});
 
 /// Records the standard sequence with `args` (a filter among them) that `want` are the
 /// matching frames of; waits for `expect` received, then checks the counters (received N,
@@ -287,14 +263,10 @@ pub(crate) fn filtered_run(l: &Live, args: &[&str], want: &[Frame], expect: u64,
     assert_peers_read(&paths(&files), usize::MAX);
 }
 
-#[test]
-fn live_sigterm_during_heavy_traffic_leaves_only_valid_files() {
-    if !ready("live_sigterm_during_heavy_traffic_leaves_only_valid_files") {
-        return;
-    }
+wvtest!(live_sigterm_during_heavy_traffic_leaves_only_valid_files, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     sigterm_under_load("live-sigterm", &["--file-size", "4M"]);
-}
+});
 
 /// Loops the standard sequence at top speed into a recorder started with `args` until it has
 /// received three sequences, stops it with SIGTERM, and checks that it exits 0 with a summary,
@@ -351,15 +323,11 @@ pub(crate) fn sigterm_under_load(name: &str, args: &[&str]) {
 
 /// Two capture workers (fanout by flow hash): every frame lands in exactly
 /// one stream, intact, and each stream keeps sending order.
-#[test]
-fn live_two_workers_store_every_frame_exactly_once() {
-    if !ready("live_two_workers_store_every_frame_exactly_once") {
-        return;
-    }
+wvtest!(live_two_workers_store_every_frame_exactly_once, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let l = Live::new("live-workers", N);
     two_workers_run(&l, &["--workers", "2"]);
-}
+});
 
 /// Records the standard sequence with `args` (two workers among them) and checks that every
 /// frame lands in exactly one of the two streams, intact, each stream in sending order.
@@ -407,11 +375,7 @@ fn seq_of(r: &Rec) -> Option<usize> {
     (s < N as usize).then_some(s)
 }
 
-#[test]
-fn live_bad_filter_exits_2_with_libpcaps_message() {
-    if !ready("live_bad_filter_exits_2_with_libpcaps_message") {
-        return;
-    }
+wvtest!(live_bad_filter_exits_2_with_libpcaps_message, needs = [root, TOOLS], |t| {
     let tmp = TempDir::new("live-bad-filter");
     let pair = VethPair::new();
     let expr = "udp port nonsense";
@@ -427,7 +391,7 @@ fn live_bad_filter_exits_2_with_libpcaps_message() {
     let msg = libpcap_filter_error(expr);
     assert!(o.stderr.contains(&msg), "stderr lacks libpcap's \"{msg}\": {}", o.stderr);
     assert!(!tmp.join("store").exists(), "a store was created for a bad filter");
-}
+});
 
 #[test]
 fn unknown_interface_exits_1_naming_it() {
@@ -445,3 +409,43 @@ fn unknown_interface_exits_1_naming_it() {
     assert!(lines[0].contains("wvnosuch0"), "message does not name the interface: {}", o.stderr);
     assert!(!tmp.join("store").exists(), "a store was created for a missing interface");
 }
+
+#[test]
+fn ring_size_is_an_option_with_bounds() {
+    for (v, what) in [("1P", "absurd"), ("1K", "too small"), ("abc", "not a size")] {
+        let s = TempDir::new("hr-ring");
+        let o = run_wirevault(&["record", "-i", "lo", "-o", s.join("s").to_str().unwrap(), "--ring-size", v]);
+        o.expect(2, &format!("--ring-size {v} ({what})"));
+        assert!(o.stderr.contains("--ring-size"), "{}", o.stderr);
+        assert!(!o.stderr.contains("unexpected argument"), "{}", o.stderr);
+        assert!(!s.join("s").exists());
+    }
+}
+
+wvtest!(ring_size_sizes_live_rings, needs = [root, "ip", "tcpreplay"], |t| {
+    let tmp = TempDir::new("hr-ring-live");
+    let pair = VethPair::new();
+    let store = tmp.join("store");
+    let mut r = Recorder::start(
+        Some(&pair.ns_b),
+        &store,
+        tmp.path(),
+        &["-i", pair.if_b, "--buffer", "64M", "-q", "--workers", "4", "--ring-size", "64M"],
+    );
+    r.wait_ready();
+    r.terminate().expect(0, "recorder with --ring-size");
+});
+
+wvtest!(deleted_interface_is_called_gone, needs = [root, "ip"], |t| {
+    let tmp = TempDir::new("hr-gone");
+    let pair = VethPair::new();
+    let store = tmp.join("store");
+    let mut r = Recorder::start(Some(&pair.ns_b), &store, tmp.path(), &["-i", pair.if_b, "--buffer", "64M", "-q"]);
+    r.wait_ready();
+    run_ok(Command::new("ip").args(["-n", &pair.ns_b, "link", "del", pair.if_b]));
+    let o = r.wait(Duration::from_secs(20));
+    assert_no_panic(&o.stderr, "deleted interface");
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("no longer exists"), "{}", o.stderr);
+    assert!(!o.stderr.contains("bring it up"), "{}", o.stderr);
+});

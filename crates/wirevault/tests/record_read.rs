@@ -2,7 +2,9 @@
 //! against libpcap (`tcpdump -r FILE -w OUT` is the expected result) and
 //! against Wireshark's readers (capinfos, tshark, editcap), on generated
 //! files and on the 830 files of tcpdump's own test suite. Also the errors
-//! a user can cause: bad filter, unreadable input, unwritable store.
+//! a user can cause: bad filter, unreadable input, unwritable store, every
+//! input checked before the store is created; and times past 2106, refused
+//! in pcap and kept in pcapng.
 //!
 //! Needs tcpdump and Wireshark's command-line tools; skips without them
 //! (fails in CI). No root needed.
@@ -12,6 +14,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
 
 const N: u32 = 2000;
 const START_NS: u64 = 1_650_000_000_123_456_000;
@@ -42,11 +48,7 @@ fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
 
 /// One input file per timestamp precision and container; each comes back
 /// with identical frames, timestamps, lengths and snaplen.
-#[test]
-fn read_round_trip_keeps_frames_timestamps_and_snaplen() {
-    if !need_tools("read_round_trip", &["tcpdump", "capinfos", "editcap"]) {
-        return;
-    }
+wvtest!(read_round_trip_keeps_frames_timestamps_and_snaplen, needs = ["tcpdump", "capinfos", "editcap"], |t| {
     let tmp = TempDir::new("read-round-trip");
     let mut sent = test_frames(N, START_NS);
     let us = tmp.join("us.pcap");
@@ -75,13 +77,9 @@ fn read_round_trip_keeps_frames_timestamps_and_snaplen() {
         }
         assert_peers_read(&paths(&files), usize::MAX);
     }
-}
+});
 
-#[test]
-fn read_rotation_by_size_loses_and_duplicates_nothing() {
-    if !need_tools("read_rotation_by_size", &["tcpdump", "capinfos"]) {
-        return;
-    }
+wvtest!(read_rotation_by_size_loses_and_duplicates_nothing, needs = ["tcpdump", "capinfos"], |t| {
     let tmp = TempDir::new("read-rotation");
     let sent = test_frames(N, START_NS);
     let input = tmp.join("sent.pcap");
@@ -99,13 +97,9 @@ fn read_rotation_by_size_loses_and_duplicates_nothing() {
     }
     assert_same_frames(&sent, &stream_records(&files, 0), true, "frames across rotation");
     assert_peers_read(&paths(&files), 20);
-}
+});
 
-#[test]
-fn read_filter_stores_what_tcpdump_selects_and_counts_the_rest() {
-    if !need_tools("read_filter", &["tcpdump", "capinfos"]) {
-        return;
-    }
+wvtest!(read_filter_stores_what_tcpdump_selects_and_counts_the_rest, needs = ["tcpdump", "capinfos"], |t| {
     let tmp = TempDir::new("read-filter");
     let sent = test_frames(N, START_NS);
     let input = tmp.join("sent.pcap");
@@ -124,15 +118,11 @@ fn read_filter_stores_what_tcpdump_selects_and_counts_the_rest() {
     let files = check_store(&store);
     assert_same_frames(&recs_as_frames(&want), &stream_records(&files, 0), true, "udp port 53");
     assert_peers_read(&paths(&files), usize::MAX);
-}
+});
 
 /// `--format pcapng` files open in tshark and capinfos, and Wireshark's
 /// reader (editcap to nanosecond pcap) finds the same frames and timestamps.
-#[test]
-fn pcapng_output_holds_the_same_frames() {
-    if !need_tools("pcapng_output", &["tshark", "capinfos", "editcap", "tcpdump"]) {
-        return;
-    }
+wvtest!(pcapng_output_holds_the_same_frames, needs = ["tshark", "capinfos", "editcap", "tcpdump"], |t| {
     let tmp = TempDir::new("read-pcapng");
     let mut sent = test_frames(N, START_NS);
     for (i, f) in sent.iter_mut().enumerate() {
@@ -167,17 +157,10 @@ fn pcapng_output_holds_the_same_frames() {
         by_wireshark.extend(read_capture(&conv).1);
     }
     assert_same_frames(&sent, &by_wireshark, true, "pcapng (Wireshark's reader)");
-}
+});
 
 // ---------------------------------------------------------------------------
 // tcpdump's test corpus
-
-fn corpus() -> Option<Vec<PathBuf>> {
-    let dir = corpus_dir("record_read corpus")?;
-    let mut v: Vec<PathBuf> = fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
-    v.sort();
-    Some(v)
-}
 
 /// The link type of a capture's first packet, per our reader.
 fn first_linktype(p: &Path) -> Option<u32> {
@@ -190,12 +173,8 @@ fn first_linktype(p: &Path) -> Option<u32> {
 /// back with exactly the frames libpcap reads from it: same bytes, caplen,
 /// origlen, timestamp (µs sources at µs precision, ns sources at ns) and
 /// snaplen. The store keeps input order, so frames map back to their file.
-#[test]
-fn corpus_ethernet_files_round_trip_like_tcpdump() {
-    if !need_tools("corpus_ethernet_round_trip", &["tcpdump", "capinfos"]) {
-        return;
-    }
-    let Some(all) = corpus() else { return };
+wvtest!(corpus_ethernet_files_round_trip_like_tcpdump, needs = ["tcpdump", "capinfos", corpus], |t| {
+    let all = t.corpus_files();
     let tmp = TempDir::new("corpus-eth");
     // Files without packets (or that our reader rejects) go to tcpdump too,
     // which decides by the header's link type.
@@ -275,17 +254,13 @@ fn corpus_ethernet_files_round_trip_like_tcpdump() {
     assert!(bad.is_empty(), "{} files differ from tcpdump:\n{}", bad.len(), bad.join("\n"));
     assert_eq!(got.len(), total);
     assert_peers_read(&paths(&files), 0);
-}
+});
 
 /// All 830 files of the corpus (every link type, crash reproducers among
 /// them) go through `--read` without a panic; whatever is reported names
 /// its file; whatever is stored is valid.
-#[test]
-fn corpus_every_file_reads_without_panic() {
-    if !need_tools("corpus_every_file", &["capinfos"]) {
-        return;
-    }
-    let Some(all) = corpus() else { return };
+wvtest!(corpus_every_file_reads_without_panic, needs = ["capinfos", corpus], |t| {
+    let all = t.corpus_files();
     let tmp = TempDir::new("corpus-all");
     let store = tmp.join("store");
     let o = record_read(&store, &all, &[], &[]);
@@ -329,16 +304,12 @@ fn corpus_every_file_reads_without_panic() {
     });
     assert!(linktypes.len() > 10, "link types stored: {linktypes:?}");
     assert_peers_read(&paths(&files), 0);
-}
+});
 
 // ---------------------------------------------------------------------------
 // Errors a user can cause
 
-#[test]
-fn bad_filter_exits_2_with_libpcaps_message() {
-    if !need_tools("bad_filter", &["tcpdump"]) {
-        return;
-    }
+wvtest!(bad_filter_exits_2_with_libpcaps_message, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("bad-filter");
     let input = tmp.join("in.pcap");
     write_pcap(&input, 1, 65535, false, &test_frames(10, START_NS));
@@ -352,7 +323,7 @@ fn bad_filter_exits_2_with_libpcaps_message() {
         assert_eq!(o.stderr.lines().count(), 1, "{expr}: one line expected: {}", o.stderr);
         assert!(!store.exists(), "{expr}: store created for a bad filter");
     }
-}
+});
 
 #[test]
 fn store_under_a_regular_file_is_a_clear_error() {
@@ -490,11 +461,7 @@ fn count_limit_on_files_reads_no_further() {
 /// interfaces differ in link type, so the files are not merged into one),
 /// and `query` returns every packet, per link type as tshark selects it
 /// from the input.
-#[test]
-fn interleaved_link_types_make_one_file_each_and_lose_nothing() {
-    if !need_tools("interleaved_link_types", &["tshark", "tcpdump"]) {
-        return;
-    }
+wvtest!(interleaved_link_types_make_one_file_each_and_lose_nothing, needs = ["tshark", "tcpdump"], |t| {
     let tmp = TempDir::new("read-linktypes");
     let input = tmp.join("two.pcapng");
     let n = 300;
@@ -526,17 +493,13 @@ fn interleaved_link_types_make_one_file_each_and_lose_nothing() {
         let by_tshark = String::from_utf8_lossy(&o.stdout).lines().count();
         assert_eq!(got.len(), by_tshark, "query udp port {port} against tshark on interface {iface}");
     }
-}
+});
 
 /// The test sequence's own frames are what they claim: tshark, checking every IPv4 and UDP
 /// checksum (IPv6's mandatory one included), finds none bad and no malformed IPv6 frame (the
 /// DNS payloads are noise on purpose), and every IPv6 frame (jumbo ones among them) carries a
 /// good UDP checksum.
-#[test]
-fn test_frames_are_valid_as_tshark_checks_them() {
-    if !need_tools("test_frames_are_valid_as_tshark_checks_them", &["tshark"]) {
-        return;
-    }
+wvtest!(test_frames_are_valid_as_tshark_checks_them, needs = ["tshark"], |t| {
     let tmp = TempDir::new("test-frames-valid");
     let file = tmp.join("frames.pcap");
     write_pcap(&file, 1, 65535, true, &test_frames(N, START_NS));
@@ -558,4 +521,93 @@ fn test_frames_are_valid_as_tshark_checks_them() {
     assert_eq!(count("ipv6 && udp.checksum.status == \"Good\""), want, "IPv6 frames with a good UDP checksum");
     assert!(count("ipv6 && frame.len >= 9000") > 0, "no jumbo IPv6 frame in the sequence");
     assert!(count("vlan && ipv6 && frame.len >= 9000") > 0, "no tagged jumbo IPv6 frame in the sequence");
+});
+
+#[test]
+fn record_read_checks_every_input_before_creating_the_store() {
+    let tmp = TempDir::new("hr-read-check");
+    let good = tmp.join("good.pcap");
+    write_pcap(&good, 1, 65535, false, &test_frames(10, 1_700_000_000_000_000_000));
+    for inputs in [vec!["/etc/passwd"], vec![good.to_str().unwrap(), "/etc/passwd"]] {
+        let s = tmp.join("new");
+        let mut args = vec!["record", "-r"];
+        args.extend(inputs.iter());
+        args.extend(["-o", s.to_str().unwrap(), "-q"]);
+        let o = run_wirevault(&args);
+        o.expect(1, "record -r /etc/passwd"); // not a capture file: exit 1 (issue 44)
+        assert!(o.stderr.contains("/etc/passwd"), "{}", o.stderr);
+        assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
+        assert!(!s.exists(), "a store was created for a non-capture input");
+    }
+    // Standard input still works.
+    let s = tmp.join("stdin");
+    let o = Outcome::from_output(
+        wirevault()
+            .args(["record", "-r", "-", "-o", s.to_str().unwrap(), "-q", "--buffer", "64M"])
+            .stdin(fs::File::open(&good).unwrap())
+            .output()
+            .unwrap(),
+    );
+    o.expect(0, "record -r - < good.pcap");
+    assert_eq!(final_counters(&s).written, 10);
 }
+
+wvtest!(times_past_2106_are_refused_in_pcap_and_kept_in_pcapng, needs = ["tcpdump", corpus], |t| {
+    let input = t.corpus_file("time_2106_overflow.pcapng");
+    let tmp = TempDir::new("hs2-2106");
+    let count = |store: &Path, range: &[&str]| -> u64 {
+        let mut a = vec!["query", s(store), "--count"];
+        a.extend_from_slice(range);
+        let o = run_wirevault(&a);
+        o.expect(0, &format!("query {range:?}"));
+        o.stdout.trim().parse().unwrap()
+    };
+    let stored = |store: &Path| -> u64 {
+        fs::read_dir(store.join("stream-000"))
+            .map(|d| {
+                d.map(|e| e.unwrap().path())
+                    .filter(|p| !p.to_string_lossy().ends_with(".idx"))
+                    .map(|p| tcpdump_count(&p, ""))
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let limit = (u32::MAX as u64 + 1) * 1_000_000_000;
+    for format in ["pcap", "pcapng"] {
+        let store = tmp.join(format);
+        let o = run_wirevault(&["record", "-r", s(&input), "-o", s(&store), "-q", "--format", format]);
+        o.expect(0, &format!("record --format {format}"));
+        // The catalog holds the times the stored records hold.
+        for e in catalog(&store) {
+            let (_, recs) = read_capture(&store.join(e["file"].as_str().unwrap()));
+            for r in recs {
+                let (lo, hi) = (e["first_ns"].as_u64().unwrap(), e["last_ns"].as_u64().unwrap());
+                assert!(
+                    lo <= r.ts_ns && r.ts_ns <= hi,
+                    "{format}: a stored time {} outside the catalog's {e}",
+                    r.ts_ns
+                );
+            }
+        }
+        let c = final_counters(&store);
+        let in_file = tcpdump_count(&input, "");
+        assert_eq!(c.received, in_file);
+        let on_disk = stored(&store);
+        assert_eq!(c.written, on_disk, "{format}: written vs stored");
+        assert_eq!(count(&store, &[]), on_disk, "{format}");
+        assert_eq!(count(&store, &["--from", "0", "--to", "100"]), 0, "{format}: a wrapped time");
+        let late = count(&store, &["--from", "2106-02-07T06:28:16Z"]);
+        if format == "pcap" {
+            assert_eq!(c.timestamp_range, in_file, "{format}: the packet past 2106 is counted as a drop");
+            assert!(o.stderr.contains("--format pcapng"), "{}", o.stderr);
+            assert_eq!(late, 0);
+        } else {
+            assert_eq!(c.timestamp_range, 0);
+            assert_eq!(late, on_disk, "pcapng keeps the time");
+        }
+        // The catalog holds what the files hold.
+        for e in catalog(&store) {
+            assert!(e["first_ns"].as_u64().unwrap() >= limit, "{format}: {e}");
+        }
+    }
+});

@@ -64,11 +64,7 @@ fn tcpdump_reads(tmp: &TempDir, n: usize) {
     assert_eq!(total, n, "packets tcpdump reads from the store");
 }
 
-#[test]
-fn dedup_from_a_file_drops_copies_within_the_window_exactly() {
-    if !need_tools("dedup_from_a_file_drops_copies_within_the_window_exactly", &["tcpdump"]) {
-        return;
-    }
+wvtest!(dedup_from_a_file_drops_copies_within_the_window_exactly, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("dedup-file");
     let base = test_frames(600, 1_700_000_000_000_000_000);
     // Every third frame is copied 10 us later (inside a 1 ms window: not
@@ -126,7 +122,7 @@ fn dedup_from_a_file_drops_copies_within_the_window_exactly() {
     o.expect(0, "record");
     assert_eq!(got.len(), all.len());
     assert_eq!(final_counters(&tmp2.join("store")).deduplicated, 0);
-}
+});
 
 /// The cutoff rule, written out independently of the recorder's table:
 /// per connection (both directions), a frame is kept when the connection's
@@ -156,11 +152,7 @@ fn expected_cut(frames: &[Frame], limit: u64) -> Vec<bool> {
         .collect()
 }
 
-#[test]
-fn flow_cutoff_from_a_file_keeps_the_first_bytes_of_each_connection() {
-    if !need_tools("flow_cutoff_from_a_file_keeps_the_first_bytes_of_each_connection", &["tcpdump"]) {
-        return;
-    }
+wvtest!(flow_cutoff_from_a_file_keeps_the_first_bytes_of_each_connection, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("cutoff-file");
     let (c1, s1) = (([10, 0, 0, 1], 40001), ([10, 0, 0, 2], 80));
     let (c2, s2) = (([10, 0, 0, 3], 40002), ([10, 0, 0, 2], 443));
@@ -243,7 +235,7 @@ fn flow_cutoff_from_a_file_keeps_the_first_bytes_of_each_connection() {
     assert!(got.len() >= want_min, "a full table kept {} of the {want_min} frames the rule keeps", got.len());
     assert!(stats(&tmp2.join("store"))["flows_evicted"].as_u64().unwrap() > 0);
     final_counters(&tmp2.join("store"));
-}
+});
 
 #[test]
 fn bad_reduce_options_are_one_sentence_and_exit_2() {
@@ -265,16 +257,10 @@ fn bad_reduce_options_are_one_sentence_and_exit_2() {
     }
 }
 
-#[test]
-fn live_frames_sent_twice_are_stored_once() {
-    if !(need_root("live_frames_sent_twice_are_stored_once")
-        && need_tools("live_frames_sent_twice_are_stored_once", &["ip", "tcpreplay", "tcpdump"]))
-    {
-        return;
-    }
+wvtest!(live_frames_sent_twice_are_stored_once, needs = [root, "ip", "tcpreplay", "tcpdump"], |t| {
     let _g = heavy_lock();
     live_dedup_run("dedup-live", &[]);
-}
+});
 
 /// Sends every frame twice over a veth to a recorder with `--dedup 500ms`
 /// and `extra`; asserts that each is stored once and counted once as
@@ -313,16 +299,10 @@ pub(crate) fn live_dedup_run(name: &str, extra: &[&str]) -> (TempDir, Vec<Stored
     (tmp, files)
 }
 
-#[test]
-fn live_tcp_transfer_is_cut_where_the_rule_says() {
-    if !(need_root("live_tcp_transfer_is_cut_where_the_rule_says")
-        && need_tools("live_tcp_transfer_is_cut_where_the_rule_says", &["ip", "tcpdump", "python3"]))
-    {
-        return;
-    }
+wvtest!(live_tcp_transfer_is_cut_where_the_rule_says, needs = [root, "ip", "tcpdump", "python3"], |t| {
     let _g = heavy_lock();
     live_cutoff_run("cutoff-live", &[]);
-}
+});
 
 /// Three TCP transfers (200 KB, 5 KB, 60 KB) over a veth to a recorder with
 /// `--flow-cutoff 20000` and `extra`, tcpdump beside it as the oracle: the

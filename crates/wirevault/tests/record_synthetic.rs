@@ -52,11 +52,7 @@ fn paths(files: &[StoredFile]) -> Vec<PathBuf> {
     files.iter().map(|f| f.path.clone()).collect()
 }
 
-#[test]
-fn count_is_exact_across_size_rotation() {
-    if !need_tools("count_is_exact_across_size_rotation", &["capinfos", "tcpdump"]) {
-        return;
-    }
+wvtest!(count_is_exact_across_size_rotation, needs = ["capinfos", "tcpdump"], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("synth-count");
     let store = tmp.join("store");
@@ -81,7 +77,7 @@ fn count_is_exact_across_size_rotation() {
     assert_sequence(&recs, 0, &IMIX, u32::MAX);
     assert!(recs[0].ts_ns >= t0 && recs.last().unwrap().ts_ns <= t1, "timestamps outside the run");
     assert_peers_read(&paths(&files), 3);
-}
+});
 
 #[test]
 fn count_option_stops_after_exactly_n_packets() {
@@ -103,11 +99,7 @@ fn count_option_stops_after_exactly_n_packets() {
 
 /// Regression: `-s`/`--snaplen` was ignored with `--synthetic` (and
 /// `--read`): frames were stored whole with a header snaplen of 262144.
-#[test]
-fn snaplen_cuts_frames_and_keeps_their_length() {
-    if !need_tools("snaplen", &["capinfos", "tcpdump"]) {
-        return;
-    }
+wvtest!(snaplen_cuts_frames_and_keeps_their_length, needs = ["capinfos", "tcpdump"], |t| {
     let tmp = TempDir::new("synth-snaplen");
     let store = tmp.join("store");
     synth(&store, "size=1514,count=1000", &["-s", "100"]).expect(0, "-s 100");
@@ -117,13 +109,9 @@ fn snaplen_cuts_frames_and_keeps_their_length() {
     }
     assert_sequence(&stream_records(&files, 0), 0, &[1514], 100);
     assert_peers_read(&paths(&files), usize::MAX);
-}
+});
 
-#[test]
-fn rotation_by_time_closes_files_at_clock_aligned_boundaries() {
-    if !need_tools("rotation_by_time", &["capinfos"]) {
-        return;
-    }
+wvtest!(rotation_by_time_closes_files_at_clock_aligned_boundaries, needs = ["capinfos"], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("synth-time");
     let store = tmp.join("store");
@@ -145,48 +133,53 @@ fn rotation_by_time_closes_files_at_clock_aligned_boundaries() {
     assert_eq!(recs.len() as u64, c.written);
     assert_sequence(&recs, 0, &[590], u32::MAX);
     assert_peers_read(&paths(&files), 0);
-}
+});
 
-#[test]
-fn pcapng_output_opens_in_wireshark_tools_with_the_same_frames() {
-    if !need_tools("pcapng_output", &["capinfos", "tcpdump", "tshark", "editcap"]) {
-        return;
+wvtest!(
+    pcapng_output_opens_in_wireshark_tools_with_the_same_frames,
+    needs = ["capinfos", "tcpdump", "tshark", "editcap"],
+    |t| {
+        let tmp = TempDir::new("synth-pcapng");
+        let store = tmp.join("store");
+        synth(&store, "size=imix,count=30k", &["--format", "pcapng", "--file-size", "4M"]).expect(0, "pcapng");
+        let files = check_store(&store);
+        assert!(files.len() >= 2);
+        let ours = stream_records(&files, 0);
+        assert_sequence(&ours, 0, &IMIX, u32::MAX);
+        assert_peers_read(&paths(&files), usize::MAX);
+        let mut theirs = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            assert_eq!(f.format, wv_wire::reader::Format::Pcapng);
+            let out = run_ok(Command::new("tshark").args(["-n", "-r"]).arg(&f.path).args([
+                "-T",
+                "fields",
+                "-e",
+                "frame.len",
+            ]));
+            let lens: Vec<u32> =
+                String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().parse().unwrap()).collect();
+            let want: Vec<u32> = f.records.iter().map(|r| r.origlen).collect();
+            assert_eq!(lens, want, "tshark's frame lengths of {}", f.path.display());
+            let conv = tmp.join(format!("conv-{i}.pcap"));
+            run_ok(Command::new("editcap").args(["-F", "nsecpcap"]).arg(&f.path).arg(&conv));
+            theirs.extend(read_capture(&conv).1);
+        }
+        assert_eq!(ours.len(), theirs.len());
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert_eq!(a.data, b.data, "frame {i} as Wireshark reads it");
+            assert_eq!(
+                (a.ts_ns, a.origlen),
+                (b.ts_ns, b.origlen),
+                "frame {i}: timestamp, origlen as Wireshark reads them"
+            );
+        }
     }
-    let tmp = TempDir::new("synth-pcapng");
-    let store = tmp.join("store");
-    synth(&store, "size=imix,count=30k", &["--format", "pcapng", "--file-size", "4M"]).expect(0, "pcapng");
-    let files = check_store(&store);
-    assert!(files.len() >= 2);
-    let ours = stream_records(&files, 0);
-    assert_sequence(&ours, 0, &IMIX, u32::MAX);
-    assert_peers_read(&paths(&files), usize::MAX);
-    let mut theirs = Vec::new();
-    for (i, f) in files.iter().enumerate() {
-        assert_eq!(f.format, wv_wire::reader::Format::Pcapng);
-        let out =
-            run_ok(Command::new("tshark").args(["-n", "-r"]).arg(&f.path).args(["-T", "fields", "-e", "frame.len"]));
-        let lens: Vec<u32> = String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().parse().unwrap()).collect();
-        let want: Vec<u32> = f.records.iter().map(|r| r.origlen).collect();
-        assert_eq!(lens, want, "tshark's frame lengths of {}", f.path.display());
-        let conv = tmp.join(format!("conv-{i}.pcap"));
-        run_ok(Command::new("editcap").args(["-F", "nsecpcap"]).arg(&f.path).arg(&conv));
-        theirs.extend(read_capture(&conv).1);
-    }
-    assert_eq!(ours.len(), theirs.len());
-    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-        assert_eq!(a.data, b.data, "frame {i} as Wireshark reads it");
-        assert_eq!((a.ts_ns, a.origlen), (b.ts_ns, b.origlen), "frame {i}: timestamp, origlen as Wireshark reads them");
-    }
-}
+);
 
 /// SIGTERM while the unpaced generator runs flat out: exit 0, a summary,
 /// balanced counters, no `.part` file, only valid files, and since the
 /// generator waits for the store instead of dropping, an unbroken sequence.
-#[test]
-fn sigterm_under_full_load_leaves_only_valid_files() {
-    if !need_tools("sigterm_under_full_load", &["capinfos", "tcpdump"]) {
-        return;
-    }
+wvtest!(sigterm_under_full_load_leaves_only_valid_files, needs = ["capinfos", "tcpdump"], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("synth-sigterm");
     let store = tmp.join("store");
@@ -209,7 +202,7 @@ fn sigterm_under_full_load_leaves_only_valid_files() {
     assert_eq!(recs.len() as u64, c.written);
     assert_sequence(&recs, 0, &[1514], u32::MAX);
     assert_peers_read(&paths(&files), 2);
-}
+});
 
 /// A 20 MiB tmpfs mounted for one test, unmounted on drop.
 struct SmallFs(PathBuf);
@@ -231,13 +224,7 @@ impl Drop for SmallFs {
 /// Disk full: exit 3 with one clear message, every closed file valid and
 /// in the catalog, the unwritten rest counted as write errors, and the
 /// stored frames an unbroken prefix of the generated sequence.
-#[test]
-fn disk_full_exits_3_and_leaves_valid_files() {
-    if !need_root("disk_full_exits_3_and_leaves_valid_files")
-        || !need_tools("disk_full", &["mount", "umount", "capinfos"])
-    {
-        return;
-    }
+wvtest!(disk_full_exits_3_and_leaves_valid_files, needs = [root, "mount", "umount", "capinfos"], |t| {
     let tmp = TempDir::new("synth-full");
     let fs = SmallFs::mount(tmp.join("fs"), "20M");
     let store = fs.0.join("store");
@@ -252,7 +239,7 @@ fn disk_full_exits_3_and_leaves_valid_files() {
     assert_eq!(recs.len() as u64, c.written, "written counter vs frames on disk");
     assert_sequence(&recs, 0, &[1514], u32::MAX);
     assert_peers_read(&paths(&files), 1);
-}
+});
 
 #[test]
 fn duration_stops_the_recording() {
@@ -267,11 +254,7 @@ fn duration_stops_the_recording() {
     check_store(&store);
 }
 
-#[test]
-fn bad_options_exit_2_with_one_sentence() {
-    if !need_tools("bad_options", &["tcpdump"]) {
-        return;
-    }
+wvtest!(bad_options_exit_2_with_one_sentence, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("synth-bad");
     let store = tmp.join("store");
     let cases: &[(&str, &[&str], &str)] = &[
@@ -298,7 +281,7 @@ fn bad_options_exit_2_with_one_sentence() {
     let msg = libpcap_filter_error(expr);
     assert!(o.stderr.contains(&msg), "stderr lacks libpcap's \"{msg}\": {}", o.stderr);
     assert_eq!(o.stderr.lines().count(), 1, "one line expected: {}", o.stderr);
-}
+});
 
 /// `-o` given twice with different directories (an n2disk user's way to
 /// name a second disk) is refused in one sentence pointing to `--volume`,
@@ -390,8 +373,7 @@ fn rfc3339_ns(t: &str) -> u64 {
 /// The summary lists the drop causes its recording can have: a synthetic or `--read`
 /// recording no kernel and no AF_XDP causes, a pcapng one no "time past pcap's range", an
 /// AF_PACKET recording the kernel's but no AF_XDP causes (before: all eight, every time).
-#[test]
-fn the_summary_lists_only_the_drop_causes_of_its_source() {
+wvtest!(the_summary_lists_only_the_drop_causes_of_its_source, |t| {
     let tmp = TempDir::new("summary-causes");
     let summary = |o: &Outcome| -> String {
         o.stderr.lines().find(|l| l.contains("packets received")).unwrap_or_else(|| panic!("{}", o.stderr)).to_owned()
@@ -411,7 +393,7 @@ fn the_summary_lists_only_the_drop_causes_of_its_source() {
     let o = run_wirevault(&["record", "-r", file.to_str().unwrap(), "-o", tmp.join("c").to_str().unwrap(), "-q"]);
     let s = summary(o.expect(0, "--read"));
     assert!(!s.contains("kernel") && !s.contains("AF_XDP"), "{s}");
-    if !need_root("the_summary_lists_only_the_drop_causes_of_its_source (live part)") {
+    if !t.has_root("live part") {
         return;
     }
     let pair = VethPair::new();
@@ -426,4 +408,4 @@ fn the_summary_lists_only_the_drop_causes_of_its_source() {
     for gone in xdp {
         assert!(!s.contains(gone), "{gone}: {s}");
     }
-}
+});

@@ -5,8 +5,8 @@
 //! tcpreplay, tcpdump and capinfos; skips without them (fails in CI).
 
 use crate::record_live::{
-    exact_run, filtered_run, ready, sigterm_under_load, size_rotation_run, snaplen_run, time_rotation_run,
-    two_workers_run, Live, N,
+    exact_run, filtered_run, sigterm_under_load, size_rotation_run, snaplen_run, time_rotation_run, two_workers_run,
+    Live, N, TOOLS,
 };
 use crate::util::*;
 use std::process::Command;
@@ -17,11 +17,7 @@ fn link_line(ns: &str, dev: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[test]
-fn xdp_frames_are_stored_byte_for_byte_with_exact_counters() {
-    if !ready("xdp_frames_are_stored_byte_for_byte_with_exact_counters") {
-        return;
-    }
+wvtest!(xdp_frames_are_stored_byte_for_byte_with_exact_counters, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let l = Live::new("xdp-exact", N);
     let r = l.start(&["--source", "xdp"]);
@@ -46,26 +42,18 @@ fn xdp_frames_are_stored_byte_for_byte_with_exact_counters() {
     // The BPF link went with the process: the host has its interface back.
     let line = link_line(&l.pair.ns_b, l.pair.if_b);
     assert!(!line.contains("xdp"), "the XDP program outlived the recorder: {line}");
-}
+});
 
 /// Rotation by size and by time, as on AF_PACKET: no frame lost or duplicated across files, no
 /// file past `--file-size` or across a `--file-time` boundary (AF_XDP frames are stamped one by
 /// one by the XDP program, so the window of each is its own).
-#[test]
-fn xdp_rotates_by_size_and_time_losing_nothing() {
-    if !ready("xdp_rotates_by_size_and_time_losing_nothing") {
-        return;
-    }
+wvtest!(xdp_rotates_by_size_and_time_losing_nothing, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     size_rotation_run("xdp-rot-size", &["--source", "xdp"]);
     time_rotation_run("xdp-rot-time", "200ms", 200_000_000, &["--source", "xdp"]);
-}
+});
 
-#[test]
-fn xdp_filter_runs_in_user_space_and_counts_the_rest() {
-    if !ready("xdp_filter_runs_in_user_space_and_counts_the_rest") {
-        return;
-    }
+wvtest!(xdp_filter_runs_in_user_space_and_counts_the_rest, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let l = Live::new("xdp-filter", N);
     // libpcap (tcpdump -r) decides which frames match; VLAN-tagged frames are in the file as on
@@ -76,27 +64,19 @@ fn xdp_filter_runs_in_user_space_and_counts_the_rest() {
         by_tcpdump.into_iter().map(|r| Frame { ts_ns: r.ts_ns, origlen: r.origlen, data: r.data }).collect();
     assert!(!want.is_empty() && want.len() < N as usize, "{} of {N} frames match", want.len());
     filtered_run(&l, &["--source", "xdp", expr], &want, N as u64, expr);
-}
+});
 
 /// `-s 4000` cuts frames inside their third 2 KiB chunk (frames of up to four chunks are handed
 /// over in parts, longer ones gathered first): the stored bytes and original lengths are exact.
-#[test]
-fn xdp_snaplen_cuts_multi_chunk_frames_exactly() {
-    if !ready("xdp_snaplen_cuts_multi_chunk_frames_exactly") {
-        return;
-    }
+wvtest!(xdp_snaplen_cuts_multi_chunk_frames_exactly, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let l = Live::new("xdp-snaplen", 500);
     snaplen_run(&l, 4000, &["--source", "xdp"]);
-}
+});
 
 /// A second recorder cannot attach its program where one is attached: one sentence, exit 1,
 /// and the first recorder goes on undisturbed.
-#[test]
-fn xdp_refuses_with_one_sentence_when_the_program_cannot_attach() {
-    if !ready("xdp_refuses_with_one_sentence_when_the_program_cannot_attach") {
-        return;
-    }
+wvtest!(xdp_refuses_with_one_sentence_when_the_program_cannot_attach, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let l = Live::new("xdp-busy", 10);
     let first = l.start(&["--source", "xdp"]);
@@ -118,25 +98,17 @@ fn xdp_refuses_with_one_sentence_when_the_program_cannot_attach() {
     l.send_and_stop(first, &["--topspeed"], 10);
     let c = final_counters(&l.store());
     assert_eq!((c.received, c.written, c.drops()), (10, 10, 0));
-}
+});
 
 /// A veth with two receive queues: two workers, one socket per queue in one XSKMAP; every frame
 /// is stored exactly once, in order within its stream.
-#[test]
-fn xdp_two_queues_two_workers_store_every_frame_exactly_once() {
-    if !ready("xdp_two_queues_two_workers_store_every_frame_exactly_once") {
-        return;
-    }
+wvtest!(xdp_two_queues_two_workers_store_every_frame_exactly_once, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let l = Live::with_queues("xdp-queues", N, 2);
     two_workers_run(&l, &["--workers", "2", "--source", "xdp"]);
-}
+});
 
-#[test]
-fn xdp_needs_one_worker_per_receive_queue() {
-    if !ready("xdp_needs_one_worker_per_receive_queue") {
-        return;
-    }
+wvtest!(xdp_needs_one_worker_per_receive_queue, needs = [root, TOOLS], |t| {
     let tmp = TempDir::new("xdp-queues");
     let pair = VethPair::new();
     let o = Outcome::from_output(
@@ -158,16 +130,12 @@ fn xdp_needs_one_worker_per_receive_queue() {
     );
     o.expect(2, "--source xdp without -i");
     assert!(o.stderr.contains("give -i IF"), "{}", o.stderr);
-}
+});
 
 /// Under load with a small UMEM (--ring-size 8M: 2048 chunks), stopped by SIGTERM mid-stream:
 /// the counters balance (every drop counted by cause: kernel, fill_ring, xsk_other), every stored frame is
 /// a sent frame, intact and in order, and the files are valid.
-#[test]
-fn xdp_sigterm_under_load_balances_and_leaves_valid_files() {
-    if !ready("xdp_sigterm_under_load_balances_and_leaves_valid_files") {
-        return;
-    }
+wvtest!(xdp_sigterm_under_load_balances_and_leaves_valid_files, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     sigterm_under_load("xdp-sigterm", &["--source", "xdp", "--ring-size", "8M", "--file-size", "4M"]);
-}
+});

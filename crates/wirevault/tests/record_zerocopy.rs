@@ -8,15 +8,11 @@
 //! root, tcpreplay, tcpdump, capinfos and tshark; skips without them
 //! (fails in CI).
 
-use crate::record_live::{assert_ts_in_window, paths, replay, Live, N};
+use crate::record_live::{assert_ts_in_window, paths, replay, Live, N, TOOLS};
 use crate::util::*;
 use std::process::{Command, Stdio};
 
 const ZC: &[&str] = &["--format", "pcapng", "--zero-copy"];
-
-fn ready(test: &str) -> bool {
-    crate::record_live::ready(test) && need_tools(test, &["tshark"])
-}
 
 fn zc(extra: &[&str]) -> Vec<&'static str> {
     let mut v: Vec<&'static str> = ZC.to_vec();
@@ -83,11 +79,7 @@ fn assert_index_rebuilds_the_same(files: &[StoredFile], tmp: &std::path::Path) {
     }
 }
 
-#[test]
-fn zero_copy_stores_live_frames_byte_for_byte() {
-    if !ready("zero_copy_stores_live_frames_byte_for_byte") {
-        return;
-    }
+wvtest!(zero_copy_stores_live_frames_byte_for_byte, needs = [root, TOOLS, "tshark"], |t| {
     let _g = heavy_lock();
     let l = Live::new("zc-exact", N);
     // tcpdump beside it, on the same interface.
@@ -130,13 +122,9 @@ fn zero_copy_stores_live_frames_byte_for_byte() {
     for (a, b) in by_query.iter().zip(&by_tcpdump) {
         assert!(a.data == b.data && a.ts_ns == b.ts_ns);
     }
-}
+});
 
-#[test]
-fn zero_copy_snaplen_and_filter() {
-    if !ready("zero_copy_snaplen_and_filter") {
-        return;
-    }
+wvtest!(zero_copy_snaplen_and_filter, needs = [root, TOOLS, "tshark"], |t| {
     let _g = heavy_lock();
     let l = Live::new("zc-snaplen", 500);
     let r = l.start(&zc(&["-s", "100"]));
@@ -166,13 +154,9 @@ fn zero_copy_snaplen_and_filter() {
     );
     let files = check_store(&l.store());
     assert_same_frames(&want, &stream_records(&files, 0), false, "filtered zero-copy capture");
-}
+});
 
-#[test]
-fn zero_copy_rotates_by_size_and_time_losing_nothing() {
-    if !ready("zero_copy_rotates_by_size_and_time_losing_nothing") {
-        return;
-    }
+wvtest!(zero_copy_rotates_by_size_and_time_losing_nothing, needs = [root, TOOLS, "tshark"], |t| {
     let _g = heavy_lock();
     let l = Live::new("zc-rot-size", N);
     let r = l.start(&zc(&["--file-size", "1M"]));
@@ -212,13 +196,9 @@ fn zero_copy_rotates_by_size_and_time_losing_nothing() {
     assert_libpcap_agrees(&files, l.tmp.path());
     assert_peers_read(&paths(&files), usize::MAX);
     assert_index_rebuilds_the_same(&files, l.tmp.path());
-}
+});
 
-#[test]
-fn zero_copy_two_workers_store_every_frame_exactly_once() {
-    if !ready("zero_copy_two_workers_store_every_frame_exactly_once") {
-        return;
-    }
+wvtest!(zero_copy_two_workers_store_every_frame_exactly_once, needs = [root, TOOLS, "tshark"], |t| {
     let _g = heavy_lock();
     let l = crate::record_live::Live::new("zc-workers", crate::record_live::N);
     let args: Vec<&str> = ["--workers", "2"].iter().chain(ZC).copied().collect();
@@ -229,14 +209,10 @@ fn zero_copy_two_workers_store_every_frame_exactly_once() {
         assert_eq!(f.entry["path"], "zero-copy", "{}", f.path.display());
     }
     assert_tshark_reads(&files);
-}
+});
 
 /// `--dedup` on the zero-copy path: the second copy's EPB becomes a skip block.
-#[test]
-fn zero_copy_dedup_stores_each_frame_once() {
-    if !ready("zero_copy_dedup_stores_each_frame_once") {
-        return;
-    }
+wvtest!(zero_copy_dedup_stores_each_frame_once, needs = [root, TOOLS, "tshark"], |t| {
     let _g = heavy_lock();
     let (_tmp, files) = crate::record_reduce::live_dedup_run("zc-dedup", ZC);
     for f in &files {
@@ -244,34 +220,28 @@ fn zero_copy_dedup_stores_each_frame_once() {
     }
     assert_peers_read(&paths(&files), usize::MAX);
     assert_tshark_reads(&files);
-}
+});
 
 /// `--flow-cutoff` on the zero-copy path: a connection's frames past the cutoff become
 /// skip blocks; what is kept, the counters and `query` are those of the copy path's test.
-#[test]
-fn zero_copy_flow_cutoff_keeps_the_first_bytes_of_each_connection() {
-    if !(ready("zero_copy_flow_cutoff_keeps_the_first_bytes_of_each_connection")
-        && need_tools("zero_copy_flow_cutoff_keeps_the_first_bytes_of_each_connection", &["python3"]))
-    {
-        return;
+wvtest!(
+    zero_copy_flow_cutoff_keeps_the_first_bytes_of_each_connection,
+    needs = [root, TOOLS, "tshark", "python3"],
+    |t| {
+        let _g = heavy_lock();
+        let (_tmp, files) = crate::record_reduce::live_cutoff_run("zc-cutoff", ZC);
+        for f in &files {
+            assert_eq!(f.entry["path"], "zero-copy", "{}", f.path.display());
+        }
+        assert_peers_read(&paths(&files), usize::MAX);
+        assert_tshark_reads(&files);
     }
-    let _g = heavy_lock();
-    let (_tmp, files) = crate::record_reduce::live_cutoff_run("zc-cutoff", ZC);
-    for f in &files {
-        assert_eq!(f.entry["path"], "zero-copy", "{}", f.path.display());
-    }
-    assert_peers_read(&paths(&files), usize::MAX);
-    assert_tshark_reads(&files);
-}
+);
 
 /// Retention on the zero-copy path: the store stays under --max-size (its
 /// reserve counts the ring block a zero-copy file may run past --file-size),
 /// the oldest files go first, and what is left is the newest frames, whole.
-#[test]
-fn zero_copy_retention_keeps_the_store_under_budget() {
-    if !ready("zero_copy_retention_keeps_the_store_under_budget") {
-        return;
-    }
+wvtest!(zero_copy_retention_keeps_the_store_under_budget, needs = [root, TOOLS, "tshark"], |t| {
     let _g = heavy_lock();
     let n = 8000;
     let l = Live::new("zc-retention", n);
@@ -286,13 +256,9 @@ fn zero_copy_retention_keeps_the_store_under_budget() {
     let got = stream_records(&files, 0);
     assert!(!got.is_empty() && got.len() < n as usize, "{} frames kept", got.len());
     assert_same_frames(&l.sent[n as usize - got.len()..], &got, false, "the newest frames after retention");
-}
+});
 
-#[test]
-fn zero_copy_kill_9_then_repair_keeps_every_written_packet() {
-    if !ready("zero_copy_kill_9_then_repair_keeps_every_written_packet") {
-        return;
-    }
+wvtest!(zero_copy_kill_9_then_repair_keeps_every_written_packet, needs = [root, TOOLS, "tshark"], |t| {
     let _g = heavy_lock();
     let l = Live::new("zc-kill9", N);
     let mut r = l.start(&zc(&[]));
@@ -315,16 +281,12 @@ fn zero_copy_kill_9_then_repair_keeps_every_written_packet() {
     assert_same_frames(&l.sent, &stream_records(&files, 0), false, "after kill -9 and repair");
     assert_peers_read(&paths(&files), usize::MAX);
     assert_tshark_reads(&files);
-}
+});
 
 /// The catalog's `path` comes back from the files themselves: with the catalog lost,
 /// `repair` catalogues zero-copy files as `zero-copy` (the mark in their first page), and
 /// pcapng files of the copy path (the same frames read back with `record --read`) as `copy`.
-#[test]
-fn repair_restores_the_catalog_path_from_the_files() {
-    if !ready("repair_restores_the_catalog_path_from_the_files") {
-        return;
-    }
+wvtest!(repair_restores_the_catalog_path_from_the_files, needs = [root, TOOLS, "tshark"], |t| {
     let _g = heavy_lock();
     let n = 3000;
     let l = Live::new("zc-repair-path", n);
@@ -352,7 +314,7 @@ fn repair_restores_the_catalog_path_from_the_files() {
         }
         assert_same_frames(&l.sent, &stream_records(&after, 0), false, want);
     }
-}
+});
 
 #[test]
 fn zero_copy_refuses_what_it_cannot_do() {

@@ -23,10 +23,8 @@ const FRAMES: u32 = 12_000;
 /// What the store's device takes, bytes per second: the burst needs about 2.5 s to reach it.
 pub(crate) const WBPS: u64 = 16 << 20;
 const ARGS: &[&str] = &["--format", "pcapng", "--zero-copy", "--ring-size", "128M", "--file-size", "8M"];
-
-fn ready(test: &str) -> bool {
-    need_root(test) && need_tools(test, TOOLS) && need_tools(test, &["losetup", "mkfs.ext4", "mount"])
-}
+/// What the throttled store needs besides the live tests' tools.
+const LOOP_TOOLS: &[&str] = &["losetup", "mkfs.ext4", "mount"];
 
 /// A write limit on one block device, lifted on drop.
 pub(crate) enum Throttle {
@@ -110,11 +108,9 @@ struct Setup {
     _lock: std::sync::MutexGuard<'static, ()>,
 }
 
-/// The set-up of `test` (`name` names its temporary directory), or `None` when it is skipped.
+/// The set-up of `test` (`name` names its temporary directory), or `None` when the store
+/// cannot be throttled (see [`slow_store`]).
 fn set_up(test: &str, name: &str) -> Option<Setup> {
-    if !ready(test) {
-        return None;
-    }
     let lock = heavy_lock();
     let (fs, throttle) = slow_store(test)?;
     let store = fs.dir.join("store");
@@ -133,10 +129,8 @@ impl Setup {
     }
 }
 
-#[test]
-fn zero_copy_several_blocks_in_flight_store_every_frame_and_rotate() {
-    let test = "zero_copy_several_blocks_in_flight_store_every_frame_and_rotate";
-    let Some(s) = set_up(test, "zc-inflight") else { return };
+wvtest!(zero_copy_several_blocks_in_flight_store_every_frame_and_rotate, needs = [root, TOOLS, LOOP_TOOLS], |t| {
+    let Some(s) = set_up(t.name, "zc-inflight") else { return };
     let (l, store) = (&s.l, &s.store);
     // tcpdump beside it on the same interface, its buffer holding the whole burst.
     let beside = l.tmp.join("beside.pcap");
@@ -153,7 +147,7 @@ fn zero_copy_several_blocks_in_flight_store_every_frame_and_rotate() {
 
     let st = stats(store);
     let in_flight = st["writes_in_flight_max"].as_u64().unwrap_or(0);
-    eprintln!("{test}: up to {in_flight} block writes in flight");
+    eprintln!("{t}: up to {in_flight} block writes in flight");
     assert!(in_flight >= 3, "at most {in_flight} block writes were in flight at once on a disk taking {WBPS} B/s");
     let c = final_counters(store);
     assert_eq!((c.received, c.written, c.filtered, c.drops()), (FRAMES as u64, FRAMES as u64, 0, 0));
@@ -172,44 +166,46 @@ fn zero_copy_several_blocks_in_flight_store_every_frame_and_rotate() {
         assert!(a.data == b.data && a.origlen == b.origlen, "frame {i} differs from tcpdump's beside it");
     }
     assert_peers_read(&paths(&files), usize::MAX);
-}
+});
 
 /// kill -9 while block writes are queued on the slow disk: `repair` keeps whole frames only,
 /// each the frame sent at its place, in order (a file whose later block reached the disk before
 /// an earlier one is cut at the gap), and the files read cleanly.
-#[test]
-fn zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames() {
-    let test = "zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames";
-    let Some(s) = set_up(test, "zc-inflight-kill") else { return };
-    let (l, store) = (&s.l, &s.store);
-    let mut r = s.start();
-    replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], FRAMES);
-    r.wait_received(FRAMES as u64);
-    // SAFETY: our own child, not yet reaped.
-    unsafe { libc::kill(r.pid() as libc::pid_t, libc::SIGKILL) };
-    let _ = r.wait(std::time::Duration::from_secs(60));
-    let parts = std::fs::read_dir(store.join("stream-000"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
-        .count();
-    assert!(parts >= 1, "kill -9 left no .part file");
-    run_wirevault(&["repair", store.to_str().unwrap()]).expect(0, "repair");
-    let files = check_store(store);
-    let got = stream_records(&files, 0);
-    assert!(!got.is_empty(), "repair kept no frame");
-    eprintln!("{test}: {parts} .part files after kill -9; repair kept {} of {FRAMES} frames", got.len());
-    // Each kept frame is a sent one, byte for byte, in sending order.
-    let mut next = 0;
-    for (i, g) in got.iter().enumerate() {
-        let k = l.sent[next..]
-            .iter()
-            .position(|s| s.data == g.data && s.origlen == g.origlen)
-            .unwrap_or_else(|| panic!("kept frame {i} ({} bytes) is not a sent frame in order", g.data.len()));
-        next += k + 1;
+wvtest!(
+    zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames,
+    needs = [root, TOOLS, LOOP_TOOLS],
+    |t| {
+        let Some(s) = set_up(t.name, "zc-inflight-kill") else { return };
+        let (l, store) = (&s.l, &s.store);
+        let mut r = s.start();
+        replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], FRAMES);
+        r.wait_received(FRAMES as u64);
+        // SAFETY: our own child, not yet reaped.
+        unsafe { libc::kill(r.pid() as libc::pid_t, libc::SIGKILL) };
+        let _ = r.wait(std::time::Duration::from_secs(60));
+        let parts = std::fs::read_dir(store.join("stream-000"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+            .count();
+        assert!(parts >= 1, "kill -9 left no .part file");
+        run_wirevault(&["repair", store.to_str().unwrap()]).expect(0, "repair");
+        let files = check_store(store);
+        let got = stream_records(&files, 0);
+        assert!(!got.is_empty(), "repair kept no frame");
+        eprintln!("{t}: {parts} .part files after kill -9; repair kept {} of {FRAMES} frames", got.len());
+        // Each kept frame is a sent one, byte for byte, in sending order.
+        let mut next = 0;
+        for (i, g) in got.iter().enumerate() {
+            let k = l.sent[next..]
+                .iter()
+                .position(|s| s.data == g.data && s.origlen == g.origlen)
+                .unwrap_or_else(|| panic!("kept frame {i} ({} bytes) is not a sent frame in order", g.data.len()));
+            next += k + 1;
+        }
+        assert_peers_read(&paths(&files), usize::MAX);
     }
-    assert_peers_read(&paths(&files), usize::MAX);
-}
+);
 
 /// A stop while block writes are in flight stores every frame, the last partly filled block's
 /// too. Before 2026-11-28 the drain ended after two empty turns, each a 10 ms wait on the
@@ -219,10 +215,8 @@ fn zero_copy_kill_9_with_writes_in_flight_then_repair_keeps_whole_frames() {
 /// only when the stop came within ~20 ms of the block's first frame, and the recorder acts on
 /// SIGTERM at its next 100 ms status tick: this test passed twice on the old code; it guards
 /// the path, it does not reproduce that race every time.
-#[test]
-fn zero_copy_stop_with_writes_in_flight_keeps_the_last_partial_block() {
-    let test = "zero_copy_stop_with_writes_in_flight_keeps_the_last_partial_block";
-    let Some(s) = set_up(test, "zc-inflight-stop") else { return };
+wvtest!(zero_copy_stop_with_writes_in_flight_keeps_the_last_partial_block, needs = [root, TOOLS, LOOP_TOOLS], |t| {
+    let Some(s) = set_up(t.name, "zc-inflight-stop") else { return };
     let (l, store) = (&s.l, &s.store);
     let r = s.start();
     replay(&l.pair.ns_a, l.pair.if_a, &l.pcap, &["--topspeed"], FRAMES);
@@ -239,4 +233,4 @@ fn zero_copy_stop_with_writes_in_flight_keeps_the_last_partial_block() {
     let got = stream_records(&files, 0);
     let want: Vec<_> = l.sent.iter().chain(&l.sent[..TAIL as usize]).cloned().collect();
     assert_same_frames(&want, &got, false, "zero-copy stopped with writes in flight");
-}
+});

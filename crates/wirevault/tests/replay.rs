@@ -21,10 +21,6 @@ use std::time::{Duration, Instant};
 const TOOLS: &[&str] = &["ip", "tcpdump"];
 const START_NS: u64 = 1_700_000_000_000_000_000;
 
-fn ready(test: &str) -> bool {
-    need_root(test) && need_tools(test, TOOLS)
-}
-
 /// tcpdump capturing the far end of the pair into a file.
 struct Capture {
     child: Option<Child>,
@@ -163,11 +159,7 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-#[test]
-fn replay_store_sends_what_query_selects_byte_for_byte() {
-    if !ready("replay_store_sends_what_query_selects_byte_for_byte") {
-        return;
-    }
+wvtest!(replay_store_sends_what_query_selects_byte_for_byte, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let t = Setup::new("replay-store", 2000);
     let store = t.store();
@@ -180,13 +172,9 @@ fn replay_store_sends_what_query_selects_byte_for_byte() {
     // Every frame, VLAN and QinQ tags and 9018-byte jumbo frames included,
     // arrives as query wrote it, in the same order.
     same_bytes(&want, &got, "store replayed at top speed");
-}
+});
 
-#[test]
-fn replay_time_range_and_filter_replay_exactly_what_query_selects() {
-    if !ready("replay_time_range_and_filter_replay_exactly_what_query_selects") {
-        return;
-    }
+wvtest!(replay_time_range_and_filter_replay_exactly_what_query_selects, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let t = Setup::new("replay-select", 2000);
     let store = t.store();
@@ -210,13 +198,9 @@ fn replay_time_range_and_filter_replay_exactly_what_query_selects() {
     let (o, _, got) = t.replay(&args);
     o.expect(0, "replay of a file with a time range and a filter");
     same_bytes(&want_file, &got, "file, time range + filter");
-}
+});
 
-#[test]
-fn replay_loop_pps_rate_and_limit_are_exact_in_count() {
-    if !ready("replay_loop_pps_rate_and_limit_are_exact_in_count") {
-        return;
-    }
+wvtest!(replay_loop_pps_rate_and_limit_are_exact_in_count, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let t = Setup::new("replay-count", 300);
     let want = t.query(&t.pcap, &[]);
@@ -266,13 +250,9 @@ fn replay_loop_pps_rate_and_limit_are_exact_in_count() {
     assert!(o.stderr.contains("first loop's 450 packets"), "{}", o.stderr);
     let twice: Vec<Rec> = first.iter().chain(&first).cloned().collect();
     same_bytes(&twice, &got, "--loop 2 --limit 450 over two files");
-}
+});
 
-#[test]
-fn replay_at_recorded_timing_keeps_the_gaps() {
-    if !ready("replay_at_recorded_timing_keeps_the_gaps") {
-        return;
-    }
+wvtest!(replay_at_recorded_timing_keeps_the_gaps, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     // 400 small frames with gaps of 0.2 to 3 ms.
     let tmp = TempDir::new("replay-timing");
@@ -330,13 +310,9 @@ fn replay_at_recorded_timing_keeps_the_gaps() {
     same_bytes(&got, &got4, "--speed 4");
     let span4 = got4[got4.len() - 1].ts_ns - got4[0].ts_ns;
     assert!(span4 + 2_000_000 >= span_want / 4 && span4 < span_got, "--speed 4 took {span4} ns of {span_want}");
-}
+});
 
-#[test]
-fn replay_counts_too_long_frames_as_failed_and_sends_the_rest() {
-    if !ready("replay_counts_too_long_frames_as_failed_and_sends_the_rest") {
-        return;
-    }
+wvtest!(replay_counts_too_long_frames_as_failed_and_sends_the_rest, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let t = Setup::new("replay-toolong", 20);
     // MTU 9000 + 14: a 9015-byte untagged frame cannot go out.
@@ -352,13 +328,9 @@ fn replay_counts_too_long_frames_as_failed_and_sends_the_rest() {
     assert!(o.stderr.contains("1 too long"), "{}", o.stderr);
     frames.remove(7);
     assert_same_frames(&frames, &got, false, "the frames that fit");
-}
+});
 
-#[test]
-fn replay_refuses_missing_down_and_default_route_interfaces_and_bad_rates() {
-    if !ready("replay_refuses_missing_down_and_default_route_interfaces_and_bad_rates") {
-        return;
-    }
+wvtest!(replay_refuses_missing_down_and_default_route_interfaces_and_bad_rates, needs = [root, TOOLS], |t| {
     let tmp = TempDir::new("replay-refuse");
     // Nothing to send anywhere: a capture file with no packets. Should a
     // check below fail to refuse, nothing goes out.
@@ -479,23 +451,19 @@ fn replay_refuses_missing_down_and_default_route_interfaces_and_bad_rates() {
     // Both wrong: the interface is checked first (exit 1, as a missing interface everywhere).
     let o = run_wirevault(&["replay", "-i", "wv-no-such-if0", s(&empty), "not a filter ((("]);
     o.expect(1, "bad filter or interface");
-}
+});
 
 /// A raw-IP file and a Linux cooked (SLL) file onto an Ethernet veth: each
 /// is refused before anything is sent, in one sentence naming the file's
 /// link type (as capinfos reads it) and the interface's, and what to do;
 /// nothing reaches the far end.
-#[test]
-fn replay_of_another_link_type_is_refused_naming_both() {
-    if !ready("replay_of_another_link_type_is_refused_naming_both") || !need_tools("replay_link_type", &["capinfos"]) {
-        return;
-    }
+wvtest!(replay_of_another_link_type_is_refused_naming_both, needs = [root, TOOLS, "capinfos", corpus], |test| {
     let t = Setup::new("replay-linktype", 1);
     for (name, lt, advice) in [
         ("LINKTYPE_RAW_ipv4.pcap", "101 (raw IP)", "raw-IP interface"),
         ("RADIUS-RFC3162.pcap", "113 (Linux cooked (SLL))", "Ethernet headers first"),
     ] {
-        let Some(f) = corpus_file("replay_of_another_link_type_is_refused_naming_both", name) else { return };
+        let f = test.corpus_file(name);
         // capinfos agrees on what the file is.
         let ci = std::process::Command::new("capinfos").args(["-T", "-r", "-E"]).arg(&f).output().unwrap();
         let ci = String::from_utf8_lossy(&ci.stdout).to_string();
@@ -509,7 +477,7 @@ fn replay_of_another_link_type_is_refused_naming_both() {
         assert!(o.stdout.is_empty(), "{name}: nothing to summarise: {}", o.stdout);
         assert!(got.is_empty(), "{name}: {} frame(s) went out", got.len());
     }
-}
+});
 
 /// One pcapng file whose interfaces differ in link type (Ethernet and raw
 /// IP, packets alternating) onto an Ethernet veth: it is not refused up
@@ -517,11 +485,7 @@ fn replay_of_another_link_type_is_refused_naming_both() {
 /// Ethernet frames arrive, exactly and in order; the raw-IP packets are
 /// not sent, are counted as failed ("wrong link type"), and one sentence
 /// says so, naming both link types; the exit status is 1.
-#[test]
-fn replay_of_a_pcapng_mixing_link_types_sends_the_interfaces_own() {
-    if !ready("replay_of_a_pcapng_mixing_link_types_sends_the_interfaces_own") {
-        return;
-    }
+wvtest!(replay_of_a_pcapng_mixing_link_types_sends_the_interfaces_own, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let t = Setup::new("replay-mixed", 1);
     let f = t.tmp.join("mixed.pcapng");
@@ -538,4 +502,4 @@ fn replay_of_a_pcapng_mixing_link_types_sends_the_interfaces_own() {
     assert!(o.stderr.contains("50 failed (50 wrong link type)"), "summary: {}", o.stderr);
     assert_eq!(raw.len(), 50);
     assert_no_panic(&o.stderr, "mixed link types");
-}
+});

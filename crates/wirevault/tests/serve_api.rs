@@ -224,12 +224,7 @@ fn settle(store: &Path, expect: u64) {
     }
 }
 
-#[test]
-fn api_answers_equal_the_cli_and_tcpdump_while_recording_and_at_rest() {
-    let test = "api_answers_equal_the_cli_and_tcpdump_while_recording_and_at_rest";
-    if !(need_root(test) && need_tools(test, TOOLS)) {
-        return;
-    }
+wvtest!(api_answers_equal_the_cli_and_tcpdump_while_recording_and_at_rest, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("serve-api");
     let pair = VethPair::new();
@@ -328,14 +323,9 @@ fn api_answers_equal_the_cli_and_tcpdump_while_recording_and_at_rest() {
     let h = http.get("/api/v1/histogram", &[("filter", "udp"), ("step", "213503d")]).json();
     assert_eq!(h["buckets"][0][0].as_u64(), Some(udp), "histogram of one long bucket: {h}");
     drop(pair);
-}
+});
 
-#[test]
-fn max_bytes_cuts_an_export_at_a_packet_and_says_so() {
-    let test = "max_bytes_cuts_an_export_at_a_packet_and_says_so";
-    if !need_tools(test, &["curl", "tcpdump"]) {
-        return;
-    }
+wvtest!(max_bytes_cuts_an_export_at_a_packet_and_says_so, needs = ["curl", "tcpdump"], |t| {
     let tmp = TempDir::new("serve-max-bytes");
     let store = tmp.join("store");
     run_wirevault(&[
@@ -362,4 +352,4 @@ fn max_bytes_cuts_an_export_at_a_packet_and_says_so() {
     let got = tmp.join("http.pcap");
     std::fs::write(&got, &reply.body).unwrap();
     assert_eq!(tcpdump_frames(&got, &[], tmp.path()).1.len() as u64, n, "tcpdump reads it whole");
-}
+});

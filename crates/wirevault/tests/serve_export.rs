@@ -37,12 +37,7 @@ fn slow_export(addr: &str, out: &Path) -> std::process::Child {
     child
 }
 
-#[test]
-fn a_file_changed_during_an_export_aborts_its_body() {
-    let test = "a_file_changed_during_an_export_aborts_its_body";
-    if !need_tools(test, &["curl"]) {
-        return;
-    }
+wvtest!(a_file_changed_during_an_export_aborts_its_body, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-export");
     let store = tmp.join("store");
     // About 60 MB in 4 MB files: the export is far from the last file (it
@@ -107,7 +102,7 @@ fn a_file_changed_during_an_export_aborts_its_body() {
     assert!(o.stderr.contains("missing"), "{}", o.stderr);
     assert_eq!(r.body, std::fs::read(&cli).unwrap(), "HTTP equals the CLI without the missing file");
     assert!((r.body.len() as u64) < full_len);
-}
+});
 
 /// The nice values of the threads of `pid` named `name`.
 fn thread_nice(pid: u32, name: &str) -> Vec<i64> {
@@ -126,12 +121,7 @@ fn thread_nice(pid: u32, name: &str) -> Vec<i64> {
     v
 }
 
-#[test]
-fn query_threads_run_at_the_given_nice() {
-    let test = "query_threads_run_at_the_given_nice";
-    if !need_tools(test, &["curl"]) {
-        return;
-    }
+wvtest!(query_threads_run_at_the_given_nice, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-nice");
     let store = tmp.join("store");
     run_wirevault(&["record", "--synthetic", "size=1000,count=40000", "-o", store.to_str().unwrap(), "-q"])
@@ -156,15 +146,11 @@ fn query_threads_run_at_the_given_nice() {
     let o = run_wirevault(&["serve", store.to_str().unwrap(), "--query-nice", "20"]);
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert_no_panic(&o.stderr, "serve --query-nice 20");
-}
+});
 
 /// Over TLS (rustls encrypts each recycled 1 MiB buffer) a whole-store
 /// export, many buffers long, equals the CLI's bytes.
-#[test]
-fn an_export_over_tls_equals_the_cli() {
-    if !need_tools("an_export_over_tls_equals_the_cli", &["curl"]) {
-        return;
-    }
+wvtest!(an_export_over_tls_equals_the_cli, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-export-tls");
     let store = tmp.join("store");
     run_wirevault(&["record", "--synthetic", "size=imix,count=60000,flows=50", "-o", store.to_str().unwrap(), "-q"])
@@ -211,19 +197,14 @@ fn an_export_over_tls_equals_the_cli() {
         run_wirevault(&args).expect(0, "query");
         assert_eq!(r.body, std::fs::read(&cli).unwrap(), "TLS answer equals the CLI ({filter:?})");
     }
-}
+});
 
 /// A stored file damaged in its middle (a record header overwritten, the
 /// length unchanged) before any request: the first export finds it only
 /// while reading and is cut; the file stays as it is, so the next export
 /// says so in a header and runs to its end, equal to what the CLI writes
 /// (with its warning). `repair` names the file and exits 1, every time.
-#[test]
-fn a_file_damaged_for_good_is_announced_after_the_first_export() {
-    let test = "a_file_damaged_for_good_is_announced_after_the_first_export";
-    if !need_tools(test, &["curl"]) {
-        return;
-    }
+wvtest!(a_file_damaged_for_good_is_announced_after_the_first_export, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-damaged");
     let store = tmp.join("store");
     let s = store.to_str().unwrap();
@@ -269,17 +250,13 @@ fn a_file_damaged_for_good_is_announced_after_the_first_export() {
     );
     assert_eq!(r.body, std::fs::read(&cli).unwrap(), "HTTP equals the CLI");
     assert_no_panic(&served.log(), "serve");
-}
+});
 
 /// A client that stops reading an export holds its query slot only until
 /// `--send-timeout` passes without progress: then the export is given up,
 /// the slot freed, and the log says why.
-#[test]
-fn a_client_that_stops_reading_is_given_up() {
+wvtest!(a_client_that_stops_reading_is_given_up, needs = ["curl"], |t| {
     use std::io::Write;
-    if !need_tools("a_client_that_stops_reading_is_given_up", &["curl"]) {
-        return;
-    }
     let tmp = TempDir::new("serve-stalled");
     let store = tmp.join("store");
     // About 60 MB: far more than the body channel and the socket buffers hold.
@@ -311,17 +288,13 @@ fn a_client_that_stops_reading_is_given_up() {
     }
     drop(stalled);
     assert_no_panic(&served.log(), "serve");
-}
+});
 
 /// A client that leaves while the first pass of a limited export runs
 /// (before any header) stops it, and the request is logged and counted
 /// (499) like any other.
-#[test]
-fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
+wvtest!(a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged, needs = ["curl"], |t| {
     use std::io::Write;
-    if !need_tools("a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged", &["curl"]) {
-        return;
-    }
     let tmp = TempDir::new("serve-leave-early");
     let store = tmp.join("store");
     // Many small packets in many files: a full scan takes a while, and the
@@ -377,7 +350,7 @@ fn a_client_that_leaves_before_the_headers_stops_the_query_and_is_logged() {
     let m = http.get("/metrics", &[]).text();
     assert!(m.contains("wirevault_http_requests_total{code=\"499\"} 1"), "{m}");
     assert_no_panic(&served.log(), "serve");
-}
+});
 
 /// "... after opening N of its M files" in a log line: (N, M).
 fn opened_of(line: &str) -> Option<(u64, u64)> {

@@ -25,12 +25,7 @@ fn raw(addr: &str, request: &[u8]) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-#[test]
-fn a_foreign_host_gets_421_and_loopback_names_are_answered() {
-    let test = "a_foreign_host_gets_421_and_loopback_names_are_answered";
-    if !need_tools(test, &["curl"]) {
-        return;
-    }
+wvtest!(a_foreign_host_gets_421_and_loopback_names_are_answered, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-hosts");
     let store = small_store(&tmp);
     // The allowed names from the config file (`--allowed-host` on the command line is the same list).
@@ -99,15 +94,11 @@ fn a_foreign_host_gets_421_and_loopback_names_are_answered() {
     o.expect(2, "a bad --allowed-host");
     assert!(o.stderr.contains("is not a host name or address"), "{}", o.stderr);
     assert_no_panic(&served.log(), "serve");
-}
+});
 
 /// With tokens (or client certificates) the page of a rebound name has no
 /// token to send: the check is off, and the token is what is checked.
-#[test]
-fn with_tokens_any_host_is_answered_to_the_right_token() {
-    if !need_tools("with_tokens_any_host_is_answered_to_the_right_token", &["curl"]) {
-        return;
-    }
+wvtest!(with_tokens_any_host_is_answered_to_the_right_token, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-hosts-tokens");
     let store = small_store(&tmp);
     let tokens = tmp.join("tokens");
@@ -119,14 +110,9 @@ fn with_tokens_any_host_is_answered_to_the_right_token() {
     assert_eq!(http.get("/api/v1/status", &[]).status, 401);
     let bearer = http.with(&["-H", "Authorization: Bearer 0123456789abcdef0123456789abcdef"]);
     assert_eq!(bearer.get("/api/v1/count", &[]).json()["matched"], 2000);
-}
+});
 
-#[test]
-fn answers_hyper_gives_itself_are_logged_and_counted() {
-    let test = "answers_hyper_gives_itself_are_logged_and_counted";
-    if !need_tools(test, &["curl", "promtool"]) {
-        return;
-    }
+wvtest!(answers_hyper_gives_itself_are_logged_and_counted, needs = ["curl", "promtool"], |t| {
     let tmp = TempDir::new("serve-automatic");
     let store = small_store(&tmp);
     let served = Served::start(&store, tmp.path(), &[]);
@@ -175,4 +161,4 @@ fn answers_hyper_gives_itself_are_logged_and_counted() {
         );
     }
     assert_no_panic(&served.log(), "serve");
-}
+});

@@ -126,11 +126,7 @@ fn listening_beyond_loopback_needs_tls_and_a_way_to_know_who_asks() {
     assert!(o.stderr.contains("--listen not an address"), "{}", o.stderr);
 }
 
-#[test]
-fn tokens_are_required_checked_and_revoked_by_a_reload() {
-    if !need_tools("tokens_are_required_checked_and_revoked_by_a_reload", &["curl"]) {
-        return;
-    }
+wvtest!(tokens_are_required_checked_and_revoked_by_a_reload, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-tokens");
     let store = small_store(&tmp);
     let p = pki(tmp.path());
@@ -188,13 +184,9 @@ fn tokens_are_required_checked_and_revoked_by_a_reload() {
     assert!(served.log().contains("token=\"bob\""), "requests are logged with the token's name:\n{}", served.log());
     // Plain HTTP to a TLS port is not served.
     assert!(Http::new(&format!("http://127.0.0.1:{port}")).try_get("/api/v1/status", &[]).map(|r| r.status) != Ok(200));
-}
+});
 
-#[test]
-fn client_certificates_are_checked_against_the_ca_and_its_crl() {
-    if !need_tools("client_certificates_are_checked_against_the_ca_and_its_crl", &["curl"]) {
-        return;
-    }
+wvtest!(client_certificates_are_checked_against_the_ca_and_its_crl, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-certs");
     let store = small_store(&tmp);
     let p = pki(tmp.path());
@@ -228,13 +220,9 @@ fn client_certificates_are_checked_against_the_ca_and_its_crl() {
     assert!(bob.try_get("/api/v1/status", &[]).is_err(), "bob's certificate is revoked");
     assert!(served.log().contains("cert=\"alice\""), "the log names the certificate:\n{}", served.log());
     assert!(served.log().contains("TLS handshake refused"), "{}", served.log());
-}
+});
 
-#[test]
-fn hostile_requests_get_clear_answers_and_never_a_crash() {
-    if !need_tools("hostile_requests_get_clear_answers_and_never_a_crash", &["curl", "tcpdump"]) {
-        return;
-    }
+wvtest!(hostile_requests_get_clear_answers_and_never_a_crash, needs = ["curl", "tcpdump"], |t| {
     let tmp = TempDir::new("serve-hostile");
     let store = small_store(&tmp);
     let served = Served::start(&store, tmp.path(), &["--max-queries", "2"]);
@@ -312,7 +300,7 @@ fn hostile_requests_get_clear_answers_and_never_a_crash() {
     assert_eq!(http.get("/api/v1/status", &[]).status, 200);
     assert!(served.log().contains("client went away") || served.log().contains("complete"), "{}", served.log());
     assert_no_panic(&served.log(), "serve");
-}
+});
 
 /// A store without packets answers as any store does: a filter that does
 /// not parse is a 400, and a range given whole gets its buckets, all zero.
@@ -353,11 +341,7 @@ fn an_empty_store_checks_filters_and_keeps_ranges() {
 
 /// A reload that fails part-way (the key file is junk) changes nothing:
 /// the token file, read before the key, does not take effect either.
-#[test]
-fn a_reload_that_fails_changes_nothing() {
-    if !need_tools("a_reload_that_fails_changes_nothing", &["curl"]) {
-        return;
-    }
+wvtest!(a_reload_that_fails_changes_nothing, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-reload-atomic");
     let store = small_store(&tmp);
     let p = pki(tmp.path());
@@ -402,7 +386,7 @@ fn a_reload_that_fails_changes_nothing() {
     }
     assert_eq!(with(new).get("/api/v1/status", &[]).status, 200);
     assert_eq!(with(old).get("/api/v1/status", &[]).status, 401);
-}
+});
 
 /// A histogram whose `from` lies past the newest packet says that, not
 /// that `from` must be earlier than a `to` nobody gave.
@@ -428,11 +412,7 @@ fn a_histogram_past_the_store_says_what_is_wrong() {
 /// A keep-alive TLS connection opened with a client certificate that a
 /// reload then revokes is not served again: the reload of a changed CRL
 /// closes every TLS connection after its current request.
-#[test]
-fn a_certificate_revoked_by_a_reload_is_not_served_on_an_open_connection() {
-    if !need_tools("a_certificate_revoked_by_a_reload_is_not_served_on_an_open_connection", &["curl", "python3"]) {
-        return;
-    }
+wvtest!(a_certificate_revoked_by_a_reload_is_not_served_on_an_open_connection, needs = ["curl", "python3"], |t| {
     use std::io::{BufRead, BufReader};
     let tmp = TempDir::new("serve-crl-reload");
     let store = small_store(&tmp);
@@ -512,7 +492,7 @@ print(ask(), flush=True)
     assert!(http.with(&["--cert", s(&p.bob.0), "--key", s(&p.bob.1)]).try_get("/api/v1/status", &[]).is_err());
     let alice = http.with(&["--cert", s(&p.alice.0), "--key", s(&p.alice.1)]);
     assert_eq!(alice.get("/api/v1/status", &[]).status, 200);
-}
+});
 
 /// One client address cannot take every connection slot: 100 idle
 /// connections from 127.0.0.1 hold 64, the others are answered 503 with
@@ -520,11 +500,7 @@ print(ask(), flush=True)
 /// once the idle ones close, 127.0.0.1 is served again. (Before, 512 idle
 /// connections from anyone locked every other client out until they timed
 /// out, with no token or certificate needed on a TLS server.)
-#[test]
-fn one_address_cannot_take_every_connection() {
-    if !need_tools("one_address_cannot_take_every_connection", &["curl", "promtool"]) {
-        return;
-    }
+wvtest!(one_address_cannot_take_every_connection, needs = ["curl", "promtool"], |t| {
     use std::io::Read;
     let tmp = TempDir::new("serve-per-address");
     let store = small_store(&tmp);
@@ -557,4 +533,4 @@ fn one_address_cannot_take_every_connection() {
         assert!(std::time::Instant::now() < deadline, "127.0.0.1 not served again:\n{}", served.log());
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-}
+});

@@ -10,11 +10,7 @@ fn record(store: &Path) {
     record_synthetic(store, "size=imix,count=2000,flows=20");
 }
 
-#[test]
-fn a_store_that_cannot_be_read_is_an_error_not_an_empty_store() {
-    if !need_tools("a_store_that_cannot_be_read_is_an_error_not_an_empty_store", &["curl"]) {
-        return;
-    }
+wvtest!(a_store_that_cannot_be_read_is_an_error_not_an_empty_store, needs = ["curl"], |t| {
     let tmp = TempDir::new("serve-store-gone");
     let store = tmp.join("store");
     record(&store);
@@ -34,7 +30,7 @@ fn a_store_that_cannot_be_read_is_an_error_not_an_empty_store() {
     std::fs::remove_dir_all(&store).unwrap();
     every_endpoint_says_the_store_cannot_be_read(&http, &store);
     assert_no_panic(&served.log(), "serve");
-}
+});
 
 /// Every JSON endpoint and the pcap export answer 503 with the sentence
 /// that names the store; `/metrics` answers with `wirevault_store_up 0`.
@@ -67,12 +63,7 @@ fn every_endpoint_says_the_store_cannot_be_read(http: &Http, store: &Path) {
 /// query's warnings as `count` does, and they name the real cause
 /// (permission denied), not a missing file. The server runs as nobody
 /// (root reads any mode).
-#[test]
-fn packets_carries_the_warnings_and_they_name_the_cause() {
-    let test = "packets_carries_the_warnings_and_they_name_the_cause";
-    if !need_tools(test, &["curl", "setpriv"]) || !need_root(test) {
-        return;
-    }
+wvtest!(packets_carries_the_warnings_and_they_name_the_cause, needs = [root, "curl", "setpriv"], |t| {
     use std::os::unix::fs::PermissionsExt;
     let tmp = TempDir::new("serve-packets-warn");
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -110,4 +101,4 @@ fn packets_carries_the_warnings_and_they_name_the_cause() {
     assert_eq!(p["warnings"], count["warnings"], "{p}");
     let w = warned[0].as_str().unwrap();
     assert!(w.contains("ermission denied") && !w.contains("missing"), "{w}");
-}
+});

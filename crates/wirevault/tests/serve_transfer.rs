@@ -113,12 +113,7 @@ fn wait_log(served: &Served, what: &str, n: usize) {
     }
 }
 
-#[test]
-fn a_paused_reader_gets_a_failed_transfer() {
-    let test = "a_paused_reader_gets_a_failed_transfer";
-    if !need_tools(test, &["curl", "python3", "promtool"]) {
-        return;
-    }
+wvtest!(a_paused_reader_gets_a_failed_transfer, needs = ["curl", "python3", "promtool"], |t| {
     let tmp = TempDir::new("serve-paused");
     // More than a grown receive buffer (6 MB) and send buffer (4 MB) hold besides.
     let store = big_store(&tmp, 60_000);
@@ -168,14 +163,9 @@ fn a_paused_reader_gets_a_failed_transfer() {
     // Their query slots are free.
     assert_eq!(http.get("/api/v1/status", &[]).json()["limits"]["queries_running"], 0);
     assert_no_panic(&served.log(), "serve");
-}
+});
 
-#[test]
-fn steady_slow_readers_get_every_byte() {
-    let test = "steady_slow_readers_get_every_byte";
-    if !need_tools(test, &["curl", "python3", "tcpdump"]) {
-        return;
-    }
+wvtest!(steady_slow_readers_get_every_byte, needs = ["curl", "python3", "tcpdump"], |t| {
     let tmp = TempDir::new("serve-slow");
     let store = big_store(&tmp, 20_000);
     let served = Served::start(&store, tmp.path(), &["--send-timeout", "3"]);
@@ -210,4 +200,4 @@ fn steady_slow_readers_get_every_byte() {
     wait_log(&served, &format!("\"GET /api/v1/query\" 200 {} bytes", want.len()), 2);
     assert!(!served.log().contains("given up"), "{}", served.log());
     assert_no_panic(&served.log(), "serve");
-}
+});

@@ -18,12 +18,7 @@ fn df(dir: &Path) -> (u64, u64) {
     (v[0], v[1])
 }
 
-#[test]
-fn status_counts_the_space_of_every_volume() {
-    let test = "status_counts_the_space_of_every_volume";
-    if !(need_root(test) && need_tools(test, TOOLS)) {
-        return;
-    }
+wvtest!(status_counts_the_space_of_every_volume, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("serve-volumes");
     let a = LoopFs::new("sv-a", 96).expect("loop-mounted ext4 (a)");
@@ -65,4 +60,4 @@ fn status_counts_the_space_of_every_volume() {
     let full_in = h["full_in_hours"].as_f64().unwrap();
     let want = (da.0 + db.0) as f64 / rate / 3600.0;
     assert!((full_in - want).abs() <= want * 1e-3 + 0.01, "full_in_hours {full_in}, want {want}: {h}");
-}
+});

@@ -72,11 +72,7 @@ fn wait_exit(mut child: Child, err: &Path) -> (Option<i32>, String) {
 
 /// The same recording from flags and from a config with those keys gives
 /// the same files, byte for byte, and the same counters.
-#[test]
-fn config_keys_equal_flags() {
-    if !need_tools("config_keys_equal_flags", &["capinfos", "tcpdump"]) {
-        return;
-    }
+wvtest!(config_keys_equal_flags, needs = ["capinfos", "tcpdump"], |t| {
     let tmp = TempDir::new("svc-config-equal");
     let (a, b) = (tmp.join("a.pcap"), tmp.join("b.pcap"));
     write_pcap(&a, 1, 65535, true, &test_frames(300, 1_700_000_000_000_000_000));
@@ -133,7 +129,7 @@ fn config_keys_equal_flags() {
     let n = tcpdump_frames(&a, &["udp or vlan"], tmp.path()).1.len()
         + tcpdump_frames(&b, &["udp or vlan"], tmp.path()).1.len();
     assert_eq!(n as u64, c2.written, "written = what tcpdump selects");
-}
+});
 
 /// A key the command line also gives: the command line wins (scalars, the
 /// filter, and a list, which is taken whole from the command line).
@@ -438,11 +434,7 @@ fn log_lines_for_journald_and_shippers() {
 /// warning, a note (`wirevault: note: ...`) is info; in JSON `msg` is the
 /// sentence alone, and the journal gets `<4>` and `<6>`. The file is cut in
 /// its last record, as tcpdump says too.
-#[test]
-fn a_warning_and_a_note_carry_their_levels() {
-    if !need_tools("a_warning_and_a_note_carry_their_levels", &["tcpdump"]) {
-        return;
-    }
+wvtest!(a_warning_and_a_note_carry_their_levels, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("svc-levels");
     let cut = tmp.join("cut.pcap");
     write_pcap(&cut, 1, 65535, true, &test_frames(20, 1_700_000_000_000_000_000));
@@ -480,7 +472,7 @@ fn a_warning_and_a_note_carry_their_levels() {
     // At --log-level warn the note goes, the warning stays.
     let quiet = run("quiet", &["--log-level", "warn"], false);
     assert!(quiet.len() == 1 && quiet[0].starts_with(&format!("wirevault: {warning}")), "{quiet:?}");
-}
+});
 
 /// The messages a notify socket received, read by a thread as they come
 /// (as systemd does: the recorder drops what a full queue would not take).
@@ -519,13 +511,7 @@ impl Listener {
 /// READY=1 arrives on NOTIFY_SOCKET (a path, and an abstract `@name`) once
 /// capture runs: every frame sent after it is stored. The watchdog is pinged
 /// when WATCHDOG_USEC asks for it; STOPPING=1 comes at the end.
-#[test]
-fn ready_is_sent_once_capture_runs() {
-    if !need_root("ready_is_sent_once_capture_runs")
-        || !need_tools("ready_is_sent_once_capture_runs", &["ip", "tcpreplay", "tcpdump"])
-    {
-        return;
-    }
+wvtest!(ready_is_sent_once_capture_runs, needs = [root, "ip", "tcpreplay", "tcpdump"], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("svc-ready");
     let pair = VethPair::new();
@@ -564,7 +550,7 @@ fn ready_is_sent_once_capture_runs() {
         let recs = stream_records(&check_store(&store), 0);
         assert_same_frames(&sent, &recs, false, "after READY=1");
     }
-}
+});
 
 /// An abstract `@name` NOTIFY_SOCKET (as systemd sets it) gets READY=1 too
 /// (abstract names live in the network namespace: here the test's own).
@@ -593,11 +579,7 @@ fn ready_on_an_abstract_socket() {
 
 /// The unit passes `systemd-analyze verify` (with ExecStart pointing at the
 /// binary under test).
-#[test]
-fn systemd_unit_verifies() {
-    if !need_tools("systemd_unit_verifies", &["systemd-analyze"]) {
-        return;
-    }
+wvtest!(systemd_unit_verifies, needs = ["systemd-analyze"], |t| {
     let tmp = TempDir::new("svc-unit");
     let unit = fs::read_to_string(repo().join("packaging/wirevault.service")).unwrap();
     assert!(unit.contains("Type=notify") && unit.contains("ExecReload=/bin/kill -HUP $MAINPID"));
@@ -606,18 +588,20 @@ fn systemd_unit_verifies() {
     let out = Command::new("systemd-analyze").args(["verify", "--man=no"]).arg(&path).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.trim().is_empty(), "systemd-analyze verify: {text}");
-}
+});
 
 /// Under systemd (PID 1): the recorder as a transient Type=notify service
 /// becomes active (readiness), reloads on SIGHUP and stops balanced.
-#[test]
-fn runs_under_systemd() {
+wvtest!(runs_under_systemd, |t| {
     let pid1 = fs::read_to_string("/proc/1/comm").unwrap_or_default();
     if pid1.trim() != "systemd" || !Path::new("/run/systemd/system").is_dir() {
-        eprintln!("SKIP runs_under_systemd: systemd is not PID 1 here (PID 1 is {:?}); the unit is checked by systemd_unit_verifies", pid1.trim());
+        eprintln!(
+            "SKIP {t}: systemd is not PID 1 here (PID 1 is {:?}); the unit is checked by systemd_unit_verifies",
+            pid1.trim()
+        );
         return;
     }
-    if !need_root("runs_under_systemd") || !need_tools("runs_under_systemd", &["systemd-run", "systemctl"]) {
+    if !need_root(t.name) || !need_tools(t.name, &["systemd-run", "systemctl"]) {
         return;
     }
     let tmp = TempDir::new("svc-systemd");
@@ -651,4 +635,4 @@ fn runs_under_systemd() {
     run_ok(Command::new("systemctl").args(["stop", &unit]));
     let _ = Command::new("systemctl").args(["reset-failed", &unit]).status();
     assert!(final_counters(&store).written > 0);
-}
+});

@@ -2,6 +2,8 @@
 //! ripgrep's `tests/tests.rs`): one module per area, one set of helpers in
 //! [`util`].
 
+#![allow(unused_doc_comments)] // a test's doc comment sits on its `wvtest!`, for the reader
+
 mod util;
 
 mod analyze;
@@ -14,12 +16,10 @@ mod console;
 mod disk_bench;
 mod docs;
 mod fanout_order;
-mod hostile_live;
-mod hostile_retrial;
-mod hostile_store;
-mod hostile_store2;
+mod filters;
 mod index_integrity;
 mod install;
+mod live_faults;
 mod plan;
 mod privileges;
 mod query_cli;
@@ -46,7 +46,10 @@ mod serve_store;
 mod serve_transfer;
 mod serve_volumes;
 mod service;
+mod signals;
 mod store_faults;
+mod store_repair;
+mod store_safety;
 mod timestamps;
 mod tune;
 mod units_grammar;

@@ -107,11 +107,7 @@ fn frames_at(offsets_us: &[u64], base: u64) -> Vec<Frame> {
         .collect()
 }
 
-#[test]
-fn timestamps_of_a_known_file_are_exact_and_agree_with_tshark() {
-    if !need_tools("timestamps_of_a_known_file_are_exact_and_agree_with_tshark", &["tshark"]) {
-        return;
-    }
+wvtest!(timestamps_of_a_known_file_are_exact_and_agree_with_tshark, needs = ["tshark"], |t| {
     let dir = TempDir::new("stamps-known");
     let base = 1_700_000_000_000_000_000;
     // Microsecond stamps in a nanosecond file: three equal, one 5 us back.
@@ -150,7 +146,7 @@ fn timestamps_of_a_known_file_are_exact_and_agree_with_tshark() {
     o.expect(0, "timestamps (text)");
     assert!(o.stdout.contains("9 packets; resolution 1.000 us") && o.stdout.contains("1 backwards"), "{}", o.stdout);
     assert!(o.stdout.starts_with("clock source: "), "{}", o.stdout);
-}
+});
 
 #[test]
 fn timestamps_bad_input_is_one_sentence() {
@@ -185,65 +181,64 @@ fn stream_files(store: &Path, stream: u64) -> Vec<PathBuf> {
     v.into_iter().map(|(_, p)| p).collect()
 }
 
-#[test]
-fn timestamps_of_a_live_store_per_stream_agree_with_tshark() {
-    let test = "timestamps_of_a_live_store_per_stream_agree_with_tshark";
-    if !need_root(test) || !need_tools(test, &["tcpreplay", "tshark", "ethtool"]) {
-        return;
+wvtest!(
+    timestamps_of_a_live_store_per_stream_agree_with_tshark,
+    needs = [root, "tcpreplay", "tshark", "ethtool"],
+    |t| {
+        let _g = heavy_lock();
+        let tmp = TempDir::new("stamps-live");
+        let pair = VethPair::new();
+        let sent = test_frames(1000, 1_700_000_000_000_000_000);
+        let pcap = tmp.join("sent.pcap");
+        write_pcap(&pcap, 1, 65535, false, &sent);
+        let store = tmp.join("store");
+        let mut r = Recorder::start(
+            Some(&pair.ns_b),
+            &store,
+            tmp.path(),
+            &["-i", pair.if_b, "--buffer", "64M", "-q", "--workers", "2", "--file-size", "256K"],
+        );
+        r.wait_ready();
+        run_ok(VethPair::exec(&pair.ns_a, "tcpreplay").args(["-i", pair.if_a, "--pps", "5000"]).arg(&pcap));
+        r.wait_received(1000);
+        r.terminate().expect(0, "recorder stopped by SIGTERM");
+        let out = stamps_json(&[store.to_str().unwrap()]);
+        let inp = &out["inputs"][0];
+        assert_eq!(inp["kind"], "store");
+        let streams = inp["streams"].as_array().unwrap();
+        assert!(!streams.is_empty() && streams.len() <= 2, "{inp}");
+        let total: u64 = streams.iter().map(|s| s["packets"].as_u64().unwrap()).sum();
+        assert_eq!(total, 1000);
+        for s in streams {
+            let id = s["stream"].as_u64().unwrap();
+            let res = s["resolution_ns"].as_u64().unwrap();
+            assert!([1, 10, 100, 1000, 10_000, 100_000, 1_000_000].contains(&res), "stream {id}: {s}");
+            let (ts, negative) = tshark_stamps(&stream_files(&store, id));
+            assert_matches(s, &expected(&ts), &format!("stream {id}"));
+            assert_eq!(s["backwards"], negative, "stream {id}");
+        }
+        // The veth's stamping, from inside its namespace, agrees with ethtool -T.
+        let o = Outcome::from_output(
+            VethPair::exec(&pair.ns_b, bin()).args(["timestamps", "--json", "-i", pair.if_b]).output().unwrap(),
+        );
+        o.expect(0, "timestamps -i veth");
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        let caps: Vec<String> = v["interfaces"][0]["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        let e = run_ok(VethPair::exec(&pair.ns_b, "ethtool").args(["-T", pair.if_b]));
+        let text = String::from_utf8_lossy(&e.stdout);
+        for cap in ["software-transmit", "software-receive", "software-system-clock", "hardware-receive"] {
+            let ours = caps.iter().any(|c| c == cap);
+            // ethtool -T prints each capability as "	NAME" (with its SOF_ flag name in parentheses).
+            let theirs = text.lines().any(|l| l.trim_start().starts_with(cap));
+            assert_eq!(ours, theirs, "{cap}: ours {caps:?}, ethtool -T:\n{text}");
+        }
     }
-    let _g = heavy_lock();
-    let tmp = TempDir::new("stamps-live");
-    let pair = VethPair::new();
-    let sent = test_frames(1000, 1_700_000_000_000_000_000);
-    let pcap = tmp.join("sent.pcap");
-    write_pcap(&pcap, 1, 65535, false, &sent);
-    let store = tmp.join("store");
-    let mut r = Recorder::start(
-        Some(&pair.ns_b),
-        &store,
-        tmp.path(),
-        &["-i", pair.if_b, "--buffer", "64M", "-q", "--workers", "2", "--file-size", "256K"],
-    );
-    r.wait_ready();
-    run_ok(VethPair::exec(&pair.ns_a, "tcpreplay").args(["-i", pair.if_a, "--pps", "5000"]).arg(&pcap));
-    r.wait_received(1000);
-    r.terminate().expect(0, "recorder stopped by SIGTERM");
-    let out = stamps_json(&[store.to_str().unwrap()]);
-    let inp = &out["inputs"][0];
-    assert_eq!(inp["kind"], "store");
-    let streams = inp["streams"].as_array().unwrap();
-    assert!(!streams.is_empty() && streams.len() <= 2, "{inp}");
-    let total: u64 = streams.iter().map(|s| s["packets"].as_u64().unwrap()).sum();
-    assert_eq!(total, 1000);
-    for s in streams {
-        let id = s["stream"].as_u64().unwrap();
-        let res = s["resolution_ns"].as_u64().unwrap();
-        assert!([1, 10, 100, 1000, 10_000, 100_000, 1_000_000].contains(&res), "stream {id}: {s}");
-        let (ts, negative) = tshark_stamps(&stream_files(&store, id));
-        assert_matches(s, &expected(&ts), &format!("stream {id}"));
-        assert_eq!(s["backwards"], negative, "stream {id}");
-    }
-    // The veth's stamping, from inside its namespace, agrees with ethtool -T.
-    let o = Outcome::from_output(
-        VethPair::exec(&pair.ns_b, bin()).args(["timestamps", "--json", "-i", pair.if_b]).output().unwrap(),
-    );
-    o.expect(0, "timestamps -i veth");
-    let v: Value = serde_json::from_str(&o.stdout).unwrap();
-    let caps: Vec<String> = v["interfaces"][0]["capabilities"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap().to_string())
-        .collect();
-    let e = run_ok(VethPair::exec(&pair.ns_b, "ethtool").args(["-T", pair.if_b]));
-    let text = String::from_utf8_lossy(&e.stdout);
-    for cap in ["software-transmit", "software-receive", "software-system-clock", "hardware-receive"] {
-        let ours = caps.iter().any(|c| c == cap);
-        // ethtool -T prints each capability as "	NAME" (with its SOF_ flag name in parentheses).
-        let theirs = text.lines().any(|l| l.trim_start().starts_with(cap));
-        assert_eq!(ours, theirs, "{cap}: ours {caps:?}, ethtool -T:\n{text}");
-    }
-}
+);
 
 #[test]
 fn timestamps_of_a_damaged_store_warn_and_exit_1() {
@@ -269,14 +264,9 @@ fn timestamps_of_a_damaged_store_warn_and_exit_1() {
 /// ... is invalid") or a step back in time (the µs file's frame 3, 2^31 µs).
 /// They are counted and named by frame, in the JSON and the text; a clean
 /// file has none.
-#[test]
-fn out_of_range_sub_second_fields_are_flagged_by_frame() {
-    let t = "out_of_range_sub_second_fields_are_flagged_by_frame";
-    if !need_tools(t, &["tshark"]) {
-        return;
-    }
+wvtest!(out_of_range_sub_second_fields_are_flagged_by_frame, needs = ["tshark", corpus], |t| {
     for name in ["timestamp_invalid_micro.pcap", "timestamp_invalid_nano.pcap"] {
-        let Some(f) = corpus_file(t, name) else { return };
+        let f = t.corpus_file(name);
         let o = std::process::Command::new("tshark")
             .args(["-n", "-r"])
             .arg(&f)
@@ -310,9 +300,9 @@ fn out_of_range_sub_second_fields_are_flagged_by_frame() {
             text.stdout
         );
     }
-    let clean = corpus_file(t, "afs.pcap").unwrap();
+    let clean = t.corpus_file("afs.pcap");
     assert_eq!(stamps_json(&[clean.to_str().unwrap()])["inputs"][0]["streams"][0]["fraction_out_of_range"], 0);
-}
+});
 
 /// A pcapng interface with if_tsresol 2^-20 s: the resolution is that
 /// declaration, not a power of ten (its stamps in ns are divisible by none:

@@ -65,13 +65,9 @@ fn default_route_interface() -> Option<String> {
 
 /// The host's real interface, read only: well-formed findings in JSON, the GRO state and ring
 /// sizes equal to what ethtool reports, the human output names every check.
-#[test]
-fn tune_host_interface_matches_ethtool() {
-    if !need_tools("tune_host_interface_matches_ethtool", &["ethtool", "ip"]) {
-        return;
-    }
+wvtest!(tune_host_interface_matches_ethtool, needs = ["ethtool", "ip"], |t| {
     let Some(ifname) = default_route_interface() else {
-        eprintln!("SKIP tune_host_interface_matches_ethtool: no default route");
+        eprintln!("SKIP {t}: no default route");
         return;
     };
     let tmp = TempDir::new("tune-host");
@@ -116,15 +112,11 @@ fn tune_host_interface_matches_ethtool() {
         assert!(human.lines().any(|l| l.split_whitespace().nth(1) == Some(c)), "{c} missing:\n{human}");
     }
     assert!(human.contains("fix: ") == list.iter().any(|f| f["state"] != "ok"), "{human}");
-}
+});
 
 /// A veth inside a namespace: the NIC-only checks say "not applicable (virtual interface)", GRO
 /// is judged as `ethtool -k` shows it, and without --store one finding says how to add it.
-#[test]
-fn tune_veth_in_a_namespace() {
-    if !need_root("tune_veth_in_a_namespace") || !need_tools("tune_veth_in_a_namespace", &["ip", "ethtool"]) {
-        return;
-    }
+wvtest!(tune_veth_in_a_namespace, needs = [root, "ip", "ethtool"], |t| {
     let pair = VethPair::new();
     run_ok(VethPair::exec(&pair.ns_a, "ethtool").args(["-K", pair.if_a, "gro", "on"]));
     let (code, out, err) = run(VethPair::exec(&pair.ns_a, bin()).args(["tune", pair.if_a, "--json"]));
@@ -141,17 +133,11 @@ fn tune_veth_in_a_namespace() {
     assert_eq!(gro["fix"], format!("ethtool -K {} gro off", pair.if_a));
     assert_eq!(finding(&list, "store")["state"], "unknown");
     assert_eq!(code, 1, "a bad finding exits 1");
-}
+});
 
 /// `--apply` on a namespace's veth turns GRO (and VLAN stripping, TSO/GSO) off, says so, and
 /// `ethtool -k` in the namespace agrees; the host-wide checks are left out with --only.
-#[test]
-fn tune_apply_turns_offloads_off_on_a_veth() {
-    if !need_root("tune_apply_turns_offloads_off_on_a_veth")
-        || !need_tools("tune_apply_turns_offloads_off_on_a_veth", &["ip", "ethtool"])
-    {
-        return;
-    }
+wvtest!(tune_apply_turns_offloads_off_on_a_veth, needs = [root, "ip", "ethtool"], |t| {
     let pair = VethPair::new();
     run_ok(VethPair::exec(&pair.ns_a, "ethtool").args(["-K", pair.if_a, "gro", "on", "rxvlan", "on"]));
     let (code, out, err) = run(VethPair::exec(&pair.ns_a, bin()).args([
@@ -183,18 +169,13 @@ fn tune_apply_turns_offloads_off_on_a_veth() {
     let (code, human, _) = run(VethPair::exec(&pair.ns_a, bin()).args(["tune", pair.if_a, "--apply", "--only", "gro"]));
     assert_eq!(code, 0, "{human}");
     assert!(human.lines().any(|l| l.starts_with("ok") && l.contains("gro")), "{human}");
-}
+});
 
 /// `--apply` with `--only tso-gso` on a namespace's veth: every segmentation feature the running
 /// kernel names (as `ethtool -k` prints them: `tx-tcp-accecn-segmentation` on 6.18, the tunnel,
 /// SCTP and fraglist ones, whatever a later kernel adds) is off afterwards, or the finding names
 /// it and says why it stayed on (before: a fixed list of six left ten on, and said "ok").
-#[test]
-fn tune_apply_turns_off_every_segmentation_feature_the_kernel_names() {
-    let t = "tune_apply_turns_off_every_segmentation_feature_the_kernel_names";
-    if !need_root(t) || !need_tools(t, &["ip", "ethtool"]) {
-        return;
-    }
+wvtest!(tune_apply_turns_off_every_segmentation_feature_the_kernel_names, needs = [root, "ip", "ethtool"], |t| {
     let pair = VethPair::new();
     let ethtool_k = || run(VethPair::exec(&pair.ns_a, "ethtool").args(["-k", pair.if_a])).1;
     // Segmentation features by their kernel names (ethtool shows a few under older ones).
@@ -229,7 +210,7 @@ fn tune_apply_turns_off_every_segmentation_feature_the_kernel_names() {
     let left_on = after.iter().any(|(_, s)| s.starts_with("on"));
     assert_eq!(f["state"] == "ok", !left_on, "{f}");
     assert_eq!(code, 0, "{out}\n{err}");
-}
+});
 
 /// Bad arguments: one sentence, exit 2; a missing interface, as in record and replay: exit 1.
 #[test]
@@ -272,11 +253,7 @@ fn record_prints_tune_warnings_once() {
 }
 
 /// A live recording on a veth with GRO on warns about it once, before the summary.
-#[test]
-fn record_live_warns_about_gro() {
-    if !need_root("record_live_warns_about_gro") || !need_tools("record_live_warns_about_gro", &["ip", "ethtool"]) {
-        return;
-    }
+wvtest!(record_live_warns_about_gro, needs = [root, "ip", "ethtool"], |t| {
     let _heavy = heavy_lock();
     let pair = VethPair::new();
     run_ok(VethPair::exec(&pair.ns_a, "ethtool").args(["-K", pair.if_a, "gro", "on"]));
@@ -291,17 +268,13 @@ fn record_live_warns_about_gro() {
     let summary = err.lines().position(|l| l.contains("packets received")).expect("summary");
     let warn = err.lines().position(|l| l.starts_with("wirevault: tune: bad gro")).unwrap();
     assert!(warn < summary, "{err}");
-}
+});
 
 /// Stores and values `record` would refuse are not passed as fine: a
 /// read-only mount and a path that is a file are bad findings (exit 1), CPUs
 /// this process may not use, more memory than the machine has and a zero
 /// budget are refused as record refuses them (exit 2).
-#[test]
-fn tune_judges_stores_and_values_as_record_would() {
-    if !need_root("tune_judges_stores_and_values_as_record_would") {
-        return;
-    }
+wvtest!(tune_judges_stores_and_values_as_record_would, needs = [root], |t| {
     let tmp = TempDir::new("tune-store");
     let ro = tmp.join("ro");
     std::fs::create_dir_all(&ro).unwrap();
@@ -330,4 +303,4 @@ fn tune_judges_stores_and_values_as_record_would() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(want) && err.trim().lines().count() == 1, "{args:?}: {err}");
     }
-}
+});

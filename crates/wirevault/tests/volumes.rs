@@ -11,10 +11,6 @@ use std::path::{Path, PathBuf};
 
 const TOOLS: &[&str] = &["losetup", "mkfs.ext4", "mount", "umount", "fallocate", "tcpdump"];
 
-fn ready(test: &str) -> bool {
-    need_root(test) && need_tools(test, TOOLS)
-}
-
 /// The capture files of a store as its catalog names them, with their real
 /// paths (`@k/...` through `volumes.json`).
 fn files(store: &Path) -> Vec<(String, PathBuf)> {
@@ -65,11 +61,7 @@ fn assert_query_equals_tcpdump(store: &Path, tmp: &Path, filter: &str) -> usize 
 /// store; nothing is lost, query sees both, repair and index find nothing
 /// to do but rebuild a removed index on the volume; hostile catalog lines
 /// naming paths outside the volumes are refused.
-#[test]
-fn synthetic_over_two_volumes_one_fills_nothing_lost() {
-    if !ready("synthetic_over_two_volumes_one_fills_nothing_lost") {
-        return;
-    }
+wvtest!(synthetic_over_two_volumes_one_fills_nothing_lost, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("volumes-synthetic");
     let a = LoopFs::new("vol-a", 256).expect("loop-mounted ext4 (a)");
@@ -151,7 +143,7 @@ fn synthetic_over_two_volumes_one_fills_nothing_lost() {
     let after: Vec<String> = files(&store).into_iter().map(|(rel, _)| rel).collect();
     assert_eq!(after.len(), fs.len(), "{after:?}");
     assert!(after.iter().all(|r| !r.contains("..") && !r.starts_with("@7") && !r.starts_with("@01")));
-}
+});
 
 /// Two capture workers on two volumes (stream i on volume i); mid-recording
 /// the second volume is filled up by another program: the write that fails
@@ -159,26 +151,18 @@ fn synthetic_over_two_volumes_one_fills_nothing_lost() {
 /// store's volume, stream 0 keeps to its own, the counters add up (only what
 /// was in flight on the full volume is a write error), and query sees every
 /// stored frame once, byte for byte.
-#[test]
-fn live_two_workers_two_volumes_one_filled_mid_recording() {
-    live_two_volumes("live_two_workers_two_volumes_one_filled_mid_recording", &[]);
-}
+wvtest!(live_two_workers_two_volumes_one_filled_mid_recording, needs = [root, TOOLS, "tcpreplay"], |t| {
+    live_two_volumes(&[]);
+});
 
 /// The same on the zero-copy path (the kernel's ring blocks written as
 /// pcapng): a failed block write takes the volume out, and the next block
 /// opens a file on the store's volume.
-#[test]
-fn zero_copy_two_workers_two_volumes_one_filled_mid_recording() {
-    live_two_volumes(
-        "zero_copy_two_workers_two_volumes_one_filled_mid_recording",
-        &["--zero-copy", "--format", "pcapng"],
-    );
-}
+wvtest!(zero_copy_two_workers_two_volumes_one_filled_mid_recording, needs = [root, TOOLS, "tcpreplay"], |t| {
+    live_two_volumes(&["--zero-copy", "--format", "pcapng"]);
+});
 
-fn live_two_volumes(test: &str, extra: &[&str]) {
-    if !ready(test) || !need_tools("volumes live", &["tcpreplay"]) {
-        return;
-    }
+fn live_two_volumes(extra: &[&str]) {
     let _g = heavy_lock();
     let tmp = TempDir::new("volumes-live");
     let a = LoopFs::new("vol-la", 256).expect("loop-mounted ext4 (a)");
@@ -284,11 +268,7 @@ fn live_two_volumes(test: &str, extra: &[&str]) {
 /// file system once), not of the store directory's alone: with two disks
 /// the budget was half of what was asked. The refusal of a budget too small
 /// for the file size says the bytes it computed.
-#[test]
-fn a_percentage_budget_covers_every_volume() {
-    if !ready("a_percentage_budget_covers_every_volume") {
-        return;
-    }
+wvtest!(a_percentage_budget_covers_every_volume, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let a = LoopFs::new("pct-a", 64).expect("loop-mounted ext4 (a)");
     let b = LoopFs::new("pct-b", 32).expect("loop-mounted ext4 (b)");
@@ -316,7 +296,7 @@ fn a_percentage_budget_covers_every_volume() {
     // The same file system given twice counts once.
     let same = a.dir.join("more");
     assert_eq!(budget_of(&["--volume", same.to_str().unwrap()]), one);
-}
+});
 
 /// Retention with several volumes (`--max-size`, deleting the oldest): a
 /// volume that has no room for the next file deletes its own oldest files,
@@ -324,11 +304,7 @@ fn a_percentage_budget_covers_every_volume() {
 /// rotation; the recording goes on over both to the end. (Before, the
 /// small volume was taken out as full below the budget, then the store's
 /// filled up until a write failed: exit 3, packets lost.)
-#[test]
-fn retention_deletes_on_each_volume_that_fills() {
-    if !ready("retention_deletes_on_each_volume_that_fills") {
-        return;
-    }
+wvtest!(retention_deletes_on_each_volume_that_fills, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let a = LoopFs::new("ret-a", 64).expect("loop-mounted ext4 (a)");
     let b = LoopFs::new("ret-b", 24).expect("loop-mounted ext4 (b)");
@@ -370,7 +346,7 @@ fn retention_deletes_on_each_volume_that_fills() {
     let o = run_wirevault(&["query", store.to_str().unwrap(), "--count"]);
     o.expect(0, "count");
     assert!(o.stdout.contains(&kept.to_string()), "query counts what the files hold: {} {}", o.stdout, o.stderr);
-}
+});
 
 /// The store directory's own file system fails mid-recording (with a
 /// second volume still fine): the next catalog line cannot be written, and
@@ -379,11 +355,7 @@ fn retention_deletes_on_each_volume_that_fills() {
 /// was taken out of rotation like any volume and recording went on on the
 /// other, writing files no query saw while the summary called every packet
 /// written and every file valid.)
-#[test]
-fn the_store_directory_failing_stops_the_recording() {
-    if !ready("the_store_directory_failing_stops_the_recording") {
-        return;
-    }
+wvtest!(the_store_directory_failing_stops_the_recording, needs = [root, TOOLS], |t| {
     let _g = heavy_lock();
     let tmp = TempDir::new("volumes-storefail");
     let a = LoopFs::new("sf-a", 128).expect("loop-mounted ext4 (a)");
@@ -418,7 +390,7 @@ fn the_store_directory_failing_stops_the_recording() {
     assert_no_panic(&o.stderr, "record");
     assert_ne!(o.code, Some(0), "{}", o.stderr);
     assert!(o.stderr.contains("cannot write the catalog") && o.stderr.contains("wirevault repair"), "{}", o.stderr);
-}
+});
 
 /// A volume whose marker is gone (its disk not mounted: the mount point is
 /// an empty directory) is said once by `query`, with the advice to mount
@@ -426,11 +398,7 @@ fn the_store_directory_failing_stops_the_recording() {
 /// `wirevault repair`; the count is that of the other files (tcpdump's),
 /// and `--strict` exits 1 for the files left out. Mounting it back (the
 /// marker back) brings every packet back.
-#[test]
-fn a_volume_not_mounted_is_said_once_with_the_advice_to_mount_it() {
-    if !need_tools("a_volume_not_mounted_is_said_once_with_the_advice_to_mount_it", &["tcpdump"]) {
-        return;
-    }
+wvtest!(a_volume_not_mounted_is_said_once_with_the_advice_to_mount_it, needs = ["tcpdump"], |t| {
     let tmp = TempDir::new("vol-unmounted");
     let (store, vol) = (tmp.join("store"), tmp.join("vol1"));
     run_wirevault(&[
@@ -449,10 +417,9 @@ fn a_volume_not_mounted_is_said_once_with_the_advice_to_mount_it() {
     let all = files(&store);
     let (on_vol, here): (Vec<_>, Vec<_>) = all.iter().partition(|(rel, _)| rel.starts_with("@1/"));
     assert!(!on_vol.is_empty() && !here.is_empty(), "files on both volumes: {all:?}");
-    let tcpdump_count = |files: &[&(String, PathBuf)]| -> usize {
-        files.iter().map(|(_, p)| tcpdump_frames(p, &[], tmp.path()).1.len()).sum()
-    };
-    let (want_here, want_all) = (tcpdump_count(&here), tcpdump_count(&all.iter().collect::<Vec<_>>()));
+    let count =
+        |files: &[&(String, PathBuf)]| -> usize { files.iter().map(|(_, p)| tcpdump_count(p, "") as usize).sum() };
+    let (want_here, want_all) = (count(&here), count(&all.iter().collect::<Vec<_>>()));
     let marker = vol.join(".wirevault-volume");
     let saved = std::fs::read(&marker).unwrap();
     std::fs::remove_file(&marker).unwrap();
@@ -479,4 +446,4 @@ fn a_volume_not_mounted_is_said_once_with_the_advice_to_mount_it() {
     o.expect(0, "query with the volume back");
     assert_eq!(o.stdout.trim(), want_all.to_string());
     assert!(!o.stderr.contains("wirevault:"), "{}", o.stderr);
-}
+});

@@ -1,16 +1,17 @@
-//! A store a hostile local user prepared (symlinks, `..` paths, a second
-//! writer, damaged catalog lines), and the modes of what wirevault writes:
-//! nothing outside the store changes, nothing recorded is lost, and every
-//! answer is exact or carries a warning (issue 12, findings 1, 2, 3, 9, 14, 18).
+//! A store a hostile local user prepared, and the modes of what wirevault
+//! writes: symlinks and `..` paths in the catalog, symlinked stream
+//! directories, part files and stats files, FIFOs under store names, a second
+//! writer, damaged catalog lines, `--user`'s chown, `--stats-file` and
+//! standard output pointed into the store, `--on-full stop`'s budget drops.
+//! Nothing outside the store changes, nothing recorded is lost, and every
+//! answer is exact or carries a warning.
 
-use crate::util::{
-    catalog, check_store, final_counters, need_root, run_wirevault, test_frames, write_pcap, Recorder, TempDir,
-};
+use crate::util::*;
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const SMALL: [&str; 6] = ["--buffer", "8M", "--block-size", "256K", "--file-size", "256K"];
 
@@ -275,11 +276,7 @@ fn modes_whatever_the_umask() {
 /// Finding 1: `--user` changes the owner of what wirevault owns in the
 /// store only, follows no symlink, and a non-empty directory that is not a
 /// store is refused.
-#[test]
-fn user_chowns_only_the_store_and_follows_no_link() {
-    if !need_root("user_chowns_only_the_store_and_follows_no_link") {
-        return;
-    }
+wvtest!(user_chowns_only_the_store_and_follows_no_link, needs = [root], |t| {
     let Some(nobody) = Command::new("id")
         .args(["-u", "nobody"])
         .output()
@@ -319,7 +316,7 @@ fn user_chowns_only_the_store_and_follows_no_link() {
     o.expect(1, "record into a non-store directory");
     assert!(o.stderr.contains("not a wirevault store"), "{}", o.stderr);
     assert_eq!(fs::read_dir(&home).unwrap().count(), 1, "something was written into it");
-}
+});
 
 /// Finding 18: -o naming a regular file, and permission denied.
 #[test]
@@ -367,4 +364,259 @@ fn on_full_stop_counts_budget_drops() {
     assert!(st["dropped"]["budget"].as_u64().unwrap_or(0) > 0, "{st}");
     assert!(o.stderr.contains("budget") && o.stderr.contains("larger --max-size"), "{}", o.stderr);
     assert!(!o.stderr.contains("write error 1") && !o.stderr.contains("write error 2"), "{}", o.stderr);
+}
+
+/// Runs wirevault with `args`, killed after `secs` seconds: `None` if it hung.
+fn run_timeout(args: &[&str], secs: u64) -> Option<Outcome> {
+    let mut child = wirevault()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run wirevault");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return Some(Outcome::from_output(child.wait_with_output().expect("output")));
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn fifos_under_store_names_are_refused_not_waited_on() {
+    let tmp = TempDir::new("hs2-fifo");
+    let input = tmp.join("in.pcap");
+    write_pcap(&input, 1, 65535, false, &test_frames(5, 1_700_000_000_000_000_000));
+    for name in [".lock", "catalog.jsonl"] {
+        let store = synthetic_store(&tmp, &format!("s{}", name.trim_start_matches('.')));
+        fs::remove_file(store.join(name)).ok();
+        mkfifo(&store.join(name));
+        // A .part file makes query probe the lock.
+        fs::write(store.join("stream-000/20260101T000000.000000000Z-000099.pcap.part"), b"").unwrap();
+        let runs: Vec<Vec<&str>> = vec![
+            vec!["query", s(&store), "--count"],
+            vec!["repair", s(&store)],
+            vec!["index", s(&store)],
+            vec!["record", "-r", s(&input), "-o", s(&store), "-q", "--buffer", "64M"],
+        ];
+        for args in runs {
+            let what = format!("{args:?} with a FIFO {name}");
+            let o = run_timeout(&args, 20).unwrap_or_else(|| panic!("{what}: hung"));
+            if name == ".lock" && args[0] == "query" {
+                // A query does not need the lock file: it may answer.
+                assert_no_panic(&o.stderr, &what);
+                continue;
+            }
+            assert_ne!(o.code, Some(0), "{what}: exit 0\n{}", o.stderr);
+            assert_no_panic(&o.stderr, &what);
+            assert!(o.stderr.contains(name) && o.stderr.contains("not a regular file"), "{what}: {}", o.stderr);
+            assert!(!o.stderr.contains("neither a store"), "{what}: {}", o.stderr);
+        }
+    }
+    // stats.json and catalog.jsonl.part as FIFOs: record neither hangs nor
+    // loses what it recorded.
+    for name in ["stats.json", "catalog.jsonl.part"] {
+        let store = synthetic_store(&tmp, &format!("t{}", name.replace('.', "-")));
+        fs::remove_file(store.join(name)).ok();
+        mkfifo(&store.join(name));
+        let args = ["record", "-r", s(&input), "-o", s(&store), "-q", "--buffer", "64M"];
+        let o = run_timeout(&args, 20).unwrap_or_else(|| panic!("record with a FIFO {name}: hung"));
+        assert_no_panic(&o.stderr, name);
+        if o.code != Some(0) {
+            assert!(o.stderr.contains(name), "{name}: {}", o.stderr);
+        }
+        let o = run_timeout(&["query", s(&store), "--count"], 20).expect("query hung");
+        o.expect(0, "query after record");
+    }
+}
+
+/// The finding's repro: `stream-000` is a symlink to a root-only directory
+/// holding a capture and an index; the store's owner wrote a catalog naming
+/// them. Neither `index` nor `repair` may create, change or delete anything
+/// there, nor copy the secret capture's metadata into the catalog.
+wvtest!(index_and_repair_never_follow_a_symlinked_stream_directory, needs = [corpus], |t| {
+    let secret_src = t.corpus_file("ikev2four.pcap");
+    let tmp = TempDir::new("hs2-beneath");
+    let secret = tmp.join("secret");
+    fs::create_dir_all(&secret).unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut fs::metadata(&secret).unwrap().permissions(), 0o700);
+    fs::copy(&secret_src, secret.join("secret.pcap")).unwrap();
+    fs::write(secret.join("other.pcap.idx"), "keep").unwrap();
+    let listing = |d: &Path| {
+        let mut v: Vec<(String, Vec<u8>)> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), fs::read(e.path()).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&secret);
+    let tail = r#""format":"pcap","linktype":1,"snaplen":65535,"first_ns":0,"last_ns":0,"packets":0,"bytes":0}"#;
+    let cat = format!(
+        "{{\"stream\":0,\"file\":\"stream-000/secret.pcap\",\"index\":null,{tail}\n{{\"stream\":0,\"file\":\"stream-000/other.pcap\",\"index\":\"stream-000/other.pcap.idx\",{tail}\n"
+    );
+    for cmd in ["index", "repair"] {
+        let store = tmp.join(format!("store-{cmd}"));
+        fs::create_dir_all(&store).unwrap();
+        std::os::unix::fs::symlink(&secret, store.join("stream-000")).unwrap();
+        fs::write(store.join("catalog.jsonl"), &cat).unwrap();
+        let o = run_timeout(&[cmd, s(&store)], 60).expect("hung");
+        assert_no_panic(&o.stderr, cmd);
+        assert_eq!(listing(&secret), before, "{cmd} changed the directory behind the symlink\n{}", o.stderr);
+        let after = fs::read_to_string(store.join("catalog.jsonl")).unwrap_or_default();
+        assert!(!after.contains("\"packets\":4") && !after.contains("secret.pcap.idx"), "{cmd}: {after}");
+        assert!(fs::symlink_metadata(store.join("stream-000")).unwrap().file_type().is_symlink());
+    }
+});
+
+/// A plain directory indexed by `index DIR`: a symlinked subdirectory is
+/// not walked into, and nothing is written behind it.
+#[test]
+fn index_of_a_plain_directory_does_not_walk_symlinks() {
+    let tmp = TempDir::new("hs2-plain");
+    let outside = tmp.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    write_pcap(&outside.join("x.pcap"), 1, 65535, false, &test_frames(3, 1_700_000_000_000_000_000));
+    let d = tmp.join("d");
+    fs::create_dir_all(&d).unwrap();
+    write_pcap(&d.join("a.pcap"), 1, 65535, false, &test_frames(4, 1_700_000_000_000_000_000));
+    std::os::unix::fs::symlink(&outside, d.join("sub")).unwrap();
+    let o = run_timeout(&["index", s(&d)], 60).expect("hung");
+    o.expect(0, "index DIR");
+    assert!(!outside.join("x.pcap.idx").exists(), "index wrote behind a symlinked directory");
+    assert!(d.join("a.pcap.idx").exists());
+    let cat = fs::read_to_string(d.join("catalog.jsonl")).unwrap();
+    assert!(!cat.contains("sub/x.pcap"), "{cat}");
+}
+
+#[test]
+fn stats_file_refuses_symlinks_devices_and_files_in_the_store() {
+    let tmp = TempDir::new("hr-stats");
+    let store = synthetic_store(&tmp, "s");
+    let victim = tmp.join("victim");
+    fs::write(&victim, "keep").unwrap();
+    let link = tmp.join("link.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let catalog = store.join("catalog.jsonl");
+    let before = fs::read(&catalog).unwrap();
+    for (sf, what) in [
+        (link.clone(), "a symlink"),
+        (PathBuf::from("/dev/null"), "a device"),
+        (catalog.clone(), "the store's catalog"),
+        (store.join("stream-000").join("x.json"), "a new file inside the store"),
+    ] {
+        let fresh = tmp.join(format!("new-{}", what.len()));
+        for out in [&store, &fresh] {
+            if out == &fresh && sf.starts_with(&store) {
+                continue; // another store's files are not this recording's business
+            }
+            let o = run_wirevault(&[
+                "record",
+                "--synthetic",
+                "size=100,count=5",
+                "-o",
+                out.to_str().unwrap(),
+                "-q",
+                "--buffer",
+                "64M",
+                "--stats-file",
+                sf.to_str().unwrap(),
+            ]);
+            o.expect(2, &format!("--stats-file {what}"));
+            assert!(o.stderr.contains("--stats-file"), "{what}: {}", o.stderr);
+            assert_eq!(o.stderr.trim().lines().count(), 1, "{what}: one sentence: {}", o.stderr);
+            if out == &fresh {
+                assert!(!fresh.exists(), "{what}: a store was created");
+            }
+        }
+    }
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(fs::read(&catalog).unwrap(), before, "the catalog was replaced");
+    assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device_like());
+}
+
+trait CharDev {
+    fn is_char_device_like(&self) -> bool;
+}
+
+impl CharDev for fs::FileType {
+    fn is_char_device_like(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        self.is_char_device()
+    }
+}
+
+#[test]
+fn stats_file_temp_is_never_followed_and_never_left() {
+    let tmp = TempDir::new("hr-stats-tmp");
+    let victim = tmp.join("victim");
+    fs::write(&victim, "keep").unwrap();
+    let sf = tmp.join("out.json");
+    // Every name the old code used as its temporary file.
+    std::os::unix::fs::symlink(&victim, tmp.join("out.json.part")).unwrap();
+    let s = tmp.join("s");
+    let o = run_wirevault(&[
+        "record",
+        "--synthetic",
+        "size=100,count=20",
+        "-o",
+        s.to_str().unwrap(),
+        "-q",
+        "--buffer",
+        "64M",
+        "--stats-file",
+        sf.to_str().unwrap(),
+    ]);
+    o.expect(0, "record with --stats-file");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "keep", "the temp file followed a symlink");
+    let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&sf).unwrap()).unwrap();
+    assert_eq!(v["state"], "done");
+    let left: Vec<String> = fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("out.json") && n != "out.json" && n != "out.json.part")
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn query_refuses_standard_output_inside_the_store() {
+    let tmp = TempDir::new("hr-stdout");
+    let store = synthetic_store(&tmp, "s");
+    let cap = fs::read_dir(store.join("stream-000"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .unwrap();
+    let before = fs::read(&cap).unwrap();
+    for append in [true, false] {
+        let target = if append { cap.clone() } else { store.join("stream-000").join("new.pcap") };
+        let out = fs::OpenOptions::new().create(true).append(true).open(&target).unwrap();
+        let o = Outcome::from_output(
+            wirevault().args(["query", store.to_str().unwrap()]).stdout(out).stderr(Stdio::piped()).output().unwrap(),
+        );
+        o.expect(2, "query > file in the store");
+        assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
+        let _ = fs::remove_file(store.join("stream-000").join("new.pcap"));
+    }
+    assert_eq!(fs::read(&cap).unwrap(), before, "a stored capture was appended to");
+    // A file outside the store is still fine.
+    let out = fs::File::create(tmp.join("out.pcap")).unwrap();
+    let o = Outcome::from_output(wirevault().args(["query", store.to_str().unwrap()]).stdout(out).output().unwrap());
+    o.expect(0, "query > file outside the store");
 }
