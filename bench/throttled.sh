@@ -158,15 +158,15 @@ run_one() {
     stored=$((stored + ${c:-0}))
   done
   if [ "${tool%-*}" = wirevault ] || [ "$tool" = wirevault ]; then
-    local w su pf bg ab af sp
-    read -r w su pf bg ab af sp < <(stats "$MNT/store/stats.json" written startup_cpu_s arena_prefault_cpu_s arena_background_cpu_s=0 arena_bytes dropped.arena_full spilled_bytes)
+    local w su pf bg ab af sp kd
+    read -r w su pf bg ab af sp kd < <(stats "$MNT/store/stats.json" written startup_cpu_s arena_prefault_cpu_s arena_background_cpu_s=0 arena_bytes dropped.arena_full spilled_bytes dropped.kernel=0)
     [ "$w" = "$stored" ] || extra="stats.json written $w but the files hold $stored; "
     if [ "$ab" = 0 ]; then
       extra="${extra}no arena: the kernel's ring (set up in the ${su}s of start-up) is the buffer"
     else
       local used
       read -r used < <(stats "$MNT/store/stats.json" arena_used_bytes=0)
-      extra="${extra}arena $((ab >> 20)) MiB, $((used >> 20)) MiB of it used: ${pf}s CPU faulting before capture (of ${su}s start-up), ${bg}s in the background; arena-full drops $af, spilled $((sp >> 20)) MiB"
+      extra="${extra}arena $((ab >> 20)) MiB, $((used >> 20)) MiB of it used: ${pf}s CPU faulting before capture (of ${su}s start-up), ${bg}s in the background; arena-full drops $af, kernel drops $kd, spilled $((sp >> 20)) MiB"
     fi
   fi
   umount "$MNT"

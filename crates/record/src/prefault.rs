@@ -6,8 +6,8 @@
 //! one thread of its own, at background priority (`SCHED_BATCH`, nice 19), keeps every arena
 //! faulted in ahead of its high-water mark (the blocks ever taken) by as much again, and at
 //! least [`AHEAD_MIN`] blocks: the memory is paid for as the backlog grows, twice as far as
-//! it has reached, and a backlog that outruns the thread faults its pages itself (correct,
-//! slower). A large default arena then costs nothing on a disk that keeps up.
+//! it has reached. A backlog that gains on the thread raises it to normal priority until it
+//! is ahead again; one that outruns it faults its pages itself (correct, slower). A large default arena then costs nothing on a disk that keeps up.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,9 +68,21 @@ impl Prefault {
         let progress = Arc::new(Progress::default());
         let p = progress.clone();
         let thread = std::thread::Builder::new().name("wv-prefault".into()).spawn(move || {
-            wv_sys::cpu::background_priority_current_thread();
+            let mut background = wv_sys::cpu::background_priority_current_thread();
             let cpu0 = wv_sys::cpu::thread_cpu_ns();
             while !p.stop.load(Ordering::Relaxed) {
+                // A backlog that reached the faulted part's last half outruns a thread at
+                // background priority: then it faults at normal priority (the pages must
+                // come in either way, and capture would otherwise fault them itself), and
+                // goes back once it is ahead again.
+                let behind = p.is_behind();
+                if behind == background {
+                    background = if behind {
+                        !wv_sys::cpu::normal_priority_current_thread()
+                    } else {
+                        wv_sys::cpu::background_priority_current_thread()
+                    };
+                }
                 if let Err(e) = p.keep_ahead() {
                     *p.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
                         "the arena could not be faulted in beyond {} MiB ({e}): the memory it needs may not be there, and capture may be killed for it once it gets there; record with a smaller --buffer",
@@ -113,6 +125,21 @@ impl Prefault {
 }
 
 impl Progress {
+    /// True when some arena's faulted part reaches less than half its high-water mark beyond
+    /// it (the thread keeps it a whole one ahead): the backlog grows faster than the thread.
+    fn is_behind(&self) -> bool {
+        let arenas = self.arenas.lock().unwrap_or_else(|e| e.into_inner());
+        arenas.iter().any(|(rest, gauge)| {
+            rest.as_ref().is_some_and(|r| {
+                let (high, faulted) = (gauge.high_water() as usize, r.faulted());
+                r.left() > 0
+                    && high > 0
+                    && faulted < target(high as u64, gauge.block_size(), gauge.capacity()) as usize
+                    && faulted.saturating_sub(high) < high / 2
+            })
+        })
+    }
+
     /// One look: every arena faulted in up to its [`target`], 8 MiB at a time.
     fn keep_ahead(&self) -> std::io::Result<()> {
         let mut arenas = self.arenas.lock().unwrap_or_else(|e| e.into_inner());

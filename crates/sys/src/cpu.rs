@@ -157,6 +157,20 @@ pub fn background_priority_current_thread() -> bool {
     }
 }
 
+/// Puts the calling thread back at normal priority (`SCHED_OTHER`, nice 0) after
+/// [`background_priority_current_thread`]. Raising a thread's nice value back needs
+/// CAP_SYS_NICE (or RLIMIT_NICE): false where the kernel refuses, and the thread stays where
+/// it was.
+pub fn normal_priority_current_thread() -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as in background_priority_current_thread: the calling thread's scheduling only.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 0) == 0
+            && libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) == 0
+    }
+}
+
 /// The memory this process may use: the machine's, or less where its cgroup (v2
 /// `memory.max`, v1 `memory.limit_in_bytes`) says so. For defaults sized from memory.
 pub fn usable_memory() -> u64 {
