@@ -137,35 +137,69 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
         }
     };
     if let Some(p) = &a.plot {
-        if plot::Format::of(p).is_none() {
-            return Err(usage(format!("--plot {} must end in .svg or .png", p.display())));
-        }
-        // Where the chart goes is checked before the run, not after it.
-        let existed = p.exists();
-        match std::fs::OpenOptions::new().append(true).create(true).open(p) {
-            Ok(_) if !existed => drop(std::fs::remove_file(p)),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(usage(format!("--plot {}: cannot write there ({e}); choose a writable path", p.display())))
-            }
+        check_plot(p)?;
+    }
+    check_dir(&a.dir)?;
+    check_space(&a, files, file_size)?;
+    Ok(Plan {
+        cfg: Config {
+            dir: a.dir,
+            files,
+            file_size,
+            mode: if a.buffered { Mode::Buffered } else { Mode::Direct },
+            block_size,
+            depth,
+            prealloc_step: tuning.prealloc_step,
+            keep: a.keep,
+        },
+        rate,
+        rate_text: a.rate,
+        margin: a.margin,
+        plot: a.plot,
+        json: a.json,
+    })
+}
+
+/// `--plot FILE`: an .svg or .png where a file can be written, checked before the run.
+fn check_plot(p: &std::path::Path) -> anyhow::Result<()> {
+    if plot::Format::of(p).is_none() {
+        return Err(usage(format!("--plot {} must end in .svg or .png", p.display())));
+    }
+    // Where the chart goes is checked before the run, not after it.
+    let existed = p.exists();
+    match std::fs::OpenOptions::new().append(true).create(true).open(p) {
+        Ok(_) if !existed => drop(std::fs::remove_file(p)),
+        Ok(_) => {}
+        Err(e) => {
+            return Err(usage(format!("--plot {}: cannot write there ({e}); choose a writable path", p.display())))
         }
     }
-    match std::fs::metadata(&a.dir) {
+    Ok(())
+}
+
+/// DIR exists and is a directory.
+fn check_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
             return Err(fail(
                 exit::ERROR,
-                format!("{} is not a directory; give a directory on the volume to gauge", a.dir.display()),
+                format!("{} is not a directory; give a directory on the volume to gauge", dir.display()),
             ))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(fail(
                 exit::ERROR,
-                format!("{} does not exist; give a directory on the volume to gauge", a.dir.display()),
+                format!("{} does not exist; give a directory on the volume to gauge", dir.display()),
             ))
         }
-        Err(e) => return Err(fail(exit::ERROR, format!("{}: {e}", a.dir.display()))),
+        Err(e) => return Err(fail(exit::ERROR, format!("{}: {e}", dir.display()))),
     }
+    Ok(())
+}
+
+/// The run fits in [`MAX_FILL`] of the volume's free space, unless `--allow-fill`.
+fn check_space(a: &Args, files: u32, file_size: u64) -> anyhow::Result<()> {
     let (free, _total) =
         wv_sys::fs::fs_space(&a.dir).map_err(|e| fail(exit::ERROR, format!("{}: {e}", a.dir.display())))?;
     let need = u64::from(files).saturating_mul(file_size);
@@ -186,23 +220,7 @@ fn plan(a: Args) -> anyhow::Result<Plan> {
             MAX_FILL * 100.0
         )));
     }
-    Ok(Plan {
-        cfg: Config {
-            dir: a.dir,
-            files,
-            file_size,
-            mode: if a.buffered { Mode::Buffered } else { Mode::Direct },
-            block_size,
-            depth,
-            prealloc_step: tuning.prealloc_step,
-            keep: a.keep,
-        },
-        rate,
-        rate_text: a.rate,
-        margin: a.margin,
-        plot: a.plot,
-        json: a.json,
-    })
+    Ok(())
 }
 
 /// The rate a `wirevault plan --json` result asks the store to sustain:
@@ -366,50 +384,58 @@ fn print(r: &Report, dir: &std::path::Path) {
         win(r.worst_10s_bytes_per_s)
     );
     if let Some(v) = &r.rate {
-        let at = format!("{} ({} GB/s)", v.given.as_deref().unwrap_or(""), gb(v.bytes_per_s));
-        if !v.sustained {
-            t += &format!(
-                "  at {at}: NOT sustained: the volume writes {} GB/s, {} GB/s short; no finite buffer suffices ({} behind per hour)\n",
-                gb(r.overall_bytes_per_s),
-                gb(v.bytes_per_s - r.overall_bytes_per_s),
-                human_bytes(v.shortfall_bytes_per_hour as u64)
-            );
-        } else {
-            let need = v.buffer_bytes.unwrap_or(0) as f64;
-            let with = v.buffer_with_margin_bytes.unwrap_or(0);
-            let dips = match v.worst_10s_meets_rate {
-                Some(true) => "even its worst 10 s window keeps up",
-                Some(false) => "its worst 10 s window falls below the rate",
-                None => "the run was shorter than 10 s",
-            };
-            let margin = if buffer::round_up(need * v.margin, 0) < with {
-                // The floor made it, not the dips: said, or 0 B x 1.5 reads as 64 MiB.
-                format!(
-                    "x{} margin: {}, below {}, the smallest buffer record takes",
-                    v.margin,
-                    human_bytes((need * v.margin).ceil() as u64),
-                    human_bytes(with)
-                )
-            } else {
-                format!("x{} margin: {}", v.margin, human_bytes(with))
-            };
-            t += &format!(
-                "  at {at}: sustained on average ({dips}); the measured dips need a {} buffer, {margin}\n",
-                human_bytes(need as u64)
-            );
-            t += &format!("  use: wirevault record --buffer {} ...\n", buffer::size_arg(with));
-            if r.per_second_bytes.len() < 60 {
-                t += &format!(
-                    "  note: the series has {} s; a longer run (the default 100 x 2G) sees rarer dips\n",
-                    r.per_second_bytes.len()
-                );
-            }
-        }
+        t += &rate_verdict(r, v);
     }
     for k in &r.kept {
         t += &format!("  kept {k}\n");
     }
     let _ = std::io::stdout().lock().write_all(t.as_bytes());
+}
+
+/// What the run says about `--rate`: sustained or not, and the buffer its dips need.
+fn rate_verdict(r: &Report, v: &wv_diskbench::report::RateReport) -> String {
+    let mut t = String::new();
+    let gb = |b: f64| format!("{:.3}", b / 1e9);
+    let at = format!("{} ({} GB/s)", v.given.as_deref().unwrap_or(""), gb(v.bytes_per_s));
+    if !v.sustained {
+        t += &format!(
+            "  at {at}: NOT sustained: the volume writes {} GB/s, {} GB/s short; no finite buffer suffices ({} behind per hour)\n",
+            gb(r.overall_bytes_per_s),
+            gb(v.bytes_per_s - r.overall_bytes_per_s),
+            human_bytes(v.shortfall_bytes_per_hour as u64)
+        );
+    } else {
+        let need = v.buffer_bytes.unwrap_or(0) as f64;
+        let with = v.buffer_with_margin_bytes.unwrap_or(0);
+        let dips = match v.worst_10s_meets_rate {
+            Some(true) => "even its worst 10 s window keeps up",
+            Some(false) => "its worst 10 s window falls below the rate",
+            None => "the run was shorter than 10 s",
+        };
+        let margin = if buffer::round_up(need * v.margin, 0) < with {
+            // The floor made it, not the dips: said, or 0 B x 1.5 reads as 64 MiB.
+            format!(
+                "x{} margin: {}, below {}, the smallest buffer record takes",
+                v.margin,
+                human_bytes((need * v.margin).ceil() as u64),
+                human_bytes(with)
+            )
+        } else {
+            format!("x{} margin: {}", v.margin, human_bytes(with))
+        };
+        t += &format!(
+            "  at {at}: sustained on average ({dips}); the measured dips need a {} buffer, {margin}\n",
+            human_bytes(need as u64)
+        );
+        t += &format!("  use: wirevault record --buffer {} ...\n", buffer::size_arg(with));
+        if r.per_second_bytes.len() < 60 {
+            t += &format!(
+                "  note: the series has {} s; a longer run (the default 100 x 2G) sees rarer dips\n",
+                r.per_second_bytes.len()
+            );
+        }
+    }
+    t
 }
 
 #[cfg(test)]

@@ -277,6 +277,16 @@ fn grouped(x: f64) -> String {
 }
 
 fn table(plan: &Plan, rows: &[Row]) -> String {
+    let mut out = columns(plan, rows);
+    out.push_str(&sources(rows));
+    if let Some((path, b)) = &plan.bench {
+        out.push_str(&bench_line(path, b));
+    }
+    out
+}
+
+/// The table itself: a header line, the columns' rule, a row per frame size.
+fn columns(plan: &Plan, rows: &[Row]) -> String {
     let mut head = vec![
         "size",
         "frames/s",
@@ -353,6 +363,12 @@ fn table(plan: &Plan, rows: &[Row]) -> String {
             out.push('\n');
         }
     }
+    out
+}
+
+/// A line per `--from` capture the rows were measured on.
+fn sources(rows: &[Row]) -> String {
+    let mut out = String::new();
     for v in rows {
         if let Some(fr) = &v.from {
             out.push_str(&format!(
@@ -375,8 +391,12 @@ fn table(plan: &Plan, rows: &[Row]) -> String {
             out.push('\n');
         }
     }
-    if let Some((path, b)) = &plan.bench {
-        out.push_str(&format!(
+    out
+}
+
+/// What the disk-bench result of `--bench` measured, and how the volumes and buffer follow.
+fn bench_line(path: &std::path::Path, b: &DiskBench) -> String {
+    format!(
             "\n{} ({}, {}): {:.0} MB/s written over the run, files' mean {:.0} MB/s (99% CI {:.0}-{:.0}), worst 10 s {}; \
              volumes: ceil(store rate / the run's rate) and / worst 10 s; \
              buffer: the largest backlog of that many volumes following its per-second series together, record --buffer adds {:.0}%\n",
@@ -389,7 +409,5 @@ fn table(plan: &Plan, rows: &[Row]) -> String {
             b.ci99_bytes_per_s[1] / 1e6,
             b.worst_10s_bytes_per_s.map_or("unknown (a run shorter than 10 s: ? below)".to_string(), |w| format!("{:.0} MB/s", w / 1e6)),
             wv_plan::bench::BUFFER_MARGIN * 100.0
-        ));
-    }
-    out
+    )
 }
