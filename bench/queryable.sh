@@ -105,7 +105,9 @@ run_one() { # path rate
     >"$out/rec.out" 2>"$out/rec.err" &
   REC_PID=$!
   local i=0
-  until [ -f "$out/store/stats.json" ]; do
+  # From the moment it captures (AF_XDP opens its sockets before it says so; frames sent before
+  # that reach no socket, as before any tool's start).
+  until grep -qs '"state":"capturing"' "$out/store/stats.json"; do
     sleep 0.05; i=$((i + 1))
     [ $i -lt 400 ] && kill -0 "$REC_PID" 2>/dev/null || { log "$path: record did not start: $(tail -c 300 "$out/rec.err")"; return; }
   done
