@@ -20,7 +20,7 @@ use crate::worker::BATCH as DELIVERY_BATCH;
 use crate::{CaptureError, Delivery, Frame, Poll, Source};
 use std::time::{Duration, Instant};
 use wv_filter::Filter;
-use wv_units::{duration_error, parse_count, parse_duration};
+use wv_units::{count_error, duration_error, parse_count, parse_duration, parse_packet_rate};
 use wv_wire::views::ones_sum;
 
 /// The classic simple IMIX, as captured lengths (no FCS).
@@ -62,10 +62,7 @@ pub fn parse_spec(s: &str) -> Result<Spec, String> {
                 spec.sizes = vec![n];
             }
             "count" => {
-                spec.count =
-                    Some(parse_count(v).filter(|&n| n > 0).ok_or_else(|| {
-                        format!("synthetic count \"{v}\" is not a number of packets from 1 to 2^64-1")
-                    })?)
+                spec.count = Some(parse_count(v).filter(|&n| n > 0).ok_or_else(|| count_error("synthetic count", v))?)
             }
             "duration" => {
                 let d = parse_duration(v).map_err(|e| duration_error("synthetic duration", v, &e))?;
@@ -83,8 +80,8 @@ pub fn parse_spec(s: &str) -> Result<Spec, String> {
                 } else {
                     let l = l.trim_end_matches("pps");
                     spec.rate_pps = Some(
-                        parse_count(l).ok_or_else(|| format!("bad rate \"{v}\": use e.g. 1M (packets/s) or 10gbps"))?
-                            as f64,
+                        parse_packet_rate(l)
+                            .ok_or_else(|| format!("bad rate \"{v}\": use e.g. 1M (packets/s) or 10gbps"))?,
                     );
                 }
             }

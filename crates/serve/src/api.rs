@@ -131,10 +131,9 @@ pub(crate) fn selection(m: &HashMap<String, String>) -> Result<Selection, ApiErr
     let limit = match m.get("limit").filter(|v| !v.is_empty()) {
         None => None,
         Some(v) => Some(
-            v.parse::<u64>()
-                .ok()
+            wv_units::parse_count(v)
                 .filter(|n| *n > 0)
-                .ok_or_else(|| ApiError::BadRequest(format!("limit {v:?}: give a whole number of packets above 0")))?,
+                .ok_or_else(|| ApiError::BadRequest(wv_units::count_error("limit", v)))?,
         ),
     };
     Ok(Selection { from, to, expr: m.get("filter").cloned().unwrap_or_default(), limit, cancel: Arc::default() })

@@ -15,7 +15,7 @@ mod duration;
 mod rate;
 mod size;
 
-pub use count::{parse_count, parse_percent};
+pub use count::{count_error, parse_count, parse_packet_rate, parse_percent, COUNT_FORMS};
 pub use cpus::{format_cpu_list, parse_cpu_list, MAX_CPUS};
 pub use duration::{duration_error, parse_duration, DurationError, DURATION_FORMS, MAX_DURATION_NS};
 pub use rate::{parse_bit_rate, parse_rate, rate_error, Rate, RateError, BYTE_RATE_FORMS, RATE_FORMS};

@@ -236,3 +236,59 @@ fn record_and_tune_refuse_a_cpu_list_with_one_sentence() {
         assert_eq!(refusal(&run_wirevault(&["tune", "lo", &opt("--cpus", v)]), &format!("tune --cpus {v}")), want);
     }
 }
+
+#[test]
+fn every_count_option_takes_and_refuses_the_same_forms() {
+    let i = inputs("units-counts");
+    let ends = format!("is not a count above 0: give {}", wv_units::COUNT_FORMS);
+    let limit = |sub: &str, v: &str| {
+        let mut a = vec![sub];
+        if sub == "replay" {
+            a.extend(["-i", "lo", "--topspeed"]);
+        }
+        let l = opt("--limit", v);
+        a.extend([i.pcap.as_str(), l.as_str()]);
+        if sub == "query" {
+            a.push("--count");
+        } else if sub == "analyze" {
+            a.push("--json");
+        }
+        run_wirevault(&a)
+    };
+    let synthetic = |v: &str| {
+        let _ = std::fs::remove_dir_all(&i.scratch);
+        let spec = format!("size=64,count={v}");
+        let o = run_wirevault(&[
+            "record",
+            "-q",
+            "-o",
+            &i.scratch,
+            "--buffer",
+            "8M",
+            "--block-size",
+            "64K",
+            "--synthetic",
+            &spec,
+        ]);
+        let _ = std::fs::remove_dir_all(&i.scratch);
+        o
+    };
+    for v in ["5", "1k", "1K"] {
+        for sub in ["query", "analyze", "replay"] {
+            limit(sub, v).expect(0, &format!("{sub} --limit {v}"));
+        }
+        record(&i, &[&opt("-c", v)]).expect(0, &format!("-c {v}"));
+        synthetic(v).expect(0, &format!("count={v}"));
+    }
+    for v in ["1.5M", "1m", "1e3", "lots", "-1", "1 M", "99999999999G"] {
+        let mut said = Vec::new();
+        for sub in ["query", "analyze", "replay"] {
+            said.push(refusal(&limit(sub, v), &format!("{sub} --limit {v}")));
+        }
+        said.push(refusal(&record(&i, &[&opt("--count", v)]), &format!("-c {v}")));
+        said.push(refusal(&synthetic(v), &format!("count={v}")));
+        for s in &said {
+            assert!(s.contains(&format!("\"{v}\" {ends}")), "{v}: {s}");
+        }
+    }
+}

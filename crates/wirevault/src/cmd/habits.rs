@@ -20,6 +20,18 @@ const READERS: [&str; 3] = ["query", "analyze", "replay"];
 /// 2), else clap's own message without the `-- -x` tip (printed; the process exits as clap's
 /// errors do). Help and version requests print and exit 0 as before.
 pub fn clap_error(e: clap::Error, argv: &[OsString]) -> anyhow::Error {
+    // A value parser of ours that wrote the whole sentence, option named first (the counts:
+    // `wv_units::count_error`), is that sentence alone, as every unit's refusal is.
+    if e.kind() == ErrorKind::ValueValidation {
+        let name = match e.get(ContextKind::InvalidArg) {
+            Some(ContextValue::String(a)) => a.split([' ', '=']).next().unwrap_or_default().to_string(),
+            _ => String::new(),
+        };
+        let said = std::error::Error::source(&e).map(ToString::to_string);
+        if let Some(said) = said.filter(|s| !name.is_empty() && s.starts_with(&format!("{name} "))) {
+            return fail(exit::USAGE, said);
+        }
+    }
     if e.kind() != ErrorKind::UnknownArgument {
         e.exit()
     }

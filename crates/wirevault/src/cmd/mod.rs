@@ -15,19 +15,16 @@ pub mod serve;
 pub mod timestamps;
 pub mod tune;
 
-/// clap's parser of a packet count of 1 or more (`--limit`), with the
-/// sentence the API gives for its `limit`. A count may end in k, M or G
-/// (thousands, millions, billions: `--limit 1M`).
+/// clap's parser of a packet count of 1 or more (`--limit`) in the one
+/// grammar of counts ([`wv_units::COUNT_FORMS`]: `--limit 1M`).
 pub fn packet_limit(s: &str) -> Result<u64, String> {
-    let (digits, scale) = match s.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&s[..i], 1_000),
-        Some((i, 'M')) => (&s[..i], 1_000_000),
-        Some((i, 'G')) => (&s[..i], 1_000_000_000),
-        _ => (s, 1),
-    };
-    digits.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)).filter(|&n| n > 0).ok_or_else(|| {
-        format!("give a whole number of packets above 0 (k, M, G: thousands, millions, billions), not {s:?}")
-    })
+    wv_units::parse_count(s).filter(|&n| n > 0).ok_or_else(|| wv_units::count_error("--limit", s))
+}
+
+/// clap's parser of record's `-c N`: a count as [`packet_limit`] takes it; 0
+/// gets record's own sentence later ("-c 0 would store nothing").
+pub fn record_count(s: &str) -> Result<u64, String> {
+    wv_units::parse_count(s).ok_or_else(|| wv_units::count_error("--count", s))
 }
 
 /// Option `name`'s duration `s` in the one grammar of durations

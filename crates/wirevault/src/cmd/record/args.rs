@@ -79,8 +79,10 @@ pub struct Args {
     pub no_promisc: bool,
     #[arg(long, value_name = "DURATION", help = format!("Stop after this long; {}", wv_units::DURATION_FORMS))]
     pub duration: Option<String>,
-    /// Stop after storing this many packets (the workers together, as one count).
-    #[arg(short = 'c', long, value_name = "N")]
+    #[arg(short = 'c', long, value_name = "N", value_parser = crate::cmd::record_count, help = format!(
+        "Stop after storing this many packets (the workers together, as one count); {}",
+        wv_units::COUNT_FORMS
+    ))]
     pub count: Option<u64>,
     #[arg(long, value_name = "WINDOW", help = format!(
         "Do not store a frame identical (bytes and length) to one stored less than WINDOW before (e.g. 1ms): \
