@@ -4,5 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod record;
+pub mod table;
 
-pub use record::{EndReason, FlowRecord, IpAddr16};
+pub use record::{Direction, EndReason, FlowRecord, IpAddr16};
+pub use table::{FlowConfig, FlowTable};
