@@ -16,15 +16,10 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use std::sync::Arc;
 
-/// The directory beneath the store that holds the flow files.
-pub const DIR: &str = "flows";
-/// A flow file's extension, after the pcap file's whole name.
-pub const EXT: &str = ".parquet";
-
 /// The flow file of the pcap file `file` (its path relative to the store, as the catalog
 /// names it): `flows/<file>.parquet`.
 pub fn rel_of(file: &str) -> String {
-    format!("{DIR}/{file}{EXT}")
+    wv_store::layout::flows_rel(file)
 }
 
 /// Errors of the Parquet files.
