@@ -14,6 +14,7 @@ mod console;
 mod disk_bench;
 mod docs;
 mod fanout_order;
+mod flows;
 mod hostile_live;
 mod hostile_retrial;
 mod hostile_store;
