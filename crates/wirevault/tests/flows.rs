@@ -254,4 +254,9 @@ fn live_flows_agree_with_tshark_conversations() {
         m
     };
     assert_eq!(strip(&again), strip(&recs));
+
+    // repair makes the flow file of a file that has none (as after a crash).
+    std::fs::remove_dir_all(store.join("flows/stream-000")).unwrap();
+    run_ok(wirevault().arg("repair").arg(&store));
+    assert_eq!(strip(&parquet_records(&store)), strip(&recs));
 }

@@ -53,7 +53,8 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         return Err(fail(exit::ERROR, format!("{} is not a store directory", a.store.display())));
     }
     if a.rebuild {
-        rebuild(&a.store)?;
+        let n = rebuild(&a.store, None)?;
+        info!("rebuilt {n} flow records of {}", a.store.display());
     }
     let mut recs = Vec::new();
     for f in flow_files(&a.store.join(wv_store::layout::FLOWS)) {
@@ -217,13 +218,37 @@ fn write_table(out: &mut impl std::io::Write, recs: &[FlowRecord]) -> std::io::R
     Ok(())
 }
 
-/// Makes the flow files of every catalogued file of `store` from its packets, read through
-/// the query layer (`wv_query::visit`: each stream's files in recording order), with the
-/// recorder's own tap and default timeouts.
-fn rebuild(store: &Path) -> anyhow::Result<()> {
+/// After `repair`: the flow files of the catalogued files that have none (the files it
+/// recovered or catalogued), in a store that records flows (it has `flows/`). Their stream
+/// is rebuilt over those files only: flows that began in an earlier file and were open at
+/// the crash keep only their packets in these files. Returns the records written.
+pub fn rebuild_missing(store: &Path) -> anyhow::Result<u64> {
+    if !store.join(wv_store::layout::FLOWS).is_dir() {
+        return Ok(0);
+    }
+    let entries = wv_store::catalog::read_checked(store).map(|r| r.entries).unwrap_or_default();
+    let missing: Vec<_> =
+        entries.iter().filter(|e| !store.join(wv_store::layout::flows_rel(&e.file)).exists()).collect();
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    let from = missing.iter().map(|e| e.first_ns).min();
+    let to = missing.iter().map(|e| e.last_ns.saturating_add(1)).max();
+    let only: std::collections::HashSet<String> = missing.iter().map(|e| e.file.clone()).collect();
+    rebuild(store, Some((&only, from, to)))
+}
+
+/// Which files to rebuild (catalog paths) and the time range that holds them.
+type Only<'a> = (&'a std::collections::HashSet<String>, Option<u64>, Option<u64>);
+
+/// Makes the flow files of every catalogued file of `store` (or of `only`'s) from its
+/// packets, read through the query layer (`wv_query::visit`: each stream's files in
+/// recording order), with the recorder's own tap and default timeouts. Returns the records
+/// written.
+fn rebuild(store: &Path, only: Option<Only<'_>>) -> anyhow::Result<u64> {
     use wv_store::StreamTap;
-    let query =
-        wv_query::Query { store: store.to_path_buf(), from_ns: None, to_ns: None, expr: String::new(), limit: None };
+    let (from_ns, to_ns) = only.map_or((None, None), |o| (o.1, o.2));
+    let query = wv_query::Query { store: store.to_path_buf(), from_ns, to_ns, expr: String::new(), limit: None };
     let prepared = wv_query::prepare(query).map_err(super::query::prepare_error)?;
     let cfg = wv_flows::tap::TapConfig {
         table: wv_flows::FlowConfig::default(),
@@ -244,6 +269,9 @@ fn rebuild(store: &Path) -> anyhow::Result<()> {
                 skipped += 1;
                 return true;
             };
+            if only.is_some_and(|(o, _, _)| !o.contains(rel)) {
+                return true;
+            }
             if !open.as_os_str().is_empty() {
                 tap.close(true);
             }
@@ -267,10 +295,5 @@ fn rebuild(store: &Path) -> anyhow::Result<()> {
     if skipped > 0 {
         warn!("{skipped} packets on other volumes than the store's were left out of the rebuilt flows");
     }
-    info!(
-        "rebuilt {} flow records of {}",
-        shared.flows_written.load(std::sync::atomic::Ordering::Relaxed),
-        store.display()
-    );
-    Ok(())
+    Ok(shared.flows_written.load(std::sync::atomic::Ordering::Relaxed))
 }
