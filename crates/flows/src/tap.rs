@@ -26,6 +26,11 @@ pub struct TapConfig {
     pub node: String,
 }
 
+/// The node name records carry by default: the host name.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "localhost".into(), |h| h.trim().to_string())
+}
+
 /// The maker of each stream's tap, for `WriterConfig::tap`.
 pub fn maker(cfg: TapConfig) -> wv_store::TapMaker {
     Arc::new(move |stream, shared| Box::new(FlowTap::new(&cfg, stream, shared)) as Box<dyn wv_store::StreamTap>)

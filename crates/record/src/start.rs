@@ -576,14 +576,13 @@ fn writer_config(p: &Plan, id: usize, shared: &Shared, stamps: Stamps) -> Writer
         volumes: shared.rotation.clone(),
         spill: p.spill,
         tap: p.flows.filter(|_| !p.zero_copy).map(|table| {
-            wv_flows::tap::maker(wv_flows::tap::TapConfig { table, store: p.store.clone(), node: node_name() })
+            wv_flows::tap::maker(wv_flows::tap::TapConfig {
+                table,
+                store: p.store.clone(),
+                node: wv_flows::tap::host_name(),
+            })
         }),
     }
-}
-
-/// The recorder's node name in its flow records: the host name.
-fn node_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "localhost".into(), |h| h.trim().to_string())
 }
 
 /// Starts a named thread, pinned to `cpu` if given (a failure to pin is not

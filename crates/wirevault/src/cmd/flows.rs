@@ -253,8 +253,7 @@ fn rebuild(store: &Path, only: Option<Only<'_>>) -> anyhow::Result<u64> {
     let cfg = wv_flows::tap::TapConfig {
         table: wv_flows::FlowConfig::default(),
         store: store.to_path_buf(),
-        node: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map_or_else(|_| "localhost".into(), |h| h.trim().into()),
+        node: wv_flows::tap::host_name(),
     };
     let shared = std::sync::Arc::new(wv_store::writer::WriterShared::default());
     let mut taps: std::collections::BTreeMap<usize, (wv_flows::tap::FlowTap, PathBuf)> = Default::default();
