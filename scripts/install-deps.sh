@@ -25,9 +25,9 @@ for p in "${packages[@]}"; do
     fi
 done
 
+sudo=()
 if ((${#missing[@]})); then
     echo "install-deps: installing ${missing[*]}" >&2
-    sudo=()
     if [[ $(id -u) -ne 0 ]]; then
         if command -v sudo >/dev/null; then
             sudo=(sudo)
@@ -45,6 +45,19 @@ if ((${#missing[@]})); then
         cat "$log" >&2
         echo "install-deps: apt-get failed" >&2
         exit 1
+    fi
+fi
+
+# The flow records' tests read their Parquet files with pyarrow, from PyPI: Debian 12 has no
+# python3-pyarrow. Debian's own Python refuses pip installs without --break-system-packages
+# (PEP 668); a Python of one's own (pyenv, a venv) takes them as they are.
+if ! python3 -c 'import pyarrow' 2>/dev/null; then
+    echo "install-deps: installing pyarrow (pip)" >&2
+    if ! python3 -m pip install -q pyarrow 2>/dev/null; then
+        if ! python3 -m pip --version >/dev/null 2>&1; then
+            "${sudo[@]}" apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+        fi
+        python3 -m pip install -q --break-system-packages pyarrow
     fi
 fi
 

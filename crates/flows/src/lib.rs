@@ -3,6 +3,11 @@
 //! thread), and written beside the packets or exported (DESIGN.md, "Flow records").
 #![deny(unsafe_code)]
 
+pub mod filter;
+pub mod parquet;
 pub mod record;
+pub mod table;
+pub mod tap;
 
-pub use record::{EndReason, FlowRecord, IpAddr16};
+pub use record::{Direction, EndReason, FlowRecord, IpAddr16};
+pub use table::{FlowConfig, FlowTable};

@@ -42,7 +42,7 @@ impl IpAddr16 {
 }
 
 /// Why a record was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EndReason {
     /// TCP FIN seen from both sides.
@@ -56,6 +56,7 @@ pub enum EndReason {
     /// Pushed out of the bounded table by a new flow (counted, `flows_evicted`).
     Evicted,
     /// The recording stopped.
+    #[default]
     Stop,
 }
 
@@ -69,6 +70,13 @@ impl EndReason {
             EndReason::Evicted => "evicted",
             EndReason::Stop => "stop",
         }
+    }
+
+    /// The reason of [`EndReason::name`].
+    pub fn from_name(s: &str) -> Option<EndReason> {
+        [EndReason::Fin, EndReason::Rst, EndReason::Idle, EndReason::Active, EndReason::Evicted, EndReason::Stop]
+            .into_iter()
+            .find(|r| r.name() == s)
     }
 }
 
@@ -86,7 +94,7 @@ pub struct Direction {
 
 /// One flow record: a bidirectional key, with the client being the side that sent the
 /// first packet seen.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct FlowRecord {
     /// VLAN ids, outermost first (empty: untagged).
     pub vlans: Vec<u16>,

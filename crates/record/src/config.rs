@@ -127,6 +127,10 @@ pub struct RecorderConfig {
     pub spill: Option<f64>,
     /// Build index files.
     pub index: bool,
+    /// Flow records (`STORE/flows/`, docs/flows.md) with these timeouts and table size;
+    /// `None`: without `--flows`. Not made on the zero-copy path (its capture thread walks the
+    /// records, and flows never go there).
+    pub flows: Option<wv_flows::FlowConfig>,
     /// `--stats-file`: a copy of `STORE/stats.json`, kept up to date with it.
     pub stats_copy: Option<PathBuf>,
     pub tuning: Tuning,

@@ -130,6 +130,10 @@ pub struct StreamStats {
     pub deduplicated: u64,
     pub cut: u64,
     pub flows_evicted: u64,
+    /// Flow records written to `STORE/flows/` (docs/flows.md), and of the records ended, those
+    /// pushed out of the full flow table (`flows_evicted` is `--flow-cutoff`'s table).
+    pub flows_written: u64,
+    pub flow_records_evicted: u64,
     /// Drops by cause ([`DropCause`]'s names).
     pub dropped: BTreeMap<String, u64>,
     /// Packets the capture thread stored into the arena.
@@ -310,6 +314,8 @@ pub(crate) struct Snapshot {
     in_flight_max: u64,
     /// Every stream's arena blocks are registered with io_uring.
     arena_registered: bool,
+    flows_written: u64,
+    flow_records_evicted: u64,
 }
 
 /// Packets the source saw: delivered to the capture thread, or filtered or dropped before.
@@ -344,6 +350,8 @@ impl Snapshot {
             deleted: w.retention(),
             in_flight_max: w.writes_in_flight_max.load(Ordering::Relaxed),
             arena_registered: w.arena_registered.load(Ordering::Relaxed),
+            flows_written: w.flows_written.load(Ordering::Relaxed),
+            flow_records_evicted: w.flow_records_evicted.load(Ordering::Relaxed),
         }
     }
 
@@ -382,6 +390,8 @@ impl Snapshot {
             deleted: Deleted::default(),
             in_flight_max: 0,
             arena_registered: true,
+            flows_written: 0,
+            flow_records_evicted: 0,
         };
         for p in parts {
             t.counts += p.counts;
@@ -396,6 +406,8 @@ impl Snapshot {
             t.deleted = t.deleted.and(p.deleted);
             t.in_flight_max = t.in_flight_max.max(p.in_flight_max);
             t.arena_registered &= p.arena_registered;
+            t.flows_written += p.flows_written;
+            t.flow_records_evicted += p.flow_records_evicted;
         }
         t
     }
@@ -457,6 +469,8 @@ impl Snapshot {
             deduplicated: c.deduplicated,
             cut: c.cut,
             flows_evicted: c.flows_evicted,
+            flows_written: self.flows_written,
+            flow_records_evicted: self.flow_records_evicted,
             dropped: DropCause::ALL.iter().map(|d| (d.about().name.to_string(), self.drops(*d))).collect(),
             stored_in_arena: c.stored,
             wire_bytes: c.wire_bytes,

@@ -30,6 +30,7 @@ fn config(store: std::path::PathBuf, count: u64) -> RecorderConfig {
         direct: true,
         spill: None,
         index: true,
+        flows: Some(wv_flows::FlowConfig::default()),
         stats_copy: None,
         tuning: Tuning::default(),
         reduce: Reductions { flow_table: 1024, flow_idle_ns: 60_000_000_000, ..Default::default() },

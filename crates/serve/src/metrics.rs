@@ -249,6 +249,14 @@ impl Collector for Scrape {
             None,
             per(|c| c.flows_evicted),
         )?;
+        family(e, "flows_written", "Flow records written to the store's flow files", None, per(|c| c.flows_written))?;
+        family(
+            e,
+            "flow_records_evicted",
+            "Flow records ended because the flow table was full",
+            None,
+            per(|c| c.flow_records_evicted),
+        )?;
         let pending: Vec<(Labels, ConstGauge<i64>)> = r
             .streams
             .iter()

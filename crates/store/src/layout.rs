@@ -53,6 +53,16 @@ pub fn index_rel(capture: &str) -> String {
     format!("{capture}{INDEX}")
 }
 
+/// The flow records of the catalogued file `capture` (a catalog path), beneath the store's
+/// root whatever volume the file is on: `flows/<capture>.parquet` (docs/flows.md).
+pub fn flows_rel(capture: &str) -> String {
+    format!("{FLOWS}/{capture}{FLOWS_EXT}")
+}
+
+/// The directory of the flow files, and their extension after the capture file's name.
+pub const FLOWS: &str = "flows";
+pub const FLOWS_EXT: &str = ".parquet";
+
 /// The capture file an index path belongs to, if `index` is named by [`index_path`].
 pub fn capture_of_index(index: &Path) -> Option<&Path> {
     use std::os::unix::ffi::OsStrExt;

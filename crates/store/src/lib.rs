@@ -50,6 +50,26 @@ pub trait FileIndexer: Send + Sized + 'static {
     fn warm(&mut self) {}
 }
 
+/// Per-stream state that spans files, which the writer thread feeds beside each file's
+/// [`FileIndexer`]: the flow table (`wv_flows::tap`). Called in stream order; what it writes
+/// it writes off the writer thread. Not fed on the zero-copy path, whose capture thread walks
+/// the records.
+pub trait StreamTap: Send {
+    /// The stream's next file opened, to be catalogued as `file`, of `linktype`.
+    fn open(&mut self, file: &str, linktype: u32);
+    /// One record of the open file, in stream order (as [`FileIndexer::add`]).
+    fn add(&mut self, ts_ns: u64, frame: &[u8], origlen: u32);
+    /// The open file closed: catalogued (`true`), or lost to a write error (`false`).
+    fn close(&mut self, catalogued: bool);
+    /// The stream ends: after the last file's [`StreamTap::close`]. Returns once what it
+    /// made is written.
+    fn stop(&mut self);
+}
+
+/// Makes a stream's [`StreamTap`] (given its number and counters) when its writer starts.
+pub type TapMaker =
+    std::sync::Arc<dyn Fn(usize, std::sync::Arc<writer::WriterShared>) -> Box<dyn StreamTap> + Send + Sync>;
+
 /// Work an indexer hands to the stream's sort thread (sorting a full run of
 /// keys) instead of doing it on the writer thread. The one hand-off type:
 /// the index builder takes these too.

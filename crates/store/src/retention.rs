@@ -144,6 +144,8 @@ impl Catalog {
             if let Some(ix) = &e.index {
                 let _ = self.vols.unlink(ix);
             }
+            // Its flow records go with it (most files have one; none is no error).
+            let _ = self.vols.unlink(&crate::layout::flows_rel(&e.file));
             match self.vols.unlink(&e.file) {
                 Ok(()) => {}
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {}

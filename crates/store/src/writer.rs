@@ -83,6 +83,8 @@ pub struct WriterConfig {
     /// never, the command line's default; e.g. 0.5 for a volume known to fall
     /// behind for long).
     pub spill: Option<f64>,
+    /// Per-stream state fed beside the indexer (the flow table); `None`: none.
+    pub tap: Option<crate::TapMaker>,
 }
 
 /// What a writer reports while it runs (read by the status line and summary).
@@ -118,6 +120,10 @@ pub struct WriterShared {
     pub failed: AtomicBool,
     /// The most writes that were in flight at once (the zero-copy path: ring blocks).
     pub writes_in_flight_max: AtomicU64,
+    /// Flow records written to the store's flow files ([`crate::StreamTap`]).
+    pub flows_written: AtomicU64,
+    /// Of the flow records ended, those pushed out of the full flow table.
+    pub flow_records_evicted: AtomicU64,
     /// The arena is registered with io_uring as fixed buffers (from the start, or once it
     /// was faulted in).
     pub arena_registered: AtomicBool,
@@ -154,7 +160,8 @@ impl WriterShared {
         }
     }
 
-    fn warn(&self, msg: String) {
+    /// A warning for the log (said once, at the end or in the status).
+    pub fn warn(&self, msg: String) {
         self.warnings.lock().unwrap_or_else(|p| p.into_inner()).push(msg);
     }
 }
@@ -296,6 +303,8 @@ struct Writer<I> {
     spilling: bool,
     /// The stream's live file.
     live: Live,
+    /// Fed with every record of the files written (`cfg.tap`).
+    tap: Option<Box<dyn crate::StreamTap>>,
 }
 
 /// The writer's io_uring for `arena` with `depth` writes in flight, the arena's blocks its
@@ -324,8 +333,10 @@ pub fn run<I: FileIndexer>(
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     shared.arena_registered.store(io.ring_registered(), Ordering::Relaxed);
     let live = Live::open(&cfg, &shared);
+    let tap = cfg.tap.as_ref().map(|make| make(cfg.stream, shared.clone()));
     let mut w = Writer {
         live,
+        tap,
         finish_tx: Some(h.finish_tx),
         recycled: h.recycled,
         work_tx: h.work_tx,
@@ -347,6 +358,9 @@ pub fn run<I: FileIndexer>(
         spilling: false,
     };
     w.run();
+    if let Some(t) = w.tap.as_mut() {
+        t.stop();
+    }
     drop(w.finish_tx.take());
     drop(w);
     join_helpers(h.index, h.sort)
@@ -443,6 +457,9 @@ impl<I: FileIndexer> Writer<I> {
         let Some(file) = file.or_else(|| File::open("/dev/null").ok()) else {
             return;
         };
+        if let Some(t) = self.tap.as_mut().filter(|_| real) {
+            t.open(&crate::volume::on_volume(self.place.vol, &format!("{}/{name}", self.place.rel_dir)), linktype);
+        }
         let live_base = Entry {
             stream: self.cfg.stream,
             file: crate::volume::on_volume(self.place.vol, &part_rel),
@@ -506,8 +523,9 @@ impl<I: FileIndexer> Writer<I> {
     /// a block: `--block-size` below the snap length), copied out, if it ends by `end`. Returns
     /// whether it walked such a record.
     fn walk_lent(&mut self, reach: u64, end: u64) -> bool {
-        let Writer { cur, ring, scratch, cfg, .. } = self;
+        let Writer { cur, ring, scratch, cfg, tap, .. } = self;
         let Some(c) = cur.as_mut() else { return false };
+        let mut tap = tap.as_deref_mut().filter(|_| c.real);
         let Some((a, b)) = ring.slices(c.parse_pos, reach) else { return false };
         let fmt = cfg.format;
         let hdr_len = match fmt {
@@ -556,6 +574,9 @@ impl<I: FileIndexer> Writer<I> {
                 if let Some(ix) = c.indexer.as_mut() {
                     ix.add(ts_ns, at - c.start, &scratch[hdr_len..hdr_len + caplen as usize], origlen);
                 }
+                if let Some(t) = &mut tap {
+                    t.add(ts_ns, &scratch[hdr_len..hdr_len + caplen as usize], origlen);
+                }
                 c.packets += 1;
                 c.min_ns = c.min_ns.min(ts_ns);
                 c.max_ns = c.max_ns.max(ts_ns);
@@ -577,9 +598,15 @@ impl<I: FileIndexer> Writer<I> {
                     wv_sys::mem::prefetch(p.wrapping_add(hdr_len + 40));
                 }
             }
-            if let Some(ix) = c.indexer.as_mut() {
+            if c.indexer.is_some() || tap.is_some() {
                 let d = off + hdr_len;
-                ix.add(ts_ns, c.parse_pos + off as u64 - c.start, span(a, b, d, d + caplen as usize, scratch), origlen);
+                let frame = span(a, b, d, d + caplen as usize, scratch);
+                if let Some(ix) = c.indexer.as_mut() {
+                    ix.add(ts_ns, c.parse_pos + off as u64 - c.start, frame, origlen);
+                }
+                if let Some(t) = &mut tap {
+                    t.add(ts_ns, frame, origlen);
+                }
             }
             c.packets += 1;
             c.min_ns = c.min_ns.min(ts_ns);
@@ -853,12 +880,17 @@ impl<I: FileIndexer> Writer<I> {
             let to = if self.budget_stopped { &self.shared.dropped_budget } else { &self.shared.dropped_write_error };
             to.fetch_add(c.packets, Ordering::Relaxed);
         } else {
-            self.finish_file(c, end - start, walked_all);
+            let catalogued = self.finish_file(c, end - start, walked_all);
+            if let Some(t) = self.tap.as_mut() {
+                t.close(catalogued);
+            }
         }
         self.ring.release(next);
     }
 
-    fn finish_file(&mut self, c: CurFile<I>, len: u64, walked_all: bool) {
+    /// Closes the file and hands it to the index thread; false when it is not to be
+    /// catalogued (nothing of it reached the disk, or it could not be closed).
+    fn finish_file(&mut self, c: CurFile<I>, len: u64, walked_all: bool) -> bool {
         debug_assert!(walked_all, "producer closes files at record boundaries");
         let failed = c.failed_at.is_some() || self.stopped;
         let (len, packets, first_ns, last_ns) = if failed {
@@ -879,7 +911,7 @@ impl<I: FileIndexer> Writer<I> {
         if packets == 0 && failed {
             let _ = self.place.store.unlink(&c.part_rel);
             self.live.gone(&c.live_base.file);
-            return;
+            return false;
         }
         // Whole now (every write completed): readers get all of it at once, not after the
         // fsync and rename below (which a busy disk can hold for seconds) and the next
@@ -911,7 +943,7 @@ impl<I: FileIndexer> Writer<I> {
             self.stopped = true;
             self.shared.dropped_write_error.fetch_add(packets, Ordering::Relaxed);
             self.live.gone(&c.live_base.file);
-            return;
+            return false;
         }
         let rel = crate::volume::on_volume(self.place.vol, &final_rel);
         let entry = Entry {
@@ -941,6 +973,7 @@ impl<I: FileIndexer> Writer<I> {
             &self.catalog,
             &self.shared,
         );
+        true
     }
 }
 

@@ -83,6 +83,8 @@ enum Command {
     Index(cmd::index::Args),
     /// Select packets from a store by time range and tcpdump filter expression; writes pcap.
     Query(cmd::query::Args),
+    /// Flow records of a store (STORE/flows/, Parquet): by time and host, net, port, proto, vlan; table, JSON or CSV.
+    Flows(cmd::flows::Args),
     /// Statistics over stored packets: duplicates, malformed frames, traffic mix, throughput, TCP, RTP, delay.
     Analyze(Box<cmd::analyze::Args>),
     /// Make a store consistent after a crash: keep partial files up to their last complete packet.
@@ -154,6 +156,7 @@ fn main() -> ExitCode {
         Command::Record(a) => cmd::record::run(*a),
         Command::Index(a) => cmd::index::run(a),
         Command::Query(a) => cmd::query::run(a),
+        Command::Flows(a) => cmd::flows::run(a),
         Command::Repair(a) => cmd::repair::run(a),
         Command::Analyze(a) => cmd::analyze::run(*a),
         Command::DiskBench(a) => cmd::disk_bench::run(a),

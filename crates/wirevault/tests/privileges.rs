@@ -34,10 +34,18 @@ fn drops_to_user_and_creates_0640_files() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mut files = 0;
-    for d in std::fs::read_dir(&store).unwrap().flatten().filter(|d| d.path().is_dir()) {
-        for f in std::fs::read_dir(d.path()).unwrap().flatten() {
+    // The stream directories' files, and those of flows/ (its own stream directories).
+    let mut dirs: Vec<_> =
+        std::fs::read_dir(&store).unwrap().flatten().filter(|d| d.path().is_dir()).map(|d| d.path()).collect();
+    while let Some(d) = dirs.pop() {
+        for f in std::fs::read_dir(&d).unwrap().flatten() {
             let m = f.metadata().unwrap();
             assert_eq!(m.uid(), nobody.unwrap(), "{:?} not written by nobody", f.path());
+            if m.is_dir() {
+                assert_eq!(m.mode() & 0o777, 0o750, "{:?} mode", f.path());
+                dirs.push(f.path());
+                continue;
+            }
             assert_eq!(m.mode() & 0o777, 0o640, "{:?} mode", f.path());
             files += 1;
         }

@@ -96,7 +96,8 @@ fn catalog(store: &Path) -> Vec<serde_json::Value> {
 fn capture_files(store: &Path) -> Vec<PathBuf> {
     let mut v = Vec::new();
     for d in std::fs::read_dir(store).unwrap().flatten() {
-        if d.path().is_dir() {
+        // stream-NNN (not flows/, which holds the flow records).
+        if d.path().is_dir() && d.file_name().to_string_lossy().starts_with("stream-") {
             for f in std::fs::read_dir(d.path()).unwrap().flatten() {
                 v.push(f.path());
             }

@@ -211,6 +211,14 @@ fn absurd_catalog_bytes_are_fixed_and_retention_still_deletes() {
     for e in fs::read_dir(&store).unwrap() {
         let e = e.unwrap();
         let to = other.join(e.file_name());
+        // The flow records (flows/) play no part in retention's budget.
+        if e.file_name() == "flows" {
+            continue;
+        }
+        // The flow records (flows/) play no part in retention's budget.
+        if e.file_name() == "flows" {
+            continue;
+        }
         if e.path().is_dir() {
             fs::create_dir_all(&to).unwrap();
             for f in fs::read_dir(e.path()).unwrap() {

@@ -29,6 +29,7 @@ pub const ALL: &[(&str, &[Example])] = &[
     ("record", RECORD),
     ("index", INDEX),
     ("query", QUERY),
+    ("flows", FLOWS),
     ("analyze", ANALYZE),
     ("repair", REPAIR),
     ("disk-bench", DISK_BENCH),
@@ -37,6 +38,15 @@ pub const ALL: &[(&str, &[Example])] = &[
     ("tune", TUNE),
     ("plan", PLAN),
     ("timestamps", TIMESTAMPS),
+];
+
+const FLOWS: &[Example] = &[
+    ex(
+        "Which connections touched a host in an hour, biggest first",
+        "wirevault flows /data/store --from 2026-11-22T02:00:00Z --to 2026-11-22T03:00:00Z --sort bytes 'host 10.0.0.7'",
+    ),
+    ex("DNS flows of VLAN 10 as CSV", "wirevault flows /data/store --csv 'vlan 10 and udp port 53'"),
+    ex("Make the flow files of a store recorded without them", "wirevault flows /data/store --rebuild --json"),
 ];
 
 const RECORD: &[Example] = &[

@@ -55,5 +55,10 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let rep = wv_store::recover::repair(&a.store, Some(&wv_index::index_for_repair), Some(&wv_index::check_for_repair))
         .map_err(|e| fail(exit::ERROR, format!("cannot repair {}: {e}", a.store.display())))?;
     print_report(&rep, &a.store, false);
+    match super::flows::rebuild_missing(&a.store) {
+        Ok(0) => {}
+        Ok(n) => info!("rebuilt {n} flow records of the files without a flow file"),
+        Err(e) => message!(Level::Warn, "flow records not rebuilt: {e}"),
+    }
     Ok(if rep.problems.is_empty() { exit::OK } else { exit::ERROR })
 }

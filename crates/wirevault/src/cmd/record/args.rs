@@ -127,6 +127,16 @@ pub struct Args {
     /// Do not build index files.
     #[arg(long)]
     pub no_index: bool,
+    /// Write flow records (STORE/flows/, one Parquet file per pcap file; docs/flows.md). Off by
+    /// default while they cost more than a tenth of a stored packet's CPU.
+    #[arg(long)]
+    pub flows: bool,
+    /// A flow record ends when its flow has had no packet for this long.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub flow_idle_timeout: String,
+    /// A flow open this long is reported, and goes on in a new record (as NetFlow/IPFIX exporters do).
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
+    pub flow_active_timeout: String,
     /// Print the status and the summary as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,

@@ -258,6 +258,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         direct: !a.no_direct,
         spill: a.spill_above.0,
         index: !a.no_index,
+        flows: flows(a)?,
         stats_copy: a.stats_file.clone(),
         tuning: Tuning { ring_blocks: sizes.ring_blocks, ..Tuning::default() },
         reduce: reductions(a)?,
@@ -452,6 +453,22 @@ fn times(a: &Args) -> anyhow::Result<Times> {
         return Err(usage("--duration must be longer than 0".into()));
     }
     Ok(Times { file_time_ns, duration })
+}
+
+/// `--flows`, `--flow-idle-timeout`, `--flow-active-timeout`.
+fn flows(a: &Args) -> anyhow::Result<Option<wv_flows::FlowConfig>> {
+    let idle = crate::cmd::duration_arg("--flow-idle-timeout", &a.flow_idle_timeout)?;
+    let active = crate::cmd::duration_arg("--flow-active-timeout", &a.flow_active_timeout)?;
+    for (flag, d) in [("--flow-idle-timeout", idle), ("--flow-active-timeout", active)] {
+        if d < Duration::from_secs(1) {
+            return Err(usage(format!("{flag} must be at least 1s (flows are checked once a second)")));
+        }
+    }
+    Ok(a.flows.then(|| wv_flows::FlowConfig {
+        idle_timeout_ns: idle.as_nanos() as u64,
+        active_timeout_ns: active.as_nanos() as u64,
+        ..wv_flows::FlowConfig::default()
+    }))
 }
 
 /// `--dedup`, `--flow-cutoff`, `--flow-table`, `--flow-idle`.

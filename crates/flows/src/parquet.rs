@@ -1,0 +1,304 @@
+//! Flow records as Parquet files: `STORE/flows/<the pcap file's path>.parquet`, one per closed
+//! pcap file, holding the records that ended while it was the stream's open file. The columns
+//! are in docs/flows.md; [`schema`] is their one definition.
+
+use crate::record::{Direction, EndReason, FlowRecord, IpAddr16};
+use arrow_array::builder::{FixedSizeBinaryBuilder, ListBuilder, StringBuilder, UInt16Builder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{UInt16Type, UInt32Type, UInt64Type, UInt8Type};
+use arrow_array::{
+    ArrayRef, RecordBatch, StringArray, TimestampNanosecondArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use std::sync::Arc;
+
+/// The flow file of the pcap file `file` (its path relative to the store, as the catalog
+/// names it): `flows/<file>.parquet`.
+pub fn rel_of(file: &str) -> String {
+    wv_store::layout::flows_rel(file)
+}
+
+/// Errors of the Parquet files.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    #[error("{0}")]
+    Schema(String),
+}
+
+/// The columns of a flow file.
+pub fn schema() -> SchemaRef {
+    let u8c = |n: &str| Field::new(n, DataType::UInt8, false);
+    let u16c = |n: &str| Field::new(n, DataType::UInt16, false);
+    let u64c = |n: &str| Field::new(n, DataType::UInt64, false);
+    let time = |n: &str| Field::new(n, DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())), false);
+    let mut f = vec![
+        Field::new_list("vlans", Field::new_list_field(DataType::UInt16, true), false),
+        u8c("ip_version"),
+        Field::new("client", DataType::FixedSizeBinary(16), false),
+        Field::new("server", DataType::FixedSizeBinary(16), false),
+        u8c("protocol"),
+        u16c("client_port"),
+        u16c("server_port"),
+        u8c("icmp_type"),
+        u8c("icmp_code"),
+        u64c("first_ns"),
+        u64c("last_ns"),
+        time("first_time"),
+        time("last_time"),
+    ];
+    for side in ["to_server", "to_client"] {
+        f.push(u64c(&format!("{side}_packets")));
+        f.push(u64c(&format!("{side}_bytes")));
+        f.push(u64c(&format!("{side}_ip_bytes")));
+        f.push(u16c(&format!("{side}_tcp_flags")));
+    }
+    f.extend([
+        Field::new("end_reason", DataType::Utf8, false),
+        Field::new("node", DataType::Utf8, false),
+        Field::new("stream", DataType::UInt32, false),
+        Field::new_list("files", Field::new_list_field(DataType::Utf8, true), false),
+    ]);
+    Arc::new(Schema::new(f))
+}
+
+/// The records as one Arrow batch of [`schema`].
+pub fn to_batch(records: &[FlowRecord]) -> Result<RecordBatch, Error> {
+    let n = records.len();
+    let col =
+        |f: &dyn Fn(&FlowRecord) -> u64| -> ArrayRef { Arc::new(UInt64Array::from_iter_values(records.iter().map(f))) };
+    let col8 =
+        |f: &dyn Fn(&FlowRecord) -> u8| -> ArrayRef { Arc::new(UInt8Array::from_iter_values(records.iter().map(f))) };
+    let col16 =
+        |f: &dyn Fn(&FlowRecord) -> u16| -> ArrayRef { Arc::new(UInt16Array::from_iter_values(records.iter().map(f))) };
+    let time = |f: &dyn Fn(&FlowRecord) -> u64| -> ArrayRef {
+        Arc::new(
+            TimestampNanosecondArray::from_iter_values(records.iter().map(|r| f(r).min(i64::MAX as u64) as i64))
+                .with_timezone("UTC"),
+        )
+    };
+    let addr = |f: &dyn Fn(&FlowRecord) -> IpAddr16| -> Result<ArrayRef, Error> {
+        let mut b = FixedSizeBinaryBuilder::with_capacity(n, 16);
+        for r in records {
+            b.append_value(f(r).0)?;
+        }
+        Ok(Arc::new(b.finish()))
+    };
+    let mut vlans = ListBuilder::new(UInt16Builder::new());
+    let mut files = ListBuilder::new(StringBuilder::new());
+    for r in records {
+        vlans.values().append_slice(&r.vlans);
+        vlans.append(true);
+        for f in &r.files {
+            files.values().append_value(f);
+        }
+        files.append(true);
+    }
+    let mut cols: Vec<ArrayRef> = vec![
+        Arc::new(vlans.finish()),
+        col8(&|r| r.client.version()),
+        addr(&|r| r.client)?,
+        addr(&|r| r.server)?,
+        col8(&|r| r.protocol),
+        col16(&|r| r.client_port),
+        col16(&|r| r.server_port),
+        col8(&|r| r.icmp_type),
+        col8(&|r| r.icmp_code),
+        col(&|r| r.first_ns),
+        col(&|r| r.last_ns),
+        time(&|r| r.first_ns),
+        time(&|r| r.last_ns),
+    ];
+    for side in [|r: &FlowRecord| r.to_server, |r: &FlowRecord| r.to_client] {
+        cols.push(col(&|r| side(r).packets));
+        cols.push(col(&|r| side(r).frame_bytes));
+        cols.push(col(&|r| side(r).ip_bytes));
+        cols.push(col16(&|r| side(r).tcp_flags));
+    }
+    cols.push(Arc::new(StringArray::from_iter_values(records.iter().map(|r| r.end.name()))));
+    cols.push(Arc::new(StringArray::from_iter_values(records.iter().map(|r| r.node.as_str()))));
+    cols.push(Arc::new(UInt32Array::from_iter_values(records.iter().map(|r| r.stream))));
+    cols.push(Arc::new(files.finish()));
+    // The builders' list items are nullable like the schema's; the lists themselves never null.
+    Ok(RecordBatch::try_new(schema(), cols)?)
+}
+
+/// Writes `records` as a Parquet file to `out` (Snappy, one row group).
+pub fn write<W: std::io::Write + Send>(out: W, records: &[FlowRecord]) -> Result<(), Error> {
+    let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
+    let batch = to_batch(records)?;
+    let mut w = ArrowWriter::try_new(out, batch.schema(), Some(props))?;
+    w.write(&batch)?;
+    // Closed, then flushed here: a buffered writer dropped unflushed would lose its error.
+    w.into_inner()?.flush()?;
+    Ok(())
+}
+
+/// Writes the flow file of the pcap file `file` beneath the store `dir`, durably and whole
+/// (a `.part` renamed, as the store writes its other files), making its directories.
+pub fn write_in(dir: &wv_sys::fs::Dir, file: &str, records: &[FlowRecord]) -> Result<String, Error> {
+    let rel = rel_of(file);
+    let mut at = String::new();
+    for part in rel.split('/').collect::<Vec<_>>().split_last().map_or(&[][..], |(_, d)| d) {
+        if !at.is_empty() {
+            at.push('/');
+        }
+        at.push_str(part);
+        dir.mkdir(&at)?;
+    }
+    dir.replace(&rel, |f| write(std::io::BufWriter::new(f), records))?;
+    Ok(rel)
+}
+
+/// Reads a flow file's records.
+pub fn read(file: std::fs::File) -> Result<Vec<FlowRecord>, Error> {
+    let mut out = Vec::new();
+    for batch in ParquetRecordBatchReaderBuilder::try_new(file)?.build()? {
+        from_batch(&batch?, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn from_batch(b: &RecordBatch, out: &mut Vec<FlowRecord>) -> Result<(), Error> {
+    let get = |n: &str| b.column_by_name(n).ok_or_else(|| Error::Schema(format!("no column {n}")));
+    let check = |n: &str, t: &DataType| -> Result<(), Error> {
+        let c = get(n)?;
+        if c.data_type() == t {
+            Ok(())
+        } else {
+            Err(Error::Schema(format!("column {n} is {}, not {t}", c.data_type())))
+        }
+    };
+    for (n, t) in [("first_ns", DataType::UInt64), ("client", DataType::FixedSizeBinary(16))] {
+        check(n, &t)?;
+    }
+    let u64s = |n: &str| get(n).and_then(|c| c.as_primitive_opt::<UInt64Type>().cloned().ok_or_else(|| bad(n)));
+    let u16s = |n: &str| get(n).and_then(|c| c.as_primitive_opt::<UInt16Type>().cloned().ok_or_else(|| bad(n)));
+    let u8s = |n: &str| get(n).and_then(|c| c.as_primitive_opt::<UInt8Type>().cloned().ok_or_else(|| bad(n)));
+    let strs = |n: &str| get(n).and_then(|c| c.as_string_opt::<i32>().cloned().ok_or_else(|| bad(n)));
+    let (client, server) =
+        (get("client")?.as_fixed_size_binary().clone(), get("server")?.as_fixed_size_binary().clone());
+    let vlans = get("vlans")?.as_list_opt::<i32>().cloned().ok_or_else(|| bad("vlans"))?;
+    let files = get("files")?.as_list_opt::<i32>().cloned().ok_or_else(|| bad("files"))?;
+    let (protocol, icmp_type, icmp_code) = (u8s("protocol")?, u8s("icmp_type")?, u8s("icmp_code")?);
+    let (client_port, server_port) = (u16s("client_port")?, u16s("server_port")?);
+    let (first_ns, last_ns) = (u64s("first_ns")?, u64s("last_ns")?);
+    let dir = |side: &str| -> Result<_, Error> {
+        Ok((
+            u64s(&format!("{side}_packets"))?,
+            u64s(&format!("{side}_bytes"))?,
+            u64s(&format!("{side}_ip_bytes"))?,
+            u16s(&format!("{side}_tcp_flags"))?,
+        ))
+    };
+    let (ts, tc) = (dir("to_server")?, dir("to_client")?);
+    let (end, node) = (strs("end_reason")?, strs("node")?);
+    let stream = get("stream")?.as_primitive_opt::<UInt32Type>().cloned().ok_or_else(|| bad("stream"))?;
+    let addr = |a: &[u8]| IpAddr16(a.try_into().unwrap_or([0; 16]));
+    for i in 0..b.num_rows() {
+        let d = |t: &(UInt64Array, UInt64Array, UInt64Array, UInt16Array)| Direction {
+            packets: t.0.value(i),
+            frame_bytes: t.1.value(i),
+            ip_bytes: t.2.value(i),
+            tcp_flags: t.3.value(i),
+        };
+        let v = vlans.value(i);
+        let f = files.value(i);
+        out.push(FlowRecord {
+            vlans: v.as_primitive_opt::<UInt16Type>().map(|a| a.values().to_vec()).unwrap_or_default(),
+            client: addr(client.value(i)),
+            server: addr(server.value(i)),
+            protocol: protocol.value(i),
+            client_port: client_port.value(i),
+            server_port: server_port.value(i),
+            icmp_type: icmp_type.value(i),
+            icmp_code: icmp_code.value(i),
+            first_ns: first_ns.value(i),
+            last_ns: last_ns.value(i),
+            to_server: d(&ts),
+            to_client: d(&tc),
+            end: EndReason::from_name(end.value(i)).ok_or_else(|| bad("end_reason"))?,
+            node: node.value(i).to_string(),
+            stream: stream.value(i),
+            files: f
+                .as_string_opt::<i32>()
+                .map(|a| a.iter().map(|s| s.unwrap_or("").to_string()).collect())
+                .unwrap_or_default(),
+        });
+    }
+    Ok(())
+}
+
+fn bad(n: &str) -> Error {
+    Error::Schema(format!("column {n} has another type than docs/flows.md gives it"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> Vec<FlowRecord> {
+        let d = |p| Direction { packets: p, frame_bytes: p * 100, ip_bytes: p * 86, tcp_flags: 0x12 };
+        vec![
+            FlowRecord {
+                vlans: vec![10, 20],
+                client: IpAddr16::v4([10, 0, 0, 1]),
+                server: IpAddr16::v4([10, 0, 0, 2]),
+                protocol: 6,
+                client_port: 40000,
+                server_port: 443,
+                icmp_type: 0,
+                icmp_code: 0,
+                first_ns: 1_700_000_000_000_000_001,
+                last_ns: 1_700_000_001_000_000_000,
+                to_server: d(3),
+                to_client: d(4),
+                end: EndReason::Fin,
+                node: "n1".into(),
+                stream: 2,
+                files: vec!["stream-002/a.pcap".into(), "stream-002/b.pcap".into()],
+            },
+            FlowRecord {
+                vlans: vec![],
+                client: IpAddr16([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+                server: IpAddr16([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]),
+                protocol: 58,
+                icmp_type: 128,
+                end: EndReason::Stop,
+                files: vec![],
+                ..FlowRecord::default()
+            },
+        ]
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let recs = sample();
+        let mut buf = Vec::new();
+        write(&mut buf, &recs).unwrap();
+        let p = std::env::temp_dir().join(format!("wv-flows-rt-{}.parquet", std::process::id()));
+        std::fs::write(&p, &buf).unwrap();
+        let back = read(std::fs::File::open(&p).unwrap()).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(back, recs);
+    }
+
+    #[test]
+    fn an_empty_file_reads_as_no_records() {
+        let mut buf = Vec::new();
+        write(&mut buf, &[]).unwrap();
+        let p = std::env::temp_dir().join(format!("wv-flows-empty-{}.parquet", std::process::id()));
+        std::fs::write(&p, &buf).unwrap();
+        assert!(read(std::fs::File::open(&p).unwrap()).unwrap().is_empty());
+        std::fs::remove_file(&p).unwrap();
+    }
+}

@@ -1,0 +1,633 @@
+//! The flow table: packets in, bidirectional flow records out.
+//!
+//! One table per stream, fed by the writer thread in packet order (never the capture thread).
+//! It is a fixed array of buckets of [`WAYS`] entries, allocated once: a packet costs one
+//! dissection ([`wv_wire::dissect`]), one hash and one bucket probe, and allocates nothing.
+//! A new flow whose bucket is full pushes out the bucket's least recently seen entry (its
+//! record ends [`EndReason::Evicted`], counted in [`FlowTable::evicted`]), so memory is
+//! [`FlowTable::memory_bytes`] whatever the traffic, plus the ended records until their file
+//! closes ([`FlowTable::take_ended`]).
+//!
+//! Times are the packets' own: a flow is idle or past its active timeout when a later packet
+//! of the stream says so. The table is swept once a second of packet time, so records end at
+//! most a second late; their first and last times are those of their packets all the same.
+
+use crate::record::{Direction, EndReason, FlowRecord, IpAddr16};
+use wv_wire::dissect::{self, LayerKind};
+use wv_wire::packet::Addr;
+use wv_wire::views::{icmp, ipproto, ipv4, ipv6, tcp};
+
+/// VLAN ids kept in a key (outermost first); a deeper stack keys on its outer four.
+pub const KEY_VLANS: usize = 4;
+/// Entries per bucket: one probe reads them all (about two cache lines each).
+pub const WAYS: usize = 8;
+/// How long a flow stays after FIN from both sides or RST, so that the last ACK (or a
+/// repeated RST) counts to it as tshark counts it to the conversation, not to a new flow.
+pub const CLOSE_LINGER_NS: u64 = 2_000_000_000;
+/// Packet time between two sweeps for idle and active timeouts.
+const SWEEP_NS: u64 = 1_000_000_000;
+
+/// Choices of a flow table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowConfig {
+    /// A flow with no packet for this long ends ([`EndReason::Idle`]).
+    pub idle_timeout_ns: u64,
+    /// A flow open this long is reported and goes on in a new record ([`EndReason::Active`]).
+    pub active_timeout_ns: u64,
+    /// Most flows held at once (rounded up to a power of two buckets of [`WAYS`]).
+    pub max_flows: usize,
+}
+
+impl Default for FlowConfig {
+    /// 60 s idle and 5 min active, as NetFlow/IPFIX exporters do; 65,536 flows.
+    fn default() -> FlowConfig {
+        FlowConfig { idle_timeout_ns: 60_000_000_000, active_timeout_ns: 300_000_000_000, max_flows: 65_536 }
+    }
+}
+
+/// The bidirectional key: the two endpoints in address (then port) order, so both
+/// directions of a flow find one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+struct Key {
+    lo: [u8; 16],
+    hi: [u8; 16],
+    vlans: [u16; KEY_VLANS],
+    lo_port: u16,
+    hi_port: u16,
+    n_vlans: u8,
+    protocol: u8,
+}
+
+impl Key {
+    fn hash(&self, seed: u64) -> u64 {
+        let w = |b: &[u8; 16]| {
+            (u64::from_le_bytes(b[..8].try_into().unwrap()), u64::from_le_bytes(b[8..].try_into().unwrap()))
+        };
+        let (a0, a1) = w(&self.lo);
+        let (b0, b1) = w(&self.hi);
+        let v = self.vlans.iter().fold(0u64, |h, &v| h << 16 | u64::from(v));
+        let rest = u64::from(self.lo_port) << 32
+            | u64::from(self.hi_port) << 16
+            | u64::from(self.n_vlans) << 8
+            | u64::from(self.protocol);
+        let mut h = seed;
+        for x in [a0, a1, b0, b1, v, rest] {
+            h = mix(h ^ x);
+        }
+        h
+    }
+}
+
+/// A multiply-xorshift round (the finaliser of splitmix64).
+#[inline]
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// How a TCP flow closed, while it lingers ([`CLOSE_LINGER_NS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Closed {
+    #[default]
+    Open,
+    Fin,
+    Rst,
+}
+
+/// One flow's state: 152 bytes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Entry {
+    key: Key,
+    used: bool,
+    /// The client (the sender of the first packet seen) is the key's `lo` side.
+    client_lo: bool,
+    /// FIN seen from the client (bit 0) and the server (bit 1).
+    fins: u8,
+    closed: Closed,
+    icmp_type: u8,
+    icmp_code: u8,
+    first_ns: u64,
+    last_ns: u64,
+    /// When `closed` went from open: the linger runs from here.
+    closed_ns: u64,
+    /// The stream's file that held its first packet ([`FlowTable::set_file`]).
+    first_file: u64,
+    /// To the server, to the client.
+    dir: [Direction; 2],
+}
+
+impl Entry {
+    fn packets(&self) -> u64 {
+        self.dir[0].packets + self.dir[1].packets
+    }
+}
+
+/// A record that ended, as the table holds it until its file closes (no allocation: the
+/// strings and lists of a [`FlowRecord`] are made when it is written).
+#[derive(Debug, Clone, Copy)]
+pub struct Ended {
+    entry: Entry,
+    pub end: EndReason,
+    /// The stream's file that held its last packet.
+    pub last_file: u64,
+}
+
+impl Ended {
+    /// The first and last file of the stream that hold its packets ([`FlowTable::set_file`]).
+    pub fn files(&self) -> (u64, u64) {
+        (self.entry.first_file, self.last_file)
+    }
+
+    /// The record, with the recorder's node name, its stream and the names of its files.
+    pub fn record(&self, node: &str, stream: u32, files: Vec<String>) -> FlowRecord {
+        let e = &self.entry;
+        let (client, server, client_port, server_port) = if e.client_lo {
+            (e.key.lo, e.key.hi, e.key.lo_port, e.key.hi_port)
+        } else {
+            (e.key.hi, e.key.lo, e.key.hi_port, e.key.lo_port)
+        };
+        FlowRecord {
+            vlans: e.key.vlans[..usize::from(e.key.n_vlans)].to_vec(),
+            client: IpAddr16(client),
+            server: IpAddr16(server),
+            protocol: e.key.protocol,
+            client_port,
+            server_port,
+            icmp_type: e.icmp_type,
+            icmp_code: e.icmp_code,
+            first_ns: e.first_ns,
+            last_ns: e.last_ns,
+            to_server: e.dir[0],
+            to_client: e.dir[1],
+            end: self.end,
+            node: node.to_string(),
+            stream,
+            files,
+        }
+    }
+}
+
+/// What a packet tells the table, read by [`parse`].
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen {
+    src: [u8; 16],
+    dst: [u8; 16],
+    src_port: u16,
+    dst_port: u16,
+    vlans: [u16; KEY_VLANS],
+    n_vlans: u8,
+    protocol: u8,
+    ip_bytes: u64,
+    tcp_flags: u16,
+    icmp: Option<(u8, u8)>,
+}
+
+/// Reads a frame's flow key and what the record counts of it; `None` for a frame with no IP
+/// addresses (ARP, other EtherTypes, a link type the dissector does not walk).
+fn parse(linktype: u32, frame: &[u8], origlen: u32) -> Option<Seen> {
+    let d = dissect::dissect(linktype, frame, origlen);
+    let f = &d.flow;
+    let addr = |a: Addr| match a {
+        Addr::V4(a) => Some(IpAddr16::v4(a).0),
+        Addr::V6(a) => Some(a),
+        Addr::None => None,
+    };
+    let (src, dst) = (addr(f.src)?, addr(f.dst)?);
+    let mut s = Seen { src, dst, protocol: f.protocol?, ..Seen::default() };
+    let vl = f.vlans();
+    let n = vl.len().min(KEY_VLANS);
+    s.vlans[..n].copy_from_slice(&vl[..n]);
+    s.n_vlans = n as u8;
+    let wire_left = |at: u32| u64::from(d.wire_len.saturating_sub(at));
+    let be16 = |at: usize| frame.get(at..at + 2).map(|b| u64::from(u16::from_be_bytes([b[0], b[1]])));
+    for l in d.layers() {
+        let at = l.offset as usize;
+        match l.kind {
+            // 0: the rest of the frame (TSO), as the dissector reads it.
+            LayerKind::Ipv4 if s.ip_bytes == 0 => {
+                s.ip_bytes = match be16(at + ipv4::field::LENGTH.start) {
+                    Some(0) | None => wire_left(l.offset),
+                    Some(n) => n,
+                }
+            }
+            LayerKind::Ipv6 if s.ip_bytes == 0 => {
+                s.ip_bytes = match be16(at + ipv6::field::LENGTH.start) {
+                    Some(0) | None => wire_left(l.offset),
+                    Some(n) => ipv6::field::PAYLOAD.start as u64 + n,
+                }
+            }
+            LayerKind::Tcp => {
+                if let Some(b) = frame.get(at + tcp::field::FLAGS.start..at + tcp::field::FLAGS.end) {
+                    s.tcp_flags = u16::from_be_bytes([b[0], b[1]]) & 0x01ff;
+                }
+            }
+            LayerKind::Icmp | LayerKind::Icmpv6 => {
+                if let (Some(&t), Some(&c)) = (frame.get(at + icmp::field::TYPE), frame.get(at + icmp::field::CODE)) {
+                    s.icmp = Some((t, c));
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some((sp, dp)) = f.ports.filter(|_| !f.later_fragment) {
+        s.src_port = sp;
+        s.dst_port = dp;
+    }
+    Some(s)
+}
+
+/// The flow table of one stream.
+pub struct FlowTable {
+    cfg: FlowConfig,
+    entries: Vec<Entry>,
+    /// Buckets - 1 (a power of two).
+    mask: u64,
+    seed: u64,
+    ended: Vec<Ended>,
+    next_sweep: u64,
+    /// The current file of the stream, for new flows' `first_file`.
+    file: u64,
+    live: usize,
+    /// Records that ended because a new flow needed their place.
+    pub evicted: u64,
+    /// Frames with no IP flow (ARP, ...), not in any record.
+    pub not_ip: u64,
+}
+
+impl FlowTable {
+    pub fn new(cfg: FlowConfig) -> FlowTable {
+        let buckets = cfg.max_flows.div_ceil(WAYS).max(1).next_power_of_two();
+        // A random seed: traffic cannot aim its flows at one bucket it knows.
+        let seed = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(0x5eed);
+            h.finish()
+        };
+        FlowTable {
+            cfg,
+            entries: vec![Entry::default(); buckets * WAYS],
+            mask: buckets as u64 - 1,
+            seed,
+            ended: Vec::new(),
+            next_sweep: 0,
+            file: 0,
+            live: 0,
+            evicted: 0,
+            not_ip: 0,
+        }
+    }
+
+    pub fn config(&self) -> &FlowConfig {
+        &self.cfg
+    }
+
+    /// Most flows held at once.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The table's fixed memory.
+    pub fn memory_bytes(&self) -> usize {
+        self.entries.len() * std::mem::size_of::<Entry>()
+    }
+
+    /// Flows open now.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// The stream's current file (a number the caller gives each file, rising): new flows
+    /// start in it, ending ones end in it.
+    pub fn set_file(&mut self, file: u64) {
+        self.file = file;
+    }
+
+    /// One frame of `linktype`: `ts_ns` its time, `frame` its captured bytes, `origlen` its
+    /// length on the wire.
+    #[inline]
+    pub fn add(&mut self, linktype: u32, ts_ns: u64, frame: &[u8], origlen: u32) {
+        if ts_ns >= self.next_sweep {
+            self.sweep(ts_ns);
+        }
+        let Some(s) = parse(linktype, frame, origlen) else {
+            self.not_ip += 1;
+            return;
+        };
+        let src_lo = (s.src, s.src_port) <= (s.dst, s.dst_port);
+        let (lo, hi, lo_port, hi_port) =
+            if src_lo { (s.src, s.dst, s.src_port, s.dst_port) } else { (s.dst, s.src, s.dst_port, s.src_port) };
+        let key = Key { lo, hi, vlans: s.vlans, lo_port, hi_port, n_vlans: s.n_vlans, protocol: s.protocol };
+        let base = (key.hash(self.seed) & self.mask) as usize * WAYS;
+        let syn_only =
+            s.protocol == ipproto::TCP && s.tcp_flags & (tcp::flags::SYN | tcp::flags::ACK) == tcp::flags::SYN;
+        let mut slot = None;
+        for i in base..base + WAYS {
+            let e = &self.entries[i];
+            if e.used && e.key == key {
+                slot = Some(i);
+                break;
+            }
+        }
+        // A new connection on the ports of one that closed (a SYN after FIN or RST) is a new flow.
+        if let Some(i) = slot.filter(|&i| syn_only && self.entries[i].closed != Closed::Open) {
+            let reason = if self.entries[i].closed == Closed::Fin { EndReason::Fin } else { EndReason::Rst };
+            self.end(i, reason);
+            slot = None;
+        }
+        let i = match slot {
+            Some(i) => i,
+            None => {
+                let i = self.free_slot(base);
+                self.entries[i] = Entry {
+                    key,
+                    used: true,
+                    client_lo: src_lo,
+                    first_ns: ts_ns,
+                    last_ns: ts_ns,
+                    first_file: self.file,
+                    icmp_type: s.icmp.map_or(0, |t| t.0),
+                    icmp_code: s.icmp.map_or(0, |t| t.1),
+                    ..Entry::default()
+                };
+                self.live += 1;
+                i
+            }
+        };
+        let e = &mut self.entries[i];
+        let to_client = usize::from(src_lo != e.client_lo);
+        if e.packets() == 0 {
+            // The first packet of an active-timeout slice.
+            e.first_ns = ts_ns;
+            e.first_file = self.file;
+        }
+        e.last_ns = e.last_ns.max(ts_ns);
+        let d = &mut e.dir[to_client];
+        d.packets += 1;
+        d.frame_bytes += u64::from(origlen);
+        d.ip_bytes += s.ip_bytes;
+        d.tcp_flags |= s.tcp_flags;
+        if s.protocol == ipproto::TCP && e.closed == Closed::Open {
+            if s.tcp_flags & tcp::flags::RST != 0 {
+                e.closed = Closed::Rst;
+                e.closed_ns = ts_ns;
+            } else if s.tcp_flags & tcp::flags::FIN != 0 {
+                e.fins |= 1 << to_client;
+                if e.fins == 3 {
+                    e.closed = Closed::Fin;
+                    e.closed_ns = ts_ns;
+                }
+            }
+        }
+    }
+
+    /// A free entry of the bucket at `base`, pushing out its least recently seen flow when
+    /// it is full (a closed one first).
+    fn free_slot(&mut self, base: usize) -> usize {
+        let bucket = &self.entries[base..base + WAYS];
+        if let Some(i) = bucket.iter().position(|e| !e.used) {
+            return base + i;
+        }
+        let (i, e) =
+            bucket.iter().enumerate().min_by_key(|(_, e)| (e.closed == Closed::Open, e.last_ns)).expect("WAYS > 0");
+        let reason = match e.closed {
+            Closed::Fin => EndReason::Fin,
+            Closed::Rst => EndReason::Rst,
+            Closed::Open => {
+                self.evicted += 1;
+                EndReason::Evicted
+            }
+        };
+        self.end(base + i, reason);
+        base + i
+    }
+
+    /// Ends entry `i` for `reason`: its record (if it has packets) joins the ended ones.
+    fn end(&mut self, i: usize, reason: EndReason) {
+        let e = std::mem::take(&mut self.entries[i]);
+        self.live -= 1;
+        if e.packets() > 0 {
+            self.ended.push(Ended { entry: e, end: reason, last_file: self.file });
+        }
+    }
+
+    /// Ends the flows that are idle, past their active timeout or done lingering at `now`.
+    pub fn sweep(&mut self, now: u64) {
+        self.next_sweep = now.saturating_add(SWEEP_NS);
+        for i in 0..self.entries.len() {
+            let e = &self.entries[i];
+            if !e.used {
+                continue;
+            }
+            let reason = match e.closed {
+                Closed::Fin if now.saturating_sub(e.closed_ns) >= CLOSE_LINGER_NS => Some(EndReason::Fin),
+                Closed::Rst if now.saturating_sub(e.closed_ns) >= CLOSE_LINGER_NS => Some(EndReason::Rst),
+                _ if now.saturating_sub(e.last_ns) >= self.cfg.idle_timeout_ns => Some(EndReason::Idle),
+                Closed::Open if e.packets() > 0 && now.saturating_sub(e.first_ns) >= self.cfg.active_timeout_ns => {
+                    // Reported now; the flow goes on in the same entry (its client stays the
+                    // client), counting from its next packet.
+                    let e = &mut self.entries[i];
+                    self.ended.push(Ended { entry: *e, end: EndReason::Active, last_file: self.file });
+                    e.dir = [Direction::default(); 2];
+                    None
+                }
+                _ => None,
+            };
+            if let Some(r) = reason {
+                self.end(i, r);
+            }
+        }
+    }
+
+    /// Ends every flow (the recording stops): closed ones for how they closed, the others
+    /// [`EndReason::Stop`].
+    pub fn stop(&mut self) {
+        for i in 0..self.entries.len() {
+            let reason = match self.entries[i] {
+                Entry { used: false, .. } => continue,
+                Entry { closed: Closed::Fin, .. } => EndReason::Fin,
+                Entry { closed: Closed::Rst, .. } => EndReason::Rst,
+                _ => EndReason::Stop,
+            };
+            self.end(i, reason);
+        }
+    }
+
+    /// The records that ended since the last call, in the order they ended.
+    pub fn take_ended(&mut self) -> Vec<Ended> {
+        std::mem::take(&mut self.ended)
+    }
+
+    /// The oldest file an open flow started in (`None`: no flow is open).
+    pub fn oldest_file(&self) -> Option<u64> {
+        self.entries.iter().filter(|e| e.used).map(|e| e.first_file).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wv_wire::linktype;
+
+    const A: [u8; 4] = [10, 0, 0, 1];
+    const B: [u8; 4] = [10, 0, 0, 2];
+
+    /// An Ethernet frame of IPv4 `proto` from `src` to `dst` with `l4` after the IP header
+    /// and `pad` bytes of payload, under `vlan` when given.
+    fn frame(vlan: Option<u16>, src: [u8; 4], dst: [u8; 4], proto: u8, l4: &[u8], pad: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        if let Some(v) = vlan {
+            f.extend_from_slice(&[0x81, 0x00]);
+            f.extend_from_slice(&v.to_be_bytes());
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        let total = 20 + l4.len() + pad;
+        let mut ip = vec![0x45, 0, (total >> 8) as u8, total as u8, 0, 0, 0x40, 0, 64, proto, 0, 0];
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        let sum = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum::<u32>();
+        let sum = !((sum & 0xffff) + (sum >> 16)) as u16;
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(l4);
+        f.resize(f.len() + pad, 0);
+        f
+    }
+
+    fn tcp_hdr(sp: u16, dp: u16, flags: u16) -> Vec<u8> {
+        let mut h = vec![0u8; 20];
+        h[0..2].copy_from_slice(&sp.to_be_bytes());
+        h[2..4].copy_from_slice(&dp.to_be_bytes());
+        h[12] = 5 << 4 | (flags >> 8) as u8;
+        h[13] = flags as u8;
+        h
+    }
+
+    fn udp_hdr(sp: u16, dp: u16, payload: usize) -> Vec<u8> {
+        let mut h = vec![0u8; 8];
+        h[0..2].copy_from_slice(&sp.to_be_bytes());
+        h[2..4].copy_from_slice(&dp.to_be_bytes());
+        h[4..6].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
+        h
+    }
+
+    fn add(t: &mut FlowTable, ts: u64, f: &[u8]) {
+        t.add(linktype::ETHERNET, ts, f, f.len() as u32);
+    }
+
+    fn records(t: &mut FlowTable) -> Vec<FlowRecord> {
+        t.take_ended().iter().map(|e| e.record("n", 0, Vec::new())).collect()
+    }
+
+    const SEC: u64 = 1_000_000_000;
+    use tcp::flags::{ACK, FIN, PSH, RST, SYN};
+
+    #[test]
+    fn tcp_connection_with_clean_close() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let c = |fl| frame(None, A, B, ipproto::TCP, &tcp_hdr(40000, 80, fl), 0);
+        let s = |fl| frame(None, B, A, ipproto::TCP, &tcp_hdr(80, 40000, fl), 0);
+        add(&mut t, 10, &c(SYN));
+        add(&mut t, 20, &s(SYN | ACK));
+        add(&mut t, 30, &c(ACK));
+        let data = frame(None, A, B, ipproto::TCP, &tcp_hdr(40000, 80, PSH | ACK), 100);
+        add(&mut t, 40, &data);
+        add(&mut t, 50, &s(FIN | ACK));
+        add(&mut t, 60, &c(FIN | ACK));
+        add(&mut t, 70, &s(ACK));
+        assert!(records(&mut t).is_empty(), "lingers for the last ACK");
+        add(&mut t, 70 + CLOSE_LINGER_NS + SEC, &frame(None, [1; 4], [2; 4], ipproto::UDP, &udp_hdr(1, 2, 0), 0));
+        let r = records(&mut t);
+        assert_eq!(r.len(), 1);
+        let r = &r[0];
+        assert_eq!((r.client.as_v4(), r.server.as_v4(), r.client_port, r.server_port), (Some(A), Some(B), 40000, 80));
+        assert_eq!((r.first_ns, r.last_ns, r.end, r.protocol), (10, 70, EndReason::Fin, 6));
+        assert_eq!((r.to_server.packets, r.to_client.packets), (4, 3));
+        assert_eq!(r.to_server.frame_bytes, 3 * 54 + 154);
+        assert_eq!(r.to_server.ip_bytes, 3 * 40 + 140);
+        assert_eq!((r.to_server.tcp_flags, r.to_client.tcp_flags), (SYN | ACK | PSH | FIN, SYN | ACK | FIN));
+    }
+
+    #[test]
+    fn reset_ends_and_a_new_syn_starts_a_new_flow() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        add(&mut t, 1, &frame(None, A, B, ipproto::TCP, &tcp_hdr(1234, 22, SYN), 0));
+        add(&mut t, 2, &frame(None, B, A, ipproto::TCP, &tcp_hdr(22, 1234, RST | ACK), 0));
+        add(&mut t, 3, &frame(None, A, B, ipproto::TCP, &tcp_hdr(1234, 22, SYN), 0));
+        let r = records(&mut t);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].end, r[0].to_server.packets, r[0].to_client.packets), (EndReason::Rst, 1, 1));
+        t.stop();
+        let r = records(&mut t);
+        assert_eq!((r.len(), r[0].end, r[0].first_ns), (1, EndReason::Stop, 3));
+    }
+
+    #[test]
+    fn udp_icmp_vlan_and_the_client_is_the_first_sender() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        // The reply's side sends first: it is the client.
+        add(&mut t, 5, &frame(Some(7), B, A, ipproto::UDP, &udp_hdr(53, 5353, 10), 10));
+        add(&mut t, 6, &frame(Some(7), A, B, ipproto::UDP, &udp_hdr(5353, 53, 0), 0));
+        // The same ports on another VLAN: another flow.
+        add(&mut t, 7, &frame(Some(8), A, B, ipproto::UDP, &udp_hdr(5353, 53, 0), 0));
+        let echo = |ty| [ty, 0, 0, 0, 0, 1, 0, 1];
+        add(&mut t, 8, &frame(None, A, B, ipproto::ICMP, &echo(8), 56));
+        add(&mut t, 9, &frame(None, B, A, ipproto::ICMP, &echo(0), 56));
+        t.stop();
+        let mut r = records(&mut t);
+        r.sort_by_key(|r| r.first_ns);
+        assert_eq!(r.len(), 3);
+        assert_eq!((r[0].vlans.as_slice(), r[0].client.as_v4(), r[0].client_port), (&[7u16][..], Some(B), 53));
+        assert_eq!((r[0].to_server.packets, r[0].to_client.packets), (1, 1));
+        assert_eq!(r[0].to_server.ip_bytes, 20 + 8 + 10);
+        assert_eq!(r[1].vlans, vec![8]);
+        assert_eq!((r[2].protocol, r[2].icmp_type, r[2].client_port), (1, 8, 0));
+        assert_eq!((r[2].to_server.packets, r[2].to_client.packets), (1, 1));
+    }
+
+    #[test]
+    fn idle_and_active_timeouts() {
+        let cfg = FlowConfig { idle_timeout_ns: 10 * SEC, active_timeout_ns: 30 * SEC, max_flows: 64 };
+        let mut t = FlowTable::new(cfg);
+        let u = frame(None, A, B, ipproto::UDP, &udp_hdr(1, 2, 0), 0);
+        let other = frame(None, [9; 4], B, ipproto::UDP, &udp_hdr(3, 4, 0), 0);
+        add(&mut t, SEC, &u);
+        add(&mut t, 5 * SEC, &other);
+        add(&mut t, 12 * SEC, &other);
+        let r = records(&mut t);
+        assert_eq!((r.len(), r[0].end, r[0].last_ns), (1, EndReason::Idle, SEC));
+        // `other` every 5 s: reported at 30 s, then goes on.
+        for s in (17..=50).step_by(5) {
+            add(&mut t, s * SEC, &other);
+        }
+        let r = records(&mut t);
+        assert_eq!((r.len(), r[0].end, r[0].first_ns, r[0].last_ns), (1, EndReason::Active, 5 * SEC, 32 * SEC));
+        t.stop();
+        let r = records(&mut t);
+        assert_eq!((r.len(), r[0].first_ns, r[0].to_server.packets), (1, 37 * SEC, 3));
+    }
+
+    #[test]
+    fn a_full_table_evicts_and_counts() {
+        let mut t = FlowTable::new(FlowConfig { max_flows: WAYS, ..FlowConfig::default() });
+        assert_eq!(t.capacity(), WAYS);
+        for p in 0..(WAYS as u16 + 3) {
+            add(&mut t, u64::from(p), &frame(None, A, B, ipproto::UDP, &udp_hdr(1000 + p, 53, 0), 0));
+        }
+        assert_eq!((t.evicted, t.live()), (3, WAYS));
+        let r = records(&mut t);
+        assert_eq!(r.iter().map(|r| r.client_port).collect::<Vec<_>>(), vec![1000, 1001, 1002]);
+        assert!(r.iter().all(|r| r.end == EndReason::Evicted));
+        assert_eq!(std::mem::size_of::<Entry>(), 152, "docs/flows.md states it");
+    }
+
+    #[test]
+    fn non_ip_is_counted_not_kept() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        add(&mut t, 1, &arp);
+        assert_eq!((t.not_ip, t.live()), (1, 0));
+    }
+}
