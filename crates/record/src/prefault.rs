@@ -7,7 +7,8 @@
 //! faulted in ahead of its high-water mark (the blocks ever taken) by as much again, and at
 //! least [`AHEAD_MIN`] blocks: the memory is paid for as the backlog grows, twice as far as
 //! it has reached. A backlog that gains on the thread raises it to normal priority until it
-//! is ahead again; one that outruns it faults its pages itself (correct, slower). A large default arena then costs nothing on a disk that keeps up.
+//! is ahead again; one that outruns it faults its pages itself (correct, slower). A large
+//! default arena then costs nothing on a disk that keeps up.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,10 +72,9 @@ impl Prefault {
             let mut background = wv_sys::cpu::background_priority_current_thread();
             let cpu0 = wv_sys::cpu::thread_cpu_ns();
             while !p.stop.load(Ordering::Relaxed) {
-                // A backlog that reached the faulted part's last half outruns a thread at
-                // background priority: then it faults at normal priority (the pages must
-                // come in either way, and capture would otherwise fault them itself), and
-                // goes back once it is ahead again.
+                // Behind (see `is_behind`), it faults at normal priority: the pages must come
+                // in either way, and capture would otherwise fault them itself. Back at
+                // background priority once it is ahead again.
                 let behind = p.is_behind();
                 if behind == background {
                     background = if behind {
@@ -132,10 +132,7 @@ impl Progress {
         arenas.iter().any(|(rest, gauge)| {
             rest.as_ref().is_some_and(|r| {
                 let (high, faulted) = (gauge.high_water() as usize, r.faulted());
-                r.left() > 0
-                    && high > 0
-                    && faulted < target(high as u64, gauge.block_size(), gauge.capacity()) as usize
-                    && faulted.saturating_sub(high) < high / 2
+                r.left() > 0 && high > 0 && faulted.saturating_sub(high) < high / 2
             })
         })
     }

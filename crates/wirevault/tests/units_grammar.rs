@@ -37,9 +37,14 @@ fn inputs(name: &str) -> Inputs {
 
 /// A record run that ends at once (one synthetic packet) into a fresh store, plus `extra`.
 fn record(i: &Inputs, extra: &[&str]) -> Outcome {
+    record_spec(i, "size=64,count=1", extra)
+}
+
+/// [`record`] of the synthetic source `spec`.
+fn record_spec(i: &Inputs, spec: &str, extra: &[&str]) -> Outcome {
     let _ = std::fs::remove_dir_all(&i.scratch);
     let head = ["record", "-q", "-o", &i.scratch, "--buffer", "8M", "--block-size", "64K", "--no-tune-warnings"];
-    let o = run_wirevault(&[&head[..], &["--synthetic", "size=64,count=1"], extra].concat());
+    let o = run_wirevault(&[&head[..], &["--synthetic", spec], extra].concat());
     let _ = std::fs::remove_dir_all(&i.scratch);
     o
 }
@@ -94,21 +99,8 @@ fn every_duration_option_takes_the_same_forms() {
     }
     // The synthetic spec's duration= (count=1 ends the run first).
     for v in accepted.iter().chain(&["1w"]) {
-        let _ = std::fs::remove_dir_all(&i.scratch);
         let spec = format!("size=64,count=1,duration={v}");
-        run_wirevault(&[
-            "record",
-            "-q",
-            "-o",
-            &i.scratch,
-            "--buffer",
-            "8M",
-            "--block-size",
-            "64K",
-            "--synthetic",
-            &spec,
-        ])
-        .expect(0, &spec);
+        record_spec(&i, &spec, &[]).expect(0, &spec);
     }
     let _ = std::fs::remove_dir_all(&i.scratch);
 }
@@ -255,24 +247,7 @@ fn every_count_option_takes_and_refuses_the_same_forms() {
         }
         run_wirevault(&a)
     };
-    let synthetic = |v: &str| {
-        let _ = std::fs::remove_dir_all(&i.scratch);
-        let spec = format!("size=64,count={v}");
-        let o = run_wirevault(&[
-            "record",
-            "-q",
-            "-o",
-            &i.scratch,
-            "--buffer",
-            "8M",
-            "--block-size",
-            "64K",
-            "--synthetic",
-            &spec,
-        ]);
-        let _ = std::fs::remove_dir_all(&i.scratch);
-        o
-    };
+    let synthetic = |v: &str| record_spec(&i, &format!("size=64,count={v}"), &[]);
     for v in ["5", "1k", "1K"] {
         for sub in ["query", "analyze", "replay"] {
             limit(sub, v).expect(0, &format!("{sub} --limit {v}"));

@@ -12,7 +12,7 @@ pub use wv_record::{
     min_budget, Layout as StreamPlan, RecorderConfig, Reductions as ReducePlan, Source as SourcePlan, Stamping, Tuning,
 };
 use wv_store::catalog::Budget;
-use wv_units::{parse_cpu_list, parse_percent, parse_size};
+use wv_units::{parse_cpu_list, parse_percent};
 
 /// Defaults of the flags of `record` (clap shows them in `--help`).
 pub mod defaults {
@@ -337,10 +337,9 @@ fn synthetic_spec(a: &Args) -> anyhow::Result<Option<synthetic::Spec>> {
 
 /// `what`'s value `s` as a size below [`MAX_SIZE`].
 fn size(what: &str, s: &str) -> anyhow::Result<u64> {
-    match parse_size(s) {
-        None => Err(usage(wv_units::size_error(what, s))),
-        Some(v) if v >= MAX_SIZE => Err(usage(format!("{what} {s} is out of range (sizes go up to 1023P)"))),
-        Some(v) => Ok(v),
+    match crate::cmd::size_arg(what, s, true)? {
+        v if v >= MAX_SIZE => Err(usage(format!("{what} {s} is out of range (sizes go up to 1023P)"))),
+        v => Ok(v),
     }
 }
 
@@ -416,7 +415,7 @@ fn ring_size(a: &Args, per_worker: u64) -> anyhow::Result<u64> {
             defaults::ring_size(a.workers)
         });
     };
-    let v = parse_size(r).ok_or_else(|| usage(wv_units::size_error("--ring-size", r)))?;
+    let v = crate::cmd::size_arg("--ring-size", r, true)?;
     if !(8 << 20..=4 << 30).contains(&v) {
         return Err(usage(format!("--ring-size must be between 8M and 4G per worker, not {r}")));
     }
