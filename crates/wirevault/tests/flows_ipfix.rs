@@ -48,8 +48,11 @@ for n in (10, 300, 1000):
 time.sleep(0.3)
 "#;
 
-/// tshark's conversations of `kind`: (endpoint, endpoint, frames and bytes A to B, B to A).
-fn tshark_conv(pcap: &std::path::Path, kind: &str) -> Vec<(String, String, (u64, u64), (u64, u64))> {
+/// A tshark conversation: endpoint A, endpoint B, frames and bytes A to B, B to A.
+type Conv = (String, String, (u64, u64), (u64, u64));
+
+/// tshark's conversations of `kind`.
+fn tshark_conv(pcap: &std::path::Path, kind: &str) -> Vec<Conv> {
     let out = run_ok(Command::new("tshark").arg("-r").arg(pcap).args(["-q", "-z", &format!("conv,{kind}")]));
     let text = String::from_utf8_lossy(&out.stdout);
     let mut convs = Vec::new();
