@@ -253,6 +253,20 @@ fn ipfix_bad_collectors_are_one_sentence() {
     assert!(st["flows_written"].as_u64().unwrap() > 0, "the flow files are written still: {st}");
     check_store(&store);
 
+    // Nor on TCP: one sentence, the recording goes on.
+    let store = tmp.join("store-tcp");
+    let out = run_ok(
+        wirevault()
+            .args(["record", "-q", "--synthetic", "size=64,duration=1s,rate=20k", "-o"])
+            .arg(&store)
+            .args(["--flows-to", "ipfix=tcp://127.0.0.1:1"]),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said = err.lines().filter(|l| l.contains("IPFIX collector tcp://127.0.0.1:1 is not reachable")).count();
+    assert_eq!(said, 1, "one sentence about the collector: {err}");
+    let st = stats(&store);
+    assert_eq!(st["written"], st["received"], "{st}");
+
     // A malformed value: refused before anything is recorded, in one sentence.
     for bad in ["ipfix=udp://127.0.0.1", "ipfix=http://127.0.0.1:4739", "netflow=udp://127.0.0.1:4739", "ipfix"] {
         let store = tmp.join(format!("bad-{}", bad.len()));
@@ -268,4 +282,70 @@ fn ipfix_bad_collectors_are_one_sentence() {
         assert!(err.contains("--flows-to") && !err.contains("panicked"), "{bad}: {err}");
         assert!(!store.join("stats.json").exists(), "{bad}: nothing recorded");
     }
+}
+
+/// A TCP collector: takes one connection on 127.0.0.1:PORT (printed), splits the stream into
+/// IPFIX messages by their length and prints, as JSON, the templates' ids and how many data
+/// records each template's sets held, and whether each message's sequence number counted
+/// the records before it.
+const TCP_COLLECTOR: &str = r#"
+import socket, struct, json
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept(); buf = b""
+while True:
+    d = c.recv(65536)
+    if not d: break
+    buf += d
+templates, records, seq_ok, at, seen = [], {}, True, 0, 0
+size = {256: 87, 257: 111}
+while at < len(buf):
+    ver, length, _, seq, _ = struct.unpack(">HHIII", buf[at:at + 16])
+    assert ver == 10 and length >= 16
+    seq_ok &= seq == seen
+    p = at + 16
+    while p < at + length:
+        sid, slen = struct.unpack(">HH", buf[p:p + 4])
+        if sid == 2:
+            q = p + 4
+            while q < p + slen:
+                tid, n = struct.unpack(">HH", buf[q:q + 4]); templates.append(tid); q += 4
+                for _ in range(n):
+                    (ie, _l) = struct.unpack(">HH", buf[q:q + 4]); q += 8 if ie & 0x8000 else 4
+        else:
+            n = (slen - 4) // size[sid]; records[sid] = records.get(sid, 0) + n; seen += n
+        p += slen
+    at += length
+print(json.dumps({"templates": templates, "records": records, "seq_ok": seq_ok}), flush=True)
+"#;
+
+#[test]
+fn ipfix_over_tcp_sends_templates_once_and_every_record() {
+    let test = "ipfix_over_tcp_sends_templates_once_and_every_record";
+    if !need_tools(test, &["python3"]) {
+        return;
+    }
+    let tmp = TempDir::new("flows-ipfix-tcp");
+    let mut col = Command::new("python3")
+        .args(["-c", TCP_COLLECTOR])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the collector");
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(col.stdout.take().unwrap()).lines();
+    let port = lines.next().unwrap().unwrap();
+    let store = tmp.join("store");
+    let out = run_ok(
+        wirevault()
+            .args(["record", "-q", "--synthetic", "size=64,count=50k", "-o"])
+            .arg(&store)
+            .args(["--flows-to", &format!("ipfix=tcp://127.0.0.1:{port}")]),
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("IPFIX"), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let _ = col.wait();
+    let st = stats(&store);
+    assert_eq!(got["templates"], serde_json::json!([256, 257]), "the templates once: {got}");
+    assert_eq!(got["records"]["256"].as_u64(), st["flows_written"].as_u64(), "every record: {got} {st}");
+    assert_eq!(got["seq_ok"], true, "{got}");
 }
