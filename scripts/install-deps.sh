@@ -10,7 +10,7 @@
 # when a package is missing. Needs root (or sudo) only in that case.
 set -euo pipefail
 
-packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer ethtool fonts-dejavu-core nftables python3 systemd curl prometheus)
+packages=(libpcap-dev tcpdump tshark wireshark-common tcpreplay netsniff-ng fio iproute2 iputils-ping stenographer ethtool fonts-dejavu-core nftables python3 systemd curl prometheus nfdump)
 # The web console's test: headless Chromium driven by Selenium (Debian's Python).
 packages+=(chromium chromium-driver python3-selenium)
 # Loop-mounted volumes (disk-bench and several-volume tests): losetup, mount, mkfs.ext4.

@@ -527,6 +527,12 @@ impl FlowTable {
         }
     }
 
+    /// The records that ended since the last [`FlowTable::take_ended`], without taking them
+    /// (the exporters see them as they end, the flow file when its file closes).
+    pub fn ended(&self) -> &[Ended] {
+        &self.ended
+    }
+
     /// The records that ended since the last call, in the order they ended.
     pub fn take_ended(&mut self) -> Vec<Ended> {
         std::mem::take(&mut self.ended)

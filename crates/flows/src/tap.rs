@@ -8,6 +8,7 @@
 //! only the next open (or the stop) tells that a file was not the last.
 
 use crate::parquet;
+use crate::record::FlowRecord;
 use crate::table::{Ended, FlowConfig, FlowTable};
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -16,14 +17,28 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use wv_store::writer::WriterShared;
 
+/// Where records go as they end, besides the flow files (an IPFIX exporter): `offer` must
+/// not wait (it runs on the writer thread); false: the record was dropped.
+pub trait FlowSink: Send + Sync {
+    fn offer(&self, r: FlowRecord) -> bool;
+}
+
 /// What every stream's tap shares.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TapConfig {
     pub table: FlowConfig,
     /// The store: the flow files go beneath it (`flows/`).
     pub store: PathBuf,
     /// The recorder's node name, in every record.
     pub node: String,
+    /// `--flows-to ipfix=...`: each record also goes to these as it ends.
+    pub sinks: Vec<Arc<dyn FlowSink>>,
+}
+
+impl std::fmt::Debug for TapConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TapConfig").field("store", &self.store).field("sinks", &self.sinks.len()).finish()
+    }
 }
 
 /// The node name records carry by default: the host name.
@@ -58,6 +73,10 @@ pub struct FlowTap {
     tx: Option<SyncSender<Job>>,
     thread: Option<std::thread::JoinHandle<()>>,
     shared: Arc<WriterShared>,
+    sinks: Vec<Arc<dyn FlowSink>>,
+    /// Of the table's ended records, those already offered to the sinks.
+    offered: usize,
+    stream: u32,
 }
 
 impl FlowTap {
@@ -80,11 +99,35 @@ impl FlowTap {
             tx: thread.is_some().then_some(tx),
             thread,
             shared,
+            sinks: cfg.sinks.clone(),
+            offered: 0,
+            stream: stream as u32,
+        }
+    }
+
+    /// Offers the records ended since the last call to the sinks (without node and files:
+    /// the exporters send neither, and so nothing is allocated for them here).
+    fn offer_ended(&mut self) {
+        let ended = self.table.ended();
+        if self.sinks.is_empty() || ended.len() == self.offered {
+            return;
+        }
+        let mut dropped = 0;
+        for e in &ended[self.offered..] {
+            for s in &self.sinks {
+                dropped += u64::from(!s.offer(e.record("", self.stream, Vec::new())));
+            }
+        }
+        self.offered = ended.len();
+        if dropped > 0 {
+            self.shared.ipfix_records_dropped.fetch_add(dropped, Ordering::Relaxed);
         }
     }
 
     /// Sends the records ended so far to the flow file of `file`.
     fn send(&mut self, file: String) {
+        self.offer_ended();
+        self.offered = 0;
         let ended = self.table.take_ended();
         self.shared.flow_records_evicted.store(self.table.evicted, Ordering::Relaxed);
         let oldest = ended.iter().map(|e| e.files().0).min().unwrap_or(self.file_no);
@@ -122,6 +165,9 @@ impl wv_store::StreamTap for FlowTap {
     #[inline]
     fn add(&mut self, ts_ns: u64, frame: &[u8], origlen: u32) {
         self.table.add(self.linktype, ts_ns, frame, origlen);
+        if self.table.ended().len() != self.offered {
+            self.offer_ended();
+        }
     }
 
     fn close(&mut self, catalogued: bool) {
@@ -138,6 +184,7 @@ impl wv_store::StreamTap for FlowTap {
 
     fn stop(&mut self) {
         self.table.stop();
+        self.offer_ended();
         match self.closed.take() {
             Some(last) => self.send(last),
             None => {

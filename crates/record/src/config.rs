@@ -131,6 +131,9 @@ pub struct RecorderConfig {
     /// `None`: without `--flows`. Not made on the zero-copy path (its capture thread walks the
     /// records, and flows never go there).
     pub flows: Option<wv_flows::FlowConfig>,
+    /// `--flows-to ipfix=...`: IPFIX collectors the flow records also go to as they end
+    /// (with `flows`; docs/ipfix.md).
+    pub flows_to: Vec<wv_ipfix::Destination>,
     /// `--stats-file`: a copy of `STORE/stats.json`, kept up to date with it.
     pub stats_copy: Option<PathBuf>,
     pub tuning: Tuning,

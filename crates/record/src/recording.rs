@@ -103,6 +103,7 @@ impl Prepared {
             rotation: rotation.clone(),
             stop: stop.clone(),
             quota,
+            exporters: start_exporters(&config)?,
             streams: nstreams,
         };
         let prefault = Prefault::start();
@@ -270,6 +271,9 @@ impl Recording {
         if let Some(r) = &self.rotation {
             self.notes.extend(r.take_notes().into_iter().map(Note::warning));
         }
+        for e in &self.shared.exporters {
+            self.notes.extend(e.take_notes().into_iter().map(Note::warning));
+        }
         if let Some(e) = self.prefault.as_ref().and_then(|p| p.progress.take_error()) {
             self.notes.push(Note::warning(e));
         }
@@ -321,6 +325,11 @@ impl Recording {
                 Ok(Err(e)) => capture_errors.push(format!("writer: {e}")),
                 Err(_) => capture_errors.push("a writer thread panicked".into()),
             }
+        }
+        // The writers' taps have offered their last records: the exporters send them and end.
+        for e in &self.shared.exporters {
+            e.finish();
+            self.notes.extend(e.take_notes().into_iter().map(Note::warning));
         }
         if let Source::Live { interface, .. } = &self.config.source {
             // The ring reports a deleted interface as one that went down.
@@ -487,6 +496,21 @@ fn arena_notes(streams: &[Stream]) -> Vec<Note> {
         )));
     }
     notes
+}
+
+/// The IPFIX exporters of `--flows-to` (none without flow records: `--zero-copy` makes none).
+fn start_exporters(config: &RecorderConfig) -> Result<Vec<Arc<wv_ipfix::Exporter>>> {
+    if config.flows.is_none() || config.zero_copy {
+        return Ok(Vec::new());
+    }
+    config
+        .flows_to
+        .iter()
+        .map(|d| {
+            wv_ipfix::Exporter::start(d.clone(), wv_ipfix::ExportConfig::default())
+                .map_err(|e| Error::failed(format!("cannot start the IPFIX exporter of {}: {e}", d.url())))
+        })
+        .collect()
 }
 
 /// After the summary: the writers' warnings and notes, retention, the balance check and

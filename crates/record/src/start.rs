@@ -36,6 +36,8 @@ pub struct Shared {
     pub stop: Arc<AtomicBool>,
     /// `-c N` shared by several streams.
     pub quota: Option<Arc<Quota>>,
+    /// `--flows-to ipfix=...`: the exporters every stream's flow tap offers records to.
+    pub exporters: Vec<Arc<wv_ipfix::Exporter>>,
     /// How many streams the recording has (capture threads take the first CPUs of `--cpus`,
     /// writers the next).
     pub streams: usize,
@@ -580,6 +582,7 @@ fn writer_config(p: &Plan, id: usize, shared: &Shared, stamps: Stamps) -> Writer
                 table,
                 store: p.store.clone(),
                 node: wv_flows::tap::host_name(),
+                sinks: shared.exporters.iter().map(|e| e.clone() as Arc<dyn wv_flows::tap::FlowSink>).collect(),
             })
         }),
     }

@@ -134,6 +134,10 @@ pub struct StreamStats {
     /// pushed out of the full flow table (`flows_evicted` is `--flow-cutoff`'s table).
     pub flows_written: u64,
     pub flow_records_evicted: u64,
+    /// Flow records not exported because an IPFIX exporter's queue was full
+    /// (`--flows-to ipfix=...`, docs/ipfix.md).
+    #[serde(default)]
+    pub ipfix_records_dropped: u64,
     /// Drops by cause ([`DropCause`]'s names).
     pub dropped: BTreeMap<String, u64>,
     /// Packets the capture thread stored into the arena.
@@ -269,7 +273,7 @@ impl RecordingStats {
             .map(|d| format!("{} {}", d.about().summary, t.drops(*d)))
             .collect();
         format!(
-            "{} packets received in {:.2}s: {} written, {} filtered{}, {} dropped ({}); {} files, {} bytes in {}",
+            "{} packets received in {:.2}s: {} written, {} filtered{}, {} dropped ({}); {} files, {} bytes in {}{}",
             t.received,
             self.elapsed_s,
             t.written,
@@ -279,7 +283,12 @@ impl RecordingStats {
             each.join(", "),
             t.files,
             t.file_bytes,
-            store.display()
+            store.display(),
+            // Said only when it happened: records the IPFIX exporters' full queues refused.
+            match t.ipfix_records_dropped {
+                0 => String::new(),
+                n => format!("; {n} flow records not exported (IPFIX queue full)"),
+            }
         )
     }
 }
@@ -316,6 +325,7 @@ pub(crate) struct Snapshot {
     arena_registered: bool,
     flows_written: u64,
     flow_records_evicted: u64,
+    ipfix_records_dropped: u64,
 }
 
 /// Packets the source saw: delivered to the capture thread, or filtered or dropped before.
@@ -352,6 +362,7 @@ impl Snapshot {
             arena_registered: w.arena_registered.load(Ordering::Relaxed),
             flows_written: w.flows_written.load(Ordering::Relaxed),
             flow_records_evicted: w.flow_records_evicted.load(Ordering::Relaxed),
+            ipfix_records_dropped: w.ipfix_records_dropped.load(Ordering::Relaxed),
         }
     }
 
@@ -392,6 +403,7 @@ impl Snapshot {
             arena_registered: true,
             flows_written: 0,
             flow_records_evicted: 0,
+            ipfix_records_dropped: 0,
         };
         for p in parts {
             t.counts += p.counts;
@@ -408,6 +420,7 @@ impl Snapshot {
             t.arena_registered &= p.arena_registered;
             t.flows_written += p.flows_written;
             t.flow_records_evicted += p.flow_records_evicted;
+            t.ipfix_records_dropped += p.ipfix_records_dropped;
         }
         t
     }
@@ -471,6 +484,7 @@ impl Snapshot {
             flows_evicted: c.flows_evicted,
             flows_written: self.flows_written,
             flow_records_evicted: self.flow_records_evicted,
+            ipfix_records_dropped: self.ipfix_records_dropped,
             dropped: DropCause::ALL.iter().map(|d| (d.about().name.to_string(), self.drops(*d))).collect(),
             stored_in_arena: c.stored,
             wire_bytes: c.wire_bytes,

@@ -257,6 +257,13 @@ impl Collector for Scrape {
             None,
             per(|c| c.flow_records_evicted),
         )?;
+        family(
+            e,
+            "ipfix_records_dropped",
+            "Flow records not exported because an IPFIX exporter's queue was full",
+            None,
+            per(|c| c.ipfix_records_dropped),
+        )?;
         let pending: Vec<(Labels, ConstGauge<i64>)> = r
             .streams
             .iter()

@@ -124,6 +124,8 @@ pub struct WriterShared {
     pub flows_written: AtomicU64,
     /// Of the flow records ended, those pushed out of the full flow table.
     pub flow_records_evicted: AtomicU64,
+    /// Flow records an IPFIX exporter's full queue refused (`--flows-to ipfix=...`).
+    pub ipfix_records_dropped: AtomicU64,
     /// The arena is registered with io_uring as fixed buffers (from the start, or once it
     /// was faulted in).
     pub arena_registered: AtomicBool,

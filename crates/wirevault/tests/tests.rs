@@ -18,6 +18,7 @@ mod docs;
 mod fanout_order;
 mod filters;
 mod flows;
+mod flows_ipfix;
 mod index_integrity;
 mod install;
 mod live_faults;

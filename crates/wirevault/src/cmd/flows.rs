@@ -254,6 +254,7 @@ fn rebuild(store: &Path, only: Option<Only<'_>>) -> anyhow::Result<u64> {
         table: wv_flows::FlowConfig::default(),
         store: store.to_path_buf(),
         node: wv_flows::tap::host_name(),
+        sinks: Vec::new(),
     };
     let shared = std::sync::Arc::new(wv_store::writer::WriterShared::default());
     let mut taps: std::collections::BTreeMap<usize, (wv_flows::tap::FlowTap, PathBuf)> = Default::default();

@@ -137,6 +137,12 @@ pub struct Args {
     /// A flow open this long is reported, and goes on in a new record (as NetFlow/IPFIX exporters do).
     #[arg(long, default_value = "5m", value_name = "DURATION")]
     pub flow_active_timeout: String,
+    /// Also export the flow records as they end (implies --flows): `ipfix=udp://HOST:PORT` or
+    /// `ipfix=tcp://HOST:PORT` sends IPFIX (RFC 7011, biflows of RFC 5103) to a collector such
+    /// as nfcapd (docs/ipfix.md); repeat for several. Never slows recording: a collector that
+    /// is down or slow loses records (counted, ipfix_records_dropped), recording goes on
+    #[arg(long = "flows-to", value_name = "SINK=URL")]
+    pub flows_to: Vec<String>,
     /// Print the status and the summary as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,

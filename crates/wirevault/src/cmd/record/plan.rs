@@ -259,6 +259,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         spill: a.spill_above.0,
         index: !a.no_index,
         flows: flows(a)?,
+        flows_to: flows_to(a)?,
         stats_copy: a.stats_file.clone(),
         tuning: Tuning { ring_blocks: sizes.ring_blocks, ..Tuning::default() },
         reduce: reductions(a)?,
@@ -463,11 +464,27 @@ fn flows(a: &Args) -> anyhow::Result<Option<wv_flows::FlowConfig>> {
             return Err(usage(format!("{flag} must be at least 1s (flows are checked once a second)")));
         }
     }
-    Ok(a.flows.then(|| wv_flows::FlowConfig {
+    Ok((a.flows || !a.flows_to.is_empty()).then(|| wv_flows::FlowConfig {
         idle_timeout_ns: idle.as_nanos() as u64,
         active_timeout_ns: active.as_nanos() as u64,
         ..wv_flows::FlowConfig::default()
     }))
+}
+
+/// `--flows-to SINK=URL`: the IPFIX collectors (`ipfix=udp://HOST:PORT`, `ipfix=tcp://...`).
+fn flows_to(a: &Args) -> anyhow::Result<Vec<wv_ipfix::Destination>> {
+    if !a.flows_to.is_empty() && a.zero_copy {
+        return Err(usage("--flows-to needs flow records, which --zero-copy does not make; drop one of them".into()));
+    }
+    a.flows_to
+        .iter()
+        .map(|v| match v.split_once('=') {
+            Some(("ipfix", url)) => wv_ipfix::Destination::parse(url).map_err(|e| usage(format!("--flows-to: {e}"))),
+            _ => Err(usage(format!(
+                "--flows-to {v:?} is not SINK=URL with a known sink: give ipfix=udp://HOST:4739 or ipfix=tcp://HOST:PORT"
+            ))),
+        })
+        .collect()
 }
 
 /// `--dedup`, `--flow-cutoff`, `--flow-table`, `--flow-idle`.
