@@ -203,18 +203,13 @@ EOF
 # it. Asymmetric: the source alone. Offsets are from the Ethernet header as the splitter's
 # ingress sees it: the kernel has moved the outer VLAN tag into the packet's metadata
 # (mirred carries it on), so a single-tagged frame looks untagged and QinQ shows its inner tag.
-key_expr() { # $1: byte offset of the IP header, $2: 4 (IPv4) or 6
-    local o=$1 words=() s d i
-    if [[ $2 == 4 ]]; then
-        s="ether[$((o + 12)):4]" d="ether[$((o + 16)):4]"
-    else
-        for i in 0 4 8 12; do words+=("ether[$((o + 8 + i)):4]"); done
-        s="(${words[0]} ^ ${words[1]} ^ ${words[2]} ^ ${words[3]})"
-        words=()
-        for i in 0 4 8 12; do words+=("ether[$((o + 24 + i)):4]"); done
-        d="(${words[0]} ^ ${words[1]} ^ ${words[2]} ^ ${words[3]})"
-    fi
-    if [[ $hash == symmetric ]]; then echo "($s ^ $d)"; else echo "$s"; fi
+key_expr() { # $1, $2: byte offsets of the source and destination address, $3: its 32-bit words
+    local s d i
+    s="ether[$1:4]" d="ether[$2:4]"
+    for ((i = 1; i < $3; i++)); do
+        s="$s ^ ether[$(($1 + 4 * i)):4]" d="$d ^ ether[$(($2 + 4 * i)):4]"
+    done
+    if [[ $hash == symmetric ]]; then echo "(($s) ^ ($d))"; else echo "($s)"; fi
 }
 
 mac_key() {
@@ -228,11 +223,15 @@ link_expr() {
     fold() { echo "(($1 ^ ($1 >> 16)) ^ (($1 ^ ($1 >> 16)) >> 8)) % $n = $i"; }
     local v4="ether[12:2] = 0x0800" v6="ether[12:2] = 0x86dd"
     local t4="$tag and ether[16:2] = 0x0800" t6="$tag and ether[16:2] = 0x86dd"
-    echo "($v4 and $(fold "$(key_expr 14 4)"))" \
-        "or ($v6 and $(fold "$(key_expr 14 6)"))" \
-        "or ($t4 and $(fold "$(key_expr 18 4)"))" \
-        "or ($t6 and $(fold "$(key_expr 18 6)"))" \
-        "or (not ($v4 or $v6 or ($t4) or ($t6)) and $(fold "$(mac_key)"))"
+    # ARP by its sender and target IP addresses (at 28 and 38, as IPv4's at 26 and 30), so that
+    # a request, broadcast, goes with its reply.
+    local arp="ether[12:2] = 0x0806"
+    echo "($v4 and $(fold "$(key_expr 26 30 1)"))" \
+        "or ($v6 and $(fold "$(key_expr 22 38 4)"))" \
+        "or ($t4 and $(fold "$(key_expr 30 34 1)"))" \
+        "or ($t6 and $(fold "$(key_expr 26 42 4)"))" \
+        "or ($arp and $(fold "$(key_expr 28 38 1)"))" \
+        "or (not ($v4 or $v6 or ($t4) or ($t6) or $arp) and $(fold "$(mac_key)"))"
 }
 
 # ---- the lab -----------------------------------------------------------------------------
