@@ -17,6 +17,7 @@ mod disk_bench;
 mod docs;
 mod fanout_order;
 mod filters;
+mod fleet_lab;
 mod flows;
 mod flows_ipfix;
 mod index_integrity;

@@ -4,8 +4,8 @@
 //! joined by a veth pair ([`netns`]), test frames and the pcap files that
 //! carry them ([`frames`]), reading captures back ([`captures`]), the checks
 //! every store must pass ([`store`]), a recorder process handle
-//! ([`recorder`]), HTTP through curl ([`http`]) and loop-mounted file systems
-//! ([`loopfs`]). Everything public is re-exported here, so that a test names
+//! ([`recorder`]), HTTP through curl ([`http`]), loop-mounted file systems
+//! ([`loopfs`]) and the fleet lab of `scripts/fleet-lab.sh` ([`fleet_lab`]). Everything public is re-exported here, so that a test names
 //! a helper `crate::util::NAME` wherever it lives.
 //!
 //! The tests compare what wirevault stored with what was sent by reading the
@@ -20,6 +20,7 @@
 
 mod captures;
 mod env;
+mod fleet_lab;
 mod frames;
 mod http;
 mod loopfs;
@@ -31,6 +32,7 @@ mod temp;
 
 pub use self::captures::*;
 pub use self::env::*;
+pub use self::fleet_lab::*;
 pub use self::frames::*;
 pub use self::http::*;
 pub use self::loopfs::*;

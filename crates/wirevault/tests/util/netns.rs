@@ -112,7 +112,7 @@ impl Drop for VethPair {
 
 /// Deletes namespaces left behind by test processes that no longer exist
 /// (a test killed by a signal cannot run its Drop guard).
-fn remove_stale_namespaces() {
+pub fn remove_stale_namespaces() {
     let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
         return;
     };
