@@ -107,7 +107,6 @@ enum Closed {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Entry {
     key: Key,
-    used: bool,
     /// The client (the sender of the first packet seen) is the key's `lo` side.
     client_lo: bool,
     /// FIN seen from the client (bit 0) and the server (bit 1).
@@ -414,7 +413,6 @@ impl FlowTable {
                 self.tags[i] = tag;
                 self.entries[i] = Entry {
                     key,
-                    used: true,
                     client_lo: src_lo,
                     first_ns: ts_ns,
                     last_ns: ts_ns,
@@ -517,11 +515,13 @@ impl FlowTable {
     /// [`EndReason::Stop`].
     pub fn stop(&mut self) {
         for i in 0..self.entries.len() {
-            let reason = match self.entries[i] {
-                Entry { used: false, .. } => continue,
-                Entry { closed: Closed::Fin, .. } => EndReason::Fin,
-                Entry { closed: Closed::Rst, .. } => EndReason::Rst,
-                _ => EndReason::Stop,
+            if self.tags[i] == 0 {
+                continue;
+            }
+            let reason = match self.entries[i].closed {
+                Closed::Fin => EndReason::Fin,
+                Closed::Rst => EndReason::Rst,
+                Closed::Open => EndReason::Stop,
             };
             self.end(i, reason);
         }
@@ -540,7 +540,7 @@ impl FlowTable {
 
     /// The oldest file an open flow started in (`None`: no flow is open).
     pub fn oldest_file(&self) -> Option<u64> {
-        self.entries.iter().filter(|e| e.used).map(|e| e.first_file).min()
+        self.entries.iter().zip(&self.tags).filter(|(_, &t)| t != 0).map(|(e, _)| e.first_file).min()
     }
 }
 
