@@ -128,8 +128,8 @@ pub struct RecorderConfig {
     /// Build index files.
     pub index: bool,
     /// Flow records (`STORE/flows/`, docs/flows.md) with these timeouts and table size;
-    /// `None`: without `--flows`. Not made on the zero-copy path (its capture thread walks the
-    /// records, and flows never go there).
+    /// `None`: without `--flows`. On the zero-copy path the capture thread is the writer, and
+    /// the flow table runs there beside the index keys.
     pub flows: Option<wv_flows::FlowConfig>,
     /// `--flows-to ipfix=...`: IPFIX collectors the flow records also go to as they end
     /// (with `flows`; docs/ipfix.md).

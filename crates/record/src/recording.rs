@@ -498,9 +498,9 @@ fn arena_notes(streams: &[Stream]) -> Vec<Note> {
     notes
 }
 
-/// The IPFIX exporters of `--flows-to` (none without flow records: `--zero-copy` makes none).
+/// The IPFIX exporters of `--flows-to` (none without flow records).
 fn start_exporters(config: &RecorderConfig) -> Result<Vec<Arc<wv_ipfix::Exporter>>> {
-    if config.flows.is_none() || config.zero_copy {
+    if config.flows.is_none() {
         return Ok(Vec::new());
     }
     config

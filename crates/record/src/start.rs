@@ -577,7 +577,7 @@ fn writer_config(p: &Plan, id: usize, shared: &Shared, stamps: Stamps) -> Writer
         timestamps: Some(stamps),
         volumes: shared.rotation.clone(),
         spill: p.spill,
-        tap: p.flows.filter(|_| !p.zero_copy).map(|table| {
+        tap: p.flows.map(|table| {
             wv_flows::tap::maker(wv_flows::tap::TapConfig {
                 table,
                 store: p.store.clone(),

@@ -123,7 +123,18 @@ fn pyarrow_ready(test: &str) -> bool {
 
 #[test]
 fn live_flows_agree_with_tshark_conversations() {
-    let test = "live_flows_agree_with_tshark_conversations";
+    live_flows("live_flows_agree_with_tshark_conversations", &[]);
+}
+
+/// The zero-copy path (pcapng files of the kernel's blocks) keeps the same records.
+#[test]
+fn zero_copy_flows_agree_with_tshark_conversations() {
+    live_flows("zero_copy_flows_agree_with_tshark_conversations", &["--zero-copy", "--format", "pcapng"]);
+}
+
+/// The known flows recorded with `record --flows` and `extra`, checked against tshark,
+/// `wirevault flows`, `--rebuild` and `repair`.
+fn live_flows(test: &str, extra: &[&str]) {
     if !(need_root(test) && need_tools(test, &["ip", "tshark", "python3", "ping"]) && pyarrow_ready(test)) {
         return;
     }
@@ -132,8 +143,9 @@ fn live_flows_agree_with_tshark_conversations() {
     host(&pair.ns_a, pair.if_a, A, B);
     host(&pair.ns_b, pair.if_b, B, A);
     let store = tmp.join("store");
-    let mut rec =
-        Recorder::start(Some(&pair.ns_b), &store, tmp.path(), &["-i", pair.if_b, "--buffer", "64M", "-q", "--flows"]);
+    let mut args = vec!["-i", pair.if_b, "--buffer", "64M", "-q", "--flows"];
+    args.extend_from_slice(extra);
+    let mut rec = Recorder::start(Some(&pair.ns_b), &store, tmp.path(), &args);
     rec.wait_ready();
     let mut server = VethPair::exec(&pair.ns_b, "python3")
         .args(["-c", SERVER])

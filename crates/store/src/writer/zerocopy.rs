@@ -183,6 +183,9 @@ pub struct ZcWriter<I: FileIndexer> {
     ahead: usize,
     /// The stream's live file.
     live: super::Live,
+    /// Flow records of the stream. Here the capture thread is the writer and makes the index
+    /// keys, so the flow table runs beside them on it (the copy path keeps both off it).
+    tap: Option<Box<dyn crate::StreamTap>>,
 }
 
 /// Indexes a block's records into the current file while the block is rewritten
@@ -254,7 +257,9 @@ impl<I: FileIndexer> ZcWriter<I> {
         let helpers = start_helpers::<I>(&cfg, &catalog, &shared)?;
         let header = Arc::new(header_page(&zc, WritePath::ZeroCopy)?);
         let live = super::Live::open(&cfg, &shared);
+        let tap = cfg.tap.as_ref().map(|make| make(cfg.stream, shared.clone()));
         Ok(ZcWriter {
+            tap,
             live,
             direct: cfg.direct,
             cfg,
@@ -371,6 +376,12 @@ impl<I: FileIndexer> ZcWriter<I> {
         if let Some(ix) = c.indexer.as_mut() {
             for r in &recs[indexed..] {
                 index_record(ix, off, data, r);
+            }
+        }
+        if let Some(t) = self.tap.as_mut() {
+            for r in recs {
+                let d = r.data();
+                t.add(r.ts_ns, &data[d..d + r.caplen as usize], r.origlen);
             }
         }
         let (lo, hi) = span.unwrap_or_else(|| time_span(recs));
@@ -599,6 +610,9 @@ impl<I: FileIndexer> ZcWriter<I> {
         if real {
             // The header page, queued above.
             written.queued(0, Mark::empty(DIRECT_ALIGN), false);
+            if let Some(t) = self.tap.as_mut() {
+                t.open(&crate::volume::on_volume(self.place.vol, &format!("{}/{name}", self.place.rel_dir)), self.zc.linktype);
+            }
         }
         let live_base = Entry {
             stream: self.cfg.stream,
@@ -670,6 +684,12 @@ impl<I: FileIndexer> ZcWriter<I> {
     /// once its writes in flight completed; until then it is carried.
     pub fn close_file(&mut self, bw: &mut BlockWriter) {
         let Some(c) = self.cur.take() else { return };
+        // The tap's files open and close one at a time, as the stream's do; this one is not
+        // finished yet but will be catalogued unless every write of it fails (its flow records
+        // then name a file the catalog lacks, as after a crash).
+        if let Some(t) = self.tap.as_mut().filter(|_| c.real) {
+            t.close(c.stored > 0);
+        }
         self.closing.push_back(c);
         self.reap(bw, false);
     }
@@ -786,10 +806,16 @@ impl<I: FileIndexer> ZcWriter<I> {
             self.finish_file(c);
         }
         if let Some(mut c) = self.cur.take() {
+            if let Some(t) = self.tap.as_mut().filter(|_| c.real) {
+                t.close(c.stored > 0);
+            }
             if c.in_flight > 0 {
                 c.failed_at.get_or_insert(u64::MAX);
             }
             self.finish_file(c);
+        }
+        if let Some(t) = self.tap.as_mut() {
+            t.stop();
         }
         drop(self.finish_tx.take());
         let threads = self.threads.take();
