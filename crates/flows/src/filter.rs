@@ -7,8 +7,9 @@
 use crate::record::{FlowRecord, IpAddr16};
 
 /// A parsed expression.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Expr {
+    #[default]
     All,
     Host(IpAddr16),
     /// A prefix of the 16-byte address (IPv4 prefixes count from its mapped form).

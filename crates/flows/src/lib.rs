@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod filter;
+pub mod find;
 pub mod parquet;
 pub mod record;
 pub mod table;

@@ -635,6 +635,60 @@ async function runQuery() {
     return;
   }
   loadPackets(q, seq, signal);
+  loadFlows(q, seq, signal);
+}
+
+const PROTOCOLS = { 1: "icmp", 6: "tcp", 17: "udp", 58: "icmp6", 132: "sctp" };
+
+/** The flow records of the query's range and filter (when the filter is one a flow key answers). */
+async function loadFlows(q, seq, signal) {
+  const note = $("f-note");
+  const tb = $("flow-table").tBodies[0];
+  note.textContent = "reading the flow records…";
+  try {
+    const { body } = await api("/api/v1/flows?" + queryParams({ sort: "bytes", limit: 100 }), signal);
+    if (seq !== querySeq) return;
+    tb.replaceChildren();
+    const ep = (a, port, v6) => (port ? (v6 ? "[" + a + "]:" + port : a + ":" + port) : a);
+    for (const f of body.flows) {
+      const tr = tb.insertRow();
+      const cell = (text, cls) => {
+        const td = tr.insertCell();
+        td.textContent = text == null ? "" : String(text);
+        if (cls) td.className = cls;
+        return td;
+      };
+      const ported = f.protocol === 6 || f.protocol === 17 || f.protocol === 132;
+      cell(f.first.replace("T", " ").replace("Z", "")).title = local(parseTime(f.first));
+      cell(((f.last_ns - f.first_ns) / 1e9).toFixed(3), "n");
+      const proto = PROTOCOLS[f.protocol] || String(f.protocol);
+      cell(ported ? proto : proto + "/" + f.icmp_type, "p-" + proto.toUpperCase());
+      cell(ep(f.client, ported && f.client_port, f.ip_version === 6));
+      cell(ep(f.server, ported && f.server_port, f.ip_version === 6));
+      cell(f.to_server.packets, "n");
+      cell(f.to_client.packets, "n");
+      cell(f.to_server.bytes, "n");
+      cell(f.to_client.bytes, "n");
+      cell(f.end_reason + (f.vlans.length ? " · vlan " + f.vlans.join(".") : ""));
+      const a = document.createElement("a");
+      a.textContent = "packets";
+      a.className = "flow-packets";
+      a.href = f.packets_url;
+      a.download = "";
+      tr.insertCell().append(a);
+    }
+    $("flow-table").dataset.for = q.toString();
+    const warned = (body.unreadable || []).join("; ");
+    note.textContent = (body.flows.length
+      ? (body.matched > body.flows.length ? "the " + body.flows.length + " largest of " + body.matched + " matching flows" : body.matched + " matching flows")
+      : "no flow record matches (a store records them unless recorded with --no-flows)") + (warned ? " · " + warned : "");
+    note.classList.toggle("err", Boolean(warned));
+  } catch (e) {
+    if (e.name === "AbortError" || seq !== querySeq) return;
+    tb.replaceChildren();
+    $("flow-table").dataset.for = q.toString();
+    note.textContent = "flows: " + e.message;
+  }
 }
 
 async function loadPackets(q, seq, signal) {

@@ -274,6 +274,50 @@ pub(crate) async fn files(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     Ok(Json(serde_json::json!({ "files": files })).into_response())
 }
 
+/// `GET /api/v1/flows`: the store's flow records with a packet in `from`..`to` that `filter`
+/// (a flow expression: host, net, port, proto, vlan, and/or/not) matches, sorted by `sort`
+/// (start, bytes, packets), at most `limit`: as `wirevault flows --json`, each with the
+/// `/api/v1/query` URL of its packets.
+pub(crate) async fn flows(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
+    let m = params(&q, &["from", "to", "filter", "sort", "limit"])?;
+    let sel = selection(&m)?;
+    let filter = wv_flows::filter::Expr::parse(&sel.expr).map_err(|e| ApiError::BadRequest(e.0))?;
+    let sort = match m.get("sort").filter(|s| !s.is_empty()) {
+        None => wv_flows::find::Sort::Start,
+        Some(s) => wv_flows::find::Sort::parse(s)
+            .ok_or_else(|| ApiError::BadRequest(format!("sort {s:?} is not one of start, bytes, packets")))?,
+    };
+    let find = wv_flows::find::Find {
+        filter,
+        from_ns: sel.from,
+        to_ns: sel.to,
+        sort,
+        limit: sel.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+    };
+    let store = state.cfg.store.clone();
+    let found = on_query_thread(&state, "flows", move |_| Ok(wv_flows::find::find(&store, &find))).await?;
+    let flows: Vec<serde_json::Value> = found
+        .records
+        .iter()
+        .map(|r| {
+            let mut v = wv_flows::find::to_json(r);
+            v["packets_url"] = packets_url(r).into();
+            v
+        })
+        .collect();
+    let unreadable: Vec<String> =
+        found.unreadable.iter().map(|(f, why)| format!("{}: {why}; its records are left out", f.display())).collect();
+    Ok(Json(serde_json::json!({ "flows": flows, "matched": found.matched, "unreadable": unreadable })).into_response())
+}
+
+/// The query of a flow's packets: its key's expression from its first to its last packet.
+fn packets_url(r: &wv_flows::FlowRecord) -> String {
+    let epoch = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let filter = wv_flows::find::packet_filter(r);
+    let filter = percent_encoding::utf8_percent_encode(&filter, percent_encoding::NON_ALPHANUMERIC);
+    format!("/api/v1/query?from={}&to={}&filter={filter}", epoch(r.first_ns), epoch(r.last_ns.saturating_add(1)))
+}
+
 /// `GET /api/v1/status` (no parameter, as the other endpoints refuse the
 /// ones they do not take).
 pub(crate) async fn status(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result<Response, ApiError> {
@@ -286,6 +330,6 @@ pub(crate) async fn status(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Resul
 /// Anything else under `/api/`.
 pub(crate) async fn unknown_api() -> ApiError {
     ApiError::NotFound(
-        "no such API endpoint; the endpoints are /api/v1/status, files, query, count, histogram, packets".into(),
+        "no such API endpoint; the endpoints are /api/v1/status, files, query, count, histogram, packets, flows".into(),
     )
 }

@@ -316,6 +316,7 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/v1/count", get(crate::api::count))
         .route("/api/v1/histogram", get(crate::api::histogram))
         .route("/api/v1/packets", get(crate::packets::packets))
+        .route("/api/v1/flows", get(crate::api::flows))
         .route("/api/{*rest}", get(crate::api::unknown_api))
         .route("/metrics", get(metrics))
         .fallback(get(console))

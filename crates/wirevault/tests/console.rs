@@ -42,7 +42,7 @@ const LISTEN: &str = "127.0.0.1:8080";
 const PPS: u64 = 1000;
 
 /// Where the screenshots are kept: `target/test-artifacts/`.
-fn artifacts() -> PathBuf {
+pub(crate) fn artifacts() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("test-artifacts");
     std::fs::create_dir_all(&dir).expect("create target/test-artifacts");
     dir
@@ -50,7 +50,7 @@ fn artifacts() -> PathBuf {
 
 /// Runs the driver (in `ns` if given) with `spec`; returns what it saw,
 /// failing the test with the driver's error (the screenshot shows the page then).
-fn drive(ns: Option<&str>, tmp: &Path, spec: Value) -> Value {
+pub(crate) fn drive(ns: Option<&str>, tmp: &Path, spec: Value) -> Value {
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_driver.py");
     let spec_path = tmp.join(format!("spec-{}.json", spec["mode"].as_str().unwrap_or("x")));
     std::fs::write(&spec_path, spec.to_string()).expect("write the driver's spec");
@@ -67,7 +67,7 @@ fn drive(ns: Option<&str>, tmp: &Path, spec: Value) -> Value {
 
 /// Console entries of level WARNING or SEVERE (the page's own errors, a
 /// failed request, a CSP violation).
-fn problems(log: &Value) -> Vec<String> {
+pub(crate) fn problems(log: &Value) -> Vec<String> {
     log.as_array()
         .into_iter()
         .flatten()
@@ -302,7 +302,7 @@ fn query_panel(store: &Path, tmp: &Path, ns: &str, url: &str, spans: &[(u64, u64
 }
 
 /// Chromium, chromedriver and Selenium for Debian's Python.
-fn browser_ready(test: &str) -> bool {
+pub(crate) fn browser_ready(test: &str) -> bool {
     if !need_tools(test, &["chromium", "chromedriver"]) {
         return false;
     }

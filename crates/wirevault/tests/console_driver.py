@@ -10,12 +10,14 @@ Usage: console_driver.py SPEC.json, where SPEC holds
                "query": fill in the query panel, read the count and the
                packet table, download the pcap, then try a bad filter;
                "token": give a wrong then the right token, count, download;
-               "hosts": load each of "urls" and say what it shows
+               "hosts": load each of "urls" and say what it shows;
+               "flows": type a filter, read the flow table, download the
+               first flow's packets by its link
   urls         (hosts) the addresses to load, in order
   resolver_rules  Chromium's --host-resolver-rules (e.g. to make a name
                resolve to 127.0.0.1, as a DNS rebinding page does)
   screenshot   where to save a PNG of the page
-  downloads    (query, token) the download directory
+  downloads    (query, token, flows) the download directory
   min_points   (live) wait until the rate chart has this many points
   samples      (live) how many pps figures to read, one a second
   from, to, filter, bad_filter   (query) what to type
@@ -96,10 +98,10 @@ def live(d, spec, out):
     out["balance"] = text(d, "balance")
 
 
-def download(d, spec, timeout):
-    """Clicks the panel's download link; the path of the finished file."""
+def download(d, spec, timeout, css="#q-download"):
+    """Clicks the link `css` (the query panel's download); the path of the finished file."""
     before = set(os.listdir(spec["downloads"]))
-    d.find_element(By.ID, "q-download").click()
+    d.find_element(By.CSS_SELECTOR, css).click()
 
     def done():
         now = [f for f in os.listdir(spec["downloads"]) if f not in before]
@@ -181,6 +183,29 @@ def token(d, spec, out):
     d.save_screenshot(spec["screenshot"])
 
 
+def flows(d, spec, out):
+    """The flow table for a filter: its rows, its note, each row's packets link; then the
+    first row's link clicked (the download's path)."""
+    t = spec.get("timeout", 60)
+    d.get(spec["url"])
+    wait("the status to load", lambda: text(d, "state") not in ("connecting", ""), t)
+    typed(d, "q-filter", spec.get("filter", ""))
+    asked = d.execute_script("return queryParams().toString()")
+    wait("the flow table", lambda: attr(d, "flow-table", "data-for") == asked, t)
+    rows = []
+    for tr in d.find_elements(By.CSS_SELECTOR, "#flow-table tbody tr"):
+        tds = tr.find_elements(By.TAG_NAME, "td")
+        link = tds[-1].find_element(By.TAG_NAME, "a").get_attribute("href")
+        rows.append({"cells": [td.text for td in tds[:-1]], "packets": link})
+    out["rows"] = rows
+    out["note"] = text(d, "f-note")
+    d.save_screenshot(spec["screenshot"])
+    if rows:
+        out["download"] = download(d, spec, t, "#flow-table tbody tr a.flow-packets")
+    out["log"] = d.get_log("browser")
+    out["log_checked"] = True
+
+
 def hosts(d, spec, out):
     """Loads each URL: the console's state badge once the status loaded,
     or the text of a page that is not the console (an error answer)."""
@@ -211,6 +236,8 @@ def main():
             token(d, spec, out)
         elif spec["mode"] == "hosts":
             hosts(d, spec, out)
+        elif spec["mode"] == "flows":
+            flows(d, spec, out)
         else:
             query(d, spec, out)
     except Exception as e:  # reported to the test, which fails with it

@@ -4,7 +4,6 @@
 //! flow files of a store's packets again, reading them through the query layer.
 
 use crate::{exit, fail};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use wv_flows::record::FlowRecord;
 
@@ -56,26 +55,20 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         let n = rebuild(&a.store, None)?;
         info!("rebuilt {n} flow records of {}", a.store.display());
     }
-    let mut recs = Vec::new();
-    for f in flow_files(&a.store.join(wv_store::layout::FLOWS)) {
-        let file = std::fs::File::open(&f).map_err(|e| fail(exit::ERROR, format!("{}: {e}", f.display())))?;
-        match wv_flows::parquet::read(file) {
-            Ok(r) => recs.extend(r),
-            Err(e) => warn!("{}: {e}; its records are left out", f.display()),
-        }
+    let sort = match a.sort {
+        SortBy::Start => wv_flows::find::Sort::Start,
+        SortBy::Bytes => wv_flows::find::Sort::Bytes,
+        SortBy::Packets => wv_flows::find::Sort::Packets,
+    };
+    let find = wv_flows::find::Find { filter, from_ns, to_ns, sort, limit: None };
+    let found = wv_flows::find::find(&a.store, &find);
+    for (f, e) in &found.unreadable {
+        warn!("{}: {e}; its records are left out", f.display());
     }
-    recs.retain(|r| {
-        from_ns.is_none_or(|t| r.last_ns >= t) && to_ns.is_none_or(|t| r.first_ns < t) && filter.matches(r)
-    });
-    let total = |r: &FlowRecord, f: fn(&wv_flows::Direction) -> u64| f(&r.to_server) + f(&r.to_client);
-    match a.sort {
-        SortBy::Start => recs.sort_by_key(|r| (r.first_ns, r.last_ns)),
-        SortBy::Bytes => recs.sort_by_key(|r| (std::cmp::Reverse(total(r, |d| d.frame_bytes)), r.first_ns)),
-        SortBy::Packets => recs.sort_by_key(|r| (std::cmp::Reverse(total(r, |d| d.packets)), r.first_ns)),
-    }
+    let recs = found.records;
     let mut out = std::io::stdout().lock();
     let r = if a.json {
-        let v: Vec<_> = recs.iter().map(to_json).collect();
+        let v: Vec<_> = recs.iter().map(wv_flows::find::to_json).collect();
         serde_json::to_writer_pretty(&mut out, &v).map_err(std::io::Error::other).and_then(|()| {
             use std::io::Write;
             writeln!(out)
@@ -90,27 +83,6 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         Err(e) => Err(fail(exit::ERROR, format!("cannot write the flows: {e}"))),
         Ok(()) => Ok(exit::OK),
     }
-}
-
-/// Every `.parquet` file beneath `dir`, sorted.
-fn flow_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            let (p, t) = (e.path(), e.file_type());
-            if t.as_ref().is_ok_and(|t| t.is_dir()) {
-                todo.push(p);
-            } else if t.is_ok_and(|t| t.is_file())
-                && p.to_str().is_some_and(|s| s.ends_with(wv_store::layout::FLOWS_EXT))
-            {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 fn addr(a: &wv_flows::IpAddr16) -> String {
@@ -134,20 +106,6 @@ fn proto_name(p: u8) -> String {
         132 => "sctp".into(),
         n => n.to_string(),
     }
-}
-
-fn to_json(r: &FlowRecord) -> serde_json::Value {
-    let d = |d: &wv_flows::Direction| json!({"packets": d.packets, "bytes": d.frame_bytes, "ip_bytes": d.ip_bytes, "tcp_flags": d.tcp_flags});
-    json!({
-        "vlans": r.vlans, "ip_version": r.client.version(), "protocol": r.protocol,
-        "client": addr(&r.client), "client_port": r.client_port,
-        "server": addr(&r.server), "server_port": r.server_port,
-        "icmp_type": r.icmp_type, "icmp_code": r.icmp_code,
-        "first_ns": r.first_ns, "last_ns": r.last_ns,
-        "first": wv_wire::time::utc_rfc3339(r.first_ns), "last": wv_wire::time::utc_rfc3339(r.last_ns),
-        "to_server": d(&r.to_server), "to_client": d(&r.to_client),
-        "end_reason": r.end.name(), "node": r.node, "stream": r.stream, "files": r.files,
-    })
 }
 
 const CSV_HEADER: &str = "first_ns,last_ns,protocol,client,client_port,server,server_port,vlans,icmp_type,icmp_code,\
