@@ -2,15 +2,18 @@
 //! jitter, loss, duplication and the reordering jitter causes, made by
 //! `tests/impair.py` between two namespaces (this kernel has no netem; the
 //! forwarder stands in for it and logs what it did to every frame). Two
-//! recorders, one at each end of the link: the figures analyze gives
-//! equal tshark's where tshark has them, match what the forwarder was told
-//! within the tolerances stated below, and equal what it did exactly where
-//! a count allows it (loss, duplicates, unmatched frames).
+//! recorders, one at each end of the link. Every check holds however loaded
+//! the machine is: the figures analyze gives equal tshark's where tshark has
+//! them, equal what is computed here from the same recorded stamps where it
+//! has not (plain UDP jitter, one-way delay), and equal what the forwarder
+//! did where a count allows it (loss, duplicates, unmatched frames). How near
+//! they come to what the forwarder was told depends on the machine's load:
+//! bench/analyze_impaired.sh reports that.
 
 use crate::analyze::{analyze_json, assert_tcp_marks_equal_tsharks, compare_with_tshark, n, py, tshark_rtp_stream};
 use crate::util::*;
 use std::collections::HashMap;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 const DELAY_MS: f64 = 10.0;
 const JITTER_MS: f64 = 6.0;
@@ -24,8 +27,6 @@ struct Fwd {
     recv: i64,
     verdict: String,
     out: i64,
-    /// When its copy left (0: none).
-    copy: i64,
     proto: String,
     port: u16,
     /// When it was due to leave.
@@ -36,18 +37,6 @@ struct Fwd {
 /// frames as they are on the wire.
 fn offloads_off(ns: &str, dev: &str) {
     run_ok(VethPair::exec(ns, "ethtool").args(["-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off"]));
-}
-
-/// RFC 3550's jitter (ms) of arrivals `(ms, nominal ms)` in order: its mean
-/// over every packet after the first, as analyze's running mean.
-fn rfc3550_mean(points: &[(f64, f64)]) -> f64 {
-    let (mut j, mut sum) = (0.0f64, 0.0);
-    for w in points.windows(2) {
-        let d = (w[1].0 - w[0].0) - (w[1].1 - w[0].1);
-        j += (d.abs() - j) / 16.0;
-        sum += j;
-    }
-    sum / (points.len() - 1) as f64
 }
 
 /// analyze's jitter of a plain UDP stream (`wv_analyze::qos::udp`): RFC 3550's
@@ -63,24 +52,28 @@ fn mean_delta_jitter(arrivals: &[f64]) -> f64 {
     sum / (arrivals.len() - 2) as f64
 }
 
-/// The stamps a capture file holds of the test's UDP streams, by (port, the sender's number:
-/// RTP's sequence number from 1000, plain UDP's first payload word), a copy after its original.
-fn stamps_by_number(file: &std::path::Path) -> HashMap<(u16, u32), Vec<u64>> {
-    let mut by = HashMap::<(u16, u32), Vec<u64>>::new();
-    for rec in read_capture(file).1 {
-        let d = &rec.data;
-        if d.len() < 14 + 20 + 8 + 4 || d[12..14] != [8, 0] || d[23] != 17 {
-            continue;
-        }
-        let (port, pl) = (u16::from_be_bytes([d[36], d[37]]), &d[42..]);
-        let i = match port {
-            40000 => u32::from(u16::from_be_bytes([pl[2], pl[3]])).wrapping_sub(1000),
-            40010 => u32::from_be_bytes([pl[0], pl[1], pl[2], pl[3]]),
-            _ => continue,
-        };
-        by.entry((port, i)).or_default().push(rec.ts_ns);
+/// The UDP destination port of an untagged IPv4 frame (IHL 5), if it is one.
+fn udp_dst_port(d: &[u8]) -> Option<u16> {
+    (d.len() >= 14 + 20 + 8 && d[12..14] == [8, 0] && d[14] == 0x45 && d[23] == 17)
+        .then(|| u16::from_be_bytes([d[36], d[37]]))
+}
+
+/// One-way delays (ns) of frames `here` against the `there` they reached: each frame here
+/// paired with the first frame there of the same bytes and length not paired yet, as analyze
+/// pairs them; and how many found none.
+fn delays_by_content(here: &[Rec], there: &[Rec]) -> (Vec<i64>, u64) {
+    let mut seen = HashMap::<(u32, &[u8]), std::collections::VecDeque<u64>>::new();
+    for x in there {
+        seen.entry((x.origlen, &x.data[..])).or_default().push_back(x.ts_ns);
     }
-    by
+    let (mut delays, mut unmatched) = (Vec::new(), 0);
+    for x in here {
+        match seen.get_mut(&(x.origlen, &x.data[..])).and_then(|q| q.pop_front()) {
+            Some(t) => delays.push(t as i64 - x.ts_ns as i64),
+            None => unmatched += 1,
+        }
+    }
+    (delays, unmatched)
 }
 
 /// The frames of a capture that are duplicates by analyze's rule, counted here apart: the
@@ -200,7 +193,6 @@ wvtest!(
                     recv: w[1].parse().unwrap(),
                     verdict: w[2].to_string(),
                     out: w[3].parse().unwrap(),
-                    copy: w[4].parse().unwrap(),
                     proto: w[5].to_string(),
                     port: w[6].parse().unwrap(),
                     due: w[7].parse().unwrap(),
@@ -215,28 +207,20 @@ wvtest!(
         eprintln!("{t}: {} frames A to B, {lost} lost, {dups} duplicated", frames.len());
         assert!(lost > 0 && dups > 0, "the forwarder lost {lost} and duplicated {dups} frames");
 
-        let all_b = tmp.join("b.pcap");
+        let (all_a, all_b) = (tmp.join("a.pcap"), tmp.join("b.pcap"));
+        run_ok(wirevault().arg("query").arg(&store_a).arg("-w").arg(&all_a));
         run_ok(wirevault().arg("query").arg(&store_b).arg("-w").arg(&all_b));
         let r = analyze_json(&store_b, &["--examples", "1000000"]);
+        let recs_b = read_capture(&all_b).1;
 
-        // Duplication: each copy leaves right behind its original, within the 1 ms window
-        // unless the forwarder was held up between the two sends.
-        let in_window = frames.iter().filter(|f| f.copy > 0 && f.copy - f.out < 1_000_000).count() as i64;
-        assert!(in_window > dups / 2, "{dups} copies, {in_window} within 1 ms of their original");
-        // analyze judges by B's stamps, which lag the forwarder's send times by a few us that vary:
-        // B's frames counted by the same rule are the reference, and they agree with the
-        // forwarder's log but for copies sent within 100 us of the window's edge.
+        // Duplicates: analyze's count is B's copies counted here by its rule (the same bytes
+        // within 1 ms and 1024 frames), whatever the machine's load did to the copies' spacing.
         assert_eq!((n(&r["duplicates"]["window_ns"]), n(&r["duplicates"]["window_frames"])), (1_000_000, 1024));
         let at_b = duplicates_in(&all_b, 1_000_000, 1024);
-        let at_edge =
-            frames.iter().filter(|f| f.copy > 0 && (f.copy - f.out - 1_000_000).abs() < 100_000).count() as i64;
-        assert!(
-            (at_b - in_window).abs() <= at_edge,
-            "B holds {at_b} copies within 1 ms, the log {in_window} ({at_edge} at the edge)"
-        );
         assert_eq!(n(&r["duplicates"]["packets"]) as i64, at_b, "duplicates: {}", r["duplicates"]);
 
-        // RTP: loss from sequence numbers is the frames lost less the copies (as tshark counts).
+        // RTP: loss from sequence numbers is the frames lost less the copies (as tshark counts);
+        // packets, loss and jitter as tshark gives them for the same packets.
         let rtp = |f: &Fwd| f.proto == "udp" && f.port == 40000;
         let s =
             r["rtp"]["streams"].as_array().unwrap().iter().find(|s| n(&s["ssrc"]) == 0x5eed_0001).expect("RTP stream");
@@ -252,25 +236,18 @@ wvtest!(
         assert!(cols.contains(&s["lost"].to_string()), "tshark {cols:?}, analyze {s}");
         let max_jitter = s["max_jitter_ms"].as_f64().unwrap();
         assert!((max_jitter - tshark_max_jitter).abs() < 0.0015, "max jitter {max_jitter}, tshark {tshark_max_jitter}");
+        // The mean jitter: the column before the max, also 3 decimals.
+        let pct = cols.iter().position(|c| c.starts_with('(')).expect("lost percentage");
+        let tshark_mean_jitter: f64 = cols[pct + 5].parse().unwrap();
+        let rtp_mean_jitter = s["mean_jitter_ms"].as_f64().unwrap();
+        assert!(
+            (rtp_mean_jitter - tshark_mean_jitter).abs() < 0.0015,
+            "mean jitter {rtp_mean_jitter}, tshark {tshark_mean_jitter}"
+        );
 
-        // Jitter, RTP and plain UDP: uniform delays over J ms give RFC 3550 jitter J/3 on
-        // average. Against the forwarder's own send times within 20 us plus how much their lag
-        // to B's stamps varies (a gain of 1/8 instead of 1/16 moves the plain stream's mean by
-        // 50 us), and against J/3 within 0.6 ms (30%), unless the
-        // forwarder was held up sending. Over ten runs RTP's mean was 1.69-2.15 ms (below
-        // J/3: the running jitter starts at 0 and a copy right behind its original adds a
-        // difference of 0), the plain stream's 2.12-2.28 ms (above: a lost packet or a
-        // copy is a delta off the mean by a whole period, which RTP's clock accounts for).
-        // The forwarder's delays (from the kernel's receive stamp to its send), and how
-        // late it sent: the told figures are checked only if it kept its schedule.
-        let mut delays: Vec<i64> = frames.iter().filter(|f| f.out > 0).map(|f| f.out - f.recv).collect();
-        let mut lateness: Vec<i64> = frames.iter().filter(|f| f.out > 0).map(|f| f.out - f.due).collect();
-        let (d50, d99) = (percentile(&mut delays, 0.5), percentile(&mut delays, 0.99));
-        let late99 = percentile(&mut lateness, 0.99);
-        // A Python loop behind a burst of TCP segments sends the last of them up to a
-        // millisecond or so late; 2 ms late at p99 is a forwarder held up by the machine.
-        let on_time = late99 < 2_000_000;
-        eprintln!("{t}: forwarder's delays p50 {d50} ns p99 {d99} ns, late by {late99} ns at p99; on time: {on_time}");
+        // Plain UDP (no peer tool reports its jitter): RFC 3550's estimator against the mean
+        // delta, computed here from B's stamps in the order B stored them (analyze keeps the
+        // running jitter in f32: within 0.1 us).
         let plain = r["udp_streams"]["streams"]
             .as_array()
             .unwrap()
@@ -279,81 +256,11 @@ wvtest!(
             .expect("the plain UDP stream");
         let udp = |f: &Fwd| f.proto == "udp" && f.port == 40010;
         assert_eq!(n(&plain["packets"]) as i64, 300 - count(&udp, "lost") + count(&udp, "dup"), "{plain}");
-        // Each store's stamps of the UDP streams' packets, to tell how far the forwarder's log
-        // is from what the recorders saw: the forwarder notes its receive stamp and the time
-        // before its send returns; A stamped the frame a little before the first, B a little after
-        // the second, more so on a loaded machine.
-        let all_a = tmp.join("a.pcap");
-        run_ok(wirevault().arg("query").arg(&store_a).arg("-w").arg(&all_a));
-        let (stamps_a, stamps_b) = (stamps_by_number(&all_a), stamps_by_number(&all_b));
-        // Per matched frame, (A's lag behind the forwarder's receive stamp) + (B's behind its send).
-        let mut both_lags = Vec::new();
-        for (what, got, period, port, filter) in [
-            ("RTP", s["mean_jitter_ms"].as_f64().unwrap(), 20.0, 40000, &rtp as &dyn Fn(&Fwd) -> bool),
-            ("plain UDP", plain["mean_jitter_ms"].as_f64().unwrap(), 10.0, 40010, &udp),
-        ] {
-            // The forwarder's send times of the frames that got through and of their copies,
-            // against the sender's schedule; and how much later B stamped each.
-            let (mut points, mut after) = (Vec::new(), Vec::new());
-            for (i, f) in frames.iter().filter(|f| filter(f)).enumerate() {
-                let b = stamps_b.get(&(port, i as u32)).map_or(&[][..], |v| &v[..]);
-                if f.out > 0 {
-                    points.push((f.out as f64 / 1e6, i as f64 * period));
-                    after.push(b.first().map(|&t| t as f64 / 1e6 - f.out as f64 / 1e6));
-                    if let (Some(&ta), Some(&tb)) = (stamps_a.get(&(port, i as u32)).and_then(|v| v.first()), b.first())
-                    {
-                        both_lags.push(((f.recv - ta as i64) + (tb as i64 - f.out)).abs());
-                    }
-                    if f.verdict == "dup" {
-                        // The copy when it really left: a loaded forwarder can send it ms later.
-                        points.push((f.copy as f64 / 1e6, i as f64 * period));
-                        after.push(b.get(1).map(|&t| t as f64 / 1e6 - f.copy as f64 / 1e6));
-                    }
-                }
-            }
-            // In the order the frames left (the order B stored them, which analyze reads): a copy
-            // sent late can leave after the next original, and the sender's order would then count
-            // a step back and a long step in the reference that analyze never saw.
-            let mut by_departure: Vec<_> = points.into_iter().zip(after).collect();
-            by_departure.sort_by(|x, y| x.0 .0.total_cmp(&y.0 .0));
-            let (points, after): (Vec<_>, Vec<_>) = by_departure.into_iter().unzip();
-            // The log's own uncertainty: the forwarder notes the time before its send returns,
-            // and B stamps the frame a little later, more so on a loaded machine. Each jitter
-            // step is off by the change of that lag from one packet to the next, so the mean
-            // jitter by at most its mean change (a few us when quiet; it once reached 27 us in
-            // a full t.name run, where the 20 us alone failed).
-            let lag: Vec<f64> = after.iter().map(|a| a.expect("B stored every frame the forwarder sent")).collect();
-            assert!(lag.len() > 100, "{what}: only {} packets through", lag.len());
-            let spread = lag.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>() / (lag.len() - 1) as f64;
-            // The slack is measured on the stamps under t.name: capped when the forwarder kept its
-            // schedule, so that stamps gone noisy (or packets matched to the wrong log lines) fail
-            // instead of widening it (4-6 us quiet; a loaded CI run had 38 us, late by 4.3 ms).
-            assert!(
-                !on_time || spread < 0.05,
-                "{what}: B's stamps lag the forwarder's log by {spread} ms more from packet to packet"
-            );
-            let own = if what == "RTP" {
-                rfc3550_mean(&points)
-            } else {
-                mean_delta_jitter(&points.iter().map(|p| p.0).collect::<Vec<_>>())
-            };
-            eprintln!(
-            "{t}: {what} mean jitter {got:.3} ms, forwarder's {own:.3} ms (its lag to B's stamps changes by {:.1} us a packet), told J/3 {:.3} ms",
-            spread * 1e3,
-            JITTER_MS / 3.0
-        );
-            assert!(
-            (got - own).abs() < 0.02 + spread,
-            "{what} mean jitter {got} ms, the forwarder's send times give {own} ms (their lag to B's stamps changes by {spread} ms a packet)"
-        );
-            if on_time {
-                assert!(
-                    (got - JITTER_MS / 3.0).abs() < 0.5,
-                    "{what} mean jitter {got} ms, told J/3 = {} ms",
-                    JITTER_MS / 3.0
-                );
-            }
-        }
+        let plain_at_b: Vec<f64> = recs_b.iter().filter(|x| udp_dst_port(&x.data) == Some(40010)).map(|x| x.ts_ns as f64 / 1e6).collect();
+        assert_eq!(plain_at_b.len() as u64, n(&plain["packets"]), "plain UDP frames in B's capture");
+        let plain_mean_jitter = plain["mean_jitter_ms"].as_f64().unwrap();
+        let own = mean_delta_jitter(&plain_at_b);
+        assert!((plain_mean_jitter - own).abs() < 1e-4, "plain UDP mean jitter {plain_mean_jitter} ms, B's stamps give {own} ms");
 
         // TCP: retransmissions, out of order segments (the jitter reorders back-to-back
         // segments) and duplicate ACKs frame by frame as tshark marks them.
@@ -379,50 +286,62 @@ wvtest!(
         if count(&tcp, "lost") > 0 {
             assert!(n(&r["tcp"]["retransmissions"]) > 0, "segments lost and none retransmitted: {}", r["tcp"]);
         }
-        // Handshake RTT at B: from the SYN to the client's ACK, which crossed the link.
+        // Handshake RTT at B, tshark's initial RTT: from the SYN to the client's ACK, which
+        // crossed the link, so never less than its delay.
         let h = &r["tcp"]["handshake_rtt"];
         assert_eq!(n(&h["count"]), 1, "{h}");
+        let out = run_ok(Command::new("tshark").args(["-n", "-r"]).arg(&all_b).args([
+            "-Y",
+            "tcp.analysis.initial_rtt",
+            "-T",
+            "fields",
+            "-e",
+            "tcp.analysis.initial_rtt",
+        ]));
+        let tshark_rtt: f64 = String::from_utf8_lossy(&out.stdout).lines().next().expect("tshark's initial RTT").parse().unwrap();
         let rtt = n(&h["p50_ns"]) as f64 / 1e6;
-        assert!(rtt >= DELAY_MS && (!on_time || rtt < DELAY_MS + JITTER_MS + 1.0), "handshake RTT {rtt} ms");
+        assert!((rtt - tshark_rtt * 1e3).abs() < 0.001, "handshake RTT {rtt} ms, tshark {tshark_rtt} s");
+        assert!(rtt >= DELAY_MS, "handshake RTT {rtt} ms, below the link's delay");
         compare_with_tshark(&all_b, &r);
 
         // One-way delay A to B, from the two stores: every frame A sent matches one B
-        // received but the lost ones; percentiles as the forwarder's own, and as told.
+        // received but the lost ones, and the figures are those of pairing each of A's frames
+        // with B's first unpaired frame of the same bytes.
         let d = analyze_json(&store_a, &["--against", store_b.to_str().unwrap(), "src", "host", A]);
         let d = &d["delay"];
         assert_eq!(n(&d["unmatched"]) as i64, lost, "{d}");
         assert_eq!(n(&d["matched"]) as usize, frames.len() - lost as usize, "{d}");
-        let ms = |k: &str| d[k].as_i64().unwrap() as f64 / 1e6;
-        // A percentile of the stores' delays is off the forwarder's by at most what separates
-        // their stamps from its log (see above): within 0.3 ms plus the most that was on the
-        // frames matched (tens of us when quiet; a loaded full run once missed 0.3 ms by 0.11).
-        assert!(both_lags.len() > 100, "only {} UDP frames matched in both stores", both_lags.len());
-        let lag = *both_lags.iter().max().unwrap() as f64 / 1e6;
-        // Capped as the jitter's slack is (0.05-0.3 ms quiet; a loaded CI run had 4 ms, the
-        // forwarder 4.3 ms late at p99).
-        assert!(!on_time || lag < 2.0, "the stores' stamps are up to {lag} ms off the forwarder's log");
-        eprintln!("{t}: delay {d}; stamps off the forwarder's log by up to {lag:.3} ms");
-        assert!(ms("min_ns") >= DELAY_MS, "{d}");
-        // The tail only when the forwarder kept its schedule: a loaded run (4.2 ms late at p99)
-        // had the p99 0.4 ms off its log while the UDP frames matched one by one were off by
-        // 0.05 ms at most; the late frames are its TCP bursts, which cannot be matched to the
-        // log one by one. The median is checked always.
-        for (k, own) in [("p50_ns", d50), ("p99_ns", d99)].into_iter().filter(|(k, _)| on_time || *k == "p50_ns") {
-            let own = own as f64 / 1e6;
-            assert!(
-                (ms(k) - own).abs() < 0.3 + lag,
-                "delay {k} {} ms, the forwarder's {own} ms (stamps off its log by up to {lag} ms)",
-                ms(k)
-            );
+        let from_a = tmp.join("from-a.pcap");
+        run_ok(Command::new("tcpdump").arg("-r").arg(&all_a).arg("-w").arg(&from_a).args(["src", "host", A]));
+        let (mut delays, unmatched) = delays_by_content(&read_capture(&from_a).1, &recs_b);
+        assert_eq!(unmatched as i64, lost, "frames of A's that B does not hold");
+        delays.sort_unstable();
+        let rank = |q: f64| delays[((q * delays.len() as f64).ceil() as usize).clamp(1, delays.len()) - 1];
+        let want = [("min_ns", delays[0]), ("p50_ns", rank(0.5)), ("p90_ns", rank(0.9)), ("p99_ns", rank(0.99)), ("max_ns", *delays.last().unwrap())];
+        for (k, v) in want {
+            assert_eq!(d[k].as_i64().unwrap(), v, "delay {k}: {d}");
         }
-        // Told: 10 ms + U[0, 6 ms): a median of 13 ms, a p99 of 15.94 ms.
-        if on_time {
-            let p50 = ms("p50_ns");
-            assert!(
-                (p50 - (DELAY_MS + JITTER_MS / 2.0)).abs() < 0.5,
-                "delay p50 {p50} ms, told {DELAY_MS} + U[0, {JITTER_MS}) ms"
-            );
-            assert!(ms("p99_ns") < DELAY_MS + JITTER_MS + 0.5, "{d}");
+        // The forwarder holds each frame at least the delay after its receive stamp, which is
+        // later than A's.
+        assert!(d["min_ns"].as_i64().unwrap() as f64 / 1e6 >= DELAY_MS, "{d}");
+
+        // How near the figures come to what the forwarder was told depends on how well a Python
+        // loop kept its schedule on this machine: that is bench/analyze_impaired.sh's table,
+        // which reads this report.
+        let mut delays: Vec<i64> = frames.iter().filter(|f| f.out > 0).map(|f| f.out - f.recv).collect();
+        let mut lateness: Vec<i64> = frames.iter().filter(|f| f.out > 0).map(|f| f.out - f.due).collect();
+        let report = serde_json::json!({
+            "told": {"delay_ms": DELAY_MS, "jitter_ms": JITTER_MS, "loss": LOSS, "duplicate": DUPLICATE},
+            "forwarder": {"frames": frames.len(), "lost": lost, "duplicated": dups,
+                "delay_p50_ns": percentile(&mut delays, 0.5), "delay_p99_ns": percentile(&mut delays, 0.99),
+                "late_p99_ns": percentile(&mut lateness, 0.99)},
+            "analyze": {"rtp_mean_jitter_ms": rtp_mean_jitter, "plain_mean_jitter_ms": plain_mean_jitter,
+                "handshake_rtt_ms": rtt, "delay_p50_ns": d["p50_ns"], "delay_p99_ns": d["p99_ns"],
+                "duplicates": at_b, "retransmissions": r["tcp"]["retransmissions"], "out_of_order": r["tcp"]["out_of_order"]},
+        });
+        eprintln!("{t}: {report}");
+        if let Some(path) = std::env::var_os("WV_IMPAIRED_REPORT") {
+            std::fs::write(path, report.to_string()).expect("write the report");
         }
     }
 );
