@@ -8,7 +8,7 @@
 # Environment: WIREVAULT (binary), N64 / N1514 (frames per run, default 3M each), TOOLS
 # (default "tcpdump dumpcap netsniff-ng stenotype wirevault"; add wirevault-xdp for the same
 # command with --source xdp: AF_XDP against AF_PACKET on the same veth, and wirevault-zc for
-# `record --format pcapng --zero-copy`, and wirevault-default for every default of record: the arena
+# `record --format pcapng --zero-copy`, wirevault-flows for the same command with --flows, and wirevault-default for every default of record: the arena
 # from memory, not BUF), SCENARIOS (default
 # "1core contention"), SIZES (default "64 1514"), BUF (capture buffer per tool, default 256 MiB),
 # NICE (nice level of generator and tools, default -10), TOOL_PREFIX (wraps every tool, e.g.
@@ -124,7 +124,7 @@ tool_cmd() { # tool scenario out -> prints the command (one word per line)
     netsniff-ng) printf '%s\n' netsniff-ng --in vethB --out "$out/cap.pcap" --silent -S "${BUF}MiB" ;;
     stenotype) printf '%s\n' "$STENOTYPE" --iface=vethB --dir="$out/steno" --threads=1 \
       --blocks="$BUF" --seccomp=none --no_watchdogs --blockage_sec=1 --stats_blocks=10 -v ;;
-    wirevault | wirevault-xdp | wirevault-zc | wirevault-default)
+    wirevault | wirevault-xdp | wirevault-zc | wirevault-default | wirevault-flows)
       printf '%s\n' "$BIN" record -i vethB -o "$out/store" -q
       # wirevault-default: every default (the arena from memory); the others BUF as every tool
       [ "$tool" = wirevault-default ] || printf '%s\n' --buffer "${BUF}M"
@@ -135,6 +135,8 @@ tool_cmd() { # tool scenario out -> prints the command (one word per line)
       [ "$sc" = 1core ] && printf '%s\n' --cpus 1
       # AF_XDP on the same veth: native XDP in vethB's driver, copy-mode XSK socket
       [ "$tool" = wirevault-xdp ] && printf '%s\n' --source xdp
+      # wirevault-flows: the same command keeping flow records (issue 47: at most +10% CPU)
+      [ "$tool" = wirevault-flows ] && printf '%s\n' --flows
       ;;
   esac
   return 0
@@ -194,7 +196,7 @@ run_one() { # tool size scenario
     dumpcap) marker=("$out/stderr" 'Capturing on') ;;
     netsniff-ng) marker=("$out/stdout" 'Running!') ;;
     stenotype) marker=("$out/stderr" 'starting to process packets') ;;
-    wirevault | wirevault-xdp | wirevault-zc | wirevault-default) marker=("$out/store/stats.json" '"rings":"full"|"rings":null') ;;
+    wirevault | wirevault-xdp | wirevault-zc | wirevault-default | wirevault-flows) marker=("$out/store/stats.json" '"rings":"full"|"rings":null') ;;
   esac
   waited=$(ip netns exec "$R" python3 "$HELPER" ready "$TOOL_PID" 20 "${marker[@]}")
   startup=$(python3 "$HELPER" cpu "$TOOL_PID")
@@ -256,7 +258,7 @@ run_one() { # tool size scenario
     tcpdump | netsniff-ng) stored=$(capinfos -c -M -T -r "$out/cap.pcap" 2>/dev/null | awk -F'\t' '{print $2}') ;;
     dumpcap) stored=$(capinfos -c -M -T -r "$out/cap.pcapng" 2>/dev/null | awk -F'\t' '{print $2}') ;;
     stenotype) stored=$(python3 "$HELPER" steno "$out/steno") ;;
-    wirevault | wirevault-xdp | wirevault-zc | wirevault-default)
+    wirevault | wirevault-xdp | wirevault-zc | wirevault-default | wirevault-flows)
       stored=0
       local f c
       for f in "$out"/store/stream-*/*.pcap "$out"/store/stream-*/*.pcap.part "$out"/store/stream-*/*.pcapng "$out"/store/stream-*/*.pcapng.part; do
@@ -283,7 +285,7 @@ run_one() { # tool size scenario
   esac
   stored=${stored:-0}
   case $tool in
-    wirevault | wirevault-xdp | wirevault-zc | wirevault-default) drops=$(python3 "$HELPER" drops wirevault "$out/store/stats.json") ;;
+    wirevault | wirevault-xdp | wirevault-zc | wirevault-default | wirevault-flows) drops=$(python3 "$HELPER" drops wirevault "$out/store/stats.json") ;;
     *) drops=$(python3 "$HELPER" drops "$tool" "$out/stdout" "$out/stderr") ;;
   esac
   [ "$tool" = stenotype ] && extra="stored = num_pkts summed over its TPACKET_V3 block files (blockfile + index not pcap)"
