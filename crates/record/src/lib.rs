@@ -13,7 +13,10 @@
 //! writer's sort and index threads; one prefault thread for the arenas; one that makes a live
 //! interface's full rings at start-up (DESIGN.md, "Threads", "Start-up").
 
+pub mod checks;
 pub mod config;
+pub mod defaults;
+pub mod host;
 mod prefault;
 mod recording;
 mod sources;

@@ -1,9 +1,8 @@
 //! `wirevault record`: capture packets into a store.
 //!
-//! In three stages, as ripgrep's binary: [`args`] holds the flags as clap parses them;
-//! [`plan`] checks them and turns them into a `wv_record::RecorderConfig` (sizes as numbers,
-//! closed choices as enums, every default in [`plan::defaults`]) before anything is
-//! created; [`run`] wires the recorder (`wv_record`: the whole lifecycle), the HTTP server
+//! In three stages, as ripgrep's binary: [`args`] holds the flags as clap parses them (each
+//! value checked by `wv_record::checks`); [`plan`] maps them onto a `wv_record::RecorderConfig`
+//! before anything is created; [`run`] wires the recorder (`wv_record`: the whole lifecycle), the HTTP server
 //! of `--listen`, signals, reloads (`reload`) and the service manager, and reports: the
 //! status line every second, the summary, the exit code.
 
@@ -12,9 +11,8 @@ mod plan;
 mod reload;
 
 pub use args::Args;
-pub use plan::defaults::buffer as default_buffer;
-/// The recorder's defaults and writer tunings, which `disk-bench` measures with.
-pub use plan::{buffer_fits, cpus_available, defaults, min_budget, volumes_size, Tuning};
+/// The recorder's defaults and writer tunings, which `disk-bench` and `tune` take.
+pub use wv_record::{defaults, min_budget, Tuning};
 
 use crate::{exit, fail};
 use plan::{Plan, SourcePlan};
@@ -41,9 +39,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         }
     })?;
     let Plan { config, output, notes } = plan::plan(&a)?;
-    for n in &notes {
-        warn!("{n}");
-    }
+    say_notes(notes);
     let store = config.store.clone();
     // The host's tuning findings (NUMA, interrupts, offloads, the store's volume) are gathered
     // meanwhile (~0.1 s: they must not delay capture), as the host is before it records.
@@ -55,14 +51,14 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         SourcePlan::Live { interface, .. } => Some((interface.clone(), config.workers)),
         _ => None,
     };
-    let prepared = Recorder::prepare(config, stop).map_err(recording_failed)?;
+    let prepared = Recorder::prepare(config, stop).map_err(failed)?;
     crate::cmd::repair::print_report(prepared.repaired(), &store, true);
     let mut reloader = Reloader::new(&a, prepared.budget());
     // The HTTP server binds before capture starts: a taken port or a bad certificate is one
     // sentence, with nothing recorded yet.
     let board = wv_serve::LiveCounters::new();
     let server = serve_api(&a, &store, &board, &mut reloader)?;
-    let mut rec = prepared.start().map_err(recording_failed)?;
+    let mut rec = prepared.start().map_err(failed)?;
     // Capture runs: said once (as tcpdump's "listening on"), and to the service manager.
     if let (false, Some((interface, workers))) = (output.quiet, &live) {
         info!("capturing on {interface}: {workers} worker(s), store {}", store.display());
@@ -131,7 +127,7 @@ fn finish(
     match summary.failure {
         None => Ok(exit::OK),
         Some(e) if e.is_said() => Ok(exit::ERROR),
-        Some(e) => Err(recording_failed(e)),
+        Some(e) => Err(failed(e)),
     }
 }
 
@@ -205,7 +201,7 @@ fn say_notes(notes: Vec<Note>) {
 }
 
 /// A recorder's error as the binary's, with its exit code.
-fn recording_failed(e: wv_record::Error) -> anyhow::Error {
+pub fn failed(e: wv_record::Error) -> anyhow::Error {
     let code = match e.problem {
         Problem::Config => exit::USAGE,
         Problem::Failed => exit::ERROR,
@@ -230,7 +226,7 @@ fn tune_inputs(c: &wv_record::RecorderConfig) -> wv_tune::Inputs {
             0
         } else {
             let all: Vec<&Path> = std::iter::once(&c.store).chain(&c.volumes).map(PathBuf::as_path).collect();
-            let free = |dirs: &[&Path]| plan::volumes_space(dirs).map_or(0, |(f, _)| f);
+            let free = |dirs: &[&Path]| wv_record::host::volumes_space(dirs).map_or(0, |(f, _)| f);
             free(&all).saturating_sub(free(&all[..1]))
         },
     }
