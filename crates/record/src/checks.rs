@@ -138,7 +138,9 @@ pub fn flows(
 /// One `--flows-to SINK=URL`: `ipfix=udp://HOST:PORT` or `ipfix=tcp://HOST:PORT`.
 pub fn flows_to(v: &str) -> Result<wv_ipfix::Destination> {
     match v.split_once('=') {
-        Some(("ipfix", url)) => wv_ipfix::Destination::parse(url).map_err(|e| Error::config(format!("--flows-to: {e}"))),
+        Some(("ipfix", url)) => {
+            wv_ipfix::Destination::parse(url).map_err(|e| Error::config(format!("--flows-to: {e}")))
+        }
         _ => Err(Error::config(format!(
             "--flows-to {v:?} is not SINK=URL with a known sink: give ipfix=udp://HOST:4739 or ipfix=tcp://HOST:PORT"
         ))),

@@ -32,6 +32,17 @@ pub fn volumes_space(dirs: &[&Path]) -> Result<(u64, u64)> {
     Ok((free, total))
 }
 
+/// The free bytes of the volumes besides the store's own file system (0 without volumes, or
+/// when they cannot be measured): what `tune` weighs a budget against beside the store's.
+pub fn other_volumes_free(store: &Path, volumes: &[std::path::PathBuf]) -> u64 {
+    if volumes.is_empty() {
+        return 0;
+    }
+    let all: Vec<&Path> = std::iter::once(store).chain(volumes.iter().map(|v| v.as_path())).collect();
+    let free = |dirs: &[&Path]| volumes_space(dirs).map_or(0, |(f, _)| f);
+    free(&all).saturating_sub(free(&all[..1]))
+}
+
 /// `--buffer TEXT` of `v` bytes, if this machine has that much memory.
 pub fn buffer_fits(text: &str, v: u64) -> Result<u64> {
     let ram = wv_sys::cpu::total_memory();

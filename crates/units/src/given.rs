@@ -51,8 +51,9 @@ mod tests {
     fn sizes_keep_their_text_and_stop_below_an_exbibyte() {
         let g = given_size("--x", "1.5G").unwrap();
         assert_eq!((g.value, g.to_string()), (3 << 29, "1.5G".to_string()));
-        assert_eq!(given_size("--x", "1024P").unwrap_err(), "--x 1024P is out of range (sizes go up to 1023P)");
-        assert_eq!(given_size("--x", "1023P").unwrap().value, 1023 << 50);
+        // The largest unit is T: 2^20 T is 2^60, the first size out of range.
+        assert_eq!(given_size("--x", "1048576T").unwrap_err(), "--x 1048576T is out of range (sizes go up to 1023P)");
+        assert_eq!(given_size("--x", "1048575T").unwrap().value, 1048575 << 40);
         assert!(given_size("--x", "ten").unwrap_err().starts_with("--x \"ten\" is not a size"));
     }
 

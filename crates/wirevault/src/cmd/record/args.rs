@@ -1,5 +1,5 @@
-//! The flags of `wirevault record`, as clap parses them. Nothing here is
-//! checked beyond what clap does; [`super::plan`] validates them.
+//! The flags of `wirevault record`, as clap parses them: each value through the recorder's
+//! own parser (`wv_record::checks`); the rules between them are [`super::plan`]'s.
 
 use std::path::PathBuf;
 use std::time::Duration;

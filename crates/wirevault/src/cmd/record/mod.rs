@@ -18,11 +18,10 @@ use crate::{exit, fail};
 use plan::{Plan, SourcePlan};
 use reload::Reloader;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-use wv_record::{Level, Note, Problem, Recorder, Recording, RecordingStats};
+use wv_record::{Level, Note, Problem, Recorder, Recording, RecordingStats, Watch};
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
     // Before anything else: the signals held since `main` began (see `cmd::hold_signals`)
@@ -72,7 +71,14 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         message!(level, "{line}");
     }
     board.set_pressure(Arc::new(rec.arena_pressure()));
-    status_loop(&mut rec, &board, (&hup, &mut reloader, &server), &mut notifier, &output)?;
+    rec.watch(&mut Status {
+        hup: &hup,
+        reloader,
+        server: &server,
+        notifier: &mut notifier,
+        board: &board,
+        output: &output,
+    });
     if let Some(n) = &notifier {
         n.send("STOPPING=1");
     }
@@ -131,54 +137,45 @@ fn finish(
     }
 }
 
-/// While the recording runs: SIGHUP reloads, the service manager's watchdog, the status line
-/// and the API's counters every second, the recorder's notes as they come. Until every
-/// writer has written out what its arena held (a slow disk: seconds after the stop).
-fn status_loop(
-    rec: &mut Recording,
-    board: &Arc<wv_serve::LiveCounters>,
-    (hup, reloader, server): (&AtomicBool, &mut Option<Reloader>, &Option<wv_serve::Server>),
-    notifier: &mut Option<crate::notify::Notifier>,
-    output: &plan::OutputPlan,
-) -> anyhow::Result<()> {
-    loop {
-        if hup.swap(false, Ordering::Relaxed) {
-            if let Some(r) = reloader {
+/// The recording's reports while it runs: SIGHUP's reloads, the service manager's watchdog,
+/// the status line (or `--json`'s counters) and the API's every second, the recorder's notes.
+struct Status<'a> {
+    hup: &'a AtomicBool,
+    reloader: Option<Reloader>,
+    server: &'a Option<wv_serve::Server>,
+    notifier: &'a mut Option<crate::notify::Notifier>,
+    board: &'a wv_serve::LiveCounters,
+    output: &'a plan::OutputPlan,
+}
+
+impl Watch for Status<'_> {
+    fn turn(&mut self) {
+        if self.hup.swap(false, Ordering::Relaxed) {
+            if let Some(r) = &mut self.reloader {
                 r.reload();
-            } else if let Some(s) = server {
+            } else if let Some(s) = self.server {
                 match s.reload() {
                     Ok(what) => info!("api: {what}"),
                     Err(e) => warn!("api: reload failed, the previous settings stay: {e}"),
                 }
             }
         }
-        if let Some(n) = notifier {
+        if let Some(n) = self.notifier {
             n.tick();
         }
-        let done = rec.is_done();
-        if let Some(st) = rec.tick() {
-            if !done {
-                report(&st, output);
-            }
-            board.publish(st);
-        }
-        say_notes(rec.take_notes());
-        if done {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
-}
 
-/// The status line on standard error, or with `--json` the counters on standard output.
-fn report(st: &RecordingStats, output: &plan::OutputPlan) {
-    if output.quiet {
-        return;
+    fn stats(&mut self, st: RecordingStats, running: bool) {
+        if running && self.output.json && !self.output.quiet {
+            out_line(&serde_json::to_string(&st).unwrap_or_default());
+        } else if running && !self.output.quiet {
+            let _ = writeln!(std::io::stderr().lock(), "{}", st.line());
+        }
+        self.board.publish(st);
     }
-    if output.json {
-        out_line(&serde_json::to_string(st).unwrap_or_default());
-    } else {
-        let _ = writeln!(std::io::stderr().lock(), "{}", st.line());
+
+    fn note(&mut self, n: Note) {
+        say_notes(vec![n]);
     }
 }
 
@@ -222,12 +219,6 @@ fn tune_inputs(c: &wv_record::RecorderConfig) -> wv_tune::Inputs {
         buffer: c.stream.arena_per_worker * c.workers as u64,
         budget: c.budget.map(|b| b.max_bytes),
         min_budget: min_budget(c.stream.file_size, c.workers),
-        other_free: if c.volumes.is_empty() {
-            0
-        } else {
-            let all: Vec<&Path> = std::iter::once(&c.store).chain(&c.volumes).map(PathBuf::as_path).collect();
-            let free = |dirs: &[&Path]| wv_record::host::volumes_space(dirs).map_or(0, |(f, _)| f);
-            free(&all).saturating_sub(free(&all[..1]))
-        },
+        other_free: wv_record::host::other_volumes_free(&c.store, &c.volumes),
     }
 }
