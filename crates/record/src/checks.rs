@@ -453,3 +453,31 @@ pub fn stats_file(sf: &Path, store: &Path) -> Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flow_sink_makes_flow_records_and_needs_the_copy_path() {
+        let t = (Duration::from_secs(60), Duration::from_secs(300));
+        let sink = ["ipfix=udp://127.0.0.1:4739".to_string()];
+        let (records, to) = flows(false, t, &sink, false).unwrap();
+        assert_eq!((records.unwrap().idle_timeout_ns, to.len()), (60_000_000_000, 1));
+        assert!(flows(false, t, &[], false).unwrap().0.is_none());
+        assert!(flows(false, t, &sink, true).unwrap_err().message.contains("--zero-copy does not make"));
+        let e = flows(true, t, &["nfcapd=udp://h:1".to_string()], false).unwrap_err();
+        assert!(e.message.starts_with("--flows-to \"nfcapd=udp://h:1\" is not SINK=URL"), "{}", e.message);
+    }
+
+    #[test]
+    fn value_refusals_start_with_the_option() {
+        assert!(block_size("65K").unwrap_err().starts_with("--block-size must be a multiple of 4K"));
+        assert_eq!(block_size("64K").unwrap().value, 64 << 10);
+        assert!(file_time("1ms").unwrap_err().starts_with("--file-time must be between 10ms and 366d"));
+        assert!(flow_idle_timeout("999ms").unwrap_err().starts_with("--flow-idle-timeout must be at least 1s"));
+        assert_eq!(snaplen("0"), Ok(wv_wire::MAX_SNAPLEN));
+        assert_eq!(max_size("50%").unwrap().value, MaxSize::Share(0.5));
+        assert_eq!(spill("off"), Ok(Spill(None)));
+    }
+}

@@ -61,6 +61,8 @@ mod tests {
     fn durations_keep_their_text() {
         let g = given_duration("--d", "90s").unwrap();
         assert_eq!((g.value.as_secs(), g.text.as_str()), (90, "90s"));
-        assert!(given_duration("--d", "5").unwrap_err().starts_with("--d \"5\" is not a duration"));
+        // A bare number is seconds; a unit it does not know is refused.
+        assert_eq!(given_duration("--d", "5").unwrap().value.as_secs(), 5);
+        assert!(given_duration("--d", "5y").unwrap_err().starts_with("--d \"5y\" is not a duration"));
     }
 }
