@@ -43,6 +43,25 @@ pub fn other_volumes_free(store: &Path, volumes: &[std::path::PathBuf]) -> u64 {
     free(&all).saturating_sub(free(&all[..1]))
 }
 
+/// `-o DIR`: a new store or an existing directory, not a file.
+pub fn store_dir(store: &Path) -> Result<()> {
+    if std::fs::metadata(store).is_ok_and(|m| !m.is_dir()) {
+        return Err(Error::failed(format!(
+            "-o {} is not a directory: a store is a directory (give a new or an existing store directory)",
+            store.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `--user USER`: a user this machine knows.
+pub fn user_known(user: &str) -> Result<()> {
+    match wv_sys::cpu::lookup_user(user) {
+        Some(_) => Ok(()),
+        None => Err(Error::config(format!("--user: no user named {user} (see /etc/passwd)"))),
+    }
+}
+
 /// `--buffer TEXT` of `v` bytes, if this machine has that much memory.
 pub fn buffer_fits(text: &str, v: u64) -> Result<u64> {
     let ram = wv_sys::cpu::total_memory();

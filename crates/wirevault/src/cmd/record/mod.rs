@@ -2,9 +2,10 @@
 //!
 //! In three stages, as ripgrep's binary: [`args`] holds the flags as clap parses them (each
 //! value checked by `wv_record::checks`); [`plan`] maps them onto a `wv_record::RecorderConfig`
-//! before anything is created; [`run`] wires the recorder (`wv_record`: the whole lifecycle), the HTTP server
-//! of `--listen`, signals, reloads (`reload`) and the service manager, and reports: the
-//! status line every second, the summary, the exit code.
+//! before anything is created; [`run`] wires the recorder (`wv_record`: the whole lifecycle,
+//! its loop included), the HTTP server of `--listen`, signals, reloads (`reload`) and the
+//! service manager, and reports what the recording hands it (`Status`): the status line
+//! every second, the summary, the exit code.
 
 mod args;
 mod plan;

@@ -141,8 +141,8 @@ fn budget(a: &Args, m: &wv_units::Given<checks::MaxSize>) -> anyhow::Result<wv_s
     checks::budget(m, a.on_full.into(), &dirs, &a.file_size, a.workers).map_err(failed)
 }
 
-/// The refusals of the command line's own: tcpdump's `-w`, a second `-o`, `-i any`, `-c 0`, a
-/// store that is a file, an unknown `--user`, a bad `--stats-file`. Returns the store.
+/// The refusals of the command line's own (tcpdump's `-w`, a second `-o`, `-i any`, `-c 0`),
+/// then the recorder's probes of the store, `--user` and `--stats-file`. Returns the store.
 fn refuse_conflicts(a: &Args) -> anyhow::Result<&PathBuf> {
     if a.tcpdump_write.is_some() {
         return Err(usage(
@@ -167,19 +167,9 @@ fn refuse_conflicts(a: &Args) -> anyhow::Result<&PathBuf> {
     if a.count == Some(0) {
         return Err(usage("-c/--count must be at least 1 (-c 0 would store nothing)".into()));
     }
-    if std::fs::metadata(store).is_ok_and(|m| !m.is_dir()) {
-        return Err(fail(
-            exit::ERROR,
-            format!(
-                "-o {} is not a directory: a store is a directory (give a new or an existing store directory)",
-                store.display()
-            ),
-        ));
-    }
+    wv_record::host::store_dir(store).map_err(failed)?;
     if let Some(u) = &a.user {
-        if wv_sys::cpu::lookup_user(u).is_none() {
-            return Err(usage(format!("--user: no user named {u} (see /etc/passwd)")));
-        }
+        wv_record::host::user_known(u).map_err(failed)?;
     }
     if let Some(sf) = &a.stats_file {
         checks::stats_file(sf, store).map_err(failed)?;
