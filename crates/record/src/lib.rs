@@ -1,7 +1,8 @@
 //! The recording lifecycle as a library: [`Recorder::prepare`] checks a [`RecorderConfig`]
 //! against the host and readies the store, [`Prepared::start`] goes live, and the
 //! [`Recording`] it returns runs until stopped: [`Recording::tick`] (every ~100 ms) hands
-//! over to the full rings and writes `stats.json`, [`Recording::snapshot`] gives the
+//! over to the full rings and writes `stats.json` ([`Recording::watch`] turns it until the
+//! writers are done, reporting to a [`Watch`]), [`Recording::snapshot`] gives the
 //! counters ([`RecordingStats`]), [`Recording::stop`] (or the end of the source) joins the
 //! threads and gives the [`Summary`].
 //!
@@ -13,7 +14,10 @@
 //! writer's sort and index threads; one prefault thread for the arenas; one that makes a live
 //! interface's full rings at start-up (DESIGN.md, "Threads", "Start-up").
 
+pub mod checks;
 pub mod config;
+pub mod defaults;
+pub mod host;
 mod prefault;
 mod recording;
 mod sources;
@@ -22,7 +26,7 @@ pub mod stats;
 mod store;
 
 pub use config::{min_budget, Layout, RecorderConfig, Reductions, Source, Stamping, Tuning};
-pub use recording::{Prepared, Recorder, Recording, Summary};
+pub use recording::{Prepared, Recorder, Recording, Summary, Watch};
 pub use stats::{Causes, DropCause, RecordingStats, Stamped, State, StreamStats, Timestamps};
 
 /// How serious a [`Note`] is.

@@ -184,6 +184,16 @@ struct Startup {
     timestamps: &'static str,
 }
 
+/// Whoever [`Recording::watch`] reports to: the caller's terminal, API and service manager.
+pub trait Watch {
+    /// Every 100 ms while the recording runs (the caller's signals, a watchdog).
+    fn turn(&mut self);
+    /// The counters, once a second; `running` is false once the streams have ended.
+    fn stats(&mut self, st: RecordingStats, running: bool);
+    /// What the recording has to say, as it comes.
+    fn note(&mut self, n: Note);
+}
+
 /// A recording that runs (see the module doc).
 pub struct Recording {
     config: RecorderConfig,
@@ -298,6 +308,26 @@ impl Recording {
     /// The counters now, as the last [`Recording::tick`] measured the rates.
     pub fn snapshot(&self) -> RecordingStats {
         self.stats(State::Capturing, false)
+    }
+
+    /// Runs the recording until every writer has written out what its arena held (after a
+    /// stop, a slow disk: seconds), turning [`Recording::tick`] every 100 ms and handing what
+    /// comes to `to`, as grep-searcher hands matches to its caller's sink.
+    pub fn watch(&mut self, to: &mut impl Watch) {
+        loop {
+            to.turn();
+            let done = self.is_done();
+            if let Some(st) = self.tick() {
+                to.stats(st, !done);
+            }
+            for n in self.take_notes() {
+                to.note(n);
+            }
+            if done {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Stops the recording: the sources' intake stops, what they hold is stored, the writers

@@ -22,15 +22,8 @@ const READERS: [&str; 3] = ["query", "analyze", "replay"];
 pub fn clap_error(e: clap::Error, argv: &[OsString]) -> anyhow::Error {
     // A value parser of ours that wrote the whole sentence, option named first (the counts:
     // `wv_units::count_error`), is that sentence alone, as every unit's refusal is.
-    if e.kind() == ErrorKind::ValueValidation {
-        let name = match e.get(ContextKind::InvalidArg) {
-            Some(ContextValue::String(a)) => a.split([' ', '=']).next().unwrap_or_default().to_string(),
-            _ => String::new(),
-        };
-        let said = std::error::Error::source(&e).map(ToString::to_string);
-        if let Some(said) = said.filter(|s| !name.is_empty() && s.starts_with(&format!("{name} "))) {
-            return fail(exit::USAGE, said);
-        }
+    if let Some(said) = value_sentence(&e) {
+        return fail(exit::USAGE, said);
     }
     if e.kind() != ErrorKind::UnknownArgument {
         e.exit()
@@ -49,6 +42,20 @@ pub fn clap_error(e: clap::Error, argv: &[OsString]) -> anyhow::Error {
     out.push('\n');
     eprint!("{out}");
     std::process::exit(i32::from(exit::USAGE))
+}
+
+/// The sentence of a value parser of ours that wrote the whole of it, option named first (the
+/// counts: `wv_units::count_error`; record's sizes and durations: `wv_record::checks`).
+pub fn value_sentence(e: &clap::Error) -> Option<String> {
+    if e.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let name = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(a)) => a.split([' ', '=']).next().unwrap_or_default().to_string(),
+        _ => return None,
+    };
+    let said = std::error::Error::source(e).map(ToString::to_string)?;
+    (!name.is_empty() && said.starts_with(&format!("{name} "))).then_some(said)
 }
 
 /// The subcommand named on `argv`: the first word that is one.

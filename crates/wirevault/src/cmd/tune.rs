@@ -50,7 +50,7 @@ pub fn budget_bytes(m: &str, store: &Path) -> anyhow::Result<u64> {
     if m.trim().ends_with('%') {
         let share =
             parse_percent(m).ok_or_else(|| usage(format!("--max-size \"{m}\" is not a percentage in (0, 100]")))?;
-        Ok((super::record::volumes_size(&[store])? as f64 * share) as u64)
+        Ok((wv_record::host::volumes_size(&[store]).map_err(super::record::failed)? as f64 * share) as u64)
     } else {
         super::size_arg("--max-size", m, false)
     }
@@ -63,10 +63,12 @@ fn inputs(a: &Args) -> anyhow::Result<Inputs> {
         }
     }
     // As record takes them: CPUs this process may use, memory this machine has.
-    let cpus = a.cpus.as_deref().map(super::record::cpus_available).transpose()?;
+    let cpus = a.cpus.as_deref().map(wv_record::host::cpus_available).transpose().map_err(super::record::failed)?;
     let buffer = match &a.buffer {
-        Some(b) => super::record::buffer_fits(b, super::size_arg("--buffer", b, false)?)?,
-        None => super::record::default_buffer(false),
+        Some(b) => {
+            wv_record::host::buffer_fits(b, super::size_arg("--buffer", b, false)?).map_err(super::record::failed)?
+        }
+        None => wv_record::defaults::buffer(false),
     };
     let budget = match (&a.max_size, &a.store) {
         (Some(m), Some(s)) => Some(budget_bytes(m, s)?),

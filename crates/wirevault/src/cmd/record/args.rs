@@ -1,8 +1,11 @@
-//! The flags of `wirevault record`, as clap parses them. Nothing here is
-//! checked beyond what clap does; [`super::plan`] validates them.
+//! The flags of `wirevault record`, as clap parses them: each value through the recorder's
+//! own parser (`wv_record::checks`); the rules between them are [`super::plan`]'s.
 
-use super::plan::defaults;
 use std::path::PathBuf;
+use std::time::Duration;
+use wv_record::checks::{self, MaxSize, Spill};
+use wv_record::defaults;
+use wv_units::Given;
 
 /// Arguments of `wirevault record`.
 #[derive(clap::Args)]
@@ -39,30 +42,30 @@ pub struct Args {
     #[arg(short = 'w', hide = true, value_name = "FILE", allow_hyphen_values = true)]
     pub tcpdump_write: Option<String>,
     /// Bytes stored per packet at most (0: the most, 262144, as tcpdump's -s 0).
-    #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES", value_parser = parse_snaplen)]
+    #[arg(short = 's', long, default_value_t = wv_wire::MAX_SNAPLEN, value_name = "BYTES", value_parser = checks::snaplen)]
     pub snaplen: u32,
     // The help of --buffer and --ring-size states their defaults from the numbers the plan uses.
-    #[arg(long, value_name = "SIZE", help = format!(
+    #[arg(long, value_name = "SIZE", value_parser = checks::buffer, help = format!(
         "Arena between capture and disk, split between the workers; {} [default: {}]",
         wv_units::SIZE_FORMS,
         defaults::buffer_default()
     ))]
-    pub buffer: Option<String>,
-    #[arg(long, value_name = "SIZE", help = format!(
+    pub buffer: Option<Given<u64>>,
+    #[arg(long, value_name = "SIZE", value_parser = checks::ring_size, help = format!(
         "Kernel ring per capture worker (8M..=4G, a multiple of 4M); {} [default: {}]",
         wv_units::SIZE_FORMS,
         defaults::ring_default()
     ))]
-    pub ring_size: Option<String>,
-    #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE",
+    pub ring_size: Option<Given<u64>>,
+    #[arg(long, default_value = defaults::BLOCK_SIZE, value_name = "SIZE", value_parser = checks::block_size,
         help = format!("Write block size (multiple of 4K); {}", wv_units::SIZE_FORMS))]
-    pub block_size: String,
-    #[arg(long, default_value = defaults::FILE_SIZE, value_name = "SIZE",
+    pub block_size: Given<u64>,
+    #[arg(long, default_value = defaults::FILE_SIZE, value_name = "SIZE", value_parser = checks::file_size,
         help = format!("Close a file before it exceeds this size; {}", wv_units::SIZE_FORMS))]
-    pub file_size: String,
-    #[arg(long, value_name = "DURATION",
+    pub file_size: Given<u64>,
+    #[arg(long, value_name = "DURATION", value_parser = checks::file_time,
         help = format!("Also close files at clock-aligned multiples of this duration (e.g. 1m, 1h); {}", wv_units::DURATION_FORMS))]
-    pub file_time: Option<String>,
+    pub file_time: Option<Duration>,
     /// File format.
     #[arg(long, value_enum, default_value_t = FormatArg::Pcap)]
     pub format: FormatArg,
@@ -77,38 +80,38 @@ pub struct Args {
     /// Do not put the interface into promiscuous mode.
     #[arg(short = 'p', long)]
     pub no_promisc: bool,
-    #[arg(long, value_name = "DURATION", help = format!("Stop after this long; {}", wv_units::DURATION_FORMS))]
-    pub duration: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = checks::duration, help = format!("Stop after this long; {}", wv_units::DURATION_FORMS))]
+    pub duration: Option<Duration>,
     #[arg(short = 'c', long, value_name = "N", value_parser = crate::cmd::record_count, help = format!(
         "Stop after storing this many packets (the workers together, as one count); {}",
         wv_units::COUNT_FORMS
     ))]
     pub count: Option<u64>,
-    #[arg(long, value_name = "WINDOW", help = format!(
+    #[arg(long, value_name = "WINDOW", value_parser = checks::dedup, help = format!(
         "Do not store a frame identical (bytes and length) to one stored less than WINDOW before (e.g. 1ms): \
          the second copy a SPAN port makes; WINDOW is {}",
         wv_units::DURATION_FORMS
     ))]
-    pub dedup: Option<String>,
-    #[arg(long, value_name = "BYTES", help = format!(
+    pub dedup: Option<Duration>,
+    #[arg(long, value_name = "BYTES", value_parser = checks::flow_cutoff, help = format!(
         "Store only the frames that start within the first BYTES of each TCP/UDP/SCTP connection, both directions \
          (e.g. 10K, 1M); BYTES is {}",
         wv_units::SIZE_FORMS
     ))]
-    pub flow_cutoff: Option<String>,
+    pub flow_cutoff: Option<u64>,
     /// Connections --flow-cutoff tracks per worker (at least; 64-byte buckets of 3, a power of two of them); when a bucket is full, its least recently seen one is forgotten.
     #[arg(long, default_value_t = wv_capture::reduce::Cutoff::DEFAULT_ENTRIES, value_name = "N")]
     pub flow_table: usize,
-    #[arg(long, default_value = defaults::FLOW_IDLE, value_name = "DURATION", help = format!(
+    #[arg(long, default_value = defaults::FLOW_IDLE, value_name = "DURATION", value_parser = checks::flow_idle, help = format!(
         "A connection without packets for this long starts again from zero (--flow-cutoff); {}",
         wv_units::DURATION_FORMS
     ))]
-    pub flow_idle: String,
-    #[arg(long, value_name = "SIZE|PERCENT", help = format!(
+    pub flow_idle: Duration,
+    #[arg(long, value_name = "SIZE|PERCENT", value_parser = checks::max_size, help = format!(
         "Store budget: bytes (e.g. 500G) or a share of the volume (e.g. 80%); SIZE is {}",
         wv_units::SIZE_FORMS
     ))]
-    pub max_size: Option<String>,
+    pub max_size: Option<Given<MaxSize>>,
     /// At the budget: delete the oldest files (delete) or stop recording (stop, exit code 3).
     #[arg(long, value_enum, default_value_t = OnFullArg::Delete)]
     pub on_full: OnFullArg,
@@ -122,8 +125,8 @@ pub struct Args {
     /// go through the page cache (as tcpdump's do) until it is half that (e.g. 50); `off`:
     /// never. Off by default: on a disk that keeps up, a short burst that fills the arena
     /// would move writes to the slower page-cache path
-    #[arg(long, value_name = "PERCENT", default_value = "off", value_parser = parse_spill)]
-    pub spill_above: SpillAbove,
+    #[arg(long, value_name = "PERCENT", default_value = "off", value_parser = checks::spill)]
+    pub spill_above: Spill,
     /// Do not build index files.
     #[arg(long)]
     pub no_index: bool,
@@ -132,11 +135,11 @@ pub struct Args {
     #[arg(long)]
     pub flows: bool,
     /// A flow record ends when its flow has had no packet for this long.
-    #[arg(long, default_value = "60s", value_name = "DURATION")]
-    pub flow_idle_timeout: String,
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = checks::flow_idle_timeout)]
+    pub flow_idle_timeout: Duration,
     /// A flow open this long is reported, and goes on in a new record (as NetFlow/IPFIX exporters do).
-    #[arg(long, default_value = "5m", value_name = "DURATION")]
-    pub flow_active_timeout: String,
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = checks::flow_active_timeout)]
+    pub flow_active_timeout: Duration,
     /// Also export the flow records as they end (implies --flows): `ipfix=udp://HOST:PORT` or
     /// `ipfix=tcp://HOST:PORT` sends IPFIX (RFC 7011, biflows of RFC 5103) to a collector such
     /// as nfcapd (docs/ipfix.md); repeat for several. Never slows recording: a collector that
@@ -222,31 +225,5 @@ impl From<OnFullArg> for wv_store::catalog::OnFull {
             OnFullArg::Delete => wv_store::catalog::OnFull::DeleteOldest,
             OnFullArg::Stop => wv_store::catalog::OnFull::Stop,
         }
-    }
-}
-
-/// `--spill-above`: the fraction of the arena (`None`: off).
-#[derive(Clone, Copy, Debug)]
-pub struct SpillAbove(pub Option<f64>);
-
-/// `--spill-above`: a percentage of the arena (0-100), or `off`.
-fn parse_spill(s: &str) -> Result<SpillAbove, String> {
-    if s.eq_ignore_ascii_case("off") {
-        return Ok(SpillAbove(None));
-    }
-    match s.trim_end_matches('%').parse::<f64>() {
-        Ok(p) if (0.0..=100.0).contains(&p) => Ok(SpillAbove(Some(p / 100.0))),
-        _ => Err(format!("'{s}' is not a percentage of the arena from 0 to 100, or 'off'")),
-    }
-}
-
-/// `-s BYTES`: 1 to 262,144; 0 means 262,144, as for tcpdump.
-fn parse_snaplen(s: &str) -> Result<u32, String> {
-    let max = wv_wire::MAX_SNAPLEN;
-    match s.trim().parse::<u64>() {
-        Ok(0) => Ok(max),
-        Ok(n) if n <= u64::from(max) => Ok(n as u32),
-        Ok(n) => Err(format!("{n} is not in 0..={max} (0 means {max})")),
-        Err(_) => Err(format!("{s} is not a number of bytes (0 to {max})")),
     }
 }

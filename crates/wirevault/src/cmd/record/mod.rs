@@ -1,30 +1,28 @@
 //! `wirevault record`: capture packets into a store.
 //!
-//! In three stages, as ripgrep's binary: [`args`] holds the flags as clap parses them;
-//! [`plan`] checks them and turns them into a `wv_record::RecorderConfig` (sizes as numbers,
-//! closed choices as enums, every default in [`plan::defaults`]) before anything is
-//! created; [`run`] wires the recorder (`wv_record`: the whole lifecycle), the HTTP server
-//! of `--listen`, signals, reloads (`reload`) and the service manager, and reports: the
-//! status line every second, the summary, the exit code.
+//! In three stages, as ripgrep's binary: [`args`] holds the flags as clap parses them (each
+//! value checked by `wv_record::checks`); [`plan`] maps them onto a `wv_record::RecorderConfig`
+//! before anything is created; [`run`] wires the recorder (`wv_record`: the whole lifecycle,
+//! its loop included), the HTTP server of `--listen`, signals, reloads (`reload`) and the
+//! service manager, and reports what the recording hands it (`Status`): the status line
+//! every second, the summary, the exit code.
 
 mod args;
 mod plan;
 mod reload;
 
 pub use args::Args;
-pub use plan::defaults::buffer as default_buffer;
-/// The recorder's defaults and writer tunings, which `disk-bench` measures with.
-pub use plan::{buffer_fits, cpus_available, defaults, min_budget, volumes_size, Tuning};
+/// The recorder's defaults and writer tunings, which `disk-bench` and `tune` take.
+pub use wv_record::{defaults, min_budget, Tuning};
 
 use crate::{exit, fail};
 use plan::{Plan, SourcePlan};
 use reload::Reloader;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-use wv_record::{Level, Note, Problem, Recorder, Recording, RecordingStats};
+use wv_record::{Level, Note, Problem, Recorder, Recording, RecordingStats, Watch};
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
     // Before anything else: the signals held since `main` began (see `cmd::hold_signals`)
@@ -41,9 +39,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         }
     })?;
     let Plan { config, output, notes } = plan::plan(&a)?;
-    for n in &notes {
-        warn!("{n}");
-    }
+    say_notes(notes);
     let store = config.store.clone();
     // The host's tuning findings (NUMA, interrupts, offloads, the store's volume) are gathered
     // meanwhile (~0.1 s: they must not delay capture), as the host is before it records.
@@ -55,14 +51,14 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         SourcePlan::Live { interface, .. } => Some((interface.clone(), config.workers)),
         _ => None,
     };
-    let prepared = Recorder::prepare(config, stop).map_err(recording_failed)?;
+    let prepared = Recorder::prepare(config, stop).map_err(failed)?;
     crate::cmd::repair::print_report(prepared.repaired(), &store, true);
     let mut reloader = Reloader::new(&a, prepared.budget());
     // The HTTP server binds before capture starts: a taken port or a bad certificate is one
     // sentence, with nothing recorded yet.
     let board = wv_serve::LiveCounters::new();
     let server = serve_api(&a, &store, &board, &mut reloader)?;
-    let mut rec = prepared.start().map_err(recording_failed)?;
+    let mut rec = prepared.start().map_err(failed)?;
     // Capture runs: said once (as tcpdump's "listening on"), and to the service manager.
     if let (false, Some((interface, workers))) = (output.quiet, &live) {
         info!("capturing on {interface}: {workers} worker(s), store {}", store.display());
@@ -76,7 +72,14 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         message!(level, "{line}");
     }
     board.set_pressure(Arc::new(rec.arena_pressure()));
-    status_loop(&mut rec, &board, (&hup, &mut reloader, &server), &mut notifier, &output)?;
+    rec.watch(&mut Status {
+        hup: &hup,
+        reloader,
+        server: &server,
+        notifier: &mut notifier,
+        board: &board,
+        output: &output,
+    });
     if let Some(n) = &notifier {
         n.send("STOPPING=1");
     }
@@ -131,58 +134,49 @@ fn finish(
     match summary.failure {
         None => Ok(exit::OK),
         Some(e) if e.is_said() => Ok(exit::ERROR),
-        Some(e) => Err(recording_failed(e)),
+        Some(e) => Err(failed(e)),
     }
 }
 
-/// While the recording runs: SIGHUP reloads, the service manager's watchdog, the status line
-/// and the API's counters every second, the recorder's notes as they come. Until every
-/// writer has written out what its arena held (a slow disk: seconds after the stop).
-fn status_loop(
-    rec: &mut Recording,
-    board: &Arc<wv_serve::LiveCounters>,
-    (hup, reloader, server): (&AtomicBool, &mut Option<Reloader>, &Option<wv_serve::Server>),
-    notifier: &mut Option<crate::notify::Notifier>,
-    output: &plan::OutputPlan,
-) -> anyhow::Result<()> {
-    loop {
-        if hup.swap(false, Ordering::Relaxed) {
-            if let Some(r) = reloader {
+/// The recording's reports while it runs: SIGHUP's reloads, the service manager's watchdog,
+/// the status line (or `--json`'s counters) and the API's every second, the recorder's notes.
+struct Status<'a> {
+    hup: &'a AtomicBool,
+    reloader: Option<Reloader>,
+    server: &'a Option<wv_serve::Server>,
+    notifier: &'a mut Option<crate::notify::Notifier>,
+    board: &'a wv_serve::LiveCounters,
+    output: &'a plan::OutputPlan,
+}
+
+impl Watch for Status<'_> {
+    fn turn(&mut self) {
+        if self.hup.swap(false, Ordering::Relaxed) {
+            if let Some(r) = &mut self.reloader {
                 r.reload();
-            } else if let Some(s) = server {
+            } else if let Some(s) = self.server {
                 match s.reload() {
                     Ok(what) => info!("api: {what}"),
                     Err(e) => warn!("api: reload failed, the previous settings stay: {e}"),
                 }
             }
         }
-        if let Some(n) = notifier {
+        if let Some(n) = self.notifier {
             n.tick();
         }
-        let done = rec.is_done();
-        if let Some(st) = rec.tick() {
-            if !done {
-                report(&st, output);
-            }
-            board.publish(st);
-        }
-        say_notes(rec.take_notes());
-        if done {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
-}
 
-/// The status line on standard error, or with `--json` the counters on standard output.
-fn report(st: &RecordingStats, output: &plan::OutputPlan) {
-    if output.quiet {
-        return;
+    fn stats(&mut self, st: RecordingStats, running: bool) {
+        if running && self.output.json && !self.output.quiet {
+            out_line(&serde_json::to_string(&st).unwrap_or_default());
+        } else if running && !self.output.quiet {
+            let _ = writeln!(std::io::stderr().lock(), "{}", st.line());
+        }
+        self.board.publish(st);
     }
-    if output.json {
-        out_line(&serde_json::to_string(st).unwrap_or_default());
-    } else {
-        let _ = writeln!(std::io::stderr().lock(), "{}", st.line());
+
+    fn note(&mut self, n: Note) {
+        say_notes(vec![n]);
     }
 }
 
@@ -205,7 +199,7 @@ fn say_notes(notes: Vec<Note>) {
 }
 
 /// A recorder's error as the binary's, with its exit code.
-fn recording_failed(e: wv_record::Error) -> anyhow::Error {
+pub fn failed(e: wv_record::Error) -> anyhow::Error {
     let code = match e.problem {
         Problem::Config => exit::USAGE,
         Problem::Failed => exit::ERROR,
@@ -226,12 +220,6 @@ fn tune_inputs(c: &wv_record::RecorderConfig) -> wv_tune::Inputs {
         buffer: c.stream.arena_per_worker * c.workers as u64,
         budget: c.budget.map(|b| b.max_bytes),
         min_budget: min_budget(c.stream.file_size, c.workers),
-        other_free: if c.volumes.is_empty() {
-            0
-        } else {
-            let all: Vec<&Path> = std::iter::once(&c.store).chain(&c.volumes).map(PathBuf::as_path).collect();
-            let free = |dirs: &[&Path]| plan::volumes_space(dirs).map_or(0, |(f, _)| f);
-            free(&all).saturating_sub(free(&all[..1]))
-        },
+        other_free: wv_record::host::other_volumes_free(&c.store, &c.volumes),
     }
 }

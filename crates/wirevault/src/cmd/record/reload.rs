@@ -18,7 +18,7 @@ use crate::log;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use wv_store::catalog::{Budget, LiveBudget, OnFull};
+use wv_store::catalog::LiveBudget;
 
 /// Keys this module applies live; hooks add theirs.
 const LIVE: &[&str] = &["max-size", "on-full", "log-level", "log-format"];
@@ -67,7 +67,9 @@ impl Reloader {
         let (a, new_budget, log_args, loaded) = match parsed {
             Ok(x) => x,
             Err(e) => {
-                let e = e.to_string();
+                // A value the recorder refuses is its sentence alone, as at start.
+                let said = e.downcast_ref::<clap::Error>().and_then(crate::cmd::habits::value_sentence);
+                let e = said.unwrap_or_else(|| e.to_string());
                 let first = e.lines().next().unwrap_or_default().trim_start_matches("error: ");
                 error!(["file" => shown], "{shown} not reloaded, the running settings stay: {first}");
                 return;
@@ -85,7 +87,11 @@ impl Reloader {
         }
         // The budget as planned now (a share of the volume is measured again).
         if new_budget != self.budget.get() {
-            done.push(format!("budget {} -> {}", show_budget(self.budget.get()), show_budget(new_budget)));
+            done.push(format!(
+                "budget {} -> {}",
+                wv_record::checks::budget_text(self.budget.get()),
+                wv_record::checks::budget_text(new_budget)
+            ));
             self.budget.set(new_budget);
         }
         if log_args.log_level != log::level() || log_args.log_format != log::format() {
@@ -122,16 +128,5 @@ impl Reloader {
         let what = if done.is_empty() { "nothing changed".to_string() } else { done.join("; ") };
         info!(["file" => shown, "changed" => done], "reloaded {shown}: {what}");
         self.loaded = loaded;
-    }
-}
-
-fn show_budget(b: Option<Budget>) -> String {
-    match b {
-        None => "none".into(),
-        Some(b) => format!(
-            "{} bytes ({})",
-            b.max_bytes,
-            if b.on_full == OnFull::Stop { "stop when full" } else { "delete the oldest" }
-        ),
     }
 }
