@@ -19,6 +19,7 @@ mod fanout_order;
 mod filters;
 mod fleet_lab;
 mod flows;
+mod flows_clickhouse;
 mod flows_ipfix;
 mod index_integrity;
 mod install;

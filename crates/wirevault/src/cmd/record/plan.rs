@@ -236,6 +236,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     let mut notes = Vec::new();
     let sizes = sizes(a, store, &mut notes)?;
     let times = times(a)?;
+    let sinks = flows_to(a)?;
     let config = RecorderConfig {
         store: store.clone(),
         volumes: a.volumes.clone(),
@@ -259,7 +260,8 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         spill: a.spill_above.0,
         index: !a.no_index,
         flows: flows(a)?,
-        flows_to: flows_to(a)?,
+        flows_to: sinks.ipfix,
+        clickhouse: sinks.clickhouse,
         stats_copy: a.stats_file.clone(),
         tuning: Tuning { ring_blocks: sizes.ring_blocks, ..Tuning::default() },
         reduce: reductions(a)?,
@@ -471,20 +473,12 @@ fn flows(a: &Args) -> anyhow::Result<Option<wv_flows::FlowConfig>> {
     }))
 }
 
-/// `--flows-to SINK=URL`: the IPFIX collectors (`ipfix=udp://HOST:PORT`, `ipfix=tcp://...`).
-fn flows_to(a: &Args) -> anyhow::Result<Vec<wv_ipfix::Destination>> {
+/// `--flows-to SINK=URL` and `--clickhouse-auth FILE`: IPFIX collectors, a ClickHouse table.
+fn flows_to(a: &Args) -> anyhow::Result<wv_record::config::FlowSinks> {
     if !a.flows_to.is_empty() && a.zero_copy {
         return Err(usage("--flows-to needs flow records, which --zero-copy does not make; drop one of them".into()));
     }
-    a.flows_to
-        .iter()
-        .map(|v| match v.split_once('=') {
-            Some(("ipfix", url)) => wv_ipfix::Destination::parse(url).map_err(|e| usage(format!("--flows-to: {e}"))),
-            _ => Err(usage(format!(
-                "--flows-to {v:?} is not SINK=URL with a known sink: give ipfix=udp://HOST:4739 or ipfix=tcp://HOST:PORT"
-            ))),
-        })
-        .collect()
+    wv_record::config::FlowSinks::parse(&a.flows_to, a.clickhouse_auth.as_deref()).map_err(usage)
 }
 
 /// `--dedup`, `--flow-cutoff`, `--flow-table`, `--flow-idle`.
