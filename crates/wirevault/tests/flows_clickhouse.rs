@@ -452,7 +452,7 @@ fn clickhouse_bad_targets_are_one_sentence() {
     ch.query("CREATE DATABASE wvbad");
     let sql = include_str!("../../../packaging/clickhouse/flows.sql");
     assert!(sql.contains("client FixedString(16)"));
-    ch.query(&sql.replacen("wirevault.flows", "wvbad.flows", 1).replace("client FixedString(16)", "client String"));
+    ch.query(&sql.replacen("CREATE TABLE IF NOT EXISTS wirevault.flows", "CREATE TABLE wvbad.flows", 1).replace("client FixedString(16)", "client String"));
     let sink = format!("clickhouse={}", ch.url("wvbad"));
     let (st, err) = record_to(tmp.path(), "types", &sink, &[]);
     let s = said(&err);
@@ -477,14 +477,17 @@ fn clickhouse_bad_targets_are_one_sentence() {
 
     // Malformed flags: refused before anything is recorded, in one sentence.
     let missing = tmp.join("no-such-auth");
-    for bad in [
+    for (i, bad) in [
         vec!["--flows-to", "clickhouse=https://127.0.0.1:8443/wv"],
         vec!["--flows-to", "clickhouse=http://127.0.0.1:8123/w;v"],
         vec!["--flows-to", "clickhouse=127.0.0.1"],
         vec!["--flows-to", "clickhouse=http://127.0.0.1:8123/wv", "--clickhouse-auth", missing.to_str().unwrap()],
         vec!["--clickhouse-auth", auth.to_str().unwrap()],
-    ] {
-        let store = tmp.join(format!("bad-{}", unique()));
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let store = tmp.join(format!("bad-{i}"));
         let out = wirevault()
             .args(["record", "-q", "--synthetic", "size=64,count=10", "-o"])
             .arg(&store)

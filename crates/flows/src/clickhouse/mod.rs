@@ -13,6 +13,9 @@ use std::time::Duration;
 /// The table's `CREATE TABLE`, with `wirevault.flows` for its name.
 pub const CREATE_TABLE: &str = include_str!("../../../../packaging/clickhouse/flows.sql");
 
+/// The statement in [`CREATE_TABLE`] that names the table (replaced by the URL's).
+pub const MADE: &str = "CREATE TABLE IF NOT EXISTS wirevault.flows";
+
 /// The table's columns and their types, as flows.sql makes them (checked before inserting:
 /// RowBinary carries no types, so a table of other types would take wrong values).
 pub const COLUMNS: [(&str, &str); 25] = [
@@ -153,7 +156,7 @@ impl Target {
     pub fn ensure_table(&self) -> Result<(), Error> {
         // Refused where the user may not create databases: the table's creation says more.
         let _ = self.query(&format!("CREATE DATABASE IF NOT EXISTS `{}`", self.database));
-        let sql = CREATE_TABLE.replacen("wirevault.flows", &self.name(), 1);
+        let sql = CREATE_TABLE.replacen(MADE, &format!("CREATE TABLE IF NOT EXISTS {}", self.name()), 1);
         self.query(&sql)?;
         let got = self.query(&format!(
             "SELECT name, type FROM system.columns WHERE database = '{}' AND table = '{}' FORMAT TabSeparated",
@@ -469,6 +472,18 @@ mod tests {
         assert_eq!(rd.u16(), Some(19675));
         assert_eq!(read_row(&mut rd), Some(r));
         assert_eq!(rd.at, b.len());
+    }
+
+    #[test]
+    fn flows_sql_makes_the_columns_checked() {
+        assert_eq!(CREATE_TABLE.matches(MADE).count(), 1, "one statement names the table");
+        let body = &CREATE_TABLE[CREATE_TABLE.find(MADE).unwrap()..];
+        let cols: Vec<(&str, &str)> = body
+            .lines()
+            .filter_map(|l| l.trim().trim_end_matches(',').split_once(' '))
+            .filter(|(n, _)| COLUMNS.iter().any(|c| c.0 == *n))
+            .collect();
+        assert_eq!(cols, COLUMNS.to_vec());
     }
 
     #[test]
