@@ -179,7 +179,9 @@ impl Prepared {
             match wv_flows::clickhouse::spool::Inserter::start(t, r.config.store.clone(), log) {
                 Ok(i) => Some(Clickhouse { counters: i.counters.clone(), inserter: Some(i), said }),
                 Err(e) => {
-                    r.notes.push(Note::warning(format!("flow records are not sent to ClickHouse: cannot start its thread: {e}")));
+                    r.notes.push(Note::warning(format!(
+                        "flow records are not sent to ClickHouse: cannot start its thread: {e}"
+                    )));
                     None
                 }
             }
@@ -243,7 +245,10 @@ struct Clickhouse {
 
 impl Clickhouse {
     fn take_said(&self) -> Vec<Note> {
-        std::mem::take(&mut *self.said.lock().unwrap_or_else(|p| p.into_inner())).into_iter().map(Note::warning).collect()
+        std::mem::take(&mut *self.said.lock().unwrap_or_else(|p| p.into_inner()))
+            .into_iter()
+            .map(Note::warning)
+            .collect()
     }
 }
 

@@ -183,7 +183,8 @@ impl Drop for ClickHouse {
 
 /// The table's columns a record has (all but `batch`, `batch_date` and the addresses, which
 /// `records` gives as text).
-const COLUMNS: &str = "vlans, ip_version, protocol, client_port, server_port, icmp_type, icmp_code, first_ns, last_ns, \
+const COLUMNS: &str =
+    "vlans, ip_version, protocol, client_port, server_port, icmp_type, icmp_code, first_ns, last_ns, \
      to_server_packets, to_server_bytes, to_server_ip_bytes, to_server_tcp_flags, \
      to_client_packets, to_client_bytes, to_client_ip_bytes, to_client_tcp_flags, end_reason, node, stream, files";
 
@@ -267,7 +268,9 @@ fn clickhouse_flows_agree_with_parquet_and_tshark() {
     );
     assert_eq!(types, "client\tFixedString(16)\nfirst_ns\tUInt64\n");
     assert_eq!(
-        ch.query("SELECT count(), uniqExact(batch, first_ns, client_port, protocol) FROM wvtest.flows FORMAT TabSeparated"),
+        ch.query(
+            "SELECT count(), uniqExact(batch, first_ns, client_port, protocol) FROM wvtest.flows FORMAT TabSeparated"
+        ),
         "4\t4\n"
     );
     // 10.77.0.1 as ClickHouse stores it: IPv4-mapped in 16 bytes.
@@ -289,7 +292,8 @@ fn clickhouse_flows_agree_with_parquet_and_tshark() {
                 .iter()
                 .find(|r| r["protocol"] == proto && ep(r, "client") == c.a && ep(r, "server") == c.b)
                 .unwrap_or_else(|| panic!("no row of {c:?} (client first) in {rows:?}"));
-            let dir = |d: &str| (r[format!("{d}_packets")].as_u64().unwrap(), r[format!("{d}_bytes")].as_u64().unwrap());
+            let dir =
+                |d: &str| (r[format!("{d}_packets")].as_u64().unwrap(), r[format!("{d}_bytes")].as_u64().unwrap());
             assert_eq!((dir("to_server"), dir("to_client")), (c.a_to_b, c.b_to_a), "{kind} {c:?}: {r}");
             let (f, l) = (r["first_ns"].as_u64().unwrap(), r["last_ns"].as_u64().unwrap());
             assert!(((f - first_ns) as f64 / 1e9 - c.start).abs() < 1e-6, "{kind} start {c:?}: {r}");
@@ -303,7 +307,15 @@ fn clickhouse_flows_agree_with_parquet_and_tshark() {
         serde_json::from_slice(&out.stdout).unwrap()
     };
     let from_files = flows_json(&[store.to_str().unwrap(), "udp", "or", "icmp"]);
-    let from_table = flows_json(&["--clickhouse", &ch.url("wvtest"), "--clickhouse-auth", auth.to_str().unwrap(), "udp", "or", "icmp"]);
+    let from_table = flows_json(&[
+        "--clickhouse",
+        &ch.url("wvtest"),
+        "--clickhouse-auth",
+        auth.to_str().unwrap(),
+        "udp",
+        "or",
+        "icmp",
+    ]);
     assert_eq!(from_files.len(), 2);
     assert_eq!(sorted(from_table), sorted(from_files));
 }
@@ -321,7 +333,7 @@ fn clickhouse_down_restart_and_kill_9_lose_and_double_nothing() {
     let mut ch = ClickHouse::start(&tmp.join("clickhouse"), None);
     let store = tmp.join("store");
     let sink = format!("clickhouse={}", ch.url("wvdown"));
-    let mut args = vec!["--synthetic", "size=64,rate=20k,flows=50", "--flows-to", &sink];
+    let mut args = vec!["--synthetic", "size=64,rate=20k,flows=50,duration=10m", "--flows-to", &sink];
     args.extend_from_slice(BUSY);
     let mut rec = Recorder::start(None, &store, tmp.path(), &args);
     rec.wait_counter("clickhouse_records_sent", 1);
@@ -379,7 +391,9 @@ fn clickhouse_down_restart_and_kill_9_lose_and_double_nothing() {
     assert!(parquet.len() > 200, "records every second of 50 flows: {}", parquet.len());
     let n = parquet.len();
     assert_eq!(
-        ch.query(&format!("SELECT count(), uniqExact(batch, {COLUMNS}, client, server) FROM wvdown.flows FORMAT TabSeparated")),
+        ch.query(&format!(
+            "SELECT count(), uniqExact(batch, {COLUMNS}, client, server) FROM wvdown.flows FORMAT TabSeparated"
+        )),
         format!("{n}\t{n}\n"),
         "every record once"
     );
@@ -427,7 +441,10 @@ fn clickhouse_bad_targets_are_one_sentence() {
     let (st, err) = record_to(tmp.path(), "nobody", &format!("clickhouse=http://127.0.0.1:{port}/wv"), &[]);
     let s = said(&err);
     assert_eq!(s.len(), 1, "one sentence: {err}");
-    assert!(s[0].contains(&format!("ClickHouse at http://127.0.0.1:{port}/wv/flows")) && s[0].contains("does not answer"), "{err}");
+    assert!(
+        s[0].contains(&format!("ClickHouse at http://127.0.0.1:{port}/wv/flows")) && s[0].contains("does not answer"),
+        "{err}"
+    );
     assert!(s[0].contains("recording goes on"), "{err}");
     assert_eq!(st["clickhouse_records_pending"], st["flows_written"], "every record kept: {st}");
 
@@ -441,8 +458,12 @@ fn clickhouse_bad_targets_are_one_sentence() {
     let ch = ClickHouse::start(&tmp.join("clickhouse"), None);
     // Wrong credentials: ClickHouse's own words in one sentence.
     let auth = auth_file(tmp.path(), "wrong", "wv:wrong\n");
-    let (st, err) =
-        record_to(tmp.path(), "password", &format!("clickhouse={}", ch.url("wv")), &["--clickhouse-auth", auth.to_str().unwrap()]);
+    let (st, err) = record_to(
+        tmp.path(),
+        "password",
+        &format!("clickhouse={}", ch.url("wv")),
+        &["--clickhouse-auth", auth.to_str().unwrap()],
+    );
     let s = said(&err);
     assert_eq!(s.len(), 1, "one sentence: {err}");
     assert!(s[0].contains("Wrong password for user wv") && s[0].contains("recording goes on"), "{err}");
@@ -452,7 +473,10 @@ fn clickhouse_bad_targets_are_one_sentence() {
     ch.query("CREATE DATABASE wvbad");
     let sql = include_str!("../../../packaging/clickhouse/flows.sql");
     assert!(sql.contains("client FixedString(16)"));
-    ch.query(&sql.replacen("CREATE TABLE IF NOT EXISTS wirevault.flows", "CREATE TABLE wvbad.flows", 1).replace("client FixedString(16)", "client String"));
+    ch.query(
+        &sql.replacen("CREATE TABLE IF NOT EXISTS wirevault.flows", "CREATE TABLE wvbad.flows", 1)
+            .replace("client FixedString(16)", "client String"),
+    );
     let sink = format!("clickhouse={}", ch.url("wvbad"));
     let (st, err) = record_to(tmp.path(), "types", &sink, &[]);
     let s = said(&err);

@@ -116,7 +116,8 @@ fn clean(line: &str) -> String {
 fn dechunk(mut raw: &[u8]) -> Result<Vec<u8>, Failure> {
     let mut out = Vec::new();
     loop {
-        let nl = raw.windows(2).position(|w| w == b"\r\n").ok_or_else(|| Failure::Unsure("a chunk ended early".into()))?;
+        let nl =
+            raw.windows(2).position(|w| w == b"\r\n").ok_or_else(|| Failure::Unsure("a chunk ended early".into()))?;
         let size = std::str::from_utf8(&raw[..nl]).ok().and_then(|s| usize::from_str_radix(s.trim(), 16).ok());
         let size = size.ok_or_else(|| Failure::Unsure("a bad chunk size".into()))?;
         raw = &raw[nl + 2..];
@@ -148,7 +149,8 @@ fn base64(b: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut o = String::new();
     for c in b.chunks(3) {
-        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        let n =
+            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
         for i in 0..4 {
             if i <= c.len() {
                 o.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);

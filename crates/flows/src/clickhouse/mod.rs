@@ -212,7 +212,8 @@ impl Target {
         // One block however many rows (ClickHouse cuts an insert at this many), and the query
         // id the batch's: a second insert of it while the first still runs is refused.
         let block = (records.len() + 1).max(1_048_576).to_string();
-        self.endpoint.post(&[("query", &sql), ("max_insert_block_size", &block), ("query_id", &query_id(batch))], &body)?;
+        self.endpoint
+            .post(&[("query", &sql), ("max_insert_block_size", &block), ("query_id", &query_id(batch))], &body)?;
         Ok(())
     }
 
@@ -500,7 +501,10 @@ mod tests {
     fn a_net_is_a_range_of_addresses() {
         let e = Expr::parse("net 10.1.0.0/16").unwrap();
         let w = where_clause(&e, Some(5), None);
-        assert!(w.contains("00000000000000000000ffff0a010000") && w.contains("00000000000000000000ffff0a01ffff"), "{w}");
+        assert!(
+            w.contains("00000000000000000000ffff0a010000") && w.contains("00000000000000000000ffff0a01ffff"),
+            "{w}"
+        );
         assert!(w.ends_with("AND last_ns >= 5"));
     }
 }

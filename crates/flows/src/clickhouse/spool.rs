@@ -141,7 +141,11 @@ impl Spool {
                 return;
             }
             // Backs off to 10 s while ClickHouse fails; a second between passes otherwise.
-            wait = if ok { Duration::from_secs(1) } else { (wait * 2).clamp(Duration::from_secs(1), Duration::from_secs(10)) };
+            wait = if ok {
+                Duration::from_secs(1)
+            } else {
+                (wait * 2).clamp(Duration::from_secs(1), Duration::from_secs(10))
+            };
             let until = Instant::now() + wait;
             while Instant::now() < until && !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(50));
@@ -168,11 +172,8 @@ impl Spool {
             .filter(|l| !l.is_empty())
             .unwrap_or_else(new_id);
         // A last line without its newline was cut by a crash: not acknowledged.
-        self.done = lines
-            .filter_map(|l| l.strip_suffix('\n'))
-            .filter(|f| dir.join(f).is_file())
-            .map(str::to_string)
-            .collect();
+        self.done =
+            lines.filter_map(|l| l.strip_suffix('\n')).filter(|f| dir.join(f).is_file()).map(str::to_string).collect();
         let tmp = dir.join(format!("{CURSOR}.part"));
         {
             let mut f = std::fs::File::create(&tmp)?;
@@ -229,7 +230,7 @@ impl Spool {
         }
         for f in now {
             if !self.done.contains(&f) && !self.pending.contains_key(&f) {
-                let rows = std::fs::File::open(dir.join(&f)).ok().and_then(|f| footer_rows(f)).unwrap_or(0);
+                let rows = std::fs::File::open(dir.join(&f)).ok().and_then(footer_rows).unwrap_or(0);
                 // At the start, any file not in the cursor may be in the table (sent, then a
                 // crash before its line was written).
                 self.pending.insert(f, Pending { rows, unsure: first });
@@ -286,17 +287,17 @@ impl Spool {
     /// Sends one flow file (or finds it in the table) and commits it.
     fn send(&mut self, f: &str) -> Result<(), Error> {
         let path = self.store.join(wv_store::layout::FLOWS).join(f);
-        let records = match std::fs::File::open(&path).map_err(crate::parquet::Error::from).and_then(crate::parquet::read)
-        {
-            Ok(r) => r,
-            // Gone since the scan: counted lost by the next one.
-            Err(_) if !path.exists() => return Ok(()),
-            Err(e) => {
-                (self.log)(format!("flow file {f} cannot be read ({e}), so it is not sent to ClickHouse"));
-                self.bad.insert(f.to_string());
-                return Ok(());
-            }
-        };
+        let records =
+            match std::fs::File::open(&path).map_err(crate::parquet::Error::from).and_then(crate::parquet::read) {
+                Ok(r) => r,
+                // Gone since the scan: counted lost by the next one.
+                Err(_) if !path.exists() => return Ok(()),
+                Err(e) => {
+                    (self.log)(format!("flow file {f} cannot be read ({e}), so it is not sent to ClickHouse"));
+                    self.bad.insert(f.to_string());
+                    return Ok(());
+                }
+            };
         let batch = format!("{}/{f}", self.id);
         let unsure = self.pending.get(f).is_some_and(|p| p.unsure);
         let date = batch_date(&records);
