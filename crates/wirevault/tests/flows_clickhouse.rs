@@ -351,7 +351,8 @@ fn clickhouse_down_restart_and_kill_9_lose_and_double_nothing() {
     assert!(during["clickhouse_batches_pending"].as_u64().unwrap() > 0, "files wait: {during}");
     assert!(during["clickhouse_records_pending"].as_u64().unwrap() > 0, "records wait: {during}");
     let got = during["received"].as_u64().unwrap() - before["received"].as_u64().unwrap();
-    assert!(got > 40_000, "recording went on at its rate while ClickHouse was down: {got} packets in > 3 s");
+    // At least 2 s of 20k packets/s between the two readings (stats.json is written once a second).
+    assert!(got > 30_000, "recording went on at its rate while ClickHouse was down: {got} packets in > 3 s");
 
     // Back: what waited is sent; then a kill -9 in the middle of sending.
     ch.run();
