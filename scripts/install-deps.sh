@@ -17,6 +17,9 @@ packages+=(chromium chromium-driver python3-selenium)
 packages+=(mount e2fsprogs)
 # The man pages rendered as man(1) shows them (tests/docs.rs).
 packages+=(groff-base)
+# The flow records' ClickHouse sink is tested against Debian's server (18.16); each test
+# starts its own with a config of its own, so the packaged service is not needed running.
+packages+=(clickhouse-server)
 
 missing=()
 for p in "${packages[@]}"; do

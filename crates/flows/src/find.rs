@@ -55,9 +55,9 @@ pub struct Found {
 pub fn find(store: &Path, q: &Find) -> Found {
     let mut found = Found::default();
     for f in flow_files(&store.join(wv_store::layout::FLOWS)) {
-        let read = std::fs::File::open(&f).map_err(|e| e.to_string()).and_then(|file| {
-            crate::parquet::read(file).map_err(|e| e.to_string())
-        });
+        let read = std::fs::File::open(&f)
+            .map_err(|e| e.to_string())
+            .and_then(|file| crate::parquet::read(file).map_err(|e| e.to_string()));
         match read {
             Ok(recs) => found.records.extend(recs.into_iter().filter(|r| q.wants(r))),
             Err(e) => found.unreadable.push((f, e)),
@@ -74,7 +74,9 @@ pub fn find(store: &Path, q: &Find) -> Found {
 impl Find {
     /// `r` is in the time range and matches the filter.
     pub fn wants(&self, r: &FlowRecord) -> bool {
-        self.from_ns.is_none_or(|t| r.last_ns >= t) && self.to_ns.is_none_or(|t| r.first_ns < t) && self.filter.matches(r)
+        self.from_ns.is_none_or(|t| r.last_ns >= t)
+            && self.to_ns.is_none_or(|t| r.first_ns < t)
+            && self.filter.matches(r)
     }
 
     /// Sorts `recs` as asked (ties by start).
@@ -174,7 +176,8 @@ mod tests {
     #[test]
     fn time_filter_sort_and_limit() {
         let q = Find { from_ns: Some(15), to_ns: Some(40), sort: Sort::Bytes, limit: Some(1), ..Find::default() };
-        let mut recs: Vec<_> = [rec(0, 5), rec(10, 7), rec(20, 9), rec(40, 100)].into_iter().filter(|r| q.wants(r)).collect();
+        let mut recs: Vec<_> =
+            [rec(0, 5), rec(10, 7), rec(20, 9), rec(40, 100)].into_iter().filter(|r| q.wants(r)).collect();
         assert_eq!(recs.iter().map(|r| r.first_ns).collect::<Vec<_>>(), [10, 20], "last_ns >= from, first_ns < to");
         q.order(&mut recs);
         assert_eq!(recs[0].first_ns, 20, "most bytes first");

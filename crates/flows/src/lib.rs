@@ -3,6 +3,7 @@
 //! thread), and written beside the packets or exported (DESIGN.md, "Flow records").
 #![deny(unsafe_code)]
 
+pub mod clickhouse;
 pub mod filter;
 pub mod find;
 pub mod parquet;

@@ -115,36 +115,22 @@ fn flow_timeout(flag: &str, s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `--flows`, its timeouts and `--flows-to SINK=URL...`: the flow records to make, and where
-/// they also go as they end. A sink implies the records; the zero-copy path makes none.
+/// `--flows`, the flow timeouts and the `--flows-to` sinks (`--clickhouse-auth` is the
+/// ClickHouse table's USER:PASSWORD file): the flow table's settings, if records are made, and
+/// where they also go as they end. A sink implies the records.
 pub fn flows(
     records: bool,
     (idle, active): (Duration, Duration),
     sinks: &[String],
-    zero_copy: bool,
-) -> Result<(Option<wv_flows::FlowConfig>, Vec<wv_ipfix::Destination>)> {
-    if !sinks.is_empty() && zero_copy {
-        return Err(Error::config("--flows-to needs flow records, which --zero-copy does not make; drop one of them"));
-    }
-    let to = sinks.iter().map(|v| flows_to(v)).collect::<Result<Vec<_>>>()?;
-    let config = (records || !to.is_empty()).then(|| wv_flows::FlowConfig {
+    auth: Option<&std::path::Path>,
+) -> Result<(Option<wv_flows::FlowConfig>, crate::config::FlowSinks)> {
+    let to = crate::config::FlowSinks::parse(sinks, auth).map_err(Error::config)?;
+    let config = (records || !sinks.is_empty()).then(|| wv_flows::FlowConfig {
         idle_timeout_ns: idle.as_nanos() as u64,
         active_timeout_ns: active.as_nanos() as u64,
         ..wv_flows::FlowConfig::default()
     });
     Ok((config, to))
-}
-
-/// One `--flows-to SINK=URL`: `ipfix=udp://HOST:PORT` or `ipfix=tcp://HOST:PORT`.
-pub fn flows_to(v: &str) -> Result<wv_ipfix::Destination> {
-    match v.split_once('=') {
-        Some(("ipfix", url)) => {
-            wv_ipfix::Destination::parse(url).map_err(|e| Error::config(format!("--flows-to: {e}")))
-        }
-        _ => Err(Error::config(format!(
-            "--flows-to {v:?} is not SINK=URL with a known sink: give ipfix=udp://HOST:4739 or ipfix=tcp://HOST:PORT"
-        ))),
-    }
 }
 
 /// `--max-size`: bytes, or a share of the store's volumes.
@@ -459,14 +445,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_flow_sink_makes_flow_records_and_needs_the_copy_path() {
+    fn a_flow_sink_makes_flow_records() {
         let t = (Duration::from_secs(60), Duration::from_secs(300));
         let sink = ["ipfix=udp://127.0.0.1:4739".to_string()];
-        let (records, to) = flows(false, t, &sink, false).unwrap();
-        assert_eq!((records.unwrap().idle_timeout_ns, to.len()), (60_000_000_000, 1));
-        assert!(flows(false, t, &[], false).unwrap().0.is_none());
-        assert!(flows(false, t, &sink, true).unwrap_err().message.contains("--zero-copy does not make"));
-        let e = flows(true, t, &["nfcapd=udp://h:1".to_string()], false).unwrap_err();
+        let (records, to) = flows(false, t, &sink, None).unwrap();
+        assert_eq!((records.unwrap().idle_timeout_ns, to.ipfix.len()), (60_000_000_000, 1));
+        assert!(flows(false, t, &[], None).unwrap().0.is_none());
+        let e = flows(true, t, &["nfcapd=udp://h:1".to_string()], None).unwrap_err();
         assert!(e.message.starts_with("--flows-to \"nfcapd=udp://h:1\" is not SINK=URL"), "{}", e.message);
     }
 

@@ -134,6 +134,9 @@ pub struct RecorderConfig {
     /// `--flows-to ipfix=...`: IPFIX collectors the flow records also go to as they end
     /// (with `flows`; docs/ipfix.md).
     pub flows_to: Vec<wv_ipfix::Destination>,
+    /// `--flows-to clickhouse=URL`: the flow files are sent there too (with `flows`;
+    /// docs/clickhouse.md).
+    pub clickhouse: Option<wv_flows::clickhouse::Target>,
     /// `--stats-file`: a copy of `STORE/stats.json`, kept up to date with it.
     pub stats_copy: Option<PathBuf>,
     pub tuning: Tuning,
@@ -191,4 +194,41 @@ pub fn min_budget(file_size: u64, streams: usize) -> u64 {
 /// so usage stays under the budget however far the index threads lag.
 pub fn reserve(file_size: u64, streams: usize) -> u64 {
     (file_size + file_size / 20) * streams as u64
+}
+
+/// The sinks of `--flows-to SINK=URL` (repeatable): IPFIX collectors and at most one
+/// ClickHouse table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowSinks {
+    pub ipfix: Vec<wv_ipfix::Destination>,
+    pub clickhouse: Option<wv_flows::clickhouse::Target>,
+}
+
+impl FlowSinks {
+    /// Parses the `--flows-to` values; `auth` is `--clickhouse-auth` (a USER:PASSWORD file).
+    /// Errors are one sentence naming the flag.
+    pub fn parse(values: &[String], auth: Option<&std::path::Path>) -> Result<FlowSinks, String> {
+        let mut sinks = FlowSinks::default();
+        for v in values {
+            match v.split_once('=') {
+                Some(("ipfix", url)) => sinks.ipfix.push(wv_ipfix::Destination::parse(url).map_err(|e| format!("--flows-to: {e}"))?),
+                Some(("clickhouse", url)) => {
+                    if sinks.clickhouse.is_some() {
+                        return Err("--flows-to clickhouse=URL is given twice: one ClickHouse table per recording".into());
+                    }
+                    let auth = auth.map(wv_flows::clickhouse::read_auth).transpose().map_err(|e| format!("--clickhouse-auth: {e}"))?;
+                    sinks.clickhouse = Some(wv_flows::clickhouse::Target::parse(url, auth).map_err(|e| format!("--flows-to: {e}"))?);
+                }
+                _ => {
+                    return Err(format!(
+                        "--flows-to {v:?} is not SINK=URL with a known sink: give ipfix=udp://HOST:4739, ipfix=tcp://HOST:PORT or clickhouse=http://HOST:8123/DB"
+                    ))
+                }
+            }
+        }
+        if sinks.clickhouse.is_none() && auth.is_some() {
+            return Err("--clickhouse-auth is for --flows-to clickhouse=URL, which is not given".into());
+        }
+        Ok(sinks)
+    }
 }

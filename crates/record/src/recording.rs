@@ -168,8 +168,24 @@ impl Prepared {
             report_now: true,
             _lock: lock,
             file_problems: None,
+            clickhouse: None,
         };
         r.file_problems = r.streams.iter_mut().find_map(|s| s.file_problems.take());
+        r.clickhouse = r.config.clickhouse.clone().filter(|_| r.config.flows.is_some()).and_then(|t| {
+            let said = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let s2 = said.clone();
+            let log: wv_flows::clickhouse::spool::Log =
+                Arc::new(move |m| s2.lock().unwrap_or_else(|p| p.into_inner()).push(m));
+            match wv_flows::clickhouse::spool::Inserter::start(t, r.config.store.clone(), log) {
+                Ok(i) => Some(Clickhouse { counters: i.counters.clone(), inserter: Some(i), said }),
+                Err(e) => {
+                    r.notes.push(Note::warning(format!(
+                        "flow records are not sent to ClickHouse: cannot start its thread: {e}"
+                    )));
+                    None
+                }
+            }
+        });
         Ok(r)
     }
 }
@@ -226,6 +242,24 @@ pub struct Recording {
     _lock: StoreLock,
     /// The file reader's input problems, sent when its capture thread ends.
     file_problems: Option<std::sync::mpsc::Receiver<(Vec<String>, Option<String>)>>,
+    /// `--flows-to clickhouse=URL`: the inserter, its counters and what it has to say.
+    clickhouse: Option<Clickhouse>,
+}
+
+/// The ClickHouse inserter of a recording (`wv_flows::clickhouse::spool`).
+struct Clickhouse {
+    inserter: Option<wv_flows::clickhouse::spool::Inserter>,
+    counters: Arc<wv_flows::clickhouse::spool::Counters>,
+    said: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Clickhouse {
+    fn take_said(&self) -> Vec<Note> {
+        std::mem::take(&mut *self.said.lock().unwrap_or_else(|p| p.into_inner()))
+            .into_iter()
+            .map(Note::warning)
+            .collect()
+    }
 }
 
 /// How a recording ended: its final counters (written to `stats.json` too), its summary
@@ -286,6 +320,9 @@ impl Recording {
         }
         if let Some(e) = self.prefault.as_ref().and_then(|p| p.progress.take_error()) {
             self.notes.push(Note::warning(e));
+        }
+        if let Some(c) = &self.clickhouse {
+            self.notes.extend(c.take_said());
         }
         let duration_reached = self.config.duration.is_some_and(|d| self.began.elapsed() >= d);
         let write_failed = self.writer_shared.iter().any(|w| w.failed.load(Ordering::Acquire));
@@ -370,6 +407,15 @@ impl Recording {
             }
         }
         let (problems, unread) = self.file_problems.take().and_then(|r| r.recv().ok()).unwrap_or_default();
+        // The writers wrote the last flow files: the inserter gets a few seconds to send them
+        // (the rest wait in the store for the next recording).
+        if let Some(c) = &mut self.clickhouse {
+            if let Some(i) = c.inserter.take() {
+                i.stop(Duration::from_secs(10));
+            }
+            let said = c.take_said();
+            self.notes.extend(said);
+        }
         let stats = self.stats(State::Done, true);
         if let Some(f) = &mut self.stats_file {
             f.write(&stats);
@@ -491,6 +537,7 @@ impl Recording {
                 OnFull::Stop => "stop".to_string(),
             }),
             balanced: done.then(|| total.balanced()),
+            clickhouse: self.clickhouse.as_ref().map(|c| crate::stats::ClickhouseStats::of(&c.counters)),
             total: t,
         }
     }

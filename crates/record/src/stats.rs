@@ -231,6 +231,38 @@ pub struct RecordingStats {
     pub on_full: Option<String>,
     /// `received` equals everything counted: only once done.
     pub balanced: Option<bool>,
+    /// `--flows-to clickhouse=URL` (docs/clickhouse.md), `None` without: what went there.
+    #[serde(default, skip_serializing_if = "Option::is_none", flatten)]
+    pub clickhouse: Option<ClickhouseStats>,
+}
+
+/// What the ClickHouse inserter did: flow files (batches) and their records ClickHouse has
+/// (sent, or found there after a restart), those waiting in the store, those retention
+/// deleted before they were sent, and the tries that failed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClickhouseStats {
+    pub clickhouse_batches_sent: u64,
+    pub clickhouse_records_sent: u64,
+    pub clickhouse_batches_pending: u64,
+    pub clickhouse_records_pending: u64,
+    pub clickhouse_batches_lost: u64,
+    pub clickhouse_records_lost: u64,
+    pub clickhouse_failures: u64,
+}
+
+impl ClickhouseStats {
+    pub fn of(c: &wv_flows::clickhouse::spool::Counters) -> ClickhouseStats {
+        let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        ClickhouseStats {
+            clickhouse_batches_sent: l(&c.batches_sent),
+            clickhouse_records_sent: l(&c.records_sent),
+            clickhouse_batches_pending: l(&c.batches_pending),
+            clickhouse_records_pending: l(&c.records_pending),
+            clickhouse_batches_lost: l(&c.batches_lost),
+            clickhouse_records_lost: l(&c.records_lost),
+            clickhouse_failures: l(&c.failures),
+        }
+    }
 }
 
 impl RecordingStats {

@@ -32,6 +32,7 @@ fn config(store: std::path::PathBuf, count: u64) -> RecorderConfig {
         index: true,
         flows: Some(wv_flows::FlowConfig::default()),
         flows_to: Vec::new(),
+        clickhouse: None,
         stats_copy: None,
         tuning: Tuning::default(),
         reduce: Reductions { flow_table: 1024, flow_idle_ns: 60_000_000_000, ..Default::default() },

@@ -285,6 +285,52 @@ impl Collector for Scrape {
             .map(|(i, c)| (vec![("stream", i.to_string())], ConstCounter::new(c.capture_cpu_s)))
             .collect();
         family(e, "capture_cpu", "CPU time of the stream's capture thread", Some(&Unit::Seconds), cpu)?;
+        if let Some(c) = &r.clickhouse {
+            let one = |v: u64| vec![(Labels::new(), counter(v))];
+            family(
+                e,
+                "clickhouse_batches_sent",
+                "Flow files ClickHouse has (sent, or found there)",
+                None,
+                one(c.clickhouse_batches_sent),
+            )?;
+            family(e, "clickhouse_records_sent", "Flow records ClickHouse has", None, one(c.clickhouse_records_sent))?;
+            gauge(
+                e,
+                "clickhouse_batches_pending",
+                "Flow files waiting in the store to be sent to ClickHouse",
+                None,
+                c.clickhouse_batches_pending as i64,
+            )?;
+            gauge(
+                e,
+                "clickhouse_records_pending",
+                "Flow records waiting in the store to be sent to ClickHouse",
+                None,
+                c.clickhouse_records_pending as i64,
+            )?;
+            family(
+                e,
+                "clickhouse_batches_lost",
+                "Flow files retention deleted before they were sent to ClickHouse",
+                None,
+                one(c.clickhouse_batches_lost),
+            )?;
+            family(
+                e,
+                "clickhouse_records_lost",
+                "Flow records retention deleted before they were sent to ClickHouse",
+                None,
+                one(c.clickhouse_records_lost),
+            )?;
+            family(
+                e,
+                "clickhouse_failures",
+                "Tries to send flow records to ClickHouse that failed",
+                None,
+                one(c.clickhouse_failures),
+            )?;
+        }
         if let Some(b) = r.budget_bytes {
             gauge(e, "budget", "The store's byte budget (--max-size)", Some(&Unit::Bytes), b as i64)?;
         }

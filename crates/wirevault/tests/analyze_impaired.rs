@@ -256,11 +256,15 @@ wvtest!(
             .expect("the plain UDP stream");
         let udp = |f: &Fwd| f.proto == "udp" && f.port == 40010;
         assert_eq!(n(&plain["packets"]) as i64, 300 - count(&udp, "lost") + count(&udp, "dup"), "{plain}");
-        let plain_at_b: Vec<f64> = recs_b.iter().filter(|x| udp_dst_port(&x.data) == Some(40010)).map(|x| x.ts_ns as f64 / 1e6).collect();
+        let plain_at_b: Vec<f64> =
+            recs_b.iter().filter(|x| udp_dst_port(&x.data) == Some(40010)).map(|x| x.ts_ns as f64 / 1e6).collect();
         assert_eq!(plain_at_b.len() as u64, n(&plain["packets"]), "plain UDP frames in B's capture");
         let plain_mean_jitter = plain["mean_jitter_ms"].as_f64().unwrap();
         let own = mean_delta_jitter(&plain_at_b);
-        assert!((plain_mean_jitter - own).abs() < 1e-4, "plain UDP mean jitter {plain_mean_jitter} ms, B's stamps give {own} ms");
+        assert!(
+            (plain_mean_jitter - own).abs() < 1e-4,
+            "plain UDP mean jitter {plain_mean_jitter} ms, B's stamps give {own} ms"
+        );
 
         // TCP: retransmissions, out of order segments (the jitter reorders back-to-back
         // segments) and duplicate ACKs frame by frame as tshark marks them.
@@ -298,7 +302,8 @@ wvtest!(
             "-e",
             "tcp.analysis.initial_rtt",
         ]));
-        let tshark_rtt: f64 = String::from_utf8_lossy(&out.stdout).lines().next().expect("tshark's initial RTT").parse().unwrap();
+        let tshark_rtt: f64 =
+            String::from_utf8_lossy(&out.stdout).lines().next().expect("tshark's initial RTT").parse().unwrap();
         let rtt = n(&h["p50_ns"]) as f64 / 1e6;
         assert!((rtt - tshark_rtt * 1e3).abs() < 0.001, "handshake RTT {rtt} ms, tshark {tshark_rtt} s");
         assert!(rtt >= DELAY_MS, "handshake RTT {rtt} ms, below the link's delay");
@@ -317,7 +322,13 @@ wvtest!(
         assert_eq!(unmatched as i64, lost, "frames of A's that B does not hold");
         delays.sort_unstable();
         let rank = |q: f64| delays[((q * delays.len() as f64).ceil() as usize).clamp(1, delays.len()) - 1];
-        let want = [("min_ns", delays[0]), ("p50_ns", rank(0.5)), ("p90_ns", rank(0.9)), ("p99_ns", rank(0.99)), ("max_ns", *delays.last().unwrap())];
+        let want = [
+            ("min_ns", delays[0]),
+            ("p50_ns", rank(0.5)),
+            ("p90_ns", rank(0.9)),
+            ("p99_ns", rank(0.99)),
+            ("max_ns", *delays.last().unwrap()),
+        ];
         for (k, v) in want {
             assert_eq!(d[k].as_i64().unwrap(), v, "delay {k}: {d}");
         }

@@ -199,6 +199,7 @@ def flows(d, spec, out):
         rows.append({"cells": [td.text for td in tds[:-1]], "packets": link})
     out["rows"] = rows
     out["note"] = text(d, "f-note")
+    d.execute_script("document.getElementById('flows').scrollIntoView()")
     d.save_screenshot(spec["screenshot"])
     if rows:
         out["download"] = download(d, spec, t, "#flow-table tbody tr a.flow-packets")

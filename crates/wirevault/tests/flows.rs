@@ -12,11 +12,11 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
-const A: (&str, &str) = ("10.77.0.1", "02:00:00:00:77:01");
-const B: (&str, &str) = ("10.77.0.2", "02:00:00:00:77:02");
+pub(crate) const A: (&str, &str) = ("10.77.0.1", "02:00:00:00:77:01");
+pub(crate) const B: (&str, &str) = ("10.77.0.2", "02:00:00:00:77:02");
 
 /// The server in B: a TCP echo on 7001 (closes after the client does) and a UDP echo on 7002.
-const SERVER: &str = r#"
+pub(crate) const SERVER: &str = r#"
 import socket, threading, sys
 t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 t.bind(("10.77.0.2", 7001)); t.listen(8)
@@ -39,7 +39,7 @@ while True:
 "#;
 
 /// The client in A: a clean TCP close, a TCP reset (SO_LINGER 0), three UDP exchanges.
-const CLIENT: &str = r#"
+pub(crate) const CLIENT: &str = r#"
 import socket, struct, time
 def tcp(reset):
     s = socket.create_connection(("10.77.0.2", 7001))
@@ -61,17 +61,17 @@ time.sleep(0.3)
 /// One conversation of tshark's `-z conv,...`: endpoints as `addr:port`, then frames and bytes
 /// from A to B and from B to A, relative start (s) and duration (s).
 #[derive(Debug)]
-struct Conv {
-    a: String,
-    b: String,
-    a_to_b: (u64, u64),
-    b_to_a: (u64, u64),
-    start: f64,
-    duration: f64,
+pub(crate) struct Conv {
+    pub(crate) a: String,
+    pub(crate) b: String,
+    pub(crate) a_to_b: (u64, u64),
+    pub(crate) b_to_a: (u64, u64),
+    pub(crate) start: f64,
+    pub(crate) duration: f64,
 }
 
 /// tshark 4.0's conversation lines: `A <-> B  F_ba N bytes  F_ab N bytes  F N bytes  start  dur`.
-fn tshark_conv(pcap: &std::path::Path, kind: &str) -> Vec<Conv> {
+pub(crate) fn tshark_conv(pcap: &std::path::Path, kind: &str) -> Vec<Conv> {
     let out = run_ok(Command::new("tshark").arg("-r").arg(pcap).args(["-q", "-z", &format!("conv,{kind}")]));
     let text = String::from_utf8_lossy(&out.stdout);
     let mut convs = Vec::new();
@@ -96,7 +96,7 @@ fn tshark_conv(pcap: &std::path::Path, kind: &str) -> Vec<Conv> {
 }
 
 /// The flow files' records as pyarrow reads them, addresses as text.
-fn parquet_records(store: &std::path::Path) -> Vec<Value> {
+pub(crate) fn parquet_records(store: &std::path::Path) -> Vec<Value> {
     let script = r#"
 import sys, json, glob, ipaddress, pyarrow.parquet as pq
 out = []
@@ -112,7 +112,7 @@ print(json.dumps(out))
     serde_json::from_slice(&out.stdout).expect("pyarrow's JSON")
 }
 
-fn pyarrow_ready(test: &str) -> bool {
+pub(crate) fn pyarrow_ready(test: &str) -> bool {
     let ok = Command::new("python3").args(["-c", "import pyarrow"]).status().is_ok_and(|s| s.success());
     if !ok {
         assert!(!in_ci(), "{test}: CI needs pyarrow (scripts/install-deps.sh installs it)");

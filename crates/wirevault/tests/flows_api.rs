@@ -90,9 +90,10 @@ wvtest!(flows_api_answers_as_the_cli_and_its_links_as_tcpdump, needs = ["tcpdump
     let flows = api["flows"].as_array().unwrap();
     assert_eq!(flows.len(), FLOWS as usize + 1, "{}: one record per flow, the tagged one apart", t.name);
     assert_eq!(api["matched"], flows.len());
-    let cli: Vec<Value> =
-        serde_json::from_slice(&run_ok(wirevault().arg("flows").arg(&store).args(["--json", "--sort", "bytes"])).stdout)
-            .unwrap();
+    let cli: Vec<Value> = serde_json::from_slice(
+        &run_ok(wirevault().arg("flows").arg(&store).args(["--json", "--sort", "bytes"])).stdout,
+    )
+    .unwrap();
     let without_link: Vec<Value> = flows
         .iter()
         .map(|f| {

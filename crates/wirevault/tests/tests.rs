@@ -20,6 +20,7 @@ mod filters;
 mod fleet_lab;
 mod flows;
 mod flows_api;
+mod flows_clickhouse;
 mod flows_ipfix;
 mod index_integrity;
 mod install;

@@ -611,7 +611,10 @@ impl<I: FileIndexer> ZcWriter<I> {
             // The header page, queued above.
             written.queued(0, Mark::empty(DIRECT_ALIGN), false);
             if let Some(t) = self.tap.as_mut() {
-                t.open(&crate::volume::on_volume(self.place.vol, &format!("{}/{name}", self.place.rel_dir)), self.zc.linktype);
+                t.open(
+                    &crate::volume::on_volume(self.place.vol, &format!("{}/{name}", self.place.rel_dir)),
+                    self.zc.linktype,
+                );
             }
         }
         let live_base = Entry {

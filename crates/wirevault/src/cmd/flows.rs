@@ -10,9 +10,9 @@ use wv_flows::record::FlowRecord;
 /// Arguments of `wirevault flows`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The store.
-    #[arg(value_name = "STORE")]
-    pub store: PathBuf,
+    /// The store (not with --clickhouse: its words are all the expression).
+    #[arg(value_name = "STORE", required_unless_present = "clickhouse")]
+    pub store: Option<PathBuf>,
     /// Flows of host, net, port, proto, tcp/udp/icmp, vlan, joined by and/or/not (the words are joined with spaces).
     #[arg(value_name = "EXPRESSION")]
     pub expression: Vec<String>,
@@ -31,6 +31,13 @@ pub struct Args {
     /// CSV with a header line.
     #[arg(long)]
     pub csv: bool,
+    /// Read the records from this ClickHouse table instead of a store's files:
+    /// http://HOST:8123/DB (or /DB/TABLE; docs/clickhouse.md).
+    #[arg(long, value_name = "URL", conflicts_with = "rebuild")]
+    pub clickhouse: Option<String>,
+    /// The ClickHouse user and password: a file with USER:PASSWORD on its first line.
+    #[arg(long, value_name = "FILE", requires = "clickhouse")]
+    pub clickhouse_auth: Option<PathBuf>,
     /// Make the store's flow files again from its packets (read through the query layer),
     /// replacing those there are; then list as asked.
     #[arg(long)]
@@ -45,27 +52,29 @@ pub enum SortBy {
 }
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
-    let expr = a.expression.join(" ");
-    let filter = wv_flows::filter::Expr::parse(&expr).map_err(|e| fail(exit::USAGE, e.0))?;
+    // With --clickhouse there is no store: a first word taken for one is the expression's.
+    let words: Vec<String> = match &a.clickhouse {
+        Some(_) => a.store.iter().map(|s| s.to_string_lossy().into_owned()).chain(a.expression.clone()).collect(),
+        None => a.expression.clone(),
+    };
+    let filter = wv_flows::filter::Expr::parse(&words.join(" ")).map_err(|e| fail(exit::USAGE, e.0))?;
     let (from_ns, to_ns) = super::time_range(&a.from, &a.to, ("--from", "--to"))?;
-    if !a.store.is_dir() {
-        return Err(fail(exit::ERROR, format!("{} is not a store directory", a.store.display())));
-    }
-    if a.rebuild {
-        let n = rebuild(&a.store, None)?;
-        info!("rebuilt {n} flow records of {}", a.store.display());
-    }
     let sort = match a.sort {
         SortBy::Start => wv_flows::find::Sort::Start,
         SortBy::Bytes => wv_flows::find::Sort::Bytes,
         SortBy::Packets => wv_flows::find::Sort::Packets,
     };
     let find = wv_flows::find::Find { filter, from_ns, to_ns, sort, limit: None };
-    let found = wv_flows::find::find(&a.store, &find);
-    for (f, e) in &found.unreadable {
-        warn!("{}: {e}; its records are left out", f.display());
-    }
-    let recs = found.records;
+    let recs = match (&a.clickhouse, &a.store) {
+        (Some(url), _) => {
+            let mut recs = from_clickhouse(url, a.clickhouse_auth.as_deref(), &find)?;
+            recs.retain(|r| find.wants(r));
+            find.order(&mut recs);
+            recs
+        }
+        (None, Some(store)) => from_store(store, a.rebuild, &find)?,
+        (None, None) => return Err(fail(exit::USAGE, "give a STORE or --clickhouse URL")),
+    };
     let mut out = std::io::stdout().lock();
     let r = if a.json {
         let v: Vec<_> = recs.iter().map(wv_flows::find::to_json).collect();
@@ -83,6 +92,31 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         Err(e) => Err(fail(exit::ERROR, format!("cannot write the flows: {e}"))),
         Ok(()) => Ok(exit::OK),
     }
+}
+
+/// The records of a store's flow files that `find` asks for (made again first with `--rebuild`).
+fn from_store(store: &Path, rebuild_first: bool, find: &wv_flows::find::Find) -> anyhow::Result<Vec<FlowRecord>> {
+    if !store.is_dir() {
+        return Err(fail(exit::ERROR, format!("{} is not a store directory", store.display())));
+    }
+    if rebuild_first {
+        let n = rebuild(store, None)?;
+        info!("rebuilt {n} flow records of {}", store.display());
+    }
+    let found = wv_flows::find::find(store, find);
+    for (f, e) in &found.unreadable {
+        warn!("{}: {e}; its records are left out", f.display());
+    }
+    Ok(found.records)
+}
+
+/// The records a ClickHouse table holds for the expression and range (the WHERE clause is
+/// theirs, `wv_flows::clickhouse::where_clause`; they are checked again here all the same).
+fn from_clickhouse(url: &str, auth: Option<&Path>, find: &wv_flows::find::Find) -> anyhow::Result<Vec<FlowRecord>> {
+    let auth = auth.map(wv_flows::clickhouse::read_auth).transpose().map_err(|e| fail(exit::USAGE, e))?;
+    let t = wv_flows::clickhouse::Target::parse(url, auth).map_err(|e| fail(exit::USAGE, e))?;
+    t.select(&find.filter, find.from_ns, find.to_ns)
+        .map_err(|e| fail(exit::ERROR, format!("ClickHouse at {} did not give the flows: it {e}", t.url())))
 }
 
 fn addr(a: &wv_flows::IpAddr16) -> String {

@@ -143,9 +143,16 @@ pub struct Args {
     /// Also export the flow records as they end (implies --flows): `ipfix=udp://HOST:PORT` or
     /// `ipfix=tcp://HOST:PORT` sends IPFIX (RFC 7011, biflows of RFC 5103) to a collector such
     /// as nfcapd (docs/ipfix.md); repeat for several. Never slows recording: a collector that
-    /// is down or slow loses records (counted, ipfix_records_dropped), recording goes on
+    /// is down or slow loses records (counted, ipfix_records_dropped), recording goes on.
+    /// `clickhouse=http://HOST:8123/DB[/TABLE]` inserts each flow file into that table (made
+    /// from packaging/clickhouse/flows.sql if missing); files wait in the store while
+    /// ClickHouse is down and are sent once each (docs/clickhouse.md)
     #[arg(long = "flows-to", value_name = "SINK=URL")]
     pub flows_to: Vec<String>,
+    /// The ClickHouse user and password for --flows-to clickhouse=URL: a file with
+    /// USER:PASSWORD on its first line (keep it mode 0600).
+    #[arg(long, value_name = "FILE")]
+    pub clickhouse_auth: Option<std::path::PathBuf>,
     /// Print the status and the summary as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,

@@ -93,7 +93,7 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     let cpus = a.cpus.as_deref().map(wv_record::host::cpus_available).transpose().map_err(failed)?;
     let budget = a.max_size.as_ref().map(|m| budget(a, m)).transpose()?;
     let timeouts = (a.flow_idle_timeout, a.flow_active_timeout);
-    let (flows, flows_to) = checks::flows(a.flows, timeouts, &a.flows_to, a.zero_copy).map_err(failed)?;
+    let (flows, sinks) = checks::flows(a.flows, timeouts, &a.flows_to, a.clickhouse_auth.as_deref()).map_err(failed)?;
     let config = RecorderConfig {
         store: store.clone(),
         volumes: a.volumes.clone(),
@@ -117,7 +117,8 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
         spill: a.spill_above.0,
         index: !a.no_index,
         flows,
-        flows_to,
+        flows_to: sinks.ipfix,
+        clickhouse: sinks.clickhouse,
         stats_copy: a.stats_file.clone(),
         tuning: Tuning { ring_blocks: sizing.ring_blocks, ..Tuning::default() },
         reduce: Reductions {
