@@ -18,6 +18,7 @@ mod docs;
 mod fanout_order;
 mod filters;
 mod fleet_lab;
+mod fleet;
 mod flows;
 mod flows_ipfix;
 mod index_integrity;
