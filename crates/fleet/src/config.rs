@@ -28,8 +28,9 @@ pub struct Timeouts {
     /// The longest a node may send nothing (head or body) before it is
     /// dropped from the merge as stalled.
     pub node: Duration,
-    /// Attempts after the first when connecting or asking fails before any
-    /// packet came (a packet already merged cannot be asked for again).
+    /// Attempts after the first when connecting fails or the node answers
+    /// 503 (busy), before any packet came: a packet already merged cannot
+    /// be asked for again, and a node that stalled has had its timeout.
     pub retries: u32,
 }
 
@@ -81,10 +82,26 @@ pub enum ConfigError {
     Parse { path: PathBuf, line: usize, message: String },
     #[error("the fleet file {} {what}", path.display())]
     Invalid { path: PathBuf, what: String },
+    /// A file the fleet file names (token, CA, certificate, key) cannot be used.
+    #[error("the fleet file {} {what}", path.display())]
+    Unreadable { path: PathBuf, what: String },
     #[error("no node is named {name:?} in {}; its nodes are {known}", path.display())]
     UnknownNode { path: PathBuf, name: String, known: String },
-    #[error("{0}")]
-    Source(String),
+    /// A `--store SRC` that cannot be used.
+    #[error("--store {src}: {error}")]
+    Source { src: String, error: crate::http::SourceError },
+}
+
+impl ConfigError {
+    /// The command line or the fleet file must change (else a file it
+    /// names is missing or unreadable: the host is not as it says).
+    pub fn is_usage(&self) -> bool {
+        match self {
+            ConfigError::Read { .. } | ConfigError::Unreadable { .. } => false,
+            ConfigError::Source { error, .. } => error.usage,
+            _ => true,
+        }
+    }
 }
 
 /// The TLS and token files of a remote node.
@@ -188,7 +205,13 @@ impl FleetFile {
             };
             let creds =
                 Credentials { token_file: rel(&n.token_file), ca: rel(&n.ca), cert: rel(&n.cert), key: rel(&n.key) };
-            let source = source(&n.url, Some(dir), &creds).map_err(|e| invalid(format!("node {:?}: {e}", n.name)))?;
+            let source = source(&n.url, Some(dir), &creds).map_err(|e| {
+                let what = format!("node {:?}: {e}", n.name);
+                match e.usage {
+                    true => invalid(what),
+                    false => ConfigError::Unreadable { path: path.to_path_buf(), what },
+                }
+            })?;
             nodes.push(Node { name: n.name, source, timeouts });
         }
         Ok(FleetFile { path: path.to_path_buf(), nodes })
@@ -222,12 +245,14 @@ pub struct Overrides {
 /// A source as given (`--store SRC`, a node's `url`): `http://` or
 /// `https://` is a recorder, anything else a local path (relative to `dir`
 /// when given).
-pub fn source(src: &str, dir: Option<&Path>, creds: &Credentials) -> Result<Source, String> {
+pub fn source(src: &str, dir: Option<&Path>, creds: &Credentials) -> Result<Source, crate::http::SourceError> {
     if src.starts_with("http://") || src.starts_with("https://") {
         return crate::http::Remote::new(src, creds).map(Source::Remote);
     }
     if let Some((scheme, _)) = src.split_once("://") {
-        return Err(format!("{src:?} is neither a store path nor an http:// or https:// URL (scheme {scheme:?})"));
+        return Err(crate::http::SourceError::usage(format!(
+            "{src:?} is neither a store path nor an http:// or https:// URL (scheme {scheme:?})"
+        )));
     }
     Ok(Source::Local(dir.map_or_else(|| PathBuf::from(src), |d| d.join(src))))
 }
@@ -244,7 +269,7 @@ pub fn nodes_of(srcs: &[String], over: &Overrides, creds: &Credentials) -> Resul
     srcs.iter()
         .enumerate()
         .map(|(i, s)| {
-            let source = source(s, None, creds).map_err(|e| ConfigError::Source(format!("--store {s}: {e}")))?;
+            let source = source(s, None, creds).map_err(|error| ConfigError::Source { src: s.clone(), error })?;
             Ok(Node { name: format!("node-{}", i + 1), source, timeouts })
         })
         .collect()

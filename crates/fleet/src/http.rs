@@ -32,6 +32,26 @@ impl std::fmt::Debug for Remote {
     }
 }
 
+/// Why a source cannot be used: its address or the options are wrong
+/// (`usage`: the command line or the fleet file must change), or a file it
+/// names (token, CA, certificate, key) is missing or unreadable.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct SourceError {
+    pub usage: bool,
+    pub message: String,
+}
+
+impl SourceError {
+    pub fn usage(message: impl Into<String>) -> SourceError {
+        SourceError { usage: true, message: message.into() }
+    }
+
+    pub fn file(message: impl Into<String>) -> SourceError {
+        SourceError { usage: false, message: message.into() }
+    }
+}
+
 fn is_loopback(host: &str) -> bool {
     host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_loopback())
 }
@@ -39,32 +59,36 @@ fn is_loopback(host: &str) -> bool {
 impl Remote {
     /// Parses `http://HOST:PORT` (loopback only) or `https://HOST:PORT` and
     /// loads the token and TLS files; one sentence when something is wrong.
-    pub fn new(url: &str, creds: &Credentials) -> Result<Remote, String> {
+    pub fn new(url: &str, creds: &Credentials) -> Result<Remote, SourceError> {
         let (tls, rest) = match url.split_once("://") {
             Some(("https", r)) => (true, r),
             Some(("http", r)) => (false, r),
-            _ => return Err(format!("{url:?} is not an http:// or https:// URL")),
+            _ => return Err(SourceError::usage(format!("{url:?} is not an http:// or https:// URL"))),
         };
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         if !path.is_empty() {
-            return Err(format!("{url:?} has a path; give the recorder's address only (https://HOST:PORT)"));
+            return Err(SourceError::usage(format!(
+                "{url:?} has a path; give the recorder's address only (https://HOST:PORT)"
+            )));
         }
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
-                let port = p.parse::<u16>().map_err(|_| format!("{url:?}: the port {p:?} is not a number"))?;
+                let port = p
+                    .parse::<u16>()
+                    .map_err(|_| SourceError::usage(format!("{url:?}: the port {p:?} is not a number")))?;
                 (h.trim_start_matches('[').trim_end_matches(']').to_string(), port)
             }
             _ => (authority.trim_start_matches('[').trim_end_matches(']').to_string(), if tls { 443 } else { 80 }),
         };
         if host.is_empty() {
-            return Err(format!("{url:?} names no host"));
+            return Err(SourceError::usage(format!("{url:?} names no host")));
         }
         if !tls && !is_loopback(&host) {
-            return Err(format!(
+            return Err(SourceError::usage(format!(
                 "{url:?}: plain http is for loopback only (a token would cross the network in clear); use https:// with the node's CA"
-            ));
+            )));
         }
-        let token = creds.token_file.as_deref().map(read_token).transpose()?;
+        let token = creds.token_file.as_deref().map(read_token).transpose().map_err(SourceError::file)?;
         let tls = if tls { Some(client_config(creds)?) } else { None };
         Ok(Remote { url: url.trim_end_matches('/').to_string(), host, port, tls, token })
     }
@@ -82,18 +106,22 @@ fn read_token(path: &Path) -> Result<String, String> {
         .ok_or_else(|| format!("the token file {} holds no token", path.display()))
 }
 
-fn client_config(creds: &Credentials) -> Result<Arc<rustls::ClientConfig>, String> {
-    let file = |what: &str, p: &Path, e: &dyn std::fmt::Display| format!("cannot read {what} {}: {e}", p.display());
-    let ca = creds.ca.as_deref().ok_or(
-        "https needs the CA that signed the node's certificate: give ca = FILE in the fleet file (or --ca FILE)",
-    )?;
-    let certs = |what: &str, p: &Path| -> Result<Vec<CertificateDer<'static>>, String> {
+fn client_config(creds: &Credentials) -> Result<Arc<rustls::ClientConfig>, SourceError> {
+    let file = |what: &str, p: &Path, e: &dyn std::fmt::Display| {
+        SourceError::file(format!("cannot read {what} {}: {e}", p.display()))
+    };
+    let ca = creds.ca.as_deref().ok_or_else(|| {
+        SourceError::usage(
+            "https needs the CA that signed the node's certificate: give ca = FILE in the fleet file (or --ca FILE)",
+        )
+    })?;
+    let certs = |what: &str, p: &Path| -> Result<Vec<CertificateDer<'static>>, SourceError> {
         let v: Vec<_> = CertificateDer::pem_file_iter(p)
             .map_err(|e| file(what, p, &e))?
             .collect::<Result<_, _>>()
             .map_err(|e| file(what, p, &e))?;
         if v.is_empty() {
-            return Err(format!("{what} {} holds no PEM certificate", p.display()));
+            return Err(SourceError::file(format!("{what} {} holds no PEM certificate", p.display())));
         }
         Ok(v)
     };
@@ -104,17 +132,21 @@ fn client_config(creds: &Credentials) -> Result<Arc<rustls::ClientConfig>, Strin
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let b = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup failed: {e}"))?
+        .map_err(|e| SourceError::file(format!("TLS setup failed: {e}")))?
         .with_root_certificates(roots);
     let cfg = match (&creds.cert, &creds.key) {
         (Some(c), Some(k)) => {
             let key = PrivateKeyDer::from_pem_file(k).map_err(|e| file("the key", k, &e))?;
             b.with_client_auth_cert(certs("the certificate", c)?, key).map_err(|e| {
-                format!("the certificate {} and key {} do not go together: {e}", c.display(), k.display())
+                SourceError::file(format!(
+                    "the certificate {} and key {} do not go together: {e}",
+                    c.display(),
+                    k.display()
+                ))
             })?
         }
         (None, None) => b.with_no_client_auth(),
-        _ => return Err("a client certificate needs both cert and key".into()),
+        _ => return Err(SourceError::usage("a client certificate needs both cert and key")),
     };
     Ok(Arc::new(cfg))
 }

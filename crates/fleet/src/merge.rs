@@ -105,6 +105,9 @@ pub trait Output {
     /// Before the first packet: every node's head, the nodes lost so far.
     fn begin(&mut self, nodes: &[Node], heads: &[Head], lost: &[Lost]) -> io::Result<()>;
     fn packet(&mut self, p: MergedPacket<'_>) -> io::Result<()>;
+    /// A node lost after the first packet went out (it stalled or broke
+    /// off mid-answer): the output may say so where it is.
+    fn lost(&mut self, _lost: &Lost) {}
     /// Called before the merge waits on a node.
     fn flush(&mut self) -> io::Result<()>;
     fn finish(&mut self) -> io::Result<()>;
@@ -125,16 +128,20 @@ struct Merge<'a> {
 }
 
 impl Merge<'_> {
-    fn lose(&mut self, i: usize, f: Failure) {
+    fn lose(&mut self, i: usize, f: Failure, out: &mut dyn Output) {
         let n = &self.nodes[i];
-        self.outcome.lost.push(Lost {
+        let lost = Lost {
             node: i,
             name: n.name.clone(),
             location: n.location(),
             merged: self.outcome.packets[i],
             what: f.what,
             todo: f.todo,
-        });
+        };
+        if self.begun {
+            out.lost(&lost);
+        }
+        self.outcome.lost.push(lost);
     }
 
     /// Makes lane `i` show its next packet; false when it has no more
@@ -165,11 +172,12 @@ impl Merge<'_> {
                 Ok(Msg::End(Err(f))) if f.usage => return Err(MergeError::Usage(f.what)),
                 Ok(Msg::End(Err(f))) => {
                     lane.rx = None;
-                    self.lose(i, f);
+                    self.lose(i, f, out);
                 }
                 Err(()) => {
                     lane.rx = None;
-                    self.lose(i, Failure { usage: false, what: "lost its reader thread".into(), todo: "retry".into() });
+                    let f = Failure { usage: false, what: "lost its reader thread".into(), todo: "retry".into() };
+                    self.lose(i, f, out);
                 }
             }
         }

@@ -165,7 +165,7 @@ fn request_failure(e: &HttpError, node: &Node) -> Failure {
             Failure::node(format!("refused the TLS connection ({e})"), "check its ca, cert and key in the fleet file")
         }
         HttpError::Stalled(d) => Failure::node(
-            format!("stalled: it sent nothing for {} s", d.as_secs_f64()),
+            format!("stalled, sending nothing for {} s", d.as_secs_f64()),
             "check that its server runs, or raise --node-timeout",
         ),
         HttpError::Io(e) => Failure::node(format!("failed ({e})"), "retry, or check its server's log"),
@@ -195,7 +195,10 @@ fn ask(r: &Remote, node: &Node, path: &str) -> Result<http::Response, Failure> {
         let res = http::get(r, path, t.connect, t.node);
         let retry = match &res {
             Ok(resp) => resp.status == 503,
-            Err(HttpError::Tls(_)) => false,
+            // A refused handshake would be refused again; a node that
+            // accepted and then said nothing for the whole timeout has
+            // had its chance (trying again would double the wait).
+            Err(HttpError::Tls(_) | HttpError::Stalled(_)) => false,
             Err(_) => true,
         };
         if !retry || attempt >= t.retries {
@@ -227,21 +230,20 @@ fn remote(r: &Remote, node: &Node, sel: &Selection, tx: &SyncSender<Msg>) -> Res
         }
     }
     let idle = node.timeouts.node;
-    let broke = |e: wv_wire::reader::ReadError, n: u64| match e {
+    // How many of its packets are in the answer the merge says (a node
+    // lost mid-answer is named with it).
+    let broke = |e: wv_wire::reader::ReadError| match e {
         wv_wire::reader::ReadError::Io { source, .. } => match HttpError::of(source, idle) {
             HttpError::Stalled(d) => Failure::node(
-                format!("stalled after {n} packet(s): it sent nothing for {} s", d.as_secs_f64()),
+                format!("stalled, sending nothing for {} s", d.as_secs_f64()),
                 "check that its server runs (not stopped or overloaded), or raise --node-timeout",
             ),
-            e => {
-                Failure::node(format!("broke off after {n} packet(s) ({e})"), "check its server's log, then ask again")
-            }
+            e => Failure::node(format!("broke off ({e})"), "check its server's log, then ask again"),
         },
         e => Failure::node(format!("sent an answer that is not pcap ({e})"), "check its server's version and log"),
     };
-    let mut reader = wv_wire::reader::Reader::new(resp.body).map_err(|e| broke(e, 0))?;
+    let mut reader = wv_wire::reader::Reader::new(resp.body).map_err(broke)?;
     let mut b = Batch::default();
-    let mut n = 0u64;
     let mut started = false;
     loop {
         let pk = match reader.next_packet() {
@@ -249,7 +251,7 @@ fn remote(r: &Remote, node: &Node, sel: &Selection, tx: &SyncSender<Msg>) -> Res
             Ok(None) => break,
             Err(e) => {
                 let _ = tx.send(Msg::Batch(b));
-                return Err(broke(e, n));
+                return Err(broke(e));
             }
         };
         if !started {
@@ -258,7 +260,6 @@ fn remote(r: &Remote, node: &Node, sel: &Selection, tx: &SyncSender<Msg>) -> Res
                 return Ok(());
             }
         }
-        n += 1;
         b.push(pk.ts_ns, pk.origlen, pk.linktype, pk.data);
         if b.full() && tx.send(Msg::Batch(std::mem::take(&mut b))).is_err() {
             return Ok(());

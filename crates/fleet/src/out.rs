@@ -3,7 +3,8 @@
 //! per node (named after the node, its URL or path as the description), so
 //! that an analyst sees where each packet was captured. A pcapng answer
 //! names the nodes left out before its first packet in its section
-//! header's comment.
+//! header's comment, and a node lost mid-answer in a comment on the first
+//! packet after it left (the section header is written by then).
 
 use crate::config::Node;
 use crate::merge::{self, Head, Lost, MergeError, MergedPacket, Outcome, Selection};
@@ -23,7 +24,7 @@ pub fn write(nodes: &[Node], sel: &Selection, format: Format, w: &mut dyn Write)
     let w = BufWriter::with_capacity(1 << 20, w);
     match format {
         Format::Pcap => merge::merge(nodes, sel, &mut Pcap { w, linktype: None }),
-        Format::Pcapng => merge::merge(nodes, sel, &mut Pcapng { w, linktypes: Vec::new() }),
+        Format::Pcapng => merge::merge(nodes, sel, &mut Pcapng { w, linktypes: Vec::new(), pending: Vec::new() }),
     }
 }
 
@@ -82,6 +83,8 @@ struct Pcapng<W: Write> {
     w: W,
     /// Each node's interface link type.
     linktypes: Vec<u32>,
+    /// Nodes lost since the last packet, for the next packet's comment.
+    pending: Vec<String>,
 }
 
 /// Appends option `code` with `value`, padded to 4 bytes (little-endian).
@@ -155,11 +158,18 @@ impl<W: Write> merge::Output for Pcapng<W> {
         let mut h = [0u8; pcapng::EPB_HEADER_LEN];
         pcapng::EnhancedPacket { interface_id: p.node as u32, ts: p.ts_ns, caplen, origlen: p.origlen }
             .emit_header(&mut h);
+        if !self.pending.is_empty() {
+            return self.commented(h, p.data);
+        }
         self.w.write_all(&h)?;
         self.w.write_all(p.data)?;
         let mut t = [0u8; 7];
         let n = pcapng::emit_epb_trailer(&mut t, caplen);
         self.w.write_all(&t[..n])
+    }
+
+    fn lost(&mut self, l: &Lost) {
+        self.pending.push(format!("{} ({}, after {} of its packets)", l.name, l.what, l.merged));
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -168,5 +178,24 @@ impl<W: Write> merge::Output for Pcapng<W> {
 
     fn finish(&mut self) -> io::Result<()> {
         self.w.flush()
+    }
+}
+
+impl<W: Write> Pcapng<W> {
+    /// The packet of header `h` with the nodes lost before it in its comment.
+    fn commented(&mut self, mut h: [u8; pcapng::EPB_HEADER_LEN], data: &[u8]) -> io::Result<()> {
+        let text = format!("nodes left out of this answer from here on: {}", self.pending.join("; "));
+        self.pending.clear();
+        let mut opts = Vec::new();
+        option(&mut opts, OPT_COMMENT, &text.as_bytes()[..text.len().min(60_000)]);
+        opts.extend([0u8; 4]);
+        let padded = pcapng::pad4(data.len());
+        let total = (pcapng::EPB_HEADER_LEN + padded + opts.len() + 4) as u32;
+        h[4..8].copy_from_slice(&total.to_le_bytes());
+        self.w.write_all(&h)?;
+        self.w.write_all(data)?;
+        self.w.write_all(&[0u8; 3][..padded - data.len()])?;
+        self.w.write_all(&opts)?;
+        self.w.write_all(&total.to_le_bytes())
     }
 }

@@ -16,12 +16,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 const START_NS: u64 = 1_700_000_000_000_000_000;
-const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+pub(crate) const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 /// A conversation on the link: two hosts, two ports, TCP or UDP, maybe
 /// VLAN-tagged, maybe IPv6; `step` frames sent so far.
@@ -118,7 +118,7 @@ fn conv_frame(c: &mut Conv, rng: &mut Rng, seq: u32) -> Vec<u8> {
 
 /// The node of a frame: a symmetric hash (XOR) of its IP addresses, as a
 /// switch's link aggregation with a symmetric hash spreads a link.
-fn node_of(f: &[u8]) -> usize {
+pub(crate) fn node_of(f: &[u8]) -> usize {
     let mut at = 12;
     while f[at..at + 2] == [0x81, 0x00] {
         at += 4;
@@ -151,15 +151,15 @@ fn link(n: u32, seed: u64) -> Vec<Frame> {
 }
 
 /// The unsplit capture, its three parts recorded as stores.
-struct Lab {
-    tmp: TempDir,
-    full: PathBuf,
-    stores: Vec<PathBuf>,
-    first: u64,
-    last: u64,
+pub(crate) struct Lab {
+    pub tmp: TempDir,
+    pub full: PathBuf,
+    pub stores: Vec<PathBuf>,
+    pub first: u64,
+    pub last: u64,
 }
 
-fn lab(name: &str, n: u32) -> Lab {
+pub(crate) fn lab(name: &str, n: u32) -> Lab {
     let tmp = TempDir::new(name);
     let frames = link(n, 46);
     let full = tmp.join("link.pcap");
@@ -188,7 +188,7 @@ fn lab(name: &str, n: u32) -> Lab {
 /// What one recorder of the whole link would answer: `tcpdump -r` over the
 /// unsplit capture, in the time range, in the fleet's order (by timestamp,
 /// equal ones by node; a node's own frames keep the capture's order).
-fn expected(lab: &Lab, expr: &str, range: (u64, u64)) -> Vec<Frame> {
+pub(crate) fn expected(lab: &Lab, expr: &str, range: (u64, u64)) -> Vec<Frame> {
     let args: Vec<&str> = if expr.is_empty() { vec![] } else { vec![expr] };
     let (_, recs) = tcpdump_frames(&lab.full, &args, lab.tmp.path());
     let mut v: Vec<Frame> = recs.iter().filter(|r| r.ts_ns >= range.0 && r.ts_ns < range.1).map(Rec::frame).collect();
@@ -197,7 +197,7 @@ fn expected(lab: &Lab, expr: &str, range: (u64, u64)) -> Vec<Frame> {
 }
 
 /// `wirevault query ARGS -w OUT` with the time range and expression; its outcome and frames.
-fn fleet_query(lab: &Lab, args: &[&str], expr: &str, range: (u64, u64), out: &Path) -> (Outcome, Vec<Rec>) {
+pub(crate) fn fleet_query(lab: &Lab, args: &[&str], expr: &str, range: (u64, u64), out: &Path) -> (Outcome, Vec<Rec>) {
     let (from, to) = (time_arg(range.0), time_arg(range.1));
     let mut a = vec!["query", "-w", s(out), "--from", &from, "--to", &to];
     a.extend_from_slice(args);
@@ -211,7 +211,7 @@ fn fleet_query(lab: &Lab, args: &[&str], expr: &str, range: (u64, u64), out: &Pa
     (o, recs)
 }
 
-fn count(args: &[&str], expr: &str, range: (u64, u64)) -> Outcome {
+pub(crate) fn count(args: &[&str], expr: &str, range: (u64, u64)) -> Outcome {
     let (from, to) = (time_arg(range.0), time_arg(range.1));
     let mut a = vec!["query", "--count", "--from", &from, "--to", &to];
     a.extend_from_slice(args);
@@ -242,7 +242,7 @@ fn expressions(lab: &Lab) -> Vec<String> {
 }
 
 /// The time ranges checked: the whole capture, its middle, a short slice.
-fn ranges(lab: &Lab) -> Vec<(u64, u64)> {
+pub(crate) fn ranges(lab: &Lab) -> Vec<(u64, u64)> {
     let span = lab.last - lab.first;
     vec![
         (lab.first, lab.last + 1),
@@ -252,7 +252,7 @@ fn ranges(lab: &Lab) -> Vec<(u64, u64)> {
 }
 
 /// A token file for `serve --token-file` and the fleet's `token_file`.
-fn token_file(dir: &Path, token: &str) -> PathBuf {
+pub(crate) fn token_file(dir: &Path, token: &str) -> PathBuf {
     let p = dir.join(format!("token-{}", &token[..4]));
     fs::write(&p, format!("fleet:{token}\n")).unwrap();
     fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
@@ -260,7 +260,7 @@ fn token_file(dir: &Path, token: &str) -> PathBuf {
 }
 
 /// A fleet file of nodes `(name, url, token file)`, with `extra` lines first.
-fn fleet_file(dir: &Path, name: &str, extra: &str, nodes: &[(&str, String, Option<&Path>)]) -> PathBuf {
+pub(crate) fn fleet_file(dir: &Path, name: &str, extra: &str, nodes: &[(&str, String, Option<&Path>)]) -> PathBuf {
     let mut t = format!("{extra}\n");
     for (n, url, tok) in nodes {
         t.push_str(&format!("[[node]]\nname = \"{n}\"\nurl = \"{url}\"\n"));
@@ -336,15 +336,24 @@ wvtest!(fleet_answer_equals_tcpdump_over_the_unsplit_link, needs = ["tcpdump", "
         assert_eq!(o.stdout.trim(), n.min(want.len()).to_string(), "--count --limit {n} {expr:?}");
     }
     // The interfaces are the nodes, with their locations as descriptions.
+    let (o, _) = fleet_query(&lab, &["--fleet", s(&fleet), "--format", "pcapng"], "", ranges(&lab)[0], &ng);
+    o.expect(0, "pcapng of everything");
     let o = run_ok(Command::new("tshark").arg("-r").arg(&ng).args([
         "-T",
         "fields",
         "-e",
+        "frame.interface_name",
+        "-e",
         "frame.interface_description",
-        "-c",
-        "1",
     ]));
-    let _ = o;
+    let locations = [lab.stores[0].display().to_string(), format!("http://{}", b.addr), format!("http://{}", c.addr)];
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!text.trim().is_empty(), "no packet in the last pcapng answer");
+    for line in text.lines() {
+        let (name, desc) = line.split_once('\t').unwrap_or((line, ""));
+        let k = names.iter().position(|n| *n == name).unwrap_or_else(|| panic!("interface {name:?} is no node"));
+        assert_eq!(desc, locations[k], "node {name}'s interface description");
+    }
     let o = run_ok(Command::new("capinfos").arg("-M").arg(&ng));
     let info = String::from_utf8_lossy(&o.stdout);
     assert!(info.contains("Number of interfaces in file: 3"), "{info}");

@@ -84,9 +84,7 @@ impl Sources {
     pub fn nodes(&self, store: Option<&Path>) -> anyhow::Result<Vec<wv_fleet::Node>> {
         let over = self.overrides()?;
         if let Some(file) = &self.fleet {
-            let f = wv_fleet::FleetFile::load(file, &over)
-                .and_then(|f| f.select(&self.nodes))
-                .map_err(|e| fail(exit::ERROR, e.to_string()))?;
+            let f = wv_fleet::FleetFile::load(file, &over).and_then(|f| f.select(&self.nodes)).map_err(config_error)?;
             return Ok(f.nodes);
         }
         let creds = wv_fleet::Credentials {
@@ -97,8 +95,7 @@ impl Sources {
         };
         let mut srcs: Vec<String> = store.map(|p| p.display().to_string()).into_iter().collect();
         srcs.extend(self.stores.iter().cloned());
-        let mut nodes =
-            wv_fleet::config::nodes_of(&srcs, &over, &creds).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+        let mut nodes = wv_fleet::config::nodes_of(&srcs, &over, &creds).map_err(config_error)?;
         // Named after what they are (host:port, the store's directory name),
         // each name once.
         for i in 0..nodes.len() {
@@ -118,6 +115,12 @@ impl Sources {
         }
         Ok(nodes)
     }
+}
+
+/// A fleet file or source refused: 2 when what it says must change, 1 when a
+/// file it names cannot be read (the `exit` module's rule).
+fn config_error(e: wv_fleet::ConfigError) -> anyhow::Error {
+    fail(if e.is_usage() { exit::USAGE } else { exit::ERROR }, e.to_string())
 }
 
 /// The selection of `args` over its sources.
@@ -150,7 +153,7 @@ fn selection(args: &Args) -> anyhow::Result<(Vec<wv_fleet::Node>, wv_fleet::Sele
 fn say_lost(lost: &[wv_fleet::Lost], warnings: &[String], allow_partial: bool, nodes: usize) -> u8 {
     super::query::say_warnings(warnings);
     for l in lost {
-        message!(Level::Warn, "{l}");
+        warn!(["node" => l.name.as_str()], "{l}");
     }
     if lost.is_empty() || allow_partial {
         return exit::OK;
