@@ -1,4 +1,4 @@
-//! The fleet lab (`scripts/fleet-lab.sh`, docs/fleet-lab.md): a splitter that
+//! The fleet lab (`scripts/fleet-lab.sh`, docs/fleet.md): a splitter that
 //! spreads one sender's traffic over three links by a hash of the IP addresses,
 //! a recorder on each link, tcpdump on the splitter's ingress. What the fleet
 //! query's tests build on must hold first: the three stores together hold

@@ -8,6 +8,9 @@ use crate::{exit, fail};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The help's heading of these options.
+const FLEET: &str = "Several stores or recorders (docs/fleet.md)";
+
 /// The sources of a query over several stores.
 #[derive(clap::Args, Default)]
 pub struct Sources {
@@ -15,42 +18,42 @@ pub struct Sources {
     /// URL (http://127.0.0.1:PORT on loopback, https://HOST:PORT elsewhere).
     /// The answers are merged by timestamp; equal timestamps go out in the
     /// order the sources are given.
-    #[arg(long = "store", value_name = "SRC")]
+    #[arg(long = "store", value_name = "SRC", help_heading = FLEET)]
     pub stores: Vec<String>,
     /// A fleet file (TOML) naming the nodes to query, in merge order (see docs/fleet.md).
-    #[arg(long, value_name = "FILE", conflicts_with = "stores")]
+    #[arg(long, value_name = "FILE", conflicts_with = "stores", help_heading = FLEET)]
     pub fleet: Option<PathBuf>,
     /// Only these nodes of the fleet file (repeated or comma-separated).
-    #[arg(long = "node", value_name = "NAME", requires = "fleet", value_delimiter = ',')]
+    #[arg(long = "node", value_name = "NAME", requires = "fleet", value_delimiter = ',', help_heading = FLEET)]
     pub nodes: Vec<String>,
     /// Exit 0 with the answer of the nodes that gave theirs when some did
     /// not (each left-out node is still named on standard error); without
     /// it such an answer exits with code 1.
-    #[arg(long)]
+    #[arg(long, help_heading = FLEET)]
     pub allow_partial: bool,
     /// How long connecting to a recorder may take (default 3s; fleet key connect_timeout).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help_heading = FLEET)]
     pub connect_timeout: Option<String>,
     /// A recorder that sends nothing for this long is left out of the answer
     /// (default 30s; fleet key node_timeout).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help_heading = FLEET)]
     pub node_timeout: Option<String>,
     /// Attempts after the first when a recorder cannot be reached or is busy,
     /// before it sent any packet (default 1; fleet key retries).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = FLEET)]
     pub retries: Option<u32>,
     /// The bearer token for --store URLs: a file in `serve --token-file`'s
     /// format (its first token is used).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = FLEET)]
     pub token_file: Option<PathBuf>,
     /// The CA certificate (PEM) that signed the recorders' certificates (https --store URLs).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = FLEET)]
     pub ca: Option<PathBuf>,
     /// A client certificate (PEM) for https --store URLs, with --key.
-    #[arg(long, value_name = "FILE", requires = "key")]
+    #[arg(long, value_name = "FILE", requires = "key", help_heading = FLEET)]
     pub cert: Option<PathBuf>,
     /// The client certificate's key (PEM).
-    #[arg(long, value_name = "FILE", requires = "cert")]
+    #[arg(long, value_name = "FILE", requires = "cert", help_heading = FLEET)]
     pub key: Option<PathBuf>,
 }
 
