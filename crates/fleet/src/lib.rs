@@ -19,5 +19,5 @@ pub mod node;
 pub mod out;
 
 pub use config::{ConfigError, Credentials, FleetFile, Node, Overrides, Source, Timeouts};
-pub use merge::{count, merge, Counted, Lost, MergeError, MergedPacket, Outcome, Selection};
+pub use merge::{count, each, merge, Counted, Lost, MergeError, MergedPacket, Outcome, Selection};
 pub use out::{write, Format};

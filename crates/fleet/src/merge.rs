@@ -229,6 +229,31 @@ pub fn merge(nodes: &[Node], sel: &Selection, out: &mut dyn Output) -> Result<Ou
     Ok(m.outcome)
 }
 
+/// Merges `sel` over `nodes` into `f`, packet by packet: for the tools
+/// that read packets rather than write a file (`analyze`).
+pub fn each(
+    nodes: &[Node],
+    sel: &Selection,
+    f: &mut dyn FnMut(MergedPacket<'_>) -> io::Result<()>,
+) -> Result<Outcome, MergeError> {
+    struct Each<'a>(&'a mut dyn FnMut(MergedPacket<'_>) -> io::Result<()>);
+    impl Output for Each<'_> {
+        fn begin(&mut self, _: &[Node], _: &[Head], _: &[Lost]) -> io::Result<()> {
+            Ok(())
+        }
+        fn packet(&mut self, p: MergedPacket<'_>) -> io::Result<()> {
+            (self.0)(p)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn finish(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    merge(nodes, sel, &mut Each(f))
+}
+
 /// The exact count of a selection over the nodes.
 #[derive(Debug, Clone, Default)]
 pub struct Counted {

@@ -359,3 +359,44 @@ wvtest!(fleet_answer_equals_tcpdump_over_the_unsplit_link, needs = ["tcpdump", "
     assert!(info.contains("Number of interfaces in file: 3"), "{info}");
     let _ = t;
 });
+
+/// `analyze` over the fleet reads the fleet's merged answer: its report is the
+/// report of `analyze` over that answer written as a file, and counts the
+/// packets of the unsplit link; a node left out is named, exit 1 unless
+/// `--allow-partial`.
+wvtest!(analyze_over_the_fleet_is_analyze_over_its_answer, needs = ["tcpdump"], |t| {
+    let lab = lab("fleet-analyze", 6_000);
+    let mut args: Vec<String> = vec!["analyze".into(), "--json".into()];
+    for st in &lab.stores {
+        args.extend(["--store".into(), st.display().to_string()]);
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let fleet = run_wirevault(&a);
+    fleet.expect(0, "analyze --store x3");
+    let merged = lab.tmp.join("merged.pcap");
+    let mut q: Vec<&str> = vec!["query", "-w", s(&merged)];
+    q.extend_from_slice(&a[2..]);
+    run_wirevault(&q).expect(0, "query --store x3");
+    let one = run_wirevault(&["analyze", "--json", s(&merged)]);
+    one.expect(0, "analyze merged.pcap");
+    let (f, o): (serde_json::Value, serde_json::Value) =
+        (serde_json::from_str(&fleet.stdout).unwrap(), serde_json::from_str(&one.stdout).unwrap());
+    assert_eq!(f, o, "{t}: analyze over the fleet and over its answer differ");
+    let text = fleet.stdout.clone();
+    assert!(
+        text.contains(&format!("\"packets\": {}", expected(&lab, "", (lab.first, lab.last + 1)).len())),
+        "{t}: {text:.400}"
+    );
+    // A store that is not there: named, exit 1; with --allow-partial exit 0.
+    let missing = lab.tmp.join("no-such-store");
+    let mut b = a.clone();
+    b.extend(["--store", s(&missing)]);
+    let o = run_wirevault(&b);
+    o.expect(1, "analyze with a missing store");
+    assert!(o.stderr.contains("node no-such-store (") && o.stderr.contains("--allow-partial"), "{t}: {}", o.stderr);
+    b.push("--allow-partial");
+    let o = run_wirevault(&b);
+    o.expect(0, "analyze --allow-partial with a missing store");
+    let p: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(p, f, "{t}: the partial report is the others' report");
+});

@@ -126,9 +126,11 @@ fn config_error(e: wv_fleet::ConfigError) -> anyhow::Error {
     fail(if e.is_usage() { exit::USAGE } else { exit::ERROR }, e.to_string())
 }
 
-/// The selection of `args` over its sources.
-fn selection(args: &Args) -> anyhow::Result<(Vec<wv_fleet::Node>, wv_fleet::Selection)> {
-    let sel = &args.sel;
+/// The nodes of `sel` and what to ask them (`limit`: `--limit`).
+pub fn selection(
+    sel: &super::query::Selection,
+    limit: Option<u64>,
+) -> anyhow::Result<(Vec<wv_fleet::Node>, wv_fleet::Selection)> {
     let (from_ns, to_ns) = super::time_range(&sel.from, &sel.to, ("--from", "--to"))?;
     // With --store or --fleet, the first word (taken as STORE by the parser)
     // is the expression's; a word that names a path is a store given the
@@ -149,11 +151,11 @@ fn selection(args: &Args) -> anyhow::Result<(Vec<wv_fleet::Node>, wv_fleet::Sele
         }
     }
     let nodes = sel.sources.nodes(store)?;
-    Ok((nodes, wv_fleet::Selection { from_ns, to_ns, expr: words.join(" "), limit: args.limit }))
+    Ok((nodes, wv_fleet::Selection { from_ns, to_ns, expr: words.join(" "), limit }))
 }
 
 /// The nodes left out, one warning each; the exit code they make.
-fn say_lost(lost: &[wv_fleet::Lost], warnings: &[String], allow_partial: bool, nodes: usize) -> u8 {
+pub fn say_lost(lost: &[wv_fleet::Lost], warnings: &[String], allow_partial: bool, nodes: usize) -> u8 {
     super::query::say_warnings(warnings);
     for l in lost {
         warn!(["node" => l.name.as_str()], "{l}");
@@ -171,7 +173,7 @@ fn say_lost(lost: &[wv_fleet::Lost], warnings: &[String], allow_partial: bool, n
 
 /// `query` over several sources: `--count`, or the merged pcap/pcapng.
 pub fn query(args: &Args, write: Option<&Path>) -> anyhow::Result<u8> {
-    let (nodes, sel) = selection(args)?;
+    let (nodes, sel) = selection(&args.sel, args.limit)?;
     let partial = args.sel.sources.allow_partial;
     let usage = |e: wv_fleet::MergeError| match e {
         wv_fleet::MergeError::Usage(m) => fail(exit::USAGE, m),
