@@ -161,9 +161,10 @@ fn request_failure(e: &HttpError, node: &Node) -> Failure {
             format!("cannot be reached ({e})"),
             format!("start its recorder or server, or fix its url ({})", node.location()),
         ),
-        HttpError::Tls(e) => {
-            Failure::node(format!("refused the TLS connection ({e})"), "check its ca, cert and key in the fleet file")
-        }
+        HttpError::Tls(e) => Failure::node(
+            format!("failed the TLS handshake ({e})"),
+            "check its ca, cert and key in the fleet file against the server's --tls-cert and --client-ca",
+        ),
         HttpError::Stalled(d) => Failure::node(
             format!("stalled, sending nothing for {} s", d.as_secs_f64()),
             "check that its server runs, or raise --node-timeout",
