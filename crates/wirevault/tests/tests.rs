@@ -20,6 +20,7 @@ mod filters;
 mod fleet;
 mod fleet_faults;
 mod fleet_lab;
+mod fleet_lab_query;
 mod flows;
 mod flows_ipfix;
 mod index_integrity;
