@@ -151,6 +151,15 @@ wvtest!(a_node_down_is_named_and_the_rest_is_exact, needs = ["tcpdump", "tshark"
     o.expect(0, "--store URL down");
     assert!(o.stderr.contains(&format!("node {c_addr} ({url}) is left out")), "{t}: {}", o.stderr);
     assert_same_frames(&want.iter().filter(|f| node_of(&f.data) == 0).cloned().collect::<Vec<_>>(), &got, true, t.name);
+    // No node at all: an empty answer is no partial one, exit 1 even with --allow-partial.
+    for mode in [vec!["-w", s(&out)], vec!["--count"]] {
+        let mut a = vec!["query", "--store", &url, "--allow-partial", "--retries", "0"];
+        a.extend(mode);
+        let o = run_wirevault(&a);
+        o.expect(1, &format!("{a:?}"));
+        assert!(o.stderr.contains("no node answered"), "{t}: {}", o.stderr);
+        assert_eq!(naming(&o.stderr, &c_addr).len(), 1, "{t}: {}", o.stderr);
+    }
 });
 
 /// A token the server does not know: named, "check its token_file".

@@ -28,7 +28,7 @@ pub struct Sources {
     pub nodes: Vec<String>,
     /// Exit 0 with the answer of the nodes that gave theirs when some did
     /// not (each left-out node is still named on standard error); without
-    /// it such an answer exits with code 1.
+    /// it such an answer exits with code 1, and so does one from no node.
     #[arg(long, help_heading = FLEET)]
     pub allow_partial: bool,
     /// How long connecting to a recorder may take (default 3s; fleet key connect_timeout).
@@ -160,7 +160,16 @@ pub fn say_lost(lost: &[wv_fleet::Lost], warnings: &[String], allow_partial: boo
     for l in lost {
         warn!(["node" => l.name.as_str()], "{l}");
     }
-    if lost.is_empty() || allow_partial {
+    if lost.is_empty() {
+        return exit::OK;
+    }
+    // An answer from no node at all is no partial answer: --allow-partial
+    // does not make it a success.
+    if lost.len() == nodes && lost.iter().all(|l| l.merged == 0) {
+        message!(Level::Error, "no node answered (each is named above): the answer is empty");
+        return exit::ERROR;
+    }
+    if allow_partial {
         return exit::OK;
     }
     message!(
