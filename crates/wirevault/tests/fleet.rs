@@ -197,7 +197,7 @@ pub(crate) fn expected(lab: &Lab, expr: &str, range: (u64, u64)) -> Vec<Frame> {
 }
 
 /// `wirevault query ARGS -w OUT` with the time range and expression; its outcome and frames.
-pub(crate) fn fleet_query(lab: &Lab, args: &[&str], expr: &str, range: (u64, u64), out: &Path) -> (Outcome, Vec<Rec>) {
+pub(crate) fn fleet_query(args: &[&str], expr: &str, range: (u64, u64), out: &Path) -> (Outcome, Vec<Rec>) {
     let (from, to) = (time_arg(range.0), time_arg(range.1));
     let mut a = vec!["query", "-w", s(out), "--from", &from, "--to", &to];
     a.extend_from_slice(args);
@@ -206,7 +206,6 @@ pub(crate) fn fleet_query(lab: &Lab, args: &[&str], expr: &str, range: (u64, u64
         a.push(expr);
     }
     let o = run_wirevault(&a);
-    let _ = lab;
     let recs = if out.exists() { read_capture(out).1 } else { Vec::new() };
     (o, recs)
 }
@@ -307,7 +306,7 @@ wvtest!(fleet_answer_equals_tcpdump_over_the_unsplit_link, needs = ["tcpdump", "
             let want = expected(&lab, &expr, range);
             let what = format!("{expr:?} in {range:?}");
             for (how, args) in [("local", local.clone()), ("fleet", vec!["--fleet", s(&fleet)])] {
-                let (o, got) = fleet_query(&lab, &args, &expr, range, &out);
+                let (o, got) = fleet_query(&args, &expr, range, &out);
                 o.expect(0, &format!("{how} {what}"));
                 assert_same_frames(&want, &got, true, &format!("{how} {what}"));
                 let o = count(&args, &expr, range);
@@ -315,7 +314,7 @@ wvtest!(fleet_answer_equals_tcpdump_over_the_unsplit_link, needs = ["tcpdump", "
                 assert_eq!(o.stdout.trim(), want.len().to_string(), "{how} --count {what}");
             }
             // pcapng: the same frames (as tcpdump reads them), each on its node's interface.
-            let (o, _) = fleet_query(&lab, &["--fleet", s(&fleet), "--format", "pcapng"], &expr, range, &ng);
+            let (o, _) = fleet_query(&["--fleet", s(&fleet), "--format", "pcapng"], &expr, range, &ng);
             o.expect(0, &format!("pcapng {what}"));
             let (_, got) = tcpdump_frames(&ng, &[], lab.tmp.path());
             assert_same_frames(&want, &got, true, &format!("pcapng {what}"));
@@ -328,7 +327,7 @@ wvtest!(fleet_answer_equals_tcpdump_over_the_unsplit_link, needs = ["tcpdump", "
         let want = expected(&lab, &expr, whole);
         let n = (want.len() / 3).max(1);
         let l = n.to_string();
-        let (o, got) = fleet_query(&lab, &["--fleet", s(&fleet), "--limit", &l], &expr, whole, &out);
+        let (o, got) = fleet_query(&["--fleet", s(&fleet), "--limit", &l], &expr, whole, &out);
         o.expect(0, &format!("--limit {n} {expr:?}"));
         assert_same_frames(&want[..n.min(want.len())], &got, true, &format!("--limit {n} {expr:?}"));
         let o = count(&["--fleet", s(&fleet), "--limit", &l], &expr, whole);
@@ -336,7 +335,7 @@ wvtest!(fleet_answer_equals_tcpdump_over_the_unsplit_link, needs = ["tcpdump", "
         assert_eq!(o.stdout.trim(), n.min(want.len()).to_string(), "--count --limit {n} {expr:?}");
     }
     // The interfaces are the nodes, with their locations as descriptions.
-    let (o, _) = fleet_query(&lab, &["--fleet", s(&fleet), "--format", "pcapng"], "", ranges(&lab)[0], &ng);
+    let (o, _) = fleet_query(&["--fleet", s(&fleet), "--format", "pcapng"], "", ranges(&lab)[0], &ng);
     o.expect(0, "pcapng of everything");
     let o = run_ok(Command::new("tshark").arg("-r").arg(&ng).args([
         "-T",
@@ -357,7 +356,6 @@ wvtest!(fleet_answer_equals_tcpdump_over_the_unsplit_link, needs = ["tcpdump", "
     let o = run_ok(Command::new("capinfos").arg("-M").arg(&ng));
     let info = String::from_utf8_lossy(&o.stdout);
     assert!(info.contains("Number of interfaces in file: 3"), "{info}");
-    let _ = t;
 });
 
 /// `analyze` over the fleet reads the fleet's merged answer: its report is the

@@ -71,7 +71,7 @@ fn left_out(lab: &Lab, fleet: &Path, extra: &[&str], lost: usize, needle: &str, 
         let what = format!("without {name}, {expr:?}");
         let mut args = vec!["--fleet", s(fleet)];
         args.extend_from_slice(extra);
-        let (o, got) = fleet_query(lab, &args, expr, whole(lab), &out);
+        let (o, got) = fleet_query(&args, expr, whole(lab), &out);
         o.expect(1, &what);
         one_warning(&o.stderr, name, needle, todo, &what);
         assert!(o.stderr.contains("--allow-partial"), "{what}: exit 1 not explained:\n{}", o.stderr);
@@ -83,7 +83,7 @@ fn left_out(lab: &Lab, fleet: &Path, extra: &[&str], lost: usize, needle: &str, 
         assert_eq!(o.stdout.trim(), want.len().to_string(), "--count {what}");
 
         args.push("--allow-partial");
-        let (o, got) = fleet_query(lab, &args, expr, whole(lab), &out);
+        let (o, got) = fleet_query(&args, expr, whole(lab), &out);
         o.expect(0, &format!("--allow-partial {what}"));
         one_warning(&o.stderr, name, needle, todo, &format!("--allow-partial {what}"));
         assert_eq!(o.stderr.lines().count(), 1, "--allow-partial {what}: one line:\n{}", o.stderr);
@@ -95,7 +95,7 @@ fn left_out(lab: &Lab, fleet: &Path, extra: &[&str], lost: usize, needle: &str, 
 
         // pcapng: the others' frames as tcpdump reads them, the section header naming the node.
         args.extend(["--format", "pcapng"]);
-        let (o, _) = fleet_query(lab, &args, expr, whole(lab), &ng);
+        let (o, _) = fleet_query(&args, expr, whole(lab), &ng);
         o.expect(0, &format!("pcapng {what}"));
         one_warning(&o.stderr, name, needle, todo, &format!("pcapng {what}"));
         let (_, got) = tcpdump_frames(&ng, &[], lab.tmp.path());
@@ -147,7 +147,7 @@ wvtest!(a_node_down_is_named_and_the_rest_is_exact, needs = ["tcpdump", "tshark"
     let out = lab.tmp.join("down-store.pcap");
     let url = format!("http://{c_addr}");
     let args = ["--store", s(&lab.stores[0]), "--store", &url, "--allow-partial", "--retries", "0"];
-    let (o, got) = fleet_query(&lab, &args, "", whole(&lab), &out);
+    let (o, got) = fleet_query(&args, "", whole(&lab), &out);
     o.expect(0, "--store URL down");
     assert!(o.stderr.contains(&format!("node {c_addr} ({url}) is left out")), "{t}: {}", o.stderr);
     assert_same_frames(&want.iter().filter(|f| node_of(&f.data) == 0).cloned().collect::<Vec<_>>(), &got, true, t.name);
@@ -169,7 +169,6 @@ wvtest!(a_wrong_token_is_named_and_the_rest_is_exact, needs = ["tcpdump", "tshar
     let wrong = token_file(lab.tmp.path(), "fedcba9876543210fedcba9876543210");
     let fleet = fleet_of(&lab, "fleet.toml", "", &b.addr, &wrong, &c.addr);
     left_out(&lab, &fleet, &[], 1, "refused the credentials (401", "check its token_file");
-    let _ = t;
 });
 
 /// A server paused (SIGSTOP) before the query: it accepts the connection and
@@ -344,7 +343,7 @@ wvtest!(an_unknown_node_name_is_one_sentence, needs = ["tcpdump"], |t| {
     }
     // --node a --node c: exactly their frames.
     let want: Vec<Frame> = expected(&lab, "", whole(&lab)).into_iter().filter(|f| node_of(&f.data) != 1).collect();
-    let (o, got) = fleet_query(&lab, &["--fleet", s(&fleet), "--node", "a", "--node", "c"], "", whole(&lab), &out);
+    let (o, got) = fleet_query(&["--fleet", s(&fleet), "--node", "a", "--node", "c"], "", whole(&lab), &out);
     o.expect(0, "--node a --node c");
     assert_same_frames(&want, &got, true, t.name);
 });
@@ -429,7 +428,7 @@ wvtest!(a_wrong_certificate_is_named_and_the_rest_is_exact, needs = ["tcpdump", 
     let good = fleet("good.toml", &ca, &cert, &key);
     let out = lab.tmp.join("tls.pcap");
     let want = expected(&lab, "", whole(&lab));
-    let (o, got) = fleet_query(&lab, &["--fleet", s(&good)], "", whole(&lab), &out);
+    let (o, got) = fleet_query(&["--fleet", s(&good)], "", whole(&lab), &out);
     o.expect(0, "TLS with the right certificates");
     assert_same_frames(&want, &got, true, t.name);
     let todo = "check its ca, cert and key";
