@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A wirevault fleet on one machine, in network namespaces (docs/fleet-lab.md):
+# A wirevault fleet on one machine, in network namespaces (docs/fleet.md):
 #
 #   sender --veth--> splitter ==tc hash==> lnk0 --> recorder 0 (wirevault record)
 #                        |               \=> lnk1 --> recorder 1

@@ -1,4 +1,4 @@
-//! The fleet lab (`scripts/fleet-lab.sh`, docs/fleet-lab.md): a splitter that
+//! The fleet lab (`scripts/fleet-lab.sh`, docs/fleet.md): a splitter that
 //! spreads one sender's traffic over three links by a hash of the IP addresses,
 //! a recorder on each link, tcpdump on the splitter's ingress. What the fleet
 //! query's tests build on must hold first: the three stores together hold
@@ -96,7 +96,7 @@ fn owners(run: &Run) -> Vec<usize> {
 /// A frame's conversation: its VLAN IDs, EtherType, protocol and the two endpoints (address
 /// and port; ICMP's echo identifier; ARP's two IP addresses), in sorted order unless
 /// `directed`, so that both directions have one key. Frames of another EtherType: `None`.
-fn conversation(f: &[u8], directed: bool) -> Option<Vec<u8>> {
+pub(crate) fn conversation(f: &[u8], directed: bool) -> Option<Vec<u8>> {
     let be16 = |o: usize| u16::from_be_bytes([f[o], f[o + 1]]);
     let mut key = Vec::new();
     let mut o = 12;

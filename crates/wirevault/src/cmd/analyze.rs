@@ -82,11 +82,31 @@ fn duration(flag: &str, v: &str) -> anyhow::Result<u64> {
 /// The validated plan.
 struct Plan {
     cfg: wv_analyze::Config,
-    query: wv_query::Query,
+    input: Input,
+}
+
+/// What is analyzed: one store's query, or the fleet's merge (--store, --fleet).
+enum Input {
+    One(wv_query::Query),
+    Fleet(Vec<wv_fleet::Node>, wv_fleet::Selection),
+}
+
+impl Input {
+    fn expr(&self) -> &str {
+        match self {
+            Input::One(q) => &q.expr,
+            Input::Fleet(_, sel) => &sel.expr,
+        }
+    }
 }
 
 fn plan(args: &Args) -> anyhow::Result<Plan> {
-    let query = args.sel.query(args.limit)?;
+    let input = if args.sel.sources.given() {
+        let (nodes, sel) = super::fleet::selection(&args.sel, args.limit)?;
+        Input::Fleet(nodes, sel)
+    } else {
+        Input::One(args.sel.query(args.limit)?)
+    };
     let cfg = wv_analyze::Config {
         dup_window_ns: duration("--dup-window", &args.dup_window)?,
         dup_frames: args.dup_frames,
@@ -100,7 +120,7 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
     if args.json && args.plot.as_deref().is_some_and(|p| p.as_os_str() == "-") {
         return Err(fail(exit::USAGE, "--plot takes a directory, not standard output"));
     }
-    Ok(Plan { cfg, query })
+    Ok(Plan { cfg, input })
 }
 
 /// A progress bar on standard error when it is a terminal.
@@ -160,19 +180,33 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut damaged = 0;
     if let Some(other) = &args.against {
         let mut d = wv_analyze::delay::Delay::new(p.cfg.max_flows);
-        let q = wv_query::Query {
-            store: other.clone(),
-            from_ns: None,
-            to_ns: None,
-            expr: p.query.expr.clone(),
-            limit: None,
-        };
+        let expr = p.input.expr().to_string();
+        let q = wv_query::Query { store: other.clone(), from_ns: None, to_ns: None, expr, limit: None };
         damaged += each(q, |ts, len, _, data| d.reference(ts, len, data))?;
         an.with_delay(d);
     }
-    damaged += each(p.query, |ts_ns, wire_len, linktype, data| {
-        an.feed(&wv_analyze::Frame { ts_ns, linktype, wire_len, data });
-    })?;
+    // With several sources, the nodes left out are named and make the exit
+    // code (1 unless --allow-partial), as in `query`.
+    let mut partial = exit::OK;
+    match p.input {
+        Input::One(q) => {
+            damaged += each(q, |ts_ns, wire_len, linktype, data| {
+                an.feed(&wv_analyze::Frame { ts_ns, linktype, wire_len, data });
+            })?
+        }
+        Input::Fleet(nodes, sel) => {
+            let mut feed = |m: wv_fleet::MergedPacket<'_>| {
+                an.feed(&wv_analyze::Frame { ts_ns: m.ts_ns, linktype: m.linktype, wire_len: m.origlen, data: m.data });
+                Ok(())
+            };
+            let outcome = wv_fleet::each(&nodes, &sel, &mut feed).map_err(|e| match e {
+                wv_fleet::MergeError::Usage(m) => fail(exit::USAGE, m),
+                e => fail(exit::ERROR, e.to_string()),
+            })?;
+            partial =
+                super::fleet::say_lost(&outcome.lost, &outcome.warnings, args.sel.sources.allow_partial, nodes.len());
+        }
+    }
     let report = an.finish();
     let t = &report.throughput;
     if t.step_ns != t.requested_step_ns {
@@ -218,7 +252,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         message!(Level::Error, "--strict: {damaged} damaged or missing file(s)");
         exit::ERROR
     } else {
-        exit::OK
+        partial
     };
     match written.and_then(|_| out.flush()) {
         Ok(()) => Ok(ok),

@@ -122,6 +122,18 @@ const QUERY: &[Example] = &[
     ),
     ex("Count the matching packets", "wirevault query /data/store --count 'vlan 10 and udp'"),
     ex("Straight into Wireshark", "wirevault query /data/store 'icmp' | wireshark -k -i -"),
+    ex(
+        "One answer from the recorders of a fleet file, each node its own pcapng interface",
+        "wirevault query --fleet /etc/wirevault/fleet.toml --from '1h ago' --format pcapng -w host.pcapng 'host 10.0.0.7'",
+    ),
+    ex(
+        "Count over a store here and a recorder on loopback, exact across both",
+        "wirevault query --store /data/store --store http://127.0.0.1:8080 --count 'tcp port 443'",
+    ),
+    ex(
+        "The fleet lab's three recorders as one (scripts/fleet-lab.sh up prints the file)",
+        "wirevault query --fleet /var/tmp/wirevault-fleet-lab/fleet.toml --count 'tcp'",
+    ),
 ];
 
 const ANALYZE: &[Example] = &[

@@ -4,6 +4,7 @@ pub mod config;
 pub mod disk_bench;
 pub mod docs;
 pub mod examples;
+pub mod fleet;
 pub mod flows;
 pub mod habits;
 pub mod index;

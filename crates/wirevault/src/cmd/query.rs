@@ -11,8 +11,12 @@ use std::path::PathBuf;
 /// (shared by `query` and `analyze`).
 #[derive(clap::Args)]
 pub struct Selection {
-    /// The store (or a single capture file).
-    pub store: PathBuf,
+    /// The store (or a single capture file). With --store or --fleet there is
+    /// none: the first word is the expression's.
+    #[arg(required_unless_present_any = ["stores", "fleet"])]
+    pub store: Option<PathBuf>,
+    #[command(flatten)]
+    pub sources: super::fleet::Sources,
     /// Earliest packet time, inclusive: RFC 3339, epoch seconds[.fraction], or `10m ago`.
     // A value may begin with `-` (`--from -5`), to be told the forms a time takes.
     #[arg(long, value_name = "T", allow_hyphen_values = true)]
@@ -30,7 +34,18 @@ impl Selection {
     /// The query this selection makes (times checked, one sentence when wrong).
     pub fn query(&self, limit: Option<u64>) -> anyhow::Result<wv_query::Query> {
         let (from_ns, to_ns) = super::time_range(&self.from, &self.to, ("--from", "--to"))?;
-        Ok(wv_query::Query { store: self.store.clone(), from_ns, to_ns, expr: self.expression.join(" "), limit })
+        let Some(store) = self.store.clone().filter(|_| !self.sources.given()) else {
+            return Err(fail(
+                exit::USAGE,
+                "this command reads one store: give it as STORE, without --store or --fleet",
+            ));
+        };
+        Ok(wv_query::Query { store, from_ns, to_ns, expr: self.expression.join(" "), limit })
+    }
+
+    /// The store path as the user gave it (empty with --store or --fleet).
+    pub fn store_path(&self) -> &std::path::Path {
+        self.store.as_deref().unwrap_or(std::path::Path::new(""))
     }
 }
 
@@ -55,6 +70,18 @@ pub struct Args {
     /// (the answer still holds every readable packet).
     #[arg(long)]
     pub strict: bool,
+    /// The output's container: pcap (nanoseconds), or pcapng with one
+    /// interface per source, named after it (its URL or path in the
+    /// description).
+    #[arg(long, value_enum, default_value_t = OutFormat::Pcap)]
+    pub format: OutFormat,
+}
+
+/// `--format`.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub enum OutFormat {
+    Pcap,
+    Pcapng,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -68,6 +95,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             exit::USAGE,
             "standard output is a terminal and query writes binary pcap: use -w FILE, a pipe (| tcpdump -r -) or --count",
         ));
+    }
+    // Several sources, or pcapng (one interface per source): the fleet's
+    // merge. One store in pcap keeps its own path (splice, threads).
+    if args.sel.sources.given() || args.format == OutFormat::Pcapng {
+        return super::fleet::query(&args, write.map(PathBuf::as_path));
     }
     let query = args.sel.query(args.limit)?;
     let prepared = wv_query::prepare(query).map_err(prepare_error)?;
@@ -131,7 +163,7 @@ fn to_stdout(prepared: wv_query::Prepared) -> anyhow::Result<Result<wv_query::Re
 
 /// The sentences after a query: the reader's warnings, why nothing matched, the files left
 /// out, `--stats`, the count, and `--strict`'s verdict.
-fn say_report(args: &Args, report: &wv_query::Report, outside: Option<&str>) -> anyhow::Result<u8> {
+pub(crate) fn say_report(args: &Args, report: &wv_query::Report, outside: Option<&str>) -> anyhow::Result<u8> {
     say_warnings(&report.warnings);
     if let (0, Some(why)) = (report.matched, outside) {
         info!("no packet matched: {why}");
@@ -143,7 +175,7 @@ fn say_report(args: &Args, report: &wv_query::Report, outside: Option<&str>) -> 
             Level::Warn,
             "{} partial file(s) left by a crash are not included; run `wirevault repair {}` to keep their packets",
             report.part_files,
-            args.sel.store.display()
+            args.sel.store_path().display()
         );
     }
     if args.stats {
@@ -216,7 +248,7 @@ fn create_output(prepared: &wv_query::Prepared, path: &std::path::Path) -> anyho
 /// maximum and written from a second thread: with the default 64 KiB pipe
 /// and the copy into it on the query's own thread, `| cat` took twice as
 /// long as `-w /dev/null`.
-fn stdout_file() -> anyhow::Result<(std::fs::File, bool, bool)> {
+pub(crate) fn stdout_file() -> anyhow::Result<(std::fs::File, bool, bool)> {
     use std::os::fd::AsFd;
     let fd = std::io::stdout()
         .as_fd()

@@ -1,7 +1,7 @@
 //! The fleet lab of `scripts/fleet-lab.sh` as a test drives it: a sender, a
 //! splitter that hashes the traffic over N links, a `wirevault record` on each
 //! link and a `wirevault serve` of each store on loopback, and tcpdump's capture
-//! of the unsplit traffic (docs/fleet-lab.md). The test runs the script itself,
+//! of the unsplit traffic (docs/fleet.md). The test runs the script itself,
 //! so that what the tests check is the lab a user runs.
 
 use super::{bin, remove_stale_namespaces, run_ok, unique, TempDir};
