@@ -2,9 +2,12 @@
 //!
 //! One table per stream, fed by the writer thread in packet order (never the capture thread).
 //! It is a fixed array of buckets of [`WAYS`] entries, allocated once: a packet costs one
-//! dissection ([`wv_wire::dissect`]), one hash and one bucket probe, and allocates nothing.
-//! A new flow whose bucket is full pushes out the bucket's least recently seen entry (its
-//! record ends [`EndReason::Evicted`], counted in [`FlowTable::evicted`]), so memory is
+//! dissection ([`wv_wire::dissect`]), one hash and the probe of the two buckets the hash
+//! names, and allocates nothing. A new flow takes the emptier of its two buckets (two choices
+//! keep the buckets even: with one, a table holding as many flows as it has entries overflowed
+//! a third of its buckets, and each of their packets pushed out a flow); when both are full it
+//! pushes out the least recently seen of their entries (its record ends
+//! [`EndReason::Evicted`], counted in [`FlowTable::evicted`]), so memory is
 //! [`FlowTable::memory_bytes`] whatever the traffic, plus the ended records until their file
 //! closes ([`FlowTable::take_ended`]).
 //!
@@ -389,16 +392,13 @@ impl FlowTable {
             if src_lo { (s.src, s.dst, s.src_port, s.dst_port) } else { (s.dst, s.src, s.dst_port, s.src_port) };
         let key = Key { lo, hi, vlans: s.vlans, lo_port, hi_port, n_vlans: s.n_vlans, protocol: s.protocol };
         let h = key.hash(self.seed);
-        let base = (h & self.mask) as usize * WAYS;
+        let (b1, b2) = self.buckets(h);
         let tag = (h >> 32) as u32 | 1;
         let syn_only =
             s.protocol == ipproto::TCP && s.tcp_flags & (tcp::flags::SYN | tcp::flags::ACK) == tcp::flags::SYN;
-        let mut slot = None;
-        for (j, &t) in self.tags[base..base + WAYS].iter().enumerate() {
-            if t == tag && self.entries[base + j].key == key {
-                slot = Some(base + j);
-                break;
-            }
+        let mut slot = self.find(b1, tag, &key);
+        if slot.is_none() && b2 != b1 {
+            slot = self.find(b2, tag, &key);
         }
         // A new connection on the ports of one that closed (a SYN after FIN or RST) is a new flow.
         if let Some(i) = slot.filter(|&i| syn_only && self.entries[i].closed != Closed::Open) {
@@ -409,7 +409,7 @@ impl FlowTable {
         let i = match slot {
             Some(i) => i,
             None => {
-                let i = self.free_slot(base);
+                let i = self.free_slot(b1, b2);
                 self.tags[i] = tag;
                 self.entries[i] = Entry {
                     key,
@@ -452,15 +452,47 @@ impl FlowTable {
         }
     }
 
-    /// A free entry of the bucket at `base`, pushing out its least recently seen flow when
-    /// it is full (a closed one first).
-    fn free_slot(&mut self, base: usize) -> usize {
-        if let Some(i) = self.tags[base..base + WAYS].iter().position(|&t| t == 0) {
-            return base + i;
+    /// The first entries of the two buckets of hash `h`: from different bits of the hash (the
+    /// tag takes others again).
+    #[inline]
+    fn buckets(&self, h: u64) -> (usize, usize) {
+        ((h & self.mask) as usize * WAYS, ((h >> 16) & self.mask) as usize * WAYS)
+    }
+
+    /// The entry of `key` in the bucket at `base`, if it is there.
+    #[inline]
+    fn find(&self, base: usize, tag: u32, key: &Key) -> Option<usize> {
+        let tags = &self.tags[base..base + WAYS];
+        (0..WAYS).find(|&j| tags[j] == tag && self.entries[base + j].key == *key).map(|j| base + j)
+    }
+
+    /// A free entry of the emptier of the buckets at `b1` and `b2` (the same bucket in a table
+    /// of one), pushing out their least recently seen flow when both are full (a closed one
+    /// first).
+    fn free_slot(&mut self, b1: usize, b2: usize) -> usize {
+        let free = |b: usize| self.tags[b..b + WAYS].iter().filter(|&&t| t == 0).count();
+        let (f1, f2) = (free(b1), if b2 == b1 { 0 } else { free(b2) });
+        if f1 > 0 || f2 > 0 {
+            let b = if f1 >= f2 { b1 } else { b2 };
+            return b + self.tags[b..b + WAYS].iter().position(|&t| t == 0).expect("a free entry");
         }
-        let bucket = &self.entries[base..base + WAYS];
-        let (i, e) =
-            bucket.iter().enumerate().min_by_key(|(_, e)| (e.closed == Closed::Open, e.last_ns)).expect("WAYS > 0");
+        // Both full: a flow of theirs whose other bucket has room moves there (one step of
+        // cuckoo hashing; it keeps a table 15/16 full from pushing out flows).
+        for i in (b1..b1 + WAYS).chain((b2..b2 + WAYS).filter(|_| b2 != b1)) {
+            let (o1, o2) = self.buckets(self.entries[i].key.hash(self.seed));
+            let other = if i / WAYS * WAYS == o1 { o2 } else { o1 };
+            if let Some(j) = self.tags[other..other + WAYS].iter().position(|&t| t == 0) {
+                self.entries[other + j] = self.entries[i];
+                self.tags[other + j] = self.tags[i];
+                self.tags[i] = 0;
+                return i;
+            }
+        }
+        let candidates = (b1..b1 + WAYS).chain((b2..b2 + WAYS).filter(|_| b2 != b1));
+        let i = candidates
+            .min_by_key(|&i| (self.entries[i].closed == Closed::Open, self.entries[i].last_ns))
+            .expect("WAYS > 0");
+        let e = &self.entries[i];
         let reason = match e.closed {
             Closed::Fin => EndReason::Fin,
             Closed::Rst => EndReason::Rst,
@@ -469,8 +501,8 @@ impl FlowTable {
                 EndReason::Evicted
             }
         };
-        self.end(base + i, reason);
-        base + i
+        self.end(i, reason);
+        i
     }
 
     /// Ends entry `i` for `reason`: its record (if it has packets) joins the ended ones.
@@ -685,6 +717,22 @@ mod tests {
         t.stop();
         let r = records(&mut t);
         assert_eq!((r.len(), r[0].first_ns, r[0].to_server.packets), (1, 37 * SEC, 3));
+    }
+
+    /// Nearly as many flows as entries, seen in turn again and again (a link with that many
+    /// open connections): two choices of bucket hold them all but a few, where one choice
+    /// overflowed a third of the buckets and pushed out a flow at every packet of theirs.
+    #[test]
+    fn a_nearly_full_table_keeps_its_flows() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let n = t.capacity() as u32 * 15 / 16;
+        for round in 0..3u64 {
+            for k in 0..n {
+                let src = [10, 1, (k >> 8) as u8, k as u8];
+                add(&mut t, round, &frame(None, src, B, ipproto::UDP, &udp_hdr(40000 + (k >> 16) as u16, 53, 0), 0));
+            }
+        }
+        assert!(t.evicted < u64::from(n) / 1000, "{} of {n} flows pushed out", t.evicted);
     }
 
     #[test]
