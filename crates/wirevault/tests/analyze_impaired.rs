@@ -58,22 +58,25 @@ fn udp_dst_port(d: &[u8]) -> Option<u16> {
         .then(|| u16::from_be_bytes([d[36], d[37]]))
 }
 
-/// One-way delays (ns) of frames `here` against the `there` they reached: each frame here
-/// paired with the first frame there of the same bytes and length not paired yet, as analyze
-/// pairs them; and how many found none.
-fn delays_by_content(here: &[Rec], there: &[Rec]) -> (Vec<i64>, u64) {
-    let mut seen = HashMap::<(u32, &[u8]), std::collections::VecDeque<u64>>::new();
-    for x in there {
-        seen.entry((x.origlen, &x.data[..])).or_default().push_back(x.ts_ns);
-    }
-    let (mut delays, mut unmatched) = (Vec::new(), 0);
+/// One-way delays (ns) of frames `here` against the `there` they reached, paired as the link
+/// did: each frame there with the latest frame here of the same bytes and length that left at
+/// least the link's delay before it and is not paired yet (a retransmission identical to a lost
+/// original is paired, not the original); and how many here found none.
+fn delays_by_content(here: &[Rec], there: &[Rec], delay_ns: u64) -> (Vec<i64>, u64) {
+    let mut sent = HashMap::<(u32, &[u8]), Vec<(u64, bool)>>::new();
     for x in here {
-        match seen.get_mut(&(x.origlen, &x.data[..])).and_then(|q| q.pop_front()) {
-            Some(t) => delays.push(t as i64 - x.ts_ns as i64),
-            None => unmatched += 1,
+        sent.entry((x.origlen, &x.data[..])).or_default().push((x.ts_ns, false));
+    }
+    let mut delays = Vec::new();
+    for x in there {
+        let Some(v) = sent.get_mut(&(x.origlen, &x.data[..])) else { continue };
+        if let Some(s) = v.iter_mut().rev().find(|(t, used)| !used && t + delay_ns <= x.ts_ns) {
+            s.1 = true;
+            delays.push(x.ts_ns as i64 - s.0 as i64);
         }
     }
-    (delays, unmatched)
+    let paired = delays.len() as u64;
+    (delays, here.len() as u64 - paired)
 }
 
 /// The frames of a capture that are duplicates by analyze's rule, counted here apart: the
@@ -310,15 +313,23 @@ wvtest!(
         compare_with_tshark(&all_b, &r);
 
         // One-way delay A to B, from the two stores: every frame A sent matches one B
-        // received but the lost ones, and the figures are those of pairing each of A's frames
-        // with B's first unpaired frame of the same bytes.
+        // received but the lost ones, and the figures are those of pairing the frames as the
+        // link did (`delays_by_content`).
         let d = analyze_json(&store_a, &["--against", store_b.to_str().unwrap(), "src", "host", A]);
         let d = &d["delay"];
         assert_eq!(n(&d["unmatched"]) as i64, lost, "{d}");
         assert_eq!(n(&d["matched"]) as usize, frames.len() - lost as usize, "{d}");
         let from_a = tmp.join("from-a.pcap");
-        run_ok(Command::new("tcpdump").arg("-r").arg(&all_a).arg("-w").arg(&from_a).args(["src", "host", A]));
-        let (mut delays, unmatched) = delays_by_content(&read_capture(&from_a).1, &recs_b);
+        // (Nanosecond stamps kept: tcpdump -w writes microseconds by default.)
+        run_ok(
+            Command::new("tcpdump")
+                .args(["--time-stamp-precision=nano", "-r"])
+                .arg(&all_a)
+                .arg("-w")
+                .arg(&from_a)
+                .args(["src", "host", A]),
+        );
+        let (mut delays, unmatched) = delays_by_content(&read_capture(&from_a).1, &recs_b, (DELAY_MS * 1e6) as u64);
         assert_eq!(unmatched as i64, lost, "frames of A's that B does not hold");
         delays.sort_unstable();
         let rank = |q: f64| delays[((q * delays.len() as f64).ceil() as usize).clamp(1, delays.len()) - 1];

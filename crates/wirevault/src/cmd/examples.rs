@@ -47,12 +47,17 @@ const FLOWS: &[Example] = &[
     ),
     ex("DNS flows of VLAN 10 as CSV", "wirevault flows /data/store --csv 'vlan 10 and udp port 53'"),
     ex("Make the flow files of a store recorded without them", "wirevault flows /data/store --rebuild --json"),
+    ex("The same question to ClickHouse", "wirevault flows --clickhouse http://10.0.0.8:8123/wv 'host 10.0.0.7'"),
 ];
 
 const RECORD: &[Example] = &[
     top(
         "Record everything eth1 receives into a store: lossless, indexed, 1 GiB pcap files",
         "wirevault record -i eth1 -o /data/store",
+    ),
+    ex(
+        "Record with flow records, also sent to nfcapd (IPFIX) and to a ClickHouse table",
+        "wirevault record -i eth1 -o /data/store --flows-to ipfix=udp://10.0.0.9:4739 --flows-to clickhouse=http://10.0.0.8:8123/wv",
     ),
     ex(
         "Live, 2 workers in a fanout group, pinned, only DNS, 1 GiB files and a new file every hour",
