@@ -304,6 +304,15 @@ fn parse_dissected(linktype: u32, frame: &[u8], origlen: u32) -> Option<Seen> {
     Some(s)
 }
 
+/// A frame [`FlowTable::prepare`]d for [`FlowTable::apply`].
+pub struct Prepared {
+    ts_ns: u64,
+    origlen: u32,
+    /// Its flow (`None`: no IP flow): what the frame counts, its key, whether its source is
+    /// the key's `lo` side, the key's hash.
+    flow: Option<(Seen, Key, bool, u64)>,
+}
+
 /// The flow table of one stream.
 pub struct FlowTable {
     cfg: FlowConfig,
@@ -380,18 +389,51 @@ impl FlowTable {
     /// length on the wire.
     #[inline]
     pub fn add(&mut self, linktype: u32, ts_ns: u64, frame: &[u8], origlen: u32) {
-        if ts_ns >= self.next_sweep {
-            self.sweep(ts_ns);
-        }
+        self.apply(self.prepare(linktype, ts_ns, frame, origlen));
+    }
+
+    /// The first half of [`FlowTable::add`]: the frame read, its key hashed and the entry that
+    /// holds its flow asked of memory (a prefetch), without changing the table. A caller that
+    /// prepares a few frames ahead of [`FlowTable::apply`] (in order, as the stream's tap does)
+    /// waits for no entry: at 65,536 flows the table is 9.5 MiB, and the entry's cache miss
+    /// was most of a packet's cost.
+    #[inline]
+    pub fn prepare(&self, linktype: u32, ts_ns: u64, frame: &[u8], origlen: u32) -> Prepared {
         let Some(s) = parse(linktype, frame, origlen) else {
-            self.not_ip += 1;
-            return;
+            return Prepared { ts_ns, origlen, flow: None };
         };
         let src_lo = (s.src, s.src_port) <= (s.dst, s.dst_port);
         let (lo, hi, lo_port, hi_port) =
             if src_lo { (s.src, s.dst, s.src_port, s.dst_port) } else { (s.dst, s.src, s.dst_port, s.src_port) };
         let key = Key { lo, hi, vlans: s.vlans, lo_port, hi_port, n_vlans: s.n_vlans, protocol: s.protocol };
         let h = key.hash(self.seed);
+        let (b1, b2) = self.buckets(h);
+        let tag = (h >> 32) as u32 | 1;
+        // The tags are small enough to stay cached; the entry is not. A hint only: `apply`
+        // looks the flow up again, after the frames before it changed the table.
+        let hit = |b: usize| self.tags[b..b + WAYS].iter().position(|&t| t == tag).map(|j| b + j);
+        if let Some(i) = hit(b1).or_else(|| hit(b2)) {
+            let at = std::ptr::from_ref(&self.entries[i]).cast::<u8>();
+            for off in [0, 64, 128, std::mem::size_of::<Entry>() - 1] {
+                wv_sys::mem::prefetch_write(at.wrapping_add(off));
+            }
+        }
+        Prepared { ts_ns, origlen, flow: Some((s, key, src_lo, h)) }
+    }
+
+    /// The second half of [`FlowTable::add`], for a frame [`FlowTable::prepare`]d: frames
+    /// must be applied in the order they were prepared.
+    #[inline]
+    pub fn apply(&mut self, p: Prepared) {
+        let ts_ns = p.ts_ns;
+        if ts_ns >= self.next_sweep {
+            self.sweep(ts_ns);
+        }
+        let Some((s, key, src_lo, h)) = p.flow else {
+            self.not_ip += 1;
+            return;
+        };
+        let origlen = p.origlen;
         let (b1, b2) = self.buckets(h);
         let tag = (h >> 32) as u32 | 1;
         let syn_only =

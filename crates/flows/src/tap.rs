@@ -77,7 +77,13 @@ pub struct FlowTap {
     /// Of the table's ended records, those already offered to the sinks.
     offered: usize,
     stream: u32,
+    /// Frames prepared (their entries prefetched) and not yet applied, oldest first.
+    ahead: std::collections::VecDeque<crate::table::Prepared>,
 }
+
+/// Frames a tap prepares ahead of applying them: enough for a cache miss to complete behind
+/// the work on the frames before it.
+const AHEAD: usize = 8;
 
 impl FlowTap {
     pub fn new(cfg: &TapConfig, stream: usize, shared: Arc<WriterShared>) -> FlowTap {
@@ -102,7 +108,16 @@ impl FlowTap {
             sinks: cfg.sinks.clone(),
             offered: 0,
             stream: stream as u32,
+            ahead: std::collections::VecDeque::with_capacity(AHEAD + 1),
         }
+    }
+
+    /// Applies every frame prepared ahead (before the file changes, and at the end).
+    fn catch_up(&mut self) {
+        while let Some(p) = self.ahead.pop_front() {
+            self.table.apply(p);
+        }
+        self.offer_ended();
     }
 
     /// Offers the records ended since the last call to the sinks (without node and files:
@@ -152,6 +167,7 @@ impl FlowTap {
 
 impl wv_store::StreamTap for FlowTap {
     fn open(&mut self, file: &str, linktype: u32) {
+        self.catch_up();
         if let Some(prev) = self.closed.take() {
             self.send(prev);
         }
@@ -164,13 +180,18 @@ impl wv_store::StreamTap for FlowTap {
 
     #[inline]
     fn add(&mut self, ts_ns: u64, frame: &[u8], origlen: u32) {
-        self.table.add(self.linktype, ts_ns, frame, origlen);
+        self.ahead.push_back(self.table.prepare(self.linktype, ts_ns, frame, origlen));
+        if self.ahead.len() > AHEAD {
+            let p = self.ahead.pop_front().expect("more than AHEAD");
+            self.table.apply(p);
+        }
         if self.table.ended().len() != self.offered {
             self.offer_ended();
         }
     }
 
     fn close(&mut self, catalogued: bool) {
+        self.catch_up();
         let file = self.open.take();
         // A file not catalogued has no flow file: its records go with the next one's.
         if catalogued {
@@ -183,6 +204,7 @@ impl wv_store::StreamTap for FlowTap {
     }
 
     fn stop(&mut self) {
+        self.catch_up();
         self.table.stop();
         self.offer_ended();
         match self.closed.take() {

@@ -652,12 +652,7 @@ async function loadFlows(q, seq, signal) {
     const ep = (a, port, v6) => (port ? (v6 ? "[" + a + "]:" + port : a + ":" + port) : a);
     for (const f of body.flows) {
       const tr = tb.insertRow();
-      const cell = (text, cls) => {
-        const td = tr.insertCell();
-        td.textContent = text == null ? "" : String(text);
-        if (cls) td.className = cls;
-        return td;
-      };
+      const cell = cellAdder(tr);
       const ported = f.protocol === 6 || f.protocol === 17 || f.protocol === 132;
       cell(f.first.replace("T", " ").replace("Z", "")).title = local(parseTime(f.first));
       cell(((f.last_ns - f.first_ns) / 1e9).toFixed(3), "n");
@@ -691,6 +686,16 @@ async function loadFlows(q, seq, signal) {
   }
 }
 
+/** A function that appends a cell of `text` (class `cls`) to table row `tr`, and returns it. */
+function cellAdder(tr) {
+  return (text, cls) => {
+    const td = tr.insertCell();
+    td.textContent = text == null ? "" : String(text);
+    if (cls) td.className = cls;
+    return td;
+  };
+}
+
 async function loadPackets(q, seq, signal) {
   const note = $("p-note");
   note.textContent = "reading the first packets…";
@@ -701,12 +706,7 @@ async function loadPackets(q, seq, signal) {
     tb.replaceChildren();
     body.packets.forEach((p, i) => {
       const tr = tb.insertRow();
-      const cell = (text, cls) => {
-        const td = tr.insertCell();
-        td.textContent = text == null ? "" : String(text);
-        if (cls) td.className = cls;
-        return td;
-      };
+      const cell = cellAdder(tr);
       cell(i + 1, "n");
       const t = cell(p.time.replace("T", " ").replace("Z", ""));
       t.title = local(parseTime(p.time));

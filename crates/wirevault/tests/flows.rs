@@ -58,6 +58,29 @@ for n in (10, 300, 1000):
 time.sleep(0.3)
 "#;
 
+/// Known flows between the pair's namespaces: `server` (a Python program that prints `ready`
+/// once it listens, as [`SERVER`]) in B, `client` (as [`CLIENT`]) and two pings to `b` from A;
+/// returns once they are over and the last frames had time to be captured.
+pub(crate) fn known_flows(pair: &VethPair, server: &str, client: &str, b: &str) {
+    let mut server = VethPair::exec(&pair.ns_b, "python3")
+        .args(["-c", server])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the server");
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(server.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+    }
+    run_ok(VethPair::exec(&pair.ns_a, "python3").args(["-c", client]));
+    run_ok(VethPair::exec(&pair.ns_a, "ping").args(["-c", "2", "-i", "0.2", "-s", "56", b]));
+    let _ = server.kill();
+    let _ = server.wait();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+}
+
 /// One conversation of tshark's `-z conv,...`: endpoints as `addr:port`, then frames and bytes
 /// from A to B and from B to A, relative start (s) and duration (s).
 #[derive(Debug)]
@@ -147,23 +170,7 @@ fn live_flows(test: &str, extra: &[&str]) {
     args.extend_from_slice(extra);
     let mut rec = Recorder::start(Some(&pair.ns_b), &store, tmp.path(), &args);
     rec.wait_ready();
-    let mut server = VethPair::exec(&pair.ns_b, "python3")
-        .args(["-c", SERVER])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the server");
-    {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(server.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready");
-    }
-    run_ok(VethPair::exec(&pair.ns_a, "python3").args(["-c", CLIENT]));
-    run_ok(VethPair::exec(&pair.ns_a, "ping").args(["-c", "2", "-i", "0.2", "-s", "56", B.0]));
-    let _ = server.kill();
-    let _ = server.wait();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    known_flows(&pair, SERVER, CLIENT, B.0);
     rec.terminate().expect(0, "recorder stopped by SIGTERM");
 
     let st = stats(&store);

@@ -150,23 +150,7 @@ fn ipfix_flows_agree_with_nfdump_and_tshark() {
         &["-i", pair.if_b, "--buffer", "64M", "-q", "--flows-to", "ipfix=udp://127.0.0.1:4739"],
     );
     rec.wait_ready();
-    let mut server = VethPair::exec(&pair.ns_b, "python3")
-        .args(["-c", SERVER])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the server");
-    {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(server.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready");
-    }
-    run_ok(VethPair::exec(&pair.ns_a, "python3").args(["-c", CLIENT]));
-    run_ok(VethPair::exec(&pair.ns_a, "ping").args(["-c", "2", "-i", "0.2", "-s", "56", B.0]));
-    let _ = server.kill();
-    let _ = server.wait();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    crate::flows::known_flows(&pair, SERVER, CLIENT, B.0);
     let out = rec.terminate();
     out.expect(0, "recorder stopped by SIGTERM");
     assert!(!out.stderr.contains("IPFIX"), "no IPFIX trouble: {}", out.stderr);
