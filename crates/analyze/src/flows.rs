@@ -30,7 +30,7 @@ use crate::qos::rtp::{rtp_of, RtpHeader};
 use crate::qos::tcp::{segment as segment_of, Segment};
 use crate::{Count, Seen};
 use std::hash::{BuildHasher, Hash, Hasher};
-use wv_sys::mem::{advise_huge, prefetch, HUGE_PAGE};
+use wv_sys::mem::{huge_vec, prefetch};
 
 /// What a flow carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -167,17 +167,6 @@ pub struct FlowTable {
     pub untracked_tcp: Count,
     pub untracked_udp: Count,
     pub untracked_other: Count,
-}
-
-/// An empty vector with room for `n` items, backed by transparent huge
-/// pages where it spans whole ones (room for a 2 MiB page more is taken:
-/// the allocator aligns big blocks to 4 KiB only).
-fn huge_vec<T>(n: usize) -> Vec<T> {
-    let size = std::mem::size_of::<T>().max(1);
-    let slack = if n.saturating_mul(size) >= HUGE_PAGE { HUGE_PAGE / size } else { 0 };
-    let v: Vec<T> = Vec::with_capacity(n + slack);
-    advise_huge(v.as_ptr().cast(), v.capacity() * size);
-    v
 }
 
 /// Slots of a new table.

@@ -313,6 +313,14 @@ pub struct Prepared {
     flow: Option<(Seen, Key, bool, u64)>,
 }
 
+/// `n` copies of `v` in huge pages: the table is probed at random, and with 4 KiB pages a
+/// probe's TLB miss stalled even the prefetch of its entry (perf on bench/live.sh).
+fn filled<T: Clone>(n: usize, v: T) -> Vec<T> {
+    let mut t = wv_sys::mem::huge_vec(n);
+    t.resize(n, v);
+    t
+}
+
 /// The flow table of one stream.
 pub struct FlowTable {
     cfg: FlowConfig,
@@ -347,8 +355,8 @@ impl FlowTable {
         };
         FlowTable {
             cfg,
-            entries: vec![Entry::default(); buckets * WAYS],
-            tags: vec![0; buckets * WAYS],
+            entries: filled(buckets * WAYS, Entry::default()),
+            tags: filled(buckets * WAYS, 0),
             mask: buckets as u64 - 1,
             seed,
             ended: Vec::new(),
@@ -392,11 +400,13 @@ impl FlowTable {
         self.apply(self.prepare(linktype, ts_ns, frame, origlen));
     }
 
-    /// The first half of [`FlowTable::add`]: the frame read, its key hashed and the entry that
-    /// holds its flow asked of memory (a prefetch), without changing the table. A caller that
-    /// prepares a few frames ahead of [`FlowTable::apply`] (in order, as the stream's tap does)
-    /// waits for no entry: at 65,536 flows the table is 9.5 MiB, and the entry's cache miss
-    /// was most of a packet's cost.
+    /// The first part of [`FlowTable::add`]: the frame read, its key hashed and its two
+    /// buckets' tags asked of memory (a prefetch), without changing the table. A caller that
+    /// prepares frames ahead, [`FlowTable::prefetch`]es them a few frames later and applies
+    /// them a few frames later again (in order, as the stream's tap does) waits for neither
+    /// the tags nor the entry: at 65,536 flows the table is 9.5 MiB, and their cache misses
+    /// were most of a packet's cost (more so beside 1514-byte frames, which push the tags out
+    /// of the cache).
     #[inline]
     pub fn prepare(&self, linktype: u32, ts_ns: u64, frame: &[u8], origlen: u32) -> Prepared {
         let Some(s) = parse(linktype, frame, origlen) else {
@@ -408,9 +418,19 @@ impl FlowTable {
         let key = Key { lo, hi, vlans: s.vlans, lo_port, hi_port, n_vlans: s.n_vlans, protocol: s.protocol };
         let h = key.hash(self.seed);
         let (b1, b2) = self.buckets(h);
-        let tag = (h >> 32) as u32 | 1;
-        // The tags are small enough to stay cached; the entry is not. A hint only: `apply`
-        // looks the flow up again, after the frames before it changed the table.
+        wv_sys::mem::prefetch(std::ptr::from_ref(&self.tags[b1]).cast());
+        wv_sys::mem::prefetch(std::ptr::from_ref(&self.tags[b2]).cast());
+        Prepared { ts_ns, origlen, flow: Some((s, key, src_lo, h)) }
+    }
+
+    /// The second part: the entry whose tag matches the prepared frame's asked of memory. A
+    /// hint only: [`FlowTable::apply`] looks the flow up again, after the frames before it
+    /// changed the table.
+    #[inline]
+    pub fn prefetch(&self, p: &Prepared) {
+        let Some((_, _, _, h)) = &p.flow else { return };
+        let (b1, b2) = self.buckets(*h);
+        let tag = (*h >> 32) as u32 | 1;
         let hit = |b: usize| self.tags[b..b + WAYS].iter().position(|&t| t == tag).map(|j| b + j);
         if let Some(i) = hit(b1).or_else(|| hit(b2)) {
             let at = std::ptr::from_ref(&self.entries[i]).cast::<u8>();
@@ -418,11 +438,10 @@ impl FlowTable {
                 wv_sys::mem::prefetch_write(at.wrapping_add(off));
             }
         }
-        Prepared { ts_ns, origlen, flow: Some((s, key, src_lo, h)) }
     }
 
-    /// The second half of [`FlowTable::add`], for a frame [`FlowTable::prepare`]d: frames
-    /// must be applied in the order they were prepared.
+    /// The last part of [`FlowTable::add`], for a frame [`FlowTable::prepare`]d: frames must
+    /// be applied in the order they were prepared.
     #[inline]
     pub fn apply(&mut self, p: Prepared) {
         let ts_ns = p.ts_ns;

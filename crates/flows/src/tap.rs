@@ -81,9 +81,10 @@ pub struct FlowTap {
     ahead: std::collections::VecDeque<crate::table::Prepared>,
 }
 
-/// Frames a tap prepares ahead of applying them: enough for a cache miss to complete behind
-/// the work on the frames before it.
-const AHEAD: usize = 8;
+/// Frames a tap prepares ahead of applying them, and of them how many it prefetches the
+/// entries of: enough for each cache miss to complete behind the work on the frames before it.
+const AHEAD: usize = 16;
+const PREFETCH_AT: usize = 8;
 
 impl FlowTap {
     pub fn new(cfg: &TapConfig, stream: usize, shared: Arc<WriterShared>) -> FlowTap {
@@ -181,6 +182,9 @@ impl wv_store::StreamTap for FlowTap {
     #[inline]
     fn add(&mut self, ts_ns: u64, frame: &[u8], origlen: u32) {
         self.ahead.push_back(self.table.prepare(self.linktype, ts_ns, frame, origlen));
+        if let Some(p) = self.ahead.len().checked_sub(PREFETCH_AT + 1).and_then(|i| self.ahead.get(i)) {
+            self.table.prefetch(p);
+        }
         if self.ahead.len() > AHEAD {
             let p = self.ahead.pop_front().expect("more than AHEAD");
             self.table.apply(p);
