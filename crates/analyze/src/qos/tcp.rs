@@ -609,4 +609,103 @@ mod tests {
         let (x, y) = (7u32, 7u32.wrapping_add(1 << 31));
         assert!(gt(x, y) && gt(y, x) && le(x, y) && le(y, x) && lt(x, y) && lt(y, x));
     }
+
+    /// A fresh connection from 10.0.0.1:1000 to 10.0.0.2:80.
+    fn conn() -> Connection {
+        Connection::new((Ip::V4([10, 0, 0, 1]), 1000), (Ip::V4([10, 0, 0, 2]), 80))
+    }
+
+    /// A shown segment: sequence and acknowledgement numbers, data length, flags, window.
+    fn seg(seq: u32, ack: u32, len: u32, flags: u16, win: u16) -> Segment {
+        Segment { seq, ack, seglen: Some(len), flags, win, sane: true, shown: true }
+    }
+
+    #[test]
+    fn a_window_of_zero_on_a_plain_segment_is_a_zero_window() {
+        let (mut c, mut held) = (conn(), 0);
+        assert_eq!(an(&mut c, 1, 1_000, seg(5001, 1001, 0, ACK, 0), &mut held), flag::ZERO_WINDOW);
+        // Not on a SYN, FIN or RST.
+        assert_eq!(an(&mut c, 1, 2_000, seg(5001, 1001, 0, ACK | RST, 0), &mut held) & flag::ZERO_WINDOW, 0);
+    }
+
+    #[test]
+    fn a_segment_one_below_the_next_is_a_keep_alive_and_its_answer_a_keep_alive_ack() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 1, 2_000, seg(5001, 1101, 0, ACK, 2000), &mut held);
+        assert_eq!(an(&mut c, 0, 10_000_000, seg(1100, 5001, 0, ACK, 1000), &mut held), flag::KEEP_ALIVE);
+        assert_eq!(an(&mut c, 1, 10_001_000, seg(5001, 1101, 0, ACK, 2000), &mut held), flag::KEEP_ALIVE_ACK);
+    }
+
+    #[test]
+    fn data_already_acknowledged_is_a_spurious_retransmission() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 1, 2_000, seg(5001, 1101, 0, ACK, 2000), &mut held);
+        assert_eq!(an(&mut c, 0, 3_000, seg(1001, 5001, 100, ACK, 1000), &mut held), flag::SPURIOUS_RETRANSMISSION);
+    }
+
+    #[test]
+    fn a_step_back_after_the_out_of_order_window_is_a_retransmission() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 0, 2_000, seg(1101, 5001, 100, ACK, 1000), &mut held);
+        // 3 ms (no handshake RTT known) after the highest: not out of order any more.
+        assert_eq!(
+            an(&mut c, 0, 2_000 + OOO_DEFAULT_NS, seg(1001, 5001, 100, ACK, 1000), &mut held),
+            flag::RETRANSMISSION
+        );
+        // A known handshake RTT is the window instead.
+        let mut c = conn();
+        c.first_rtt_ns = Some(10_000_000);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 0, 2_000, seg(1101, 5001, 100, ACK, 1000), &mut held);
+        assert_eq!(
+            an(&mut c, 0, 2_000 + OOO_DEFAULT_NS, seg(1001, 5001, 100, ACK, 1000), &mut held),
+            flag::OUT_OF_ORDER
+        );
+    }
+
+    #[test]
+    fn an_ack_beyond_the_data_seen_is_an_acked_unseen_segment() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        assert_eq!(an(&mut c, 1, 2_000, seg(5001, 1201, 0, ACK, 2000), &mut held), flag::ACK_LOST_PACKET);
+    }
+
+    #[test]
+    fn one_byte_into_a_zero_window_is_a_probe() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 1, 2_000, seg(5001, 1101, 0, ACK, 0), &mut held);
+        assert_eq!(an(&mut c, 0, 3_000, seg(1101, 5001, 1, ACK, 1000), &mut held), flag::ZERO_WINDOW_PROBE);
+        // The probe does not move the highest sequence number.
+        assert_eq!(c.half[0].nextseq, 1101);
+    }
+
+    #[test]
+    fn unacknowledged_ends_are_held_until_acknowledged() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 0, 2_000, seg(1101, 5001, 100, ACK, 1000), &mut held);
+        assert_eq!((held, c.half[0].unacked.as_slice()), (2, [1101, 1201].as_slice()));
+        an(&mut c, 1, 3_000, seg(5001, 1101, 0, ACK, 2000), &mut held);
+        assert_eq!((held, c.half[0].unacked.as_slice()), (1, [1201].as_slice()));
+    }
+
+    #[test]
+    fn the_handshake_rtt_runs_from_the_last_syn_to_the_first_ack() {
+        let mut c = conn();
+        c.handshake(SYN, 1_000);
+        c.handshake(SYN, 5_000);
+        c.handshake(SYN | ACK, 6_000);
+        c.handshake(ACK, 9_000);
+        c.handshake(ACK, 20_000);
+        assert_eq!(c.first_rtt_ns, Some(4_000));
+        // A SYN stamped 0 counts as none.
+        let mut c = conn();
+        c.handshake(SYN, 0);
+        c.handshake(ACK, 9_000);
+        assert_eq!(c.first_rtt_ns, None);
+    }
 }
