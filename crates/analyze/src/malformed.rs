@@ -333,4 +333,24 @@ mod tests {
         assert_eq!(kind_of(P::UdpLength(3)), ("udp_length", "length 3".to_string()));
         assert_eq!(kind_of(P::MplsReservedLabel(3)), ("mpls_reserved_label", "label 3".to_string()));
     }
+
+    #[test]
+    fn a_kind_found_again_in_a_tunnelled_frame_counts_once() {
+        let mut f = udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 18]);
+        f[24] ^= 0xff;
+        let d = wv_wire::dissect::dissect(1, &f, f.len() as u32);
+        let frame = crate::Frame { ts_ns: 1, linktype: 1, wire_len: 60, data: &f };
+        let s = Seen { no: 1, frame: &frame, dissection: &d, len: 60 };
+        let mut m = Malformed::new(&Config::default());
+        m.feed(&s);
+        // The same problem in the frame the tunnel carries, 14 bytes in.
+        m.feed_inner(&s, 14);
+        let r = m.finish();
+        assert_eq!((r.packets, kinds(&r)), (1, vec![("ipv4_checksum", 1)]));
+        // A frame of its own with it counts again.
+        let mut m = Malformed::new(&Config::default());
+        m.feed(&s);
+        m.feed(&Seen { no: 2, ..s });
+        assert_eq!(kinds(&m.finish()), [("ipv4_checksum", 2)]);
+    }
 }

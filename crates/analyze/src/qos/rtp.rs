@@ -410,10 +410,12 @@ mod tests {
 
     #[test]
     fn a_dynamic_payload_type_has_no_jitter_and_a_marked_packet_no_delta() {
-        let r = streams(&[(0, 96, 1, 0), (20, 96, 2, 160), (50, 0x80 | 96, 3, 320), (70, 96, 4, 480)]);
+        let r = streams(&[(0, 96, 1, 0), (20, 96, 2, 160), (50, 0x80 | 96, 3, 320), (80, 96, 4, 480)]);
         let s = &r.streams[0];
         assert_eq!((s.payload_type, s.min_jitter_ms, s.mean_jitter_ms), (96, None, None));
-        // The marked packet's 30 ms is left out.
-        assert_eq!((s.regular_packets, s.max_delta_ms), (2, 20.0));
+        // The marked packet's delta is left out, but it weighs in the mean
+        // as tshark's: (20 * 2 + 30) / 3, not (20 + 30) / 2.
+        assert_eq!((s.regular_packets, s.min_delta_ms, s.max_delta_ms), (2, 20.0, 30.0));
+        assert_eq!(s.mean_delta_ms, 70.0 / 3.0);
     }
 }
