@@ -189,3 +189,24 @@ pub(crate) fn parse_step(s: &str) -> Result<u64, ApiError> {
         n => Ok(n),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(s: &str) -> String {
+        match parse_step(s) {
+            Err(ApiError::BadRequest(why)) => why,
+            other => panic!("{s:?}: {:?}", other.map_err(|e| e.to_string())),
+        }
+    }
+
+    #[test]
+    fn a_step_is_a_duration_above_zero() {
+        assert_eq!(parse_step("1s").ok(), Some(1_000_000_000));
+        assert_eq!(parse_step("500ms").ok(), Some(500_000_000));
+        assert_eq!(parse_step("5m").ok(), Some(300_000_000_000));
+        assert_eq!(refused("0s"), "step must be longer than 0");
+        assert_eq!(refused("fast"), wv_units::duration_error("step", "fast", &wv_units::DurationError::Form));
+    }
+}
