@@ -203,7 +203,7 @@ mod tests {
         assert!(ct_eq(b"abc", b"abc"));
         assert!(!ct_eq(b"abc", b"abd"));
         assert!(!ct_eq(b"xbc", b"abc"));
-        assert!(!ct_eq(b"abc", b"abcd"));
+        assert!(!ct_eq(b"abc", b"abcd") && !ct_eq(b"abcd", b"abc"));
         assert!(ct_eq(b"", b""));
     }
 

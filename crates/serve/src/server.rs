@@ -659,4 +659,26 @@ mod tests {
         let text = crate::metrics::render(&metrics, crate::metrics::Scrape::default(), true).unwrap();
         assert!(text.contains("wirevault_http_requests_total{code=\"503\"} 36"), "{text}");
     }
+
+    #[test]
+    fn clients_are_counted_by_ipv4_address_or_ipv6_slash_64() {
+        let key = |s: &str| PerAddress::key(s.parse().unwrap()).to_string();
+        assert_eq!(key("192.0.2.7"), "192.0.2.7");
+        assert_eq!(key("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(key("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+    }
+
+    #[test]
+    fn an_address_holds_at_most_its_share_of_connections() {
+        let per = Arc::new(PerAddress::default());
+        let ip: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+        let slots: Vec<AddressSlot> = (0..MAX_PER_ADDRESS).map(|_| per.take(ip).unwrap()).collect();
+        assert!(per.take(ip).is_none());
+        // Another address is not held back, and a closed connection frees its slot.
+        assert!(per.take("192.0.2.8".parse().unwrap()).is_some());
+        drop(slots);
+        assert!(per.take(ip).is_some());
+    }
 }
