@@ -40,3 +40,16 @@ pub fn rtp(pt: u8, seq: u16, ts: u32, ssrc: u32) -> Vec<u8> {
 pub fn feed(a: &mut Analyzer, ts_ns: u64, data: &[u8]) {
     a.feed(&Frame { ts_ns, linktype: 1, wire_len: data.len() as u32, data });
 }
+
+/// An Ethernet/IPv4/TCP frame (20-byte header) from `src:sp` to `dst:dp` with `len` bytes of data.
+#[allow(clippy::too_many_arguments)]
+pub fn tcp(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16, seq: u32, ack: u32, flags: u16, len: usize) -> Vec<u8> {
+    let mut t = vec![0u8; 20 + len];
+    t[0..2].copy_from_slice(&sp.to_be_bytes());
+    t[2..4].copy_from_slice(&dp.to_be_bytes());
+    t[4..8].copy_from_slice(&seq.to_be_bytes());
+    t[8..12].copy_from_slice(&ack.to_be_bytes());
+    t[12..14].copy_from_slice(&(0x5000 | flags).to_be_bytes());
+    t[14..16].copy_from_slice(&1000u16.to_be_bytes());
+    ipv4(src, dst, IpProtocol::Tcp, &t)
+}

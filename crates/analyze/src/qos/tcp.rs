@@ -708,4 +708,68 @@ mod tests {
         c.handshake(ACK, 9_000);
         assert_eq!(c.first_rtt_ns, None);
     }
+
+    /// The TCP report of segments (time, from the client or not, seq, ack, flags, data length)
+    /// between 10.0.0.1:1000 (the client) and 10.0.0.2:80.
+    fn report(segs: &[(u64, bool, u32, u32, u16, usize)]) -> TcpReport {
+        let mut a = crate::Analyzer::new(Config::default()).unwrap();
+        let (c, s) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        for &(ts, from_client, seq, ack, flags, len) in segs {
+            let f = if from_client {
+                crate::test_frames::tcp(c, 1000, s, 80, seq, ack, flags, len)
+            } else {
+                crate::test_frames::tcp(s, 80, c, 1000, seq, ack, flags, len)
+            };
+            crate::test_frames::feed(&mut a, ts, &f);
+        }
+        a.finish().tcp
+    }
+
+    #[test]
+    fn a_handshake_gives_its_rtt_and_the_segments_one_conversation() {
+        // From 1 µs: a SYN stamped 0 gives no RTT (tshark's "not yet" zero).
+        let r = report(&[
+            (1_000, true, 100, 0, SYN, 0),
+            (1_001_000, false, 500, 101, SYN | ACK, 0),
+            (3_001_000, true, 101, 501, ACK, 0),
+        ]);
+        assert_eq!((r.handshake_rtt.count, r.handshake_rtt.p50_ns), (1, 3_000_000));
+        let h = &r.slowest_handshakes[0];
+        assert_eq!((h.client.as_str(), h.server.as_str(), h.rtt_ns), ("10.0.0.1:1000", "10.0.0.2:80", 3_000_000));
+        assert_eq!((r.counts.segments, r.conversations.count), (3, 1));
+        let row = &r.conversations.rows[0];
+        assert_eq!(
+            (row.a.as_str(), row.port_a, row.a_to_b.packets, row.b_to_a.packets),
+            ("10.0.0.1", Some(1000), 2, 1)
+        );
+    }
+
+    #[test]
+    fn the_slowest_handshakes_come_first() {
+        let r = report(&[
+            (1_000, true, 100, 0, SYN, 0),
+            (3_001_000, true, 101, 501, ACK, 0),
+            // The ports again, a new connection: 10 ms.
+            (20_000_000, true, 7_000, 0, SYN, 0),
+            (30_000_000, true, 7_001, 801, ACK, 0),
+        ]);
+        let rtts: Vec<u64> = r.slowest_handshakes.iter().map(|h| h.rtt_ns).collect();
+        assert_eq!(rtts, [10_000_000, 3_000_000]);
+        assert_eq!((r.handshake_rtt.count, r.handshake_rtt.min_ns, r.handshake_rtt.max_ns), (2, 3_000_000, 10_000_000));
+    }
+
+    #[test]
+    fn a_syn_with_another_initial_sequence_number_is_a_new_connection() {
+        let r = report(&[
+            (0, true, 100, 0, SYN, 0),
+            (1_000, true, 101, 0, ACK, 10),
+            // The same SYN again is a retransmission of it, in the same connection.
+            (2_000_000_000, true, 100, 0, SYN, 0),
+            (3_000_000_000, true, 9_000, 0, SYN, 0),
+        ]);
+        assert_eq!((r.conversations.count, r.counts.retransmissions), (2, 1));
+        let packets: Vec<u64> = r.conversations.rows.iter().map(|c| c.a_to_b.packets).collect();
+        assert_eq!(packets, [3, 1]);
+        assert_eq!(r.first_retransmissions, [3]);
+    }
 }
