@@ -353,6 +353,7 @@ mod tests {
         selection(&params(&q(pairs), &["from", "to", "filter", "limit"])?)
     }
 
+    // For `bad`'s message when an answer is not the 400 expected.
     impl std::fmt::Debug for Selection {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             write!(f, "{self}")
