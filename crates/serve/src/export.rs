@@ -597,4 +597,16 @@ mod tests {
         let why = changed_meanwhile(&r, &warned, &[]).unwrap();
         assert!(why.contains(": 3 file(s) deleted by the recorder's retention;"), "{why}");
     }
+
+    #[test]
+    fn a_count_on_an_empty_store_says_why_it_is_empty() {
+        let store = crate::server::TestStore::new("count-empty");
+        let c = count(&store.state(), &sel(None, None, "udp", Some(5))).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((c.matched, c.limit, c.truncated, c.open_files_excluded), (0, Some(5), false, 0));
+        assert_eq!((c.store_oldest, c.store_newest), (None, None));
+        assert!(c.outside.as_deref().is_some_and(|o| o.contains("no packets")), "{:?}", c.outside);
+        // A bad filter is the CLI's sentence, as a 400.
+        let e = count(&store.state(), &sel(None, None, "udp and and", None)).err();
+        assert!(matches!(e, Some(ApiError::BadRequest(_))), "{:?}", e.map(|e| e.to_string()));
+    }
 }
