@@ -321,4 +321,51 @@ mod tests {
         };
         assert_eq!((ep("10.0.0.1"), ep("10.0.0.2"), ep("10.0.0.3")), ((2, 2), (2, 2), (2, 2)));
     }
+
+    /// The IPv4 and UDP conversation counts of one UDP frame whose length field is `ulen`.
+    fn conversations_of_udp_length(ulen: u16) -> (usize, usize) {
+        let mut a = crate::Analyzer::new(crate::Config::default()).unwrap();
+        let mut f = crate::test_frames::udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 18]);
+        f[38..40].copy_from_slice(&ulen.to_be_bytes());
+        crate::test_frames::feed(&mut a, 1, &f);
+        let r = a.finish().conversations;
+        (r.ipv4.count, r.udp.count)
+    }
+
+    #[test]
+    fn a_udp_length_under_8_is_no_udp_conversation_but_one_beyond_the_payload_is() {
+        assert_eq!(conversations_of_udp_length(26), (1, 1));
+        assert_eq!(conversations_of_udp_length(7), (1, 0));
+        assert_eq!(conversations_of_udp_length(500), (1, 1));
+    }
+
+    #[test]
+    fn an_ip_header_the_capture_cut_is_no_conversation() {
+        let f = crate::test_frames::udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 18]);
+        let d = wv_wire::dissect::dissect(1, &f[..30], f.len() as u32);
+        assert_eq!(ip_pair(&d, &f[..30]), None);
+        let d = wv_wire::dissect::dissect(1, &f, f.len() as u32);
+        assert_eq!(ip_pair(&d, &f), Some((ip(1), ip(2))));
+        assert_eq!(udp_ports(&d, &f), Some((1, 2)));
+    }
+
+    #[test]
+    fn conversations_rank_by_packets_then_bytes_then_first_packet() {
+        let conv = |n: u8, packets: u64, bytes: u64, first_ns: u64| Conv {
+            a: (ip(n), 0),
+            b: (ip(100), 0),
+            a_to_b: Count { packets, bytes },
+            b_to_a: Count::default(),
+            first_ns,
+            last_ns: first_ns,
+        };
+        let t = conv_table(
+            vec![conv(1, 1, 900, 0), conv(2, 2, 10, 5), conv(3, 2, 10, 3), conv(4, 2, 20, 9)],
+            false,
+            Count::default(),
+        );
+        let order: Vec<&str> = t.rows.iter().map(|r| r.a.as_str()).collect();
+        assert_eq!(order, ["10.0.0.4", "10.0.0.3", "10.0.0.2", "10.0.0.1"]);
+        assert_eq!((t.count, t.rows[0].port_a), (4, None));
+    }
 }

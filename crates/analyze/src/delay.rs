@@ -226,4 +226,48 @@ mod tests {
         let r = d.finish();
         assert_eq!((r.matched, r.unmatched, r.min_ns, r.max_ns), (3, 1, 50, 50));
     }
+
+    #[test]
+    fn packets_without_a_reference_are_unmatched_and_the_table_is_bounded() {
+        let mut d = Delay::new(1);
+        let (x, y) = (b"kept".as_slice(), b"beyond the cap".as_slice());
+        d.reference(100, x.len() as u32, x);
+        d.reference(200, y.len() as u32, y);
+        let h = |b: &[u8]| frame_hash(b, b.len() as u64);
+        d.pair(h(y), 150);
+        d.pair(h(x), 40);
+        let r = d.finish();
+        assert_eq!((r.reference_packets, r.reference_untracked, r.matched, r.unmatched), (2, 1, 1, 1));
+        assert_eq!((r.min_ns, r.max_ns, r.mean_ns), (60, 60, 60.0));
+    }
+
+    #[test]
+    fn the_wire_length_is_part_of_the_content() {
+        let mut d = Delay::new(10);
+        let x = b"same bytes".as_slice();
+        d.reference(100, 1500, x);
+        d.pair(frame_hash(x, x.len() as u64), 0);
+        d.pair(frame_hash(x, 1500), 10);
+        let r = d.finish();
+        assert_eq!((r.matched, r.unmatched, r.min_ns), (1, 1, 90));
+    }
+
+    #[test]
+    fn negative_delays_order_below_positive_ones() {
+        let mut d = Delay::new(10);
+        let frames = [b"one".as_slice(), b"two", b"three", b"four"];
+        // Delays -50, 10, 20, 40 (the clocks of the two points differ).
+        for (f, (there, here)) in frames.iter().zip([(50, 100), (210, 200), (320, 300), (440, 400)]) {
+            d.reference(there, f.len() as u32, f);
+            d.pair(frame_hash(f, f.len() as u64), here);
+        }
+        let r = d.finish();
+        assert_eq!((r.min_ns, r.p50_ns, r.p90_ns, r.max_ns, r.mean_ns), (-50, 10, 40, 40, 5.0));
+    }
+
+    #[test]
+    fn nothing_matched_reports_zeros() {
+        let r = Delay::new(10).finish();
+        assert_eq!((r.matched, r.min_ns, r.p50_ns, r.max_ns, r.mean_ns), (0, 0, 0, 0, 0.0));
+    }
 }

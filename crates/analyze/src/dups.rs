@@ -90,3 +90,53 @@ impl Dups {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Analyzer, Config, Frame};
+
+    /// The duplicates among frames (time, content, wire length) with a
+    /// window of `window_ns` and `frames`.
+    fn dups(window_ns: u64, frames: usize, fed: &[(u64, &[u8], u32)]) -> super::DupReport {
+        let cfg = Config { dup_window_ns: window_ns, dup_frames: frames, ..Config::default() };
+        let mut a = Analyzer::new(cfg).unwrap();
+        for &(ts_ns, data, wire_len) in fed {
+            a.feed(&Frame { ts_ns, linktype: 1, wire_len, data });
+        }
+        a.finish().duplicates
+    }
+
+    const A: &[u8] = &[1; 60];
+    const B: &[u8] = &[2; 60];
+    const C: &[u8] = &[3; 60];
+
+    #[test]
+    fn a_copy_within_the_time_window_is_a_duplicate_up_to_its_edge() {
+        let r = dups(1000, 100, &[(0, A, 60), (1000, A, 60)]);
+        assert_eq!((r.packets, r.bytes), (1, 60));
+        assert_eq!((r.first[0].frame, r.first[0].detail.as_str()), (2, "same as frame 1"));
+        assert_eq!(dups(1000, 100, &[(0, A, 60), (1001, A, 60)]).packets, 0);
+    }
+
+    #[test]
+    fn a_copy_beyond_the_frame_window_is_not_a_duplicate() {
+        // Window of 2 frames: frame 3 still sees frame 1, frame 4 no longer does.
+        assert_eq!(dups(1 << 40, 2, &[(0, A, 60), (1, B, 60), (2, A, 60)]).packets, 1);
+        assert_eq!(dups(1 << 40, 2, &[(0, A, 60), (1, B, 60), (2, C, 60), (3, A, 60)]).packets, 0);
+    }
+
+    #[test]
+    fn the_same_bytes_of_another_wire_length_are_not_a_duplicate() {
+        assert_eq!(dups(1000, 100, &[(0, A, 60), (1, A, 1500)]).packets, 0);
+    }
+
+    #[test]
+    fn copies_out_of_time_order_count_by_the_distance_either_way() {
+        let r = dups(1000, 100, &[(5000, A, 60), (4500, A, 60), (3000, A, 60)]);
+        // 500 ns back is within the window; the third is 1500 ns before the second.
+        assert_eq!(r.packets, 1);
+        // A run of copies: each is compared with the latest before it.
+        let r = dups(1000, 100, &[(0, A, 60), (900, A, 60), (1800, A, 60)]);
+        assert_eq!((r.packets, r.first[1].detail.as_str()), (2, "same as frame 2"));
+    }
+}

@@ -37,6 +37,8 @@ pub mod plot;
 pub mod qos;
 pub mod reasm;
 pub mod report;
+#[cfg(test)]
+mod test_frames;
 
 use serde::{Deserialize, Serialize};
 use wv_wire::dissect::{dissect, Dissection};
@@ -559,5 +561,66 @@ mod tests {
         assert_eq!((r.requested_step_ns, r.step_ns), (1, qos::io::MIN_STEP_NS << 54));
         let r = throughput(&[0, u64::MAX - 1000], 1, 2);
         assert_eq!((r.intervals.iter().map(|i| i.packets).sum::<u64>(), r.beyond.packets), (2, 0));
+    }
+
+    #[test]
+    fn percentile_is_the_nearest_rank() {
+        let v: Vec<u64> = (1..=10).map(|i| i * 10).collect();
+        // Rank ceil(q * n): 5th, 9th, 10th (ceil 9.9), and at least the first.
+        assert_eq!([0.5, 0.9, 0.99, 0.0, 1.0].map(|q| percentile(&v, q)), [50, 90, 100, 10, 100]);
+        assert_eq!(percentile(&[7], 0.5), 7);
+        assert_eq!(percentile(&[], 0.5), 0);
+        // 0.51 of 4 is rank 3 (ceil 2.04), not 2.
+        assert_eq!(percentile(&[1, 2, 3, 4], 0.51), 3);
+    }
+
+    #[test]
+    fn percentiles_sort_their_input() {
+        let p = Percentiles::of(vec![500, 100, 300]);
+        assert_eq!((p.count, p.min_ns, p.p50_ns, p.p90_ns, p.p99_ns, p.max_ns), (3, 100, 300, 500, 500, 500));
+        let none = Percentiles::of(Vec::new());
+        assert_eq!((none.count, none.min_ns, none.p50_ns, none.max_ns), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_config_out_of_bounds_is_refused_with_its_flag() {
+        let refused = |c: Config| Analyzer::new(c).err();
+        let d = Config::default;
+        assert_eq!(refused(Config { step_ns: 0, ..d() }), Some(ConfigError::ZeroStep));
+        let dups = Some(ConfigError::DupFrames { max: MAX_DUP_FRAMES });
+        assert_eq!(refused(Config { dup_frames: 0, ..d() }), dups);
+        assert_eq!(refused(Config { dup_frames: MAX_DUP_FRAMES + 1, ..d() }), dups);
+        assert!(refused(Config { dup_frames: MAX_DUP_FRAMES, ..d() }).is_none());
+        assert_eq!(refused(Config { max_flows: 0, ..d() }), Some(ConfigError::ZeroFlows));
+        let intervals = Some(ConfigError::Intervals { max: MAX_INTERVALS });
+        assert_eq!(refused(Config { max_intervals: 0, ..d() }), intervals);
+        assert_eq!(refused(Config { max_intervals: MAX_INTERVALS + 1, ..d() }), intervals);
+        assert_eq!(ConfigError::DupFrames { max: 4 }.to_string(), "--dup-frames must be between 1 and 4");
+    }
+
+    #[test]
+    fn flow_text_names_ports_and_protocol() {
+        use wv_wire::views::IpProtocol;
+        let f = test_frames::udp([10, 0, 0, 1], 5000, [10, 0, 0, 2], 53, &[0; 4]);
+        let text = |f: &[u8]| flow_text(&dissect(1, f, f.len() as u32));
+        assert_eq!(text(&f), "10.0.0.1:5000 > 10.0.0.2:53 udp");
+        let proto99 = test_frames::ipv4([192, 168, 1, 1], [192, 168, 1, 2], IpProtocol::Unknown(99), &[0; 8]);
+        assert_eq!(text(&proto99), "192.168.1.1 > 192.168.1.2 proto 99");
+        // Neither IP nor addresses: the EtherType alone.
+        let mut other = vec![0u8; 60];
+        other[12..14].copy_from_slice(&[0x88, 0xb5]);
+        assert_eq!(text(&other), "ethertype 0x88b5");
+    }
+
+    #[test]
+    fn totals_count_the_wire_length_and_at_least_the_captured_one() {
+        let mut a = Analyzer::new(Config::default()).unwrap();
+        let f = test_frames::udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 18]);
+        a.feed(&Frame { ts_ns: 1, linktype: 1, wire_len: 1000, data: &f });
+        // A wire length below the captured one (a bad record) counts the captured bytes.
+        a.feed(&Frame { ts_ns: 2, linktype: 1, wire_len: 10, data: &f });
+        assert_eq!(a.frames(), 2);
+        let r = a.finish();
+        assert_eq!((r.version, r.frames, r.bytes), (REPORT_VERSION, 2, 1000 + 60));
     }
 }

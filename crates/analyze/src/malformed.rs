@@ -256,3 +256,101 @@ fn network_offset(s: &Seen<'_>) -> Option<u32> {
         })
         .map(|l| l.offset)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_frames::{feed, udp};
+    use crate::Analyzer;
+
+    fn malformed(mtu: u32, frames: &[Vec<u8>]) -> MalformedReport {
+        let mut a = Analyzer::new(Config { mtu, ..Config::default() }).unwrap();
+        for f in frames {
+            feed(&mut a, 1, f);
+        }
+        a.finish().malformed
+    }
+
+    fn kinds(r: &MalformedReport) -> Vec<(&str, u64)> {
+        r.kinds.iter().map(|k| (&*k.kind, k.packets)).collect()
+    }
+
+    #[test]
+    fn an_ethernet_frame_under_60_bytes_is_a_runt() {
+        let short = udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 17]);
+        let r = malformed(1500, &[short, udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 18])]);
+        assert_eq!((r.packets, kinds(&r)), (1, vec![("runt", 1)]));
+        assert_eq!(r.kinds[0].first[0].detail, "59 bytes");
+    }
+
+    #[test]
+    fn a_network_layer_over_the_mtu_is_flagged_with_the_offload_hint() {
+        // 20 + 8 + 1472 = 1500 bytes of IP: at the MTU, not over it.
+        let at = udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 1472]);
+        let over = udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 1473]);
+        let r = malformed(1500, &[at, over]);
+        assert_eq!(kinds(&r), [("over_mtu", 1)]);
+        let k = &r.kinds[0];
+        assert_eq!(k.first[0].detail, "1501 bytes of network layer, one UDP segment: an offload super-frame?");
+        assert!(k.hint.as_deref().unwrap().starts_with("1 of them are TCP or UDP segments over the MTU: "), "{k:?}");
+        let jumbo = udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 9200]);
+        let r = malformed(1500, &[jumbo]);
+        let hint = r.kinds[0].hint.clone().unwrap();
+        assert!(hint.starts_with(
+            "1 of them are TCP or UDP segments over the MTU, 1 larger than any Ethernet frame (9216 bytes)"
+        ));
+    }
+
+    #[test]
+    fn a_frame_counts_once_however_many_kinds_it_has() {
+        // A runt whose IPv4 checksum is wrong: one frame, two kinds, in KINDS order.
+        let mut f = udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 4]);
+        f[24] ^= 0xff;
+        let r = malformed(1500, &[f]);
+        assert_eq!((r.packets, kinds(&r)), (1, vec![("ipv4_checksum", 1), ("runt", 1)]));
+        assert_eq!(r.kinds[0].first[0].detail, "at offset 14");
+    }
+
+    #[test]
+    fn every_problem_maps_to_a_listed_kind() {
+        use LayerKind as L;
+        use ProblemKind as P;
+        for p in [
+            P::Truncated(L::Vlan),
+            P::Truncated(L::Ethernet),
+            P::Truncated(L::Ipv6),
+            P::Truncated(L::Udp),
+            P::TagStackTooDeep,
+            P::MplsReservedLabel(3),
+            P::Ipv4HeaderLength(16),
+            P::UdpLength(3),
+            P::TcpDataOffset(12),
+        ] {
+            let (name, _) = kind_of(p);
+            assert!(KINDS.iter().any(|(k, _)| *k == name), "{p:?}: {name}");
+        }
+        assert_eq!(kind_of(P::Truncated(L::Tcp)), ("truncated_l4", "Tcp".to_string()));
+        assert_eq!(kind_of(P::UdpLength(3)), ("udp_length", "length 3".to_string()));
+        assert_eq!(kind_of(P::MplsReservedLabel(3)), ("mpls_reserved_label", "label 3".to_string()));
+    }
+
+    #[test]
+    fn a_kind_found_again_in_a_tunnelled_frame_counts_once() {
+        let mut f = udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 18]);
+        f[24] ^= 0xff;
+        let d = wv_wire::dissect::dissect(1, &f, f.len() as u32);
+        let frame = crate::Frame { ts_ns: 1, linktype: 1, wire_len: 60, data: &f };
+        let s = Seen { no: 1, frame: &frame, dissection: &d, len: 60 };
+        let mut m = Malformed::new(&Config::default());
+        m.feed(&s);
+        // The same problem in the frame the tunnel carries, 14 bytes in.
+        m.feed_inner(&s, 14);
+        let r = m.finish();
+        assert_eq!((r.packets, kinds(&r)), (1, vec![("ipv4_checksum", 1)]));
+        // A frame of its own with it counts again.
+        let mut m = Malformed::new(&Config::default());
+        m.feed(&s);
+        m.feed(&Seen { no: 2, ..s });
+        assert_eq!(kinds(&m.finish()), [("ipv4_checksum", 2)]);
+    }
+}

@@ -183,3 +183,62 @@ impl Mix {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::test_frames::{feed, udp};
+    use crate::{Analyzer, Config, Frame};
+
+    #[test]
+    fn sizes_fall_in_tsharks_buckets_by_their_lower_bounds() {
+        let mut a = Analyzer::new(Config::default()).unwrap();
+        for len in [19u32, 20, 1279, 1280, 5119, 5120, 9000] {
+            a.feed(&Frame { ts_ns: 1, linktype: 1, wire_len: len, data: &[0; 14] });
+        }
+        let r = a.finish().mix;
+        let packets: Vec<u64> = r.sizes.iter().map(|b| b.packets).collect();
+        assert_eq!(packets, [1, 1, 0, 0, 0, 0, 1, 1, 1, 2]);
+        assert_eq!((r.sizes[0].min, r.sizes[0].max, r.sizes[1].min), (0, Some(19), 20));
+        assert_eq!((r.sizes[9].min, r.sizes[9].max, r.sizes[9].bytes), (5120, None, 5120 + 9000));
+        assert_eq!((r.min_size, r.max_size), (19, 9000));
+    }
+
+    #[test]
+    fn no_frame_gives_sizes_of_zero() {
+        let r = Analyzer::new(Config::default()).unwrap().finish().mix;
+        assert_eq!((r.min_size, r.max_size), (0, 0));
+    }
+
+    #[test]
+    fn ethertypes_and_protocols_are_named_and_ranked_by_packets() {
+        let mut a = Analyzer::new(Config::default()).unwrap();
+        let u = udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 18]);
+        let mut arp = vec![0u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        for f in [&arp, &u, &u] {
+            feed(&mut a, 1, f);
+        }
+        let r = a.finish().mix;
+        let e: Vec<(u16, &str, u64)> = r.outer.ethertypes.iter().map(|x| (x.key, x.name.as_str(), x.packets)).collect();
+        assert_eq!(e, [(0x0800, "IPv4", 2), (0x0806, "ARP", 1)]);
+        let p: Vec<(u8, &str, u64, u64)> =
+            r.outer.ip_protocols.iter().map(|x| (x.key, x.name.as_str(), x.packets, x.bytes)).collect();
+        assert_eq!(p, [(17, "UDP", 2, 120)]);
+        assert!(r.inner.ethertypes.is_empty());
+    }
+
+    #[test]
+    fn a_vlan_id_twice_in_one_stack_counts_the_frame_once() {
+        let mut a = Analyzer::new(Config::default()).unwrap();
+        let mut f = vec![0u8; 12];
+        // Two 802.1Q tags of VLAN 5, then IPv4 (the UDP frame's, from its EtherType on).
+        for _ in 0..2 {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        }
+        f.extend_from_slice(&udp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, &[0; 18])[12..]);
+        feed(&mut a, 1, &f);
+        let r = a.finish().mix;
+        let v: Vec<(u16, u64)> = r.outer.vlans.iter().map(|x| (x.key, x.packets)).collect();
+        assert_eq!(v, [(5, 1)]);
+    }
+}

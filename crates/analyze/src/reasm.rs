@@ -313,4 +313,48 @@ mod tests {
         assert!(!add_range(&mut many, (10_000, 10_005)), "one range too many");
         assert!(add_range(&mut many, (5, 10)), "joining two never adds one");
     }
+
+    #[test]
+    fn fragments_in_any_order_make_one_datagram_with_its_whole_length() {
+        let mut r = Reassembly::new(16);
+        let (first, last) = (fragment_frame(7, 0, true), fragment_frame(7, 5, false));
+        assert_eq!(feed(&mut r, &last, 0), None);
+        let g = match r.feed(&dissect(1, &first, first.len() as u32), &first, 1) {
+            Fed::Complete(g) => g,
+            _ => panic!("not complete"),
+        };
+        assert_eq!((g.wire_len, g.data.len(), g.encap), (100, 20 + 40, Encap::Ipv4));
+        // Total length 100, no fragment flags or offset, a right checksum.
+        assert_eq!((&g.data[2..4], &g.data[6..8]), (&[0u8, 100][..], &[0u8, 0][..]));
+        assert_eq!(wv_wire::views::ones_sum(0, &g.data[..20]), 0xffff);
+        assert_eq!(&g.data[20..28], &[0x04, 0x57, 0x08, 0xae, 0, 80, 0, 0]);
+    }
+
+    #[test]
+    fn a_gap_or_a_repeated_fragment_completes_nothing() {
+        let mut r = Reassembly::new(16);
+        // Bytes 0-40 and 80-120 (the last): 40-80 missing.
+        assert_eq!(feed(&mut r, &fragment_frame(1, 0, true), 0), None);
+        assert_eq!(feed(&mut r, &fragment_frame(1, 10, false), 1), None);
+        assert_eq!(feed(&mut r, &fragment_frame(1, 0, true), 2), None, "the first again");
+        assert_eq!(feed(&mut r, &fragment_frame(1, 5, true), 3), Some(20 + 120));
+        // A datagram of another identification is apart.
+        assert_eq!(feed(&mut r, &fragment_frame(2, 5, false), 4), None);
+    }
+
+    #[test]
+    fn a_fragment_the_capture_cut_is_not_added_and_a_first_one_is_dissected_as_it_is() {
+        let mut r = Reassembly::new(16);
+        let fed = |r: &mut Reassembly, f: &[u8]| match r.feed(&dissect(1, &f[..54], f.len() as u32), &f[..54], 0) {
+            Fed::Nothing => "nothing",
+            Fed::Complete(_) => "complete",
+            Fed::FirstAsIs => "first as is",
+        };
+        assert_eq!(fed(&mut r, &fragment_frame(1, 0, true)), "first as is");
+        assert_eq!(fed(&mut r, &fragment_frame(1, 5, false)), "nothing");
+        // Neither was added: the whole last one completes nothing.
+        assert_eq!(feed(&mut r, &fragment_frame(1, 5, false), 1), None);
+        // Not a fragment at all.
+        assert_eq!(fed(&mut r, &fragment_frame(9, 0, false)), "nothing");
+    }
 }

@@ -376,4 +376,41 @@ mod tests {
             assert_eq!(super::duration_text(ns), want);
         }
     }
+
+    #[test]
+    fn seconds_keep_the_digits_asked_for_without_rounding() {
+        assert_eq!(super::seconds(8_000, 6), "0.000008 s");
+        assert_eq!(super::seconds(1_999_999_999, 3), "1.999 s");
+        assert_eq!(super::seconds(1_500_000_000, 0), "1 s");
+        assert_eq!(super::seconds(1, 12), "0.000000001 s");
+    }
+
+    #[test]
+    fn rates_take_the_largest_unit_they_reach() {
+        let r = super::rate;
+        assert_eq!(
+            [r(1.5e9), r(2.5e6), r(1e6), r(1e3), r(999.4)],
+            ["1.50 Gbit/s", "2.50 Mbit/s", "1.00 Mbit/s", "1.00 kbit/s", "999 bit/s"]
+        );
+    }
+
+    #[test]
+    fn the_step_change_says_raised_doubled_or_both() {
+        let io = |requested_step_ns, step_ns| crate::qos::io::IoReport {
+            step_ns,
+            requested_step_ns,
+            first_ns: 0,
+            intervals: Vec::new(),
+            beyond: crate::Count::default(),
+            max_intervals: 10,
+            peak_bits_per_second: 0.0,
+            peak_packets_per_second: 0.0,
+        };
+        assert_eq!(super::step_change(&io(1_000_000, 1_000_000)), None);
+        let raised = super::step_change(&io(1, 1_000)).unwrap();
+        assert_eq!(raised, "raised to 1 us: frame times count in whole microseconds, as tshark's io,stat counts them");
+        let doubled = super::step_change(&io(1_000_000, 4_000_000)).unwrap();
+        assert_eq!(doubled, "doubled to fit the capture into 10 intervals, --max-intervals");
+        assert_eq!(super::step_change(&io(1, 8_000)).unwrap(), format!("{raised}, then {doubled}"));
+    }
 }

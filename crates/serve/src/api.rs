@@ -333,3 +333,86 @@ pub(crate) async fn unknown_api() -> ApiError {
         "no such API endpoint; the endpoints are /api/v1/status, files, query, count, histogram, packets, flows".into(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn bad(r: Result<impl std::fmt::Debug, ApiError>) -> String {
+        match r {
+            Err(ApiError::BadRequest(s)) => s,
+            other => panic!("not a 400: {other:?}"),
+        }
+    }
+
+    fn sel(pairs: &[(&str, &str)]) -> Result<Selection, ApiError> {
+        selection(&params(&q(pairs), &["from", "to", "filter", "limit"])?)
+    }
+
+    // For `bad`'s message when an answer is not the 400 expected.
+    impl std::fmt::Debug for Selection {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{self}")
+        }
+    }
+
+    #[test]
+    fn params_take_each_allowed_name_once() {
+        let m = params(&q(&[("from", "1"), ("filter", "tcp")]), &["from", "filter"]).unwrap();
+        assert_eq!((m["from"].as_str(), m["filter"].as_str(), m.len()), ("1", "tcp", 2));
+        assert_eq!(
+            bad(params(&q(&[("form", "1")]), &["from", "to"])),
+            "unknown parameter \"form\"; this endpoint takes from, to"
+        );
+        assert_eq!(bad(params(&q(&[("to", "1"), ("to", "2")]), &["from", "to"])), "parameter \"to\" given twice");
+    }
+
+    #[test]
+    fn a_selection_reads_epoch_seconds_and_takes_empty_values_as_absent() {
+        let s = sel(&[("from", "1700000000"), ("to", "1700000000.5"), ("filter", "udp"), ("limit", "10k")]).unwrap();
+        assert_eq!(
+            (s.from, s.to, s.expr.as_str(), s.limit),
+            (Some(1_700_000_000_000_000_000), Some(1_700_000_000_500_000_000), "udp", Some(10_000))
+        );
+        let s = sel(&[("from", ""), ("to", ""), ("limit", "")]).unwrap();
+        assert_eq!((s.from, s.to, s.expr.as_str(), s.limit), (None, None, "", None));
+    }
+
+    #[test]
+    fn a_selection_refuses_an_empty_range() {
+        assert_eq!(bad(sel(&[("from", "200"), ("to", "100")])), "from must be earlier than to");
+        assert_eq!(bad(sel(&[("from", "100"), ("to", "100")])), "from must be earlier than to");
+        assert!(sel(&[("from", "100"), ("to", "100.000000001")]).is_ok());
+    }
+
+    #[test]
+    fn a_limit_is_a_count_above_zero() {
+        for v in ["0", "-1", "ten", "1.5"] {
+            assert_eq!(bad(sel(&[("limit", v)])), wv_units::count_error("limit", v), "{v}");
+        }
+        assert!(bad(sel(&[("from", "yesterday-ish")])).contains("yesterday-ish"));
+    }
+
+    #[test]
+    fn each_error_has_its_status() {
+        let codes: Vec<u16> = [
+            ApiError::BadRequest(String::new()),
+            ApiError::Unauthorized(String::new()),
+            ApiError::NotFound(String::new()),
+            ApiError::Busy(String::new()),
+            ApiError::Unavailable(String::new()),
+            ApiError::Misdirected(String::new()),
+            ApiError::Internal(String::new()),
+            ApiError::Gone(String::new()),
+        ]
+        .iter()
+        .map(|e| e.status().as_u16())
+        .collect();
+        assert_eq!(codes, [400, 401, 404, 503, 503, 421, 500, 499]);
+        assert_eq!(ApiError::Gone(" (cancelled)".into()).to_string(), "the client went away (cancelled)");
+    }
+}

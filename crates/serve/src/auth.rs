@@ -180,4 +180,74 @@ mod tests {
         h.insert("authorization", "Bearer abc".parse().unwrap());
         assert_eq!(presented(&h), Some(&b"abc"[..]));
     }
+
+    #[test]
+    fn a_token_of_exactly_the_minimum_length_is_accepted() {
+        let t = Tokens::parse("a:0123456789abcdef").ok().unwrap();
+        assert_eq!(t.check(b"0123456789abcdef"), Some("a"));
+        assert!(matches!(Tokens::parse("a:0123456789abcde"), Err(Bad::Short(1))));
+    }
+
+    #[test]
+    fn a_name_is_before_the_first_colon_and_must_not_be_empty() {
+        let t = Tokens::parse("  ops team : b:0123456789abcdef  ").ok().unwrap();
+        assert_eq!(t.check(b"b:0123456789abcdef"), Some("ops team"));
+        assert!(matches!(Tokens::parse("\n:0123456789abcdef"), Err(Bad::Malformed(2))));
+        assert!(matches!(Tokens::parse("x:0123456789abcdef\u{7f}"), Err(Bad::Malformed(1))));
+        assert_eq!(Tokens::default().check(b""), None);
+        assert!(Tokens::default().is_empty());
+    }
+
+    #[test]
+    fn ct_eq_compares_every_byte_and_the_length() {
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(!ct_eq(b"xbc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abcd") && !ct_eq(b"abcd", b"abc"));
+        assert!(ct_eq(b"", b""));
+    }
+
+    #[test]
+    fn a_bearer_token_in_either_case_or_the_cookie_among_others() {
+        let mut h = axum::http::HeaderMap::new();
+        h.insert("authorization", "bearer lower".parse().unwrap());
+        assert_eq!(presented(&h), Some(&b"lower"[..]));
+        h.insert("authorization", "Basic dXNlcjpwdw==".parse().unwrap());
+        assert_eq!(presented(&h), None);
+        // Cookies in several headers, the token in the second.
+        let mut h = axum::http::HeaderMap::new();
+        h.append("cookie", "a=1".parse().unwrap());
+        h.append("cookie", "b=2;wv_token=open".parse().unwrap());
+        assert_eq!(presented(&h), Some(&b"open"[..]));
+        let mut h = axum::http::HeaderMap::new();
+        h.insert("cookie", "xwv_token=no".parse().unwrap());
+        assert_eq!(presented(&h), None);
+    }
+
+    #[test]
+    fn a_peer_shows_what_is_known_of_it() {
+        assert_eq!(Peer::default().to_string(), "-");
+        let p =
+            Peer { addr: Some("10.0.0.1:5000".parse().unwrap()), cert: Some("CN=a".into()), token: Some("ops".into()) };
+        assert_eq!(p.to_string(), "10.0.0.1:5000 cert=\"CN=a\" token=\"ops\"");
+    }
+
+    #[test]
+    fn a_token_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("wv-auth-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens");
+        std::fs::write(&path, "a:0123456789abcdef\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let exposed = Tokens::load(&path).err().map(|e| e.to_string());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let loaded = Tokens::load(&path).map(|t| t.len()).ok();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let want = format!(
+            "the token file {} is readable or writable by other users; chmod 600 it (or 640 for a group) and retry",
+            path.display()
+        );
+        assert_eq!((exposed, loaded), (Some(want), Some(1)));
+    }
 }

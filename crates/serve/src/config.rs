@@ -141,4 +141,29 @@ mod tests {
         c.token_file = Some("t".into());
         assert!(matches!(c.check(), Err(ConfigError::CrlWithoutCa)));
     }
+
+    #[test]
+    fn limits_below_their_least_are_refused() {
+        let mut c = cfg("127.0.0.1:1");
+        c.max_queries = 0;
+        assert!(matches!(c.check(), Err(ConfigError::NoQueries)));
+        let mut c = cfg("127.0.0.1:1");
+        c.max_bytes = 23;
+        assert!(matches!(c.check(), Err(ConfigError::TinyMaxBytes)));
+        c.max_bytes = 24;
+        assert!(c.check().is_ok());
+        c.send_timeout = std::time::Duration::ZERO;
+        assert!(matches!(c.check(), Err(ConfigError::NoSendTimeout)));
+    }
+
+    #[test]
+    fn the_defaults_are_documented_ones_and_the_scheme_follows_tls() {
+        let mut c = cfg("127.0.0.1:1");
+        assert_eq!((c.max_queries, c.max_bytes, c.send_timeout.as_secs(), c.query_nice), (4, 16 << 30, 60, 10));
+        assert_eq!(c.scheme(), "http");
+        c.tls = Some(TlsFiles { cert: "c".into(), key: "k".into(), client_ca: None, client_crl: None });
+        assert_eq!(c.scheme(), "https");
+        let e = cfg("192.0.2.1:443").check().unwrap_err().to_string();
+        assert!(e.starts_with("refusing to listen on 192.0.2.1:443 without TLS"), "{e}");
+    }
 }

@@ -549,4 +549,64 @@ mod tests {
         }
         assert_eq!(pool.0.lock().unwrap().len(), POOL_MAX);
     }
+
+    fn sel(from: Option<u64>, to: Option<u64>, expr: &str, limit: Option<u64>) -> Selection {
+        Selection { from, to, expr: expr.into(), limit, cancel: Arc::default() }
+    }
+
+    #[test]
+    fn a_selection_is_logged_by_its_given_parts() {
+        assert_eq!(sel(None, None, "", None).to_string(), "everything");
+        assert_eq!(
+            sel(Some(1_500_000_000), None, "tcp port 80", Some(5)).to_string(),
+            "from=1970-01-01T00:00:01.500000000Z filter=\"tcp port 80\" limit=5"
+        );
+        assert_eq!(sel(None, Some(0), "", None).to_string(), "to=1970-01-01T00:00:00.000000000Z");
+    }
+
+    #[test]
+    fn an_export_is_named_by_its_range() {
+        assert_eq!(file_name(&sel(None, None, "", None)), "wirevault-start-end.pcap");
+        assert_eq!(
+            file_name(&sel(Some(1_000_000_000), None, "", None)),
+            "wirevault-19700101T000001.000000000Z-end.pcap"
+        );
+    }
+
+    #[test]
+    fn partial_files_are_a_warning_only_when_nothing_records() {
+        let q = vec!["f is short".to_string()];
+        assert_eq!(warnings(q.clone(), 0, false), q);
+        assert_eq!(warnings(q.clone(), 2, true), q);
+        let w = warnings(q, 2, false);
+        assert_eq!(w.len(), 2);
+        assert!(w[1].starts_with("2 partial file(s) left by a crash are not included"), "{w:?}");
+    }
+
+    #[test]
+    fn files_changed_meanwhile_are_named_unless_already_warned_of() {
+        let mut r = wv_query::Report::default();
+        assert_eq!(changed_meanwhile(&r, &[], &[]), None);
+        r.damaged_files = vec!["/s/a.pcap".into(), "/s/b.pcap".into()];
+        let warned = vec!["a.pcap is short".to_string()];
+        let why = changed_meanwhile(&r, &warned, &[]).unwrap();
+        assert!(why.contains(": 1 missing, shortened or unreadable (b.pcap);"), "{why}");
+        r.damaged_files.truncate(1);
+        assert_eq!(changed_meanwhile(&r, &warned, &[]), None);
+        r.deleted_while_recording = 3;
+        let why = changed_meanwhile(&r, &warned, &[]).unwrap();
+        assert!(why.contains(": 3 file(s) deleted by the recorder's retention;"), "{why}");
+    }
+
+    #[test]
+    fn a_count_on_an_empty_store_says_why_it_is_empty() {
+        let store = crate::server::TestStore::new("count-empty");
+        let c = count(&store.state(), &sel(None, None, "udp", Some(5))).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((c.matched, c.limit, c.truncated, c.open_files_excluded), (0, Some(5), false, 0));
+        assert_eq!((c.store_oldest, c.store_newest), (None, None));
+        assert!(c.outside.as_deref().is_some_and(|o| o.contains("no packets")), "{:?}", c.outside);
+        // A bad filter is the CLI's sentence, as a 400.
+        let e = count(&store.state(), &sel(None, None, "udp and and", None)).err();
+        assert!(matches!(e, Some(ApiError::BadRequest(_))), "{:?}", e.map(|e| e.to_string()));
+    }
 }

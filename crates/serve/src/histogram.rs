@@ -189,3 +189,81 @@ pub(crate) fn parse_step(s: &str) -> Result<u64, ApiError> {
         n => Ok(n),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(s: &str) -> String {
+        match parse_step(s) {
+            Err(ApiError::BadRequest(why)) => why,
+            other => panic!("{s:?}: {:?}", other.map_err(|e| e.to_string())),
+        }
+    }
+
+    #[test]
+    fn a_step_is_a_duration_above_zero() {
+        assert_eq!(parse_step("1s").ok(), Some(1_000_000_000));
+        assert_eq!(parse_step("500ms").ok(), Some(500_000_000));
+        assert_eq!(parse_step("5m").ok(), Some(300_000_000_000));
+        assert_eq!(refused("0s"), "step must be longer than 0");
+        assert_eq!(refused("fast"), wv_units::duration_error("step", "fast", &wv_units::DurationError::Form));
+    }
+
+    /// The histogram of `sel` over an empty store.
+    fn of_empty(name: &str, sel: Selection, step_ns: Option<u64>) -> Result<Histogram, ApiError> {
+        let store = crate::server::TestStore::new(&format!("histogram-{name}"));
+        histogram(&store.state(), &sel, step_ns)
+    }
+
+    fn range(from: Option<u64>, to: Option<u64>, expr: &str) -> Selection {
+        Selection { from, to, expr: expr.into(), limit: None, cancel: Default::default() }
+    }
+
+    const DAY_NS: u64 = 86_400_000_000_000;
+
+    #[test]
+    fn the_chosen_step_is_the_first_nice_one_of_at_most_200_buckets() {
+        let h = of_empty("day", range(Some(0), Some(DAY_NS), ""), None).unwrap_or_else(|e| panic!("{e}"));
+        // 5 minutes would make 288 buckets; 10 minutes make 144.
+        assert_eq!((h.from_ns, h.to_ns, h.step_ns, h.buckets.len()), (0, DAY_NS, 600_000_000_000, 144));
+        assert_eq!((h.from_catalog, h.read), (144, 0));
+        assert!(h.buckets.iter().all(|b| *b == [0, 0]));
+        // Exactly 200 buckets of a nice step still fit.
+        let h = of_empty("fit", range(Some(0), Some(200_000_000_000), ""), None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((h.step_ns, h.buckets.len()), (1_000_000_000, 200));
+        // 1,000 days by the widest nice step, a week; past it, a 200th of the span.
+        let h = of_empty("weeks", range(Some(0), Some(1_000 * DAY_NS), ""), None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((h.step_ns, h.buckets.len()), (7 * DAY_NS, 143));
+        let long = 2_000 * DAY_NS;
+        let h = of_empty("long", range(Some(0), Some(long), ""), None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((h.step_ns, h.buckets.len()), (long / 200, 200));
+    }
+
+    #[test]
+    fn a_given_step_makes_whole_buckets_up_to_the_cap() {
+        let h = of_empty("step", range(Some(1_000), Some(1_000 + 1_000_000_000), ""), Some(300_000_000))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((h.step_ns, h.buckets.len()), (300_000_000, 4));
+        let e = of_empty("cap", range(Some(0), Some(1_000_000_000), ""), Some(1)).err().map(|e| e.to_string());
+        let want = "step 1 ns makes 1000000000 buckets over this range, more than 10000; give a larger step or a shorter range";
+        assert_eq!(e.as_deref(), Some(want));
+        assert!(of_empty("edge", range(Some(0), Some(10_000), ""), Some(1)).is_ok());
+    }
+
+    #[test]
+    fn a_filter_has_every_bucket_read_and_a_bad_one_is_refused() {
+        let h = of_empty("filter", range(Some(0), Some(DAY_NS), "tcp"), None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((h.from_catalog, h.read), (0, 144));
+        let e = of_empty("bad", range(Some(0), Some(DAY_NS), "tcp and and"), None).err();
+        assert!(matches!(e, Some(ApiError::BadRequest(_))), "{:?}", e.map(|e| e.to_string()));
+    }
+
+    #[test]
+    fn an_empty_store_without_a_whole_range_has_no_buckets() {
+        let h = of_empty("open", range(Some(5), None, ""), Some(7)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((h.from_ns, h.to_ns, h.step_ns, h.buckets.len()), (0, 0, 7, 0));
+        let h = of_empty("none", range(None, None, ""), None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((h.step_ns, h.buckets.len()), (1_000_000_000, 0));
+    }
+}

@@ -183,4 +183,26 @@ mod tests {
             assert!(bad.parse::<AllowedHost>().is_err(), "{bad:?}");
         }
     }
+
+    #[test]
+    fn the_listen_address_is_answered_on_its_own_port_or_none() {
+        let listen: SocketAddr = "10.0.0.5:8080".parse().unwrap();
+        assert!(answered("10.0.0.5:8080", listen, &[]));
+        assert!(answered("10.0.0.5", listen, &[]));
+        assert!(!answered("10.0.0.5:9090", listen, &[]));
+        assert!(!answered("10.0.0.6:8080", listen, &[]));
+        let v6: SocketAddr = "[fd00::1]:8443".parse().unwrap();
+        assert!(answered("[FD00::1]:8443", v6, &[]));
+        assert!(!answered("[fd00::1]:8080", v6, &[]));
+        // Browsers on Linux reach loopback through 0.0.0.0; it is no loopback name.
+        assert!(!answered("0.0.0.0:8080", "127.0.0.1:8080".parse().unwrap(), &[]));
+    }
+
+    #[test]
+    fn the_misdirected_sentence_names_the_request_and_the_port() {
+        let s = misdirected("evil.example:80", "127.0.0.1:9000".parse().unwrap());
+        assert!(s.contains("not to \"evil.example:80\""), "{s}");
+        assert!(s.contains("http://localhost:9000/ or http://127.0.0.1:9000/"), "{s}");
+        assert!(s.ends_with("--allowed-host NAME"), "{s}");
+    }
 }

@@ -340,6 +340,71 @@ impl Collector for Scrape {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<&str> {
+        text.lines().collect()
+    }
+
+    #[test]
+    fn an_unreadable_store_and_no_recording_are_said_as_zeros() {
+        let out = render(&ApiMetrics::new(), Scrape::default(), false).unwrap();
+        let l = lines(&out);
+        assert!(l.contains(&"wirevault_store_up 0") && l.contains(&"wirevault_recording 0"), "{out}");
+        assert!(!out.contains("wirevault_store_size") && !out.contains("packets_written"), "{out}");
+        assert!(out.ends_with("# EOF\n"));
+        assert!(!render(&ApiMetrics::new(), Scrape::default(), true).unwrap().contains("# EOF"));
+    }
+
+    #[test]
+    fn the_store_and_its_horizon_are_gauges_in_their_units() {
+        let scrape = Scrape {
+            store: Some((4096, 3)),
+            oldest_ns: Some(1_500_000_000),
+            newest_ns: Some(2_000_000_000),
+            volume: Some((10, 20)),
+            ..Scrape::default()
+        };
+        let out = render(&ApiMetrics::new(), scrape, false).unwrap();
+        let l = lines(&out);
+        for want in [
+            "wirevault_store_up 1",
+            "wirevault_store_size_bytes 4096",
+            "wirevault_store_files 3",
+            "wirevault_oldest_packet_timestamp_seconds 1.5",
+            "wirevault_newest_packet_timestamp_seconds 2.0",
+            "wirevault_volume_free_bytes 10",
+            "wirevault_volume_size_bytes 20",
+        ] {
+            assert!(l.contains(&want), "{want} not in\n{out}");
+        }
+    }
+
+    #[test]
+    fn requests_count_by_code_and_streams_by_index() {
+        let api = ApiMetrics::new();
+        api.request(200);
+        api.request(200);
+        api.request(404);
+        let mut rec = crate::Recording { state: crate::RecordingState::Capturing, ..Default::default() };
+        rec.streams = vec![
+            crate::Counters { written: 5, ..Default::default() },
+            crate::Counters { written: 7, ..Default::default() },
+        ];
+        let out = render(&api, Scrape { recording: Some(Arc::new(rec)), ..Scrape::default() }, true).unwrap();
+        let l = lines(&out);
+        for want in [
+            "wirevault_http_requests_total{code=\"200\"} 2",
+            "wirevault_http_requests_total{code=\"404\"} 1",
+            "# TYPE wirevault_http_requests_total counter",
+            "wirevault_packets_written_total{stream=\"0\"} 5",
+            "wirevault_packets_written_total{stream=\"1\"} 7",
+            "wirevault_recording 1",
+        ] {
+            assert!(l.contains(&want), "{want} not in\n{out}");
+        }
+    }
+
     #[test]
     fn classic_names_counters_as_their_samples_and_drops_unit_and_eof() {
         let open = "# HELP a_bytes Bytes.\n# TYPE a_bytes counter\n# UNIT a_bytes bytes\na_bytes_total 3\n# HELP g A gauge.\n# TYPE g gauge\ng 1\n# EOF\n";

@@ -549,6 +549,52 @@ impl Refusals {
     }
 }
 
+/// An empty store (a directory with an empty catalog) in the temporary directory, removed
+/// when dropped, and the state handlers see on it: for unit tests of their work.
+#[cfg(test)]
+pub(crate) struct TestStore(pub std::path::PathBuf);
+
+#[cfg(test)]
+impl TestStore {
+    pub(crate) fn new(name: &str) -> TestStore {
+        let dir = std::env::temp_dir().join(format!("wv-serve-unit-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(wv_store::layout::CATALOG), "").unwrap();
+        TestStore(dir)
+    }
+
+    pub(crate) fn state(&self) -> State {
+        State::for_tests(Config::new(self.0.clone(), "127.0.0.1:0".parse().unwrap(), Arc::new(|_, _: &str| {})))
+    }
+}
+
+#[cfg(test)]
+impl Drop for TestStore {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+impl State {
+    /// What the handlers see, without a listener or a recording.
+    pub(crate) fn for_tests(cfg: Config) -> State {
+        State {
+            damaged: Default::default(),
+            retire_tls: tokio::sync::watch::Sender::new(0),
+            client_files: std::sync::Mutex::new(None),
+            view: StoreView::new(&cfg.store),
+            queries: Arc::new(Semaphore::new(cfg.max_queries)),
+            cfg,
+            live: None,
+            tokens: RwLock::new(None),
+            metrics: ApiMetrics::new(),
+            started: Instant::now(),
+            started_unix: 0.0,
+        }
+    }
+}
+
 impl State {
     /// `GET /api/v1/status` (503 with the reason when the store cannot be read).
     pub(crate) fn status(&self) -> Result<crate::status::Status, crate::api::ApiError> {
@@ -658,5 +704,64 @@ mod tests {
         assert!(said[1].contains("36 more connection(s) refused"), "{said:?}");
         let text = crate::metrics::render(&metrics, crate::metrics::Scrape::default(), true).unwrap();
         assert!(text.contains("wirevault_http_requests_total{code=\"503\"} 36"), "{text}");
+    }
+
+    #[test]
+    fn clients_are_counted_by_ipv4_address_or_ipv6_slash_64() {
+        let key = |s: &str| PerAddress::key(s.parse().unwrap()).to_string();
+        assert_eq!(key("192.0.2.7"), "192.0.2.7");
+        assert_eq!(key("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(key("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+    }
+
+    #[test]
+    fn an_address_holds_at_most_its_share_of_connections() {
+        let per = Arc::new(PerAddress::default());
+        let ip: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+        let slots: Vec<AddressSlot> = (0..MAX_PER_ADDRESS).map(|_| per.take(ip).unwrap()).collect();
+        assert!(per.take(ip).is_none());
+        // Another address is not held back, and a closed connection frees its slot.
+        assert!(per.take("192.0.2.8".parse().unwrap()).is_some());
+        drop(slots);
+        assert!(per.take(ip).is_some());
+    }
+
+    #[test]
+    fn the_status_of_an_empty_store_has_no_rate_nor_horizon() {
+        let store = TestStore::new("status-empty");
+        let s = store.state().status().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((s.recording, s.disk.files, s.disk.packets, s.horizon.oldest_ns), (None, 0, 0, None));
+        assert_eq!((s.horizon.rate_from.as_str(), s.horizon.holds_hours), ("none", None));
+        assert_eq!((s.limits.max_queries, s.limits.queries_running), (4, 0));
+    }
+
+    #[test]
+    fn a_recording_gives_its_state_rate_and_how_long_the_budget_holds() {
+        let store = TestStore::new("status-live");
+        let mut state = store.state();
+        let live = crate::LiveCounters::new();
+        state.live = Some(live.clone());
+        let s = state.status().unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(s.recording, Some(crate::status::LiveRecording::Starting { .. })));
+        let rec = |on_full: &str| crate::Recording {
+            state: crate::RecordingState::Capturing,
+            disk_mb_s: 2.0,
+            budget_bytes: Some(7_200_000_000),
+            on_full: Some(on_full.into()),
+            ..Default::default()
+        };
+        live.publish(rec("delete"));
+        let h = state.status().unwrap_or_else(|e| panic!("{e}")).horizon;
+        // 7.2 GB at 2 MB/s: one hour; a budget that deletes is never full.
+        assert_eq!(
+            (h.rate_from.as_str(), h.write_rate_bytes_s, h.capacity_bytes),
+            ("current", Some(2e6), Some(7_200_000_000))
+        );
+        assert_eq!((h.holds_hours, h.full_in_hours), (Some(1.0), None));
+        live.publish(rec("stop"));
+        let h = state.status().unwrap_or_else(|e| panic!("{e}")).horizon;
+        assert_eq!((h.holds_hours, h.full_in_hours), (Some(1.0), Some(1.0)));
     }
 }

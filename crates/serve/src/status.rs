@@ -89,3 +89,72 @@ pub struct Limits {
     pub max_bytes: u64,
     pub queries_running: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(recording: Option<LiveRecording>) -> Status {
+        Status {
+            version: "0.1.0".into(),
+            uptime_s: 1.5,
+            store: "/s".into(),
+            recording,
+            last_recording: None,
+            disk: Disk {
+                store_bytes: 10,
+                files: 1,
+                packets: 2,
+                volume_free_bytes: None,
+                volume_size_bytes: None,
+                volumes: vec![Volume { path: "/s".into(), free_bytes: Some(5), size_bytes: None }],
+            },
+            retention: Retention {
+                budget_bytes: Some(100),
+                on_full: Some("delete".into()),
+                files_deleted: 0,
+                bytes_deleted: 0,
+            },
+            horizon: Horizon {
+                oldest_ns: None,
+                oldest: None,
+                newest_ns: None,
+                newest: None,
+                span_s: None,
+                write_rate_bytes_s: None,
+                rate_from: "none".into(),
+                capacity_bytes: None,
+                holds_hours: None,
+                full_in_hours: None,
+            },
+            limits: Limits { max_queries: 4, max_bytes: 1 << 30, queries_running: 0 },
+        }
+    }
+
+    #[test]
+    fn a_recording_that_is_starting_is_said_as_its_state_alone() {
+        let s = status(Some(LiveRecording::Starting { state: Starting::Starting }));
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["recording"], serde_json::json!({ "state": "starting" }));
+        assert_eq!(serde_json::from_value::<Status>(v).unwrap(), s);
+    }
+
+    #[test]
+    fn the_answer_reads_back_as_written() {
+        let rec = crate::Recording { state: crate::RecordingState::Capturing, workers: 2, ..Default::default() };
+        let s = status(Some(LiveRecording::Counters(Box::new(rec))));
+        let text = serde_json::to_string(&s).unwrap();
+        let back: Status = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (v["recording"]["state"].as_str(), v["recording"]["workers"].as_u64()),
+            (Some("capturing"), Some(2))
+        );
+        assert_eq!(
+            (v["retention"]["on_full"].as_str(), v["limits"]["max_queries"].as_u64()),
+            (Some("delete"), Some(4))
+        );
+        assert_eq!(v["last_recording"], serde_json::Value::Null);
+    }
+}

@@ -188,4 +188,20 @@ mod tests {
         assert!(outside(s, None, Some(100)).unwrap().contains("ends before"));
         assert!(outside(s, Some(201), None).unwrap().contains("starts after"));
     }
+
+    fn vol(space: Option<(u64, u64)>, dev: Option<u64>) -> VolumeSpace {
+        VolumeSpace { path: "/v".into(), space, dev }
+    }
+
+    #[test]
+    fn volumes_on_one_file_system_count_once() {
+        let vols = [vol(Some((10, 100)), Some(1)), vol(Some((10, 100)), Some(1)), vol(Some((5, 50)), Some(2))];
+        assert_eq!(total_space(&vols), Some((15, 150)));
+        // One whose space or device cannot be read adds nothing.
+        let vols = [vol(Some((10, 100)), Some(1)), vol(None, Some(2)), vol(Some((5, 50)), None)];
+        assert_eq!(total_space(&vols), Some((10, 100)));
+        // The store's own directory unreadable: no figure at all.
+        assert_eq!(total_space(&[vol(None, Some(1)), vol(Some((5, 50)), Some(2))]), None);
+        assert_eq!(total_space(&[]), None);
+    }
 }

@@ -149,3 +149,57 @@ impl IoStat {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Analyzer, Config, Frame};
+
+    /// (packets, bytes) per interval of 100-byte frames at `ts` with `step_ns`.
+    fn intervals(ts: &[u64], step_ns: u64) -> (super::IoReport, Vec<(u64, u64)>) {
+        let mut a = Analyzer::new(Config { step_ns, ..Config::default() }).unwrap();
+        for &ts_ns in ts {
+            a.feed(&Frame { ts_ns, linktype: 1, wire_len: 100, data: &[0; 100] });
+        }
+        let r = a.finish().throughput;
+        let rows = r.intervals.iter().map(|i| (i.packets, i.bytes)).collect();
+        (r, rows)
+    }
+
+    #[test]
+    fn times_round_to_whole_microseconds_before_their_interval() {
+        let s = 1_000_000_000;
+        // 999_999_500 ns rounds up to 1 s (the next interval), 999_999_499 down.
+        assert_eq!(intervals(&[0, 999_999_499], s).1, [(2, 200)]);
+        assert_eq!(intervals(&[0, 999_999_500], s).1, [(1, 100), (1, 100)]);
+    }
+
+    #[test]
+    fn a_frame_earlier_than_one_before_counts_in_the_latest_ones_interval() {
+        let s = 1_000_000_000;
+        let (r, rows) = intervals(&[10, 2_500_000_010, 500_000_010], s);
+        assert_eq!(rows, [(1, 100), (0, 0), (2, 200)]);
+        assert_eq!((r.first_ns, r.intervals[2].start_ns), (10, 2 * s));
+    }
+
+    #[test]
+    fn rates_are_per_second_of_the_step() {
+        // Two 100-byte frames in a 0.5 s interval, one in the next.
+        let (r, _) = intervals(&[0, 100_000_000, 600_000_000], 500_000_000);
+        assert_eq!((r.intervals[0].bits_per_second, r.intervals[0].packets_per_second), (3200.0, 4.0));
+        assert_eq!((r.intervals[1].bits_per_second, r.intervals[1].packets_per_second), (1600.0, 2.0));
+        assert_eq!((r.peak_bits_per_second, r.peak_packets_per_second), (3200.0, 4.0));
+    }
+
+    #[test]
+    fn a_step_under_a_microsecond_is_raised_and_the_asked_one_kept() {
+        let (r, rows) = intervals(&[0, 999, 1_500], 1);
+        assert_eq!((r.requested_step_ns, r.step_ns), (1, super::MIN_STEP_NS));
+        // 999 ns rounds to 1 µs, 1500 ns to 2 µs.
+        assert_eq!(rows, [(1, 100), (1, 100), (1, 100)]);
+    }
+
+    #[test]
+    fn a_last_frame_on_an_interval_start_gets_its_own_row() {
+        assert_eq!(intervals(&[0, 2_000_000_000], 1_000_000_000).1, [(1, 100), (0, 0), (1, 100)]);
+    }
+}

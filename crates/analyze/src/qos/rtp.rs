@@ -359,4 +359,63 @@ mod tests {
         assert!(header(&p, 20).is_some());
         assert_eq!(header(&p[..15], 20), None, "the length word cut");
     }
+
+    #[test]
+    fn clock_rates_are_rfc_3551s() {
+        let rates: Vec<u32> = [0, 8, 9, 13, 6, 10, 16, 17, 26, 34, 19, 96, 127].into_iter().map(clock_rate).collect();
+        assert_eq!(rates, [8000, 8000, 8000, 8000, 16000, 44100, 11025, 22050, 90000, 90000, 0, 0, 0]);
+    }
+
+    /// The RTP streams of packets (arrival in ms, payload type with the
+    /// marker bit, sequence number, RTP timestamp) of one SSRC.
+    fn streams(packets: &[(u64, u8, u16, u32)]) -> RtpReport {
+        let mut a = crate::Analyzer::new(Config::default()).unwrap();
+        for &(ms, pt, seq, ts) in packets {
+            let f = crate::test_frames::udp(
+                [10, 0, 0, 1],
+                4000,
+                [10, 0, 0, 2],
+                5004,
+                &crate::test_frames::rtp(pt, seq, ts, 7),
+            );
+            crate::test_frames::feed(&mut a, ms * 1_000_000, &f);
+        }
+        a.finish().rtp
+    }
+
+    #[test]
+    fn losses_count_from_the_extended_sequence_numbers() {
+        let r = streams(&[(0, 0, 1, 0), (20, 0, 2, 160), (60, 0, 4, 480), (80, 0, 5, 640)]);
+        let s = &r.streams[0];
+        assert_eq!((s.ssrc, s.packets, s.lost, s.lost_percent, s.sequence_errors), (7, 4, 1, 20.0, 1));
+        assert_eq!((s.src.as_str(), s.src_port, s.dst_port), ("10.0.0.1", 4000, 5004));
+        // Across the wrap of the sequence number: nothing lost.
+        let r = streams(&[(0, 0, 65534, 0), (20, 0, 65535, 160), (40, 0, 0, 320), (60, 0, 1, 480)]);
+        assert_eq!((r.streams[0].lost, r.streams[0].sequence_errors), (0, 0));
+        // A duplicate: one lost less than none.
+        let r = streams(&[(0, 0, 1, 0), (20, 0, 2, 160), (21, 0, 2, 160)]);
+        assert_eq!((r.streams[0].lost, r.streams[0].sequence_errors), (-1, 1));
+    }
+
+    #[test]
+    fn jitter_is_rfc_3550s_with_tsharks_running_means() {
+        // 8 kHz, 20 ms apart; the third packet 4 ms late.
+        let r = streams(&[(0, 0, 1, 0), (20, 0, 2, 160), (44, 0, 3, 320), (60, 0, 4, 480)]);
+        let s = &r.streams[0];
+        // J = 4/16, then (15 * 0.25 + 4) / 16; the means weigh all packets before.
+        assert_eq!((s.min_jitter_ms, s.max_jitter_ms), (Some(0.0), Some(0.484375)));
+        assert_eq!(s.mean_jitter_ms, Some((0.125 * 2.0 + 0.484375) / 3.0));
+        assert_eq!((s.min_delta_ms, s.max_delta_ms, s.mean_delta_ms, s.regular_packets), (16.0, 24.0, 20.0, 3));
+    }
+
+    #[test]
+    fn a_dynamic_payload_type_has_no_jitter_and_a_marked_packet_no_delta() {
+        let r = streams(&[(0, 96, 1, 0), (20, 96, 2, 160), (50, 0x80 | 96, 3, 320), (80, 96, 4, 480)]);
+        let s = &r.streams[0];
+        assert_eq!((s.payload_type, s.min_jitter_ms, s.mean_jitter_ms), (96, None, None));
+        // The marked packet's delta is left out, but it weighs in the mean
+        // as tshark's: (20 * 2 + 30) / 3, not (20 + 30) / 2.
+        assert_eq!((s.regular_packets, s.min_delta_ms, s.max_delta_ms), (2, 20.0, 30.0));
+        assert_eq!(s.mean_delta_ms, 70.0 / 3.0);
+    }
 }

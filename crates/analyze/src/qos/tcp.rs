@@ -609,4 +609,167 @@ mod tests {
         let (x, y) = (7u32, 7u32.wrapping_add(1 << 31));
         assert!(gt(x, y) && gt(y, x) && le(x, y) && le(y, x) && lt(x, y) && lt(y, x));
     }
+
+    /// A fresh connection from 10.0.0.1:1000 to 10.0.0.2:80.
+    fn conn() -> Connection {
+        Connection::new((Ip::V4([10, 0, 0, 1]), 1000), (Ip::V4([10, 0, 0, 2]), 80))
+    }
+
+    /// A shown segment: sequence and acknowledgement numbers, data length, flags, window.
+    fn seg(seq: u32, ack: u32, len: u32, flags: u16, win: u16) -> Segment {
+        Segment { seq, ack, seglen: Some(len), flags, win, sane: true, shown: true }
+    }
+
+    #[test]
+    fn a_window_of_zero_on_a_plain_segment_is_a_zero_window() {
+        let (mut c, mut held) = (conn(), 0);
+        assert_eq!(an(&mut c, 1, 1_000, seg(5001, 1001, 0, ACK, 0), &mut held), flag::ZERO_WINDOW);
+        // Not on a SYN, FIN or RST.
+        assert_eq!(an(&mut c, 1, 2_000, seg(5001, 1001, 0, ACK | RST, 0), &mut held) & flag::ZERO_WINDOW, 0);
+    }
+
+    #[test]
+    fn a_segment_one_below_the_next_is_a_keep_alive_and_its_answer_a_keep_alive_ack() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 1, 2_000, seg(5001, 1101, 0, ACK, 2000), &mut held);
+        assert_eq!(an(&mut c, 0, 10_000_000, seg(1100, 5001, 0, ACK, 1000), &mut held), flag::KEEP_ALIVE);
+        assert_eq!(an(&mut c, 1, 10_001_000, seg(5001, 1101, 0, ACK, 2000), &mut held), flag::KEEP_ALIVE_ACK);
+    }
+
+    #[test]
+    fn data_already_acknowledged_is_a_spurious_retransmission() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 1, 2_000, seg(5001, 1101, 0, ACK, 2000), &mut held);
+        assert_eq!(an(&mut c, 0, 3_000, seg(1001, 5001, 100, ACK, 1000), &mut held), flag::SPURIOUS_RETRANSMISSION);
+    }
+
+    #[test]
+    fn a_step_back_after_the_out_of_order_window_is_a_retransmission() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 0, 2_000, seg(1101, 5001, 100, ACK, 1000), &mut held);
+        // 3 ms (no handshake RTT known) after the highest: not out of order any more.
+        assert_eq!(
+            an(&mut c, 0, 2_000 + OOO_DEFAULT_NS, seg(1001, 5001, 100, ACK, 1000), &mut held),
+            flag::RETRANSMISSION
+        );
+        // A known handshake RTT is the window instead.
+        let mut c = conn();
+        c.first_rtt_ns = Some(10_000_000);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 0, 2_000, seg(1101, 5001, 100, ACK, 1000), &mut held);
+        assert_eq!(
+            an(&mut c, 0, 2_000 + OOO_DEFAULT_NS, seg(1001, 5001, 100, ACK, 1000), &mut held),
+            flag::OUT_OF_ORDER
+        );
+    }
+
+    #[test]
+    fn an_ack_beyond_the_data_seen_is_an_acked_unseen_segment() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        assert_eq!(an(&mut c, 1, 2_000, seg(5001, 1201, 0, ACK, 2000), &mut held), flag::ACK_LOST_PACKET);
+    }
+
+    #[test]
+    fn one_byte_into_a_zero_window_is_a_probe() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 1, 2_000, seg(5001, 1101, 0, ACK, 0), &mut held);
+        assert_eq!(an(&mut c, 0, 3_000, seg(1101, 5001, 1, ACK, 1000), &mut held), flag::ZERO_WINDOW_PROBE);
+        // The probe does not move the highest sequence number.
+        assert_eq!(c.half[0].nextseq, 1101);
+    }
+
+    #[test]
+    fn unacknowledged_ends_are_held_until_acknowledged() {
+        let (mut c, mut held) = (conn(), 0);
+        an(&mut c, 0, 1_000, seg(1001, 5001, 100, ACK, 1000), &mut held);
+        an(&mut c, 0, 2_000, seg(1101, 5001, 100, ACK, 1000), &mut held);
+        assert_eq!((held, c.half[0].unacked.as_slice()), (2, [1101, 1201].as_slice()));
+        an(&mut c, 1, 3_000, seg(5001, 1101, 0, ACK, 2000), &mut held);
+        assert_eq!((held, c.half[0].unacked.as_slice()), (1, [1201].as_slice()));
+    }
+
+    #[test]
+    fn the_handshake_rtt_runs_from_the_last_syn_to_the_first_ack() {
+        let mut c = conn();
+        c.handshake(SYN, 1_000);
+        c.handshake(SYN, 5_000);
+        c.handshake(SYN | ACK, 6_000);
+        c.handshake(ACK, 9_000);
+        c.handshake(ACK, 20_000);
+        assert_eq!(c.first_rtt_ns, Some(4_000));
+        // A SYN stamped 0 counts as none.
+        let mut c = conn();
+        c.handshake(SYN, 0);
+        c.handshake(ACK, 9_000);
+        assert_eq!(c.first_rtt_ns, None);
+    }
+
+    /// The TCP report of segments (time, from the client or not, seq, ack, flags, data length)
+    /// between 10.0.0.1:1000 (the client) and 10.0.0.2:80.
+    fn report(segs: &[(u64, bool, u32, u32, u16, usize)]) -> TcpReport {
+        let mut a = crate::Analyzer::new(Config::default()).unwrap();
+        let (c, s) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        for &(ts, from_client, seq, ack, flags, len) in segs {
+            let f = if from_client {
+                crate::test_frames::tcp(c, 1000, s, 80, seq, ack, flags, len)
+            } else {
+                crate::test_frames::tcp(s, 80, c, 1000, seq, ack, flags, len)
+            };
+            crate::test_frames::feed(&mut a, ts, &f);
+        }
+        a.finish().tcp
+    }
+
+    #[test]
+    fn a_handshake_gives_its_rtt_and_the_segments_one_conversation() {
+        // From 1 µs: a SYN stamped 0 gives no RTT (tshark's "not yet" zero).
+        let r = report(&[
+            (1_000, true, 100, 0, SYN, 0),
+            (1_001_000, false, 500, 101, SYN | ACK, 0),
+            (3_001_000, true, 101, 501, ACK, 0),
+        ]);
+        assert_eq!((r.handshake_rtt.count, r.handshake_rtt.p50_ns), (1, 3_000_000));
+        let h = &r.slowest_handshakes[0];
+        assert_eq!((h.client.as_str(), h.server.as_str(), h.rtt_ns), ("10.0.0.1:1000", "10.0.0.2:80", 3_000_000));
+        assert_eq!((r.counts.segments, r.conversations.count), (3, 1));
+        let row = &r.conversations.rows[0];
+        assert_eq!(
+            (row.a.as_str(), row.port_a, row.a_to_b.packets, row.b_to_a.packets),
+            ("10.0.0.1", Some(1000), 2, 1)
+        );
+    }
+
+    #[test]
+    fn the_slowest_handshakes_come_first() {
+        let r = report(&[
+            (1_000, true, 100, 0, SYN, 0),
+            (3_001_000, true, 101, 501, ACK, 0),
+            // The ports again, a new connection: 10 ms.
+            (20_000_000, true, 7_000, 0, SYN, 0),
+            (30_000_000, true, 7_001, 801, ACK, 0),
+        ]);
+        let rtts: Vec<u64> = r.slowest_handshakes.iter().map(|h| h.rtt_ns).collect();
+        assert_eq!(rtts, [10_000_000, 3_000_000]);
+        assert_eq!((r.handshake_rtt.count, r.handshake_rtt.min_ns, r.handshake_rtt.max_ns), (2, 3_000_000, 10_000_000));
+    }
+
+    #[test]
+    fn a_syn_with_another_initial_sequence_number_is_a_new_connection() {
+        let r = report(&[
+            (0, true, 100, 0, SYN, 0),
+            (1_000, true, 101, 0, ACK, 10),
+            // The same SYN again is a retransmission of it, in the same connection.
+            (2_000_000_000, true, 100, 0, SYN, 0),
+            (3_000_000_000, true, 9_000, 0, SYN, 0),
+        ]);
+        assert_eq!((r.conversations.count, r.counts.retransmissions), (2, 1));
+        let packets: Vec<u64> = r.conversations.rows.iter().map(|c| c.a_to_b.packets).collect();
+        assert_eq!(packets, [3, 1]);
+        assert_eq!(r.first_retransmissions, [3]);
+    }
 }

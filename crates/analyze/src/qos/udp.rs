@@ -254,4 +254,50 @@ mod tests {
         assert!(close(s.max_jitter_ms.unwrap(), js.iter().copied().fold(0.0, f64::max)), "{s:?}");
         assert!(close(s.mean_jitter_ms.unwrap(), js.iter().sum::<f64>() / 4.0), "{s:?}");
     }
+
+    /// The plain UDP streams of frames (time in ms, sent back or not), with at most `max_flows` flows.
+    fn streams(max_flows: usize, fed: &[(u64, bool)]) -> super::UdpStreamsReport {
+        let mut a = Analyzer::new(Config { max_flows, ..Config::default() }).unwrap();
+        let (out, back) = (frame(false), frame(true));
+        for &(ms, b) in fed {
+            let data = if b { &back } else { &out };
+            a.feed(&Frame { ts_ns: ms * 1_000_000, linktype: 1, wire_len: 62, data });
+        }
+        a.finish().udp_streams
+    }
+
+    #[test]
+    fn two_packets_give_a_delta_and_no_jitter() {
+        let r = streams(10, &[(0, false), (30, false)]);
+        let s = &r.streams[0];
+        assert_eq!((s.packets, s.min_delta_ms, s.mean_delta_ms, s.max_delta_ms), (2, 30.0, 30.0, 30.0));
+        assert_eq!((s.mean_jitter_ms, s.max_jitter_ms, s.first_ns, s.last_ns), (None, None, 0, 30_000_000));
+    }
+
+    #[test]
+    fn a_constant_rate_has_no_jitter() {
+        let r = streams(10, &[(0, false), (10, false), (20, false), (30, false)]);
+        assert_eq!((r.streams[0].mean_jitter_ms, r.streams[0].max_jitter_ms), (Some(0.0), Some(0.0)));
+    }
+
+    #[test]
+    fn streams_are_listed_by_packets_then_first_packet() {
+        let r = streams(10, &[(5, true), (6, false), (7, false), (8, true), (9, false)]);
+        let order: Vec<(u16, u64)> = r.streams.iter().map(|s| (s.src_port, s.packets)).collect();
+        assert_eq!(order, [(5000, 3), (6000, 2)]);
+        // A tie in packets: the earlier first packet first.
+        let r = streams(10, &[(5, true), (6, false)]);
+        assert_eq!(r.streams.iter().map(|s| s.src_port).collect::<Vec<_>>(), [6000, 5000]);
+    }
+
+    #[test]
+    fn packets_of_a_flow_the_full_table_refused_are_untracked() {
+        let mut a = Analyzer::new(Config { max_flows: 1, ..Config::default() }).unwrap();
+        let other = crate::test_frames::udp([10, 0, 0, 9], 1, [10, 0, 0, 2], 2, &[0; 20]);
+        for (ts_ns, data) in [(0, frame(false)), (1, other.clone()), (2, other)] {
+            a.feed(&Frame { ts_ns, linktype: 1, wire_len: data.len() as u32, data: &data });
+        }
+        let r = a.finish().udp_streams;
+        assert_eq!((r.streams.len(), r.untracked_packets), (1, 2));
+    }
 }
