@@ -106,7 +106,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     };
     let find = wv_flows::find::Find { filter, from_ns, to_ns, sort, limit: None };
     // The nodes: those given, or the one store (for --packets through the same merge).
-    let nodes = if several || store.is_some() { a.sources.nodes(store)? } else { Vec::new() };
+    let mut nodes = if several || store.is_some() { a.sources.nodes(store)? } else { Vec::new() };
     let mut code = exit::OK;
     let recs = match (&a.clickhouse, store) {
         (Some(url), _) => {
@@ -117,7 +117,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         }
         (None, Some(store)) => from_store(store, a.rebuild, &find)?,
         (None, None) => {
-            let (recs, c) = from_nodes(&nodes, &find, &words.join(" "), a.sources.allow_partial);
+            let (recs, c, lost) = from_nodes(&nodes, &find, &words.join(" "), a.sources.allow_partial);
+            // A node named as left out of the flows is not asked for their packets (and
+            // named again).
+            let mut rank = 0;
+            nodes.retain(|_| (!lost.contains(&rank), rank += 1).0);
             code = c;
             recs
         }
@@ -153,13 +157,13 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 
 /// The records `find` asks for on every node at once (a store's files, a recorder's
 /// `/api/v1/flows`), each one's `node` the node's name, in `find`'s order; and the exit code
-/// of the nodes that gave none (each named once, as `query --fleet` names them).
+/// of the nodes that gave none (each named once, as `query --fleet` names them) and their ranks.
 fn from_nodes(
     nodes: &[wv_fleet::Node],
     find: &wv_flows::find::Find,
     expr: &str,
     allow_partial: bool,
-) -> (Vec<FlowRecord>, u8) {
+) -> (Vec<FlowRecord>, u8, Vec<usize>) {
     type Answer = Result<(Vec<FlowRecord>, Vec<String>), wv_fleet::Lost>;
     let answers: Vec<Answer> = std::thread::scope(|s| {
         let hs: Vec<_> = nodes.iter().enumerate().map(|(i, n)| s.spawn(move || node_flows(n, i, find, expr))).collect();
@@ -191,7 +195,8 @@ fn from_nodes(
         }
     }
     find.order(&mut recs);
-    (recs, super::fleet::say_lost(&lost, &warnings, allow_partial, nodes.len()))
+    let code = super::fleet::say_lost(&lost, &warnings, allow_partial, nodes.len());
+    (recs, code, lost.iter().map(|l| l.node).collect())
 }
 
 /// One node's records for `find` and what it said about them (flow files it could not read).
@@ -238,8 +243,8 @@ fn node_flows(
 /// records' `packet_filter`s from the first record's first packet to the last one's last),
 /// of whose packets those are kept that match a record's filter within that record's own
 /// [first, last]: the query alone would also take the packets of another flow with the same
-/// key (a port used again) outside every record's time. Over [`MAX_KEYS`] distinct keys the
-/// expression would take libpcap's optimiser too long: the query then takes every packet of
+/// key (a port used again) outside every record's time. Over [`MAX_WORDS`] words (about 16
+/// distinct keys) the expression would take libpcap's optimiser too long: the query then takes every packet of
 /// the range and the check alone chooses. Returns the exit code of the nodes left out.
 fn write_packets(a: &Args, recs: &[FlowRecord], nodes: &[wv_fleet::Node]) -> anyhow::Result<u8> {
     let write = a.write.as_deref().filter(|p| p.as_os_str() != "-");
@@ -255,8 +260,20 @@ fn write_packets(a: &Args, recs: &[FlowRecord], nodes: &[wv_fleet::Node]) -> any
         keys.entry(wv_flows::find::packet_filter(r)).or_default().push((r.first_ns, r.last_ns));
     }
     let keys: Vec<(String, Vec<(u64, u64)>)> = keys.into_iter().collect();
-    let expr = if keys.len() <= MAX_KEYS {
-        keys.iter().map(|(f, _)| format!("({f})")).collect::<Vec<_>>().join(" or ")
+    // libpcap's `vlan` moves the offsets of every term after it, in any branch of an `or`: the
+    // untagged keys come first, then the one tagged key, or with several just `vlan` (each
+    // tagged packet is then chosen by the check alone).
+    let (tagged, untagged): (Vec<&String>, Vec<&String>) =
+        keys.iter().map(|(f, _)| f).partition(|f| f.starts_with("vlan"));
+    let mut terms: Vec<String> = untagged.iter().map(|f| format!("({f})")).collect();
+    match tagged[..] {
+        [] => {}
+        [one] => terms.push(format!("({one})")),
+        _ => terms.push("vlan".into()),
+    }
+    let expr = terms.join(" or ");
+    let expr = if expr.split_whitespace().count() <= MAX_WORDS {
+        expr
     } else {
         info!(
             "{} flow keys: the packets of the whole time range are read and each is checked against them",
@@ -294,9 +311,9 @@ fn write_packets(a: &Args, recs: &[FlowRecord], nodes: &[wv_fleet::Node]) -> any
     Ok(super::fleet::say_lost(&outcome.lost, &outcome.warnings, a.sources.allow_partial, nodes.len()))
 }
 
-/// Most distinct flow keys `--packets` puts in its query's expression (each is about 20
-/// words; libpcap optimises an OR of many slowly, `wv_filter::MAX_WORDS`).
-const MAX_KEYS: usize = 48;
+/// Most words of the expression `--packets` gives its query (a key's filter has about 36;
+/// libpcap's optimiser grows with the cube of the program, `wv_filter::MAX_WORDS`).
+const MAX_WORDS: usize = wv_filter::MAX_WORDS / 2;
 
 /// The records of a store's flow files that `find` asks for (made again first with `--rebuild`).
 fn from_store(store: &Path, rebuild_first: bool, find: &wv_flows::find::Find) -> anyhow::Result<Vec<FlowRecord>> {
