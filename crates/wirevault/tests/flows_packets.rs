@@ -5,7 +5,7 @@
 //! once with its node, the packets equal to `query` over the same sources, a node down named
 //! and exit 1 (0 with --allow-partial); bad input refused in one sentence.
 
-use crate::fleet::{token_file, TOKEN};
+use crate::fleet::{fleet_file, token_file, TOKEN};
 use crate::flows_api::{built, store_with_flows, FLOWS};
 use crate::util::*;
 use serde_json::Value;
@@ -169,6 +169,26 @@ wvtest!(flows_packets_over_several_stores_equal_query, needs = ["tcpdump"], |t| 
     let starts: Vec<u64> = all.iter().map(|r| r["first_ns"].as_u64().unwrap()).collect();
     assert!(starts.windows(2).all(|w| w[0] <= w[1]), "sorted by start over the nodes");
 
+    // The same through a fleet file: its node names.
+    let fleet = fleet_file(
+        tmp.path(),
+        "fleet.toml",
+        "",
+        &[
+            ("a", s(&stores[0]).to_string(), None),
+            ("b", s(&stores[1]).to_string(), None),
+            ("c", url.clone(), Some(&tokens)),
+        ],
+    );
+    let by_file = flows_json(&["--fleet", s(&fleet)]);
+    assert_eq!(by_file.len(), all.len());
+    for (f, r) in by_file.iter().zip(&all) {
+        let mut r = r.clone();
+        let i = names.iter().position(|n| r["node"] == *n).unwrap();
+        r["node"] = ["a", "b", "c"][i].into();
+        assert_eq!(*f, r, "a fleet file's flows are the --store ones, named after its nodes");
+    }
+
     // The packets of flows on all three nodes: `query` over the same sources with the same
     // keys and range, and tcpdump over the unsplit capture.
     let expr = "host 10.1.0.2 or host 10.1.0.3 or host 10.1.0.4";
@@ -192,6 +212,8 @@ wvtest!(flows_packets_over_several_stores_equal_query, needs = ["tcpdump"], |t| 
     let ng = tmp.join("flows.pcapng");
     run_ok(wirevault().arg("flows").args(&srcs).args(["--packets", "--format", "pcapng", "-w", s(&ng), expr]));
     same(&frames(&ng), &got, "pcapng holds the same frames");
+    run_ok(wirevault().args(["flows", "--fleet", s(&fleet), "--packets", "-w", s(&out), expr]));
+    same(&frames(&out), &got, "--fleet FILE --packets");
 
     // A node down: named once, exit 1; 0 with --allow-partial, with the others' flows.
     let dead = format!("http://127.0.0.1:{}", dead_port());
