@@ -109,6 +109,10 @@ wvtest!(flows_packets_equal_tcpdump_over_the_capture, needs = ["tcpdump"], |t| {
     let o = run_wirevault(&["flows", s(&store), "--packets", "udp"]);
     o.expect(2, "--packets without -w");
     assert!(o.stderr.contains("give -w FILE") && o.stderr.trim().lines().count() == 1, "{}", o.stderr);
+    let inside = store.join("stream-000").join("x.pcap");
+    let o = run_wirevault(&["flows", s(&store), "--packets", "-w", s(&inside), "udp"]);
+    o.expect(2, "-w inside the store");
+    assert!(!inside.exists() && o.stderr.contains("store"), "{}", o.stderr);
     let o = run_wirevault(&["flows", s(&store), "--packets", "-w", s(&out), "tcp[13] & 2 != 0"]);
     o.expect(2, "a flow expression with tcp[13]");
     assert!(o.stderr.contains("\"tcp[13]\""), "{}", o.stderr);

@@ -224,6 +224,23 @@ pub fn write_merged(
 ) -> anyhow::Result<Option<wv_fleet::Outcome>> {
     let result = match write {
         Some(path) => {
+            // Never into a local source or one of its files (checked before anything is
+            // created, as `query STORE -w` checks; a source that cannot be read is named by
+            // the merge).
+            for n in nodes {
+                if let wv_fleet::Source::Local(store) = &n.source {
+                    let q = wv_query::Query {
+                        store: store.clone(),
+                        from_ns: None,
+                        to_ns: None,
+                        expr: String::new(),
+                        limit: None,
+                    };
+                    if let Ok(p) = wv_query::prepare(q) {
+                        wv_query::check_output(&p, path).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+                    }
+                }
+            }
             let mut f = std::fs::File::create(path)
                 .map_err(|e| fail(exit::ERROR, format!("cannot create {}: {e}", path.display())))?;
             let r = wv_fleet::write_where(nodes, sel, format, &mut f, keep);
