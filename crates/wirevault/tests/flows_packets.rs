@@ -230,6 +230,8 @@ wvtest!(flows_packets_over_several_stores_equal_query, needs = ["tcpdump"], |t| 
     let o = run_wirevault(&[&["flows"][..], &down, &["--json", "--allow-partial"]].concat());
     o.expect(0, "a node down, --allow-partial");
     assert_eq!(serde_json::from_str::<Vec<Value>>(&o.stdout).unwrap(), all, "the others' flows, all of them");
+    let o = run_wirevault(&["flows", &dead_src, "--allow-partial"]);
+    o.expect(1, "no node answering, even with --allow-partial");
     let o = run_wirevault(&[&["flows"][..], &down, &["--packets", "-w", s(&out), expr]].concat());
     o.expect(1, "--packets with a node down");
     assert_eq!(o.stderr.matches(&format!("node {named} ")).count(), 1, "named once: {}", o.stderr);

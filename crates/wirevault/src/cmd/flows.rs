@@ -120,14 +120,13 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             let (recs, c, lost) = from_nodes(&nodes, &find, &words.join(" "), a.sources.allow_partial);
             // A node named as left out of the flows is not asked for their packets (and
             // named again).
-            let mut rank = 0;
-            nodes.retain(|_| (!lost.contains(&rank), rank += 1).0);
+            nodes = nodes.into_iter().enumerate().filter(|(i, _)| !lost.contains(i)).map(|(_, n)| n).collect();
             code = c;
             recs
         }
     };
     if a.packets {
-        if nodes.is_empty() {
+        if !several && store.is_none() {
             return Err(fail(
                 exit::USAGE,
                 "--packets reads the packets from stores or recorders: give them with --store or --fleet",
