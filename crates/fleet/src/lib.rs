@@ -20,4 +20,5 @@ pub mod out;
 
 pub use config::{ConfigError, Credentials, FleetFile, Node, Overrides, Source, Timeouts};
 pub use merge::{count, each, merge, Counted, Lost, MergeError, MergedPacket, Outcome, Selection};
-pub use out::{write, Format};
+pub use node::get_json;
+pub use out::{write, write_where, Format};

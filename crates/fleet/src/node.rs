@@ -315,3 +315,30 @@ pub(crate) fn count(node: &Node, sel: &Selection) -> Result<(u64, Vec<String>), 
         }
     }
 }
+
+/// The JSON answer of a node's API endpoint `path` (with its query string), asked as the
+/// packets are (the node's token, TLS and timeouts; tried again as its `retries` say):
+/// `wirevault flows` over a fleet reads `/api/v1/flows` so. A local store has no API:
+/// its node is refused. A node that fails is `Lost` as rank `rank`, nothing merged.
+pub fn get_json(node: &Node, rank: usize, path: &str) -> Result<serde_json::Value, crate::merge::Lost> {
+    let lost = |f: Failure| crate::merge::Lost {
+        node: rank,
+        name: node.name.clone(),
+        location: node.location(),
+        merged: 0,
+        what: f.what,
+        todo: f.todo,
+    };
+    let Source::Remote(r) = &node.source else {
+        return Err(lost(Failure::node("is a local store, with no API", "read it directly")));
+    };
+    let mut resp = ask(r, node, path).map_err(lost)?;
+    let mut body = Vec::new();
+    (&mut resp.body)
+        .take(1 << 30)
+        .read_to_end(&mut body)
+        .map_err(|e| lost(request_failure(&HttpError::of(e, node.timeouts.node), node)))?;
+    serde_json::from_slice(&body).map_err(|e| {
+        lost(Failure::node(format!("sent an answer that is not JSON ({e})"), "check its server's version"))
+    })
+}

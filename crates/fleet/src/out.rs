@@ -21,10 +21,57 @@ pub enum Format {
 
 /// Merges `sel` over `nodes` into `w` in `format`.
 pub fn write(nodes: &[Node], sel: &Selection, format: Format, w: &mut dyn Write) -> Result<Outcome, MergeError> {
+    write_where(nodes, sel, format, w, &mut |_| true)
+}
+
+/// As [`write`], keeping only the merged packets `keep` accepts (`flows --packets`: a
+/// packet of one of the flows' keys within that flow's own time range). The outcome's
+/// `matched` and per-node counts are the merge's, before `keep`.
+pub fn write_where(
+    nodes: &[Node],
+    sel: &Selection,
+    format: Format,
+    w: &mut dyn Write,
+    keep: &mut dyn FnMut(&MergedPacket<'_>) -> bool,
+) -> Result<Outcome, MergeError> {
     let w = BufWriter::with_capacity(1 << 20, w);
     match format {
-        Format::Pcap => merge::merge(nodes, sel, &mut Pcap { w, linktype: None }),
-        Format::Pcapng => merge::merge(nodes, sel, &mut Pcapng { w, linktypes: Vec::new(), pending: Vec::new() }),
+        Format::Pcap => merge::merge(nodes, sel, &mut Where { out: Pcap { w, linktype: None }, keep }),
+        Format::Pcapng => {
+            merge::merge(nodes, sel, &mut Where { out: Pcapng { w, linktypes: Vec::new(), pending: Vec::new() }, keep })
+        }
+    }
+}
+
+/// An output that passes on only the packets its `keep` accepts.
+struct Where<'k, O> {
+    out: O,
+    keep: &'k mut dyn FnMut(&MergedPacket<'_>) -> bool,
+}
+
+impl<O: merge::Output> merge::Output for Where<'_, O> {
+    fn begin(&mut self, nodes: &[Node], heads: &[Head], lost: &[Lost]) -> io::Result<()> {
+        self.out.begin(nodes, heads, lost)
+    }
+
+    fn packet(&mut self, p: MergedPacket<'_>) -> io::Result<()> {
+        if (self.keep)(&p) {
+            self.out.packet(p)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn lost(&mut self, lost: &Lost) {
+        self.out.lost(lost)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.out.finish()
     }
 }
 

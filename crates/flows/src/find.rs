@@ -130,6 +130,56 @@ pub fn to_json(r: &FlowRecord) -> serde_json::Value {
     })
 }
 
+/// A record of [`to_json`]'s shape back (a recorder's `/api/v1/flows` answer, read by
+/// `wirevault flows` over a fleet); the error names the first field missing or wrong.
+pub fn from_json(v: &serde_json::Value) -> Result<FlowRecord, String> {
+    let bad = |f: &str| format!("field {f:?} is missing or not what a flow record holds");
+    let u = |v: &serde_json::Value, f: &str| v[f].as_u64().ok_or_else(|| bad(f));
+    let small = |f: &str, max: u64| u(v, f).and_then(|n| if n <= max { Ok(n) } else { Err(bad(f)) });
+    let ip = |f: &str| -> Result<IpAddr16, String> {
+        let a: std::net::IpAddr = v[f].as_str().and_then(|s| s.parse().ok()).ok_or_else(|| bad(f))?;
+        Ok(match a {
+            std::net::IpAddr::V4(a) => IpAddr16::v4(a.octets()),
+            std::net::IpAddr::V6(a) => IpAddr16(a.octets()),
+        })
+    };
+    let dir = |f: &str| -> Result<Direction, String> {
+        let d = &v[f];
+        Ok(Direction {
+            packets: u(d, "packets").map_err(|_| bad(f))?,
+            frame_bytes: u(d, "bytes").map_err(|_| bad(f))?,
+            ip_bytes: u(d, "ip_bytes").map_err(|_| bad(f))?,
+            tcp_flags: u16::try_from(u(d, "tcp_flags").map_err(|_| bad(f))?).map_err(|_| bad(f))?,
+        })
+    };
+    let vlans = v["vlans"]
+        .as_array()
+        .and_then(|a| a.iter().map(|x| x.as_u64().and_then(|n| u16::try_from(n).ok())).collect::<Option<Vec<_>>>())
+        .ok_or_else(|| bad("vlans"))?;
+    let files = v["files"]
+        .as_array()
+        .and_then(|a| a.iter().map(|x| x.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
+        .ok_or_else(|| bad("files"))?;
+    Ok(FlowRecord {
+        vlans,
+        client: ip("client")?,
+        server: ip("server")?,
+        protocol: small("protocol", 255)? as u8,
+        client_port: small("client_port", 65535)? as u16,
+        server_port: small("server_port", 65535)? as u16,
+        icmp_type: small("icmp_type", 255)? as u8,
+        icmp_code: small("icmp_code", 255)? as u8,
+        first_ns: u(v, "first_ns")?,
+        last_ns: u(v, "last_ns")?,
+        to_server: dir("to_server")?,
+        to_client: dir("to_client")?,
+        end: v["end_reason"].as_str().and_then(crate::record::EndReason::from_name).ok_or_else(|| bad("end_reason"))?,
+        node: v["node"].as_str().ok_or_else(|| bad("node"))?.to_string(),
+        stream: u32::try_from(u(v, "stream")?).map_err(|_| bad("stream"))?,
+        files,
+    })
+}
+
 /// The tcpdump expression that selects the packets of `r`'s flow key (both directions; its
 /// VLAN tags in order; the ports for TCP, UDP and SCTP), to query between `r.first_ns` and
 /// `r.last_ns` inclusive. A frame of another flow with the same key in that time (a port
@@ -181,6 +231,23 @@ mod tests {
         assert_eq!(recs.iter().map(|r| r.first_ns).collect::<Vec<_>>(), [10, 20], "last_ns >= from, first_ns < to");
         q.order(&mut recs);
         assert_eq!(recs[0].first_ns, 20, "most bytes first");
+    }
+
+    #[test]
+    fn a_record_comes_back_from_its_json() {
+        let mut r = rec(5, 300);
+        r.vlans = vec![7, 8];
+        r.to_client = Direction { packets: 3, frame_bytes: 190, ip_bytes: 148, tcp_flags: 0x12 };
+        r.end = crate::record::EndReason::Rst;
+        r.node = "n1".into();
+        r.stream = 2;
+        r.files = vec!["stream-002/a.pcap".into()];
+        assert_eq!(from_json(&to_json(&r)), Ok(r.clone()));
+        r.server = IpAddr16([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(from_json(&to_json(&r)), Ok(r.clone()), "IPv6");
+        let mut v = to_json(&r);
+        v["client_port"] = 70000.into();
+        assert!(from_json(&v).unwrap_err().contains("\"client_port\""));
     }
 
     #[test]

@@ -10,13 +10,13 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 
-const T0: u64 = 1_700_000_000_000_000_000;
-const FLOWS: u32 = 40;
+pub(crate) const T0: u64 = 1_700_000_000_000_000_000;
+pub(crate) const FLOWS: u32 = 40;
 
 /// Flow `k`: 10.1.0.(k+1):(40000+k) to 10.2.0.1, TCP to 80 for even k and UDP to 53 for odd
 /// ones, 2 + k % 7 packets each way; flow 5 also tagged VLAN 7 (a second flow with the same
 /// addresses and ports). Frames of all flows interleave, 100 us apart.
-fn built() -> Vec<Frame> {
+pub(crate) fn built() -> Vec<Frame> {
     let mut frames = Vec::new();
     let mut t = 0u64;
     for round in 0..8u32 {
@@ -46,7 +46,7 @@ fn built() -> Vec<Frame> {
 }
 
 /// A store of [`built`] recorded with flows, the capture it came from, and a server over it.
-fn store_with_flows(tmp: &TempDir) -> (std::path::PathBuf, std::path::PathBuf) {
+pub(crate) fn store_with_flows(tmp: &TempDir) -> (std::path::PathBuf, std::path::PathBuf) {
     let pcap = tmp.join("built.pcap");
     write_pcap(&pcap, 1, 65535, true, &built());
     let store = tmp.join("store");

@@ -25,6 +25,7 @@ mod flows;
 mod flows_api;
 mod flows_clickhouse;
 mod flows_ipfix;
+mod flows_packets;
 mod index_integrity;
 mod install;
 mod live_faults;

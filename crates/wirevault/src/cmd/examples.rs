@@ -48,6 +48,10 @@ const FLOWS: &[Example] = &[
     ex("DNS flows of VLAN 10 as CSV", "wirevault flows /data/store --csv 'vlan 10 and udp port 53'"),
     ex("Make the flow files of a store recorded without them", "wirevault flows /data/store --rebuild --json"),
     ex("The same question to ClickHouse", "wirevault flows --clickhouse http://10.0.0.8:8123/wv 'host 10.0.0.7'"),
+    ex(
+        "The packets of that host's flows from every recorder of a fleet, merged by time",
+        "wirevault flows --fleet fleet.toml --packets -w host.pcap 'host 10.0.0.7'",
+    ),
 ];
 
 const RECORD: &[Example] = &[

@@ -202,13 +202,49 @@ pub fn query(args: &Args, write: Option<&Path>) -> anyhow::Result<u8> {
         OutFormat::Pcap => wv_fleet::Format::Pcap,
         OutFormat::Pcapng => wv_fleet::Format::Pcapng,
     };
+    let Some(outcome) = write_merged(&nodes, &sel, format, write, &mut |_| true)? else {
+        return Ok(exit::OK);
+    };
+    if args.stats {
+        let per: Vec<String> = nodes.iter().zip(&outcome.packets).map(|(n, p)| format!("{} {p}", n.name)).collect();
+        info!("{} matched; by node: {}", outcome.matched, per.join(", "));
+    }
+    Ok(say_lost(&outcome.lost, &outcome.warnings, partial, nodes.len()))
+}
+
+/// The merge of `sel` over `nodes`, the packets `keep` accepts, into `write` (standard
+/// output when `None`) in `format`; `None` when the reader of standard output went away.
+/// A merge that fails as a whole leaves no file behind to pass for its answer.
+pub fn write_merged(
+    nodes: &[wv_fleet::Node],
+    sel: &wv_fleet::Selection,
+    format: wv_fleet::Format,
+    write: Option<&Path>,
+    keep: &mut dyn FnMut(&wv_fleet::MergedPacket<'_>) -> bool,
+) -> anyhow::Result<Option<wv_fleet::Outcome>> {
     let result = match write {
         Some(path) => {
+            // Never into a local source or one of its files (checked before anything is
+            // created, as `query STORE -w` checks; a source that cannot be read is named by
+            // the merge).
+            for n in nodes {
+                if let wv_fleet::Source::Local(store) = &n.source {
+                    let q = wv_query::Query {
+                        store: store.clone(),
+                        from_ns: None,
+                        to_ns: None,
+                        expr: String::new(),
+                        limit: None,
+                    };
+                    if let Ok(p) = wv_query::prepare(q) {
+                        wv_query::check_output(&p, path).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+                    }
+                }
+            }
             let mut f = std::fs::File::create(path)
                 .map_err(|e| fail(exit::ERROR, format!("cannot create {}: {e}", path.display())))?;
-            let r = wv_fleet::write(&nodes, &sel, format, &mut f);
+            let r = wv_fleet::write_where(nodes, sel, format, &mut f, keep);
             if let Err(e) = &r {
-                // No answer that failed as a whole is left behind to pass for one.
                 if !e.is_broken_pipe() && std::fs::remove_file(path).is_ok() {
                     return Err(fail(exit::ERROR, format!("{e}; {} removed", path.display())));
                 }
@@ -217,18 +253,13 @@ pub fn query(args: &Args, write: Option<&Path>) -> anyhow::Result<u8> {
         }
         None => {
             let (mut out, _, _) = super::query::stdout_file()?;
-            wv_fleet::write(&nodes, &sel, format, &mut out)
+            wv_fleet::write_where(nodes, sel, format, &mut out, keep)
         }
     };
-    let outcome = match result {
-        Ok(o) => o,
-        Err(e) if e.is_broken_pipe() => return Ok(exit::OK),
-        Err(wv_fleet::MergeError::Usage(m)) => return Err(fail(exit::USAGE, m)),
-        Err(e) => return Err(fail(exit::ERROR, e.to_string())),
-    };
-    if args.stats {
-        let per: Vec<String> = nodes.iter().zip(&outcome.packets).map(|(n, p)| format!("{} {p}", n.name)).collect();
-        info!("{} matched; by node: {}", outcome.matched, per.join(", "));
+    match result {
+        Ok(o) => Ok(Some(o)),
+        Err(e) if e.is_broken_pipe() => Ok(None),
+        Err(wv_fleet::MergeError::Usage(m)) => Err(fail(exit::USAGE, m)),
+        Err(e) => Err(fail(exit::ERROR, e.to_string())),
     }
-    Ok(say_lost(&outcome.lost, &outcome.warnings, partial, nodes.len()))
 }
