@@ -43,7 +43,7 @@ log() { echo "[fleet] $*" >&2; }
 record_stores() { # prefix n
   local i pids=()
   for i in $(seq "$2"); do
-    "$BIN" record -o "$DIR/$1$i" -q --synthetic "size=imix,count=$COUNT,flows=1000,rate=400k" &
+    "$BIN" record -o "$DIR/$1$i" -q --log-level warn --synthetic "size=imix,count=$COUNT,flows=1000,rate=400k" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
@@ -51,8 +51,9 @@ record_stores() { # prefix n
 
 log "recording $NODES stores of $COUNT IMIX frames"
 record_stores node "$NODES"
-echo "bench:fleet-token" >"$DIR/tokens"
-echo "fleet-token" >"$DIR/token"
+echo "bench:fleet-bench-token-0123456789" >"$DIR/tokens"
+echo "fleet-bench-token-0123456789" >"$DIR/token"
+chmod 600 "$DIR/tokens" "$DIR/token"
 FLEET="$DIR/fleet.toml"
 : >"$FLEET"
 URLS=()
@@ -99,7 +100,7 @@ curl_all() { # out-dir or /dev/null
     i=$((i + 1))
     local to=/dev/null
     [ "$1" != /dev/null ] && to="$1/n$i.pcap"
-    curl -s -H "Authorization: Bearer fleet-token" "$u/api/v1/query" -o "$to" &
+    curl -s -H "Authorization: Bearer fleet-bench-token-0123456789" "$u/api/v1/query" -o "$to" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
@@ -108,7 +109,8 @@ ROWS="$DIR/rows"
 : >"$ROWS"
 for r in $(seq "$ROUNDS"); do
   read -r ttfb ttlb n rss < <(timed "$BIN" query --fleet "$FLEET" -w -)
-  [ "$n" = "$BYTES" ] || log "round $r: the merged answer has $n bytes, the nodes $BYTES"
+  # One pcap header in the merged answer, one per node in theirs.
+  [ "$n" = $((BYTES - 24 * (NODES - 1))) ] || log "round $r: the merged answer has $n bytes, the nodes $BYTES"
   t0=$(now); curl_all /dev/null; tc=$(since "$t0")
   mkdir -p "$DIR/fetch"; t0=$(now); curl_all "$DIR/fetch"; mergecap -w /dev/null "$DIR"/fetch/*.pcap; tm=$(since "$t0"); rm -rf "$DIR/fetch"
   read -r _ tf _ _ < <(timed "$BIN" query --fleet "$FLEET" -w - "$FLOW")

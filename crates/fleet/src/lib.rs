@@ -6,7 +6,7 @@
 //! * [`config`]: the fleet file (TOML) and the nodes it lists.
 //! * [`http`]: a small blocking HTTP/1.1 client (plain on loopback, rustls
 //!   elsewhere) whose socket timeouts are the node timeouts.
-//! * [`merge`]: one reader thread per node behind a bounded channel, and the
+//! * [`merge`](mod@merge): one reader thread per node behind a bounded channel, and the
 //!   k-way merge (ties by node, then by each node's own order).
 //! * [`out`]: the merged stream as nanosecond pcap or as pcapng with one
 //!   interface per node.

@@ -24,7 +24,7 @@ pub fn write(nodes: &[Node], sel: &Selection, format: Format, w: &mut dyn Write)
     write_where(nodes, sel, format, w, &mut |_| true)
 }
 
-/// As [`write`], keeping only the merged packets `keep` accepts (`flows --packets`: a
+/// As [`write()`], keeping only the merged packets `keep` accepts (`flows --packets`: a
 /// packet of one of the flows' keys within that flow's own time range). The outcome's
 /// `matched` and per-node counts are the merge's, before `keep`.
 pub fn write_where(
