@@ -313,16 +313,12 @@ impl Read for Body {
 
 /// `%`-encodes a query parameter's value.
 pub fn encode(v: &str) -> String {
-    let mut s = String::with_capacity(v.len());
-    for b in v.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            s.push(b as char);
-        } else {
-            s.push_str(&format!("%{b:02X}"));
-        }
-    }
-    s
+    percent_encoding::utf8_percent_encode(v, UNRESERVED_KEPT).to_string()
 }
+
+/// Every byte but RFC 3986's unreserved characters is encoded.
+const UNRESERVED_KEPT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 
 /// `GET path_and_query` of `remote`: connects (each address in turn, within
 /// `connect`), then reads with `idle` as the socket timeout.

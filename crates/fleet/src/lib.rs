@@ -20,5 +20,5 @@ pub mod out;
 
 pub use config::{ConfigError, Credentials, FleetFile, Node, Overrides, Source, Timeouts};
 pub use merge::{count, each, merge, Counted, Lost, MergeError, MergedPacket, Outcome, Selection};
-pub use node::get_json;
+pub use node::{get_json, query_params};
 pub use out::{write, write_where, Format};

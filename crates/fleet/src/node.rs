@@ -135,10 +135,11 @@ fn local(path: &std::path::Path, sel: &Selection, tx: &SyncSender<Msg>) -> Resul
     }
 }
 
-/// `from`, `to` (epoch seconds with nanoseconds), `filter`, `limit`.
-fn params(sel: &Selection) -> String {
+/// The query string of `sel` for a recorder's API: `from`, `to` (epoch seconds with
+/// nanoseconds), `filter`, `limit`.
+pub fn query_params(sel: &Selection) -> String {
     let mut p = Vec::new();
-    let t = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let t = wv_wire::time::epoch_text;
     if let Some(f) = sel.from_ns {
         p.push(format!("from={}", t(f)));
     }
@@ -216,7 +217,7 @@ fn ask(r: &Remote, node: &Node, path: &str) -> Result<http::Response, Failure> {
 
 /// A recorder, through `GET /api/v1/query`.
 fn remote(r: &Remote, node: &Node, sel: &Selection, tx: &SyncSender<Msg>) -> Result<(), Failure> {
-    let resp = ask(r, node, &format!("/api/v1/query?{}", params(sel)))?;
+    let resp = ask(r, node, &format!("/api/v1/query?{}", query_params(sel)))?;
     // A server cuts an answer at its --max-bytes and says so before the
     // first byte: that answer is not the node's whole one.
     if let Some(cut) = resp.header("x-wirevault-truncated").filter(|c| c.starts_with("max-bytes")) {
@@ -295,7 +296,7 @@ pub(crate) fn count(node: &Node, sel: &Selection) -> Result<(u64, Vec<String>), 
             Ok((r.matched, r.warnings))
         }
         Source::Remote(r) => {
-            let mut resp = ask(r, node, &format!("/api/v1/count?{}", params(sel)))?;
+            let mut resp = ask(r, node, &format!("/api/v1/count?{}", query_params(sel)))?;
             let mut body = Vec::new();
             (&mut resp.body)
                 .take(1 << 20)

@@ -61,9 +61,14 @@ pub fn file_time(s: &str) -> Result<Duration, String> {
 
 /// `--duration`: longer than 0.
 pub fn duration(s: &str) -> Result<Duration, String> {
-    let d = given_duration("--duration", s)?.value;
+    longer_than_0("--duration", s)
+}
+
+/// `flag`'s duration `s`, refused when it is 0.
+fn longer_than_0(flag: &str, s: &str) -> Result<Duration, String> {
+    let d = given_duration(flag, s)?.value;
     if d.is_zero() {
-        return Err("--duration must be longer than 0".into());
+        return Err(format!("{flag} must be longer than 0"));
     }
     Ok(d)
 }
@@ -90,11 +95,7 @@ pub fn flow_cutoff(s: &str) -> Result<u64, String> {
 
 /// `--flow-idle`: longer than 0.
 pub fn flow_idle(s: &str) -> Result<Duration, String> {
-    let d = given_duration("--flow-idle", s)?.value;
-    if d.is_zero() {
-        return Err("--flow-idle must be longer than 0".into());
-    }
-    Ok(d)
+    longer_than_0("--flow-idle", s)
 }
 
 /// `--flow-idle-timeout`: at least 1s (flows are checked once a second).

@@ -312,7 +312,7 @@ pub(crate) async fn flows(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
 
 /// The query of a flow's packets: its key's expression from its first to its last packet.
 fn packets_url(r: &wv_flows::FlowRecord) -> String {
-    let epoch = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let epoch = wv_wire::time::epoch_text;
     let filter = wv_flows::find::packet_filter(r);
     let filter = percent_encoding::utf8_percent_encode(&filter, percent_encoding::NON_ALPHANUMERIC);
     format!("/api/v1/query?from={}&to={}&filter={filter}", epoch(r.first_ns), epoch(r.last_ns.saturating_add(1)))

@@ -14,6 +14,12 @@ pub fn utc_rfc3339(ns: u64) -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:09}Z", ns % 1_000_000_000)
 }
 
+/// `1700000000.000000001`: epoch seconds with nanoseconds, as `--from`/`--to` and the API's
+/// `from`/`to` take them.
+pub fn epoch_text(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
 /// Seconds since the epoch to (year, month, day, hour, minute, second), UTC
 /// (Howard Hinnant's days-to-civil algorithm).
 fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {

@@ -134,16 +134,12 @@ fn dechunk(mut raw: &[u8]) -> Result<Vec<u8>, Failure> {
 
 /// Percent-encodes a query parameter's value.
 fn encode(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            o.push(b as char);
-        } else {
-            o.push_str(&format!("%{b:02X}"));
-        }
-    }
-    o
+    percent_encoding::utf8_percent_encode(s, UNRESERVED_KEPT).to_string()
 }
+
+/// Every byte but RFC 3986's unreserved characters is encoded.
+const UNRESERVED_KEPT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 
 fn base64(b: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -205,23 +205,10 @@ impl Spool {
     /// Finds the flow files not sent; counts those gone before they were.
     fn scan(&mut self, first: bool) {
         let dir = self.store.join(wv_store::layout::FLOWS);
-        let mut now = BTreeSet::new();
-        let mut todo = vec![dir.clone()];
-        while let Some(d) = todo.pop() {
-            let Ok(rd) = std::fs::read_dir(&d) else { continue };
-            for e in rd.flatten() {
-                let p = e.path();
-                match e.file_type() {
-                    Ok(t) if t.is_dir() => todo.push(p),
-                    Ok(t) if t.is_file() && p.to_str().is_some_and(|s| s.ends_with(wv_store::layout::FLOWS_EXT)) => {
-                        if let Some(rel) = p.strip_prefix(&dir).ok().and_then(|r| r.to_str()) {
-                            now.insert(rel.to_string());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let now: BTreeSet<String> = crate::find::flow_files(&dir)
+            .iter()
+            .filter_map(|p| p.strip_prefix(&dir).ok().and_then(|r| r.to_str()).map(str::to_string))
+            .collect();
         let gone: Vec<String> = self.pending.keys().filter(|k| !now.contains(*k)).cloned().collect();
         for g in gone {
             let p = self.pending.remove(&g).expect("listed");

@@ -221,12 +221,8 @@ fn node_flows(
         let w = found.unreadable.iter().map(|(f, e)| format!("{}: {e}; its records are left out", f.display()));
         return Ok((found.records, w.collect()));
     }
-    let t = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
-    let mut q = Vec::new();
-    q.extend(find.from_ns.map(|f| format!("from={}", t(f))));
-    q.extend(find.to_ns.map(|f| format!("to={}", t(f))));
-    q.push(format!("filter={}", wv_fleet::http::encode(expr)));
-    let v = wv_fleet::get_json(n, rank, &format!("/api/v1/flows?{}", q.join("&")))?;
+    let sel = wv_fleet::Selection { from_ns: find.from_ns, to_ns: find.to_ns, expr: expr.to_string(), limit: None };
+    let v = wv_fleet::get_json(n, rank, &format!("/api/v1/flows?{}", wv_fleet::query_params(&sel)))?;
     let not_flows =
         |why: String| lost(format!("sent an answer that is not its flows ({why})"), "check its server's version");
     let flows = v["flows"].as_array().ok_or_else(|| not_flows("no \"flows\" array".into()))?;
