@@ -19,6 +19,6 @@ pub mod node;
 pub mod out;
 
 pub use config::{ConfigError, Credentials, FleetFile, Node, Overrides, Source, Timeouts};
-pub use merge::{count, each, merge, Counted, Lost, MergeError, MergedPacket, Outcome, Selection};
+pub use merge::{count, each, merge, Counted, Head, Lost, MergeError, MergedPacket, Outcome, Output, Selection};
 pub use node::{get_json, query_params};
 pub use out::{write, write_where, Format};

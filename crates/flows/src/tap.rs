@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
+use wv_store::catalog::Catalog;
 use wv_store::writer::WriterShared;
 
 /// Where records go as they end, besides the flow files (an IPFIX exporter): `offer` must
@@ -48,7 +49,9 @@ pub fn host_name() -> String {
 
 /// The maker of each stream's tap, for `WriterConfig::tap`.
 pub fn maker(cfg: TapConfig) -> wv_store::TapMaker {
-    Arc::new(move |stream, shared| Box::new(FlowTap::new(&cfg, stream, shared)) as Box<dyn wv_store::StreamTap>)
+    Arc::new(move |stream, shared, catalog| {
+        Box::new(FlowTap::new(&cfg, stream, shared, Some(catalog))) as Box<dyn wv_store::StreamTap>
+    })
 }
 
 /// One flow file to write.
@@ -87,13 +90,15 @@ const AHEAD: usize = 16;
 const PREFETCH_AT: usize = 8;
 
 impl FlowTap {
-    pub fn new(cfg: &TapConfig, stream: usize, shared: Arc<WriterShared>) -> FlowTap {
+    /// `catalog`: the recording's, which counts each flow file against the budget (`None`
+    /// outside a recording: the store's next opening counts them).
+    pub fn new(cfg: &TapConfig, stream: usize, shared: Arc<WriterShared>, catalog: Option<Arc<Catalog>>) -> FlowTap {
         // Two files' records may wait: the thread encodes one while the next closes.
         let (tx, rx) = sync_channel::<Job>(2);
         let (store, node, s2) = (cfg.store.clone(), cfg.node.clone(), shared.clone());
         let thread = std::thread::Builder::new()
             .name(format!("wv-flows-{stream}"))
-            .spawn(move || writer(rx, store, node, stream as u32, s2))
+            .spawn(move || writer(rx, store, catalog, node, stream as u32, s2))
             .map_err(|e| shared.warn(format!("no flow records: cannot start their thread: {e}")))
             .ok();
         FlowTap {
@@ -237,7 +242,14 @@ impl Drop for FlowTap {
 }
 
 /// The thread that writes a stream's flow files.
-fn writer(rx: Receiver<Job>, store: PathBuf, node: String, stream: u32, shared: Arc<WriterShared>) {
+fn writer(
+    rx: Receiver<Job>,
+    store: PathBuf,
+    catalog: Option<Arc<Catalog>>,
+    node: String,
+    stream: u32,
+    shared: Arc<WriterShared>,
+) {
     let mut said = false;
     let dir = match wv_sys::fs::Dir::open(&store) {
         Ok(d) => d,
@@ -258,8 +270,13 @@ fn writer(rx: Receiver<Job>, store: PathBuf, node: String, stream: u32, shared: 
             })
             .collect();
         match parquet::write_in(&dir, &job.file, &records) {
-            Ok(_) => {
+            Ok(rel) => {
                 shared.flows_written.fetch_add(records.len() as u64, Ordering::Relaxed);
+                // Retention may delete a file before its records are written (a fast --read):
+                // records of packets no longer stored go with them.
+                if catalog.as_ref().is_some_and(|c| !c.beside(&job.file, dir.lstat(&rel).map_or(0, |s| s.len))) {
+                    let _ = dir.unlink(&rel);
+                }
             }
             Err(e) if !said => {
                 said = true;

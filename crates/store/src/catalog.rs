@@ -190,9 +190,11 @@ pub struct Catalog {
     inner: Mutex<Inner>,
 }
 
-/// Bytes a catalog entry occupies on disk: the capture file and its index.
+/// Bytes a catalog entry occupies on disk: the capture file, its index and its flow records
+/// (`flows/`), which retention deletes with it.
 fn disk_size(dir: &crate::volume::Volumes, e: &Entry) -> u64 {
-    let idx = e.index.as_ref().and_then(|i| dir.lstat(i).ok()).filter(|s| s.kind == Kind::File).map_or(0, |s| s.len);
+    let len = |rel: &str| dir.lstat(rel).ok().filter(|s| s.kind == Kind::File).map_or(0, |s| s.len);
+    let idx = e.index.as_deref().map_or(0, len).saturating_add(len(&crate::layout::flows_rel(&e.file)));
     // The file's real size where it can be seen: a damaged line's `bytes`
     // (u64::MAX) must not make retention delete everything, or nothing.
     let bytes = dir.lstat(&e.file).ok().filter(|s| s.kind == Kind::File).map_or(e.bytes.min(1 << 50), |s| s.len);
@@ -238,6 +240,19 @@ impl Catalog {
         g.total = g.total.saturating_add(size);
         reserve_ahead(&mut g);
         Ok(())
+    }
+
+    /// Counts `bytes` written beside the cataloged `file` after its line (its flow records)
+    /// against the budget, as part of the file: retention frees them with it. Nothing when the
+    /// file is no longer cataloged (retention deleted it meanwhile): then `false`, and what
+    /// was written beside it should go too.
+    pub fn beside(&self, file: &str, bytes: u64) -> bool {
+        let mut g = self.lock();
+        // The file closed moments ago: its line is among the last.
+        let Some((_, size)) = g.entries.iter_mut().rev().find(|(e, _)| e.file == file) else { return false };
+        *size = size.saturating_add(bytes);
+        g.total = g.total.saturating_add(bytes);
+        true
     }
 
     /// Bytes the cataloged files occupy.
@@ -614,6 +629,32 @@ mod tests {
         assert_eq!(r.warnings().len(), 6);
         assert_eq!(stream_of_path("stream-002/x.pcap"), 2);
         assert_eq!(stream_of_path("x.pcap"), 0);
+    }
+
+    /// A file's flow records count with it, written after its line (`beside`) or found when the
+    /// catalog opens; retention frees them with it.
+    #[test]
+    fn flow_files_count_with_their_file() {
+        let dir = tmp("beside");
+        let c = Catalog::open(&dir).unwrap();
+        let (e1, e2) = (entry(1, &dir), entry(2, &dir));
+        c.append(&e1).unwrap();
+        c.append(&e2).unwrap();
+        assert_eq!(c.usage(), 2000);
+        for e in [&e1, &e2] {
+            std::fs::create_dir_all(dir.join("flows/stream-000")).unwrap();
+            std::fs::write(dir.join(crate::layout::flows_rel(&e.file)), vec![0u8; 300]).unwrap();
+        }
+        assert!(c.beside(&e1.file, 300) && c.beside(&e2.file, 300));
+        assert!(!c.beside("stream-000/gone.pcap", 300), "a file not catalogued takes nothing");
+        assert_eq!(c.usage(), 2600);
+        assert_eq!(Catalog::open(&dir).unwrap().usage(), 2600, "found again when the catalog opens");
+        let budget = crate::catalog::Budget { max_bytes: 2000, on_full: crate::catalog::OnFull::DeleteOldest };
+        let d = c.make_room(&budget, 500).unwrap();
+        assert_eq!((d.files, d.bytes), (1, 1300));
+        assert!(!dir.join(crate::layout::flows_rel(&e1.file)).exists());
+        assert_eq!(c.usage(), 1300);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

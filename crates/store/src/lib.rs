@@ -66,9 +66,13 @@ pub trait StreamTap: Send {
     fn stop(&mut self);
 }
 
-/// Makes a stream's [`StreamTap`] (given its number and counters) when its writer starts.
-pub type TapMaker =
-    std::sync::Arc<dyn Fn(usize, std::sync::Arc<writer::WriterShared>) -> Box<dyn StreamTap> + Send + Sync>;
+/// Makes a stream's [`StreamTap`] (given its number, counters and the store's catalog, which
+/// counts what the tap writes beside each file against the budget) when its writer starts.
+pub type TapMaker = std::sync::Arc<
+    dyn Fn(usize, std::sync::Arc<writer::WriterShared>, std::sync::Arc<catalog::Catalog>) -> Box<dyn StreamTap>
+        + Send
+        + Sync,
+>;
 
 /// Work an indexer hands to the stream's sort thread (sorting a full run of
 /// keys) instead of doing it on the writer thread. The one hand-off type:

@@ -335,7 +335,7 @@ pub fn run<I: FileIndexer>(
     let h = start_helpers::<I>(&cfg, &catalog, &shared)?;
     shared.arena_registered.store(io.ring_registered(), Ordering::Relaxed);
     let live = Live::open(&cfg, &shared);
-    let tap = cfg.tap.as_ref().map(|make| make(cfg.stream, shared.clone()));
+    let tap = cfg.tap.as_ref().map(|make| make(cfg.stream, shared.clone(), catalog.clone()));
     let mut w = Writer {
         live,
         tap,

@@ -71,8 +71,8 @@ wvtest!(flows_packets_equal_tcpdump_over_the_capture, needs = ["tcpdump"], |t| {
     let want = tcpdump(&pcap, &format!("{expr} or (vlan 7 and host 10.1.0.6)"), &tmp.join("t3.pcap"));
     assert!(want.windows(2).all(|w| w[0].0 <= w[1].0));
     same(&frames(&out), &want, "three flows' packets vs tcpdump -r");
-    // Only the tagged one.
-    run_ok(wirevault().arg("flows").arg(&store).args(["--packets", "-w", s(&out), "vlan 7"]));
+    // Only the tagged one; -w alone writes packets, as tcpdump's -w does.
+    run_ok(wirevault().arg("flows").arg(&store).args(["-w", s(&out), "vlan 7"]));
     same(&frames(&out), &tcpdump(&pcap, "vlan 7", &tmp.join("t4.pcap")), "the tagged flow alone");
 
     // Every flow, to standard output: the whole capture.
@@ -109,6 +109,9 @@ wvtest!(flows_packets_equal_tcpdump_over_the_capture, needs = ["tcpdump"], |t| {
     let o = run_wirevault(&["flows", s(&store), "--packets", "udp"]);
     o.expect(2, "--packets without -w");
     assert!(o.stderr.contains("give -w FILE") && o.stderr.trim().lines().count() == 1, "{}", o.stderr);
+    let o = run_wirevault(&["flows", s(&store), "--json", "-w", s(&out), "udp"]);
+    o.expect(2, "--json with -w");
+    assert!(o.stderr.contains("--json") && o.stderr.contains("-w"), "{}", o.stderr);
     let inside = store.join("stream-000").join("x.pcap");
     let o = run_wirevault(&["flows", s(&store), "--packets", "-w", s(&inside), "udp"]);
     o.expect(2, "-w inside the store");

@@ -22,7 +22,7 @@ const TOOLS: &[&str] = &["ip", "tcpdump"];
 const START_NS: u64 = 1_700_000_000_000_000_000;
 
 /// tcpdump capturing the far end of the pair into a file.
-struct Capture {
+pub(crate) struct Capture {
     child: Option<Child>,
     file: PathBuf,
     err: PathBuf,
@@ -33,7 +33,7 @@ impl Capture {
     /// Immediate mode makes libpcap use a TPACKET_V2 ring of snaplen-sized
     /// slots: the snaplen is kept just above the largest test frame (9018)
     /// so that the 64 MiB ring holds thousands of frames.
-    fn start(ns: &str, dev: &str, dir: &Path, name: &str) -> Capture {
+    pub(crate) fn start(ns: &str, dev: &str, dir: &Path, name: &str) -> Capture {
         let file = dir.join(format!("{name}.pcap"));
         let err = dir.join(format!("{name}.tcpdump.err"));
         let child = VethPair::exec(ns, "tcpdump")
@@ -69,7 +69,7 @@ impl Capture {
 
     /// Waits until the capture file stops growing, stops tcpdump, checks
     /// that the kernel dropped nothing, and returns the frames.
-    fn stop(mut self) -> Vec<Rec> {
+    pub(crate) fn stop(mut self) -> Vec<Rec> {
         let mut last = u64::MAX;
         loop {
             std::thread::sleep(Duration::from_millis(300));

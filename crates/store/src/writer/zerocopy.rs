@@ -257,7 +257,7 @@ impl<I: FileIndexer> ZcWriter<I> {
         let helpers = start_helpers::<I>(&cfg, &catalog, &shared)?;
         let header = Arc::new(header_page(&zc, WritePath::ZeroCopy)?);
         let live = super::Live::open(&cfg, &shared);
-        let tap = cfg.tap.as_ref().map(|make| make(cfg.stream, shared.clone()));
+        let tap = cfg.tap.as_ref().map(|make| make(cfg.stream, shared.clone(), catalog.clone()));
         Ok(ZcWriter {
             tap,
             live,

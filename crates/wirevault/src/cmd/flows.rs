@@ -50,8 +50,9 @@ pub struct Args {
     /// packet times, merged by time (docs/flows.md).
     #[arg(long)]
     pub packets: bool,
-    /// Where --packets writes: a file, or `-` for standard output.
-    #[arg(short = 'w', value_name = "FILE", requires = "packets")]
+    /// Write the matched flows' packets to FILE (`-`: standard output); implies --packets,
+    /// as tcpdump's -w writes packets.
+    #[arg(short = 'w', value_name = "FILE", conflicts_with_all = ["json", "csv"])]
     pub write: Option<PathBuf>,
     /// The container --packets writes: pcap (nanoseconds) or pcapng with one interface per source.
     #[arg(long, value_enum, default_value_t = super::query::OutFormat::Pcap)]
@@ -67,7 +68,8 @@ pub enum SortBy {
     Start,
 }
 
-pub fn run(a: Args) -> anyhow::Result<u8> {
+pub fn run(mut a: Args) -> anyhow::Result<u8> {
+    a.packets |= a.write.is_some();
     let several = a.sources.given();
     if a.packets && a.write.is_none() {
         return Err(fail(
@@ -470,7 +472,7 @@ fn rebuild(store: &Path, only: Option<Only<'_>>) -> anyhow::Result<u64> {
     let report = wv_query::visit(prepared, |file, pk| {
         let (tap, open) = taps
             .entry(file.stream)
-            .or_insert_with(|| (wv_flows::tap::FlowTap::new(&cfg, file.stream, shared.clone()), PathBuf::new()));
+            .or_insert_with(|| (wv_flows::tap::FlowTap::new(&cfg, file.stream, shared.clone(), None), PathBuf::new()));
         if open != file.path {
             // Files on other volumes than the store's have no catalog path here: left out.
             let Some(rel) = file.path.strip_prefix(store).ok().and_then(|p| p.to_str()) else {

@@ -61,15 +61,21 @@ pub struct Args {
     pub json: bool,
     /// Stores or capture files (sent in this order), then an optional tcpdump
     /// filter expression: the leading words that name existing paths are the
-    /// sources, the rest is the filter.
-    #[arg(value_name = "SOURCE... [EXPRESSION]", required = true)]
+    /// sources, the rest is the filter. With --store or --fleet, every word is the
+    /// filter's, and the sources' packets are sent merged by time.
+    #[arg(value_name = "SOURCE... [EXPRESSION]", required_unless_present_any = ["stores", "fleet"])]
     pub words: Vec<String>,
+    #[command(flatten)]
+    pub sources: super::fleet::Sources,
 }
 
 /// The validated arguments.
 struct Plan {
     pacing: Pacing,
+    /// Local sources, sent one after the other (empty with `fleet`).
     sources: Vec<PathBuf>,
+    /// With --store or --fleet: the nodes whose packets are sent merged by time.
+    fleet: Option<Vec<wv_fleet::Node>>,
     expr: String,
     from_ns: Option<u64>,
     to_ns: Option<u64>,
@@ -130,6 +136,17 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
     if args.loops == 0 {
         return Err(fail(exit::USAGE, "--loop 0 sends nothing: give 1 or more"));
     }
+    let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
+    if args.sources.given() {
+        if let Some(w) = args.words.first().filter(|w| std::path::Path::new(w).exists()) {
+            return Err(fail(
+                exit::USAGE,
+                format!("{w} is a path: with --store or --fleet give every source as --store SRC"),
+            ));
+        }
+        let fleet = Some(args.sources.nodes(None)?);
+        return Ok(Plan { pacing, sources: Vec::new(), fleet, expr: args.words.join(" "), from_ns, to_ns });
+    }
     let n = args.words.iter().take_while(|w| std::path::Path::new(w).exists()).count();
     if n == 0 {
         return Err(fail(
@@ -139,8 +156,7 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
     }
     let sources = args.words[..n].iter().map(PathBuf::from).collect();
     let expr = args.words[n..].join(" ");
-    let (from_ns, to_ns) = super::time_range(&args.from, &args.to, ("--from", "--to"))?;
-    Ok(Plan { pacing, sources, expr, from_ns, to_ns })
+    Ok(Plan { pacing, sources, fleet: None, expr, from_ns, to_ns })
 }
 
 /// The interface checks, in order: it exists, it is up and has a carrier,
@@ -249,11 +265,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         preload,
         progress: Progress { bar: bar.as_ref(), drawn: std::time::Instant::now(), loops: args.loops },
         laps_done: 0,
+        lost: None,
     };
     for lap in 0..args.loops {
-        let sent = match s.preload.as_ref().filter(|_| lap > 0) {
-            Some(_) => s.send_preloaded(lap),
-            None => s.send_sources(lap, &mut first)?,
+        let sent = match (s.preload.as_ref().filter(|_| lap > 0), &p.fleet) {
+            (Some(_), _) => s.send_preloaded(lap),
+            (None, Some(nodes)) => s.send_fleet(nodes, lap)?,
+            (None, None) => s.send_sources(lap, &mut first)?,
         };
         if !sent {
             break;
@@ -262,7 +280,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             s.laps_done += 1;
         }
     }
-    let Sending { r, fatal, warnings, other_linktypes, preload, laps_done, .. } = s;
+    let Sending { r, fatal, warnings, other_linktypes, preload, laps_done, lost, .. } = s;
     if let Some(k) = preload.as_ref().filter(|_| laps_done > 1) {
         message!(
             Level::Debug,
@@ -275,7 +293,30 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         b.finish_and_clear();
     }
     super::query::say_warnings(&warnings);
-    conclude(&args, r, fatal, laps_done, (&other_linktypes, own_linktype))
+    let code = conclude(&args, r, fatal, laps_done, (&other_linktypes, own_linktype))?;
+    Ok(code.max(lost.map_or(exit::OK, |l| say_lost(&l, &args, p.fleet.as_ref().map_or(0, Vec::len)))))
+}
+
+/// The nodes left out of a replay over several sources, each named; the exit code they make.
+fn say_lost(l: &LeftOut, args: &Args, nodes: usize) -> u8 {
+    if !l.before_sending {
+        return super::fleet::say_lost(&l.nodes, &[], args.sources.allow_partial, nodes);
+    }
+    // Known before the first packet: nothing went out (packets sent cannot be taken back).
+    super::fleet::say_lost(&l.nodes, &[], true, nodes);
+    message!(
+        Level::Error,
+        "nothing was sent: {} of {nodes} node(s) did not answer (named above); --allow-partial sends the others' packets",
+        l.nodes.len()
+    );
+    exit::ERROR
+}
+
+/// The nodes a replay over several sources went without.
+struct LeftOut {
+    nodes: Vec<wv_fleet::Lost>,
+    /// Known before anything was sent (and without --allow-partial, nothing was).
+    before_sending: bool,
 }
 
 /// A replay under way: the replayer and what it has met so far.
@@ -292,6 +333,8 @@ struct Sending<'a, T: wv_replay::Transmit> {
     preload: Option<Preload>,
     progress: Progress<'a>,
     laps_done: u64,
+    /// With --store or --fleet: the nodes left out of the first loop.
+    lost: Option<LeftOut>,
 }
 
 impl<T: wv_replay::Transmit> Sending<'_, T> {
@@ -340,6 +383,56 @@ impl<T: wv_replay::Transmit> Sending<'_, T> {
         Ok(true)
     }
 
+    /// Sends the `n`-th packet (from 1) of a source in loop `lap`; an error (kept in `fatal`)
+    /// stops the source.
+    fn send_packet(&mut self, ts_ns: u64, linktype: u32, data: &[u8], n: u64, lap: u64) -> std::io::Result<()> {
+        if linktype != self.own_linktype && !self.other_linktypes.contains(&linktype) {
+            self.other_linktypes.push(linktype);
+        }
+        if let Err(e) = self.r.packet(ts_ns, linktype, data) {
+            self.fatal = Some(e);
+            return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+        }
+        if self.preload.as_mut().is_some_and(|k| !k.keep(ts_ns, linktype, data)) {
+            self.preload = None;
+        }
+        self.progress.show(&self.r, n, lap);
+        Ok(())
+    }
+
+    /// Loop `lap` from the nodes of --store or --fleet, merged by time as `query` merges them;
+    /// false when it stopped (a fatal error, or a node down before the first packet without
+    /// --allow-partial: nothing is sent then).
+    fn send_fleet(&mut self, nodes: &[wv_fleet::Node], lap: u64) -> anyhow::Result<bool> {
+        self.r.new_segment();
+        if let Some(k) = self.preload.as_mut() {
+            k.segments.push(Vec::new());
+        }
+        let p = self.plan;
+        let sel =
+            wv_fleet::Selection { from_ns: p.from_ns, to_ns: p.to_ns, expr: p.expr.clone(), limit: self.args.limit };
+        let partial = self.args.sources.allow_partial;
+        let mut wire = Wire { s: self, n: 0, lap, partial, refused: Vec::new() };
+        let res = wv_fleet::merge(nodes, &sel, &mut wire);
+        let refused = std::mem::take(&mut wire.refused);
+        match res {
+            Ok(o) => {
+                if lap == 0 {
+                    self.warnings.extend(o.warnings);
+                    self.lost = (!o.lost.is_empty()).then_some(LeftOut { nodes: o.lost, before_sending: false });
+                }
+                Ok(self.fatal.is_none())
+            }
+            Err(wv_fleet::MergeError::Usage(m)) => Err(fail(exit::USAGE, m)),
+            Err(_) if self.fatal.is_some() => Ok(false),
+            Err(_) if !refused.is_empty() => {
+                self.lost = Some(LeftOut { nodes: refused, before_sending: true });
+                Ok(false)
+            }
+            Err(e) => Err(fail(exit::ERROR, e.to_string())),
+        }
+    }
+
     /// Sends one source's selection; the packets sent and whether the limit was reached.
     fn send_one(&mut self, prepared: wv_query::Prepared, taken: u64, lap: u64) -> anyhow::Result<(u64, bool)> {
         let (mut n, mut full) = (0u64, false);
@@ -351,19 +444,8 @@ impl<T: wv_replay::Transmit> Sending<'_, T> {
                 full = true;
                 return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
             }
-            if pk.linktype != self.own_linktype && !self.other_linktypes.contains(&pk.linktype) {
-                self.other_linktypes.push(pk.linktype);
-            }
-            if let Err(e) = self.r.packet(pk.ts_ns, pk.linktype, pk.data) {
-                self.fatal = Some(e);
-                return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
-            }
-            if self.preload.as_mut().is_some_and(|k| !k.keep(pk.ts_ns, pk.linktype, pk.data)) {
-                self.preload = None;
-            }
             n += 1;
-            self.progress.show(&self.r, n, lap);
-            Ok(())
+            self.send_packet(pk.ts_ns, pk.linktype, pk.data, n, lap)
         };
         let report = match wv_query::run(prepared, wv_query::Sink::Packets(&mut each)) {
             Ok(rep) => Some(rep),
@@ -374,6 +456,39 @@ impl<T: wv_replay::Transmit> Sending<'_, T> {
             self.warnings.extend(rep.warnings);
         }
         Ok((n, full))
+    }
+}
+
+/// The merged stream of --store or --fleet, onto the wire.
+struct Wire<'s, 'a, T: wv_replay::Transmit> {
+    s: &'s mut Sending<'a, T>,
+    n: u64,
+    lap: u64,
+    partial: bool,
+    /// The nodes down before the first packet, without --allow-partial: nothing is sent.
+    refused: Vec<wv_fleet::Lost>,
+}
+
+impl<T: wv_replay::Transmit> wv_fleet::Output for Wire<'_, '_, T> {
+    fn begin(&mut self, _: &[wv_fleet::Node], _: &[wv_fleet::Head], lost: &[wv_fleet::Lost]) -> std::io::Result<()> {
+        if !lost.is_empty() && !self.partial {
+            self.refused = lost.to_vec();
+            return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+        }
+        Ok(())
+    }
+
+    fn packet(&mut self, p: wv_fleet::MergedPacket<'_>) -> std::io::Result<()> {
+        self.n += 1;
+        self.s.send_packet(p.ts_ns, p.linktype, p.data, self.n, self.lap)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -445,6 +560,10 @@ impl Preload {
     /// the first loop from what the sources can hold at most (a catalog's bytes in the range; a
     /// file's length), so a large selection is not copied only to be dropped.
     fn for_sources(p: &Plan, first: &[Option<wv_query::Prepared>], loops: u64) -> Option<Preload> {
+        if p.fleet.is_some() {
+            // The nodes' answers are not known in size: kept until they pass AT_MOST.
+            return (loops > 1).then(Preload::default);
+        }
         let at_most: u64 = p
             .sources
             .iter()
