@@ -62,6 +62,7 @@ mod store_faults;
 mod store_repair;
 mod store_safety;
 mod timestamps;
+mod timestamps_fleet;
 mod tune;
 mod units_grammar;
 mod volumes;

@@ -28,6 +28,11 @@ pub struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Recorders (and stores) by --store or --fleet: a store path as STORE, a recorder per
+    /// node over the packets its API answers, which come in time order (its streams merged,
+    /// so no step back shows).
+    #[command(flatten)]
+    pub sources: super::fleet::Sources,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -41,8 +46,19 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             Err(e) => return Err(fail(exit::ERROR, format!("{name}: {e}"))),
         }
     }
+    let nodes = if args.sources.given() { args.sources.nodes(None)? } else { Vec::new() };
+    // A node that is a store on this machine is read as STORE is: per stream.
+    let mut paths = args.paths.clone();
+    let mut remote = Vec::new();
+    let all = nodes.len();
+    for n in nodes {
+        match &n.source {
+            wv_fleet::Source::Local(p) => paths.push(p.clone()),
+            wv_fleet::Source::Remote(_) => remote.push(n),
+        }
+    }
     let mut prepared = Vec::new();
-    for p in &args.paths {
+    for p in &paths {
         let query = wv_query::Query { store: p.clone(), from_ns, to_ns, expr: String::new(), limit: None };
         let is_store = p.is_dir();
         prepared.push((p.clone(), is_store, wv_query::prepare(query).map_err(super::query::prepare_error)?));
@@ -72,6 +88,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             "damaged_files": report.damaged,
         }));
     }
+    let (nodes, partial) = remote_stamps(&remote, all, &args, (from_ns, to_ns))?;
+    inputs.extend(nodes);
     let out = json!({
         "clock_source": clock.as_ref().map(|c| json!({"current": c.current, "available": c.available})),
         "interfaces": ifaces.iter().map(|(n, i)| json!({
@@ -98,7 +116,45 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         Err(e) => return Err(fail(exit::ERROR, format!("cannot write the report: {e}"))),
     }
-    Ok(if damaged { exit::ERROR } else { exit::OK })
+    Ok(if damaged { exit::ERROR } else { partial })
+}
+
+/// The statistics of each recorder in `nodes` over the packets its API answers (one merge
+/// over them all, each packet counted for its node), as report inputs; and the exit code of
+/// the nodes left out (each named) of `all` nodes.
+fn remote_stamps(
+    nodes: &[wv_fleet::Node],
+    all: usize,
+    args: &Args,
+    (from_ns, to_ns): (Option<u64>, Option<u64>),
+) -> anyhow::Result<(Vec<Value>, u8)> {
+    if nodes.is_empty() {
+        return Ok((Vec::new(), exit::OK));
+    }
+    let mut stats = vec![wv_query::stamps::StampStats::default(); nodes.len()];
+    let sel = wv_fleet::Selection { from_ns, to_ns, expr: String::new(), limit: None };
+    let mut add = |p: wv_fleet::MergedPacket<'_>| {
+        stats[p.node].add(p.ts_ns);
+        Ok(())
+    };
+    let outcome = wv_fleet::each(nodes, &sel, &mut add).map_err(|e| match e {
+        wv_fleet::MergeError::Usage(m) => fail(exit::USAGE, m),
+        e => fail(exit::ERROR, e.to_string()),
+    })?;
+    let code = super::fleet::say_lost(&outcome.lost, &outcome.warnings, args.sources.allow_partial, all);
+    let inputs = nodes
+        .iter()
+        .zip(stats)
+        .enumerate()
+        .filter(|(i, _)| !outcome.lost.iter().any(|l| l.node == *i))
+        .map(|(_, (n, mut st))| {
+            st.finish();
+            let mut v = serde_json::to_value(&st).unwrap_or(Value::Null);
+            let streams = if st.packets == 0 { Vec::new() } else { vec![v.take()] };
+            json!({ "path": n.location(), "name": n.name, "kind": "node", "streams": streams, "damaged_files": 0 })
+        })
+        .collect();
+    Ok((inputs, code))
 }
 
 /// Per stream of a store, how many of its cataloged files have each
@@ -199,6 +255,8 @@ fn text(out: &Value) -> String {
         for st in streams {
             let who = if inp["kind"] == "store" {
                 format!("{} stream {}", inp["path"].as_str().unwrap_or(""), st["stream"])
+            } else if inp["kind"] == "node" {
+                format!("node {} ({})", inp["name"].as_str().unwrap_or(""), inp["path"].as_str().unwrap_or(""))
             } else {
                 inp["path"].as_str().unwrap_or("").to_string()
             };
