@@ -19,7 +19,7 @@ ROUNDS=${ROUNDS:-3}
 DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"' EXIT
 for i in $(seq "$ROUNDS"); do
-  (cd "$ROOT" && WV_IMPAIRED_REPORT="$DIR/run-$i.json" cargo test -q -p wirevault --test tests -- \
+  (cd "$ROOT" && WV_IMPAIRED_REPORT="$DIR/run-$i.json" cargo test -q --test tests -- \
     analyze_impaired:: >"$DIR/log-$i" 2>&1) || { cat "$DIR/log-$i" >&2; exit 1; }
 done
 echo "analyze_impaired.sh: $ROUNDS runs of the test analyze_impaired:: (debug build); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(stamp), revision $(revision)"

@@ -208,30 +208,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     let report = an.finish();
-    let t = &report.throughput;
-    if t.step_ns != t.requested_step_ns {
-        let base = t.requested_step_ns.max(wv_analyze::qos::io::MIN_STEP_NS);
-        let mut why = Vec::new();
-        if base > t.requested_step_ns {
-            why.push(
-                "a step is at least 1 us (frame times count in whole microseconds, as tshark's io,stat counts them)"
-                    .to_string(),
-            );
-        }
-        if t.step_ns > base {
-            why.push(format!(
-                "at {} the capture spans more than {} intervals (--max-intervals)",
-                wv_analyze::report::duration_text(base),
-                args.max_intervals
-            ));
-        }
-        note!(
-            "throughput is given per {} instead of --step {}: {}",
-            wv_analyze::report::duration_text(t.step_ns),
-            args.step,
-            why.join(", and ")
-        );
-    }
+    say_step(&report, &args);
     if let Some(dir) = &args.plot {
         std::fs::create_dir_all(dir)
             .map_err(|e| fail(exit::ERROR, format!("cannot create the --plot directory {}: {e}", dir.display())))?;
@@ -259,4 +236,33 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ok),
         Err(e) => Err(fail(exit::ERROR, format!("cannot write the report: {e}"))),
     }
+}
+
+/// A note when throughput is given per another step than `--step` asked, and why.
+fn say_step(report: &wv_analyze::Report, args: &Args) {
+    let t = &report.throughput;
+    if t.step_ns == t.requested_step_ns {
+        return;
+    }
+    let base = t.requested_step_ns.max(wv_analyze::qos::io::MIN_STEP_NS);
+    let mut why = Vec::new();
+    if base > t.requested_step_ns {
+        why.push(
+            "a step is at least 1 us (frame times count in whole microseconds, as tshark's io,stat counts them)"
+                .to_string(),
+        );
+    }
+    if t.step_ns > base {
+        why.push(format!(
+            "at {} the capture spans more than {} intervals (--max-intervals)",
+            wv_analyze::report::duration_text(base),
+            args.max_intervals
+        ));
+    }
+    note!(
+        "throughput is given per {} instead of --step {}: {}",
+        wv_analyze::report::duration_text(t.step_ns),
+        args.step,
+        why.join(", and ")
+    );
 }

@@ -83,22 +83,7 @@ pub fn run(mut a: Args) -> anyhow::Result<u8> {
             "--rebuild makes one store's flow files: give it as STORE, without --store or --fleet",
         ));
     }
-    // With --clickhouse, --store or --fleet there is no STORE: a first word taken for one is
-    // the expression's (a path there is a store given the wrong way, as `query` says).
-    let mut words = a.expression.clone();
-    let mut store = None;
-    if let Some(first) = &a.store {
-        if a.clickhouse.is_none() && !several {
-            store = Some(first.as_path());
-        } else if a.clickhouse.is_none() && first.exists() {
-            return Err(fail(
-                exit::USAGE,
-                format!("{} is a path: with --store or --fleet give every store as --store SRC", first.display()),
-            ));
-        } else {
-            words.insert(0, first.to_string_lossy().into_owned());
-        }
-    }
+    let (words, store) = words_and_store(&a)?;
     let filter = wv_flows::filter::Expr::parse(&words.join(" ")).map_err(|e| fail(exit::USAGE, e.0))?;
     let (from_ns, to_ns) = super::time_range(&a.from, &a.to, ("--from", "--to"))?;
     let sort = match a.sort {
@@ -137,6 +122,32 @@ pub fn run(mut a: Args) -> anyhow::Result<u8> {
         let written = write_packets(&a, &recs, &nodes)?;
         return Ok(code.max(written));
     }
+    print(&a, &recs, code)
+}
+
+/// The expression's words and the one store (`None` with --clickhouse, --store or --fleet,
+/// where there is no STORE: a first word taken for one is the expression's, and a path there
+/// is a store given the wrong way, as `query` says).
+fn words_and_store(a: &Args) -> anyhow::Result<(Vec<String>, Option<&Path>)> {
+    let mut words = a.expression.clone();
+    let mut store = None;
+    if let Some(first) = &a.store {
+        if a.clickhouse.is_none() && !a.sources.given() {
+            store = Some(first.as_path());
+        } else if a.clickhouse.is_none() && first.exists() {
+            return Err(fail(
+                exit::USAGE,
+                format!("{} is a path: with --store or --fleet give every store as --store SRC", first.display()),
+            ));
+        } else {
+            words.insert(0, first.to_string_lossy().into_owned());
+        }
+    }
+    Ok((words, store))
+}
+
+/// The records on standard output, as a table, `--json` or `--csv`; a closed pipe is no error.
+fn print(a: &Args, recs: &[FlowRecord], code: u8) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     let r = if a.json {
         let v: Vec<_> = recs.iter().map(wv_flows::find::to_json).collect();
@@ -145,9 +156,9 @@ pub fn run(mut a: Args) -> anyhow::Result<u8> {
             writeln!(out)
         })
     } else if a.csv {
-        write_csv(&mut out, &recs)
+        write_csv(&mut out, recs)
     } else {
-        write_table(&mut out, &recs)
+        write_table(&mut out, recs)
     };
     match r {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),

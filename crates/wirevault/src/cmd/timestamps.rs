@@ -64,6 +64,28 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         prepared.push((p.clone(), is_store, wv_query::prepare(query).map_err(super::query::prepare_error)?));
     }
     let clock = wv_sys::tsinfo::clock_source().ok();
+    let (mut inputs, damaged) = local_stamps(prepared)?;
+    let (nodes, partial) = remote_stamps(&remote, all, &args, (from_ns, to_ns))?;
+    inputs.extend(nodes);
+    let out = json!({
+        "clock_source": clock.as_ref().map(|c| json!({"current": c.current, "available": c.available})),
+        "interfaces": ifaces.iter().map(|(n, i)| json!({
+            "name": n,
+            "capabilities": i.capabilities(),
+            "hardware_receive": i.hardware_receive(),
+            "phc_index": i.phc_index,
+            "rx_filters": i.rx_filter_names(),
+            "tx_types": i.tx_types,
+        })).collect::<Vec<_>>(),
+        "inputs": inputs,
+    });
+    print(&out, args.json)?;
+    Ok(if damaged { exit::ERROR } else { partial })
+}
+
+/// The statistics of each store (per stream) or capture file read here, as report inputs;
+/// and whether a file was damaged.
+fn local_stamps(prepared: Vec<(PathBuf, bool, wv_query::Prepared)>) -> anyhow::Result<(Vec<Value>, bool)> {
     let mut inputs = Vec::new();
     let mut damaged = false;
     for (path, is_store, p) in prepared {
@@ -88,26 +110,17 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             "damaged_files": report.damaged,
         }));
     }
-    let (nodes, partial) = remote_stamps(&remote, all, &args, (from_ns, to_ns))?;
-    inputs.extend(nodes);
-    let out = json!({
-        "clock_source": clock.as_ref().map(|c| json!({"current": c.current, "available": c.available})),
-        "interfaces": ifaces.iter().map(|(n, i)| json!({
-            "name": n,
-            "capabilities": i.capabilities(),
-            "hardware_receive": i.hardware_receive(),
-            "phc_index": i.phc_index,
-            "rx_filters": i.rx_filter_names(),
-            "tx_types": i.tx_types,
-        })).collect::<Vec<_>>(),
-        "inputs": inputs,
-    });
-    let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&out).map_err(|e| fail(exit::ERROR, e.to_string()))?;
+    Ok((inputs, damaged))
+}
+
+/// The report on standard output, as JSON or text; a closed pipe is no error.
+fn print(out: &Value, json: bool) -> anyhow::Result<()> {
+    let text = if json {
+        let mut s = serde_json::to_string_pretty(out).map_err(|e| fail(exit::ERROR, e.to_string()))?;
         s.push('\n');
         s
     } else {
-        text(&out)
+        text(out)
     };
     use std::io::Write;
     let mut o = std::io::stdout().lock();
@@ -116,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         Err(e) => return Err(fail(exit::ERROR, format!("cannot write the report: {e}"))),
     }
-    Ok(if damaged { exit::ERROR } else { partial })
+    Ok(())
 }
 
 /// The statistics of each recorder in `nodes` over the packets its API answers (one merge
