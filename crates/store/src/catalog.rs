@@ -179,7 +179,17 @@ pub(crate) struct Inner {
     pub(crate) pending: u64,
     /// The files this catalog appended (those of the running recording).
     pub(crate) own: std::collections::HashSet<String>,
+    /// Bytes written beside files whose line is not appended yet ([`Catalog::beside`]): the
+    /// index thread appends it after the writer closed the file.
+    pub(crate) early: std::collections::HashMap<String, u64>,
+    /// The latest of this catalog's own files retention deleted, oldest first (at most
+    /// [`GONE_KEPT`]): what is written beside them afterwards has nothing to go with.
+    pub(crate) gone: std::collections::VecDeque<String>,
 }
+
+/// How many deleted files [`Inner::gone`] remembers: more than can be closed and deleted
+/// while one file's flow records are written.
+pub(crate) const GONE_KEPT: usize = 1024;
 
 /// Appends entries to `STORE/catalog.jsonl` and enforces the budget.
 pub struct Catalog {
@@ -190,11 +200,13 @@ pub struct Catalog {
     inner: Mutex<Inner>,
 }
 
-/// Bytes a catalog entry occupies on disk: the capture file, its index and its flow records
-/// (`flows/`), which retention deletes with it.
-fn disk_size(dir: &crate::volume::Volumes, e: &Entry) -> u64 {
+/// Bytes a catalog entry occupies on disk: the capture file, its index and (`flows`) its flow
+/// records (`flows/`), which retention deletes with it. A recording counts the flow records
+/// it writes as it writes them ([`Catalog::beside`]).
+fn disk_size(dir: &crate::volume::Volumes, e: &Entry, flows: bool) -> u64 {
     let len = |rel: &str| dir.lstat(rel).ok().filter(|s| s.kind == Kind::File).map_or(0, |s| s.len);
-    let idx = e.index.as_deref().map_or(0, len).saturating_add(len(&crate::layout::flows_rel(&e.file)));
+    let flows = if flows { len(&crate::layout::flows_rel(&e.file)) } else { 0 };
+    let idx = e.index.as_deref().map_or(0, len).saturating_add(flows);
     // The file's real size where it can be seen: a damaged line's `bytes`
     // (u64::MAX) must not make retention delete everything, or nothing.
     let bytes = dir.lstat(&e.file).ok().filter(|s| s.kind == Kind::File).map_or(e.bytes.min(1 << 50), |s| s.len);
@@ -216,9 +228,18 @@ impl Catalog {
         let (entries, _) = read(store)?;
         let file = open_append(&dir)?;
         let entries: Vec<(Entry, u64)> =
-            entries.into_iter().map(|e| (disk_size(&vols, &e), e)).map(|(s, e)| (e, s)).collect();
+            entries.into_iter().map(|e| (disk_size(&vols, &e, true), e)).map(|(s, e)| (e, s)).collect();
         let total = entries.iter().fold(0u64, |t, (_, s)| t.saturating_add(*s));
-        let mut inner = Inner { file, reserved: 0, entries, total, pending: 0, own: Default::default() };
+        let mut inner = Inner {
+            file,
+            reserved: 0,
+            entries,
+            total,
+            pending: 0,
+            own: Default::default(),
+            early: Default::default(),
+            gone: Default::default(),
+        };
         reserve_ahead(&mut inner);
         Ok(Catalog { dir, vols, path, inner: Mutex::new(inner) })
     }
@@ -231,8 +252,10 @@ impl Catalog {
     pub fn append(&self, e: &Entry) -> io::Result<()> {
         let mut line = serde_json::to_vec(e).map_err(io::Error::other)?;
         line.push(b'\n');
-        let size = disk_size(&self.vols, e);
+        let size = disk_size(&self.vols, e, false);
         let mut g = self.lock();
+        // Its flow records count once, through `beside`: those written before this line waited.
+        let size = size.saturating_add(g.early.remove(&e.file).unwrap_or(0));
         g.file.write_all(&line)?;
         g.file.sync_data()?;
         g.entries.push((e.clone(), size));
@@ -242,16 +265,22 @@ impl Catalog {
         Ok(())
     }
 
-    /// Counts `bytes` written beside the cataloged `file` after its line (its flow records)
-    /// against the budget, as part of the file: retention frees them with it. Nothing when the
-    /// file is no longer cataloged (retention deleted it meanwhile): then `false`, and what
-    /// was written beside it should go too.
+    /// Counts `bytes` written beside `file` (its flow records) against the budget, as part of
+    /// the file: retention frees them with it. Before the file's line is appended they wait
+    /// for it. `false` when retention already deleted the file: what was written beside it
+    /// should go too.
     pub fn beside(&self, file: &str, bytes: u64) -> bool {
         let mut g = self.lock();
         // The file closed moments ago: its line is among the last.
-        let Some((_, size)) = g.entries.iter_mut().rev().find(|(e, _)| e.file == file) else { return false };
-        *size = size.saturating_add(bytes);
-        g.total = g.total.saturating_add(bytes);
+        if let Some((_, size)) = g.entries.iter_mut().rev().find(|(e, _)| e.file == file) {
+            *size = size.saturating_add(bytes);
+            g.total = g.total.saturating_add(bytes);
+            return true;
+        }
+        if g.gone.iter().any(|f| f == file) {
+            return false;
+        }
+        *g.early.entry(file.to_string()).or_default() += bytes;
         true
     }
 
@@ -646,7 +675,6 @@ mod tests {
             std::fs::write(dir.join(crate::layout::flows_rel(&e.file)), vec![0u8; 300]).unwrap();
         }
         assert!(c.beside(&e1.file, 300) && c.beside(&e2.file, 300));
-        assert!(!c.beside("stream-000/gone.pcap", 300), "a file not catalogued takes nothing");
         assert_eq!(c.usage(), 2600);
         assert_eq!(Catalog::open(&dir).unwrap().usage(), 2600, "found again when the catalog opens");
         let budget = crate::catalog::Budget { max_bytes: 2000, on_full: crate::catalog::OnFull::DeleteOldest };
@@ -654,6 +682,13 @@ mod tests {
         assert_eq!((d.files, d.bytes), (1, 1300));
         assert!(!dir.join(crate::layout::flows_rel(&e1.file)).exists());
         assert_eq!(c.usage(), 1300);
+        assert!(!c.beside(&e1.file, 300), "deleted: what is written beside it goes too");
+        // Written before the file's line (the index thread appends it later): counted then.
+        let e3 = entry(3, &dir);
+        assert!(c.beside(&e3.file, 200));
+        assert_eq!(c.usage(), 1300);
+        c.append(&e3).unwrap();
+        assert_eq!(c.usage(), 2500);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -157,6 +157,10 @@ impl Catalog {
             deleted.files += 1;
             deleted.bytes = deleted.bytes.saturating_add(*size);
             if g.own.remove(&e.file) {
+                if g.gone.len() == crate::catalog::GONE_KEPT {
+                    g.gone.pop_front();
+                }
+                g.gone.push_back(e.file.clone());
                 deleted.own_files += 1;
                 deleted.own_last_ns = deleted.own_last_ns.max(e.last_ns);
             }

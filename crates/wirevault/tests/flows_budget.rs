@@ -61,7 +61,7 @@ wvtest!(flow_files_count_against_the_budget, |t| {
     let with_flows = files.iter().filter(|f| store.join(format!("flows/{f}.parquet")).is_file()).count();
     let parquets = count_files(&store.join("flows"), ".parquet");
     assert_eq!(parquets, with_flows, "flow files of deleted pcap files are left: {files:?}");
-    assert!(with_flows + 1 >= files.len(), "{with_flows} of {} kept files have their flow records", files.len());
+    assert_eq!(with_flows, files.len(), "every kept file has its flow records: {files:?}");
 });
 
 /// Files beneath `dir` whose name ends with `end`.
