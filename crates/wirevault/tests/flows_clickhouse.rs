@@ -302,6 +302,19 @@ fn clickhouse_flows_agree_with_parquet_and_tshark() {
     ]);
     assert_eq!(from_files.len(), 2);
     assert_eq!(sorted(from_table), sorted(from_files));
+
+    // Found in ClickHouse, their packets fetched from the store: what tcpdump reads from the
+    // stored capture for the same flows.
+    let out = store.parent().unwrap().join("from-table.pcap");
+    let (url, auth) = (ch.url("wvtest"), auth.to_str().unwrap());
+    let st = store.to_str().unwrap();
+    let args = ["--clickhouse", &url, "--clickhouse-auth", auth, "--store", st, "-w", out.to_str().unwrap(), "udp"];
+    run_ok(VethPair::exec(&pair.ns_b, bin()).arg("flows").args(args));
+    let (_, want) = tcpdump_frames(pcap, &["udp"], store.parent().unwrap());
+    let got = read_capture(&out).1;
+    let want: Vec<Frame> = want.iter().map(Rec::frame).collect();
+    assert!(!want.is_empty());
+    assert_same_frames(&want, &got, true, "flows --clickhouse --store -w: the UDP flow's packets");
 }
 
 /// Synthetic traffic with records every second (the active timeout) and files every ~0.6 s.
