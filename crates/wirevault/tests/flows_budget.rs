@@ -5,18 +5,19 @@
 use crate::util::*;
 use std::path::Path;
 
-/// Bytes of the regular files beneath `dir` whose name ends with one of `ends`.
-fn bytes_of(dir: &Path, ends: &[&str]) -> u64 {
-    let mut total = 0;
+/// How many regular files beneath `dir` have a name ending with one of `ends`, and their bytes.
+fn files_of(dir: &Path, ends: &[&str]) -> (usize, u64) {
+    let (mut n, mut bytes) = (0, 0);
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let (p, t) = (e.path(), e.file_type().unwrap());
         if t.is_dir() {
-            total += bytes_of(&p, ends);
+            let (m, b) = files_of(&p, ends);
+            (n, bytes) = (n + m, bytes + b);
         } else if t.is_file() && ends.iter().any(|x| p.to_string_lossy().ends_with(x)) {
-            total += e.metadata().unwrap().len();
+            (n, bytes) = (n + 1, bytes + e.metadata().unwrap().len());
         }
     }
-    total
+    (n, bytes)
 }
 
 /// 100,000 one-packet UDP flows (each port its own flow), 200 µs apart, ending at the 1 s idle
@@ -50,7 +51,7 @@ wvtest!(flow_files_count_against_the_budget, |t| {
         "-q",
     ]);
     o.expect(0, "recording into the budget");
-    let (pcap, flows) = (bytes_of(&store, &[".pcap", ".idx"]), bytes_of(&store.join("flows"), &[".parquet"]));
+    let (pcap, flows) = (files_of(&store, &[".pcap", ".idx"]).1, files_of(&store.join("flows"), &[".parquet"]).1);
     assert!(flows > 0, "{}: no flow files", t.name);
     // Retention runs before each file opens; a file's flow records are written once the next
     // file is open, and the last file's at the end: at most one flow file over.
@@ -59,20 +60,7 @@ wvtest!(flow_files_count_against_the_budget, |t| {
     // No flow file outlives its packets, and the files retention kept keep theirs.
     let files: Vec<String> = catalog(&store).iter().map(|e| e["file"].as_str().unwrap().to_string()).collect();
     let with_flows = files.iter().filter(|f| store.join(format!("flows/{f}.parquet")).is_file()).count();
-    let parquets = count_files(&store.join("flows"), ".parquet");
+    let parquets = files_of(&store.join("flows"), &[".parquet"]).0;
     assert_eq!(parquets, with_flows, "flow files of deleted pcap files are left: {files:?}");
     assert_eq!(with_flows, files.len(), "every kept file has its flow records: {files:?}");
 });
-
-/// Files beneath `dir` whose name ends with `end`.
-fn count_files(dir: &Path, end: &str) -> usize {
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        if e.file_type().unwrap().is_dir() {
-            n += count_files(&e.path(), end);
-        } else if e.path().to_string_lossy().ends_with(end) {
-            n += 1;
-        }
-    }
-    n
-}
