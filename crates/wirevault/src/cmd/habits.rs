@@ -98,6 +98,29 @@ fn habit(sub: &str, arg: &str, argv: &[OsString]) -> Option<String> {
     }
 }
 
+/// Every different value the command line gives subcommand `sub`'s option `id`, in order, as
+/// clap's own tokenizer reads them (`-o DIR`, `-oDIR`, `-o=DIR`, `--output[=]DIR`, combined
+/// short flags such as `-qoDIR`; nothing after `--`). The parse a command runs on keeps only
+/// the last one (`args_override_self`, for `--config`), so a second value would be taken
+/// without a word: `record` refuses a second store with this.
+pub fn values_given(argv: &[String], sub: &str, id: &'static str) -> Vec<String> {
+    use clap::CommandFactory;
+    // The option appended: it keeps every value (the other flags still override themselves,
+    // so a repeated `-q` does not stop the parse).
+    let cmd = crate::Cli::command()
+        .ignore_errors(true)
+        .mut_subcommand(sub, |s| s.mut_arg(id, |a| a.action(clap::ArgAction::Append)));
+    let Ok(m) = cmd.try_get_matches_from(argv) else { return Vec::new() };
+    let Some(given) = m.subcommand_matches(sub).and_then(|r| r.get_raw(id)) else { return Vec::new() };
+    let mut found: Vec<String> = Vec::new();
+    for v in given.map(|v| v.to_string_lossy().into_owned()) {
+        if !found.contains(&v) {
+            found.push(v);
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +144,31 @@ mod tests {
         assert_eq!(habit("query", "-x", &a), None);
         assert_eq!(habit("query", "--c", &a), None);
         assert_eq!(subcommand(&argv("wirevault --log-level debug replay -i x")).as_deref(), Some("replay"));
+    }
+}
+
+#[cfg(test)]
+mod values_given_tests {
+    use super::values_given;
+
+    fn outputs_given(argv: &[String]) -> Vec<String> {
+        values_given(argv, "record", "store")
+    }
+
+    #[test]
+    fn a_second_output_is_found_in_every_spelling() {
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(outputs_given(&argv("wirevault record -i eth0 -o /a")), ["/a"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o /a -i eth0 --output /a")), ["/a"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o /a --output=/b")), ["/a", "/b"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o/a -o /b")), ["/a", "/b"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o /a -o=/a")), ["/a"]);
+        assert_eq!(outputs_given(&argv("wirevault record -o /a -- -o /b")), ["/a"]);
+        assert_eq!(outputs_given(&argv("wirevault record -qo/b -o /a")), ["/b", "/a"]);
+        assert_eq!(outputs_given(&argv("wirevault record -i eth0 -o /a -q -q -c 1 -c 2 -o /b")), ["/a", "/b"]);
+        assert_eq!(outputs_given(&argv("wirevault --log-level debug record -qo /b --output /a")), ["/b", "/a"]);
+        // A value that looks like the flag is another option's value.
+        assert_eq!(outputs_given(&argv("wirevault record -w -o -o /a")), ["/a"]);
+        assert!(outputs_given(&argv("wirevault query -o /a -o /b")).is_empty());
     }
 }

@@ -14,31 +14,6 @@ pub fn usage(msg: String) -> anyhow::Error {
     fail(exit::USAGE, msg)
 }
 
-/// Every different `-o` the command line gives, in order, as clap's own
-/// tokenizer reads them (`-o DIR`, `-oDIR`, `-o=DIR`, `--output[=]DIR`,
-/// combined short flags such as `-qoDIR`; nothing after `--`). The parse
-/// that `record` runs on keeps only the last one (`args_override_self`, for
-/// `--config`), so a second store would be taken without a word.
-fn outputs_given(argv: &[String]) -> Vec<String> {
-    use clap::CommandFactory;
-    // `-o` appended: it keeps every value (the other flags still override
-    // themselves, so a repeated `-q` does not stop the parse).
-    let cmd = crate::Cli::command()
-        .ignore_errors(true)
-        .mut_subcommand("record", |s| s.mut_arg("store", |a| a.action(clap::ArgAction::Append)));
-    let Ok(m) = cmd.try_get_matches_from(argv) else { return Vec::new() };
-    let Some(given) = m.subcommand_matches("record").and_then(|r| r.get_many::<std::path::PathBuf>("store")) else {
-        return Vec::new();
-    };
-    let mut found: Vec<String> = Vec::new();
-    for v in given.map(|p| p.display().to_string()) {
-        if !found.contains(&v) {
-            found.push(v);
-        }
-    }
-    found
-}
-
 /// What `record` makes of its flags: the recorder's configuration, and what the binary itself
 /// reports and how.
 pub struct Plan {
@@ -155,7 +130,7 @@ fn refuse_conflicts(a: &Args) -> anyhow::Result<&PathBuf> {
         return Err(usage("record needs a store directory: -o DIR".into()));
     };
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
-    if let [first, second, ..] = &outputs_given(&argv)[..] {
+    if let [first, second, ..] = &crate::cmd::habits::values_given(&argv, "record", "store")[..] {
         return Err(usage(format!(
             "-o is given twice ({first} and {second}): a store is one directory; give each more disk with --volume DIR"
         )));
@@ -192,27 +167,5 @@ fn source(a: &Args, synthetic: Option<wv_capture::synthetic::Spec>, stamps: Stam
     } else {
         // clap's group requires one of the three.
         Err(usage("give a source: -i IF, --read FILE or --synthetic SPEC".into()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::outputs_given;
-
-    #[test]
-    fn a_second_output_is_found_in_every_spelling() {
-        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
-        assert_eq!(outputs_given(&argv("wirevault record -i eth0 -o /a")), ["/a"]);
-        assert_eq!(outputs_given(&argv("wirevault record -o /a -i eth0 --output /a")), ["/a"]);
-        assert_eq!(outputs_given(&argv("wirevault record -o /a --output=/b")), ["/a", "/b"]);
-        assert_eq!(outputs_given(&argv("wirevault record -o/a -o /b")), ["/a", "/b"]);
-        assert_eq!(outputs_given(&argv("wirevault record -o /a -o=/a")), ["/a"]);
-        assert_eq!(outputs_given(&argv("wirevault record -o /a -- -o /b")), ["/a"]);
-        assert_eq!(outputs_given(&argv("wirevault record -qo/b -o /a")), ["/b", "/a"]);
-        assert_eq!(outputs_given(&argv("wirevault record -i eth0 -o /a -q -q -c 1 -c 2 -o /b")), ["/a", "/b"]);
-        assert_eq!(outputs_given(&argv("wirevault --log-level debug record -qo /b --output /a")), ["/b", "/a"]);
-        // A value that looks like the flag is another option's value.
-        assert_eq!(outputs_given(&argv("wirevault record -w -o -o /a")), ["/a"]);
-        assert!(outputs_given(&argv("wirevault query -o /a -o /b")).is_empty());
     }
 }
