@@ -63,13 +63,7 @@ pub fn step_change(t: &crate::qos::io::IoReport) -> Option<String> {
 }
 
 fn rate(bits: f64) -> String {
-    let units = [(1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")];
-    for (d, u) in units {
-        if bits >= d {
-            return format!("{:.2} {u}", bits / d);
-        }
-    }
-    format!("{bits:.0} bit/s")
+    wv_units::format_bit_rate(bits)
 }
 
 /// EtherTypes, IP protocols, VLANs and MPLS labels, each line indented by `pad`.
@@ -389,8 +383,18 @@ mod tests {
     fn rates_take_the_largest_unit_they_reach() {
         let r = super::rate;
         assert_eq!(
-            [r(1.5e9), r(2.5e6), r(1e6), r(1e3), r(999.4)],
-            ["1.50 Gbit/s", "2.50 Mbit/s", "1.00 Mbit/s", "1.00 kbit/s", "999 bit/s"]
+            [r(1.5e9), r(2.5e6), r(1e6), r(1e3), r(999.4), r(999_995.0), r(999.6), r(994_999.0), r(2e12)],
+            [
+                "1.50 Gbit/s",
+                "2.50 Mbit/s",
+                "1.00 Mbit/s",
+                "1.00 kbit/s",
+                "999 bit/s",
+                "1.00 Mbit/s",
+                "1.00 kbit/s",
+                "995.00 kbit/s",
+                "2000.00 Gbit/s"
+            ]
         );
     }
 

@@ -20,5 +20,5 @@ pub use count::{count_error, parse_count, parse_packet_rate, parse_percent, COUN
 pub use cpus::{format_cpu_list, parse_cpu_list, MAX_CPUS};
 pub use duration::{duration_error, parse_duration, DurationError, DURATION_FORMS, MAX_DURATION_NS};
 pub use given::{given_duration, given_size, Given, MAX_SIZE};
-pub use rate::{parse_bit_rate, parse_rate, rate_error, Rate, RateError, BYTE_RATE_FORMS, RATE_FORMS};
+pub use rate::{format_bit_rate, parse_bit_rate, parse_rate, rate_error, Rate, RateError, BYTE_RATE_FORMS, RATE_FORMS};
 pub use size::{format_bytes, parse_size, size_error, SIZE_FORMS};

@@ -127,6 +127,21 @@ pub fn rate_error(name: &str, input: &str, e: RateError, bytes_too: bool) -> Str
     format!("{name}: invalid rate '{input}': {why}; give {forms}")
 }
 
+/// Bits per second in decimal units (`999 bit/s`, `1.00 kbit/s`, `2.50 Mbit/s`), each in the
+/// next unit up once it would show 1000 of its own: 999,995 bit/s is 1.00 Mbit/s, not
+/// 1000.00 kbit/s.
+pub fn format_bit_rate(bits: f64) -> String {
+    if bits.round() < 1000.0 {
+        return format!("{bits:.0} bit/s");
+    }
+    let units = [(1e3, "kbit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s")];
+    let mut at = 0;
+    while at + 1 < units.len() && (bits / units[at].0 * 100.0).round() >= 100_000.0 {
+        at += 1;
+    }
+    format!("{:.2} {}", bits / units[at].0, units[at].1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

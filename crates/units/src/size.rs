@@ -41,7 +41,8 @@ pub fn format_bytes(b: u64) -> String {
     const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut v = b as f64;
     let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
+    // By the value as shown: 1,048,575 B is 1.00 MiB, not 1024.00 KiB.
+    while (v * 100.0).round() / 100.0 >= 1024.0 && i + 1 < UNITS.len() {
         v /= 1024.0;
         i += 1;
     }
@@ -83,6 +84,8 @@ mod tests {
         assert_eq!(format_bytes(0), "0 B");
         assert_eq!(format_bytes(512), "512 B");
         assert_eq!(format_bytes(1023), "1023 B");
+        assert_eq!(format_bytes(1_048_575), "1.00 MiB");
+        assert_eq!(format_bytes(1_048_570), "1023.99 KiB");
         assert_eq!(format_bytes(1024), "1.00 KiB");
         assert_eq!(format_bytes(64 << 20), "64.00 MiB");
         assert_eq!(format_bytes(1 << 30), "1.00 GiB");
