@@ -293,7 +293,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         b.finish_and_clear();
     }
     super::query::say_warnings(&warnings);
-    let code = conclude(&args, r, fatal, laps_done, (&other_linktypes, own_linktype))?;
+    // Nothing sent because a node did not answer is said as that, not as an empty selection.
+    let refused = lost.as_ref().is_some_and(|l| l.before_sending);
+    let code = conclude(&args, r, (fatal, refused), laps_done, (&other_linktypes, own_linktype))?;
     Ok(code.max(lost.map_or(exit::OK, |l| say_lost(&l, &args, p.fleet.as_ref().map_or(0, Vec::len)))))
 }
 
@@ -496,7 +498,7 @@ impl<T: wv_replay::Transmit> wv_fleet::Output for Wire<'_, '_, T> {
 fn conclude<T: wv_replay::Transmit>(
     args: &Args,
     mut r: Replayer<T>,
-    mut fatal: Option<wv_replay::ReplayError>,
+    (mut fatal, refused): (Option<wv_replay::ReplayError>, bool),
     laps_done: u64,
     (other_linktypes, own_linktype): (&[u32], u32),
 ) -> anyhow::Result<u8> {
@@ -517,7 +519,7 @@ fn conclude<T: wv_replay::Transmit>(
     if wrong > 0 {
         message!(Level::Warn, "{}", not_sent_for_linktype(wrong, other_linktypes, &args.interface, own_linktype));
     }
-    if summary.sent + summary.failed == 0 && fatal.is_none() {
+    if summary.sent + summary.failed == 0 && fatal.is_none() && !refused {
         info!("the selection is empty: no packet of the sources is in the time range and passes the filter");
     }
     match fatal {
