@@ -192,28 +192,43 @@ fn agrees_with_fio(dir: &Path, what: &str) {
     // Warm-up: the first writes to a fresh directory allocate metadata.
     bench_json(dir, &args);
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        let mut one = |first_ours: bool| {
-            if first_ours {
-                let v = bench_json(dir, &args);
-                assert_eq!(v["mode"], "direct", "{what}: O_DIRECT refused");
-                assert_eq!(v["block_size"], 4 << 20);
-                assert_eq!(v["queue_depth"], 8);
-                ours.push(v["mean_bytes_per_s"].as_f64().unwrap());
-            } else {
-                theirs.push(fio_bps(dir, &huge, FILES, SIZE, "4M", 8));
-            }
-        };
-        let ab = round % 4 == 0 || round % 4 == 3;
-        one(ab);
-        one(!ab);
-        assert!(entries(dir).is_empty(), "{what}: files left: {:?}", entries(dir));
-    }
+    let rounds = |n: usize, ours: &mut Vec<f64>, theirs: &mut Vec<f64>| {
+        for round in 0..n {
+            let mut one = |first_ours: bool| {
+                if first_ours {
+                    let v = bench_json(dir, &args);
+                    assert_eq!(v["mode"], "direct", "{what}: O_DIRECT refused");
+                    assert_eq!(v["block_size"], 4 << 20);
+                    assert_eq!(v["queue_depth"], 8);
+                    ours.push(v["mean_bytes_per_s"].as_f64().unwrap());
+                } else {
+                    theirs.push(fio_bps(dir, &huge, FILES, SIZE, "4M", 8));
+                }
+            };
+            let ab = round % 4 == 0 || round % 4 == 3;
+            one(ab);
+            one(!ab);
+            assert!(entries(dir).is_empty(), "{what}: files left: {:?}", entries(dir));
+        }
+    };
     // Each round's two runs ran back to back, under the same load: compare
     // them pairwise, and average the rounds' ratios.
-    let mut ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(a, b)| a / b).collect();
-    let ratio = trimmed_ratio(&mut ratios);
-    eprintln!("{what}: disk-bench {ours:?}, fio {theirs:?}: ratios {ratios:.3?}, trimmed mean {ratio:.3}");
+    let judge = |ours: &[f64], theirs: &[f64]| {
+        let mut ratios: Vec<f64> = ours.iter().zip(theirs).map(|(a, b)| a / b).collect();
+        let ratio = trimmed_ratio(&mut ratios);
+        eprintln!("{what}: disk-bench {ours:?}, fio {theirs:?}: ratios {ratios:.3?}, trimmed mean {ratio:.3}");
+        ratio
+    };
+    rounds(ROUNDS, &mut ours, &mut theirs);
+    let mut ratio = judge(&ours, &theirs);
+    // Outside the band: twelve more rounds, judged with the first twelve in
+    // the same band. A real bias of 10% stays outside with twice the data;
+    // the disk's noise (one CI run of ~15 left it at 12 rounds, with the
+    // CI's other tests loading the disk) narrows by a factor of 1.4.
+    if !(0.9..=1.1).contains(&ratio) {
+        rounds(ROUNDS, &mut ours, &mut theirs);
+        ratio = judge(&ours, &theirs);
+    }
     assert!(
         (0.9..=1.1).contains(&ratio),
         "{what}: disk-bench's mean is {ratio:.3} times fio's ({ours:?} vs {theirs:?})"
