@@ -21,4 +21,4 @@ pub mod out;
 pub use config::{ConfigError, Credentials, FleetFile, Node, Overrides, Source, Timeouts};
 pub use merge::{count, each, merge, Counted, Head, Lost, MergeError, MergedPacket, Outcome, Output, Selection};
 pub use node::{get_json, query_params};
-pub use out::{write, write_where, Format};
+pub use out::{write, write_watched, write_where, Format};

@@ -72,6 +72,9 @@ pub struct Outcome {
     /// Per node (by rank): packets and bytes of packet data merged.
     pub packets: Vec<u64>,
     pub bytes: Vec<u64>,
+    /// Per node: seconds from the merge's start until its answer ended, it
+    /// was lost, or the merge stopped (whichever came first).
+    pub seconds: Vec<f64>,
     pub lost: Vec<Lost>,
     /// What the nodes said about their answers, as `node NAME: ...`.
     pub warnings: Vec<String>,
@@ -122,13 +125,21 @@ struct Lane {
 
 struct Merge<'a> {
     nodes: &'a [Node],
+    started: std::time::Instant,
     lanes: Vec<Lane>,
     outcome: Outcome,
     begun: bool,
 }
 
 impl Merge<'_> {
+    /// Lane `i` gave its last message: its time is taken.
+    fn ended(&mut self, i: usize) {
+        self.lanes[i].rx = None;
+        self.outcome.seconds[i] = self.started.elapsed().as_secs_f64();
+    }
+
     fn lose(&mut self, i: usize, f: Failure, out: &mut dyn Output) {
+        self.ended(i);
         let n = &self.nodes[i];
         let lost = Lost {
             node: i,
@@ -168,14 +179,10 @@ impl Merge<'_> {
                 Ok(Msg::Batch(b)) => (lane.batch, lane.pos) = (b, 0),
                 Ok(Msg::Start { linktype, snaplen }) => lane.head = Head { linktype, snaplen },
                 Ok(Msg::Warn(w)) => self.outcome.warnings.push(format!("node {}: {w}", self.nodes[i].name)),
-                Ok(Msg::End(Ok(()))) => lane.rx = None,
+                Ok(Msg::End(Ok(()))) => self.ended(i),
                 Ok(Msg::End(Err(f))) if f.usage => return Err(MergeError::Usage(f.what)),
-                Ok(Msg::End(Err(f))) => {
-                    lane.rx = None;
-                    self.lose(i, f, out);
-                }
+                Ok(Msg::End(Err(f))) => self.lose(i, f, out),
                 Err(()) => {
-                    lane.rx = None;
                     let f = Failure { usage: false, what: "lost its reader thread".into(), todo: "retry".into() };
                     self.lose(i, f, out);
                 }
@@ -197,8 +204,9 @@ pub fn merge(nodes: &[Node], sel: &Selection, out: &mut dyn Output) -> Result<Ou
         .iter()
         .map(|n| Lane { rx: Some(node::start(n, sel)), batch: Batch::default(), pos: 0, head: Head::default() })
         .collect();
-    let outcome = Outcome { packets: vec![0; nodes.len()], bytes: vec![0; nodes.len()], ..Outcome::default() };
-    let mut m = Merge { nodes, lanes, outcome, begun: false };
+    let n = nodes.len();
+    let outcome = Outcome { packets: vec![0; n], bytes: vec![0; n], seconds: vec![0.0; n], ..Outcome::default() };
+    let mut m = Merge { nodes, started: std::time::Instant::now(), lanes, outcome, begun: false };
     let mut heap = BinaryHeap::with_capacity(nodes.len());
     for i in 0..nodes.len() {
         if m.next(i, out)? {
@@ -224,6 +232,11 @@ pub fn merge(nodes: &[Node], sel: &Selection, out: &mut dyn Output) -> Result<Ou
         }
     }
     out.finish().map_err(MergeError::Output)?;
+    for i in 0..n {
+        if m.lanes[i].rx.is_some() {
+            m.outcome.seconds[i] = m.started.elapsed().as_secs_f64();
+        }
+    }
     // Past the limit, the nodes still answering are not waited for: their
     // threads stop at their next batch (the channel is gone).
     Ok(m.outcome)

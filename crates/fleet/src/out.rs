@@ -34,12 +34,27 @@ pub fn write_where(
     w: &mut dyn Write,
     keep: &mut dyn FnMut(&MergedPacket<'_>) -> bool,
 ) -> Result<Outcome, MergeError> {
+    write_watched(nodes, sel, format, w, keep, &mut |_| ())
+}
+
+/// As [`write_where`], telling `begun` the nodes lost before the first byte is written (the
+/// API names them in a header, which must go before the body).
+pub fn write_watched(
+    nodes: &[Node],
+    sel: &Selection,
+    format: Format,
+    w: &mut dyn Write,
+    keep: &mut dyn FnMut(&MergedPacket<'_>) -> bool,
+    begun: &mut dyn FnMut(&[Lost]),
+) -> Result<Outcome, MergeError> {
     let w = BufWriter::with_capacity(1 << 20, w);
     match format {
-        Format::Pcap => merge::merge(nodes, sel, &mut Where { out: Pcap { w, linktype: None }, keep }),
-        Format::Pcapng => {
-            merge::merge(nodes, sel, &mut Where { out: Pcapng { w, linktypes: Vec::new(), pending: Vec::new() }, keep })
-        }
+        Format::Pcap => merge::merge(nodes, sel, &mut Where { out: Pcap { w, linktype: None }, keep, begun }),
+        Format::Pcapng => merge::merge(
+            nodes,
+            sel,
+            &mut Where { out: Pcapng { w, linktypes: Vec::new(), pending: Vec::new() }, keep, begun },
+        ),
     }
 }
 
@@ -47,11 +62,16 @@ pub fn write_where(
 struct Where<'k, O> {
     out: O,
     keep: &'k mut dyn FnMut(&MergedPacket<'_>) -> bool,
+    begun: &'k mut dyn FnMut(&[Lost]),
 }
 
 impl<O: merge::Output> merge::Output for Where<'_, O> {
     fn begin(&mut self, nodes: &[Node], heads: &[Head], lost: &[Lost]) -> io::Result<()> {
-        self.out.begin(nodes, heads, lost)
+        // Told once the head is written (into the buffer, not yet sent): a head refused (link
+        // types one pcap cannot hold) is then still the merge's error, not a sent answer's.
+        self.out.begin(nodes, heads, lost)?;
+        (self.begun)(lost);
+        Ok(())
     }
 
     fn packet(&mut self, p: MergedPacket<'_>) -> io::Result<()> {

@@ -23,6 +23,8 @@ pub(crate) enum ApiError {
     Unavailable(String),
     /// Addressed to a name this server does not answer (421: DNS rebinding).
     Misdirected(String),
+    /// No node of a fleet answered (502).
+    BadGateway(String),
     Internal(String),
     /// The client went away before the answer started (with how far the
     /// query got, when it was stopped).
@@ -55,6 +57,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Busy(_) | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Gone(_) => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
         }
@@ -70,6 +73,7 @@ impl std::fmt::Display for ApiError {
             | ApiError::Busy(s)
             | ApiError::Unavailable(s)
             | ApiError::Misdirected(s)
+            | ApiError::BadGateway(s)
             | ApiError::Internal(s) => f.write_str(s),
             ApiError::Gone(how) => write!(f, "the client went away{how}"),
         }
@@ -406,13 +410,14 @@ mod tests {
             ApiError::Busy(String::new()),
             ApiError::Unavailable(String::new()),
             ApiError::Misdirected(String::new()),
+            ApiError::BadGateway(String::new()),
             ApiError::Internal(String::new()),
             ApiError::Gone(String::new()),
         ]
         .iter()
         .map(|e| e.status().as_u16())
         .collect();
-        assert_eq!(codes, [400, 401, 404, 503, 503, 421, 500, 499]);
+        assert_eq!(codes, [400, 401, 404, 503, 503, 421, 502, 500, 499]);
         assert_eq!(ApiError::Gone(" (cancelled)".into()).to_string(), "the client went away (cancelled)");
     }
 }

@@ -32,6 +32,8 @@ pub struct Config {
     pub query_nice: i32,
     /// Where request and server log lines go.
     pub log: crate::LogFn,
+    /// `serve --fleet`: the nodes the query endpoints answer over (`store` is then unused).
+    pub fleet: Option<std::sync::Arc<crate::fleet::Fleet>>,
 }
 
 /// TLS files: the server's certificate chain and key, and for client
@@ -78,6 +80,7 @@ impl Config {
             allowed_hosts: Vec::new(),
             query_nice: 10,
             log,
+            fleet: None,
         }
     }
 

@@ -31,6 +31,7 @@ pub mod config;
 mod conn;
 mod console;
 mod export;
+pub mod fleet;
 mod histogram;
 pub mod host;
 mod metrics;
@@ -41,6 +42,7 @@ mod store_view;
 pub mod tls;
 
 pub use config::{Config, ConfigError, TlsFiles};
+pub use fleet::{Fleet, FleetStatus};
 pub use host::AllowedHost;
 pub use server::{ServeError, Server};
 pub use status::Status;

@@ -62,7 +62,7 @@ pub(crate) struct Scrape {
 /// The text exposition: OpenMetrics (what Prometheus asks for first), or
 /// with `classic` Prometheus' own text format 0.0.4 (what `promtool check
 /// metrics`, curl and older scrapers read).
-pub(crate) fn render(api: &ApiMetrics, scrape: Scrape, classic: bool) -> Result<String, std::fmt::Error> {
+pub(crate) fn render(api: &ApiMetrics, scrape: Box<dyn Collector>, classic: bool) -> Result<String, std::fmt::Error> {
     let mut reg = Registry::with_prefix("wirevault");
     reg.register("api_queries", "Queries the API ran (pcap, count, histogram)", api.queries.clone());
     reg.register_with_unit(
@@ -72,7 +72,7 @@ pub(crate) fn render(api: &ApiMetrics, scrape: Scrape, classic: bool) -> Result<
         api.durations.clone(),
     );
     reg.register("http_requests", "HTTP requests answered, by status code", api.requests.clone());
-    reg.register_collector(Box::new(scrape));
+    reg.register_collector(scrape);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg)?;
     Ok(if classic { to_classic(&out) } else { out })
@@ -136,6 +136,31 @@ where
 
 fn counter(v: u64) -> ConstCounter<u64> {
     ConstCounter::new(v)
+}
+
+impl Collector for crate::fleet::FleetScrape {
+    fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let e = &mut enc;
+        let node = |n: &String| vec![("node", n.clone())];
+        family(
+            e,
+            "fleet_node_up",
+            "1 when the node answered its status at this scrape, 0 when not (/api/v1/fleet says why)",
+            None,
+            self.up.iter().map(|(n, up)| (node(n), ConstGauge::new(i64::from(*up)))).collect(),
+        )?;
+        let answers = self.answered.iter().flat_map(|(n, whole, left)| {
+            let l = |outcome: &str| vec![("node", n.clone()), ("outcome", outcome.to_string())];
+            [(l("whole"), counter(*whole)), (l("left_out"), counter(*left))]
+        });
+        family(
+            e,
+            "fleet_node_answers",
+            "Fleet queries and counts the node gave its whole answer to, or was left out of (in part or whole)",
+            None,
+            answers.collect(),
+        )
+    }
 }
 
 impl Collector for Scrape {
@@ -348,12 +373,12 @@ mod tests {
 
     #[test]
     fn an_unreadable_store_and_no_recording_are_said_as_zeros() {
-        let out = render(&ApiMetrics::new(), Scrape::default(), false).unwrap();
+        let out = render(&ApiMetrics::new(), Box::new(Scrape::default()), false).unwrap();
         let l = lines(&out);
         assert!(l.contains(&"wirevault_store_up 0") && l.contains(&"wirevault_recording 0"), "{out}");
         assert!(!out.contains("wirevault_store_size") && !out.contains("packets_written"), "{out}");
         assert!(out.ends_with("# EOF\n"));
-        assert!(!render(&ApiMetrics::new(), Scrape::default(), true).unwrap().contains("# EOF"));
+        assert!(!render(&ApiMetrics::new(), Box::new(Scrape::default()), true).unwrap().contains("# EOF"));
     }
 
     #[test]
@@ -365,7 +390,7 @@ mod tests {
             volume: Some((10, 20)),
             ..Scrape::default()
         };
-        let out = render(&ApiMetrics::new(), scrape, false).unwrap();
+        let out = render(&ApiMetrics::new(), Box::new(scrape), false).unwrap();
         let l = lines(&out);
         for want in [
             "wirevault_store_up 1",
@@ -391,7 +416,7 @@ mod tests {
             crate::Counters { written: 5, ..Default::default() },
             crate::Counters { written: 7, ..Default::default() },
         ];
-        let out = render(&api, Scrape { recording: Some(Arc::new(rec)), ..Scrape::default() }, true).unwrap();
+        let out = render(&api, Box::new(Scrape { recording: Some(Arc::new(rec)), ..Scrape::default() }), true).unwrap();
         let l = lines(&out);
         for want in [
             "wirevault_http_requests_total{code=\"200\"} 2",

@@ -191,15 +191,13 @@ impl Server {
             })
             .map_err(ServeError::Runtime)?;
         let s = Server { addr, state, tls, shutdown: Some(tx), thread: Some(thread) };
+        let what = match &s.state.cfg.fleet {
+            Some(f) => format!("a fleet of {} nodes", f.nodes().len()),
+            None => s.state.cfg.store.display().to_string(),
+        };
         (s.state.cfg.log)(
             LogLevel::Info,
-            &format!(
-                "api: serving {} on {}://{}/ ({})",
-                s.state.cfg.store.display(),
-                s.state.cfg.scheme(),
-                addr,
-                s.auth_summary()
-            ),
+            &format!("api: serving {what} on {}://{}/ ({})", s.state.cfg.scheme(), addr, s.auth_summary()),
         );
         Ok(s)
     }
@@ -309,6 +307,9 @@ impl Drop for Server {
 }
 
 fn router(state: Arc<State>) -> Router {
+    if state.cfg.fleet.is_some() {
+        return fleet_router(state);
+    }
     Router::new()
         .route("/api/v1/status", get(crate::api::status))
         .route("/api/v1/files", get(crate::api::files))
@@ -318,6 +319,19 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/v1/packets", get(crate::packets::packets))
         .route("/api/v1/flows", get(crate::api::flows))
         .route("/api/{*rest}", get(crate::api::unknown_api))
+        .route("/metrics", get(metrics))
+        .fallback(get(console))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+/// `serve --fleet`: the query endpoints over every node, the fleet's status, metrics, console.
+fn fleet_router(state: Arc<State>) -> Router {
+    Router::new()
+        .route("/api/v1/fleet", get(crate::fleet::fleet))
+        .route("/api/v1/query", get(crate::fleet::query))
+        .route("/api/v1/count", get(crate::fleet::count))
+        .route("/api/{*rest}", get(crate::fleet::unknown_api))
         .route("/metrics", get(metrics))
         .fallback(get(console))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
@@ -344,6 +358,13 @@ async fn metrics(Ax(state): Ax<Arc<State>>, headers: axum::http::HeaderMap) -> R
         newest_ns: span.map(|s| s.1),
         volume: state.view.space(),
         started_unix: state.started_unix,
+    };
+    let scrape: Box<dyn prometheus_client::collector::Collector> = match state.cfg.fleet.clone() {
+        Some(fleet) => match tokio::task::spawn_blocking(move || crate::fleet::FleetScrape::of(&fleet)).await {
+            Ok(f) => Box::new(f),
+            Err(_) => return crate::api::ApiError::Internal("the fleet's status thread failed".into()).into_response(),
+        },
+        None => Box::new(scrape),
     };
     match crate::metrics::render(&state.metrics, scrape, !open) {
         Ok(text) => {
@@ -598,78 +619,92 @@ impl State {
 impl State {
     /// `GET /api/v1/status` (503 with the reason when the store cannot be read).
     pub(crate) fn status(&self) -> Result<crate::status::Status, crate::api::ApiError> {
-        use crate::store_view::time;
-        let cat = self.view.catalog().map_err(crate::api::ApiError::Unavailable)?;
-        let rec = self.live.as_ref().and_then(|b| b.latest());
-        let volumes = self.view.volumes();
-        let space = crate::store_view::total_space(&volumes);
-        let last = if self.live.is_none() { read_stats(&self.cfg.store) } else { None };
-        // The write rate: the recording's now, else the stored average.
-        let live_rate = rec.as_ref().filter(|r| r.state == crate::RecordingState::Capturing).map(|r| r.disk_mb_s * 1e6);
-        let avg_rate = cat.span.filter(|(a, b)| b > a).map(|(a, b)| cat.bytes as f64 / ((b - a) as f64 / 1e9));
-        let (rate, rate_from) = match (live_rate, avg_rate) {
-            (Some(r), _) if r > 0.0 => (Some(r), "current"),
-            (_, Some(r)) => (Some(r), "average of the stored files"),
-            _ => (None, "none"),
+        let limits = crate::status::Limits {
+            max_queries: self.cfg.max_queries,
+            max_bytes: self.cfg.max_bytes,
+            queries_running: self.cfg.max_queries - self.queries.available_permits(),
         };
-        let budget = rec.as_ref().and_then(|r| r.budget_bytes);
-        let capacity = budget.or(space.map(|(free, _)| free + cat.bytes));
-        let hours = |bytes: Option<u64>| rate.zip(bytes).map(|(r, b)| (b as f64 / r / 3600.0 * 100.0).round() / 100.0);
-        let (deleted_files, deleted_bytes) =
-            rec.as_ref().map_or((0, 0), |r| (r.total.files_deleted, r.total.bytes_deleted));
-        use crate::status::{Disk, Horizon, Limits, LiveRecording, Retention, Starting, Status, Volume};
-        let on_full = rec.as_ref().and_then(|r| r.on_full.clone());
-        let deletes = budget.is_some() && on_full.as_deref() == Some("delete");
-        Ok(Status {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            uptime_s: (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-            store: self.cfg.store.display().to_string(),
-            // In a recorder before its first second: starting.
-            recording: match (&self.live, &rec) {
-                (Some(_), None) => Some(LiveRecording::Starting { state: Starting::Starting }),
-                (_, r) => r.as_deref().map(|r| LiveRecording::Counters(Box::new(r.clone()))),
-            },
-            last_recording: last,
-            disk: Disk {
-                store_bytes: cat.bytes,
-                files: cat.files(),
-                packets: cat.packets,
-                volume_free_bytes: space.map(|s| s.0),
-                volume_size_bytes: space.map(|s| s.1),
-                volumes: volumes
-                    .iter()
-                    .map(|v| Volume {
-                        path: v.path.display().to_string(),
-                        free_bytes: v.space.map(|s| s.0),
-                        size_bytes: v.space.map(|s| s.1),
-                    })
-                    .collect(),
-            },
-            retention: Retention {
-                budget_bytes: budget,
-                on_full,
-                files_deleted: deleted_files,
-                bytes_deleted: deleted_bytes,
-            },
-            horizon: Horizon {
-                oldest_ns: cat.span.map(|s| s.0),
-                oldest: cat.span.map(|s| time(s.0)),
-                newest_ns: cat.span.map(|s| s.1),
-                newest: cat.span.map(|s| time(s.1)),
-                span_s: cat.span.map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
-                write_rate_bytes_s: rate.map(f64::round),
-                rate_from: rate_from.to_string(),
-                capacity_bytes: capacity,
-                holds_hours: hours(capacity),
-                full_in_hours: if deletes { None } else { hours(capacity.map(|c| c.saturating_sub(cat.bytes))) },
-            },
-            limits: Limits {
-                max_queries: self.cfg.max_queries,
-                max_bytes: self.cfg.max_bytes,
-                queries_running: self.cfg.max_queries - self.queries.available_permits(),
-            },
-        })
+        let uptime_s = (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+        store_status(&self.view, &self.cfg.store, self.live.as_ref(), uptime_s, limits)
     }
+}
+
+/// The status of the store `view` shows (at `store`), recorded into by `live` if any (a fleet
+/// server's local nodes have no live recording and their own view).
+pub(crate) fn store_status(
+    view: &StoreView,
+    store: &std::path::Path,
+    live: Option<&Arc<LiveCounters>>,
+    uptime_s: f64,
+    limits: crate::status::Limits,
+) -> Result<crate::status::Status, crate::api::ApiError> {
+    use crate::store_view::time;
+    let cat = view.catalog().map_err(crate::api::ApiError::Unavailable)?;
+    let rec = live.and_then(|b| b.latest());
+    let volumes = view.volumes();
+    let space = crate::store_view::total_space(&volumes);
+    let last = if live.is_none() { read_stats(store) } else { None };
+    // The write rate: the recording's now, else the stored average.
+    let live_rate = rec.as_ref().filter(|r| r.state == crate::RecordingState::Capturing).map(|r| r.disk_mb_s * 1e6);
+    let avg_rate = cat.span.filter(|(a, b)| b > a).map(|(a, b)| cat.bytes as f64 / ((b - a) as f64 / 1e9));
+    let (rate, rate_from) = match (live_rate, avg_rate) {
+        (Some(r), _) if r > 0.0 => (Some(r), "current"),
+        (_, Some(r)) => (Some(r), "average of the stored files"),
+        _ => (None, "none"),
+    };
+    let budget = rec.as_ref().and_then(|r| r.budget_bytes);
+    let capacity = budget.or(space.map(|(free, _)| free + cat.bytes));
+    let hours = |bytes: Option<u64>| rate.zip(bytes).map(|(r, b)| (b as f64 / r / 3600.0 * 100.0).round() / 100.0);
+    let (deleted_files, deleted_bytes) =
+        rec.as_ref().map_or((0, 0), |r| (r.total.files_deleted, r.total.bytes_deleted));
+    use crate::status::{Disk, Horizon, LiveRecording, Retention, Starting, Status, Volume};
+    let on_full = rec.as_ref().and_then(|r| r.on_full.clone());
+    let deletes = budget.is_some() && on_full.as_deref() == Some("delete");
+    Ok(Status {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        uptime_s,
+        store: store.display().to_string(),
+        // In a recorder before its first second: starting.
+        recording: match (live, &rec) {
+            (Some(_), None) => Some(LiveRecording::Starting { state: Starting::Starting }),
+            (_, r) => r.as_deref().map(|r| LiveRecording::Counters(Box::new(r.clone()))),
+        },
+        last_recording: last,
+        disk: Disk {
+            store_bytes: cat.bytes,
+            files: cat.files(),
+            packets: cat.packets,
+            volume_free_bytes: space.map(|s| s.0),
+            volume_size_bytes: space.map(|s| s.1),
+            volumes: volumes
+                .iter()
+                .map(|v| Volume {
+                    path: v.path.display().to_string(),
+                    free_bytes: v.space.map(|s| s.0),
+                    size_bytes: v.space.map(|s| s.1),
+                })
+                .collect(),
+        },
+        retention: Retention {
+            budget_bytes: budget,
+            on_full,
+            files_deleted: deleted_files,
+            bytes_deleted: deleted_bytes,
+        },
+        horizon: Horizon {
+            oldest_ns: cat.span.map(|s| s.0),
+            oldest: cat.span.map(|s| time(s.0)),
+            newest_ns: cat.span.map(|s| s.1),
+            newest: cat.span.map(|s| time(s.1)),
+            span_s: cat.span.map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
+            write_rate_bytes_s: rate.map(f64::round),
+            rate_from: rate_from.to_string(),
+            capacity_bytes: capacity,
+            holds_hours: hours(capacity),
+            full_in_hours: if deletes { None } else { hours(capacity.map(|c| c.saturating_sub(cat.bytes))) },
+        },
+        limits,
+    })
 }
 
 /// The counters the last recording left in `STORE/stats.json` (none when it is not a
@@ -702,7 +737,7 @@ mod tests {
         assert_eq!(said.len(), 2, "{said:?}");
         assert!(said[0].contains("127.0.0.1 holds 64 connections already") && said[0].contains("refused (503)"));
         assert!(said[1].contains("36 more connection(s) refused"), "{said:?}");
-        let text = crate::metrics::render(&metrics, crate::metrics::Scrape::default(), true).unwrap();
+        let text = crate::metrics::render(&metrics, Box::new(crate::metrics::Scrape::default()), true).unwrap();
         assert!(text.contains("wirevault_http_requests_total{code=\"503\"} 36"), "{text}");
     }
 

@@ -51,6 +51,7 @@ mod reports;
 mod serve_api;
 mod serve_config;
 mod serve_export;
+mod serve_fleet;
 mod serve_hosts;
 mod serve_security;
 mod serve_store;

@@ -212,6 +212,10 @@ const SERVE: &[Example] = &[
         "wirevault serve --config /etc/wirevault/serve.toml",
     ),
     ex(
+        "The API over the fleet lab's three recorders, merged, each node's state said",
+        "wirevault serve --fleet /var/tmp/wirevault-fleet-lab/fleet.toml",
+    ),
+    ex(
         "On the network: TLS, and bearer tokens",
         "wirevault serve /data/store --listen 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem --token-file tokens",
     ),

@@ -122,7 +122,7 @@ impl Sources {
 
 /// A fleet file or source refused: 2 when what it says must change, 1 when a
 /// file it names cannot be read (the `exit` module's rule).
-fn config_error(e: wv_fleet::ConfigError) -> anyhow::Error {
+pub(crate) fn config_error(e: wv_fleet::ConfigError) -> anyhow::Error {
     fail(if e.is_usage() { exit::USAGE } else { exit::ERROR }, e.to_string())
 }
 

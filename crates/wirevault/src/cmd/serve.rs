@@ -148,6 +148,8 @@ Endpoints (GET; JSON unless they return packets; with --token-file the API and /
   /api/v1/packets    the first matching packets, decoded (from, to, filter, limit): the console's table
   /metrics           Prometheus text (OpenMetrics when the scraper asks for it)
   /                  the web console
+With --fleet FILE: /api/v1/query and count answer over every node (merged, each node's state in the
+X-Wirevault-Nodes header and trailer), /api/v1/fleet gives each node's status (docs/fleet.md).
 from and to take the CLI's forms (RFC 3339, epoch seconds, '10m ago'); filter is a tcpdump expression:
   curl -s -G localhost:8080/api/v1/query --data-urlencode 'filter=tcp port 443' | tcpdump -nn -r -";
 
@@ -164,15 +166,30 @@ pub struct Args {
     /// Read the options from this TOML file (keys: the long option names, and store); the command line overrides it.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Serve a fleet instead of a store: /api/v1/query and count answer over every node of
+    /// this fleet file (TOML, see docs/fleet.md), merged, and /api/v1/fleet gives each node's status.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["store", "store_key"])]
+    pub fleet: Option<PathBuf>,
+    /// Only these nodes of the fleet file (repeated or comma-separated).
+    #[arg(long = "node", value_name = "NAME", requires = "fleet", value_delimiter = ',')]
+    pub nodes: Vec<String>,
     #[command(flatten)]
     pub listen: Listen,
 }
 
 pub fn run(mut args: Args) -> anyhow::Result<u8> {
+    if let Some(file) = &args.fleet {
+        let fleet = wv_fleet::FleetFile::load(file, &wv_fleet::Overrides::default())
+            .and_then(|f| f.select(&args.nodes))
+            .map_err(super::fleet::config_error)?;
+        let mut cfg = args.listen.config(file, Some("127.0.0.1:8080"))?.expect("a default address is given");
+        cfg.fleet = Some(std::sync::Arc::new(wv_serve::Fleet::new(fleet.nodes)));
+        return serve(cfg);
+    }
     let Some(store) = args.store.take().or(args.store_key.take()) else {
         return Err(fail(
             exit::USAGE,
-            "give the store to serve: wirevault serve STORE (or store = \"DIR\" in --config)",
+            "give the store to serve: wirevault serve STORE (or store = \"DIR\" in --config), or --fleet FILE",
         ));
     };
     args.store = Some(store);
@@ -188,6 +205,11 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
         ));
     }
     let cfg = args.listen.config(store, Some("127.0.0.1:8080"))?.expect("a default address is given");
+    serve(cfg)
+}
+
+/// Serves until a stop signal; SIGHUP reloads.
+fn serve(cfg: wv_serve::Config) -> anyhow::Result<u8> {
     // SIGHUP reloads tokens and certificates; the stop signals end the server.
     let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

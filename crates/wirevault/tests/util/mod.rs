@@ -58,7 +58,7 @@ pub fn now_ns() -> u64 {
 static UNIQUE: AtomicU32 = AtomicU32::new(0);
 
 /// A per-process unique number for names of temp dirs and namespaces.
-fn unique() -> u32 {
+pub fn unique() -> u32 {
     UNIQUE.fetch_add(1, Ordering::Relaxed)
 }
 

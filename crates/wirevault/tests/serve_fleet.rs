@@ -1,0 +1,175 @@
+//! `wirevault serve --fleet FILE` (issue 46): the API over the fleet of `fleet.rs`' lab (one
+//! local store, two served, one of them with a token). curl's answers from `/api/v1/query`
+//! (pcap and pcapng) are byte for byte the files `wirevault query --fleet` writes, its counts
+//! the CLI's; `X-Wirevault-Nodes` (header and trailer) names each node's state, packets and
+//! bytes; `/api/v1/fleet` holds each node's own status; `/metrics` passes promtool with each
+//! node up or not. A node stopped is named in the header and the trailer, the answer is the
+//! CLI's `--allow-partial` one, `/api/v1/fleet` says it is down and `/metrics` counts it.
+
+use crate::fleet::{count, fleet_file, fleet_query, lab, s, token_file, Lab, TOKEN};
+use crate::util::*;
+use std::path::Path;
+use std::process::Command;
+
+/// `curl -sS URL` with `args`; fails the test unless curl exits 0. Returns (headers and
+/// trailers as curl dumps them, body).
+fn curl(url: &str, args: &[&str], dir: &Path) -> (String, Vec<u8>) {
+    let head = dir.join(format!("curl-{}.head", unique()));
+    let body = dir.join(format!("curl-{}.body", unique()));
+    let o = run_ok(
+        Command::new("curl")
+            .args(["-sS", "-G", "-H", "TE: trailers", "-D"])
+            .arg(&head)
+            .arg("-o")
+            .arg(&body)
+            .args(args)
+            .arg(url),
+    );
+    assert!(o.status.success(), "curl {url}: {}", String::from_utf8_lossy(&o.stderr));
+    (std::fs::read_to_string(&head).unwrap_or_default(), std::fs::read(&body).unwrap_or_default())
+}
+
+/// Every value of `name` in curl's dump (the header first, then the trailer).
+fn values(dump: &str, name: &str) -> Vec<serde_json::Value> {
+    dump.lines()
+        .filter_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
+        .map(|v| serde_json::from_str(v).unwrap_or_else(|e| panic!("{name} is not JSON ({e}): {v}")))
+        .collect()
+}
+
+/// The nodes' states in one `X-Wirevault-Nodes` value.
+fn states(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|n| n["state"].as_str().unwrap().to_string()).collect()
+}
+
+/// The range, expression and format as query parameters for curl.
+fn params(lab: &Lab, expr: &str, extra: &[&str]) -> Vec<String> {
+    let mut p = vec![
+        "--data-urlencode".to_string(),
+        format!("from={}", time_arg(lab.first)),
+        "--data-urlencode".into(),
+        format!("to={}", time_arg(lab.last + 1)),
+        "--data-urlencode".into(),
+        format!("filter={expr}"),
+    ];
+    for e in extra {
+        p.push("--data-urlencode".into());
+        p.push(e.to_string());
+    }
+    p
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The fleet server's /metrics, checked by promtool; the value of `sample` in it.
+fn metric(base: &str, dir: &Path, sample: &str) -> Option<f64> {
+    let (_, body) = curl(&format!("{base}/metrics"), &[], dir);
+    let file = dir.join(format!("metrics-{}.txt", unique()));
+    std::fs::write(&file, &body).unwrap();
+    let o = run_ok(Command::new("sh").arg("-c").arg(format!("promtool check metrics < {}", file.display())));
+    let lint = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() || !lint.contains("error"), "promtool: {lint}");
+    let text = String::from_utf8_lossy(&body).into_owned();
+    text.lines().find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
+}
+
+wvtest!(fleet_server_answers_as_the_cli_and_names_what_it_leaves_out, needs = ["tcpdump", "curl", "promtool"], |t| {
+    let lab = lab("serve-fleet", 6_000);
+    let dir = lab.tmp.path();
+    let tokens = token_file(dir, TOKEN);
+    let b = Served::start(&lab.stores[1], dir, &["--token-file", s(&tokens)]);
+    let mut c = Served::start(&lab.stores[2], dir, &[]);
+    let fleet = fleet_file(
+        dir,
+        "fleet.toml",
+        "node_timeout = \"10s\"\nretries = 0",
+        &[
+            ("a", lab.stores[0].display().to_string(), None),
+            ("b", format!("http://{}", b.addr), Some(&tokens)),
+            ("c", format!("http://{}", c.addr), None),
+        ],
+    );
+    let server = Served::with_args(&["--fleet", s(&fleet), "--listen", "127.0.0.1:0"], dir);
+    let base = format!("http://{}", server.addr);
+    let whole = (lab.first, lab.last + 1);
+    let cli_file = dir.join("cli.pcap");
+    for expr in ["", "tcp[tcpflags] & tcp-syn != 0", "vlan and udp", "not net 10.0.1.0/24"] {
+        for (format, extra) in [("pcap", vec![]), ("pcapng", vec!["--format", "pcapng"])] {
+            let what = format!("{format} {expr:?}");
+            let mut args = vec!["--fleet", s(&fleet)];
+            args.extend(&extra);
+            let (o, want) = fleet_query(&args, expr, whole, &cli_file);
+            o.expect(0, &what);
+            let p = params(&lab, expr, &[&format!("format={format}")]);
+            let (dump, body) = curl(&format!("{base}/api/v1/query"), &strs(&p), dir);
+            assert!(dump.starts_with("HTTP/1.1 200"), "{what}: {dump}");
+            assert!(body == std::fs::read(&cli_file).unwrap(), "{what}: the API's bytes are not the CLI's");
+            let nodes = values(&dump, "x-wirevault-nodes");
+            assert_eq!(nodes.len(), 2, "{what}: a header and a trailer: {dump}");
+            assert_eq!(states(&nodes[0]), ["answering"; 3], "{what}: {dump}");
+            assert_eq!(states(&nodes[1]), ["complete"; 3], "{what}: {dump}");
+            let sum: u64 = nodes[1].as_array().unwrap().iter().map(|n| n["packets"].as_u64().unwrap()).sum();
+            assert_eq!(sum, want.len() as u64, "{what}: the trailer's packets");
+        }
+        let (dump, body) = curl(&format!("{base}/api/v1/count"), &strs(&params(&lab, expr, &[])), dir);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let o = count(&["--fleet", s(&fleet)], expr, whole);
+        o.expect(0, "count");
+        assert_eq!(v["matched"].to_string(), o.stdout.trim(), "count {expr:?}");
+        assert_eq!(states(&values(&dump, "x-wirevault-nodes")[0]), ["complete"; 3]);
+    }
+    // The fleet's status: each node's own, typed and versioned.
+    let (_, body) = curl(&format!("{base}/api/v1/fleet"), &[], dir);
+    let st: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(st["version"], 1, "{st}");
+    for n in st["nodes"].as_array().unwrap() {
+        assert_eq!(n["up"], true, "{n}");
+        assert!(n["status"]["horizon"]["oldest_ns"].as_u64().is_some(), "{n}");
+        assert!(n["status"]["disk"]["packets"].as_u64().unwrap() > 0, "{n}");
+    }
+    assert_eq!(metric(&base, dir, "wirevault_fleet_node_up{node=\"c\"}"), Some(1.0));
+
+    // Node c stopped: named in the header and the trailer, the rest as the CLI's partial answer.
+    c.child.kill().unwrap();
+    c.child.wait().unwrap();
+    let expr = "tcp or udp";
+    let (o, want) = fleet_query(&["--fleet", s(&fleet), "--allow-partial"], expr, whole, &cli_file);
+    o.expect(0, "partial");
+    assert!(!want.is_empty());
+    let (dump, body) = curl(&format!("{base}/api/v1/query"), &strs(&params(&lab, expr, &[])), dir);
+    assert!(dump.starts_with("HTTP/1.1 200"), "{dump}");
+    assert!(body == std::fs::read(&cli_file).unwrap(), "partial: the API's bytes are not the CLI's --allow-partial");
+    let nodes = values(&dump, "x-wirevault-nodes");
+    assert_eq!(states(&nodes[0]), ["answering", "answering", "left_out"], "{dump}");
+    assert_eq!(states(&nodes[1]), ["complete", "complete", "left_out"], "{dump}");
+    let why = nodes[1][2]["error"].as_str().unwrap();
+    assert!(why.contains("node c") && why.contains(&c.addr), "the trailer says what happened to c: {why}");
+    let (dump, _) = curl(&format!("{base}/api/v1/count"), &strs(&params(&lab, expr, &[])), dir);
+    assert_eq!(states(&values(&dump, "x-wirevault-nodes")[0]), ["complete", "complete", "left_out"]);
+    let (_, body) = curl(&format!("{base}/api/v1/fleet"), &[], dir);
+    let st: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let down = &st["nodes"][2];
+    assert_eq!((down["up"].as_bool(), down["status"].is_null()), (Some(false), true), "{down}");
+    assert!(down["error"].as_str().unwrap().contains("node c"), "{down}");
+    assert_eq!(metric(&base, dir, "wirevault_fleet_node_up{node=\"c\"}"), Some(0.0));
+    assert!(metric(&base, dir, "wirevault_fleet_node_answers_total{node=\"c\",outcome=\"left_out\"}") >= Some(2.0));
+
+    // A wrong expression is one sentence and 400; an endpoint a fleet does not answer says which do.
+    let o = run_ok(Command::new("curl").args([
+        "-s",
+        "-w",
+        "%{http_code}",
+        "-G",
+        "--data-urlencode",
+        "filter=tcp[",
+        &format!("{base}/api/v1/count"),
+    ]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.ends_with("400") && text.contains("error"), "{text}");
+    let o = run_ok(Command::new("curl").args(["-s", "-w", "%{http_code}", &format!("{base}/api/v1/files")]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.ends_with("404") && text.contains("/api/v1/fleet"), "{text}");
+    drop(b);
+});
