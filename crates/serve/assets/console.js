@@ -131,8 +131,8 @@ $("auth").addEventListener("submit", (ev) => {
   setToken($("token").value.trim());
   $("auth").hidden = true;
   $("auth-msg").textContent = "";
+  booted = false;
   pollStatus();
-  loadHistogram();
   queryChanged(0);
 });
 
@@ -450,15 +450,71 @@ function renderStore(s) {
   row("queries", s.limits.queries_running + " running of " + s.limits.max_queries, "answers up to " + fmtBytes(s.limits.max_bytes));
 }
 
+// ---------------------------------------------------------------- fleet
+
+// A fleet server (`serve --fleet`) answers /api/v1/status with its nodes' statuses: the page
+// then shows them in a table, and its queries count and download over every node.
+let fleetMode = false;
+
+function renderFleet(f) {
+  fleetMode = true;
+  for (const id of ["live", "store-panel", "traffic", "flows", "packets"]) $(id).hidden = true;
+  $("fleet").hidden = false;
+  const up = f.nodes.filter((n) => n.up).length;
+  const all = up === f.nodes.length;
+  $("state").textContent = all ? "fleet" : f.nodes.length - up + " down";
+  $("state").className = "badge " + (all ? "running" : "down");
+  $("store").textContent = "a fleet of " + f.nodes.length + " nodes, " + up + " up";
+  $("fleet-note").textContent = all ? "" : "a node that is down is left out of every answer, and named";
+  $("q-download").textContent = "Download pcap (merged)";
+  const tb = $("fleet-table").tBodies[0];
+  tb.replaceChildren();
+  let newest = null;
+  for (const n of f.nodes) {
+    const tr = tb.insertRow();
+    tr.dataset.node = n.name;
+    tr.dataset.state = n.up ? "up" : "down";
+    const cell = cellAdder(tr);
+    const s = n.status || {};
+    const rec = s.recording && s.recording.state ? s.recording : null;
+    const running = rec && rec.state === "capturing";
+    const c = counters(rec || s.last_recording);
+    const h = s.horizon || {};
+    cell(n.name);
+    cell(n.up ? (running ? "recording" : "at rest") : "down", n.up ? "up" : "down");
+    cell(running ? fmtPps(rec.pps) : "–", "n");
+    cell(running ? fmtBits(rec.gbps * 1e9) : "–", "n");
+    const d = cell(c ? fmtCount(c.dropped) : "–", "n");
+    if (c) d.title = c.drops.map(([k, v]) => k + " " + fmtCount(v)).join(", ");
+    cell(h.oldest ? utc(parseTime(h.oldest)) : "–");
+    cell(h.newest ? utc(parseTime(h.newest)) : "–");
+    cell(s.disk ? fmtBytes(s.disk.store_bytes) : "–", "n");
+    cell(n.up ? n.location : n.error);
+    const t = parseTime(h.newest);
+    if (t && (newest == null || t > newest)) newest = t;
+  }
+  // The presets count back from the newest packet of any node.
+  f.horizon = { newest: newest == null ? null : new Date(newest).toISOString() };
+  $("fleet-table").dataset.loaded = String(Date.now());
+}
+
 let statusTimer = null;
+let booted = false;
 async function pollStatus() {
   clearTimeout(statusTimer);
   try {
     const { body } = await api("/api/v1/status");
     status = body;
-    renderLive(body);
-    renderStore(body);
-    followStore(body);
+    if (body.nodes) {
+      renderFleet(body);
+      if (!booted) applyPreset("300");
+    } else {
+      renderLive(body);
+      renderStore(body);
+      followStore(body);
+      if (!booted) loadHistogram();
+    }
+    booted = true;
   } catch (e) {
     if (e.status !== 401) {
       $("state").textContent = "no answer";
@@ -466,7 +522,7 @@ async function pollStatus() {
       $("live-note").textContent = e.message;
     }
   }
-  statusTimer = setTimeout(pollStatus, 1000);
+  statusTimer = setTimeout(pollStatus, fleetMode ? 2000 : 1000);
 }
 
 // ---------------------------------------------------------------- stored traffic
@@ -617,6 +673,17 @@ async function runQuery() {
     $("q-error").className = body.outside ? "err" : "dim";
     dl.classList.toggle("off", body.matched === 0);
     for (const id of ["q-from", "q-to", "q-filter"]) $(id).classList.remove("bad");
+    if (fleetMode) {
+      // A node left out is said beside the count: the answer is the other nodes'.
+      const out = (body.nodes || []).filter((n) => n.state !== "complete");
+      if (out.length) {
+        $("q-error").textContent = out.map((n) => n.error).concat(notes).join("; ");
+        $("q-error").className = "err";
+      }
+      $("p-note").textContent = "the count and the download cover every node that answered; each node's own console shows its packets and flows";
+      queryDone = Date.now();
+      return;
+    }
   } catch (e) {
     if (e.name === "AbortError" || seq !== querySeq) return;
     count.textContent = "–";
@@ -803,7 +870,6 @@ function tickClock() {
 tickClock();
 setInterval(tickClock, 1000);
 pollStatus();
-loadHistogram();
 // The stored traffic grows while recording: redraw it every 10 s then.
 setInterval(() => {
   if (status && status.recording && status.recording.state === "capturing" && Date.now() - histLoaded >= 10000) loadHistogram(true);

@@ -391,8 +391,8 @@ pub(crate) async fn fleet(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
 /// The API endpoints a fleet server does not answer.
 pub(crate) async fn unknown_api() -> ApiError {
     ApiError::NotFound(
-        "a fleet server answers /api/v1/fleet, query and count; ask a node itself for status, files, histogram, \
-         packets and flows"
+        "a fleet server answers /api/v1/fleet (also as /api/v1/status), query and count; ask a node itself for \
+         files, histogram, packets and flows"
             .into(),
     )
 }

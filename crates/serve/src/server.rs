@@ -329,6 +329,8 @@ fn router(state: Arc<State>) -> Router {
 fn fleet_router(state: Arc<State>) -> Router {
     Router::new()
         .route("/api/v1/fleet", get(crate::fleet::fleet))
+        // The console asks for the status first: a fleet's is its nodes'.
+        .route("/api/v1/status", get(crate::fleet::fleet))
         .route("/api/v1/query", get(crate::fleet::query))
         .route("/api/v1/count", get(crate::fleet::count))
         .route("/api/{*rest}", get(crate::fleet::unknown_api))

@@ -12,7 +12,9 @@ Usage: console_driver.py SPEC.json, where SPEC holds
                "token": give a wrong then the right token, count, download;
                "hosts": load each of "urls" and say what it shows;
                "flows": type a filter, read the flow table, download the
-               first flow's packets by its link
+               first flow's packets by its link;
+               "fleet": read the node table of a fleet server, type a
+               range and filter, read the count and its note, download
   urls         (hosts) the addresses to load, in order
   resolver_rules  Chromium's --host-resolver-rules (e.g. to make a name
                resolve to 127.0.0.1, as a DNS rebinding page does)
@@ -207,6 +209,33 @@ def flows(d, spec, out):
     out["log_checked"] = True
 
 
+def fleet(d, spec, out):
+    """A fleet server's page: the node table's rows (node, state, cells), then the count and
+    the note for what was typed, then the download."""
+    t = spec.get("timeout", 60)
+    d.get(spec["url"])
+    wait("the node table", lambda: attr(d, "fleet-table", "data-loaded"), t)
+    rows = []
+    for tr in d.find_elements(By.CSS_SELECTOR, "#fleet-table tbody tr"):
+        rows.append({"node": tr.get_attribute("data-node"), "state": tr.get_attribute("data-state"),
+                     "cells": [td.text for td in tr.find_elements(By.TAG_NAME, "td")]})
+    out["rows"] = rows
+    out["badge"] = text(d, "state")
+    out["hidden"] = [i for i in ("live", "store-panel", "traffic", "flows")
+                     if d.find_element(By.ID, i).get_attribute("hidden") is not None]
+    typed(d, "q-from", spec.get("from", ""))
+    typed(d, "q-to", spec.get("to", ""))
+    typed(d, "q-filter", spec.get("filter", ""))
+    asked = d.execute_script("return queryParams().toString()")
+    wait("the count", lambda: attr(d, "q-count", "data-for") == asked, t)
+    out["count"] = int(attr(d, "q-count", "data-count"))
+    out["note"] = text(d, "q-error")
+    d.save_screenshot(spec["screenshot"])
+    out["download"] = download(d, spec, t)
+    out["log"] = d.get_log("browser")
+    out["log_checked"] = True
+
+
 def hosts(d, spec, out):
     """Loads each URL: the console's state badge once the status loaded,
     or the text of a page that is not the console (an error answer)."""
@@ -239,6 +268,8 @@ def main():
             hosts(d, spec, out)
         elif spec["mode"] == "flows":
             flows(d, spec, out)
+        elif spec["mode"] == "fleet":
+            fleet(d, spec, out)
         else:
             query(d, spec, out)
     except Exception as e:  # reported to the test, which fails with it

@@ -6,6 +6,7 @@
 //! node up or not. A node stopped is named in the header and the trailer, the answer is the
 //! CLI's `--allow-partial` one, `/api/v1/fleet` says it is down and `/metrics` counts it.
 
+use crate::console::{artifacts, drive, problems};
 use crate::fleet::{count, fleet_file, fleet_query, lab, s, token_file, Lab, TOKEN};
 use crate::util::*;
 use std::path::Path;
@@ -171,5 +172,67 @@ wvtest!(fleet_server_answers_as_the_cli_and_names_what_it_leaves_out, needs = ["
     let o = run_ok(Command::new("curl").args(["-s", "-w", "%{http_code}", &format!("{base}/api/v1/files")]));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.ends_with("404") && text.contains("/api/v1/fleet"), "{text}");
+    drop(b);
+});
+
+/// The fleet console in headless Chromium, node c stopped: the node table shows a and b up
+/// with their horizons and c down with why; a range and filter typed count what `query
+/// --fleet --count` counts of the nodes that answer, the note names c, and the download is
+/// byte for byte the CLI's `--allow-partial` answer. Screenshot: `console-fleet.png`.
+wvtest!(fleet_console_shows_the_nodes_a_node_down_and_counts_as_the_cli, needs = ["chromium", "chromedriver"], |t| {
+    let lab = lab("console-fleet", 3_000);
+    let dir = lab.tmp.path();
+    let b = Served::start(&lab.stores[1], dir, &[]);
+    let mut c = Served::start(&lab.stores[2], dir, &[]);
+    let fleet = fleet_file(
+        dir,
+        "fleet.toml",
+        "node_timeout = \"10s\"\nretries = 0",
+        &[
+            ("a", lab.stores[0].display().to_string(), None),
+            ("b", format!("http://{}", b.addr), None),
+            ("c", format!("http://{}", c.addr), None),
+        ],
+    );
+    let server = Served::with_args(&["--fleet", s(&fleet), "--listen", "127.0.0.1:0"], dir);
+    c.child.kill().unwrap();
+    c.child.wait().unwrap();
+    let downloads = lab.tmp.join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let (from, to) = (time_arg(lab.first), time_arg(lab.last + 1));
+    let filter = "tcp or vlan";
+    let shot = artifacts().join("console-fleet.png");
+    let seen = drive(
+        None,
+        dir,
+        serde_json::json!({
+            "mode": "fleet", "url": format!("http://localhost:{}/", server.addr.rsplit(':').next().unwrap()),
+            "from": from, "to": to, "filter": filter, "downloads": downloads,
+            "screenshot": shot, "timeout": 60,
+        }),
+    );
+    assert!(problems(&seen["log"]).is_empty(), "console errors: {:?}", problems(&seen["log"]));
+    let rows = seen["rows"].as_array().unwrap();
+    let states: Vec<(&str, &str)> =
+        rows.iter().map(|r| (r["node"].as_str().unwrap(), r["state"].as_str().unwrap())).collect();
+    assert_eq!(states, [("a", "up"), ("b", "up"), ("c", "down")], "{rows:?}");
+    for r in &rows[..2] {
+        let cells: Vec<&str> = r["cells"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+        assert!(cells[5].starts_with("2023-11-14") && cells[6].starts_with("2023-11-14"), "a horizon: {cells:?}");
+    }
+    let down = rows[2]["cells"].to_string();
+    assert!(down.contains("down") && down.contains(&c.addr), "c shown down, with why: {down}");
+    assert!(seen["badge"].as_str().unwrap().eq_ignore_ascii_case("1 down"), "{}", seen["badge"]);
+    assert_eq!(seen["hidden"].as_array().unwrap().len(), 4, "the one-store panels are hidden: {}", seen["hidden"]);
+    let args = ["--fleet", s(&fleet), "--allow-partial"];
+    let o = count(&args, filter, (lab.first, lab.last + 1));
+    o.expect(0, "count");
+    assert_eq!(seen["count"].to_string(), o.stdout.trim(), "the page's count is the CLI's");
+    assert!(seen["note"].as_str().unwrap().contains("node c"), "the note names c: {}", seen["note"]);
+    let cli = dir.join("cli.pcap");
+    let (o, _) = fleet_query(&args, filter, (lab.first, lab.last + 1), &cli);
+    o.expect(0, "query");
+    let got = std::fs::read(seen["download"].as_str().unwrap()).unwrap();
+    assert!(got == std::fs::read(&cli).unwrap(), "the page's download is the CLI's --allow-partial answer");
     drop(b);
 });
