@@ -63,6 +63,27 @@ impl Expr {
     }
 }
 
+impl Expr {
+    /// Addresses one of which every matching flow has as client or server, if the expression
+    /// says so (`host A and port 53`: A; `host A or host B`: A, B; `not host A`: none): a flow
+    /// file whose bloom filters hold none of them has no match.
+    pub fn hosts(&self) -> Option<Vec<IpAddr16>> {
+        match self {
+            Expr::Host(a) => Some(vec![*a]),
+            Expr::And(a, b) => match (a.hosts(), b.hosts()) {
+                (Some(x), Some(y)) => Some(if x.len() <= y.len() { x } else { y }),
+                (x, y) => x.or(y),
+            },
+            Expr::Or(a, b) => {
+                let (mut x, y) = (a.hosts()?, b.hosts()?);
+                x.extend(y);
+                Some(x)
+            }
+            _ => None,
+        }
+    }
+}
+
 fn in_net(a: &IpAddr16, net: &IpAddr16, len: u8) -> bool {
     let (full, rest) = (usize::from(len / 8), len % 8);
     a.0[..full] == net.0[..full] && (rest == 0 || (a.0[full] ^ net.0[full]) >> (8 - rest) == 0)
@@ -237,6 +258,19 @@ mod tests {
             server_port: 443,
             ..FlowRecord::default()
         }
+    }
+
+    #[test]
+    fn the_hosts_a_match_needs() {
+        let h = |s: &str| Expr::parse(s).unwrap().hosts();
+        let a = |x: u8| IpAddr16::v4([10, 0, 0, x]);
+        assert_eq!(h("host 10.0.0.1"), Some(vec![a(1)]));
+        assert_eq!(h("host 10.0.0.1 and port 53"), Some(vec![a(1)]));
+        assert_eq!(h("(host 10.0.0.1 or host 10.0.0.2) and udp"), Some(vec![a(1), a(2)]));
+        assert_eq!(h("host 10.0.0.1 or port 53"), None);
+        assert_eq!(h("not host 10.0.0.1"), None);
+        assert_eq!(h("net 10.0.0.0/24"), None);
+        assert_eq!(h(""), None);
     }
 
     #[test]

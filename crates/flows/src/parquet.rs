@@ -132,9 +132,22 @@ pub fn to_batch(records: &[FlowRecord]) -> Result<RecordBatch, Error> {
     Ok(RecordBatch::try_new(schema(), cols)?)
 }
 
-/// Writes `records` as a Parquet file to `out` (Snappy, one row group).
+/// False-positive rate of the address columns' bloom filters: about 1.2 bytes per record
+/// and column, so that a host's lookup reads only the files that may hold it.
+const BLOOM_FPP: f64 = 0.01;
+
+/// Writes `records` as a Parquet file to `out` (Snappy, one row group, bloom filters on
+/// `client` and `server` sized to the records).
 pub fn write<W: std::io::Write + Send>(out: W, records: &[FlowRecord]) -> Result<(), Error> {
-    let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
+    let mut props = WriterProperties::builder().set_compression(Compression::SNAPPY);
+    for c in ["client", "server"] {
+        let c = parquet::schema::types::ColumnPath::from(c);
+        props = props
+            .set_column_bloom_filter_enabled(c.clone(), true)
+            .set_column_bloom_filter_fpp(c.clone(), BLOOM_FPP)
+            .set_column_bloom_filter_max_ndv(c, records.len().max(1) as u64);
+    }
+    let props = props.build();
     let batch = to_batch(records)?;
     let mut w = ArrowWriter::try_new(out, batch.schema(), Some(props))?;
     w.write(&batch)?;
@@ -157,6 +170,42 @@ pub fn write_in(dir: &wv_sys::fs::Dir, file: &str, records: &[FlowRecord]) -> Re
     }
     dir.replace(&rel, |f| write(std::io::BufWriter::new(f), records))?;
     Ok(rel)
+}
+
+/// What a flow file's footer and bloom filters say without reading its records: false when
+/// it holds no record in `from_ns..to_ns` (by its `first_ns` and `last_ns` statistics) or no
+/// record with one of `hosts` as client or server (by their bloom filters). True when it may
+/// (or cannot tell).
+pub fn may_hold(file: std::fs::File, from_ns: Option<u64>, to_ns: Option<u64>, hosts: Option<&[IpAddr16]>) -> bool {
+    use parquet::file::reader::FileReader;
+    use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+    use parquet::file::statistics::Statistics;
+    let props = parquet::file::properties::ReaderProperties::builder().set_read_bloom_filter(hosts.is_some()).build();
+    let Ok(r) =
+        SerializedFileReader::new_with_options(file, ReadOptionsBuilder::new().with_reader_properties(props).build())
+    else {
+        return true;
+    };
+    let meta = r.metadata();
+    let col = |name: &str| meta.file_metadata().schema_descr().columns().iter().position(|c| c.name() == name);
+    let (first, last, client, server) = (col("first_ns"), col("last_ns"), col("client"), col("server"));
+    (0..meta.num_row_groups()).any(|g| {
+        let rg = meta.row_group(g);
+        let stat = |c: Option<usize>, max: bool| match c.and_then(|c| rg.column(c).statistics()) {
+            Some(Statistics::Int64(s)) => if max { s.max_opt() } else { s.min_opt() }.map(|v| *v as u64),
+            _ => None,
+        };
+        let before = to_ns.zip(stat(first, false)).is_some_and(|(to, min_first)| min_first >= to);
+        let after = from_ns.zip(stat(last, true)).is_some_and(|(from, max_last)| max_last < from);
+        if before || after || rg.num_rows() == 0 {
+            return false;
+        }
+        let (Some(hosts), Ok(rows)) = (hosts, r.get_row_group(g)) else { return true };
+        let has = |c: Option<usize>, a: &IpAddr16| {
+            c.and_then(|c| rows.get_column_bloom_filter(c)).is_none_or(|b| b.check(&a.0[..]))
+        };
+        hosts.iter().any(|a| has(client, a) || has(server, a))
+    })
 }
 
 /// Reads a flow file's records.
@@ -245,6 +294,33 @@ fn bad(n: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_footer_and_bloom_filters_rule_a_file_out_by_time_and_host() {
+        let recs = sample();
+        let mut bytes = Vec::new();
+        write(&mut bytes, &recs).unwrap();
+        let dir = std::env::temp_dir().join(format!("wv-flows-bloom-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.parquet");
+        std::fs::write(&path, &bytes).unwrap();
+        let may = |from, to, hosts: Option<&[IpAddr16]>| may_hold(std::fs::File::open(&path).unwrap(), from, to, hosts);
+        let (first, last) =
+            (recs.iter().map(|r| r.first_ns).min().unwrap(), recs.iter().map(|r| r.last_ns).max().unwrap());
+        assert!(may(None, None, None));
+        assert!(may(Some(last), Some(last + 1), None), "the last record's last packet is in");
+        assert!(!may(Some(last + 1), None, None), "after the file");
+        assert!(!may(None, Some(first), None), "before the file (to is not included)");
+        assert!(may(None, Some(first + 1), None));
+        let (client, server) = (recs[0].client, recs[0].server);
+        assert!(may(None, None, Some(&[client])) && may(None, None, Some(&[server])));
+        // A thousand absent addresses: at 1% false positives, most are ruled out.
+        let out = (0..1000u32)
+            .filter(|i| !may(None, None, Some(&[IpAddr16::v4([192, 168, (i >> 8) as u8, *i as u8])])))
+            .count();
+        assert!(out > 950, "{out} of 1000 absent hosts ruled out");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     pub(crate) fn sample() -> Vec<FlowRecord> {
         let d = |p| Direction { packets: p, frame_bytes: p * 100, ip_bytes: p * 86, tcp_flags: 0x12 };
