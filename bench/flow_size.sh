@@ -11,7 +11,8 @@
 # ROUNDS (default 1; each round records the same pcap into a fresh store).
 #
 # Columns: pcap bytes = the generated file; index = the store's *.idx files; flow files = the
-# store's flows/**/*.parquet and their record count (pyarrow). Arkime's per-session document
+# store's flows/**/*.parquet, their record count and the share of them that ended `evicted` (the
+# flow table full: --max-flows flows at once; pyarrow reads only the end_reason column). Arkime's per-session document
 # size: no figure was found in the documentation searched for this script (Arkime/Moloch FAQ,
 # settings and estimator pages), so the table gives none rather than an invented one.
 # `--markdown` as the first argument also writes the table into this script's section of
@@ -83,18 +84,23 @@ for r in $(seq "$ROUNDS"); do
   pcap=$(stat -c %s "$PCAP")
   idx=$(sum -name '*.idx')
   fl=$(sum -path '*/flows/*' -name '*.parquet')
-  recs=$(python3 -c '
-import sys, pathlib, pyarrow.parquet as pq
-print(sum(pq.ParquetFile(p).metadata.num_rows for p in pathlib.Path(sys.argv[1], "flows").rglob("*.parquet")))' "$store")
-  printf '%s\t%s\t%s\t%s\t%s\n' "$r" "$pcap" "$idx" "$fl" "$recs" >>"$ROWS"
-  log "round $r: pcap $pcap B, index $idx B, flow files $fl B, $recs records"
+  read -r recs evicted < <(python3 -c '
+import sys, pathlib, pyarrow.compute as pc, pyarrow.parquet as pq
+n = ev = 0
+for p in pathlib.Path(sys.argv[1], "flows").rglob("*.parquet"):
+    end = pq.read_table(p, columns=["end_reason"]).column("end_reason")
+    n += len(end)
+    ev += pc.sum(pc.equal(end, "evicted")).as_py() or 0
+print(n, ev)' "$store")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$pcap" "$idx" "$fl" "$recs" "$evicted" >>"$ROWS"
+  log "round $r: pcap $pcap B, index $idx B, flow files $fl B, $recs records, $evicted evicted"
   rm -rf "$store"
 done
 
-table_header round frames "pcap bytes" "index bytes" "index % of pcap" "flow-file bytes" "flow records" "flow files % of pcap" "B per flow record" "Arkime session document"
-while IFS=$'\t' read -r r pcap idx fl recs; do
+table_header round frames "pcap bytes" "index bytes" "index % of pcap" "flow-file bytes" "flow records" "evicted % of records" "flow files % of pcap" "B per flow record" "Arkime session document"
+while IFS=$'\t' read -r r pcap idx fl recs evicted; do
   table_row "$r" "$(calc "$N" ,)" "$(calc "$pcap" ,)" "$(calc "$idx" ,)" "$(calc "100*$idx/$pcap" .2f)%" \
-    "$(calc "$fl" ,)" "$(calc "$recs" ,)" "$(calc "100*$fl/$pcap" .3f)%" "$(calc "$fl/max($recs,1)" .1f)" "no figure found"
+    "$(calc "$fl" ,)" "$(calc "$recs" ,)" "$(calc "100*$evicted/max($recs,1)" .1f)%" "$(calc "100*$fl/$pcap" .3f)%" "$(calc "$fl/max($recs,1)" .1f)" "no figure found"
 done <"$ROWS"
 echo
 echo "<!-- command: bench/flow_size.sh (N=$N FLOWS=$FLOWS ROUNDS=$ROUNDS); traffic: generated IMIX pcap"

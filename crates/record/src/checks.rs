@@ -116,20 +116,30 @@ fn flow_timeout(flag: &str, s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `--flows`, the flow timeouts and the `--flows-to` sinks (`--clickhouse-auth` is the
-/// ClickHouse table's USER:PASSWORD file): the flow table's settings, if records are made, and
-/// where they also go as they end. A sink implies the records.
+/// `--max-flows N`: 1 to 2^30 flows a stream (the flow-record table, [`wv_flows::FlowConfig::max_flows`]).
+pub fn max_flows(s: &str) -> Result<usize, String> {
+    const MAX: usize = 1 << 30;
+    match s.trim().parse::<usize>() {
+        Ok(n @ 1..=MAX) => Ok(n),
+        _ => Err(format!("--max-flows must be a number of flows from 1 to {MAX} (e.g. 65536), not \"{s}\"")),
+    }
+}
+
+/// `--flows`, the flow timeouts, `--max-flows` and the `--flows-to` sinks (`--clickhouse-auth`
+/// is the ClickHouse table's USER:PASSWORD file): the flow table's settings, if records are
+/// made, and where they also go as they end. A sink implies the records.
 pub fn flows(
     records: bool,
     (idle, active): (Duration, Duration),
+    max_flows: usize,
     sinks: &[String],
     auth: Option<&std::path::Path>,
 ) -> Result<(Option<wv_flows::FlowConfig>, crate::config::FlowSinks)> {
     let to = crate::config::FlowSinks::parse(sinks, auth).map_err(Error::config)?;
-    let config = (records || !sinks.is_empty()).then(|| wv_flows::FlowConfig {
+    let config = (records || !sinks.is_empty()).then_some(wv_flows::FlowConfig {
         idle_timeout_ns: idle.as_nanos() as u64,
         active_timeout_ns: active.as_nanos() as u64,
-        ..wv_flows::FlowConfig::default()
+        max_flows,
     });
     Ok((config, to))
 }
@@ -449,10 +459,11 @@ mod tests {
     fn a_flow_sink_makes_flow_records() {
         let t = (Duration::from_secs(60), Duration::from_secs(300));
         let sink = ["ipfix=udp://127.0.0.1:4739".to_string()];
-        let (records, to) = flows(false, t, &sink, None).unwrap();
-        assert_eq!((records.unwrap().idle_timeout_ns, to.ipfix.len()), (60_000_000_000, 1));
-        assert!(flows(false, t, &[], None).unwrap().0.is_none());
-        let e = flows(true, t, &["nfcapd=udp://h:1".to_string()], None).unwrap_err();
+        let (records, to) = flows(false, t, 1000, &sink, None).unwrap();
+        let records = records.unwrap();
+        assert_eq!((records.idle_timeout_ns, records.max_flows, to.ipfix.len()), (60_000_000_000, 1000, 1));
+        assert!(flows(false, t, 1000, &[], None).unwrap().0.is_none());
+        let e = flows(true, t, 1000, &["nfcapd=udp://h:1".to_string()], None).unwrap_err();
         assert!(e.message.starts_with("--flows-to \"nfcapd=udp://h:1\" is not SINK=URL"), "{}", e.message);
     }
 
@@ -462,6 +473,10 @@ mod tests {
         assert_eq!(block_size("64K").unwrap().value, 64 << 10);
         assert!(file_time("1ms").unwrap_err().starts_with("--file-time must be between 10ms and 366d"));
         assert!(flow_idle_timeout("999ms").unwrap_err().starts_with("--flow-idle-timeout must be at least 1s"));
+        for bad in ["0", "-1", "1e3", "", &(1usize << 30 | 1).to_string()] {
+            assert!(max_flows(bad).unwrap_err().starts_with("--max-flows must be a number of flows from 1"), "{bad}");
+        }
+        assert_eq!((max_flows("1"), max_flows("65536")), (Ok(1), Ok(65536)));
         assert_eq!(snaplen("0"), Ok(wv_wire::MAX_SNAPLEN));
         assert_eq!(max_size("50%").unwrap().value, MaxSize::Share(0.5));
         assert_eq!(spill("off"), Ok(Spill(None)));

@@ -140,6 +140,11 @@ pub struct Args {
     /// A flow open this long is reported, and goes on in a new record (as NetFlow/IPFIX exporters do).
     #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = checks::flow_active_timeout)]
     pub flow_active_timeout: Duration,
+    /// Flows each stream's flow-record table (--flows) holds at once before it ends the least
+    /// recently seen one early (end reason evicted); 195 bytes a flow per stream (12.2 MiB at
+    /// the default). Not --flow-table, which is --flow-cutoff's.
+    #[arg(long, default_value_t = wv_flows::FlowConfig::default().max_flows, value_name = "N", value_parser = checks::max_flows)]
+    pub max_flows: usize,
     /// Also export the flow records as they end (implies --flows): `ipfix=udp://HOST:PORT` or
     /// `ipfix=tcp://HOST:PORT` sends IPFIX (RFC 7011, biflows of RFC 5103) to a collector such
     /// as nfcapd (docs/ipfix.md); repeat for several. Never slows recording: a collector that

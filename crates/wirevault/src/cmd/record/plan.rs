@@ -68,7 +68,8 @@ pub fn plan(a: &Args) -> anyhow::Result<Plan> {
     let cpus = a.cpus.as_deref().map(wv_record::host::cpus_available).transpose().map_err(failed)?;
     let budget = a.max_size.as_ref().map(|m| budget(a, m)).transpose()?;
     let timeouts = (a.flow_idle_timeout, a.flow_active_timeout);
-    let (flows, sinks) = checks::flows(a.flows, timeouts, &a.flows_to, a.clickhouse_auth.as_deref()).map_err(failed)?;
+    let (flows, sinks) =
+        checks::flows(a.flows, timeouts, a.max_flows, &a.flows_to, a.clickhouse_auth.as_deref()).map_err(failed)?;
     let config = RecorderConfig {
         store: store.clone(),
         volumes: a.volumes.clone(),
