@@ -189,7 +189,8 @@ wvtest!(a_node_paused_before_its_answer_is_named_at_the_timeout, needs = ["tcpdu
 /// merged, it is dropped at --node-timeout and named with how many of its
 /// packets are in the answer, and the other nodes' answers go on to the end.
 /// In pcapng (whose section header went out before b stalled) the first
-/// packet after b left says so in its comment.
+/// packet after b left says so in its comment. Through `serve --fleet` the
+/// same, b partial in the trailer.
 wvtest!(a_node_paused_mid_export_is_dropped_at_the_timeout, needs = ["tcpdump", "tshark"], |t| {
     // Each node holds some 40 MB: more than the sockets' and the merge's
     // buffers can take in, so the pause comes before b's answer is all sent.
@@ -246,17 +247,21 @@ wvtest!(a_node_paused_mid_export_is_dropped_at_the_timeout, needs = ["tcpdump", 
     let all = expected(&lab, "", whole(&lab));
     let b_total = all.iter().filter(|f| node_of(&f.data) == 1).count();
     assert!(merged > 0 && merged < b_total, "{t}: b paused after {merged} of its {b_total} packets: not mid-export");
-    let mut seen_b = 0;
-    let want: Vec<Frame> = all
-        .into_iter()
-        .filter(|f| {
-            if node_of(&f.data) != 1 {
-                return true;
-            }
-            seen_b += 1;
-            seen_b <= merged
-        })
-        .collect();
+    // Every frame of a and c, and b's first `merged`.
+    let want_after = |merged: usize| -> Vec<Frame> {
+        let mut seen_b = 0;
+        all.iter()
+            .filter(|f| {
+                if node_of(&f.data) != 1 {
+                    return true;
+                }
+                seen_b += 1;
+                seen_b <= merged
+            })
+            .cloned()
+            .collect()
+    };
+    let want = want_after(merged);
     let file = lab.tmp.join("sigstop.pcapng");
     std::fs::write(&file, &answer).unwrap();
     let (_, got) = read_capture(&file);
@@ -281,6 +286,48 @@ wvtest!(a_node_paused_mid_export_is_dropped_at_the_timeout, needs = ["tcpdump", 
         lines[0]
     );
     eprintln!("{t}: b dropped after {merged} of {b_total} packets, the rest in {took:?}");
+
+    // The same pause through `serve --fleet`: the answer goes on without b, whose state in the
+    // trailer is partial with the packets of its that went out, the others' complete.
+    let served_fleet =
+        fleet_of(&lab, "fleet-served.toml", "node_timeout = \"2s\"\nretries = 0", &b.addr, &tokens, &c.addr);
+    let server = Served::with_args(&["--fleet", s(&served_fleet), "--listen", "127.0.0.1:0"], lab.tmp.path());
+    let head = lab.tmp.join("served.head");
+    let mut curl = Command::new("curl")
+        .args(["-sS", "-G", "-H", "TE: trailers", "-D"])
+        .arg(&head)
+        .args(["--data-urlencode", &format!("from={from}"), "--data-urlencode", &format!("to={to}")])
+        .args(["--data-urlencode", "format=pcapng"])
+        .arg(format!("http://{}/api/v1/query", server.addr))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start curl");
+    let mut stdout = curl.stdout.take().unwrap();
+    let mut answer = vec![0u8; 1 << 20];
+    stdout.read_exact(&mut answer).expect("the first megabyte of the API's answer");
+    b.signal(libc::SIGSTOP);
+    stdout.read_to_end(&mut answer).expect("read the rest of the API's answer");
+    let status = curl.wait().expect("wait for curl");
+    b.signal(libc::SIGCONT);
+    assert!(status.success(), "{t}: curl exited {status}");
+    let dump = std::fs::read_to_string(&head).unwrap();
+    assert!(dump.starts_with("HTTP/1.1 200"), "{t}: {dump}");
+    let trailer: serde_json::Value = dump
+        .lines()
+        .filter_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("x-wirevault-nodes")))
+        .map(|(_, v)| serde_json::from_str(v.trim()).expect("X-Wirevault-Nodes is JSON"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{t}: no trailer after the answer:\n{dump}"));
+    let state = |i: usize| trailer[i]["state"].as_str().unwrap_or_default().to_string();
+    assert_eq!([state(0), state(1), state(2)], ["complete", "partial", "complete"], "{t}: {trailer}");
+    let b_sent = trailer[1]["packets"].as_u64().unwrap() as usize;
+    assert!(b_sent > 0 && b_sent < b_total, "{t}: b paused after {b_sent} of its {b_total} packets: not mid-export");
+    let why = trailer[1]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("node b") && why.contains("stalled"), "{t}: the trailer says what happened to b: {why}");
+    let file = lab.tmp.join("sigstop-served.pcapng");
+    std::fs::write(&file, &answer).unwrap();
+    let (_, got) = read_capture(&file);
+    assert_same_frames(&want_after(b_sent), &got, true, &format!("{t} through serve --fleet"));
 });
 
 /// A fleet file that does not parse or says something wrong: one sentence
