@@ -17,7 +17,6 @@
 
 use crate::record::{Direction, EndReason, FlowRecord, IpAddr16};
 use wv_wire::dissect::{self, LayerKind};
-use wv_wire::packet::Addr;
 use wv_wire::views::{icmp, ipproto, ipv4, ipv6, tcp};
 
 /// VLAN ids kept in a key (outermost first); a deeper stack keys on its outer four.
@@ -57,12 +56,38 @@ impl Default for FlowConfig {
     }
 }
 
+/// An address as [`IpAddr16`]'s bytes read as two big-endian words: compared, ordered and
+/// hashed a word at a time. Bytes stored one by one and read back as words stalled each read
+/// (a store-forwarding miss) on the writer's per-packet path.
+type Addr = [u64; 2];
+
+/// [`Addr`] of IPv4 address `a` (IPv4-mapped, as [`IpAddr16::v4`]).
+#[inline]
+fn addr_v4(a: u32) -> Addr {
+    [0, 0xffff_0000_0000 | u64::from(a)]
+}
+
+/// [`Addr`] of an address's 16 bytes.
+#[inline]
+fn addr_of(b: [u8; 16]) -> Addr {
+    let (h, l) = b.split_at(8);
+    [u64::from_be_bytes(h.try_into().expect("8 bytes")), u64::from_be_bytes(l.try_into().expect("8 bytes"))]
+}
+
+/// The 16 bytes of an [`Addr`].
+fn addr_bytes(a: Addr) -> IpAddr16 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&a[0].to_be_bytes());
+    b[8..].copy_from_slice(&a[1].to_be_bytes());
+    IpAddr16(b)
+}
+
 /// The bidirectional key: the two endpoints in address (then port) order, so both
 /// directions of a flow find one entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 struct Key {
-    lo: [u8; 16],
-    hi: [u8; 16],
+    lo: Addr,
+    hi: Addr,
     vlans: [u16; KEY_VLANS],
     lo_port: u16,
     hi_port: u16,
@@ -75,11 +100,7 @@ impl Key {
     /// six dependent rounds a mix per word costs, on the writer's per-packet path.
     #[inline]
     fn hash(&self, seed: u64) -> u64 {
-        let w = |b: &[u8; 16]| {
-            (u64::from_le_bytes(b[..8].try_into().unwrap()), u64::from_le_bytes(b[8..].try_into().unwrap()))
-        };
-        let (a0, a1) = w(&self.lo);
-        let (b0, b1) = w(&self.hi);
+        let ([a0, a1], [b0, b1]) = (self.lo, self.hi);
         let v = self.vlans.iter().fold(0u64, |h, &v| h << 16 | u64::from(v));
         let rest = u64::from(self.lo_port) << 32
             | u64::from(self.hi_port) << 16
@@ -176,8 +197,8 @@ impl Ended {
         };
         FlowRecord {
             vlans: e.key.vlans[..usize::from(e.key.n_vlans)].to_vec(),
-            client: IpAddr16(client),
-            server: IpAddr16(server),
+            client: addr_bytes(client),
+            server: addr_bytes(server),
             protocol: e.key.protocol,
             client_port,
             server_port,
@@ -198,8 +219,8 @@ impl Ended {
 /// What a packet tells the table, read by [`parse`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Seen {
-    src: [u8; 16],
-    dst: [u8; 16],
+    src: Addr,
+    dst: Addr,
     src_port: u16,
     dst_port: u16,
     vlans: [u16; KEY_VLANS],
@@ -237,10 +258,10 @@ fn parse_eth_ipv4(linktype: u32, f: &[u8], origlen: u32) -> Option<Seen> {
     if total != 0 && total < 20 {
         return None;
     }
-    let b4 = |at: usize| [f[at], f[at + 1], f[at + 2], f[at + 3]];
+    let b4 = |at: usize| u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
     let mut s = Seen {
-        src: IpAddr16::v4(b4(L3 + 12)).0,
-        dst: IpAddr16::v4(b4(L3 + 16)).0,
+        src: addr_v4(b4(L3 + 12)),
+        dst: addr_v4(b4(L3 + 16)),
         protocol: f[L3 + 9],
         ip_bytes: if total == 0 { (wire - L3) as u64 } else { total as u64 },
         ..Seen::default()
@@ -272,10 +293,10 @@ fn parse_eth_ipv4(linktype: u32, f: &[u8], origlen: u32) -> Option<Seen> {
 fn parse_dissected(linktype: u32, frame: &[u8], origlen: u32) -> Option<Seen> {
     let d = dissect::dissect(linktype, frame, origlen);
     let f = &d.flow;
-    let addr = |a: Addr| match a {
-        Addr::V4(a) => Some(IpAddr16::v4(a).0),
-        Addr::V6(a) => Some(a),
-        Addr::None => None,
+    let addr = |a: wv_wire::packet::Addr| match a {
+        wv_wire::packet::Addr::V4(a) => Some(addr_v4(u32::from_be_bytes(a))),
+        wv_wire::packet::Addr::V6(a) => Some(addr_of(a)),
+        wv_wire::packet::Addr::None => None,
     };
     let (src, dst) = (addr(f.src)?, addr(f.dst)?);
     let mut s = Seen { src, dst, protocol: f.protocol?, ..Seen::default() };
@@ -321,13 +342,25 @@ fn parse_dissected(linktype: u32, frame: &[u8], origlen: u32) -> Option<Seen> {
     Some(s)
 }
 
-/// A frame [`FlowTable::prepare`]d for [`FlowTable::apply`].
+/// A frame [`FlowTable::prepare`]d for [`FlowTable::apply`]: small, as a tap holds a few
+/// dozen and moves each twice.
 pub struct Prepared {
     ts_ns: u64,
     origlen: u32,
-    /// Its flow (`None`: no IP flow): what the frame counts, its key, whether its source is
-    /// the key's `lo` side, the key's hash.
-    flow: Option<(Seen, Key, bool, u64)>,
+    /// Its flow (`None`: no IP flow).
+    flow: Option<Keyed>,
+}
+
+/// What a frame tells its flow, with the flow's key.
+struct Keyed {
+    key: Key,
+    /// The key's hash.
+    h: u64,
+    /// Its source is the key's `lo` side.
+    src_lo: bool,
+    ip_bytes: u64,
+    tcp_flags: u16,
+    icmp: Option<(u8, u8)>,
 }
 
 /// `n` copies of `v` in huge pages: the table is probed at random, and with 4 KiB pages a
@@ -440,7 +473,8 @@ impl FlowTable {
         let (b1, b2) = self.buckets(h);
         wv_sys::mem::prefetch(std::ptr::from_ref(&self.tags[b1]).cast());
         wv_sys::mem::prefetch(std::ptr::from_ref(&self.tags[b2]).cast());
-        Prepared { ts_ns, origlen, flow: Some((s, key, src_lo, h)) }
+        let flow = Keyed { key, h, src_lo, ip_bytes: s.ip_bytes, tcp_flags: s.tcp_flags, icmp: s.icmp };
+        Prepared { ts_ns, origlen, flow: Some(flow) }
     }
 
     /// The second part: the entry whose tag matches the prepared frame's asked of memory. A
@@ -448,9 +482,9 @@ impl FlowTable {
     /// changed the table.
     #[inline]
     pub fn prefetch(&self, p: &Prepared) {
-        let Some((_, _, _, h)) = &p.flow else { return };
-        let (b1, b2) = self.buckets(*h);
-        let tag = tag_of(*h);
+        let Some(Keyed { h, .. }) = p.flow else { return };
+        let (b1, b2) = self.buckets(h);
+        let tag = tag_of(h);
         let hit = |b: usize| self.tags[b..b + WAYS].iter().position(|&t| t == tag).map(|j| b + j);
         if let Some(i) = hit(b1).or_else(|| hit(b2)) {
             let at = std::ptr::from_ref(&self.entries[i]).cast::<u8>();
@@ -468,15 +502,16 @@ impl FlowTable {
         if ts_ns >= self.next_sweep {
             self.sweep(ts_ns);
         }
-        let Some((s, key, src_lo, h)) = p.flow else {
+        let Some(s) = p.flow else {
             self.not_ip += 1;
             return;
         };
+        let Keyed { key, h, src_lo, .. } = s;
         let origlen = p.origlen;
         let (b1, b2) = self.buckets(h);
         let tag = tag_of(h);
         let syn_only =
-            s.protocol == ipproto::TCP && s.tcp_flags & (tcp::flags::SYN | tcp::flags::ACK) == tcp::flags::SYN;
+            key.protocol == ipproto::TCP && s.tcp_flags & (tcp::flags::SYN | tcp::flags::ACK) == tcp::flags::SYN;
         let mut slot = self.find(b1, tag, &key);
         if slot.is_none() && b2 != b1 {
             slot = self.find(b2, tag, &key);
@@ -519,7 +554,7 @@ impl FlowTable {
         d.frame_bytes += u64::from(origlen);
         d.ip_bytes += s.ip_bytes;
         d.tcp_flags |= s.tcp_flags;
-        if s.protocol == ipproto::TCP && e.closed == Closed::Open {
+        if key.protocol == ipproto::TCP && e.closed == Closed::Open {
             if s.tcp_flags & tcp::flags::RST != 0 {
                 e.closed = Closed::Rst;
                 e.closed_ns = ts_ns;
