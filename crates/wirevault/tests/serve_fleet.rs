@@ -76,23 +76,31 @@ fn metric(base: &str, dir: &Path, sample: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
 }
 
-wvtest!(fleet_server_answers_as_the_cli_and_names_what_it_leaves_out, needs = ["tcpdump", "curl", "promtool"], |t| {
-    let lab = lab("serve-fleet", 6_000);
+/// The fleet file of a (the lab's first store, read locally), b and c (served; b with
+/// `b_token`), and `serve --fleet` over it.
+fn fleet_server(lab: &Lab, b: &Served, c: &Served, b_token: Option<&Path>) -> (std::path::PathBuf, Served) {
     let dir = lab.tmp.path();
-    let tokens = token_file(dir, TOKEN);
-    let b = Served::start(&lab.stores[1], dir, &["--token-file", s(&tokens)]);
-    let mut c = Served::start(&lab.stores[2], dir, &[]);
     let fleet = fleet_file(
         dir,
         "fleet.toml",
         "node_timeout = \"10s\"\nretries = 0",
         &[
             ("a", lab.stores[0].display().to_string(), None),
-            ("b", format!("http://{}", b.addr), Some(&tokens)),
+            ("b", format!("http://{}", b.addr), b_token),
             ("c", format!("http://{}", c.addr), None),
         ],
     );
     let server = Served::with_args(&["--fleet", s(&fleet), "--listen", "127.0.0.1:0"], dir);
+    (fleet, server)
+}
+
+wvtest!(fleet_server_answers_as_the_cli_and_names_what_it_leaves_out, needs = ["tcpdump", "curl", "promtool"], |t| {
+    let lab = lab("serve-fleet", 6_000);
+    let dir = lab.tmp.path();
+    let tokens = token_file(dir, TOKEN);
+    let b = Served::start(&lab.stores[1], dir, &["--token-file", s(&tokens)]);
+    let mut c = Served::start(&lab.stores[2], dir, &[]);
+    let (fleet, server) = fleet_server(&lab, &b, &c, Some(tokens.as_path()));
     let base = format!("http://{}", server.addr);
     let whole = (lab.first, lab.last + 1);
     let cli_file = dir.join("cli.pcap");
@@ -184,17 +192,7 @@ wvtest!(fleet_console_shows_the_nodes_a_node_down_and_counts_as_the_cli, needs =
     let dir = lab.tmp.path();
     let b = Served::start(&lab.stores[1], dir, &[]);
     let mut c = Served::start(&lab.stores[2], dir, &[]);
-    let fleet = fleet_file(
-        dir,
-        "fleet.toml",
-        "node_timeout = \"10s\"\nretries = 0",
-        &[
-            ("a", lab.stores[0].display().to_string(), None),
-            ("b", format!("http://{}", b.addr), None),
-            ("c", format!("http://{}", c.addr), None),
-        ],
-    );
-    let server = Served::with_args(&["--fleet", s(&fleet), "--listen", "127.0.0.1:0"], dir);
+    let (fleet, server) = fleet_server(&lab, &b, &c, None);
     c.child.kill().unwrap();
     c.child.wait().unwrap();
     let downloads = lab.tmp.join("downloads");
