@@ -116,9 +116,10 @@ fn flow_timeout(flag: &str, s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `--max-flows N`: 1 to 2^30 flows a stream (the flow-record table, [`wv_flows::FlowConfig::max_flows`]).
+/// `--max-flows N`: 1 to 2^26 flows a stream (the flow-record table, [`wv_flows::FlowConfig::max_flows`]).
 pub fn max_flows(s: &str) -> Result<usize, String> {
-    const MAX: usize = 1 << 30;
+    // 2^26 flows is a 12.2 GiB table a stream: more is a typo, not a plan.
+    const MAX: usize = 1 << 26;
     match s.trim().parse::<usize>() {
         Ok(n @ 1..=MAX) => Ok(n),
         _ => Err(format!("--max-flows must be a number of flows from 1 to {MAX} (e.g. 65536), not \"{s}\"")),
@@ -473,7 +474,7 @@ mod tests {
         assert_eq!(block_size("64K").unwrap().value, 64 << 10);
         assert!(file_time("1ms").unwrap_err().starts_with("--file-time must be between 10ms and 366d"));
         assert!(flow_idle_timeout("999ms").unwrap_err().starts_with("--flow-idle-timeout must be at least 1s"));
-        for bad in ["0", "-1", "1e3", "", &(1usize << 30 | 1).to_string()] {
+        for bad in ["0", "-1", "1e3", "", &((1usize << 26) + 1).to_string()] {
             assert!(max_flows(bad).unwrap_err().starts_with("--max-flows must be a number of flows from 1"), "{bad}");
         }
         assert_eq!((max_flows("1"), max_flows("65536")), (Ok(1), Ok(65536)));

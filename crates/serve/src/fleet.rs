@@ -209,12 +209,22 @@ impl hyper::body::Body for Frames {
     }
 }
 
-/// The merged stream's bytes into the body's channel (the merge's own buffer makes the chunks).
-struct ToBody(tokio::sync::mpsc::Sender<std::io::Result<Frame<Bytes>>>);
+/// The merged stream's bytes into the body's channel (the merge's own buffer makes the chunks),
+/// at most `cap` bytes (`--max-bytes`): past it the write fails and the transfer is cut, as a
+/// store's export is.
+struct ToBody {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Frame<Bytes>>>,
+    sent: u64,
+    cap: u64,
+}
 
 impl std::io::Write for ToBody {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
+        if self.sent + buf.len() as u64 > self.cap {
+            return Err(std::io::Error::other(format!("the answer would exceed --max-bytes ({} bytes)", self.cap)));
+        }
+        self.sent += buf.len() as u64;
+        self.tx
             .blocking_send(Ok(Frame::data(Bytes::copy_from_slice(buf))))
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"))?;
         Ok(buf.len())
@@ -239,11 +249,16 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     let (head_tx, head_rx) = tokio::sync::oneshot::channel::<Result<HeaderValue, ApiError>>();
     let (body_tx, body_rx) = tokio::sync::mpsc::channel(4);
     let started = std::time::Instant::now();
+    let cap = state.cfg.max_bytes;
     let done = crate::export::spawn(&state, permit, move |st| {
         let nodes = fleet.nodes();
         let mut head_tx = Some(head_tx);
+        let mut none = false;
         let mut begun = |lost: &[wv_fleet::Lost]| {
             let head = if lost.len() == nodes.len() {
+                // The 502 goes out now; the merge then fails on its first write.
+                fleet.counted(lost);
+                none = true;
                 Err(none_answered(lost))
             } else {
                 Ok(header_json(&at_start(nodes, lost)))
@@ -252,7 +267,7 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
                 let _ = t.send(head);
             }
         };
-        let mut out = ToBody(body_tx.clone());
+        let mut out = ToBody { tx: body_tx.clone(), sent: 0, cap };
         let r = wv_fleet::write_watched(nodes, &sel, format, &mut out, &mut |_| true, &mut begun);
         st.metrics.query_done("query", started.elapsed());
         let how = match r {
@@ -263,6 +278,7 @@ pub(crate) async fn query(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
                 let _ = body_tx.blocking_send(Ok(Frame::trailers(t)));
                 format!("{} packets, {} of {} nodes whole", o.matched, nodes.len() - o.lost.len(), nodes.len())
             }
+            Err(_) if none => "no node answered (502)".to_string(),
             Err(e) => {
                 let why = e.to_string();
                 match head_tx.take() {
@@ -315,10 +331,10 @@ pub(crate) async fn count(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
         crate::api::on_query_thread(&state, "count", move |_| wv_fleet::count(f.nodes(), &sel).map_err(merge_failed))
             .await?;
     let nodes = fleet.nodes();
+    fleet.counted(&c.lost);
     if c.lost.len() == nodes.len() {
         return Err(none_answered(&c.lost));
     }
-    fleet.counted(&c.lost);
     let answers: Vec<NodeAnswer> = at_start(nodes, &c.lost)
         .into_iter()
         .zip(&c.per_node)
@@ -335,6 +351,9 @@ pub(crate) async fn count(Ax(state): Ax<Arc<State>>, Query(q): Params) -> Result
     Ok(r)
 }
 
+/// The longest a node's status is waited for (connect, and then its answer).
+const STATUS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Every node's status, asked at once.
 fn statuses(fleet: &Fleet) -> FleetStatus {
     let nodes = fleet.nodes();
@@ -346,7 +365,12 @@ fn statuses(fleet: &Fleet) -> FleetStatus {
                 crate::server::store_status(view, p, None, 0.0, limits).map_err(|e| e.to_string())
             }
             None => {
-                let v = wv_fleet::get_json(&nodes[i], i, "/api/v1/status").map_err(|l| l.to_string())?;
+                // A status is asked on every /metrics scrape and console poll: a stalled node
+                // must not hold them for its query timeout (Prometheus gives up after 10 s).
+                let mut node = nodes[i].clone();
+                let t = &mut node.timeouts;
+                (t.connect, t.node, t.retries) = (t.connect.min(STATUS_WAIT), t.node.min(STATUS_WAIT), 0);
+                let v = wv_fleet::get_json(&node, i, "/api/v1/status").map_err(|l| l.to_string())?;
                 serde_json::from_value(v).map_err(|e| {
                     format!(
                         "node {} sent a status this version does not read ({e}); run the same wirevault on every node",

@@ -67,11 +67,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 /// The fleet server's /metrics, checked by promtool; the value of `sample` in it.
 fn metric(base: &str, dir: &Path, sample: &str) -> Option<f64> {
     let (_, body) = curl(&format!("{base}/metrics"), &[], dir);
-    let file = dir.join(format!("metrics-{}.txt", unique()));
-    std::fs::write(&file, &body).unwrap();
-    let o = run_ok(Command::new("sh").arg("-c").arg(format!("promtool check metrics < {}", file.display())));
-    let lint = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success() || !lint.contains("error"), "promtool: {lint}");
+    promtool_ok(&body, "the fleet server's /metrics");
     let text = String::from_utf8_lossy(&body).into_owned();
     text.lines().find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
 }
@@ -140,6 +136,17 @@ wvtest!(fleet_server_answers_as_the_cli_and_names_what_it_leaves_out, needs = ["
     }
     assert_eq!(metric(&base, dir, "wirevault_fleet_node_up{node=\"c\"}"), Some(1.0));
 
+    // Node c paused: its status is waited for a few seconds, not for its query timeout (10 s
+    // here), so that a scrape of /metrics or the console's poll does not hang on it.
+    c.signal(libc::SIGSTOP);
+    let asked = std::time::Instant::now();
+    let (_, body) = curl(&format!("{base}/api/v1/fleet"), &[], dir);
+    let took = asked.elapsed();
+    c.signal(libc::SIGCONT);
+    let st: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(st["nodes"][2]["up"], false, "a paused node is not up: {st}");
+    assert!(took < std::time::Duration::from_secs(8), "{t}: /api/v1/fleet took {took:?} with c paused");
+
     // Node c stopped: named in the header and the trailer, the rest as the CLI's partial answer.
     c.child.kill().unwrap();
     c.child.wait().unwrap();
@@ -180,6 +187,17 @@ wvtest!(fleet_server_answers_as_the_cli_and_names_what_it_leaves_out, needs = ["
     let o = run_ok(Command::new("curl").args(["-s", "-w", "%{http_code}", &format!("{base}/api/v1/files")]));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.ends_with("404") && text.contains("/api/v1/fleet"), "{text}");
+
+    // --max-bytes holds over a fleet too: a longer answer is cut, never ended as a whole one.
+    let whole_len = std::fs::metadata(&cli_file).unwrap().len();
+    assert!(whole_len > 200_000, "the answer ({whole_len} bytes) is longer than the cap");
+    let capped = Served::with_args(&["--fleet", s(&fleet), "--listen", "127.0.0.1:0", "--max-bytes", "100000"], dir);
+    let got = dir.join("capped.pcap");
+    let url = format!("http://{}/api/v1/query", capped.addr);
+    let o = Command::new("curl").args(["-sS", "-o", s(&got), &url]).output().expect("run curl");
+    let len = std::fs::metadata(&got).map_or(0, |m| m.len());
+    assert_eq!(o.status.code(), Some(18), "curl ended a capped answer ({len} bytes) otherwise than cut short");
+    assert!(len <= 100_000, "{len} bytes sent past --max-bytes");
     drop(b);
 });
 
