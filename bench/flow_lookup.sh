@@ -19,7 +19,9 @@
 # N (records, default 100000000), PER_FILE (records a flow file, default 500000), RUNS
 # (default 3), QUIET (flows of the host asked for, default 10), JOBS (generator threads,
 # default 2), MERGE_WAIT (seconds to wait for ClickHouse's background merges before the
-# timed queries, default 900).
+# timed queries, default 900), BY_HOST=1 also copies the table into one ordered by address
+# (a proposal beside flows.sql's ORDER BY (first_ns, node), not what the recorder makes) and
+# times the raw SELECT there.
 #
 # All timings are warm (the files and the table were just written; 24 GiB of RAM hold them)
 # and wall clock of the whole command (process start included); DuckDB's is the query alone,
@@ -39,6 +41,7 @@ RUNS=${RUNS:-3}
 QUIET=${QUIET:-10}
 JOBS=${JOBS:-2}
 MERGE_WAIT=${MERGE_WAIT:-900}
+BY_HOST=${BY_HOST:-0}
 if [ -n "${GEN_FLOWS:-}" ]; then
   GEN=$GEN_FLOWS
 else
@@ -161,7 +164,7 @@ record() {
   hi=$(calc "max([$(IFS=,; echo "$*")])" .3f)
   [ "$n" = "$WANT" ] || { log "$name answered $n records, the generator made $WANT"; BAD=1; }
   printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$bytes" "$n" "$lo" "$hi" >>"$ROWS_TSV"
-  log "$name: $n records, $lo-$hi s"
+  log "$name: $n records, $lo-$hi s (runs: $*)"
 }
 
 count_of() { echo $(($(wc -l <"$1") - 1)); } # --csv: a header line
@@ -195,6 +198,23 @@ record "DuckDB $DUCK_VERSION over the same Parquet files (query alone)" "$PQ_BYT
 SKIP_INDEX=$(chq --multiquery --query 'SET allow_experimental_data_skipping_indices = 1; SELECT 1' 2>&1 | grep -m1 -o 'Code: .*' | cut -c1-120) || true
 
 
+if [ "$BY_HOST" = 1 ]; then
+  # An experiment, not flows.sql: a second table of the same rows ordered by address, each
+  # record once per side (arrayJoin), so that a host's rows are a range of its primary key.
+  log "copying the table into flows_by_host, ORDER BY (host, first_ns)"
+  t=$(now)
+  chq --query "CREATE TABLE wirevault.flows_by_host ENGINE = MergeTree() PARTITION BY toYYYYMM(batch_date) ORDER BY (host, first_ns) AS SELECT arrayJoin(if(client = server, [client], [client, server])) AS host, * FROM wirevault.flows"
+  COPY_S=$(since "$t")
+  for _ in $(seq "$MERGE_WAIT"); do
+    [ "$(chq --query 'SELECT count() FROM system.merges')" = 0 ] && break
+    sleep 1
+  done
+  BH_BYTES=$(chq --query "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = 'wirevault' AND table = 'flows_by_host'")
+  log "copied in $COPY_S s: $BH_BYTES bytes"
+  time_count "clickhouse-client: \`SELECT * ... WHERE host = X\` on a copy ordered by (host, first_ns) (experiment, copied in $COPY_S s)" "$BH_BYTES" \
+    chq --query "SELECT * FROM wirevault.flows_by_host WHERE host = $ADDR FORMAT TabSeparated"
+fi
+
 echo "### One host's flows over $(calc "$N" ,) records of a day ($(stamp))"
 echo
 table_header question "records answered" "seconds ($RUNS runs)" "data bytes" "bytes a record"
@@ -208,7 +228,7 @@ echo "during the queries). The host, $HOST, is in $WANT records (client or serve
 echo "(ClickHouse 19.3 on) to try beside the table's ORDER BY (first_ns, node): this server answers"
 echo "\`SET allow_experimental_data_skipping_indices = 1\` with \`$SKIP_INDEX\`."
 echo
-echo "<!-- command: bench/flow_lookup.sh (N=$N PER_FILE=$PER_FILE RUNS=$RUNS QUIET=$QUIET); records:"
+echo "<!-- command: bench/flow_lookup.sh (N=$N PER_FILE=$PER_FILE RUNS=$RUNS QUIET=$QUIET BY_HOST=$BY_HOST); records:"
 echo "     crates/flows/examples/gen_flows.rs (10.1.0.0/16 clients with log-normal shares, 20 hot servers,"
 echo "     Internet peers, 4% IPv6, files rotating by size over 2026-12-01); warm cache; wirevault and"
 echo "     clickhouse-client timed as whole commands, DuckDB as the query alone -->"
