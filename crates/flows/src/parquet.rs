@@ -210,8 +210,38 @@ pub fn may_hold(file: std::fs::File, from_ns: Option<u64>, to_ns: Option<u64>, h
 
 /// Reads a flow file's records.
 pub fn read(file: std::fs::File) -> Result<Vec<FlowRecord>, Error> {
+    read_with(file, None)
+}
+
+/// Reads the records of a flow file that have one of `hosts` as client or server (all of
+/// them with `None`). The `client` and `server` columns are decoded first and the other
+/// columns only for the rows that have one (pages with none are not read: the page index):
+/// a host's few records of a file of 500,000 decode in a fraction of the whole file's time.
+pub fn read_with(file: std::fs::File, hosts: Option<&[IpAddr16]>) -> Result<Vec<FlowRecord>, Error> {
+    use parquet::arrow::arrow_reader::{ArrowPredicateFn, ArrowReaderOptions, RowFilter};
+    use parquet::file::metadata::PageIndexPolicy;
     let mut out = Vec::new();
-    for batch in ParquetRecordBatchReaderBuilder::try_new(file)?.build()? {
+    let mut b = ParquetRecordBatchReaderBuilder::try_new_with_options(
+        file,
+        ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional),
+    )?;
+    if let Some(hosts) = hosts {
+        let leaves = b.parquet_schema().columns().iter().enumerate();
+        let cols: Vec<usize> =
+            leaves.filter(|(_, c)| matches!(c.name(), "client" | "server")).map(|(i, _)| i).collect();
+        if cols.len() != 2 {
+            return Err(Error::Schema("no client and server columns".into()));
+        }
+        let mask = parquet::arrow::ProjectionMask::leaves(b.parquet_schema(), cols);
+        let hosts: Vec<[u8; 16]> = hosts.iter().map(|h| h.0).collect();
+        let pred = ArrowPredicateFn::new(mask, move |batch: RecordBatch| {
+            let (c, s) = (batch.column(0).as_fixed_size_binary(), batch.column(1).as_fixed_size_binary());
+            let has = |a: &[u8]| hosts.iter().any(|h| h[..] == *a);
+            Ok((0..batch.num_rows()).map(|i| Some(has(c.value(i)) || has(s.value(i)))).collect())
+        });
+        b = b.with_row_filter(RowFilter::new(vec![Box::new(pred)]));
+    }
+    for batch in b.build()? {
         from_batch(&batch?, &mut out)?;
     }
     Ok(out)
@@ -354,6 +384,39 @@ mod tests {
                 ..FlowRecord::default()
             },
         ]
+    }
+
+    #[test]
+    fn a_hosts_records_are_read_alone() {
+        // Enough records for several batches and pages, one host in a few of them.
+        let base = sample().remove(0);
+        let (host, other) = (IpAddr16::v4([10, 9, 9, 9]), IpAddr16::v4([10, 8, 8, 8]));
+        let recs: Vec<FlowRecord> = (0..50_000u32)
+            .map(|i| {
+                let mut r = base.clone();
+                r.client = IpAddr16::v4([10, 1, (i >> 8) as u8, i as u8]);
+                r.first_ns += u64::from(i);
+                match i % 9_973 {
+                    17 => r.client = host,
+                    4_000 => r.server = host,
+                    5_000 => r.server = other,
+                    _ => {}
+                }
+                r
+            })
+            .collect();
+        let p = std::env::temp_dir().join(format!("wv-flows-host-{}.parquet", std::process::id()));
+        write(std::io::BufWriter::new(std::fs::File::create(&p).unwrap()), &recs).unwrap();
+        let read = |hosts: Option<&[IpAddr16]>| read_with(std::fs::File::open(&p).unwrap(), hosts).unwrap();
+        let with = |hs: &[IpAddr16]| -> Vec<FlowRecord> {
+            recs.iter().filter(|r| hs.contains(&r.client) || hs.contains(&r.server)).cloned().collect()
+        };
+        assert_eq!(read(Some(&[host])), with(&[host]));
+        assert_eq!(read(Some(&[host])).len(), 11, "as client 6 times, as server 5");
+        assert_eq!(read(Some(&[host, other])), with(&[host, other]));
+        assert!(read(Some(&[IpAddr16::v4([192, 0, 2, 1])])).is_empty());
+        assert_eq!(read(None), recs);
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]
