@@ -344,29 +344,34 @@ async fn console(uri: axum::http::Uri) -> Response {
     crate::console::asset(uri.path())
 }
 
-async fn metrics(Ax(state): Ax<Arc<State>>, headers: axum::http::HeaderMap) -> Response {
-    let open = headers
-        .get(axum::http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("application/openmetrics-text"));
+/// What `/metrics` says of the served store and its recording.
+fn store_scrape(state: &State) -> crate::metrics::Scrape {
     // A store that cannot be read: wirevault_store_up 0, and no size, file
     // count or horizon (not those of an empty store).
     let cat = state.view.catalog().ok();
     let span = cat.as_ref().and_then(|c| c.span);
-    let scrape = crate::metrics::Scrape {
+    crate::metrics::Scrape {
         recording: state.live.as_ref().and_then(|b| b.latest()),
         store: cat.as_ref().map(|c| (c.bytes, c.files() as u64)),
         oldest_ns: span.map(|s| s.0),
         newest_ns: span.map(|s| s.1),
         volume: state.view.space(),
         started_unix: state.started_unix,
-    };
+    }
+}
+
+async fn metrics(Ax(state): Ax<Arc<State>>, headers: axum::http::HeaderMap) -> Response {
+    let open = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/openmetrics-text"));
+    // A fleet server serves no store of its own: its nodes' metrics, not a store's.
     let scrape: Box<dyn prometheus_client::collector::Collector> = match state.cfg.fleet.clone() {
         Some(fleet) => match tokio::task::spawn_blocking(move || crate::fleet::FleetScrape::of(&fleet)).await {
             Ok(f) => Box::new(f),
             Err(_) => return crate::api::ApiError::Internal("the fleet's status thread failed".into()).into_response(),
         },
-        None => Box::new(scrape),
+        None => Box::new(store_scrape(&state)),
     };
     match crate::metrics::render(&state.metrics, scrape, !open) {
         Ok(text) => {
