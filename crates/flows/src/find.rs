@@ -56,17 +56,12 @@ pub fn find(store: &Path, q: &Find) -> Found {
     let mut found = Found::default();
     let hosts = q.filter.hosts();
     for f in flow_files(&store.join(wv_store::layout::FLOWS)) {
-        // A file whose footer (times) and bloom filters (addresses) rule it out is not read:
-        // one host's flows of a day are then a few files' worth of reading. Of those, only the
-        // rows with one of the hosts are decoded whole (every match has one).
-        let skip = std::fs::File::open(&f)
-            .is_ok_and(|file| !crate::parquet::may_hold(file, q.from_ns, q.to_ns, hosts.as_deref()));
-        if skip {
-            continue;
-        }
-        let read = std::fs::File::open(&f)
-            .map_err(|e| e.to_string())
-            .and_then(|file| crate::parquet::read_with(file, hosts.as_deref()).map_err(|e| e.to_string()));
+        // The row groups whose footer (times) and bloom filters (addresses) rule them out are
+        // not read: one host's flows of a day are then a few files' worth of reading. Of those,
+        // only the rows with one of the hosts are decoded whole (every match has one).
+        let read = std::fs::File::open(&f).map_err(|e| e.to_string()).and_then(|file| {
+            crate::parquet::read_matching(file, q.from_ns, q.to_ns, hosts.as_deref()).map_err(|e| e.to_string())
+        });
         match read {
             Ok(recs) => found.records.extend(recs.into_iter().filter(|r| q.wants(r))),
             Err(e) => found.unreadable.push((f, e)),

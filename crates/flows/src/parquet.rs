@@ -172,24 +172,33 @@ pub fn write_in(dir: &wv_sys::fs::Dir, file: &str, records: &[FlowRecord]) -> Re
     Ok(rel)
 }
 
-/// What a flow file's footer and bloom filters say without reading its records: false when
-/// it holds no record in `from_ns..to_ns` (by its `first_ns` and `last_ns` statistics) or no
-/// record with one of `hosts` as client or server (by their bloom filters). True when it may
-/// (or cannot tell).
-pub fn may_hold(file: std::fs::File, from_ns: Option<u64>, to_ns: Option<u64>, hosts: Option<&[IpAddr16]>) -> bool {
-    use parquet::file::reader::FileReader;
-    use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+/// A flow file opened for reading: its footer parsed once, for the pruning and the read.
+type Reader = ParquetRecordBatchReaderBuilder<std::fs::File>;
+
+fn open(file: std::fs::File) -> Result<Reader, Error> {
+    use parquet::arrow::arrow_reader::ArrowReaderOptions;
+    use parquet::file::metadata::PageIndexPolicy;
+    Ok(ParquetRecordBatchReaderBuilder::try_new_with_options(
+        file,
+        ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional),
+    )?)
+}
+
+/// The row groups of a flow file its footer and bloom filters do not rule out: those that
+/// may hold a record in `from_ns..to_ns` (by their `first_ns` and `last_ns` statistics) with
+/// one of `hosts` as client or server (by their bloom filters). A group they cannot tell of
+/// (no statistics, no bloom filter) is kept.
+fn groups_that_may_hold(
+    r: &Reader,
+    from_ns: Option<u64>,
+    to_ns: Option<u64>,
+    hosts: Option<&[IpAddr16]>,
+) -> Vec<usize> {
     use parquet::file::statistics::Statistics;
-    let props = parquet::file::properties::ReaderProperties::builder().set_read_bloom_filter(hosts.is_some()).build();
-    let Ok(r) =
-        SerializedFileReader::new_with_options(file, ReadOptionsBuilder::new().with_reader_properties(props).build())
-    else {
-        return true;
-    };
     let meta = r.metadata();
     let col = |name: &str| meta.file_metadata().schema_descr().columns().iter().position(|c| c.name() == name);
     let (first, last, client, server) = (col("first_ns"), col("last_ns"), col("client"), col("server"));
-    (0..meta.num_row_groups()).any(|g| {
+    let may = |g: usize| {
         let rg = meta.row_group(g);
         let stat = |c: Option<usize>, max: bool| match c.and_then(|c| rg.column(c).statistics()) {
             Some(Statistics::Int64(s)) => if max { s.max_opt() } else { s.min_opt() }.map(|v| *v as u64),
@@ -200,31 +209,40 @@ pub fn may_hold(file: std::fs::File, from_ns: Option<u64>, to_ns: Option<u64>, h
         if before || after || rg.num_rows() == 0 {
             return false;
         }
-        let (Some(hosts), Ok(rows)) = (hosts, r.get_row_group(g)) else { return true };
+        let Some(hosts) = hosts else { return true };
         let has = |c: Option<usize>, a: &IpAddr16| {
-            c.and_then(|c| rows.get_column_bloom_filter(c)).is_none_or(|b| b.check(&a.0[..]))
+            c.and_then(|c| r.get_row_group_column_bloom_filter(g, c).ok().flatten()).is_none_or(|b| b.check(&a.0[..]))
         };
         hosts.iter().any(|a| has(client, a) || has(server, a))
-    })
+    };
+    (0..meta.num_row_groups()).filter(|&g| may(g)).collect()
 }
 
 /// Reads a flow file's records.
 pub fn read(file: std::fs::File) -> Result<Vec<FlowRecord>, Error> {
-    read_with(file, None)
+    read_matching(file, None, None, None)
 }
 
-/// Reads the records of a flow file that have one of `hosts` as client or server (all of
-/// them with `None`). The `client` and `server` columns are decoded first and the other
-/// columns only for the rows that have one (pages with none are not read: the page index):
+/// Reads what a search of `from_ns..to_ns` for flows with one of `hosts` as client or server
+/// needs of a flow file: the records of its row groups that the footer and bloom filters do
+/// not rule out (with `hosts`, of those only the records that have one). The caller checks
+/// each record it gets. The `client` and `server` columns are decoded first and the other
+/// columns only for the rows that have a host (pages with none are not read: the page index):
 /// a host's few records of a file of 500,000 decode in a fraction of the whole file's time.
-pub fn read_with(file: std::fs::File, hosts: Option<&[IpAddr16]>) -> Result<Vec<FlowRecord>, Error> {
-    use parquet::arrow::arrow_reader::{ArrowPredicateFn, ArrowReaderOptions, RowFilter};
-    use parquet::file::metadata::PageIndexPolicy;
+pub fn read_matching(
+    file: std::fs::File,
+    from_ns: Option<u64>,
+    to_ns: Option<u64>,
+    hosts: Option<&[IpAddr16]>,
+) -> Result<Vec<FlowRecord>, Error> {
+    use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
     let mut out = Vec::new();
-    let mut b = ParquetRecordBatchReaderBuilder::try_new_with_options(
-        file,
-        ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional),
-    )?;
+    let mut b = open(file)?;
+    let groups = groups_that_may_hold(&b, from_ns, to_ns, hosts);
+    if groups.is_empty() {
+        return Ok(out);
+    }
+    b = b.with_row_groups(groups);
     if let Some(hosts) = hosts {
         let leaves = b.parquet_schema().columns().iter().enumerate();
         let cols: Vec<usize> =
@@ -334,7 +352,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("f.parquet");
         std::fs::write(&path, &bytes).unwrap();
-        let may = |from, to, hosts: Option<&[IpAddr16]>| may_hold(std::fs::File::open(&path).unwrap(), from, to, hosts);
+        let may = |from, to, hosts: Option<&[IpAddr16]>| {
+            !groups_that_may_hold(&open(std::fs::File::open(&path).unwrap()).unwrap(), from, to, hosts).is_empty()
+        };
         let (first, last) =
             (recs.iter().map(|r| r.first_ns).min().unwrap(), recs.iter().map(|r| r.last_ns).max().unwrap());
         assert!(may(None, None, None));
@@ -407,7 +427,8 @@ mod tests {
             .collect();
         let p = std::env::temp_dir().join(format!("wv-flows-host-{}.parquet", std::process::id()));
         write(std::io::BufWriter::new(std::fs::File::create(&p).unwrap()), &recs).unwrap();
-        let read = |hosts: Option<&[IpAddr16]>| read_with(std::fs::File::open(&p).unwrap(), hosts).unwrap();
+        let read =
+            |hosts: Option<&[IpAddr16]>| read_matching(std::fs::File::open(&p).unwrap(), None, None, hosts).unwrap();
         let with = |hs: &[IpAddr16]| -> Vec<FlowRecord> {
             recs.iter().filter(|r| hs.contains(&r.client) || hs.contains(&r.server)).cloned().collect()
         };
