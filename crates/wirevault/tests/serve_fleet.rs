@@ -196,7 +196,13 @@ wvtest!(fleet_server_answers_as_the_cli_and_names_what_it_leaves_out, needs = ["
     let url = format!("http://{}/api/v1/query", capped.addr);
     let o = Command::new("curl").args(["-sS", "-o", s(&got), &url]).output().expect("run curl");
     let len = std::fs::metadata(&got).map_or(0, |m| m.len());
-    assert_eq!(o.status.code(), Some(18), "curl ended a capped answer ({len} bytes) otherwise than cut short");
+    // The transfer is cut: after the head (curl's 18, "transfer closed with outstanding read
+    // data"), or, when hyper drops the connection before it wrote the head, with no reply (52).
+    assert!(
+        matches!(o.status.code(), Some(18 | 52)),
+        "curl ended a capped answer ({len} bytes) otherwise than cut short: {:?}",
+        o.status.code()
+    );
     assert!(len <= 100_000, "{len} bytes sent past --max-bytes");
     drop(b);
 });
