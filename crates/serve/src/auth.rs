@@ -115,12 +115,17 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The token a request presents: the bearer token, else the `wv_token` cookie.
+/// The token a request presents: the bearer token, else the `wv_token` cookie. Another
+/// scheme (a proxy's `Basic` in front of the console) does not hide the cookie.
 pub(crate) fn presented(headers: &axum::http::HeaderMap) -> Option<&[u8]> {
     use axum::http::header::{AUTHORIZATION, COOKIE};
-    if let Some(v) = headers.get(AUTHORIZATION) {
+    let bearer = headers.get_all(AUTHORIZATION).iter().find_map(|v| {
         let v = v.as_bytes();
-        return v.strip_prefix(b"Bearer ").or_else(|| v.strip_prefix(b"bearer "));
+        // The scheme is case-insensitive (RFC 9110, 11.1).
+        (v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer ")).then(|| &v[7..])
+    });
+    if bearer.is_some() {
+        return bearer;
     }
     headers.get_all(COOKIE).iter().flat_map(|v| v.as_bytes().split(|b| *b == b';')).find_map(|kv| {
         let kv = kv.trim_ascii();
@@ -214,6 +219,12 @@ mod tests {
         assert_eq!(presented(&h), Some(&b"lower"[..]));
         h.insert("authorization", "Basic dXNlcjpwdw==".parse().unwrap());
         assert_eq!(presented(&h), None);
+        h.insert("authorization", "BEARER upper".parse().unwrap());
+        assert_eq!(presented(&h), Some(&b"upper"[..]));
+        // A proxy's Basic credentials beside the console's session cookie: the cookie counts.
+        h.insert("authorization", "Basic dXNlcjpwdw==".parse().unwrap());
+        h.insert("cookie", "wv_token=session".parse().unwrap());
+        assert_eq!(presented(&h), Some(&b"session"[..]));
         // Cookies in several headers, the token in the second.
         let mut h = axum::http::HeaderMap::new();
         h.append("cookie", "a=1".parse().unwrap());
