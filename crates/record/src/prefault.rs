@@ -6,8 +6,8 @@
 //! one thread of its own, at background priority (`SCHED_BATCH`, nice 19), keeps every arena
 //! faulted in ahead of its high-water mark (the blocks ever taken) by as much again, and at
 //! least [`AHEAD_MIN`] blocks: the memory is paid for as the backlog grows, twice as far as
-//! it has reached; while no mark rises it sleeps until one does. A backlog that gains on the
-//! thread raises it to normal priority until it is ahead again; one that outruns it faults its pages itself (correct, slower). A large
+//! it has reached. A backlog that gains on the thread raises it to normal priority until it
+//! is ahead again; one that outruns it faults its pages itself (correct, slower). A large
 //! default arena then costs nothing on a disk that keeps up.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -54,11 +54,9 @@ pub struct Prefault {
 const STEP: usize = 8 << 20;
 /// Blocks kept faulted in beyond the high-water mark, at least.
 const AHEAD_MIN: u64 = 4;
-/// How often the thread looks at the high-water marks while they rise: a disk that falls
-/// behind by 1 GB/s fills 20 MB meanwhile.
+/// How often the thread looks at the high-water marks: 50 wake-ups a second (each a few
+/// microseconds), while a disk that falls behind by 1 GB/s fills 20 MB meanwhile.
 const LOOK: Duration = Duration::from_millis(20);
-/// The longest it sleeps while no arena's high-water mark rises (a rise wakes it at once).
-const IDLE: Duration = Duration::from_secs(1);
 
 /// How far an arena whose blocks of `block` bytes were used up to `high` is kept faulted in.
 fn target(high: u64, block: u64, cap: u64) -> u64 {
@@ -73,7 +71,6 @@ impl Prefault {
         let thread = std::thread::Builder::new().name("wv-prefault".into()).spawn(move || {
             let mut background = wv_sys::cpu::background_priority_current_thread();
             let cpu0 = wv_sys::cpu::thread_cpu_ns();
-            let mut last_high = u64::MAX;
             while !p.stop.load(Ordering::Relaxed) {
                 // Behind (see `is_behind`), it faults at normal priority: the pages must come
                 // in either way, and capture would otherwise fault them itself. Back at
@@ -94,16 +91,7 @@ impl Prefault {
                     break;
                 }
                 p.cpu_ns.store(wv_sys::cpu::thread_cpu_ns() - cpu0, Ordering::Relaxed);
-                // While the marks stand still it sleeps until one rises (the arena unparks it)
-                // or for `IDLE` at most: 50 wake-ups a second cost 2.5 ms of CPU a second on
-                // a VM, a tenth of a 64-byte packet's cost in bench/live.sh.
-                let high = p.used();
-                if high == last_high && !behind {
-                    std::thread::park_timeout(IDLE);
-                } else {
-                    std::thread::sleep(LOOK);
-                }
-                last_high = high;
+                std::thread::sleep(LOOK);
             }
             p.cpu_ns.store(wv_sys::cpu::thread_cpu_ns() - cpu0, Ordering::Relaxed);
         });
@@ -114,13 +102,7 @@ impl Prefault {
     /// Keeps `rest` (an arena's part not faulted in yet) ahead of the arena's use.
     pub fn add(&self, rest: Option<Unfaulted>, gauge: Gauge) {
         // `None`: faulted in whole (reserved hugepages), only its use is reported.
-        if let Some(t) = &self.thread {
-            gauge.wake_on_growth(t.thread().clone());
-        }
         self.progress.arenas.lock().unwrap_or_else(|e| e.into_inner()).push((rest, gauge));
-        if let Some(t) = &self.thread {
-            t.thread().unpark();
-        }
     }
 
     /// Stops the thread (it looks at the flag between steps) and says why it gave up early if
@@ -130,7 +112,6 @@ impl Prefault {
     pub fn stop(mut self) -> Option<String> {
         self.progress.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
-            t.thread().unpark();
             let deadline = Instant::now() + Duration::from_secs(1);
             while !t.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
@@ -179,9 +160,6 @@ impl Drop for Prefault {
     /// A recording that ends early (an error after the thread started) stops it too.
     fn drop(&mut self) {
         self.progress.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = &self.thread {
-            t.thread().unpark();
-        }
     }
 }
 

@@ -50,9 +50,6 @@ struct Shared {
     free: Box<[AtomicU64]>,
     /// One more than the highest arena block ever taken.
     high: AtomicU32,
-    /// Woken when `high` rises ([`Gauge::wake_on_growth`]): whoever faults the arena in ahead
-    /// of need sleeps while the mark stands still.
-    grows: std::sync::OnceLock<std::thread::Thread>,
 }
 
 /// Writes of at most this many bytes are copied inline ([`copy_small`]):
@@ -151,7 +148,6 @@ pub fn byte_ring_blocks(buf: AlignedBuf, block: u64) -> (Producer, Consumer) {
         map: (0..blocks).map(|_| AtomicU32::new(NONE)).collect(),
         free,
         high: AtomicU32::new(0),
-        grows: std::sync::OnceLock::new(),
     });
     let producer = Producer {
         shared: shared.clone(),
@@ -190,12 +186,6 @@ impl Gauge {
 
     pub fn block_size(&self) -> u64 {
         self.0.block
-    }
-
-    /// Unparks `t` whenever the high-water mark rises (one thread per arena: the first one
-    /// given stays).
-    pub fn wake_on_growth(&self, t: std::thread::Thread) {
-        let _ = self.0.grows.set(t);
     }
 }
 
@@ -330,13 +320,7 @@ impl Producer {
         let slot = (l % self.blocks) as usize;
         // Published to the consumer with the first `committed` that covers a byte of `l`.
         s.map[slot].store(b, Ordering::Release);
-        // A new high-water mark is rare (once per block of the arena, at most): the unpark's
-        // system call is paid only then, and only while the thread sleeps.
-        if s.high.fetch_max(b + 1, Ordering::Relaxed) < b + 1 {
-            if let Some(t) = s.grows.get() {
-                t.unpark();
-            }
-        }
+        s.high.fetch_max(b + 1, Ordering::Relaxed);
         self.taken[slot] = (l, b);
         self.holds[b as usize] = l;
         self.end = (l + 1) * self.block;
@@ -633,31 +617,6 @@ mod tests {
         assert_eq!(p.capacity() / c.block_size(), blocks);
         let block = c.block_size();
         (p, c, block)
-    }
-
-    #[test]
-    fn a_rising_high_water_mark_wakes_the_thread_that_watches_it() {
-        let (mut p, c, block) = arena(32);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let watcher = std::thread::spawn(move || {
-            tx.send(()).unwrap();
-            let t0 = std::time::Instant::now();
-            // Parked until the mark rises (a spurious wake-up is possible, so: until it has).
-            while c.gauge().high_water() < 2 * block && t0.elapsed() < std::time::Duration::from_secs(20) {
-                std::thread::park_timeout(std::time::Duration::from_secs(10));
-            }
-            (c.gauge().high_water(), t0.elapsed())
-        });
-        p.gauge().wake_on_growth(watcher.thread().clone());
-        rx.recv().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let rec = vec![1u8; 1000];
-        while p.gauge().high_water() < 2 * block {
-            assert!(p.has_room(rec.len() as u64) && p.write(&rec));
-        }
-        let (high, waited) = watcher.join().unwrap();
-        assert!(high >= 2 * block);
-        assert!(waited < std::time::Duration::from_secs(5), "woken after {waited:?}, not at the rise");
     }
 
     #[test]
