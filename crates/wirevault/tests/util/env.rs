@@ -69,6 +69,23 @@ pub enum Need {
 /// `SKIP` lines, temp directories and corpus look-ups.
 pub struct Test {
     pub name: &'static str,
+    /// When the test passed its needs, for the `WV_TEST_TIMES` line.
+    started: std::time::Instant,
+}
+
+/// With `WV_TEST_TIMES=FILE`, every test that ran appends `NAME SECONDS`
+/// to FILE when it ends (passed or panicked), to find the slow ones of the
+/// suite; `sort -k2 -n -r FILE | head` lists them.
+impl Drop for Test {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("WV_TEST_TIMES") else { return };
+        let line = format!("{} {:.2}\n", self.name, self.started.elapsed().as_secs_f64());
+        // One write of one short line with O_APPEND: parallel tests do not interleave.
+        let f = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        if let Ok(mut f) = f {
+            let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+        }
+    }
 }
 
 /// The test's name, so that a message can say `{t}`.
@@ -101,7 +118,7 @@ impl Test {
         if needs.iter().any(|n| matches!(n, Need::Corpus)) && corpus_dir(name).is_none() {
             return None;
         }
-        Some(Test { name })
+        Some(Test { name, started: std::time::Instant::now() })
     }
 
     /// True if the tools of one part of the test are installed; prints
