@@ -357,7 +357,10 @@ pub fn get(remote: &Remote, path_and_query: &str, connect: Duration, idle: Durat
     }
     req.push_str("\r\n");
     conn.write_all(req.as_bytes()).and_then(|()| conn.flush()).map_err(|e| HttpError::of(e, idle))?;
-    let mut body = Body { r: BufReader::with_capacity(256 << 10, conn), framing: Framing::Close };
+    // Small: reads of a packet answer larger than it bypass it (the bytes go
+    // from the socket straight into the merge's batches); it holds the head
+    // and the chunk-size lines.
+    let mut body = Body { r: BufReader::with_capacity(16 << 10, conn), framing: Framing::Close };
     let status_line = body.line().map_err(|e| HttpError::of(e, idle))?;
     let status = status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| {
         HttpError::Io(io::Error::new(io::ErrorKind::InvalidData, format!("not an HTTP answer: {status_line:?}")))

@@ -19,7 +19,7 @@ use crate::node::{self, Batch, Failure, Msg};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 
 /// What to select on every node.
 #[derive(Debug, Clone, Default)]
@@ -118,6 +118,8 @@ pub trait Output {
 
 struct Lane {
     rx: Option<Receiver<Msg>>,
+    /// Where the batches the merge is done with go back to the node's thread.
+    spent: SyncSender<Batch>,
     batch: Batch,
     pos: usize,
     head: Head,
@@ -176,7 +178,11 @@ impl Merge<'_> {
             };
             let lane = &mut self.lanes[i];
             match msg {
-                Ok(Msg::Batch(b)) => (lane.batch, lane.pos) = (b, 0),
+                Ok(Msg::Batch(b)) => {
+                    lane.pos = 0;
+                    // Full when the thread has ended or has new ones: dropped then.
+                    let _ = lane.spent.try_send(std::mem::replace(&mut lane.batch, b));
+                }
                 Ok(Msg::Start { linktype, snaplen }) => lane.head = Head { linktype, snaplen },
                 Ok(Msg::Warn(w)) => self.outcome.warnings.push(format!("node {}: {w}", self.nodes[i].name)),
                 Ok(Msg::End(Ok(()))) => self.ended(i),
@@ -202,7 +208,10 @@ impl Merge<'_> {
 pub fn merge(nodes: &[Node], sel: &Selection, out: &mut dyn Output) -> Result<Outcome, MergeError> {
     let lanes = nodes
         .iter()
-        .map(|n| Lane { rx: Some(node::start(n, sel)), batch: Batch::default(), pos: 0, head: Head::default() })
+        .map(|n| {
+            let c = node::start(n, sel);
+            Lane { rx: Some(c.rx), spent: c.spent, batch: Batch::default(), pos: 0, head: Head::default() }
+        })
         .collect();
     let n = nodes.len();
     let outcome = Outcome { packets: vec![0; n], bytes: vec![0; n], seconds: vec![0.0; n], ..Outcome::default() };
@@ -219,16 +228,26 @@ pub fn merge(nodes: &[Node], sel: &Selection, out: &mut dyn Output) -> Result<Ou
     let limit = sel.limit.unwrap_or(u64::MAX);
     while m.outcome.matched < limit {
         let Some(Reverse((_, i))) = heap.pop() else { break };
-        let lane = &m.lanes[i];
-        let (ts_ns, origlen, linktype, at, len) = lane.batch.pkts[lane.pos];
-        out.packet(MergedPacket { node: i, ts_ns, origlen, linktype, data: &lane.batch.data[at..at + len] })
-            .map_err(MergeError::Output)?;
-        m.lanes[i].pos += 1;
-        m.outcome.matched += 1;
-        m.outcome.packets[i] += 1;
-        m.outcome.bytes[i] += len as u64;
-        if m.next(i, out)? {
-            heap.push(Reverse((m.ts(i), i)));
+        // Lane i goes on while its packets come before every other head
+        // (a run of one node's packets costs no heap operation each).
+        let until = heap.peek().map(|Reverse(h)| *h);
+        loop {
+            let lane = &m.lanes[i];
+            let (ts_ns, origlen, linktype, at, len) = lane.batch.pkts[lane.pos];
+            out.packet(MergedPacket { node: i, ts_ns, origlen, linktype, data: &lane.batch.data[at..at + len] })
+                .map_err(MergeError::Output)?;
+            m.lanes[i].pos += 1;
+            m.outcome.matched += 1;
+            m.outcome.packets[i] += 1;
+            m.outcome.bytes[i] += len as u64;
+            if !m.next(i, out)? {
+                break;
+            }
+            let head = (m.ts(i), i);
+            if m.outcome.matched >= limit || until.is_some_and(|u| head > u) {
+                heap.push(Reverse(head));
+                break;
+            }
         }
     }
     out.finish().map_err(MergeError::Output)?;

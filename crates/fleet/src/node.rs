@@ -9,14 +9,17 @@ use crate::http::{self, HttpError, Remote};
 use crate::merge::Selection;
 use std::io::{self, Read};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use wv_wire::pcap::{self, RecordHeader};
 
 /// Bytes of packet data in a batch before it is handed over.
 const BATCH_BYTES: usize = 256 << 10;
 /// Batches in flight per node (so at most about 1 MiB held per node).
 const BATCHES: usize = 3;
 
-/// Packets of one node, in its order: their bytes end to end, and for each
-/// its timestamp, original length, link type and where its bytes are.
+/// Packets of one node, in its order: a buffer holding their bytes (end to
+/// end from a local store; as the recorder's pcap records arrived, headers
+/// between them, from a recorder), and for each its timestamp, original
+/// length, link type and where its bytes are in the buffer.
 #[derive(Default)]
 pub(crate) struct Batch {
     pub data: Vec<u8>,
@@ -24,13 +27,23 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
+    /// Bytes of a remote node's batch buffer: a batch is handed over once
+    /// its whole records pass [`BATCH_BYTES`], so the rest is room for the
+    /// record that crosses that line (a larger one grows the buffer).
+    const REMOTE_LEN: usize = BATCH_BYTES + (64 << 10);
+
     fn push(&mut self, ts_ns: u64, origlen: u32, linktype: u32, data: &[u8]) {
         self.pkts.push((ts_ns, origlen, linktype, self.data.len(), data.len()));
         self.data.extend_from_slice(data);
     }
 
     fn full(&self) -> bool {
-        self.data.len() >= BATCH_BYTES || self.pkts.len() >= 4096
+        self.full_at(self.data.len())
+    }
+
+    /// Full with `bytes` of it used.
+    fn full_at(&self, bytes: usize) -> bool {
+        bytes >= BATCH_BYTES || self.pkts.len() >= 4096
     }
 }
 
@@ -65,17 +78,44 @@ pub(crate) enum Msg {
     End(Result<(), Failure>),
 }
 
+/// The merge's side of a node: its messages, and the way back for the
+/// batches the merge is done with, so that a node's thread reuses a few
+/// buffers (fresh memory is slow to touch on a VM) instead of allocating
+/// one per batch.
+pub(crate) struct Channel {
+    pub rx: Receiver<Msg>,
+    pub spent: SyncSender<Batch>,
+}
+
+/// A node thread's spent batches, handed back by the merge.
+struct Pool(Receiver<Batch>);
+
+impl Pool {
+    /// A batch to fill: a spent one emptied, or a new one.
+    fn take(&self) -> Batch {
+        match self.0.try_recv() {
+            Ok(mut b) => {
+                b.pkts.clear();
+                b
+            }
+            Err(_) => Batch::default(),
+        }
+    }
+}
+
 /// Starts the thread of node `node` for `sel` and returns its channel.
-pub(crate) fn start(node: &Node, sel: &Selection) -> Receiver<Msg> {
+pub(crate) fn start(node: &Node, sel: &Selection) -> Channel {
     let (tx, rx) = sync_channel(BATCHES);
+    let (spent, back) = sync_channel(BATCHES + 2);
     let (node, sel) = (node.clone(), sel.clone());
     let name = format!("wv-fleet-{}", node.name);
     let spawned = std::thread::Builder::new().name(name).spawn({
         let tx = tx.clone();
         move || {
+            let pool = Pool(back);
             let end = match &node.source {
-                Source::Local(path) => local(path, &sel, &tx),
-                Source::Remote(r) => remote(r, &node, &sel, &tx),
+                Source::Local(path) => local(path, &sel, &tx, &pool),
+                Source::Remote(r) => remote(r, &node, &sel, &tx, &pool),
             };
             let _ = tx.send(Msg::End(end));
         }
@@ -83,11 +123,11 @@ pub(crate) fn start(node: &Node, sel: &Selection) -> Receiver<Msg> {
     if let Err(e) = spawned {
         let _ = tx.try_send(Msg::End(Err(Failure::node(format!("cannot start its reader thread ({e})"), "retry"))));
     }
-    rx
+    Channel { rx, spent }
 }
 
 /// A local store, through wv-query (the single-store merge and reader).
-fn local(path: &std::path::Path, sel: &Selection, tx: &SyncSender<Msg>) -> Result<(), Failure> {
+fn local(path: &std::path::Path, sel: &Selection, tx: &SyncSender<Msg>, pool: &Pool) -> Result<(), Failure> {
     let q = wv_query::Query {
         store: path.to_path_buf(),
         from_ns: sel.from_ns,
@@ -104,11 +144,15 @@ fn local(path: &std::path::Path, sel: &Selection, tx: &SyncSender<Msg>) -> Resul
     if tx.send(Msg::Start { linktype, snaplen: wv_wire::MAX_SNAPLEN }).is_err() {
         return Ok(());
     }
-    let mut b = Batch::default();
+    let mut b = pool.take();
+    b.data.clear();
     let mut each = |pk: wv_query::PacketRef<'_>| -> io::Result<()> {
         b.push(pk.ts_ns, pk.origlen, pk.linktype, pk.data);
         if b.full() {
-            tx.send(Msg::Batch(std::mem::take(&mut b))).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
+            let mut next = pool.take();
+            next.data.clear();
+            let full = std::mem::replace(&mut b, next);
+            tx.send(Msg::Batch(full)).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
         }
         Ok(())
     };
@@ -216,7 +260,7 @@ fn ask(r: &Remote, node: &Node, path: &str) -> Result<http::Response, Failure> {
 }
 
 /// A recorder, through `GET /api/v1/query`.
-fn remote(r: &Remote, node: &Node, sel: &Selection, tx: &SyncSender<Msg>) -> Result<(), Failure> {
+fn remote(r: &Remote, node: &Node, sel: &Selection, tx: &SyncSender<Msg>, pool: &Pool) -> Result<(), Failure> {
     let resp = ask(r, node, &format!("/api/v1/query?{}", query_params(sel)))?;
     // A server cuts an answer at its --max-bytes and says so before the
     // first byte: that answer is not the node's whole one.
@@ -234,44 +278,137 @@ fn remote(r: &Remote, node: &Node, sel: &Selection, tx: &SyncSender<Msg>) -> Res
     let idle = node.timeouts.node;
     // How many of its packets are in the answer the merge says (a node
     // lost mid-answer is named with it).
-    let broke = |e: wv_wire::reader::ReadError| match e {
-        wv_wire::reader::ReadError::Io { source, .. } => match HttpError::of(source, idle) {
-            HttpError::Stalled(d) => Failure::node(
-                format!("stalled, sending nothing for {} s", d.as_secs_f64()),
-                "check that its server runs (not stopped or overloaded), or raise --node-timeout",
-            ),
-            e => Failure::node(format!("broke off ({e})"), "check its server's log, then ask again"),
-        },
-        e => Failure::node(format!("sent an answer that is not pcap ({e})"), "check its server's version and log"),
+    let broke = |e: io::Error| match HttpError::of(e, idle) {
+        HttpError::Stalled(d) => Failure::node(
+            format!("stalled, sending nothing for {} s", d.as_secs_f64()),
+            "check that its server runs (not stopped or overloaded), or raise --node-timeout",
+        ),
+        e => Failure::node(format!("broke off ({e})"), "check its server's log, then ask again"),
     };
-    let mut reader = wv_wire::reader::Reader::new(resp.body).map_err(broke)?;
-    let mut b = Batch::default();
-    let mut started = false;
-    loop {
-        let pk = match reader.next_packet() {
-            Ok(Some(pk)) => pk,
-            Ok(None) => break,
-            Err(e) => {
-                let _ = tx.send(Msg::Batch(b));
-                return Err(broke(e));
+    let not_pcap = |what: String| {
+        Failure::node(format!("sent an answer that is not pcap ({what})"), "check its server's version and log")
+    };
+    Answer { body: resp.body, tx, pool, broke: &broke, not_pcap: &not_pcap, head: None }.stream()
+}
+
+/// A recorder's pcap answer, read straight into batches: the body's bytes
+/// land in a batch's buffer and its packets are indexed where they lie (no
+/// copy between the socket and the merge); the record that a batch's end
+/// cuts moves to the next batch. A recorder answers in the pcap it writes
+/// (little-endian, nanoseconds: [`pcap::FileHeader::wirevault`]); any other
+/// is refused as not its answer.
+struct Answer<'a, R> {
+    body: R,
+    tx: &'a SyncSender<Msg>,
+    pool: &'a Pool,
+    broke: &'a dyn Fn(io::Error) -> Failure,
+    not_pcap: &'a dyn Fn(String) -> Failure,
+    /// The link type and snapshot length, until told (with the first
+    /// packet; an answer without one has no link type).
+    head: Option<(u32, u32)>,
+}
+
+impl<R: Read> Answer<'_, R> {
+    /// Reads into `buf` until it is full or the body ends; the bytes read.
+    fn fill(&mut self, buf: &mut [u8]) -> Result<usize, Failure> {
+        let mut n = 0;
+        while n < buf.len() {
+            match self.body.read(&mut buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err((self.broke)(e)),
             }
+        }
+        Ok(n)
+    }
+
+    fn stream(mut self) -> Result<(), Failure> {
+        let mut fh = [0u8; pcap::FILE_HEADER_LEN];
+        let have = self.fill(&mut fh)?;
+        let head = pcap::FileHeader::parse(&fh[..have]).filter(|h| h.magic == pcap::FileHeader::wirevault(0, 0).magic);
+        let Some(head) = head else {
+            return Err((self.not_pcap)(format!("its first {have} bytes are not a wirevault pcap header")));
         };
-        if !started {
-            started = true;
-            if tx.send(Msg::Start { linktype: Some(pk.linktype), snaplen: pk.snaplen }).is_err() {
+        let linktype = head.linktype();
+        let max_caplen = wv_wire::linktype::max_snaplen(linktype);
+        self.head = Some((linktype, head.effective_snaplen()));
+        let mut b = self.batch();
+        // b.data[..parsed] are whole records, indexed; [parsed..filled] read, not yet.
+        let (mut parsed, mut filled) = (0, 0);
+        // Bytes of the answer before b.data[0], for the errors' offsets.
+        let mut base = pcap::FILE_HEADER_LEN as u64;
+        loop {
+            while let Some(h) = b.data[parsed..filled].first_chunk::<{ pcap::RECORD_HEADER_LEN }>() {
+                let Some(rh) = RecordHeader::parse_wirevault(h).filter(|rh| rh.caplen <= max_caplen) else {
+                    self.hand(b);
+                    return Err((self.not_pcap)(format!("a bad record header at byte {}", base + parsed as u64)));
+                };
+                let at = parsed + pcap::RECORD_HEADER_LEN;
+                let end = at + rh.caplen as usize;
+                if end > filled {
+                    if end > b.data.len() {
+                        b.data.resize(end, 0);
+                    }
+                    break;
+                }
+                b.pkts.push((rh.ts_ns, rh.origlen, linktype, at, rh.caplen as usize));
+                parsed = end;
+            }
+            if b.full_at(parsed) {
+                let mut next = self.batch();
+                let rest = filled - parsed;
+                next.data[..rest].copy_from_slice(&b.data[parsed..filled]);
+                base += parsed as u64;
+                (parsed, filled) = (0, rest);
+                if !self.hand(std::mem::replace(&mut b, next)) {
+                    return Ok(());
+                }
+                continue;
+            }
+            let n = match self.body.read(&mut b.data[filled..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.hand(b);
+                    return Err((self.broke)(e));
+                }
+            };
+            if n == 0 {
+                self.hand(b);
+                if filled > parsed {
+                    let e = io::Error::new(io::ErrorKind::UnexpectedEof, "its answer ends inside a packet");
+                    return Err((self.broke)(e));
+                }
                 return Ok(());
             }
-        }
-        b.push(pk.ts_ns, pk.origlen, pk.linktype, pk.data);
-        if b.full() && tx.send(Msg::Batch(std::mem::take(&mut b))).is_err() {
-            return Ok(());
+            filled += n;
         }
     }
-    if !started {
-        let _ = tx.send(Msg::Start { linktype: None, snaplen: 0 });
+
+    /// Hands `b` to the merge, the head first when `b` has the first
+    /// packet or is the last batch; false when the merge has gone.
+    fn hand(&mut self, b: Batch) -> bool {
+        if let Some((linktype, snaplen)) = self.head.take() {
+            let start = match b.pkts.is_empty() {
+                false => Msg::Start { linktype: Some(linktype), snaplen },
+                true => Msg::Start { linktype: None, snaplen: 0 },
+            };
+            if self.tx.send(start).is_err() {
+                return false;
+            }
+        }
+        self.tx.send(Msg::Batch(b)).is_ok()
     }
-    let _ = tx.send(Msg::Batch(b));
-    Ok(())
+
+    /// A batch to fill, its buffer at its full length.
+    fn batch(&self) -> Batch {
+        let mut b = self.pool.take();
+        if b.data.len() < Batch::REMOTE_LEN {
+            b.data.resize(Batch::REMOTE_LEN, 0);
+        }
+        b
+    }
 }
 
 /// The exact count of `sel` on `node`: wv-query's count, or `/api/v1/count`.
@@ -342,4 +479,100 @@ pub fn get_json(node: &Node, rank: usize, path: &str) -> Result<serde_json::Valu
     serde_json::from_slice(&body).map_err(|e| {
         lost(Failure::node(format!("sent an answer that is not JSON ({e})"), "check its server's version"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hands out at most `step(i)` bytes a read, as a socket does.
+    struct Dribble {
+        data: Vec<u8>,
+        at: usize,
+        reads: usize,
+    }
+
+    impl Read for Dribble {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.reads += 1;
+            let n = buf.len().min(self.data.len() - self.at).min(1 + (self.reads * 7919) % 70_000);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    fn pcap_of(packets: &[(u64, Vec<u8>)]) -> Vec<u8> {
+        let mut out = vec![0u8; pcap::FILE_HEADER_LEN];
+        pcap::emit_file_header(out.as_mut_slice().try_into().unwrap(), 262_144, 1);
+        for (ts, p) in packets {
+            let mut h = [0u8; pcap::RECORD_HEADER_LEN];
+            pcap::emit_record_header(&mut h, *ts, p.len() as u32, p.len() as u32 + 4);
+            out.extend_from_slice(&h);
+            out.extend_from_slice(p);
+        }
+        out
+    }
+
+    /// A packet as the merge sees it: timestamp, original length, bytes.
+    type Seen = (u64, u32, Vec<u8>);
+
+    /// Streams `body` and returns its packets as the merge sees them, and the end.
+    fn stream(body: Vec<u8>) -> (Vec<Seen>, Result<(), Failure>) {
+        let (tx, rx) = sync_channel(1 << 16);
+        let (_spent, back) = sync_channel(1);
+        let pool = Pool(back);
+        let broke = |e: io::Error| Failure::node(format!("broke off ({e})"), "");
+        let not_pcap = |w: String| Failure::node(format!("not pcap ({w})"), "");
+        let a = Answer {
+            body: Dribble { data: body, at: 0, reads: 0 },
+            tx: &tx,
+            pool: &pool,
+            broke: &broke,
+            not_pcap: &not_pcap,
+            head: None,
+        };
+        let end = a.stream();
+        drop(tx);
+        let mut got = Vec::new();
+        for m in rx {
+            if let Msg::Batch(b) = m {
+                for &(ts, orig, lt, at, len) in &b.pkts {
+                    assert_eq!(lt, 1);
+                    got.push((ts, orig, b.data[at..at + len].to_vec()));
+                }
+            }
+        }
+        (got, end)
+    }
+
+    #[test]
+    fn an_answer_read_into_batches_gives_every_packet_whole() {
+        // Sizes that cut records at batch ends, one larger than a batch's buffer.
+        let packets: Vec<(u64, Vec<u8>)> = (0..5000u64)
+            .map(|i| {
+                let len = if i == 1234 { 200_000 } else { 60 + (i as usize * 131) % 1400 };
+                (1_700_000_000_000_000_000 + i * 1000, (0..len).map(|k| (k as u64 + i) as u8).collect())
+            })
+            .collect();
+        let (got, end) = stream(pcap_of(&packets));
+        assert!(end.is_ok());
+        assert_eq!(got.len(), packets.len());
+        for ((ts, orig, data), (ets, edata)) in got.iter().zip(&packets) {
+            assert_eq!((*ts, *orig as usize, data), (*ets, edata.len() + 4, edata));
+        }
+    }
+
+    #[test]
+    fn an_answer_cut_inside_a_packet_broke_off_after_the_whole_ones() {
+        let packets: Vec<(u64, Vec<u8>)> = (0..10u64).map(|i| (i, vec![i as u8; 100])).collect();
+        let mut body = pcap_of(&packets);
+        body.truncate(body.len() - 50);
+        let (got, end) = stream(body);
+        assert_eq!(got.len(), 9);
+        assert!(end.unwrap_err().what.contains("ends inside a packet"));
+        let (got, end) = stream(b"HTTP/1.1 200 OK\r\n\r\nnot a capture".to_vec());
+        assert!(got.is_empty());
+        assert!(end.unwrap_err().what.contains("not pcap"));
+    }
 }
