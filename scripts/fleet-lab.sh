@@ -272,6 +272,15 @@ spawn() {
     echo $! >"$dir/pids/$tag"
 }
 
+# Whether process $1 runs. An ended process whose parent has gone stays a zombie until
+# init reaps it, which on some VMs takes seconds: a zombie has ended.
+alive() {
+    local st
+    st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    st=${st##*) }
+    [[ ${st%% *} != Z ]]
+}
+
 # Ends the process of pids/$1 (SIGTERM, then SIGKILL after 30 s) if it is still the one we
 # started (its command line names $2).
 reap() {
@@ -281,7 +290,7 @@ reap() {
     if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2"; then
         kill -TERM "$pid" 2>/dev/null || true
         for ((i = 0; i < 3000; i++)); do
-            [[ -d /proc/$pid ]] || break
+            alive "$pid" || break
             sleep 0.01
         done
         kill -KILL "$pid" 2>/dev/null || true
@@ -316,7 +325,7 @@ wait_recorder() { # node
         if [[ -f $st && $(json_field "$st" state) == capturing && $(json_field "$st" rings) != small ]]; then
             return 0
         fi
-        [[ -d /proc/$(<"$dir/pids/rec$1") ]] || die "recorder $1 ended: $(tail -3 "$dir/logs/rec$1.log")"
+        alive "$(<"$dir/pids/rec$1")" || die "recorder $1 ended: $(tail -3 "$dir/logs/rec$1.log")"
         sleep 0.02
     done
     die "recorder $1 did not start capturing in 30 s: $(tail -3 "$dir/logs/rec$1.log")"
@@ -328,7 +337,7 @@ wait_server() { # node
         if curl -sf -o /dev/null -H "Authorization: Bearer $(<"$dir/tokens/lnk$1.token")" "$url"; then
             return 0
         fi
-        [[ -d /proc/$(<"$dir/pids/serve$1") ]] || die "server $1 ended: $(tail -3 "$dir/logs/serve$1.log")"
+        alive "$(<"$dir/pids/serve$1")" || die "server $1 ended: $(tail -3 "$dir/logs/serve$1.log")"
         sleep 0.02
     done
     die "server $1 did not answer $url in 30 s"
@@ -497,7 +506,7 @@ cmd_status() {
     local i
     echo "lab $dir: $nodes nodes, $hash hash, namespaces $name-*, $sent packets sent"
     for t in tcpdump $(for ((i = 0; i < nodes; i++)); do echo "rec$i serve$i"; done); do
-        if [[ -f $dir/pids/$t && -d /proc/$(<"$dir/pids/$t") ]]; then echo "  $t: running"; else echo "  $t: stopped"; fi
+        if [[ -f $dir/pids/$t ]] && alive "$(<"$dir/pids/$t")"; then echo "  $t: running"; else echo "  $t: stopped"; fi
     done
     # Per classifier (pref 1..N: link 0..N-1; 100: frames no hash took, to link 0): its count.
     in_ns "$name-split" tc -s filter show dev in0 ingress 2>/dev/null |
