@@ -5,8 +5,8 @@
 #
 # With cargo-fuzz installed it builds the instrumented targets exactly as
 # fuzz/run.sh does (RUSTC_BOOTSTRAP=1, ASan); without it (or with
-# FUZZ_PLAIN=1) it builds them as ordinary binaries, still linked with
-# libFuzzer, which can replay inputs but not fuzz.
+# FUZZ_PLAIN=1) it builds them as ordinary binaries in the root's dev
+# profile, still linked with libFuzzer, which can replay inputs but not fuzz.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$(dirname "$here")"
@@ -20,9 +20,12 @@ if [ -z "${FUZZ_PLAIN:-}" ] && cargo fuzz --version >/dev/null 2>&1; then
     RUSTC_BOOTSTRAP=1 cargo fuzz build -O -s "${FUZZ_SANITIZER:-address}"
     bindir="$target_dir/$(rustc -vV | sed -n 's/^host: //p')/release"
 else
+    # The root workspace's dev profile and target directory (fuzz/Cargo.toml repeats the
+    # profile): the dependencies `cargo build --workspace` compiled are reused, and overflow
+    # and debug assertions are on while the seeds replay.
     echo "fuzz/check.sh: plain cargo build (no cargo-fuzz, or FUZZ_PLAIN set)"
-    cargo build --release --manifest-path fuzz/Cargo.toml --bins --examples
-    bindir="$target_dir/release"
+    CARGO_TARGET_DIR="$PWD/target" cargo build --manifest-path fuzz/Cargo.toml --bins --examples
+    bindir="$PWD/target/debug"
 fi
 
 artifacts=$(mktemp -d)
