@@ -39,6 +39,9 @@ pub struct MergedPacket<'a> {
     pub origlen: u32,
     pub linktype: u32,
     pub data: &'a [u8],
+    /// The packet as a wirevault pcap record: its 16-byte header (`ts_ns`,
+    /// the length of `data`, `origlen`), then `data`.
+    pub record: &'a [u8],
 }
 
 /// A node left out of the answer, in whole or from some packet on.
@@ -234,8 +237,8 @@ pub fn merge(nodes: &[Node], sel: &Selection, out: &mut dyn Output) -> Result<Ou
         loop {
             let lane = &m.lanes[i];
             let (ts_ns, origlen, linktype, at, len) = lane.batch.pkts[lane.pos];
-            out.packet(MergedPacket { node: i, ts_ns, origlen, linktype, data: &lane.batch.data[at..at + len] })
-                .map_err(MergeError::Output)?;
+            let (data, record) = (&lane.batch.data[at..at + len], lane.batch.record(at, len));
+            out.packet(MergedPacket { node: i, ts_ns, origlen, linktype, data, record }).map_err(MergeError::Output)?;
             m.lanes[i].pos += 1;
             m.outcome.matched += 1;
             m.outcome.packets[i] += 1;

@@ -16,10 +16,10 @@ const BATCH_BYTES: usize = 256 << 10;
 /// Batches in flight per node (so at most about 1 MiB held per node).
 const BATCHES: usize = 3;
 
-/// Packets of one node, in its order: a buffer holding their bytes (end to
-/// end from a local store; as the recorder's pcap records arrived, headers
-/// between them, from a recorder), and for each its timestamp, original
-/// length, link type and where its bytes are in the buffer.
+/// Packets of one node, in its order: a buffer holding them as wirevault
+/// pcap records (as a recorder's answer arrived, or written so from a local
+/// store), and for each its timestamp, original length, link type and where
+/// its bytes are in the buffer.
 #[derive(Default)]
 pub(crate) struct Batch {
     pub data: Vec<u8>,
@@ -32,9 +32,21 @@ impl Batch {
     /// record that crosses that line (a larger one grows the buffer).
     const REMOTE_LEN: usize = BATCH_BYTES + (64 << 10);
 
+    /// Appends a packet as a wirevault pcap record (its header, then its
+    /// bytes), as a recorder's answer arrives: every batch holds each
+    /// packet's record just before its bytes ([`Batch::record`]).
     fn push(&mut self, ts_ns: u64, origlen: u32, linktype: u32, data: &[u8]) {
+        let mut h = [0u8; pcap::RECORD_HEADER_LEN];
+        pcap::emit_record_header(&mut h, ts_ns, data.len() as u32, origlen);
+        self.data.extend_from_slice(&h);
         self.pkts.push((ts_ns, origlen, linktype, self.data.len(), data.len()));
         self.data.extend_from_slice(data);
+    }
+
+    /// The pcap record (header and bytes, as wirevault writes it) of the
+    /// packet whose bytes are `data[at..at + len]`.
+    pub fn record(&self, at: usize, len: usize) -> &[u8] {
+        &self.data[at - pcap::RECORD_HEADER_LEN..at + len]
     }
 
     fn full(&self) -> bool {

@@ -131,10 +131,7 @@ impl<W: Write> merge::Output for Pcap<W> {
                 p.linktype
             )));
         }
-        let mut h = [0u8; pcap::RECORD_HEADER_LEN];
-        pcap::emit_record_header(&mut h, p.ts_ns, p.data.len() as u32, p.origlen);
-        self.w.write_all(&h)?;
-        self.w.write_all(p.data)
+        self.w.write_all(p.record)
     }
 
     fn flush(&mut self) -> io::Result<()> {
