@@ -4,14 +4,15 @@
 # crates/flows/examples/gen_flows.rs writes N synthetic records ending over one day as a store's
 # flow files (STORE/flows/stream-000/*.parquet, PER_FILE records each, through the recorder's
 # own writer: footer statistics and bloom filters as recorded) and inserts each file into a
-# ClickHouse 18.16 of this script's own (table from packaging/clickhouse/flows.sql, as the
-# recorder's spool inserts them). Then, RUNS times each, for a host of 10.1.0.0/16 with few
+# ClickHouse 18.16 of this script's own (tables from packaging/clickhouse/flows.sql and
+# flows_hosts.sql, as the recorder's spool makes and fills them). Then, RUNS times each, for a host of 10.1.0.0/16 with few
 # flows (about QUIET; the generator names it and its count):
 #   wirevault flows STORE 'host X'                 (Parquet; files skipped by footer and bloom filters)
-#   wirevault flows --clickhouse URL 'host X'      (the same question as a WHERE clause)
+#   wirevault flows --clickhouse URL 'host X'      (the same question as a WHERE clause, the
+#                                                  host's first_ns asked of the hosts table first)
 #   DuckDB over the same Parquet files             (SELECT * ... WHERE client = X OR server = X, and
 #                                                  the same as a UNION ALL of one side each)
-#   clickhouse-client, the raw SELECT              (the same WHERE as wirevault's)
+#   clickhouse-client, the raw SELECT              (the same WHERE, on the flows table alone)
 # Every answer's record count must equal the generator's count for the host (exit 1 if not).
 #
 #   bench/flow_lookup.sh [WORKDIR]      (default ./bench-flowlookup.PID; removed afterwards)
@@ -20,9 +21,9 @@
 # N (records, default 100000000), PER_FILE (records a flow file, default 500000), RUNS
 # (default 3), QUIET (flows of the host asked for, default 10), JOBS (generator threads,
 # default 2), MERGE_WAIT (seconds to wait for ClickHouse's background merges before the
-# timed queries, default 900), BY_HOST=1 also copies the table into one ordered by address
-# (a proposal beside flows.sql's ORDER BY (first_ns, node), not what the recorder makes) and
-# times the raw SELECT there.
+# timed queries, default 900), BY_HOST=1 also copies the whole table into one ordered by
+# address (an experiment beside the hosts table, not what the recorder makes) and times the
+# raw SELECT there.
 #
 # All timings are warm (the files and the table were just written; 24 GiB of RAM hold them)
 # and wall clock of the whole command (process start included); DuckDB's is the query alone,
@@ -137,6 +138,8 @@ log "after $MERGE_S s: $PARTS active parts, $MERGING merges running"
 
 PQ_BYTES=$(find "$STORE/flows" -name '*.parquet' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
 CH_BYTES=$(chq --query "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = 'wirevault' AND table = 'flows'")
+HOSTS_BYTES=$(chq --query "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = 'wirevault' AND table = 'flows_hosts'")
+HOSTS_ROWS=$(chq --query 'SELECT count() FROM wirevault.flows_hosts')
 HEX=$(python3 -c 'import ipaddress,sys; print((b"\0"*10 + b"\xff\xff" + ipaddress.IPv4Address(sys.argv[1]).packed).hex())' "$HOST")
 ADDR="toFixedString(unhex('$HEX'), 16)"
 WHERE="(client = $ADDR OR server = $ADDR)"
@@ -235,7 +238,9 @@ done <"$ROWS_TSV"
 echo
 echo "$(calc "$N" ,) records in $FILES flow files of $(calc "$PER_FILE" ,), generated and inserted in $GEN_S s;"
 echo "ClickHouse $CH_VERSION, $PARTS active parts after waiting $MERGE_S s for its merges ($MERGING still running"
-echo "during the queries). The host, $HOST, is in $WANT records (client or server). Data-skipping indexes"
+echo "during the queries). Beside the flows table, its hosts table (flows_hosts.sql, filled by its view):"
+echo "$(calc "$HOSTS_ROWS" ,) rows, $(calc "$HOSTS_BYTES" ,) bytes ($(calc "$HOSTS_BYTES/$N" .1f) a record, $(calc "100*$HOSTS_BYTES/$CH_BYTES" .0f)% of the flows table)."
+echo "The host, $HOST, is in $WANT records (client or server). Data-skipping indexes"
 echo "(ClickHouse 19.3 on) to try beside the table's ORDER BY (first_ns, node): this server answers"
 echo "\`SET allow_experimental_data_skipping_indices = 1\` with \`$SKIP_INDEX\`."
 echo

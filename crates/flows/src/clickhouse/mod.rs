@@ -16,6 +16,10 @@ pub const CREATE_TABLE: &str = include_str!("../../../../packaging/clickhouse/fl
 /// The statement in [`CREATE_TABLE`] that names the table (replaced by the URL's).
 pub const MADE: &str = "CREATE TABLE IF NOT EXISTS wirevault.flows";
 
+/// The hosts table and the view that fills it (`packaging/clickhouse/flows_hosts.sql`),
+/// with `wirevault.flows` for the flows table's name.
+pub const CREATE_HOSTS: &str = include_str!("../../../../packaging/clickhouse/flows_hosts.sql");
+
 /// The table's columns and their types, as flows.sql makes them (checked before inserting:
 /// RowBinary carries no types, so a table of other types would take wrong values).
 pub const COLUMNS: [(&str, &str); 25] = [
@@ -148,6 +152,36 @@ impl Target {
         format!("http://{}:{}/{}/{}", self.endpoint.host, self.endpoint.port, self.database, self.table)
     }
 
+    /// The hosts table beside the flows table (`TABLE_hosts`).
+    pub fn hosts_name(&self) -> String {
+        format!("`{}`.`{}_hosts`", self.database, self.table)
+    }
+
+    /// The statements of [`CREATE_HOSTS`] for this table, in order.
+    fn hosts_statements(&self) -> Vec<String> {
+        let sql: String = CREATE_HOSTS.lines().filter(|l| !l.starts_with("--")).collect::<Vec<_>>().join("\n");
+        let view = format!("`{}`.`{}_hosts_mv`", self.database, self.table);
+        sql.split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.replace("wirevault.flows_hosts_mv", &view)
+                    .replace("wirevault.flows_hosts", &self.hosts_name())
+                    .replace("wirevault.flows", &self.name())
+            })
+            .collect()
+    }
+
+    /// Whether the table `name` (`db`.`table`) exists.
+    fn exists(&self, name: &str) -> Result<bool, Error> {
+        let a = self.query(&format!("EXISTS TABLE {name} FORMAT TabSeparated"))?;
+        match String::from_utf8_lossy(&a).trim() {
+            "1" => Ok(true),
+            "0" => Ok(false),
+            other => Err(Error::Answer(format!("answered {other:?} to EXISTS TABLE"))),
+        }
+    }
+
     fn query(&self, sql: &str) -> Result<Vec<u8>, Error> {
         Ok(self.endpoint.post(&[], sql.as_bytes())?)
     }
@@ -180,6 +214,18 @@ impl Target {
                     )))
                 }
             }
+        }
+        if !self.exists(&self.hosts_name())? {
+            for sql in self.hosts_statements() {
+                self.query(&sql)?;
+            }
+            // The rows from before the view: a row inserted between the view and this copy is
+            // in the hosts table twice, which a set of first_ns does not mind.
+            self.query(&format!(
+                "INSERT INTO {} SELECT host, first_ns, last_ns, batch_date FROM {} ARRAY JOIN [client, server] AS host",
+                self.hosts_name(),
+                self.name()
+            ))?;
         }
         Ok(())
     }
@@ -218,14 +264,25 @@ impl Target {
     }
 
     /// The records `filter` and the time range choose.
+    /// An expression that names hosts every match has ([`hosts_of`]) is asked of the hosts
+    /// table first, when there is one, for the first_ns of those hosts' records: the flows
+    /// table then reads only the granules that hold them.
     pub fn select(&self, filter: &Expr, from_ns: Option<u64>, to_ns: Option<u64>) -> Result<Vec<FlowRecord>, Error> {
         let cols: Vec<&str> = COLUMNS.iter().skip(2).map(|c| c.0).collect();
-        let sql = format!(
-            "SELECT {} FROM {} WHERE {} FORMAT RowBinary",
-            cols.join(", "),
-            self.name(),
-            where_clause(filter, from_ns, to_ns)
-        );
+        let mut w = where_clause(filter, from_ns, to_ns);
+        if let Some(hosts) = hosts_of(filter) {
+            if self.exists(&self.hosts_name())? {
+                let mut sub = vec![format!("host IN ({})", hosts.iter().map(sql_addr).collect::<Vec<_>>().join(", "))];
+                sub.extend(from_ns.map(|t| format!("last_ns >= {t}")));
+                sub.extend(to_ns.map(|t| format!("first_ns < {t}")));
+                w = format!(
+                    "first_ns IN (SELECT first_ns FROM {} WHERE {}) AND {w}",
+                    self.hosts_name(),
+                    sub.join(" AND ")
+                );
+            }
+        }
+        let sql = format!("SELECT {} FROM {} WHERE {w} FORMAT RowBinary", cols.join(", "), self.name());
         let body = self.query(&sql)?;
         let mut rd = Reader { b: &body, at: 0 };
         let mut out = Vec::new();
@@ -287,8 +344,31 @@ pub fn where_clause(e: &Expr, from_ns: Option<u64>, to_ns: Option<u64>) -> Strin
     w.join(" AND ")
 }
 
+/// Hosts one of which every record `e` matches has as client or server, when `e` says so
+/// (`host X`, `host X and ...`, `host X or host Y`); `None` when it does not.
+pub fn hosts_of(e: &Expr) -> Option<Vec<IpAddr16>> {
+    match e {
+        Expr::Host(a) => Some(vec![*a]),
+        Expr::And(a, b) => match (hosts_of(a), hosts_of(b)) {
+            (Some(x), Some(y)) => Some(if x.len() <= y.len() { x } else { y }),
+            (x, y) => x.or(y),
+        },
+        Expr::Or(a, b) => {
+            let (mut x, y) = (hosts_of(a)?, hosts_of(b)?);
+            x.extend(y);
+            Some(x)
+        }
+        _ => None,
+    }
+}
+
+/// A 16-byte address as ClickHouse takes it.
+fn sql_addr(a: &IpAddr16) -> String {
+    format!("toFixedString(unhex('{}'), 16)", hex(&a.0))
+}
+
 fn sql_of(e: &Expr) -> String {
-    let addr = |a: &IpAddr16| format!("toFixedString(unhex('{}'), 16)", hex(&a.0));
+    let addr = sql_addr;
     match e {
         Expr::All => "1".into(),
         Expr::Host(a) => format!("(client = {0} OR server = {0})", addr(a)),
@@ -506,5 +586,28 @@ mod tests {
             "{w}"
         );
         assert!(w.ends_with("AND last_ns >= 5"));
+    }
+
+    #[test]
+    fn the_hosts_table_is_asked_only_when_every_match_has_a_named_host() {
+        let hosts = |s: &str| hosts_of(&Expr::parse(s).unwrap()).map(|h| h.len());
+        assert_eq!(hosts("host 10.0.0.7"), Some(1));
+        assert_eq!(hosts("host 10.0.0.7 and port 53"), Some(1));
+        assert_eq!(hosts("port 53 and (host 10.0.0.7 or host 10.0.0.8)"), Some(2));
+        assert_eq!(hosts("host 10.0.0.7 or port 53"), None);
+        assert_eq!(hosts("not host 10.0.0.7"), None);
+        assert_eq!(hosts("net 10.0.0.0/8"), None);
+    }
+
+    #[test]
+    fn flows_hosts_sql_names_the_urls_tables() {
+        let t = Target::parse("http://h/db1/t2", None).unwrap();
+        let s = t.hosts_statements();
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert!(s[0].starts_with("CREATE TABLE IF NOT EXISTS `db1`.`t2_hosts`"), "{}", s[0]);
+        assert!(
+            s[1].contains("`db1`.`t2_hosts_mv` TO `db1`.`t2_hosts`") && s[1].contains("FROM `db1`.`t2` ARRAY JOIN")
+        );
+        assert!(!s.iter().any(|x| x.contains("wirevault.") || x.contains("--")), "{s:?}");
     }
 }
