@@ -368,8 +368,13 @@ impl<R: Read> Answer<'_, R> {
                 parsed = end;
             }
             if b.full_at(parsed) {
-                let mut next = self.batch();
                 let rest = filled - parsed;
+                let mut next = self.batch();
+                // What was read past the last whole record (a buffer grown for a large
+                // record may hold more than a fresh one), with room to read on.
+                if next.data.len() < rest + (64 << 10) {
+                    next.data.resize(rest + (64 << 10), 0);
+                }
                 next.data[..rest].copy_from_slice(&b.data[parsed..filled]);
                 base += parsed as u64;
                 (parsed, filled) = (0, rest);
@@ -497,26 +502,27 @@ pub fn get_json(node: &Node, rank: usize, path: &str) -> Result<serde_json::Valu
 mod tests {
     use super::*;
 
-    /// Hands out at most `step(i)` bytes a read, as a socket does.
+    /// Hands out varying amounts up to `most` bytes a read, as a socket does.
     struct Dribble {
         data: Vec<u8>,
         at: usize,
         reads: usize,
+        most: usize,
     }
 
     impl Read for Dribble {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             self.reads += 1;
-            let n = buf.len().min(self.data.len() - self.at).min(1 + (self.reads * 7919) % 70_000);
+            let n = buf.len().min(self.data.len() - self.at).min(1 + (self.reads * 7_919_003) % self.most);
             buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
             self.at += n;
             Ok(n)
         }
     }
 
-    fn pcap_of(packets: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    fn pcap_of(linktype: u32, packets: &[(u64, Vec<u8>)]) -> Vec<u8> {
         let mut out = vec![0u8; pcap::FILE_HEADER_LEN];
-        pcap::emit_file_header(out.as_mut_slice().try_into().unwrap(), 262_144, 1);
+        pcap::emit_file_header(out.as_mut_slice().try_into().unwrap(), 262_144, linktype);
         for (ts, p) in packets {
             let mut h = [0u8; pcap::RECORD_HEADER_LEN];
             pcap::emit_record_header(&mut h, *ts, p.len() as u32, p.len() as u32 + 4);
@@ -529,15 +535,19 @@ mod tests {
     /// A packet as the merge sees it: timestamp, original length, bytes.
     type Seen = (u64, u32, Vec<u8>);
 
-    /// Streams `body` and returns its packets as the merge sees them, and the end.
-    fn stream(body: Vec<u8>) -> (Vec<Seen>, Result<(), Failure>) {
+    /// Streams `body` in reads of up to `most` bytes, the pool holding `spent`, and returns
+    /// its packets as the merge sees them, and the end.
+    fn stream_with(body: Vec<u8>, most: usize, spent: Vec<Batch>) -> (Vec<Seen>, Result<(), Failure>) {
         let (tx, rx) = sync_channel(1 << 16);
-        let (_spent, back) = sync_channel(1);
+        let (give, back) = sync_channel(spent.len().max(1));
+        for b in spent {
+            give.send(b).unwrap();
+        }
         let pool = Pool(back);
         let broke = |e: io::Error| Failure::node(format!("broke off ({e})"), "");
         let not_pcap = |w: String| Failure::node(format!("not pcap ({w})"), "");
         let a = Answer {
-            body: Dribble { data: body, at: 0, reads: 0 },
+            body: Dribble { data: body, at: 0, reads: 0, most },
             tx: &tx,
             pool: &pool,
             broke: &broke,
@@ -549,13 +559,16 @@ mod tests {
         let mut got = Vec::new();
         for m in rx {
             if let Msg::Batch(b) = m {
-                for &(ts, orig, lt, at, len) in &b.pkts {
-                    assert_eq!(lt, 1);
+                for &(ts, orig, _, at, len) in &b.pkts {
                     got.push((ts, orig, b.data[at..at + len].to_vec()));
                 }
             }
         }
         (got, end)
+    }
+
+    fn stream(body: Vec<u8>) -> (Vec<Seen>, Result<(), Failure>) {
+        stream_with(body, 70_000, Vec::new())
     }
 
     #[test]
@@ -567,18 +580,41 @@ mod tests {
                 (1_700_000_000_000_000_000 + i * 1000, (0..len).map(|k| (k as u64 + i) as u8).collect())
             })
             .collect();
-        let (got, end) = stream(pcap_of(&packets));
+        let (got, end) = stream(pcap_of(1, &packets));
         assert!(end.is_ok());
         assert_eq!(got.len(), packets.len());
         for ((ts, orig, data), (ets, edata)) in got.iter().zip(&packets) {
             assert_eq!((*ts, *orig as usize, data), (*ets, edata.len() + 4, edata));
         }
+        // D-Bus records of up to 128 MiB: buffers grow, and what follows a grown one moves
+        // whole into the next batch.
+        let dbus = wv_wire::linktype::DBUS;
+        let packets: Vec<(u64, Vec<u8>)> = [100, 3 << 20, 70_000, 300_000, 1 << 20, 50]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (i as u64, vec![i as u8; n]))
+            .collect();
+        let (got, end) = stream(pcap_of(dbus, &packets));
+        assert!(end.is_ok());
+        assert_eq!(got.iter().map(|g| (g.0, g.2.clone())).collect::<Vec<_>>(), packets);
+        // A grown buffer handed back, then reads of megabytes: the part of a large record
+        // read past the batch's end is more than a fresh batch holds.
+        let packets: Vec<(u64, Vec<u8>)> = (0..50)
+            .map(|_| 1000)
+            .chain([1 << 20, 3 << 20, 3 << 20, 50])
+            .enumerate()
+            .map(|(i, n)| (i as u64, vec![i as u8; n]))
+            .collect();
+        let big = Batch { data: vec![0; 8 << 20], pkts: Vec::new() };
+        let (got, end) = stream_with(pcap_of(dbus, &packets), 6 << 20, vec![big]);
+        assert!(end.is_ok());
+        assert_eq!(got.iter().map(|g| (g.0, g.2.clone())).collect::<Vec<_>>(), packets);
     }
 
     #[test]
     fn an_answer_cut_inside_a_packet_broke_off_after_the_whole_ones() {
         let packets: Vec<(u64, Vec<u8>)> = (0..10u64).map(|i| (i, vec![i as u8; 100])).collect();
-        let mut body = pcap_of(&packets);
+        let mut body = pcap_of(1, &packets);
         body.truncate(body.len() - 50);
         let (got, end) = stream(body);
         assert_eq!(got.len(), 9);
