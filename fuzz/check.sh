@@ -12,12 +12,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 cd "$(dirname "$here")"
 targets=(reader packet_index query_expr config recover catalog dissect analyze)
 
-target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path fuzz/Cargo.toml |
-    grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
-
 if [ -z "${FUZZ_PLAIN:-}" ] && cargo fuzz --version >/dev/null 2>&1; then
     echo "fuzz/check.sh: cargo fuzz build (instrumented)"
     RUSTC_BOOTSTRAP=1 cargo fuzz build -O -s "${FUZZ_SANITIZER:-address}"
+    target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path fuzz/Cargo.toml |
+        grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
     bindir="$target_dir/$(rustc -vV | sed -n 's/^host: //p')/release"
 else
     # The root workspace's dev profile and target directory (fuzz/Cargo.toml repeats the

@@ -13,7 +13,8 @@ use wv_wire::pcap::{self, RecordHeader};
 
 /// Bytes of packet data in a batch before it is handed over.
 const BATCH_BYTES: usize = 256 << 10;
-/// Batches in flight per node (so at most about 1 MiB held per node).
+/// Batches in flight per node. With the one the merge reads, the one being
+/// filled and the next, at most six batches of a node exist (under 2 MiB).
 const BATCHES: usize = 3;
 
 /// Packets of one node, in its order: a buffer holding them as wirevault
@@ -113,6 +114,13 @@ impl Pool {
             Err(_) => Batch::default(),
         }
     }
+
+    /// A batch to fill from its start (a local store's packets are pushed).
+    fn empty(&self) -> Batch {
+        let mut b = self.take();
+        b.data.clear();
+        b
+    }
 }
 
 /// Starts the thread of node `node` for `sel` and returns its channel.
@@ -156,14 +164,11 @@ fn local(path: &std::path::Path, sel: &Selection, tx: &SyncSender<Msg>, pool: &P
     if tx.send(Msg::Start { linktype, snaplen: wv_wire::MAX_SNAPLEN }).is_err() {
         return Ok(());
     }
-    let mut b = pool.take();
-    b.data.clear();
+    let mut b = pool.empty();
     let mut each = |pk: wv_query::PacketRef<'_>| -> io::Result<()> {
         b.push(pk.ts_ns, pk.origlen, pk.linktype, pk.data);
         if b.full() {
-            let mut next = pool.take();
-            next.data.clear();
-            let full = std::mem::replace(&mut b, next);
+            let full = std::mem::replace(&mut b, pool.empty());
             tx.send(Msg::Batch(full)).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
         }
         Ok(())

@@ -264,6 +264,7 @@ impl Target {
     }
 
     /// The records `filter` and the time range choose.
+    ///
     /// An expression that names hosts every match has ([`hosts_of`]) is asked of the hosts
     /// table first, when there is one, for the first_ns of those hosts' records: the flows
     /// table then reads only the granules that hold them.
